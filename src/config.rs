@@ -1,0 +1,227 @@
+//! The YAML configuration as typed structs with built-in defaults.
+//! Unknown keys and bad values are errors that name the file, the key path and the line.
+
+use crate::collector::{diskstats, filesystem, probe, smart, topology};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The default listen address. Port 10150 is not taken in the Prometheus project's list of
+/// default exporter port allocations (see README, "Listen port").
+pub const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:10150";
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub web: WebConfig,
+    /// Where the daemon keeps state that must survive restarts (probe budgets, later history).
+    pub state_dir: PathBuf,
+    pub collectors: CollectorsConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            web: WebConfig::default(),
+            state_dir: PathBuf::from("/var/lib/ssdwatch"),
+            collectors: CollectorsConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    pub listen_address: String,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        WebConfig {
+            listen_address: DEFAULT_LISTEN_ADDRESS.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CollectorsConfig {
+    pub topology: topology::TopologyConfig,
+    pub diskstats: diskstats::DiskstatsConfig,
+    pub filesystem: filesystem::FilesystemConfig,
+    pub smart: smart::SmartConfig,
+    pub probe: probe::ProbeConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// serde_yaml_ng's message names the key path and the line/column.
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config file {path}: {key}: {message}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+/// A value that failed validation: which key, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid {
+    pub key: String,
+    pub message: String,
+}
+
+impl Invalid {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Invalid {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Loads the config from `path`, or the built-in defaults when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses YAML text; `path` only names the source in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        // An empty file (or one of comments only) means "all defaults".
+        let cfg: Config = if text.lines().all(|l| {
+            let t = l.trim();
+            t.is_empty() || t.starts_with('#') || t == "---"
+        }) {
+            Config::default()
+        } else {
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?
+        };
+        cfg.validate().map_err(|i| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key: i.key,
+            message: i.message,
+        })?;
+        Ok(cfg)
+    }
+
+    /// Checks values serde can't: ranges, paths, combinations.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        if self
+            .web
+            .listen_address
+            .parse::<std::net::SocketAddr>()
+            .is_err()
+        {
+            return Err(Invalid::new(
+                "web.listen_address",
+                format!(
+                    "{:?} is not an address:port such as 0.0.0.0:10150",
+                    self.web.listen_address
+                ),
+            ));
+        }
+        if !self.state_dir.is_absolute() {
+            return Err(Invalid::new("state_dir", "must be an absolute path"));
+        }
+        let c = &self.collectors;
+        c.topology.validate("collectors.topology")?;
+        c.diskstats.validate("collectors.diskstats")?;
+        c.filesystem.validate("collectors.filesystem")?;
+        c.smart.validate("collectors.smart")?;
+        c.probe.validate("collectors.probe")?;
+        Ok(())
+    }
+}
+
+/// Shared check for collector intervals.
+pub fn check_interval(
+    key: &str,
+    d: std::time::Duration,
+    min: std::time::Duration,
+) -> Result<(), Invalid> {
+    if d < min {
+        return Err(Invalid::new(
+            format!("{key}.interval"),
+            format!(
+                "{} is too short; the minimum is {}",
+                humantime::format_duration(d),
+                humantime::format_duration(min)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Config, ConfigError> {
+        Config::parse(s, Path::new("/etc/ssdwatch/ssdwatch.yaml"))
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(parse("# nothing\n").unwrap(), Config::default());
+        assert_eq!(parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let err = parse("web:\n  listen_address: 127.0.0.1:1\n  bogus: 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/etc/ssdwatch/ssdwatch.yaml"), "{err}");
+        assert!(err.contains("bogus"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_names_key_path_and_line() {
+        let err = parse("collectors:\n  diskstats:\n    enabled: maybe\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("collectors.diskstats.enabled"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn bad_listen_address_is_named() {
+        let err = parse("web:\n  listen_address: nowhere\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("web.listen_address"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_names_the_path() {
+        let err = Config::load(Some(Path::new("/nonexistent/ssdwatch.yaml")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/nonexistent/ssdwatch.yaml"), "{err}");
+    }
+
+    #[test]
+    fn example_config_parses_and_equals_defaults() {
+        let text = include_str!("../config/ssdwatch.example.yaml");
+        let cfg = parse(text).expect("example config must parse");
+        assert_eq!(cfg, Config::default(), "the example documents the defaults");
+    }
+}

@@ -1,0 +1,80 @@
+//! Wires collectors, the scheduler and the HTTP server together, and shuts them down.
+
+use crate::Roots;
+use crate::collector::{self, Context};
+use crate::config::Config;
+use crate::snapshot::{Shared, Store};
+use anyhow::Context as _;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Runs the daemon until `shutdown` resolves: binds the configured address, then serves.
+pub async fn run(
+    config: Config,
+    roots: Roots,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr = config.web.listen_address.clone();
+    let listener = TcpListener::bind(&addr).await.with_context(|| {
+        format!("listening on {addr} (web.listen_address / --web.listen-address)")
+    })?;
+    run_with_listener(config, roots, listener, shutdown).await
+}
+
+/// Runs the daemon on an already bound listener (tests bind port 0 and read the address).
+pub async fn run_with_listener(
+    config: Config,
+    roots: Roots,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let collectors = collector::build(&config)?;
+    let store = Arc::new(Store::new());
+    let ctx = Context {
+        roots: Arc::new(roots),
+        shared: Arc::new(Shared::default()),
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx);
+    let local = listener.local_addr().ok();
+    tracing::info!(address = ?local, "serving /metrics");
+    let app = crate::http::router(store);
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("HTTP server");
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        // Collectors stop at their next await point; a stuck blocking call is left behind.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), t).await;
+    }
+    result
+}
+
+/// One-shot mode: samples every enabled collector once (concurrently) and renders the
+/// exposition. Returns the text and whether every collector succeeded.
+pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(String, bool)> {
+    let collectors = collector::build(config)?;
+    let store = Arc::new(Store::new());
+    let ctx = Context {
+        roots: Arc::new(roots),
+        shared: Arc::new(Shared::default()),
+    };
+    for c in &collectors {
+        store.register(c.name());
+    }
+    let mut handles = Vec::new();
+    for mut c in collectors {
+        let ctx = ctx.clone();
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            collector::sample_once(c.as_mut(), &ctx, &store).await
+        }));
+    }
+    for h in handles {
+        h.await.context("collector task panicked")?;
+    }
+    Ok((store.render(), store.all_succeeded()))
+}

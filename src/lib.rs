@@ -1,0 +1,60 @@
+//! ssdwatch: a Prometheus exporter and monitoring daemon for SSDs under databases.
+//! `run` boots the whole daemon in-process so tests can drive it like `main` does.
+
+pub mod collector;
+pub mod config;
+pub mod daemon;
+pub mod http;
+pub mod metrics;
+pub mod probe;
+pub mod procfs;
+pub mod render;
+pub mod smart;
+pub mod snapshot;
+pub mod sysfs;
+
+use std::path::{Path, PathBuf};
+
+pub use daemon::{run, run_with_listener, sample_once};
+
+/// Where every reader looks: the `--path.sysfs`, `--path.procfs` and `--path.rootfs` flags
+/// (node_exporter's meaning), so the whole daemon runs against a fixture tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Roots {
+    pub sys: PathBuf,
+    pub proc: PathBuf,
+    pub rootfs: PathBuf,
+    /// Test seam: statvfs answers read from this YAML file instead of the kernel
+    /// (fixture trees have no real filesystems behind their mount points).
+    pub statvfs_fixture: Option<PathBuf>,
+}
+
+impl Default for Roots {
+    fn default() -> Self {
+        Roots {
+            sys: PathBuf::from("/sys"),
+            proc: PathBuf::from("/proc"),
+            rootfs: PathBuf::from("/"),
+            statvfs_fixture: None,
+        }
+    }
+}
+
+impl Roots {
+    /// A fixture tree laid out as `<dir>/sys`, `<dir>/proc`, `<dir>/statvfs.yaml`.
+    pub fn fixture(dir: &Path) -> Self {
+        let statvfs = dir.join("statvfs.yaml");
+        Roots {
+            sys: dir.join("sys"),
+            proc: dir.join("proc"),
+            rootfs: dir.join("rootfs"),
+            statvfs_fixture: statvfs.exists().then_some(statvfs),
+        }
+    }
+
+    /// A path inside the host's root filesystem as seen from here (`--path.rootfs`).
+    pub fn in_rootfs(&self, p: &Path) -> PathBuf {
+        let rel = p.strip_prefix("/").unwrap_or(p);
+        self.rootfs.join(rel)
+    }
+}

@@ -1,0 +1,1 @@
+//! procfs: pure readers and parsers (placeholder).

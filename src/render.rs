@@ -1,0 +1,135 @@
+//! The one encoder of the Prometheus text exposition format 0.0.4.
+//! Pure string building: it never looks at devices, clocks or collectors.
+
+use crate::metrics::{MetricFamily, format_value};
+use std::fmt::Write;
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Appends families (sorted by name for a stable, reviewable output) to `out`.
+pub fn render_families(out: &mut String, families: &[MetricFamily]) {
+    let mut sorted: Vec<&MetricFamily> = families.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(b.name));
+    for fam in sorted {
+        render_family(out, fam);
+    }
+}
+
+/// Appends one family. A family without samples is left out entirely (no HELP/TYPE orphan lines).
+pub fn render_family(out: &mut String, fam: &MetricFamily) {
+    if fam.samples.is_empty() {
+        return;
+    }
+    out.push_str("# HELP ");
+    out.push_str(fam.name);
+    out.push(' ');
+    escape_help(out, fam.help);
+    out.push('\n');
+    out.push_str("# TYPE ");
+    out.push_str(fam.name);
+    out.push(' ');
+    out.push_str(fam.kind.as_str());
+    out.push('\n');
+    for s in &fam.samples {
+        out.push_str(fam.name);
+        out.push_str(s.suffix);
+        if !s.labels.is_empty() {
+            out.push('{');
+            for (i, (k, v)) in s.labels.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(k);
+                out.push_str("=\"");
+                escape_label_value(out, v);
+                out.push('"');
+            }
+            out.push('}');
+        }
+        out.push(' ');
+        let v = s.value;
+        // Integers (the common case: bytes, counts) skip float formatting.
+        if v.fract() == 0.0 && v.abs() < 1e15 {
+            let _ = write!(out, "{}", v as i64);
+        } else {
+            out.push_str(&format_value(v));
+        }
+        out.push('\n');
+    }
+}
+
+fn escape_help(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn escape_label_value(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::MetricSet;
+
+    #[test]
+    fn renders_help_type_and_escaped_labels() {
+        let mut set = MetricSet::new();
+        set.gauge(
+            "ssdwatch_filesystem_avail_bytes",
+            "Bytes available.\nTo non-root.",
+        )
+        .push(&[("mountpoint", "/mnt/a \"b\"\\c")], 1024.0);
+        let mut out = String::new();
+        render_families(&mut out, set.families());
+        assert_eq!(
+            out,
+            "# HELP ssdwatch_filesystem_avail_bytes Bytes available.\\nTo non-root.\n\
+             # TYPE ssdwatch_filesystem_avail_bytes gauge\n\
+             ssdwatch_filesystem_avail_bytes{mountpoint=\"/mnt/a \\\"b\\\"\\\\c\"} 1024\n"
+        );
+    }
+
+    #[test]
+    fn histogram_has_inf_bucket_sum_and_count() {
+        let mut set = MetricSet::new();
+        set.histogram("ssdwatch_probe_latency_seconds", "Latency.")
+            .push_histogram(
+                &[("probe", "sync_write_4k")],
+                &[(0.001, 3), (0.01, 5)],
+                0.02,
+                6,
+            );
+        let mut out = String::new();
+        render_families(&mut out, set.families());
+        assert!(out.contains(
+            "ssdwatch_probe_latency_seconds_bucket{probe=\"sync_write_4k\",le=\"0.001\"} 3\n"
+        ));
+        assert!(out.contains(
+            "ssdwatch_probe_latency_seconds_bucket{probe=\"sync_write_4k\",le=\"+Inf\"} 6\n"
+        ));
+        assert!(out.contains("ssdwatch_probe_latency_seconds_sum{probe=\"sync_write_4k\"} 0.02\n"));
+        assert!(out.contains("ssdwatch_probe_latency_seconds_count{probe=\"sync_write_4k\"} 6\n"));
+    }
+
+    #[test]
+    fn empty_family_renders_nothing() {
+        let mut set = MetricSet::new();
+        set.gauge("ssdwatch_x", "x");
+        let mut out = String::new();
+        render_families(&mut out, set.families());
+        assert!(out.is_empty());
+    }
+}

@@ -1,0 +1,218 @@
+//! The latest immutable sample of each collector, and what a scrape renders from it.
+//! Collectors publish here from their own tasks; a scrape only reads (a lock held for a memcpy).
+
+use crate::metrics::{MetricKind, MetricSet};
+use crate::render;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Seconds since the Unix epoch, as Prometheus timestamps are given.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// What one collector last published, plus its own health.
+#[derive(Debug, Default, Clone)]
+pub struct CollectorState {
+    /// The collector's families, rendered once at publish time so a scrape is a copy.
+    pub rendered: Arc<String>,
+    /// Whether the last sample succeeded; `None` before the first sample finished.
+    pub success: Option<bool>,
+    pub duration: Option<Duration>,
+    pub last_success_unix: Option<f64>,
+    pub errors_total: u64,
+}
+
+/// The snapshot store: one entry per enabled collector.
+#[derive(Debug, Default)]
+pub struct Store {
+    states: RwLock<BTreeMap<&'static str, CollectorState>>,
+}
+
+/// Outcome of one sample, as the scheduler reports it.
+pub struct Published {
+    pub metrics: Option<MetricSet>,
+    pub duration: Duration,
+    /// Errors in this sample: a failed sample (metrics = None) or per-device errors in a good one.
+    pub errors: u64,
+}
+
+impl Store {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a collector so it shows up (success absent) before its first sample.
+    pub fn register(&self, name: &'static str) {
+        let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
+        g.entry(name).or_default();
+    }
+
+    /// Publishes a sample. A failed sample drops the collector's series (as node_exporter does)
+    /// rather than serving stale values as if they were fresh.
+    pub fn publish(&self, name: &'static str, p: Published) {
+        let rendered = p.metrics.as_ref().map(|m| {
+            let mut s = String::with_capacity(4096);
+            render::render_families(&mut s, m.families());
+            Arc::new(s)
+        });
+        let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
+        let st = g.entry(name).or_default();
+        st.duration = Some(p.duration);
+        st.errors_total += p.errors;
+        match rendered {
+            Some(r) => {
+                st.rendered = r;
+                st.success = Some(true);
+                st.last_success_unix = Some(unix_now());
+            }
+            None => {
+                st.rendered = Arc::new(String::new());
+                st.success = Some(false);
+            }
+        }
+    }
+
+    /// True once every registered collector has finished at least one sample.
+    pub fn ready(&self) -> bool {
+        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
+        g.values().all(|s| s.success.is_some())
+    }
+
+    /// True when every collector's last sample succeeded.
+    pub fn all_succeeded(&self) -> bool {
+        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
+        g.values().all(|s| s.success == Some(true))
+    }
+
+    pub fn state(&self, name: &str) -> Option<CollectorState> {
+        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
+        g.get(name).cloned()
+    }
+
+    /// Renders the whole exposition: each collector's families, then the collectors' own health.
+    pub fn render(&self) -> String {
+        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
+        let total: usize = g.values().map(|s| s.rendered.len()).sum();
+        let mut out = String::with_capacity(total + 2048);
+        for st in g.values() {
+            out.push_str(&st.rendered);
+        }
+        let mut meta = MetricSet::new();
+        for (name, st) in g.iter() {
+            let l = [("collector", *name)];
+            meta.gauge(
+                "ssdwatch_collector_success",
+                "Whether the collector's last sample succeeded (1) or failed (0).",
+            )
+            .push_opt(&l, st.success.map(|b| if b { 1.0 } else { 0.0 }));
+            meta.gauge(
+                "ssdwatch_collector_duration_seconds",
+                "How long the collector's last sample took.",
+            )
+            .push_opt(&l, st.duration.map(|d| d.as_secs_f64()));
+            meta.gauge(
+                "ssdwatch_collector_last_success_timestamp_seconds",
+                "When the collector last sampled successfully (Unix time).",
+            )
+            .push_opt(&l, st.last_success_unix);
+            meta.counter(
+                "ssdwatch_collector_errors_total",
+                "Errors met by the collector: failed samples and per-device errors.",
+            )
+            .push(&l, st.errors_total as f64);
+        }
+        render::render_families(&mut out, meta.families());
+        let mut build = MetricSet::new();
+        build
+            .gauge(
+                "ssdwatch_build_info",
+                "Version of the running ssdwatch; always 1.",
+            )
+            .push(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        render::render_families(&mut out, build.families());
+        out
+    }
+}
+
+/// What the disk-activity collector learns about each drive and other collectors (probes) need.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DiskActivity {
+    /// Last sample (Unix time) in which the drive's discarded bytes grew.
+    pub last_discard_unix: Option<f64>,
+    /// Since when (Unix time) the drive's io time has not moved.
+    pub idle_since_unix: Option<f64>,
+    /// Fraction of the last sampling interval the drive was busy (io_ticks delta / wall time).
+    pub utilization_ratio: Option<f64>,
+    /// When this entry was last updated (Unix time).
+    pub updated_unix: f64,
+}
+
+/// State that collectors share with each other (never with a scrape).
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Keyed by kernel device name (`sda`, `nvme0n1`, `loop3`).
+    pub disk_activity: RwLock<HashMap<String, DiskActivity>>,
+}
+
+impl Shared {
+    pub fn disk_activity(&self, device: &str) -> Option<DiskActivity> {
+        let g = self.disk_activity.read().unwrap_or_else(|e| e.into_inner());
+        g.get(device).cloned()
+    }
+
+    pub fn set_disk_activity(&self, device: &str, a: DiskActivity) {
+        let mut g = self
+            .disk_activity
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        g.insert(device.to_string(), a);
+    }
+}
+
+/// The kind of a family, re-exported for collectors that build families by hand.
+pub type Kind = MetricKind;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_sample_drops_series_and_counts_error() {
+        let store = Store::new();
+        store.register("filesystem");
+        assert!(!store.ready());
+        let mut m = MetricSet::new();
+        m.gauge("ssdwatch_filesystem_size_bytes", "Size.")
+            .push(&[("mountpoint", "/")], 10.0);
+        store.publish(
+            "filesystem",
+            Published {
+                metrics: Some(m),
+                duration: Duration::from_millis(2),
+                errors: 0,
+            },
+        );
+        assert!(store.ready());
+        let out = store.render();
+        assert!(out.contains("ssdwatch_filesystem_size_bytes{mountpoint=\"/\"} 10\n"));
+        assert!(out.contains("ssdwatch_collector_success{collector=\"filesystem\"} 1\n"));
+        store.publish(
+            "filesystem",
+            Published {
+                metrics: None,
+                duration: Duration::from_millis(2),
+                errors: 1,
+            },
+        );
+        let out = store.render();
+        assert!(!out.contains("ssdwatch_filesystem_size_bytes"));
+        assert!(out.contains("ssdwatch_collector_success{collector=\"filesystem\"} 0\n"));
+        assert!(out.contains("ssdwatch_collector_errors_total{collector=\"filesystem\"} 1\n"));
+        assert!(!store.all_succeeded());
+    }
+}

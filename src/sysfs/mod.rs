@@ -1,0 +1,1 @@
+//! sysfs: pure readers and parsers (placeholder).

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs what the tests need (Debian/Ubuntu, as root), then
+# formatting, lints, unit/integration tests (root-only ones skip with a message elsewhere),
+# Prometheus rule tests and the end-to-end VM suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs util-linux python3 python3-fusepy
+              qemu-system-x86 linux-image-amd64 busybox-static kmod cpio)
+
+need=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "== installing: ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "== not root: cannot install ${need[*]}; tests that need them will skip" >&2
+  fi
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --all-targets -- --test-threads=2
+echo "== all tests passed"
