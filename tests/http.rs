@@ -1,0 +1,96 @@
+//! The daemon's HTTP face, over real HTTP: landing page, health, readiness, and /metrics in the
+//! text format 0.0.4 with every collector's own health series.
+
+use ssdwatch::Roots;
+use ssdwatch::config::Config;
+use std::time::{Duration, Instant};
+
+fn empty_host() -> (tempfile::TempDir, Roots) {
+    // A host with no block devices and no mounts: the daemon must still serve.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
+    std::fs::create_dir_all(dir.path().join("sys/class/block")).unwrap();
+    std::fs::create_dir_all(dir.path().join("proc/self")).unwrap();
+    std::fs::write(dir.path().join("proc/self/mountinfo"), "").unwrap();
+    std::fs::create_dir_all(dir.path().join("rootfs")).unwrap();
+    let roots = Roots::fixture(dir.path());
+    (dir, roots)
+}
+
+fn get(url: &str) -> (u16, String, String) {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    let mut resp = agent.get(url).call().expect("HTTP request");
+    let status = resp.status().as_u16();
+    let ctype = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = resp.body_mut().read_to_string().expect("body");
+    (status, ctype, body)
+}
+
+#[test]
+fn daemon_serves_landing_health_ready_and_metrics() {
+    let (dir, roots) = empty_host();
+    let mut config = Config::default();
+    config.state_dir = dir.path().join("state");
+    config.collectors.smart.enabled = false;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(ssdwatch::run_with_listener(
+        config,
+        roots,
+        listener,
+        async {
+            let _ = rx.await;
+        },
+    ));
+    let base = format!("http://{addr}");
+
+    let (status, _, body) = get(&format!("{base}/"));
+    assert_eq!(status, 200);
+    assert!(body.contains("href=\"metrics\""), "{body}");
+    assert!(body.contains(env!("CARGO_PKG_VERSION")));
+
+    let (status, _, _) = get(&format!("{base}/-/healthy"));
+    assert_eq!(status, 200);
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, _) = get(&format!("{base}/-/ready"));
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(Instant::now() < deadline, "never became ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let (status, ctype, body) = get(&format!("{base}/metrics"));
+    assert_eq!(status, 200);
+    assert_eq!(ctype, "text/plain; version=0.0.4; charset=utf-8");
+    for c in ["topology", "diskstats", "filesystem", "probe"] {
+        assert!(
+            body.contains(&format!("ssdwatch_collector_success{{collector=\"{c}\"}}")),
+            "no health series for {c}:\n{body}"
+        );
+    }
+    assert!(
+        !body.contains("collector=\"smart\""),
+        "disabled collector shows up"
+    );
+    assert!(body.contains("ssdwatch_build_info{version=\""));
+
+    tx.send(()).unwrap();
+    rt.block_on(server).unwrap().expect("clean shutdown");
+}
