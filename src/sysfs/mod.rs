@@ -1,1 +1,22 @@
-//! sysfs: pure readers and parsers (placeholder).
+//! Readers of /sys under a root path given by the caller (`--path.sysfs`), and their pure parsers.
+//! No metrics here: collectors turn what these return into series.
+
+pub mod blockstat;
+pub mod topology;
+
+use std::path::Path;
+
+/// Reads a sysfs attribute, trimmed; `None` when absent or unreadable (sysfs attributes come and go
+/// with drivers and kernel versions, so a missing one is normal, not an error).
+pub fn read_attr(path: &Path) -> Option<String> {
+    let s = std::fs::read(path).ok()?;
+    // Some attributes (e.g. SCSI vpd pages) carry binary bytes; keep the printable part.
+    let text = String::from_utf8_lossy(&s);
+    let t = text.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+    Some(t.to_string())
+}
+
+/// Reads a sysfs attribute as an unsigned integer.
+pub fn read_u64(path: &Path) -> Option<u64> {
+    read_attr(path)?.parse().ok()
+}
