@@ -1,8 +1,15 @@
-//! Diskstats collector (placeholder until its module is written).
+//! Disk I/O and discard collector: /sys/block/*/stat as counters in base units, plus what only
+//! history tells: when each drive was last trimmed and how long it has been idle.
+//! Partitions are left out (their disk carries the same I/O); dm, md and loop devices are in.
 
 use crate::collector::{Collector, Context, Sample};
 use crate::config::{Invalid, check_interval};
+use crate::metrics::MetricSet;
+use crate::snapshot::{DiskActivity, unix_now};
+use crate::sysfs::blockstat::{BlockStat, STAT_SECTOR_BYTES, parse_block_stat};
 use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -28,15 +35,178 @@ impl DiskstatsConfig {
     }
 }
 
+/// What the collector remembers of a device between samples.
+#[derive(Debug, Clone, PartialEq)]
+struct History {
+    stat: BlockStat,
+    at: f64,
+    last_discard: Option<f64>,
+    idle_since: Option<f64>,
+}
+
 pub struct DiskstatsCollector {
     interval: Duration,
+    history: HashMap<String, History>,
 }
 
 impl DiskstatsCollector {
     pub fn new(cfg: &DiskstatsConfig) -> anyhow::Result<Self> {
         Ok(DiskstatsCollector {
             interval: cfg.interval,
+            history: HashMap::new(),
         })
+    }
+}
+
+/// Reads the stat file of every device in `<sys>/block`, skipping unused loop devices.
+/// Returns the parsed stats and per-device errors.
+pub fn read_all(sys: &Path) -> anyhow::Result<(Vec<(String, BlockStat)>, Vec<String>)> {
+    let block = sys.join("block");
+    let rd = std::fs::read_dir(&block)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", block.display()))?;
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for name in names {
+        let path = block.join(&name).join("stat");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                errors.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        if name.starts_with("loop")
+            && crate::sysfs::read_u64(&block.join(&name).join("size")) == Some(0)
+        {
+            continue; // an unbound loop device
+        }
+        match parse_block_stat(&text) {
+            Ok(s) => out.push((name, s)),
+            Err(e) => errors.push(format!("{}: {e}", path.display())),
+        }
+    }
+    Ok((out, errors))
+}
+
+/// Advances one device's history with a new stat read at `now`; returns the new history and the
+/// utilization over the interval (None on the first sample or after a counter reset).
+fn advance(prev: Option<&History>, stat: BlockStat, now: f64) -> (History, Option<f64>) {
+    let Some(p) = prev else {
+        return (
+            History {
+                stat,
+                at: now,
+                last_discard: None,
+                idle_since: None,
+            },
+            None,
+        );
+    };
+    // A counter going backwards means the device was re-created: start over.
+    if stat.io_time_ms < p.stat.io_time_ms || stat.reads_completed < p.stat.reads_completed {
+        return advance(None, stat, now);
+    }
+    let discarded = |s: &BlockStat| s.discard.map(|d| d.sectors);
+    let last_discard = match (discarded(&p.stat), discarded(&stat)) {
+        (Some(a), Some(b)) if b > a => Some(now),
+        _ => p.last_discard,
+    };
+    let idle_since = if stat.io_time_ms == p.stat.io_time_ms {
+        Some(p.idle_since.unwrap_or(p.at))
+    } else {
+        None
+    };
+    let wall = now - p.at;
+    let util = (wall > 0.0)
+        .then(|| ((stat.io_time_ms - p.stat.io_time_ms) as f64 / 1000.0 / wall).clamp(0.0, 1.0));
+    (
+        History {
+            stat,
+            at: now,
+            last_discard,
+            idle_since,
+        },
+        util,
+    )
+}
+
+/// Renders one device's counters (pure: used by tests and benchmarks too).
+pub fn stat_metrics(m: &mut MetricSet, device: &str, s: &BlockStat) {
+    let l = [("device", device)];
+    let ms = |v: u64| v as f64 / 1000.0;
+    let bytes = |sectors: u64| (sectors * STAT_SECTOR_BYTES) as f64;
+    m.counter("ssdwatch_disk_reads_completed_total", "Reads completed.")
+        .push(&l, s.reads_completed as f64);
+    m.counter("ssdwatch_disk_reads_merged_total", "Adjacent reads merged.")
+        .push(&l, s.reads_merged as f64);
+    m.counter("ssdwatch_disk_read_bytes_total", "Bytes read.")
+        .push(&l, bytes(s.read_sectors));
+    m.counter(
+        "ssdwatch_disk_read_time_seconds_total",
+        "Time spent by all reads.",
+    )
+    .push(&l, ms(s.read_time_ms));
+    m.counter("ssdwatch_disk_writes_completed_total", "Writes completed.")
+        .push(&l, s.writes_completed as f64);
+    m.counter(
+        "ssdwatch_disk_writes_merged_total",
+        "Adjacent writes merged.",
+    )
+    .push(&l, s.writes_merged as f64);
+    m.counter("ssdwatch_disk_written_bytes_total", "Bytes written.")
+        .push(&l, bytes(s.write_sectors));
+    m.counter(
+        "ssdwatch_disk_write_time_seconds_total",
+        "Time spent by all writes.",
+    )
+    .push(&l, ms(s.write_time_ms));
+    m.gauge("ssdwatch_disk_io_now", "I/Os currently in flight.")
+        .push(&l, s.in_flight as f64);
+    m.counter(
+        "ssdwatch_disk_io_time_seconds_total",
+        "Time the device had I/O in flight (busy time).",
+    )
+    .push(&l, ms(s.io_time_ms));
+    m.counter(
+        "ssdwatch_disk_io_time_weighted_seconds_total",
+        "Busy time weighted by the number of I/Os in flight.",
+    )
+    .push(&l, ms(s.weighted_io_time_ms));
+    if let Some(d) = s.discard {
+        m.counter(
+            "ssdwatch_disk_discards_completed_total",
+            "Discards (TRIM/UNMAP/deallocate) completed.",
+        )
+        .push(&l, d.completed as f64);
+        m.counter(
+            "ssdwatch_disk_discards_merged_total",
+            "Adjacent discards merged.",
+        )
+        .push(&l, d.merged as f64);
+        m.counter("ssdwatch_disk_discarded_bytes_total", "Bytes discarded.")
+            .push(&l, bytes(d.sectors));
+        m.counter(
+            "ssdwatch_disk_discard_time_seconds_total",
+            "Time spent by all discards.",
+        )
+        .push(&l, ms(d.time_ms));
+    }
+    if let Some(f) = s.flush {
+        m.counter(
+            "ssdwatch_disk_flush_requests_total",
+            "Cache flush requests completed.",
+        )
+        .push(&l, f.completed as f64);
+        m.counter(
+            "ssdwatch_disk_flush_time_seconds_total",
+            "Time spent by all flush requests.",
+        )
+        .push(&l, ms(f.time_ms));
     }
 }
 
@@ -50,7 +220,129 @@ impl Collector for DiskstatsCollector {
         self.interval
     }
 
-    async fn sample(&mut self, _ctx: &Context) -> anyhow::Result<Sample> {
-        Ok(Sample::default())
+    async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        let sys = ctx.roots.sys.clone();
+        let (stats, errors) = tokio::task::spawn_blocking(move || read_all(&sys)).await??;
+        let now = unix_now();
+        let mut s = Sample {
+            errors,
+            ..Default::default()
+        };
+        let mut next = HashMap::with_capacity(stats.len());
+        for (name, stat) in stats {
+            stat_metrics(&mut s.metrics, &name, &stat);
+            let (h, util) = advance(self.history.get(&name), stat, now);
+            let l = [("device", name.as_str())];
+            s.metrics
+                .gauge(
+                    "ssdwatch_disk_last_discard_timestamp_seconds",
+                    "Last time (Unix) a sample saw the device's discarded bytes grow; absent until seen since the daemon started.",
+                )
+                .push_opt(&l, h.last_discard);
+            s.metrics
+                .gauge(
+                    "ssdwatch_disk_idle_seconds",
+                    "How long the device's busy time has not moved (idle time for garbage collection); 0 when busy in the last interval.",
+                )
+                .push_opt(
+                    &l,
+                    if self.history.contains_key(&name) {
+                        Some(h.idle_since.map(|t| now - t).unwrap_or(0.0))
+                    } else {
+                        None
+                    },
+                );
+            ctx.shared.set_disk_activity(
+                &name,
+                DiskActivity {
+                    last_discard_unix: h.last_discard,
+                    idle_since_unix: h.idle_since,
+                    utilization_ratio: util,
+                    updated_unix: now,
+                },
+            );
+            next.insert(name, h);
+        }
+        self.history = next;
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(io: u64, discard_sectors: u64) -> BlockStat {
+        BlockStat {
+            io_time_ms: io,
+            discard: Some(crate::sysfs::blockstat::DiscardStat {
+                sectors: discard_sectors,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn discard_growth_sets_last_discard_time() {
+        let (h1, u1) = advance(None, st(100, 0), 1000.0);
+        assert_eq!(h1.last_discard, None);
+        assert_eq!(u1, None);
+        let (h2, _) = advance(Some(&h1), st(200, 0), 1015.0);
+        assert_eq!(h2.last_discard, None);
+        let (h3, _) = advance(Some(&h2), st(300, 8), 1030.0);
+        assert_eq!(h3.last_discard, Some(1030.0));
+        let (h4, _) = advance(Some(&h3), st(400, 8), 1045.0);
+        assert_eq!(h4.last_discard, Some(1030.0), "kept while no new discards");
+    }
+
+    #[test]
+    fn idle_time_counts_from_the_last_busy_sample() {
+        let (h1, _) = advance(None, st(100, 0), 1000.0);
+        let (h2, u2) = advance(Some(&h1), st(100, 0), 1015.0);
+        assert_eq!(h2.idle_since, Some(1000.0));
+        assert_eq!(u2, Some(0.0));
+        let (h3, _) = advance(Some(&h2), st(100, 0), 1030.0);
+        assert_eq!(h3.idle_since, Some(1000.0));
+        let (h4, u4) = advance(Some(&h3), st(7600, 0), 1045.0);
+        assert_eq!(h4.idle_since, None);
+        assert_eq!(u4, Some(0.5));
+    }
+
+    #[test]
+    fn counter_reset_starts_over() {
+        let (h1, _) = advance(None, st(1000, 50), 1000.0);
+        let (h2, u) = advance(Some(&h1), st(10, 0), 1015.0);
+        assert_eq!(h2.last_discard, None);
+        assert_eq!(u, None);
+    }
+
+    #[test]
+    fn sectors_are_512_bytes_and_times_seconds() {
+        let mut m = MetricSet::new();
+        let s = parse_block_stat("1 0 8 1500 2 0 16 250 0 3000 3100 4 0 4096 20 5 7").unwrap();
+        stat_metrics(&mut m, "nvme0n1", &s);
+        let v = |n| m.value(n, &[("device", "nvme0n1")]);
+        assert_eq!(v("ssdwatch_disk_read_bytes_total"), Some(4096.0));
+        assert_eq!(v("ssdwatch_disk_written_bytes_total"), Some(8192.0));
+        assert_eq!(
+            v("ssdwatch_disk_discarded_bytes_total"),
+            Some(4096.0 * 512.0)
+        );
+        assert_eq!(v("ssdwatch_disk_read_time_seconds_total"), Some(1.5));
+        assert_eq!(v("ssdwatch_disk_io_time_seconds_total"), Some(3.0));
+        assert_eq!(v("ssdwatch_disk_flush_requests_total"), Some(5.0));
+    }
+
+    #[test]
+    fn old_kernel_has_no_discard_series() {
+        let mut m = MetricSet::new();
+        let s = parse_block_stat("1 0 8 1500 2 0 16 250 0 3000 3100").unwrap();
+        stat_metrics(&mut m, "sda", &s);
+        assert!(
+            m.value("ssdwatch_disk_discarded_bytes_total", &[])
+                .is_none()
+        );
+        assert!(m.value("ssdwatch_disk_read_bytes_total", &[]).is_some());
     }
 }
