@@ -58,9 +58,11 @@ impl DiskstatsCollector {
     }
 }
 
+/// Parsed stats by device name, and per-device errors.
+pub type StatsRead = (Vec<(String, BlockStat)>, Vec<String>);
+
 /// Reads the stat file of every device in `<sys>/block`, skipping unused loop devices.
-/// Returns the parsed stats and per-device errors.
-pub fn read_all(sys: &Path) -> anyhow::Result<(Vec<(String, BlockStat)>, Vec<String>)> {
+pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
     let block = sys.join("block");
     let rd = std::fs::read_dir(&block)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", block.display()))?;
