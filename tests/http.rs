@@ -38,8 +38,10 @@ fn get(url: &str) -> (u16, String, String) {
 #[test]
 fn daemon_serves_landing_health_ready_and_metrics() {
     let (dir, roots) = empty_host();
-    let mut config = Config::default();
-    config.state_dir = dir.path().join("state");
+    let mut config = Config {
+        state_dir: dir.path().join("state"),
+        ..Config::default()
+    };
     config.collectors.smart.enabled = false;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let listener = rt
