@@ -1,1 +1,3 @@
-//! procfs: pure readers and parsers (placeholder).
+//! Readers of /proc under a root path given by the caller (`--path.procfs`), and their pure parsers.
+
+pub mod mountinfo;
