@@ -1,0 +1,272 @@
+//! The golden scrape is the contract: `ssdwatch sample` against each fixture host tree must print
+//! exactly the checked-in exposition in tests/golden/<host>.prom, and pass `promtool check metrics`.
+//! After an intended change, regenerate with `UPDATE_GOLDEN=1 cargo test --test golden` and review
+//! the diff against the fixture values (tests/fixtures/hosts/make_trees.py writes the trees).
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+const HOSTS: &[&str] = &[
+    "nvme-partitions",
+    "sata-luks-lvm",
+    "md-raid1-nvme",
+    "virtio",
+    "discard-dropped",
+];
+
+/// Series whose values change from run to run (timings, clocks, version).
+const VOLATILE: &[&str] = &[
+    "ssdwatch_collector_duration_seconds",
+    "ssdwatch_collector_last_success_timestamp_seconds",
+    "ssdwatch_build_info",
+];
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sample(host: &str) -> String {
+    let dir = manifest().join("tests/fixtures/hosts").join(host);
+    let cfg = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    std::fs::write(
+        cfg.path(),
+        "collectors:\n  smart:\n    enabled: false\n  probe:\n    enabled: false\n  filesystem:\n    statfs_timeout: 300ms\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ssdwatch"))
+        .arg("--config")
+        .arg(cfg.path())
+        .arg("--path.sysfs")
+        .arg(dir.join("sys"))
+        .arg("--path.procfs")
+        .arg(dir.join("proc"))
+        .arg("--path.rootfs")
+        .arg(dir.join("rootfs"))
+        .arg("--fixture.statvfs")
+        .arg(dir.join("statvfs.yaml"))
+        .arg("--log.level=error")
+        .arg("sample")
+        .output()
+        .expect("run ssdwatch sample");
+    assert!(
+        out.status.success(),
+        "{host}: sample failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 exposition")
+}
+
+fn stable(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            !VOLATILE.iter().any(|v| {
+                l.starts_with(v)
+                    || l.starts_with(&format!("# HELP {v} "))
+                    || l.starts_with(&format!("# TYPE {v} "))
+            })
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn promtool_check(host: &str, text: &str) {
+    let Ok(mut child) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!(
+            "SKIP promtool check for {host}: promtool not installed (apt-get install prometheus)"
+        );
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "{host}: promtool check metrics complained:\n{said}"
+    );
+}
+
+fn families_unique(host: &str, text: &str) {
+    let mut seen = HashSet::new();
+    for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let name = l.split_whitespace().nth(2).unwrap();
+        assert!(
+            seen.insert(name.to_string()),
+            "{host}: family {name} appears twice"
+        );
+    }
+}
+
+fn check(host: &str) -> Option<String> {
+    let text = sample(host);
+    promtool_check(host, &text);
+    families_unique(host, &text);
+    let got = stable(&text);
+    let path = manifest().join("tests/golden").join(format!("{host}.prom"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &got).unwrap();
+        return None;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    if got == want {
+        return None;
+    }
+    let diff: Vec<String> = diff_lines(&want, &got);
+    Some(format!(
+        "{host}: exposition differs from {} (UPDATE_GOLDEN=1 to accept):\n{}",
+        path.display(),
+        diff.join("\n")
+    ))
+}
+
+fn diff_lines(want: &str, got: &str) -> Vec<String> {
+    let w: HashSet<&str> = want.lines().collect();
+    let g: HashSet<&str> = got.lines().collect();
+    let mut out: Vec<String> = want
+        .lines()
+        .filter(|l| !g.contains(l))
+        .map(|l| format!("- {l}"))
+        .collect();
+    out.extend(
+        got.lines()
+            .filter(|l| !w.contains(l))
+            .map(|l| format!("+ {l}")),
+    );
+    out
+}
+
+#[test]
+fn every_fixture_host_matches_its_golden_exposition() {
+    let failures: Vec<String> = HOSTS.iter().filter_map(|h| check(h)).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Reads one value from an exposition (exact label set as printed).
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn luks_on_lvm_filesystem_maps_to_the_sata_drive_and_is_trim_capable() {
+    let t = sample("sata-luks-lvm");
+    let l = "{mountpoint=\"/var/lib/mysql\",device=\"dm-2\",fstype=\"ext4\"";
+    assert_eq!(
+        value(&t, &format!("ssdwatch_filesystem_trim_capable{l}}}")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &t,
+            &format!("ssdwatch_filesystem_discard_mount_option{l}}}")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &t,
+            &format!("ssdwatch_filesystem_drive_info{l},drive=\"sda\"}}")
+        ),
+        Some(1.0)
+    );
+    // bavail 17880000 blocks of 4096 bytes
+    assert_eq!(
+        value(&t, &format!("ssdwatch_filesystem_avail_bytes{l}}}")),
+        Some(73_236_480_000.0)
+    );
+}
+
+#[test]
+fn a_dm_crypt_layer_without_allow_discards_makes_trim_incapable() {
+    let t = sample("discard-dropped");
+    let l = "{mountpoint=\"/srv/db\",device=\"dm-0\",fstype=\"ext4\"}";
+    assert_eq!(
+        value(&t, &format!("ssdwatch_filesystem_trim_capable{l}")),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&t, "ssdwatch_disk_discard_max_bytes{device=\"dm-0\"}"),
+        Some(0.0)
+    );
+    // The hung FUSE mount is stuck and has no size; the others are unaffected.
+    let s = "{mountpoint=\"/mnt/stuck\",device=\"backup@nas:/export\",fstype=\"fuse.sshfs\"}";
+    assert_eq!(
+        value(&t, &format!("ssdwatch_filesystem_stuck{s}")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&t, &format!("ssdwatch_filesystem_size_bytes{s}")),
+        None
+    );
+    assert!(
+        value(
+            &t,
+            "ssdwatch_filesystem_size_bytes{mountpoint=\"/\",device=\"sda\",fstype=\"ext4\"}"
+        )
+        .is_some()
+    );
+}
+
+#[test]
+fn md_raid1_lives_on_both_nvme_drives() {
+    let t = sample("md-raid1-nvme");
+    for d in ["nvme0n1", "nvme1n1"] {
+        let s = format!(
+            "ssdwatch_filesystem_drive_info{{mountpoint=\"/\",device=\"md0\",fstype=\"ext4\",drive=\"{d}\"}}"
+        );
+        assert_eq!(value(&t, &s), Some(1.0), "{s}");
+    }
+    assert!(t.contains("ssdwatch_disk_info{device=\"nvme1n1\",kind=\"nvme\",model=\"INTEL SSDPE2KX016T8\",serial=\"PHLN0123004K3P2BGN\""));
+}
+
+#[test]
+fn discard_counters_are_sectors_times_512_and_absent_on_old_kernels() {
+    let t = sample("nvme-partitions");
+    // stat field 14 (discarded sectors) = 93810688
+    assert_eq!(
+        value(
+            &t,
+            "ssdwatch_disk_discarded_bytes_total{device=\"nvme0n1\"}"
+        ),
+        Some(93_810_688.0 * 512.0)
+    );
+    let v = sample("virtio");
+    assert!(
+        !v.contains("ssdwatch_disk_discarded_bytes_total"),
+        "11-field stat has no discards"
+    );
+    assert_eq!(
+        value(
+            &v,
+            "ssdwatch_filesystem_readonly{mountpoint=\"/srv\",device=\"vdb\",fstype=\"ext4\"}"
+        ),
+        Some(1.0)
+    );
+    assert!(
+        !v.contains("mountpoint=\"/www\""),
+        "bind mount of / reported twice"
+    );
+}
+
+#[test]
+fn mount_point_with_a_space_is_unescaped_and_bind_mount_reported_once() {
+    let t = sample("nvme-partitions");
+    assert!(t.contains("ssdwatch_filesystem_size_bytes{mountpoint=\"/srv/pg data\",device=\"nvme0n1p3\",fstype=\"xfs\"}"));
+    assert!(!t.contains("mountpoint=\"/var/backups\""));
+}
