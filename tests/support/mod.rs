@@ -1,0 +1,273 @@
+//! Helpers for tests that need the real kernel: root checks, loop-mounted filesystems, a hung
+//! FUSE mount. Everything set up is torn down by Drop guards, also when a test panics.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// True when running as root; otherwise prints why the test is skipped.
+pub fn require_root(test: &str) -> bool {
+    if nix::unistd::Uid::effective().is_root() {
+        true
+    } else {
+        eprintln!("SKIP {test}: needs root (loop devices, mount, FUSE)");
+        false
+    }
+}
+
+/// Whether a command is on PATH; otherwise prints why the test is skipped.
+pub fn require_cmd(test: &str, cmd: &str, package: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !found {
+        eprintln!("SKIP {test}: {cmd} not installed (apt-get install {package})");
+    }
+    found
+}
+
+pub fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An ext4 filesystem on a loop device over a sparse file, mounted in a temp dir.
+pub struct LoopFs {
+    pub dir: tempfile::TempDir,
+    pub image: PathBuf,
+    pub device: String,
+    pub mountpoint: PathBuf,
+}
+
+impl LoopFs {
+    pub fn new(size_mib: u64) -> LoopFs {
+        Self::with_mkfs(size_mib, &["-q", "-F"])
+    }
+
+    pub fn with_mkfs(size_mib: u64, mkfs_args: &[&str]) -> LoopFs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = dir.path().join("disk.img");
+        let f = std::fs::File::create(&image).expect("create image");
+        f.set_len(size_mib << 20).expect("size image");
+        drop(f);
+        let device = run("losetup", &["-f", "--show", image.to_str().unwrap()])
+            .trim()
+            .to_string();
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).unwrap();
+        let mut fs = LoopFs {
+            dir,
+            image,
+            device,
+            mountpoint,
+        };
+        let mut args: Vec<&str> = mkfs_args.to_vec();
+        args.push(&fs.device);
+        run("mkfs.ext4", &args);
+        run("mount", &[&fs.device, fs.mountpoint.to_str().unwrap()]);
+        fs.mountpoint = fs.mountpoint.canonicalize().unwrap();
+        fs
+    }
+
+    /// Kernel name of the loop device (`loop3`).
+    pub fn kernel_name(&self) -> String {
+        self.device.trim_start_matches("/dev/").to_string()
+    }
+
+    pub fn mp(&self) -> &str {
+        self.mountpoint.to_str().unwrap()
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mountpoint)
+            .status();
+        let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
+    }
+}
+
+/// A FUSE mount whose statfs never returns. Dropping it SIGKILLs the server (the only thing that
+/// releases threads blocked in statvfs) and lazily unmounts.
+pub struct HungFuse {
+    pub dir: tempfile::TempDir,
+    pub mountpoint: PathBuf,
+    server: Option<Child>,
+}
+
+impl HungFuse {
+    pub fn new() -> HungFuse {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mountpoint = dir.path().join("hung");
+        std::fs::create_dir(&mountpoint).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/hung_statfs_fs.py");
+        let server = Command::new(system_python())
+            .arg(script)
+            .arg(&mountpoint)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start FUSE server");
+        let hf = HungFuse {
+            dir,
+            mountpoint,
+            server: Some(server),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+            if mi.contains(hf.mountpoint.to_str().unwrap()) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "FUSE mount did not appear");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        hf
+    }
+
+    pub fn kill_server(&mut self) {
+        if let Some(mut c) = self.server.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mountpoint)
+            .status();
+    }
+}
+
+impl Drop for HungFuse {
+    fn drop(&mut self) {
+        self.kill_server();
+    }
+}
+
+/// Debian's python3 (where python3-fusepy installs), falling back to whatever python3 is on PATH.
+pub fn system_python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+/// Threads of this process.
+pub fn thread_count() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A running in-process daemon on 127.0.0.1:<free port>; stops on drop.
+pub struct Daemon {
+    pub base: String,
+    rt: Option<tokio::runtime::Runtime>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Daemon {
+    pub fn start(config: ssdwatch::config::Config, roots: ssdwatch::Roots) -> Daemon {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        rt.spawn(async move {
+            if let Err(e) = ssdwatch::run_with_listener(config, roots, listener, async {
+                let _ = rx.await;
+            })
+            .await
+            {
+                eprintln!("daemon failed: {e:#}");
+            }
+        });
+        Daemon {
+            base: format!("http://{addr}"),
+            rt: Some(rt),
+            stop: Some(tx),
+        }
+    }
+
+    /// GET a path; returns the body, panicking on HTTP errors.
+    pub fn get(&self, path: &str) -> String {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .new_agent();
+        agent
+            .get(&format!("{}{path}", self.base))
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .body_mut()
+            .read_to_string()
+            .unwrap()
+    }
+
+    /// Waits until `pred` holds for /metrics, returning that exposition.
+    pub fn wait_metrics(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let m = self.get("/metrics");
+            if pred(&m) {
+                return m;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last scrape:\n{m}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+/// Reads one series' value from an exposition, given the exact series text before the value.
+pub fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Sum of a family's values over series whose labels contain `label_part`.
+pub fn value_matching(text: &str, family: &str, label_part: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(label_part))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
