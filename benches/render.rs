@@ -1,0 +1,95 @@
+//! /metrics render time on a large host: 64 drives with 8 partitions each and 500 filesystems.
+//! A scrape copies pre-rendered collector output, so this should stay far under 1 ms.
+//! Also measures one background sample of each collector on that host (not on the scrape path).
+//!
+//! `SSDWATCH_BENCH_KEEP=DIR` writes the generated host to DIR (for benches/rss.sh) as well.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ssdwatch::Roots;
+use ssdwatch::collector::diskstats::DiskstatsCollector;
+use ssdwatch::collector::filesystem::FilesystemCollector;
+use ssdwatch::collector::topology::TopologyCollector;
+use ssdwatch::collector::{self, Collector, Context};
+use ssdwatch::config::Config;
+use ssdwatch::snapshot::{Shared, Store};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+fn generate(dir: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen_big_host.py");
+    let ok = Command::new("python3")
+        .arg(script)
+        .arg(dir)
+        .status()
+        .expect("python3")
+        .success();
+    assert!(ok, "fixture generator failed");
+}
+
+fn big_host() -> (tempfile::TempDir, Arc<Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path());
+    if let Some(keep) = std::env::var_os("SSDWATCH_BENCH_KEEP") {
+        generate(Path::new(&keep));
+    }
+    let mut config = Config::default();
+    config.collectors.smart.enabled = false;
+    config.collectors.probe.enabled = false;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let store = Arc::new(Store::new());
+    let ctx = Context {
+        roots: Arc::new(Roots::fixture(dir.path())),
+        shared: Arc::new(Shared::default()),
+    };
+    rt.block_on(async {
+        for mut c in collector::build(&config).unwrap() {
+            store.register(c.name());
+            assert!(collector::sample_once(c.as_mut(), &ctx, &store).await);
+        }
+    });
+    (dir, store)
+}
+
+fn render(c: &mut Criterion) {
+    let (_dir, store) = big_host();
+    let text = store.render();
+    let series = text.lines().filter(|l| !l.starts_with('#')).count();
+    assert!(text.contains("ssdwatch_filesystem_avail_bytes{mountpoint=\"/srv/db499\""));
+    eprintln!("exposition: {} bytes, {series} series", text.len());
+    c.bench_function("render /metrics (64 drives, 500 mounts)", |b| {
+        b.iter(|| std::hint::black_box(store.render()))
+    });
+}
+
+fn sample(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path());
+    let config = Config::default();
+    let ctx = Context {
+        roots: Arc::new(Roots::fixture(dir.path())),
+        shared: Arc::new(Shared::default()),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut collectors: Vec<Box<dyn Collector>> = vec![
+        Box::new(TopologyCollector::new(&config.collectors.topology).unwrap()),
+        Box::new(DiskstatsCollector::new(&config.collectors.diskstats).unwrap()),
+        Box::new(FilesystemCollector::new(&config.collectors.filesystem).unwrap()),
+    ];
+    for col in collectors.iter_mut() {
+        let name = format!(
+            "sample {} (64 drives, 576 block devices, 500 mounts)",
+            col.name()
+        );
+        c.bench_function(&name, |b| {
+            b.iter(|| {
+                let s = rt.block_on(col.sample(&ctx)).unwrap();
+                assert!(s.errors.is_empty(), "{:?}", s.errors);
+                std::hint::black_box(s)
+            })
+        });
+    }
+}
+
+criterion_group!(benches, render, sample);
+criterion_main!(benches);
