@@ -131,6 +131,43 @@ pub fn parse_devnum(s: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
+/// What a `wwid` attribute says about a drive. The kernel prints the SCSI VPD page 0x83
+/// designator (`naa.…`, `eui.…`, `t10.…`) for sd disks and the namespace identifier
+/// (`eui.…`, `uuid.…`, or a vendor-built `nvme.…` string) for NVMe namespaces.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Wwid {
+    /// A world-wide name (`naa.`, `eui.`, `uuid.` designators); `None` for the vendor-built forms.
+    pub wwn: Option<String>,
+    /// From a libata `t10.ATA` designator: the full ATA model (40 characters; the SCSI `model`
+    /// attribute is cut to 16) and the serial number.
+    pub ata_model: Option<String>,
+    pub ata_serial: Option<String>,
+}
+
+/// Parses a `wwid` attribute. libata builds a T10 designator as `ATA` padded to 8, the model
+/// padded to 40 and the serial padded to 20; trailing padding may already be trimmed.
+pub fn parse_wwid(s: &str) -> Wwid {
+    let s = s.trim();
+    let mut w = Wwid::default();
+    if ["naa.", "eui.", "uuid."].iter().any(|p| s.starts_with(p)) && s.len() > 5 {
+        w.wwn = Some(s.to_string());
+    } else if let Some(body) = s.strip_prefix("t10.ATA").and_then(|b| b.get(5..)) {
+        let (model, serial) = match (body.get(..40), body.get(40..)) {
+            (Some(m), Some(sn)) if !sn.trim().is_empty() && !sn.trim().contains(' ') => {
+                (m.trim(), sn.trim())
+            }
+            // Not padded as libata does it: the serial is the last word.
+            _ => match body.trim().rsplit_once(' ') {
+                Some((m, sn)) => (m.trim(), sn),
+                None => ("", body.trim()),
+            },
+        };
+        w.ata_model = (!model.is_empty()).then(|| model.to_string());
+        w.ata_serial = (!serial.is_empty()).then(|| serial.to_string());
+    }
+    w
+}
+
 /// Cleans an identity string: trims padding, drops empty values.
 fn ident(s: Option<String>) -> Option<String> {
     let s = s?;
@@ -305,15 +342,23 @@ fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> 
             d.model = ident(read_attr(&dev.join("model")));
             d.serial = ident(read_attr(&dev.join("serial")));
             d.firmware = ident(read_attr(&dev.join("firmware_rev")));
-            d.wwn = ident(read_attr(&dir.join("wwid")));
+            d.wwn = read_attr(&dir.join("wwid")).and_then(|s| parse_wwid(&s).wwn);
         }
         DeviceKind::Scsi => {
+            let wwid = read_attr(&dev.join("wwid"))
+                .map(|s| parse_wwid(&s))
+                .unwrap_or_default();
             d.vendor = ident(read_attr(&dev.join("vendor")));
-            d.model = ident(read_attr(&dev.join("model")));
+            d.model = if d.vendor.as_deref() == Some("ATA") && wwid.ata_model.is_some() {
+                wwid.ata_model // the SCSI model attribute is cut to 16 characters
+            } else {
+                ident(read_attr(&dev.join("model")))
+            };
             d.firmware = ident(read_attr(&dev.join("rev")));
-            d.wwn = ident(read_attr(&dev.join("wwid")));
+            d.wwn = wwid.wwn;
             d.serial = ident(read_attr(&dev.join("serial")))
-                .or_else(|| ident(read_vpd_serial(&dev.join("vpd_pg80"))));
+                .or_else(|| ident(read_vpd_serial(&dev.join("vpd_pg80"))))
+                .or(wwid.ata_serial);
         }
         DeviceKind::Virtio => {
             d.serial = ident(read_attr(&dir.join("serial")));
@@ -452,6 +497,114 @@ mod tests {
         assert_eq!(classify("dm-3", false, false), DeviceKind::Dm);
         assert_eq!(classify("vda", false, false), DeviceKind::Virtio);
         assert_eq!(classify("md127", false, true), DeviceKind::Md);
+    }
+
+    #[test]
+    fn wwid_forms() {
+        let w = parse_wwid("naa.5002538e40a1b2c3\n");
+        assert_eq!(w.wwn.as_deref(), Some("naa.5002538e40a1b2c3"));
+        let t10 = format!(
+            "t10.ATA     {:<40}{:<20}",
+            "Samsung SSD 860 EVO 1TB", "S3Z9NB0K123456A"
+        );
+        let w = parse_wwid(&t10);
+        assert_eq!(w.wwn, None, "a T10 vendor id is not a world-wide name");
+        assert_eq!(w.ata_model.as_deref(), Some("Samsung SSD 860 EVO 1TB"));
+        assert_eq!(w.ata_serial.as_deref(), Some("S3Z9NB0K123456A"));
+        // A model filling all 40 characters, trailing padding trimmed by the reader.
+        let full = format!("t10.ATA     {}S1", "M".repeat(40));
+        assert_eq!(parse_wwid(&full).ata_serial.as_deref(), Some("S1"));
+        let short = parse_wwid("t10.ATA     INTEL SSDSC2KB48 BTYF1234");
+        assert_eq!(short.ata_model.as_deref(), Some("INTEL SSDSC2KB48"));
+        assert_eq!(short.ata_serial.as_deref(), Some("BTYF1234"));
+        let nvme = parse_wwid("nvme.8086-50484c4e-494e54454c-00000001");
+        assert_eq!(nvme, Wwid::default());
+        assert_eq!(parse_wwid("t10.ATA"), Wwid::default());
+        assert_eq!(parse_wwid(""), Wwid::default());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn wwid_parser_never_panics(s in "(t10\\.ATA|naa\\.|eui\\.)?.{0,80}") {
+            let _ = parse_wwid(&s);
+        }
+
+        /// Any slave graph, cycles included: walks end, start at the device asked for, and only
+        /// return bottom devices as drives; TRIM is refused exactly when some layer drops it.
+        #[test]
+        fn walks_terminate_on_any_graph(
+            edges in proptest::collection::vec((0usize..8, 0usize..8), 0..20),
+            dmax in proptest::collection::vec(proptest::option::of(0u64..3), 8),
+        ) {
+            let mut devs: Vec<BlockDevice> = (0..8)
+                .map(|i| {
+                    let mut d = dev(&format!("dm-{i}"), DeviceKind::Dm);
+                    d.discard_max_bytes = dmax[i];
+                    d
+                })
+                .collect();
+            for (a, b) in &edges {
+                let s = format!("dm-{b}");
+                if !devs[*a].slaves.contains(&s) {
+                    devs[*a].slaves.push(s);
+                }
+            }
+            let t = topo(devs);
+            for i in 0..8 {
+                let name = format!("dm-{i}");
+                let layers = t.layers(&name);
+                proptest::prop_assert_eq!(&layers[0].name, &name);
+                proptest::prop_assert!(layers.len() <= 8);
+                for d in t.physical_drives(&name) {
+                    proptest::prop_assert!(d.slaves.is_empty());
+                    proptest::prop_assert!(layers.iter().any(|l| l.name == d.name));
+                }
+                let drops = layers.iter().any(|l| l.discard_max_bytes == Some(0));
+                proptest::prop_assert_eq!(t.trim_capable(&name) == Some(false), drops);
+            }
+        }
+    }
+
+    #[test]
+    fn reads_a_fixture_tree_through_kernel_style_symlinks() {
+        let sys =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/sata-luks-lvm/sys");
+        let t = Topology::read(&sys).unwrap();
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        let drives: Vec<_> = t
+            .physical_drives("dm-2")
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(drives, ["sda"]);
+        let layers: Vec<_> = t.layers("dm-2").iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(layers, ["dm-2", "dm-0", "sda2", "sda"]);
+        assert_eq!(t.by_devnum(8, 2).map(|d| d.name.as_str()), Some("sda2"));
+        let sda = t.get("sda").unwrap();
+        assert_eq!(sda.kind(), DeviceKind::Scsi);
+        assert_eq!(sda.model.as_deref(), Some("SAMSUNG MZ7LH1T9HMLT-00005"));
+        assert_eq!(sda.serial.as_deref(), Some("S455NY0M812340"));
+        assert_eq!(sda.size_bytes, Some(3_750_748_848 * 512));
+        assert_eq!(t.get("dm-0").unwrap().dm_target(), Some("crypt"));
+        assert_eq!(t.get("dm-2").unwrap().dm_name.as_deref(), Some("vg0-mysql"));
+        assert_eq!(t.trim_capable("dm-2"), Some(true));
+        let names: Vec<_> = t.drives().iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["sda"]);
+    }
+
+    #[test]
+    fn a_device_without_dev_is_a_warning_not_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("block");
+        std::fs::create_dir_all(block.join("nvme0n1/queue")).unwrap();
+        std::fs::write(block.join("nvme0n1/dev"), "259:0\n").unwrap();
+        std::fs::create_dir_all(block.join("sdz")).unwrap();
+        let t = Topology::read(dir.path()).unwrap();
+        assert_eq!(t.devices.len(), 1);
+        let nvme = t.get("nvme0n1").unwrap();
+        assert_eq!((nvme.model.as_ref(), nvme.discard_max_bytes), (None, None));
+        assert_eq!(t.warnings.len(), 1);
+        assert!(t.warnings[0].contains("sdz"), "{:?}", t.warnings);
     }
 
     #[test]
