@@ -122,26 +122,36 @@ pub struct FsStat {
     pub bavail: u64,
     pub files: u64,
     pub ffree: u64,
+    /// ST_RDONLY as this process sees it. Not what `ssdwatch_filesystem_readonly` reports: a
+    /// sandboxed unit (`ProtectSystem=strict`) sees every mount read-only; mountinfo says the truth.
     #[serde(default)]
     pub readonly: bool,
 }
 
-/// One entry of a `statvfs.yaml` fixture: an answer, or a call that never returns.
+/// One entry of a `statvfs.yaml` fixture: an answer, a failure, or a call that never returns.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 enum FixtureEntry {
-    Hang {
-        #[allow(dead_code)]
-        hang: bool,
-    },
+    Hang { hang: bool },
+    Errno { errno: i32 },
     Stat(FsStat),
+}
+
+/// A fixture's answer for one mount point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixtureAnswer {
+    Stat(FsStat),
+    /// statvfs fails with this errno (13 = EACCES, 2 = ENOENT, 107 = ENOTCONN).
+    Errno(i32),
+    /// statvfs never returns.
+    Hang,
 }
 
 /// Where statvfs answers come from: the kernel, or a fixture file (test seam).
 #[derive(Debug, Clone)]
 pub enum StatSource {
     Kernel,
-    Fixture(Arc<BTreeMap<String, Option<FsStat>>>),
+    Fixture(Arc<BTreeMap<String, FixtureAnswer>>),
 }
 
 impl StatSource {
@@ -153,19 +163,20 @@ impl StatSource {
             .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
         let raw: BTreeMap<String, FixtureEntry> =
             serde_yaml_ng::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        Ok(StatSource::Fixture(Arc::new(
-            raw.into_iter()
-                .map(|(k, v)| {
-                    (
-                        k,
-                        match v {
-                            FixtureEntry::Hang { .. } => None,
-                            FixtureEntry::Stat(s) => Some(s),
-                        },
-                    )
-                })
-                .collect(),
-        )))
+        let mut out = BTreeMap::new();
+        for (k, v) in raw {
+            let a = match v {
+                FixtureEntry::Hang { hang: true } => FixtureAnswer::Hang,
+                FixtureEntry::Hang { hang: false } => anyhow::bail!(
+                    "{}: {k}: `hang: false` means nothing; give the statvfs fields instead",
+                    p.display()
+                ),
+                FixtureEntry::Errno { errno } => FixtureAnswer::Errno(errno),
+                FixtureEntry::Stat(s) => FixtureAnswer::Stat(s),
+            };
+            out.insert(k, a);
+        }
+        Ok(StatSource::Fixture(Arc::new(out)))
     }
 
     /// Blocking: may never return (that is the point of the guard around it).
@@ -184,11 +195,12 @@ impl StatSource {
                 })
             }
             StatSource::Fixture(map) => match map.get(mount_point) {
-                Some(Some(s)) => Ok(*s),
-                Some(None) => loop {
+                Some(FixtureAnswer::Stat(s)) => Ok(*s),
+                Some(FixtureAnswer::Errno(e)) => Err(std::io::Error::from_raw_os_error(*e)),
+                Some(FixtureAnswer::Hang) => loop {
                     std::thread::park();
                 },
-                None => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+                None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
             },
         }
     }
@@ -258,19 +270,32 @@ impl StatGuard {
                 .name("ssdwatch-statfs".into())
                 .spawn(move || {
                     loop {
-                        let job = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+                        // Taking a job and marking it outstanding happen under the queue lock,
+                        // so the deadline sweep finds every mount either queued or running.
+                        let job = {
+                            let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
+                            let job = q.pop_front();
+                            if let Some((mp, _)) = &job {
+                                outstanding
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .insert(mp.clone());
+                            }
+                            job
+                        };
                         let Some((mp, path)) = job else { break };
-                        outstanding
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(mp.clone());
                         let r = source.statvfs(&mp, &path);
-                        outstanding
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&mp);
-                        if tx.send((mp, r)).is_err() {
-                            break; // the batch is over; its caller moved on
+                        // Send and clear under the outstanding lock: whoever looks sees the mount
+                        // either running or answered, never neither. A send fails once the batch
+                        // is over (its answer is then dropped; the next sample asks again).
+                        let sent = {
+                            let mut o = outstanding.lock().unwrap_or_else(|e| e.into_inner());
+                            let sent = tx.send((mp.clone(), r)).is_ok();
+                            o.remove(&mp);
+                            sent
+                        };
+                        if !sent {
+                            break;
                         }
                     }
                 });
@@ -449,11 +474,16 @@ impl Collector for FilesystemCollector {
         }
         let source = self.source.clone().unwrap_or(StatSource::Kernel);
         let roots = ctx.roots.clone();
+        // /proc and /sys are in-memory and do not hang, unlike statvfs: a plain blocking task.
         let (mounts, mut errors, topo) = tokio::task::spawn_blocking(move || {
-            let (mounts, errors) = read_mountinfo(&roots.proc)?;
+            let table = read_mountinfo(&roots.proc)?;
+            let mut errors = table.errors;
             // Without /sys the mounts are still worth reporting, just not mapped to drives.
-            let topo = Topology::read(&roots.sys).unwrap_or_default();
-            anyhow::Ok((mounts, errors, topo))
+            let topo = Topology::read(&roots.sys).unwrap_or_else(|e| {
+                errors.push(format!("block topology (mounts not mapped to drives): {e}"));
+                Topology::default()
+            });
+            anyhow::Ok((table.mounts, errors, topo))
         })
         .await??;
         let selected = select_mounts(&mounts, &self.filters, &topo);
@@ -578,10 +608,12 @@ pub fn filesystem_metrics(
         .push(&l, st.files as f64);
     set.gauge("ssdwatch_filesystem_files_free", "Free inodes.")
         .push(&l, st.ffree as f64);
-    let ro = st.readonly || m.info.mount_options.iter().any(|o| o == "ro");
+    // From the host's mount table, not ST_RDONLY: see FsStat::readonly. "ro" in the superblock
+    // options is also what errors=remount-ro leaves after an I/O error.
+    let ro = m.info.has_option("ro");
     set.gauge(
         "ssdwatch_filesystem_readonly",
-        "Whether the filesystem is mounted read-only.",
+        "Whether the filesystem is mounted read-only (mount or superblock option ro).",
     )
     .push(&l, if ro { 1.0 } else { 0.0 });
     None
@@ -639,13 +671,13 @@ mod tests {
         let mut map = BTreeMap::new();
         map.insert(
             "/ok".to_string(),
-            Some(FsStat {
+            FixtureAnswer::Stat(FsStat {
                 frsize: 4096,
                 blocks: 10,
                 ..Default::default()
             }),
         );
-        map.insert("/hung".to_string(), None);
+        map.insert("/hung".to_string(), FixtureAnswer::Hang);
         let src = StatSource::Fixture(Arc::new(map));
         let guard = StatGuard::new(4);
         let jobs = || {
@@ -660,6 +692,175 @@ mod tests {
         // Second round: the hung call is still outstanding, so no new thread is started for it.
         let r = guard.run(&src, jobs(), Duration::from_millis(100)).await;
         assert!(matches!(r["/hung"], StatResult::Stuck));
+        assert!(matches!(r["/ok"], StatResult::Done(Ok(_))));
         assert_eq!(guard.outstanding().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn more_hung_mounts_than_workers_leave_the_rest_not_started_then_stuck() {
+        let mut map = BTreeMap::new();
+        for i in 0..5 {
+            map.insert(format!("/hung{i}"), FixtureAnswer::Hang);
+        }
+        let src = StatSource::Fixture(Arc::new(map));
+        let guard = StatGuard::new(2);
+        let jobs: Vec<_> = (0..5)
+            .map(|i| (format!("/hung{i}"), PathBuf::from(format!("/hung{i}"))))
+            .collect();
+        let mut stuck_rounds = Vec::new();
+        for _ in 0..4 {
+            let r = guard
+                .run(&src, jobs.clone(), Duration::from_millis(50))
+                .await;
+            assert_eq!(r.len(), 5, "every mount gets an answer: {r:?}");
+            stuck_rounds.push(
+                r.values()
+                    .filter(|v| matches!(v, StatResult::Stuck))
+                    .count(),
+            );
+        }
+        // Two new workers per round are taken by mounts not yet hung; never more than one per mount.
+        assert_eq!(stuck_rounds, vec![2, 4, 5, 5]);
+        assert_eq!(guard.outstanding().len(), 5);
+    }
+
+    fn write(path: &Path, text: &str) {
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(path, text).unwrap();
+    }
+
+    async fn sample_tree(dir: &Path, cfg: FilesystemConfig) -> Sample {
+        let roots = crate::Roots::fixture(dir);
+        let ctx = Context {
+            roots: Arc::new(roots),
+            shared: Arc::new(crate::snapshot::Shared::default()),
+        };
+        let mut c = FilesystemCollector::new(&cfg).unwrap();
+        c.sample(&ctx).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_mount_whose_statvfs_fails_loses_only_its_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join("proc/self/mountinfo"),
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 0:60 / /denied rw - fuse.sshfs db@backup:/x rw\n\
+             3 1 0:61 / /gone rw - nfs4 nas:/export rw\n\
+             4 1 0:62 / /hung rw - nfs4 nas:/dead rw\n",
+        );
+        write(
+            &dir.path().join("statvfs.yaml"),
+            "/:\n  frsize: 4096\n  blocks: 1000\n  bfree: 500\n  bavail: 400\n  files: 64\n  ffree: 60\n\
+             /denied:\n  errno: 13\n/hung:\n  hang: true\n",
+        );
+        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
+        let cfg = FilesystemConfig {
+            statfs_timeout: Duration::from_millis(100),
+            ..Default::default()
+        };
+        let s = sample_tree(dir.path(), cfg).await;
+        let m = &s.metrics;
+        let size = |mp: &str| m.value("ssdwatch_filesystem_size_bytes", &[("mountpoint", mp)]);
+        assert_eq!(size("/"), Some(4096.0 * 1000.0));
+        assert_eq!(
+            m.value("ssdwatch_filesystem_avail_bytes", &[("mountpoint", "/")]),
+            Some(4096.0 * 400.0)
+        );
+        for mp in ["/denied", "/gone", "/hung"] {
+            assert_eq!(size(mp), None, "{mp} has no size");
+            assert_eq!(
+                m.value("ssdwatch_filesystem_device_error", &[("mountpoint", mp)]),
+                Some(1.0)
+            );
+        }
+        let stuck = |mp: &str| m.value("ssdwatch_filesystem_stuck", &[("mountpoint", mp)]);
+        assert_eq!(stuck("/hung"), Some(1.0));
+        assert_eq!(stuck("/denied"), Some(0.0));
+        assert_eq!(stuck("/"), Some(0.0));
+        let errs = s.errors.join("\n");
+        assert!(
+            errs.contains("statvfs /denied: Permission denied"),
+            "{errs}"
+        );
+        assert!(
+            errs.contains("statvfs /gone: No such file or directory"),
+            "{errs}"
+        );
+        assert!(errs.contains("statvfs /hung: stuck"), "{errs}");
+        assert_eq!(s.errors.len(), 3, "{errs}");
+    }
+
+    #[tokio::test]
+    async fn real_statvfs_under_the_rootfs_path_and_enoent_for_a_missing_mount_point() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join("proc/self/mountinfo"),
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:2 / /vanished rw - ext4 /dev/sda2 rw\n",
+        );
+        std::fs::create_dir_all(dir.path().join("rootfs")).unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        // "/" is <dir>/rootfs: whatever filesystem the temp dir lives on, as statvfs(2) says.
+        let st = nix::sys::statvfs::statvfs(&dir.path().join("rootfs")).unwrap();
+        let m = &s.metrics;
+        assert_eq!(
+            m.value("ssdwatch_filesystem_size_bytes", &[("mountpoint", "/")]),
+            Some(st.blocks() as f64 * st.fragment_size() as f64)
+        );
+        assert_eq!(
+            m.value("ssdwatch_filesystem_files", &[("mountpoint", "/")]),
+            Some(st.files() as f64)
+        );
+        assert_eq!(
+            m.value(
+                "ssdwatch_filesystem_size_bytes",
+                &[("mountpoint", "/vanished")]
+            ),
+            None
+        );
+        assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+        assert!(s.errors[0].contains("/vanished"), "{:?}", s.errors);
+    }
+
+    #[tokio::test]
+    async fn read_only_comes_from_the_mount_table_not_from_our_own_sandboxed_view() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join("proc/self/mountinfo"),
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 8:2 / /data rw - ext4 /dev/sda2 ro,errors=remount-ro\n\
+             3 1 8:3 / /ro rw,ro - ext4 /dev/sda3 rw\n",
+        );
+        // As a unit with ProtectSystem=strict sees it: ST_RDONLY everywhere.
+        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n  readonly: true\n";
+        write(
+            &dir.path().join("statvfs.yaml"),
+            &format!("/:\n{st}/data:\n{st}/ro:\n{st}"),
+        );
+        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        let ro = |mp: &str| {
+            s.metrics
+                .value("ssdwatch_filesystem_readonly", &[("mountpoint", mp)])
+        };
+        assert_eq!(
+            (ro("/"), ro("/data"), ro("/ro")),
+            (Some(0.0), Some(1.0), Some(1.0))
+        );
+    }
+
+    #[test]
+    fn statvfs_fixture_errors_name_the_file_and_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("statvfs.yaml");
+        write(&p, "/x:\n  hang: false\n");
+        let e = StatSource::from_roots(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("statvfs.yaml") && e.contains("/x"), "{e}");
+        write(&p, "/x:\n  frsize: many\n");
+        let e = StatSource::from_roots(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("statvfs.yaml"), "{e}");
     }
 }

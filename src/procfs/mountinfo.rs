@@ -1,5 +1,6 @@
 //! Parser of `/proc/<pid>/mountinfo` (proc(5)). One bad line costs only that line.
 //! Mount points and sources are octal-escaped by the kernel (`\040` for a space): unescaped here.
+//! No statvfs and no metrics here: the filesystem collector does that.
 
 use std::path::{Path, PathBuf};
 
@@ -63,16 +64,21 @@ pub fn unescape(s: &str) -> String {
 }
 
 fn parse_line(line: &str) -> Result<MountInfo, String> {
-    let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-    let sep = fields
-        .iter()
-        .position(|f| *f == "-")
-        .ok_or_else(|| "no \" - \" separator before the filesystem type".to_string())?;
-    if sep < 6 {
+    // The kernel separates fields by exactly one space and escapes spaces inside them, so an empty
+    // field is meaningful (`mount -t tmpfs "" /x` shows an empty source): split on single spaces.
+    let fields: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(' ').collect();
+    if fields.len() < 7 || fields[..6].iter().any(|f| f.is_empty()) {
         return Err(format!(
-            "expected at least 6 fields before \" - \", found {sep}"
+            "expected at least 6 space-separated fields before \" - \", found {:?}",
+            truncate(line)
         ));
     }
+    // Optional fields (`shared:1`, `master:2`, ...) run up to the lone "-".
+    let sep = fields[6..]
+        .iter()
+        .position(|f| *f == "-")
+        .map(|p| p + 6)
+        .ok_or_else(|| "no \" - \" separator before the filesystem type".to_string())?;
     if fields.len() < sep + 3 {
         return Err("expected filesystem type, source and super options after \" - \"".into());
     }
@@ -107,6 +113,11 @@ fn parse_line(line: &str) -> Result<MountInfo, String> {
     })
 }
 
+/// The start of an overlong line, for error messages.
+fn truncate(line: &str) -> String {
+    line.chars().take(120).collect()
+}
+
 /// Parses a whole mountinfo text: the good entries, and an error per bad line (1-based).
 pub fn parse_mountinfo(text: &str) -> (Vec<MountInfo>, Vec<LineError>) {
     let mut mounts = Vec::new();
@@ -126,18 +137,43 @@ pub fn parse_mountinfo(text: &str) -> (Vec<MountInfo>, Vec<LineError>) {
     (mounts, errors)
 }
 
-/// Reads and parses `<proc>/self/mountinfo`. Line errors are returned as messages naming the file.
-pub fn read_mountinfo(proc_root: &Path) -> anyhow::Result<(Vec<MountInfo>, Vec<String>)> {
-    let path: PathBuf = proc_root.join("self/mountinfo");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-    let (m, errs) = parse_mountinfo(&text);
-    Ok((
-        m,
-        errs.into_iter()
-            .map(|e| format!("{}: {e}", path.display()))
-            .collect(),
-    ))
+/// The mount table of the host: `<proc>/1/mountinfo` when readable, else `<proc>/self/mountinfo`.
+///
+/// Pid 1's table is the host's view even when this process runs in its own mount namespace (a
+/// sandboxed systemd unit remounts everything read-only and hides /home and /tmp for the daemon
+/// alone; a container sees its own mounts), which is what node_exporter reads too. Where pid 1 is
+/// hidden (`hidepid`, a fixture tree) our own table is the best there is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountTable {
+    pub path: PathBuf,
+    pub mounts: Vec<MountInfo>,
+    /// Bad lines, each naming the file and the line number.
+    pub errors: Vec<String>,
+}
+
+/// Reads and parses the host's mount table (see [`MountTable`]). Fails, naming the file, only when
+/// neither table can be read.
+pub fn read_mountinfo(proc_root: &Path) -> anyhow::Result<MountTable> {
+    let init = proc_root.join("1/mountinfo");
+    let own = proc_root.join("self/mountinfo");
+    let (path, text) = match std::fs::read_to_string(&init) {
+        Ok(t) if !t.is_empty() => (init, t),
+        _ => {
+            let t = std::fs::read_to_string(&own)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", own.display()))?;
+            (own, t)
+        }
+    };
+    let (mounts, errs) = parse_mountinfo(&text);
+    let errors = errs
+        .into_iter()
+        .map(|e| format!("{}: {e}", path.display()))
+        .collect();
+    Ok(MountTable {
+        path,
+        mounts,
+        errors,
+    })
 }
 
 #[cfg(test)]
@@ -213,10 +249,106 @@ mod tests {
         assert!(err.to_string().contains("/nonexistent-proc/self/mountinfo"));
     }
 
+    #[test]
+    fn unreadable_mountinfo_names_the_path() {
+        // A directory where the file should be: read fails with EISDIR even for root.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("self/mountinfo")).unwrap();
+        let err = read_mountinfo(dir.path()).unwrap_err().to_string();
+        let want = dir.path().join("self/mountinfo");
+        assert!(err.contains(want.to_str().unwrap()), "{err}");
+    }
+
+    #[test]
+    fn the_host_table_of_pid_1_wins_over_our_own() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("1")).unwrap();
+        std::fs::create_dir_all(dir.path().join("self")).unwrap();
+        std::fs::write(
+            dir.path().join("1/mountinfo"),
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("self/mountinfo"),
+            "1 0 8:1 / / ro - ext4 /dev/sda1 rw\nbroken\n",
+        )
+        .unwrap();
+        let t = read_mountinfo(dir.path()).unwrap();
+        assert_eq!(t.path, dir.path().join("1/mountinfo"));
+        assert_eq!(t.mounts[0].mount_options, vec!["rw"]);
+        assert!(t.errors.is_empty());
+
+        std::fs::remove_file(dir.path().join("1/mountinfo")).unwrap();
+        let t = read_mountinfo(dir.path()).unwrap();
+        assert_eq!(t.path, dir.path().join("self/mountinfo"));
+        assert_eq!(t.mounts[0].mount_options, vec!["ro"]);
+        assert_eq!(t.errors.len(), 1);
+        assert!(
+            t.errors[0].contains("self/mountinfo: line 2"),
+            "{:?}",
+            t.errors
+        );
+    }
+
+    #[test]
+    fn empty_source_is_kept_and_missing_fields_are_errors() {
+        let (m, e) = parse_mountinfo(
+            "7 1 0:50 / /mnt/t rw - tmpfs  rw,size=8k\n\
+             8 1 0:51 / /x rw -\n\
+             9 1 0:52 / /y rw shared:1 tmpfs none rw\n\
+             10 1\n",
+        );
+        assert_eq!(m.len(), 1, "{e:?}");
+        assert_eq!(m[0].source, "");
+        assert_eq!(m[0].super_options, vec!["rw", "size=8k"]);
+        let lines: Vec<usize> = e.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn real_mountinfo_of_this_machine_parses_without_errors() {
+        let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+            eprintln!("SKIP: no /proc/self/mountinfo here");
+            return;
+        };
+        let (m, e) = parse_mountinfo(&text);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(m.len(), text.lines().count());
+        assert!(m.iter().any(|m| m.mount_point == "/"));
+    }
+
     proptest! {
         #[test]
         fn arbitrary_text_never_panics(text in "(.{0,120}\n){0,5}") {
             let _ = parse_mountinfo(&text);
+        }
+
+        #[test]
+        fn any_number_of_optional_fields(tags in proptest::collection::vec("(shared|master|propagate_from):[0-9]{1,4}", 0..8)) {
+            let opt = tags.iter().map(|t| format!("{t} ")).collect::<String>();
+            let (m, e) = parse_mountinfo(&format!("1 0 8:1 / /data rw,noatime {opt}- xfs /dev/sda1 rw\n"));
+            prop_assert!(e.is_empty());
+            prop_assert_eq!(&m[0].optional_fields, &tags);
+            prop_assert_eq!(m[0].fstype.as_str(), "xfs");
+        }
+
+        #[test]
+        fn good_lines_survive_garbage_between_them(garbage in proptest::collection::vec("[^\n]{0,80}", 0..6)) {
+            let good = "1 0 8:1 / / rw - ext4 /dev/sda1 rw";
+            let mut text = String::new();
+            for g in &garbage {
+                text.push_str(good);
+                text.push('\n');
+                text.push_str(g);
+                text.push('\n');
+            }
+            let (m, e) = parse_mountinfo(&text);
+            prop_assert!(m.len() >= garbage.len());
+            prop_assert!(m.len() + e.len() <= 2 * garbage.len());
+            for err in &e {
+                prop_assert!(err.line % 2 == 0, "only garbage lines fail: {:?}", err);
+            }
         }
 
         #[test]
