@@ -33,8 +33,8 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         .unwrap_or(hung.mountpoint.clone());
     let include = format!(
         "^({}|{})$",
-        regex_escape(healthy.mp()),
-        regex_escape(hung_mp.to_str().unwrap())
+        regex::escape(healthy.mp()),
+        regex::escape(hung_mp.to_str().unwrap())
     );
     let mut config = Config::default();
     config.state_dir = healthy.dir.path().join("state");
@@ -99,24 +99,33 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         "threads grew from {base_threads} to {threads}"
     );
 
-    // Killing the server releases the hung call; the mount stops being stuck (or goes away).
-    hung.kill_server();
-    daemon.wait_metrics(
-        "the mount to recover after the server died",
+    // Killing the server releases the hung call (ENOTCONN). The mount is still listed, so the
+    // next sample asks again: no longer stuck, but failing, and still without sizes.
+    hung.kill_server_only();
+    let hung_label = format!("mountpoint=\"{}\"", hung_mp.display());
+    let m = daemon.wait_metrics(
+        "the mount to be retried after the server died",
         Duration::from_secs(10),
-        |m| stuck_series(m) != Some(1.0),
+        |m| stuck_series(m) == Some(0.0),
     );
-}
+    assert_eq!(
+        value_matching(&m, "ssdwatch_filesystem_device_error", &hung_label),
+        Some(1.0),
+        "statvfs on a mount with a dead server fails"
+    );
+    assert_eq!(
+        value_matching(&m, "ssdwatch_filesystem_size_bytes", &hung_label),
+        None
+    );
+    assert!(value_matching(&m, "ssdwatch_filesystem_avail_bytes", &healthy_label).unwrap() > 0.0);
 
-fn regex_escape(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
+    // Unmounted, it leaves the exposition.
+    hung.unmount();
+    daemon.wait_metrics(
+        "the unmounted mount to leave",
+        Duration::from_secs(10),
+        |m| stuck_series(m).is_none(),
+    );
 }
 
 use std::process::Command;

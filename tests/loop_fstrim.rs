@@ -20,7 +20,8 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
     if !require_root("loop fstrim") || !require_cmd("loop fstrim", "fstrim", "util-linux") {
         return;
     }
-    let fs = LoopFs::new(256);
+    // A space in the mount point: the kernel writes it as \040 in mountinfo.
+    let fs = LoopFs::named(256, "pg data");
     let dev = fs.kernel_name();
     // Write 64 MiB, make it reach the device, delete it: 64 MiB of garbage for fstrim.
     {
@@ -44,7 +45,7 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
     };
     config.collectors.filesystem = FilesystemConfig {
         interval: Duration::from_secs(1),
-        mount_points_include: Some(format!("^{}$", fs.mp())),
+        mount_points_include: Some(format!("^{}$", regex::escape(fs.mp()))),
         ..Default::default()
     };
     let daemon = Daemon::start(config, Roots::default());
@@ -78,6 +79,19 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
             &format!("drive=\"{dev}\"")
         ),
         Some(1.0)
+    );
+    // Mounted without -o discard (fstrim is how it gets trimmed), read-write.
+    assert_eq!(
+        value_matching(
+            &before,
+            "ssdwatch_filesystem_discard_mount_option",
+            &fs_label
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value_matching(&before, "ssdwatch_filesystem_readonly", &fs_label),
+        Some(0.0)
     );
     let d0 = discarded(&before).unwrap();
 

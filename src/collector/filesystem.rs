@@ -58,7 +58,7 @@ pub struct FilesystemConfig {
     /// How long one statvfs may take before its mount is reported stuck.
     #[serde(with = "humantime_serde")]
     pub statfs_timeout: Duration,
-    /// Mount points to leave out (regular expression, matched against the whole path).
+    /// Mount points to leave out (regular expression, searched in the path: anchor it).
     pub mount_points_exclude: String,
     /// When set, only mount points matching this regular expression are reported.
     pub mount_points_include: Option<String>,

@@ -57,6 +57,16 @@ impl LoopFs {
     }
 
     pub fn with_mkfs(size_mib: u64, mkfs_args: &[&str]) -> LoopFs {
+        Self::build(size_mib, mkfs_args, "mnt")
+    }
+
+    /// Mounted on a directory of the given name (e.g. with a space, which the kernel escapes as
+    /// `\040` in mountinfo).
+    pub fn named(size_mib: u64, mount_dir: &str) -> LoopFs {
+        Self::build(size_mib, &["-q", "-F"], mount_dir)
+    }
+
+    fn build(size_mib: u64, mkfs_args: &[&str], mount_dir: &str) -> LoopFs {
         let dir = tempfile::tempdir().expect("tempdir");
         let image = dir.path().join("disk.img");
         let f = std::fs::File::create(&image).expect("create image");
@@ -65,7 +75,7 @@ impl LoopFs {
         let device = run("losetup", &["-f", "--show", image.to_str().unwrap()])
             .trim()
             .to_string();
-        let mountpoint = dir.path().join("mnt");
+        let mountpoint = dir.path().join(mount_dir);
         std::fs::create_dir(&mountpoint).unwrap();
         let mut fs = LoopFs {
             dir,
@@ -139,15 +149,30 @@ impl HungFuse {
         hf
     }
 
-    pub fn kill_server(&mut self) {
+    /// SIGKILLs the server but leaves the mount in place: calls blocked on it return ENOTCONN
+    /// and the mount stays listed (a dead server, as a user would find it) until unmounted.
+    pub fn kill_server_only(&mut self) {
         if let Some(mut c) = self.server.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// Lazily unmounts (works on a mount whose server is dead).
+    pub fn unmount(&self) {
         let _ = Command::new("umount")
             .arg("-l")
             .arg(&self.mountpoint)
+            .stderr(Stdio::null())
             .status();
+    }
+
+    pub fn kill_server(&mut self) {
+        let had_server = self.server.is_some();
+        self.kill_server_only();
+        if had_server || mounted(&self.mountpoint) {
+            self.unmount();
+        }
     }
 }
 
@@ -155,6 +180,15 @@ impl Drop for HungFuse {
     fn drop(&mut self) {
         self.kill_server();
     }
+}
+
+/// Whether a path is a mount point in this process's mount table.
+pub fn mounted(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let (mounts, _) = ssdwatch::procfs::mountinfo::parse_mountinfo(&text);
+    mounts.iter().any(|m| Path::new(&m.mount_point) == path)
 }
 
 /// Debian's python3 (where python3-fusepy installs), falling back to whatever python3 is on PATH.
