@@ -336,6 +336,99 @@ mod tests {
         assert_eq!(v("ssdwatch_disk_flush_requests_total"), Some(5.0));
     }
 
+    /// Two real samples over a sysfs tree: an fstrim between them shows as a last-discard time,
+    /// a device whose busy time did not move is idle, and the shared state gets both.
+    #[tokio::test]
+    async fn second_sample_derives_last_discard_and_idle_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("sys/block");
+        let stat = |dev: &str, text: &str| {
+            std::fs::create_dir_all(block.join(dev)).unwrap();
+            std::fs::write(block.join(dev).join("stat"), text).unwrap();
+        };
+        stat("nvme0n1", "10 0 80 5 20 0 160 9 0 700 900 1 0 8 2\n");
+        stat("sda", "10 0 80 5 20 0 160 9 0 300 400 0 0 0 0\n");
+        std::fs::create_dir_all(block.join("loop0")).unwrap();
+        std::fs::write(block.join("loop0/stat"), "0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
+        std::fs::write(block.join("loop0/size"), "0\n").unwrap();
+        let ctx = Context {
+            roots: std::sync::Arc::new(crate::Roots::fixture(dir.path())),
+            shared: Default::default(),
+        };
+        let mut c = DiskstatsCollector::new(&DiskstatsConfig::default()).unwrap();
+        let first = c.sample(&ctx).await.unwrap();
+        assert!(first.errors.is_empty(), "{:?}", first.errors);
+        let nvme = [("device", "nvme0n1")];
+        assert_eq!(
+            first.metrics.value("ssdwatch_disk_idle_seconds", &nvme),
+            None
+        );
+        assert_eq!(
+            first.metrics.value(
+                "ssdwatch_disk_reads_completed_total",
+                &[("device", "loop0")]
+            ),
+            None,
+            "unbound loop devices are skipped"
+        );
+        // fstrim on nvme0n1 (4096 more sectors discarded, busy 200 ms); sda untouched.
+        stat("nvme0n1", "10 0 80 5 20 0 160 9 0 900 1100 2 0 4104 40\n");
+        let second = c.sample(&ctx).await.unwrap();
+        let sda = [("device", "sda")];
+        let last = second
+            .metrics
+            .value("ssdwatch_disk_last_discard_timestamp_seconds", &nvme);
+        assert!(last.is_some_and(|t| t > 1.7e9), "{last:?}");
+        assert_eq!(
+            second
+                .metrics
+                .value("ssdwatch_disk_last_discard_timestamp_seconds", &sda),
+            None
+        );
+        assert_eq!(
+            second.metrics.value("ssdwatch_disk_idle_seconds", &nvme),
+            Some(0.0)
+        );
+        assert!(
+            second
+                .metrics
+                .value("ssdwatch_disk_idle_seconds", &sda)
+                .is_some_and(|v| v >= 0.0)
+        );
+        assert_eq!(
+            second
+                .metrics
+                .value("ssdwatch_disk_discarded_bytes_total", &nvme),
+            Some(4104.0 * 512.0)
+        );
+        let a = ctx.shared.disk_activity("nvme0n1").unwrap();
+        assert_eq!(a.last_discard_unix, last);
+        assert_eq!(a.idle_since_unix, None);
+        assert!(
+            a.utilization_ratio
+                .is_some_and(|u| (0.0..=1.0).contains(&u))
+        );
+        let b = ctx.shared.disk_activity("sda").unwrap();
+        assert!(b.idle_since_unix.is_some());
+        assert_eq!(b.utilization_ratio, Some(0.0));
+    }
+
+    #[test]
+    fn a_bad_stat_file_is_a_named_error_and_the_rest_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("block");
+        std::fs::create_dir_all(block.join("sda")).unwrap();
+        std::fs::create_dir_all(block.join("sdb")).unwrap();
+        std::fs::write(block.join("sda/stat"), "1 2 3\n").unwrap();
+        std::fs::write(block.join("sdb/stat"), "1 0 8 1 2 0 16 1 0 3 4\n").unwrap();
+        let (stats, errors) = read_all(dir.path()).unwrap();
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].0, "sdb");
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("sda/stat"), "{errors:?}");
+        assert!(read_all(&dir.path().join("nope")).is_err());
+    }
+
     #[test]
     fn old_kernel_has_no_discard_series() {
         let mut m = MetricSet::new();
