@@ -572,3 +572,379 @@ fn normalize_devstat(v: &Value, h: &mut Health) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A minimal ATA output: family, model and an attribute table of (id, name, value, raw).
+    fn ata(family: Option<&str>, model: &str, attrs: &[(u32, &str, u64, u64)]) -> Health {
+        let table: Vec<Value> = attrs
+            .iter()
+            .map(|(id, name, value, raw)| {
+                json!({"id": id, "name": name, "value": value, "worst": value, "thresh": 10,
+                       "raw": {"value": raw, "string": raw.to_string()}})
+            })
+            .collect();
+        let mut v = json!({
+            "smartctl": {"exit_status": 0},
+            "device": {"name": "/dev/sda", "type": "sat", "protocol": "ATA"},
+            "model_name": model,
+            "logical_block_size": 512,
+            "ata_smart_attributes": {"table": table},
+        });
+        if let Some(f) = family {
+            v["model_family"] = json!(f);
+        }
+        normalize(&v, Table::builtin())
+    }
+
+    const MIB32: u64 = 32 << 20;
+
+    /// One case per vendor-table family; values follow that family's documented meaning.
+    #[test]
+    fn each_vendor_family_reads_its_attributes_with_its_own_meaning() {
+        let cases: Vec<(&str, Health, Box<dyn Fn(&Health)>)> = vec![
+            (
+                "samsung",
+                ata(
+                    Some("Samsung based SSDs"),
+                    "Samsung SSD 870 EVO 1TB",
+                    &[
+                        (177, "Wear_Leveling_Count", 97, 31),
+                        (241, "Total_LBAs_Written", 99, 1000),
+                        (235, "POR_Recovery_Count", 99, 4),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.03));
+                    assert_eq!(h.host_written_bytes, Some(512_000));
+                    assert_eq!(h.erase_count_avg, Some(31));
+                    assert_eq!(h.unsafe_shutdowns, Some(4));
+                }),
+            ),
+            (
+                "intel",
+                ata(
+                    Some("Intel 545s Series SSDs"),
+                    "INTEL SSDSC2KW256G8",
+                    &[
+                        (233, "Media_Wearout_Indicator", 90, 0),
+                        (241, "Host_Writes_32MiB", 100, 882459),
+                        (249, "NAND_Writes_1GiB", 100, 24592),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.1));
+                    assert_eq!(h.host_written_bytes, Some(882459 * MIB32));
+                    assert_eq!(h.nand_written_bytes, Some(24592 << 30));
+                }),
+            ),
+            (
+                "dell_intel",
+                ata(
+                    Some("Dell Certified Intel S3520 Series SSDs"),
+                    "SSDSC2BB480G7R",
+                    &[
+                        (245, "Percent_Life_Remaining", 100, 93),
+                        (233, "Total_LBAs_Written", 100, 5),
+                        (225, "Host_Writes_32MiB", 100, 10),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.07));
+                    assert_eq!(h.host_written_bytes, Some(10 * MIB32));
+                }),
+            ),
+            (
+                "micron_client",
+                ata(
+                    Some("Crucial/Micron Client SSDs"),
+                    "CT500MX500SSD1",
+                    &[
+                        (202, "Percent_Lifetime_Remain", 88, 12),
+                        (173, "Ave_Block-Erase_Count", 88, 180),
+                        (246, "Total_LBAs_Written", 100, 2000),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.12));
+                    assert_eq!(h.erase_count_avg, Some(180));
+                    assert_eq!(h.host_written_bytes, Some(2000 * 512));
+                }),
+            ),
+            (
+                "micron_enterprise",
+                ata(
+                    Some("Micron 5100 Pro / 52x0 / 5300 SSDs"),
+                    "Micron_5300_MTFDDAK1T9TDS",
+                    &[
+                        (202, "Percent_Lifetime_Remain", 95, 0),
+                        (246, "Total_LBAs_Written", 100, 10),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.05));
+                    assert_eq!(h.host_written_bytes, Some(5120));
+                }),
+            ),
+            (
+                "crucial_m4",
+                ata(
+                    Some("Crucial/Micron RealSSD m4/C400/P400"),
+                    "M4-CT128M4SSD2",
+                    &[
+                        (202, "Perc_Rated_Life_Used", 98, 2),
+                        (173, "Wear_Leveling_Count", 98, 68),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.02));
+                    assert_eq!(h.erase_count_avg, Some(68));
+                }),
+            ),
+            (
+                "phison",
+                ata(
+                    Some("Phison Driven SSDs"),
+                    "KINGSTON SA400S37240G",
+                    // 231: normalized 100 but raw 90: Phison keeps life left in raw.
+                    &[
+                        (231, "SSD_Life_Left", 100, 90),
+                        (173, "MaxAvgErase_Ct", 100, 0x0011_0032),
+                        (241, "Lifetime_Writes_GiB", 100, 3),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.1));
+                    assert_eq!(h.erase_count_max, Some(50));
+                    assert_eq!(h.erase_count_avg, Some(17));
+                    assert_eq!(h.host_written_bytes, Some(3 << 30));
+                }),
+            ),
+            (
+                "kingston_uv",
+                ata(
+                    Some("Kingston SSDNow UV400/500"),
+                    "KINGSTON SUV400S37240G",
+                    &[
+                        (231, "SSD_Life_Left", 97, 0),
+                        (241, "Host_Writes_GiB", 100, 7),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.03));
+                    assert_eq!(h.host_written_bytes, Some(7 << 30));
+                }),
+            ),
+            (
+                "sandforce",
+                ata(
+                    Some("SandForce Driven SSDs"),
+                    "KINGSTON SV300S37A120G",
+                    // 231: life left in the NORMALIZED value here; raw is unrelated.
+                    &[
+                        (231, "SSD_Life_Left", 94, 3),
+                        (241, "Lifetime_Writes_GiB", 100, 5),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.06));
+                    assert_eq!(h.host_written_bytes, Some(5 << 30));
+                }),
+            ),
+            (
+                "wd_ssd",
+                ata(
+                    Some("WD Blue / Red / Green SSDs"),
+                    "WDC WDS500G2B0A-00SM50",
+                    &[
+                        (233, "NAND_GB_Written_TLC", 100, 10),
+                        (234, "NAND_GB_Written_SLC", 100, 20),
+                        (241, "Host_Writes_GiB", 100, 25),
+                        (232, "Available_Reservd_Space", 100, 100),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.nand_written_bytes, Some(30_000_000_000));
+                    assert_eq!(h.host_written_bytes, Some(25 << 30));
+                    assert_eq!(h.spare_available_ratio, Some(1.0));
+                    assert_eq!(h.spare_threshold_ratio, Some(0.1));
+                }),
+            ),
+            (
+                "sandisk_marvell",
+                ata(
+                    Some("Marvell based SanDisk SSDs"),
+                    "SanDisk SDSSDH3500G",
+                    &[
+                        (233, "Total_NAND_Writes_GiB", 100, 40),
+                        (241, "Total_Writes_GiB", 100, 30),
+                        (232, "Perc_Avail_Resrvd_Space", 100, 100),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.nand_written_bytes, Some(40 << 30));
+                    assert_eq!(h.host_written_bytes, Some(30 << 30));
+                    assert_eq!(h.spare_available_ratio, Some(1.0));
+                }),
+            ),
+            (
+                "silicon_motion",
+                ata(
+                    Some("Silicon Motion based SSDs"),
+                    "TS256GSSD230S",
+                    &[
+                        (169, "Remaining_Lifetime_Perc", 100, 96),
+                        (245, "TLC_Writes_32MiB", 100, 100),
+                        (246, "SLC_Writes_32MiB", 100, 50),
+                        (241, "Host_Writes_32MiB", 100, 120),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.04));
+                    assert_eq!(h.nand_written_bytes, Some(150 * MIB32));
+                    assert_eq!(h.host_written_bytes, Some(120 * MIB32));
+                }),
+            ),
+            (
+                "skhynix_enterprise",
+                ata(
+                    None,
+                    "HFS480G3H2X069N",
+                    &[
+                        (245, "Unknown_Attribute", 100, 98),
+                        (241, "Total_LBAs_Written", 100, 11),
+                        (235, "Unknown_Attribute", 100, 10),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.02));
+                    assert_eq!(h.nand_written_bytes, Some(11 << 30));
+                    assert_eq!(h.host_written_bytes, Some(10 << 30));
+                }),
+            ),
+            (
+                "seagate_ssd",
+                ata(
+                    Some("Seagate BarraCuda SSD"),
+                    "ZA500CM10002",
+                    &[
+                        (231, "SSD_Life_Left", 99, 0),
+                        (233, "Flash_Writes_GiB", 100, 9),
+                        (241, "Host_Writes_GiB", 100, 8),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.01));
+                    assert_eq!(h.nand_written_bytes, Some(9 << 30));
+                }),
+            ),
+            (
+                "ocz_barefoot3",
+                ata(
+                    Some("OCZ/Indilinx Barefoot 3 based SSDs"),
+                    "OCZ-VECTOR150",
+                    &[
+                        (233, "Remaining_Lifetime_Perc", 92, 92),
+                        (249, "Total_NAND_Prog_Ct_GiB", 100, 12),
+                        (241, "Host_Writes_GiB", 100, 6),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.08));
+                    assert_eq!(h.nand_written_bytes, Some(12 << 30));
+                }),
+            ),
+            (
+                "plextor",
+                ata(
+                    Some("Plextor M3/M5/M6/M7 Series SSDs"),
+                    "PLEXTOR PX-256M6Pro",
+                    &[
+                        (177, "Wear_Leveling_Count", 96, 100),
+                        (241, "Host_Writes_32MiB", 100, 3),
+                    ],
+                ),
+                Box::new(|h: &Health| {
+                    assert_eq!(h.wear_used_ratio, Some(0.04));
+                    assert_eq!(h.host_written_bytes, Some(3 * MIB32));
+                }),
+            ),
+        ];
+        let mut covered: Vec<&str> = Vec::new();
+        for (key, h, check) in &cases {
+            assert_eq!(
+                h.vendor_table_family.as_deref(),
+                Some(*key),
+                "{:?}",
+                h.warnings
+            );
+            check(h);
+            covered.push(key);
+        }
+        for f in &Table::builtin().families {
+            assert!(
+                covered.contains(&f.key.as_str()),
+                "family {} has no test",
+                f.key
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_family_exports_no_converted_values() {
+        let h = ata(
+            None,
+            "NONAME SSD 128GB",
+            &[
+                (241, "Total_LBAs_Written", 100, 5),
+                (177, "Wear_Leveling_Count", 50, 9),
+            ],
+        );
+        assert_eq!(h.vendor_table_family, None);
+        assert_eq!(h.host_written_bytes, None);
+        assert_eq!(h.wear_used_ratio, None);
+        assert_eq!(h.attributes.len(), 2, "raw table still exported");
+        assert!(!h.warnings.is_empty());
+    }
+
+    #[test]
+    fn nvme_wear_past_rated_endurance_is_not_clamped() {
+        let v = json!({"smartctl": {"exit_status": 0}, "device": {"type": "nvme", "protocol": "NVMe"},
+            "nvme_smart_health_information_log": {"percentage_used": 160, "critical_warning": 9, "data_units_written": 2}});
+        let h = normalize(&v, Table::builtin());
+        assert_eq!(h.wear_used_ratio, Some(1.6));
+        assert_eq!(h.critical_warning, Some(9));
+        assert_eq!(h.host_written_bytes, Some(1_024_000));
+        assert!(
+            h.warnings
+                .iter()
+                .any(|w| w.contains("past the rated endurance"))
+        );
+    }
+
+    #[test]
+    fn endurance_used_of_newer_smartctl_wins() {
+        let v = json!({"smartctl": {"exit_status": 0}, "model_family": "Samsung based SSDs",
+            "endurance_used": {"current_percent": 7},
+            "ata_smart_attributes": {"table": [{"id": 177, "name": "Wear_Leveling_Count", "value": 99, "raw": {"value": 1}}]}});
+        assert_eq!(normalize(&v, Table::builtin()).wear_used_ratio, Some(0.07));
+    }
+
+    #[test]
+    fn standby_output_is_recognised() {
+        let v = json!({"smartctl": {"exit_status": 2, "messages": [{"string": "Device is in STANDBY mode, exit(2)", "severity": "info"}]}});
+        assert!(normalize(&v, Table::builtin()).in_standby);
+    }
+
+    #[test]
+    fn counter_overflow_is_dropped_with_a_warning() {
+        let v = json!({"smartctl": {"exit_status": 0},
+            "nvme_smart_health_information_log": {"data_units_written": u64::MAX}});
+        let h = normalize(&v, Table::builtin());
+        assert_eq!(h.host_written_bytes, None);
+        assert!(h.warnings.iter().any(|w| w.contains("overflows")));
+    }
+}
