@@ -602,10 +602,12 @@ mod tests {
 
     const MIB32: u64 = 32 << 20;
 
+    type Case = (&'static str, Health, Box<dyn Fn(&Health)>);
+
     /// One case per vendor-table family; values follow that family's documented meaning.
     #[test]
     fn each_vendor_family_reads_its_attributes_with_its_own_meaning() {
-        let cases: Vec<(&str, Health, Box<dyn Fn(&Health)>)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "samsung",
                 ata(
