@@ -264,6 +264,30 @@ fn discard_counters_are_sectors_times_512_and_absent_on_old_kernels() {
     );
 }
 
+/// Every host has a bind mount of a subtree (with a space in its mount point): the filesystem is
+/// reported once, under the mount of its root, never again under the bind mount.
+#[test]
+fn bind_mounts_of_subtrees_are_not_reported_twice() {
+    for (host, bind) in [
+        ("nvme-partitions", "/var/backups"),
+        ("sata-luks-lvm", "/srv/mysql binlog"),
+        ("md-raid1-nvme", "/var/lib/containers/pg data"),
+        ("virtio", "/srv/static files"),
+        ("discard-dropped", "/srv/db dumps"),
+    ] {
+        let t = sample(host);
+        assert!(
+            !t.contains(&format!("mountpoint=\"{bind}\"")),
+            "{host}: bind mount {bind} reported"
+        );
+        assert!(!t.contains("\\040"), "{host}: mount point left escaped");
+        assert!(
+            t.contains("ssdwatch_filesystem_size_bytes{mountpoint=\"/\""),
+            "{host}"
+        );
+    }
+}
+
 #[test]
 fn mount_point_with_a_space_is_unescaped_and_bind_mount_reported_once() {
     let t = sample("nvme-partitions");
