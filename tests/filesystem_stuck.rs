@@ -76,6 +76,11 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         None,
         "a stuck mount has no (stale) size"
     );
+    assert_eq!(
+        value(&m, "ssdwatch_filesystem_statfs_hung_threads"),
+        Some(1.0),
+        "one thread held by the hung mount"
+    );
 
     // Over ten more sample intervals: every scrape is fast, and threads don't pile up.
     let base_threads = thread_count();
@@ -86,6 +91,10 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         let m = daemon.get("/metrics");
         slowest = slowest.max(t.elapsed());
         assert_eq!(stuck_series(&m), Some(1.0));
+        assert_eq!(
+            value(&m, "ssdwatch_filesystem_statfs_hung_threads"),
+            Some(1.0)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let threads = thread_count();
@@ -116,6 +125,11 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
     assert_eq!(
         value_matching(&m, "ssdwatch_filesystem_size_bytes", &hung_label),
         None
+    );
+    assert_eq!(
+        value(&m, "ssdwatch_filesystem_statfs_hung_threads"),
+        Some(0.0),
+        "the released thread is gone"
     );
     assert!(value_matching(&m, "ssdwatch_filesystem_avail_bytes", &healthy_label).unwrap() > 0.0);
 

@@ -212,22 +212,35 @@ pub enum StatResult {
     Done(std::io::Result<FsStat>),
     /// The call (this one or an earlier one) has not returned within the timeout.
     Stuck,
-    /// Never started: every worker was held by a stuck mount until the deadline.
+    /// Never started: every worker was held by a hung call until the deadline, or the limit of
+    /// hung calls is reached.
     NotStarted,
 }
 
 /// Runs statvfs on many mounts with bounded threads and a deadline, never blocking the caller's
 /// runtime worker: the waiting is async. `outstanding` holds mounts whose call hasn't returned.
+///
+/// Threads: at most `max_workers` per batch, and they end with the batch unless a call hangs.
+/// A hung thread stays with its mount (one per mount, never retried meanwhile); once `max_hung`
+/// calls hang no new one starts, so even a flood of dead NFS mounts costs a bounded number of
+/// threads (a systemd unit's TasksMax counts them).
 pub struct StatGuard {
     outstanding: Arc<Mutex<HashSet<String>>>,
     max_workers: usize,
+    max_hung: usize,
 }
 
+/// Threads taking mounts in one sample.
+pub const STATFS_WORKERS: usize = 8;
+/// Hung statvfs calls tolerated before no new call is started.
+pub const MAX_HUNG_STATFS: usize = 32;
+
 impl StatGuard {
-    pub fn new(max_workers: usize) -> Self {
+    pub fn new(max_workers: usize, max_hung: usize) -> Self {
         StatGuard {
             outstanding: Arc::new(Mutex::new(HashSet::new())),
             max_workers: max_workers.max(1),
+            max_hung: max_hung.max(1),
         }
     }
 
@@ -256,12 +269,20 @@ impl StatGuard {
             }
         }
         let n = queue.len();
-        if n == 0 {
+        // Each worker of this batch may hang too: never more than max_hung threads in all.
+        let workers = self
+            .max_workers
+            .min(n)
+            .min(self.max_hung.saturating_sub(busy.len()));
+        if workers == 0 {
+            for (mp, _) in queue {
+                results.insert(mp, StatResult::NotStarted);
+            }
             return results;
         }
         let queue = Arc::new(Mutex::new(queue));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        for _ in 0..self.max_workers.min(n) {
+        for _ in 0..workers {
             let queue = queue.clone();
             let tx = tx.clone();
             let outstanding = self.outstanding.clone();
@@ -450,7 +471,7 @@ impl FilesystemCollector {
         Ok(FilesystemCollector {
             cfg: cfg.clone(),
             filters: Filters::new(cfg)?,
-            guard: StatGuard::new(8),
+            guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS),
             source: None,
         })
     }
@@ -498,6 +519,12 @@ impl Collector for FilesystemCollector {
             .collect();
         let mut results = self.guard.run(&source, jobs, self.cfg.statfs_timeout).await;
         let mut s = Sample::default();
+        s.metrics
+            .gauge(
+                "ssdwatch_filesystem_statfs_hung_threads",
+                "Threads blocked in a statvfs call past the timeout (one per hung mount at most).",
+            )
+            .push(&[], self.guard.outstanding().len() as f64);
         for m in &selected {
             let r = results
                 .remove(&m.info.mount_point)
@@ -584,7 +611,7 @@ pub fn filesystem_metrics(
         }
         StatResult::NotStarted => {
             return Some(format!(
-                "statvfs {mp}: not run (all statfs threads held by stuck mounts)"
+                "statvfs {mp}: not run (statfs threads held by hung calls on other mounts)"
             ));
         }
     };
@@ -679,7 +706,7 @@ mod tests {
         );
         map.insert("/hung".to_string(), FixtureAnswer::Hang);
         let src = StatSource::Fixture(Arc::new(map));
-        let guard = StatGuard::new(4);
+        let guard = StatGuard::new(4, 32);
         let jobs = || {
             vec![
                 ("/ok".to_string(), PathBuf::from("/ok")),
@@ -703,7 +730,7 @@ mod tests {
             map.insert(format!("/hung{i}"), FixtureAnswer::Hang);
         }
         let src = StatSource::Fixture(Arc::new(map));
-        let guard = StatGuard::new(2);
+        let guard = StatGuard::new(2, 32);
         let jobs: Vec<_> = (0..5)
             .map(|i| (format!("/hung{i}"), PathBuf::from(format!("/hung{i}"))))
             .collect();
@@ -722,6 +749,34 @@ mod tests {
         // Two new workers per round are taken by mounts not yet hung; never more than one per mount.
         assert_eq!(stuck_rounds, vec![2, 4, 5, 5]);
         assert_eq!(guard.outstanding().len(), 5);
+    }
+
+    #[tokio::test]
+    async fn once_the_hung_limit_is_reached_no_new_call_starts() {
+        let mut map = BTreeMap::new();
+        for i in 0..6 {
+            map.insert(format!("/hung{i}"), FixtureAnswer::Hang);
+        }
+        let src = StatSource::Fixture(Arc::new(map));
+        let guard = StatGuard::new(8, 3);
+        let jobs: Vec<_> = (0..6)
+            .map(|i| (format!("/hung{i}"), PathBuf::from(format!("/hung{i}"))))
+            .collect();
+        for _ in 0..3 {
+            let r = guard
+                .run(&src, jobs.clone(), Duration::from_millis(50))
+                .await;
+            let stuck = r
+                .values()
+                .filter(|v| matches!(v, StatResult::Stuck))
+                .count();
+            let not_started = r
+                .values()
+                .filter(|v| matches!(v, StatResult::NotStarted))
+                .count();
+            assert_eq!((stuck, not_started), (3, 3));
+        }
+        assert_eq!(guard.outstanding().len(), 3);
     }
 
     fn write(path: &Path, text: &str) {
@@ -778,6 +833,10 @@ mod tests {
         }
         let stuck = |mp: &str| m.value("ssdwatch_filesystem_stuck", &[("mountpoint", mp)]);
         assert_eq!(stuck("/hung"), Some(1.0));
+        assert_eq!(
+            m.value("ssdwatch_filesystem_statfs_hung_threads", &[]),
+            Some(1.0)
+        );
         assert_eq!(stuck("/denied"), Some(0.0));
         assert_eq!(stuck("/"), Some(0.0));
         let errs = s.errors.join("\n");
