@@ -501,7 +501,10 @@ impl Collector for SmartCollector {
                                     .smartctl_exit_status
                                     .or(status.and_then(|s| u64::try_from(s).ok()));
                                 let has_data = h.smart_supported.is_some();
-                                for e in &h.errors {
+                                // A drive without SMART (virtio, RAID volume) is reported by
+                                // ssdwatch_device_smart_supported 0, not as an error every time.
+                                let unsupported = h.smart_supported == Some(false);
+                                for e in h.errors.iter().filter(|_| !unsupported) {
                                     errors.push(format!(
                                         "device {label}: smartctl: {e}{}",
                                         permission_hint(&h).unwrap_or("")

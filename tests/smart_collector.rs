@@ -1,0 +1,438 @@
+//! The SMART collector against a fake smartctl (tests/fake-smartctl/smartctl) that hangs,
+//! prints garbage or truncated JSON, exits with each error bit or reports standby: the daemon
+//! keeps serving, each problem is reported for its own device, and no process is left behind.
+
+mod support;
+
+use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
+use ssdwatch::collector::{Collector, Context, Sample};
+use ssdwatch::snapshot::Shared;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/smart")
+        .join(name)
+}
+
+/// A temp dir holding a `smartctl` wrapper that runs the fake with its state dir.
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn new() -> Fake {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-smartctl/smartctl");
+        let wrapper = dir.path().join("smartctl");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nFAKE_STATE='{}' exec sh '{}' \"$@\"\n",
+                dir.path().display(),
+                script.display()
+            ),
+        )
+        .expect("write wrapper");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        Fake { dir }
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.dir.path().join("smartctl")
+    }
+
+    fn mode(&self, dev: &str, line: &str) {
+        std::fs::write(self.dir.path().join(format!("{dev}.mode")), line).expect("mode");
+    }
+
+    fn argv(&self, dev: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{dev}.argv"))).unwrap_or_default()
+    }
+
+    fn config(&self, devs: &[&str]) -> SmartConfig {
+        SmartConfig {
+            // Every sample queries every drive (tests construct the collector directly,
+            // below the 1 s minimum the config file enforces).
+            interval: Duration::ZERO,
+            smartctl_path: self.bin(),
+            timeout: Duration::from_millis(700),
+            discover: false,
+            devices: devs
+                .iter()
+                .map(|d| DeviceEntry {
+                    path: format!("/dev/{d}"),
+                    dev_type: None,
+                    label: None,
+                })
+                .collect(),
+            ..SmartConfig::default()
+        }
+    }
+}
+
+fn ctx() -> Context {
+    let empty = tempfile::tempdir().expect("tempdir").keep();
+    Context {
+        roots: Arc::new(ssdwatch::Roots::fixture(&empty)),
+        shared: Arc::new(Shared::default()),
+    }
+}
+
+fn sample(c: &mut SmartCollector) -> (String, Vec<String>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let Sample { metrics, errors } = rt.block_on(c.sample(&ctx())).expect("sample never fails");
+    let mut out = String::new();
+    ssdwatch::render::render_families(&mut out, metrics.families());
+    (out, errors)
+}
+
+fn val(text: &str, family: &str, labels_contain: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter(|l| labels_contain.iter().all(|p| l.contains(p)))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Children of this process that are zombies (exited, never reaped).
+fn zombie_children() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|x| x.1) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 1 && f[0] == "Z" && f[1] == me {
+            out.push(stat);
+        }
+    }
+    out
+}
+
+/// No zombie child lingers: one seen just between another test's child exiting and being
+/// reaped is fine, so only zombies that persist for 2 s count.
+fn assert_no_lingering_zombies() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let z = zombie_children();
+        if z.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "zombie children: {z:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn process_alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|x| x.1.trim().to_string()))
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
+#[test]
+fn a_hung_smartctl_is_killed_with_its_process_group_and_the_daemon_keeps_serving() {
+    let fake = Fake::new();
+    fake.mode("sda", "hang");
+    fake.mode(
+        "sdb",
+        &format!(
+            "ok {}",
+            fixture("nvme-samsung-pm9a1-mzvl21t0hclr.json").display()
+        ),
+    );
+    let mut cfg = ssdwatch::config::Config::default();
+    cfg.collectors.smart = SmartConfig {
+        interval: Duration::from_secs(1),
+        ..fake.config(&["sda", "sdb"])
+    };
+    cfg.collectors.probe.enabled = false;
+    cfg.collectors.filesystem.enabled = false;
+    let empty = tempfile::tempdir().expect("tempdir");
+    let d = support::Daemon::start(cfg, ssdwatch::Roots::fixture(empty.path()));
+    // Scrapes are answered while smartctl hangs: /metrics never waits for it.
+    let m = d.wait_metrics("the hung drive reported", Duration::from_secs(20), |m| {
+        val(m, "ssdwatch_device_smart_sample_ok", &["device=\"sda\""]) == Some(0.0)
+            && val(m, "ssdwatch_device_wear_used_ratio", &["device=\"sdb\""]).is_some()
+    });
+    assert_eq!(
+        val(&m, "ssdwatch_device_wear_used_ratio", &["device=\"sdb\""]),
+        Some(0.16),
+        "the healthy drive is unaffected"
+    );
+    let child = std::fs::read_to_string(fake.dir.path().join("sda.child")).expect("child pid");
+    let child = child.trim();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while process_alive(child) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !process_alive(child),
+        "smartctl's own child {child} survived the timeout"
+    );
+    assert_no_lingering_zombies();
+    assert!(d.get("/-/healthy").len() < 1000);
+}
+
+#[test]
+fn garbage_and_truncated_output_fail_only_their_own_drive() {
+    let fake = Fake::new();
+    fake.mode("sda", "garbage");
+    fake.mode(
+        "sdb",
+        &format!("truncated {}", fixture("ata-samsung-860evo.json").display()),
+    );
+    fake.mode(
+        "sdc",
+        &format!(
+            "ok {}",
+            fixture("ata-intel-s4510-ssdsc2kb480g8.json").display()
+        ),
+    );
+    let mut c = SmartCollector::new(&fake.config(&["sda", "sdb", "sdc"])).expect("new");
+    let (m, errors) = sample(&mut c);
+    for dev in ["sda", "sdb"] {
+        assert_eq!(
+            val(
+                &m,
+                "ssdwatch_device_smart_sample_ok",
+                &[&format!("device=\"{dev}\"")]
+            ),
+            Some(0.0)
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains(&format!("device {dev}:")) && e.contains("unusable")),
+            "{errors:?}"
+        );
+    }
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(
+        val(&m, "ssdwatch_device_smart_sample_ok", &["device=\"sdc\""]),
+        Some(1.0)
+    );
+    // Intel S4510: NAND 95488 / host 14308 (both 32 MiB units) over the drive's life.
+    let waf = val(
+        &m,
+        "ssdwatch_device_write_amplification_ratio",
+        &["device=\"sdc\"", "window=\"lifetime\""],
+    )
+    .expect("lifetime WAF");
+    assert!((waf - 95488.0 / 14308.0).abs() < 1e-9, "{waf}");
+    assert!(
+        val(
+            &m,
+            "ssdwatch_smart_attribute_raw",
+            &["device=\"sdc\"", "id=\"243\""]
+        )
+        .is_some()
+    );
+    assert_no_lingering_zombies();
+}
+
+#[test]
+fn each_smartctl_exit_bit_is_reported_by_name() {
+    let names = [
+        "command_failed",
+        "device_open_failed",
+        "smart_command_failed",
+        "smart_status_failing",
+        "prefail_threshold_crossed",
+        "threshold_crossed_in_past",
+        "error_log_has_errors",
+        "self_test_log_has_errors",
+    ];
+    for (bit, name) in names.iter().enumerate() {
+        let fake = Fake::new();
+        let status = 1u32 << bit;
+        fake.mode(
+            "sda",
+            &format!(
+                "exit {status} {}",
+                fixture("nvme-intel-p4510-ssdpe2kx010t8-worn73.json").display()
+            ),
+        );
+        let mut c = SmartCollector::new(&fake.config(&["sda"])).expect("new");
+        let (m, _) = sample(&mut c);
+        for (other, oname) in names.iter().enumerate() {
+            let want = if other == bit { 1.0 } else { 0.0 };
+            assert_eq!(
+                val(
+                    &m,
+                    "ssdwatch_device_smartctl_exit_status_bit",
+                    &[&format!("bit=\"{oname}\"")]
+                ),
+                Some(want),
+                "exit status {status}: bit {oname}"
+            );
+        }
+        // A non-zero exit is no reason to drop what the output does carry.
+        assert_eq!(
+            val(&m, "ssdwatch_device_wear_used_ratio", &["device=\"sda\""]),
+            Some(0.73),
+            "exit status {status} ({name})"
+        );
+    }
+}
+
+#[test]
+fn a_drive_in_standby_keeps_its_last_values_and_is_not_woken() {
+    let fake = Fake::new();
+    fake.mode(
+        "sda",
+        &format!("ok {}", fixture("ata-samsung-860evo.json").display()),
+    );
+    let mut c = SmartCollector::new(&fake.config(&["sda"])).expect("new");
+    let (awake, _) = sample(&mut c);
+    assert_eq!(
+        val(&awake, "ssdwatch_device_in_standby", &["device=\"sda\""]),
+        Some(0.0)
+    );
+    fake.mode("sda", "standby");
+    std::thread::sleep(Duration::from_millis(1100));
+    let (asleep, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "standby is no error: {errors:?}");
+    assert_eq!(
+        val(&asleep, "ssdwatch_device_in_standby", &["device=\"sda\""]),
+        Some(1.0)
+    );
+    for fam in [
+        "ssdwatch_device_wear_used_ratio",
+        "ssdwatch_device_host_written_bytes_total",
+        "ssdwatch_device_temperature_celsius",
+    ] {
+        assert_eq!(
+            val(&asleep, fam, &["device=\"sda\""]),
+            val(&awake, fam, &["device=\"sda\""]),
+            "{fam} kept from the awake sample"
+        );
+    }
+    assert_eq!(
+        val(
+            &asleep,
+            "ssdwatch_device_wear_used_ratio",
+            &["device=\"sda\""]
+        ),
+        Some(0.19)
+    );
+    let age = val(
+        &asleep,
+        "ssdwatch_device_smart_sample_age_seconds",
+        &["device=\"sda\""],
+    )
+    .expect("age");
+    assert!(age >= 1.0, "age grows while asleep: {age}");
+    let argv = fake.argv("sda");
+    let runs: Vec<&str> = argv.lines().collect();
+    assert_eq!(runs.len(), 2);
+    assert!(
+        runs.iter().all(|r| r.contains("--nocheck=standby")),
+        "{argv}"
+    );
+    // Once the drive is known to speak ATA, the device statistics log is asked for too.
+    assert!(
+        !runs[0].contains("--log=devstat") && runs[1].contains("--log=devstat"),
+        "{argv}"
+    );
+    assert!(
+        !argv.contains("error"),
+        "the error log is never read: {argv}"
+    );
+}
+
+#[test]
+fn permission_denied_names_the_capability_needed() {
+    let fake = Fake::new();
+    let json = fake.dir.path().join("denied.json");
+    std::fs::write(
+        &json,
+        r#"{"json_format_version":[1,0],"smartctl":{"version":[7,3],"messages":[{"string":"Smartctl open device: /dev/nvme0n1 failed: Permission denied","severity":"error"}],"exit_status": 2}}"#,
+    )
+    .expect("write");
+    fake.mode("nvme0n1", &format!("exit 2 {}", json.display()));
+    let mut c = SmartCollector::new(&fake.config(&["nvme0n1"])).expect("new");
+    let (m, errors) = sample(&mut c);
+    assert!(
+        errors.iter().any(|e| e.contains("device nvme0n1")
+            && e.contains("Permission denied")
+            && e.contains("CAP_SYS_ADMIN")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        val(
+            &m,
+            "ssdwatch_device_smartctl_exit_status_bit",
+            &["bit=\"device_open_failed\""]
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn a_missing_smartctl_binary_is_reported_per_device_without_failing_the_sample() {
+    let mut cfg = Fake::new().config(&["sda"]);
+    cfg.smartctl_path = PathBuf::from("/nonexistent/smartctl");
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let (m, errors) = sample(&mut c);
+    assert!(
+        errors.iter().any(|e| e.contains("/nonexistent/smartctl")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        val(&m, "ssdwatch_device_smart_sample_ok", &["device=\"sda\""]),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn collector_output_passes_promtool() {
+    if !support::require_cmd("collector_output_passes_promtool", "promtool", "prometheus") {
+        return;
+    }
+    let fake = Fake::new();
+    let devs = ["sda", "sdb", "sdc", "nvme0n1"];
+    for (d, f) in devs.iter().zip([
+        "ata-kingston-a400-sa400m8120g.json",
+        "scsi-samsung-pm1643a-mzilt960hbhq-ssd.json",
+        "ata-wd-red-sa500-wds400t1r0a.json",
+        "nvme-intel-p3700-ssdpedmd016t4-worn41.json",
+    ]) {
+        fake.mode(d, &format!("ok {}", fixture(f).display()));
+    }
+    let mut c = SmartCollector::new(&fake.config(&devs)).expect("new");
+    let (m, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "{errors:?}");
+    let f = fake.dir.path().join("metrics.prom");
+    std::fs::write(&f, &m).expect("write");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("promtool check metrics < '{}'", f.display()))
+        .output()
+        .expect("promtool");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "{said}\n{m}"
+    );
+    // Every drive carries the same label set, serial included.
+    assert!(m.contains("ssdwatch_device_info{device=\"nvme0n1\",serial=\"REDACTED\""));
+}
