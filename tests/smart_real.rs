@@ -1,0 +1,80 @@
+//! The SMART collector with the real smartctl (smartmontools) on this machine's real drives.
+//! CI machines usually have virtio disks without SMART: those must come out as
+//! "SMART unsupported" (ssdwatch_device_smart_supported 0), cleanly and without errors.
+
+mod support;
+
+use ssdwatch::collector::smart::{SmartCollector, SmartConfig};
+use ssdwatch::collector::{Collector, Context};
+use ssdwatch::snapshot::Shared;
+use ssdwatch::sysfs::topology::{DeviceKind, Topology};
+use std::sync::Arc;
+
+#[test]
+fn real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported() {
+    let test = "real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported";
+    if !support::require_cmd(test, "smartctl", "smartmontools") {
+        return;
+    }
+    let roots = ssdwatch::Roots::default();
+    let topo = Topology::read(&roots.sys).expect("read /sys");
+    let drives: Vec<_> = topo
+        .drives()
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d.kind(),
+                DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
+            )
+        })
+        .map(|d| (d.name.clone(), d.kind()))
+        .collect();
+    if drives.is_empty() {
+        eprintln!("SKIP {test}: no NVMe, sd or virtio drive on this machine");
+        return;
+    }
+    let mut c = SmartCollector::new(&SmartConfig::default()).expect("new");
+    let ctx = Context {
+        roots: Arc::new(roots),
+        shared: Arc::new(Shared::default()),
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let s = rt.block_on(c.sample(&ctx)).expect("sample");
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    for (name, kind) in &drives {
+        let ok = support::value_matching(
+            &text,
+            "ssdwatch_device_smart_sample_ok",
+            &format!("device=\"{name}\""),
+        );
+        assert!(ok.is_some(), "{name}: no sample status\n{text}");
+        if *kind == DeviceKind::Virtio {
+            assert_eq!(
+                support::value_matching(
+                    &text,
+                    "ssdwatch_device_smart_supported",
+                    &format!("device=\"{name}\"")
+                ),
+                Some(0.0),
+                "{name}: virtio has no SMART\n{text}"
+            );
+            assert!(
+                !s.errors
+                    .iter()
+                    .any(|e| e.contains(&format!("device {name}:"))),
+                "unsupported is no error: {:?}",
+                s.errors
+            );
+            assert_eq!(
+                support::value_matching(
+                    &text,
+                    "ssdwatch_device_wear_used_ratio",
+                    &format!("device=\"{name}\"")
+                ),
+                None,
+                "unknown values give no series"
+            );
+        }
+    }
+}
