@@ -1,8 +1,7 @@
 //! /metrics render time on a large host: 64 drives with 8 partitions each and 500 filesystems.
 //! A scrape copies pre-rendered collector output, so this should stay far under 1 ms.
 //! Also measures one background sample of each collector on that host (not on the scrape path).
-//!
-//! `SSDWATCH_BENCH_KEEP=DIR` writes the generated host to DIR (for benches/rss.sh) as well.
+//! benches/rss.sh measures the daemon's memory on the same generated host.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ssdwatch::Roots;
@@ -27,19 +26,15 @@ fn generate(dir: &Path) {
     assert!(ok, "fixture generator failed");
 }
 
-fn big_host() -> (tempfile::TempDir, Arc<Store>) {
-    let dir = tempfile::tempdir().unwrap();
-    generate(dir.path());
-    if let Some(keep) = std::env::var_os("SSDWATCH_BENCH_KEEP") {
-        generate(Path::new(&keep));
-    }
+/// Samples the host once through every collector (smart and probe off) into a store.
+fn sampled_store(dir: &Path) -> Arc<Store> {
     let mut config = Config::default();
     config.collectors.smart.enabled = false;
     config.collectors.probe.enabled = false;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let store = Arc::new(Store::new());
     let ctx = Context {
-        roots: Arc::new(Roots::fixture(dir.path())),
+        roots: Arc::new(Roots::fixture(dir)),
         shared: Arc::new(Shared::default()),
     };
     rt.block_on(async {
@@ -48,11 +43,11 @@ fn big_host() -> (tempfile::TempDir, Arc<Store>) {
             assert!(collector::sample_once(c.as_mut(), &ctx, &store).await);
         }
     });
-    (dir, store)
+    store
 }
 
-fn render(c: &mut Criterion) {
-    let (_dir, store) = big_host();
+fn render(c: &mut Criterion, dir: &Path) {
+    let store = sampled_store(dir);
     let text = store.render();
     let series = text.lines().filter(|l| !l.starts_with('#')).count();
     assert!(text.contains("ssdwatch_filesystem_avail_bytes{mountpoint=\"/srv/db499\""));
@@ -62,12 +57,10 @@ fn render(c: &mut Criterion) {
     });
 }
 
-fn sample(c: &mut Criterion) {
-    let dir = tempfile::tempdir().unwrap();
-    generate(dir.path());
+fn sample(c: &mut Criterion, dir: &Path) {
     let config = Config::default();
     let ctx = Context {
-        roots: Arc::new(Roots::fixture(dir.path())),
+        roots: Arc::new(Roots::fixture(dir)),
         shared: Arc::new(Shared::default()),
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -91,5 +84,13 @@ fn sample(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, render, sample);
+/// One generated host for all benchmarks (writing ~10,000 files takes seconds).
+fn on_big_host(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path());
+    render(c, dir.path());
+    sample(c, dir.path());
+}
+
+criterion_group!(benches, on_big_host);
 criterion_main!(benches);
