@@ -61,7 +61,8 @@ impl DiskstatsCollector {
 /// Parsed stats by device name, and per-device errors.
 pub type StatsRead = (Vec<(String, BlockStat)>, Vec<String>);
 
-/// Reads the stat file of every device in `<sys>/block`, skipping unused loop devices.
+/// Reads the stat file of every device in `<sys>/block`, skipping unbound loop and
+/// uninitialised zram devices (size 0).
 pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
     let block = sys.join("block");
     let rd = std::fs::read_dir(&block)
@@ -82,10 +83,10 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
                 continue;
             }
         };
-        if name.starts_with("loop")
+        if (name.starts_with("loop") || name.starts_with("zram"))
             && crate::sysfs::read_u64(&block.join(&name).join("size")) == Some(0)
         {
-            continue; // an unbound loop device
+            continue; // an unbound loop or uninitialised zram device
         }
         match parse_block_stat(&text) {
             Ok(s) => out.push((name, s)),

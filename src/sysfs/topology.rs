@@ -206,8 +206,10 @@ impl Topology {
             let dir = block.join(&name);
             match read_disk(&dir, &name) {
                 Some((disk, parts)) => {
-                    // Unused loop devices (no backing file, size 0) are noise, not devices.
-                    if disk.kind() == DeviceKind::Loop && disk.size_bytes.unwrap_or(0) == 0 {
+                    // Unbound loop and uninitialised zram devices (size 0) are noise, not devices.
+                    if matches!(disk.kind(), DeviceKind::Loop | DeviceKind::Zram)
+                        && disk.size_bytes.unwrap_or(0) == 0
+                    {
                         continue;
                     }
                     topo.devices.insert(name.clone(), disk);
