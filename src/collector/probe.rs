@@ -1,16 +1,35 @@
-//! Probe collector (placeholder until its module is written).
+//! Probe collector: schedules budgeted probe runs per target with jitter, on a dedicated thread
+//! each, and turns their results into metrics. The I/O and the safety gates live in `crate::probe`.
 
 use crate::collector::{Collector, Context, Sample};
 use crate::config::{Invalid, check_interval};
+use crate::metrics::MetricSet;
+use crate::probe::{
+    BUCKETS, KindResult, Outcome, Placement, ProbeKind, RunContext, RunInputs, SkipReason,
+    TargetConfig, run_target,
+};
 use serde::Deserialize;
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProbeConfig {
     pub enabled: bool,
+    /// Default interval between runs of a target.
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
+    /// Each wait is the interval times a random factor in 1 ± jitter, so a fleet drifts apart.
+    pub jitter_ratio: f64,
+    /// How long to watch each drive right before a run (the busy gate; 0 = only the diskstats
+    /// collector's view).
+    #[serde(with = "humantime_serde")]
+    pub busy_window: Duration,
+    pub targets: Vec<TargetConfig>,
 }
 
 impl Default for ProbeConfig {
@@ -18,25 +37,272 @@ impl Default for ProbeConfig {
         ProbeConfig {
             enabled: true,
             interval: Duration::from_secs(300),
+            jitter_ratio: 0.1,
+            busy_window: Duration::from_secs(1),
+            targets: Vec::new(),
         }
     }
 }
 
 impl ProbeConfig {
     pub fn validate(&self, key: &str) -> Result<(), Invalid> {
-        check_interval(key, self.interval, Duration::from_secs(1))
+        check_interval(key, self.interval, Duration::from_secs(1))?;
+        if !(0.0..=0.5).contains(&self.jitter_ratio) {
+            return Err(Invalid::new(
+                format!("{key}.jitter_ratio"),
+                "must be in 0..0.5",
+            ));
+        }
+        if self.busy_window > Duration::from_secs(10) {
+            return Err(Invalid::new(
+                format!("{key}.busy_window"),
+                "must be at most 10s",
+            ));
+        }
+        for (i, t) in self.targets.iter().enumerate() {
+            let k = format!("{key}.targets[{i}]");
+            t.validate(&k)?;
+            if let Some(iv) = t.interval {
+                check_interval(&k, iv, Duration::from_secs(1))?;
+            }
+            if self.targets[..i].iter().any(|o| o.path == t.path) {
+                return Err(Invalid::new(format!("{k}.path"), "listed twice"));
+            }
+        }
+        Ok(())
     }
+}
+
+/// Cumulative histogram of one probe kind.
+#[derive(Debug, Clone, Default)]
+struct Hist {
+    buckets: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+impl Hist {
+    fn observe(&mut self, v: f64) {
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if v <= *le {
+                self.buckets[i] += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+struct TargetState {
+    cfg: TargetConfig,
+    next_due: Instant,
+    last_seq: Option<Instant>,
+    /// Set while a run's thread is alive; a hung filesystem keeps it set and no second thread
+    /// is started for that target.
+    running: Arc<AtomicBool>,
+    placement: Option<Placement>,
+    hist: BTreeMap<ProbeKind, Hist>,
+    last: BTreeMap<ProbeKind, KindResult>,
+    context: Option<RunContext>,
+    runs: u64,
+    skipped: BTreeMap<SkipReason, u64>,
+    written: u64,
+    last_run_unix: Option<f64>,
+    unsafe_now: bool,
 }
 
 pub struct ProbeCollector {
     interval: Duration,
+    jitter: f64,
+    busy_window: Duration,
+    state_dir: PathBuf,
+    targets: Vec<TargetState>,
+}
+
+fn random_unit() -> f64 {
+    let r = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (r >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl ProbeCollector {
-    pub fn new(cfg: &ProbeConfig, _state_dir: &std::path::Path) -> anyhow::Result<Self> {
+    pub fn new(cfg: &ProbeConfig, state_dir: &std::path::Path) -> anyhow::Result<Self> {
+        let now = Instant::now();
+        let targets = cfg
+            .targets
+            .iter()
+            .map(|t| {
+                let iv = t.interval.unwrap_or(cfg.interval);
+                TargetState {
+                    cfg: t.clone(),
+                    // First run soon after start, spread over the jitter window.
+                    next_due: now + iv.mul_f64(cfg.jitter_ratio * random_unit()),
+                    last_seq: None,
+                    running: Arc::new(AtomicBool::new(false)),
+                    placement: None,
+                    hist: BTreeMap::new(),
+                    last: BTreeMap::new(),
+                    context: None,
+                    runs: 0,
+                    skipped: BTreeMap::new(),
+                    written: 0,
+                    last_run_unix: None,
+                    unsafe_now: false,
+                }
+            })
+            .collect();
         Ok(ProbeCollector {
             interval: cfg.interval,
+            jitter: cfg.jitter_ratio,
+            busy_window: cfg.busy_window,
+            state_dir: state_dir.to_path_buf(),
+            targets,
         })
+    }
+
+    fn jittered(&self, iv: Duration) -> Duration {
+        iv.mul_f64(1.0 + self.jitter * (2.0 * random_unit() - 1.0))
+    }
+
+    fn render(&self) -> MetricSet {
+        let mut m = MetricSet::new();
+        for t in &self.targets {
+            let fallback = t.cfg.path.to_string_lossy();
+            let (mp, dev) = match &t.placement {
+                Some(p) => (p.mountpoint.as_str(), p.device()),
+                None => (fallback.as_ref(), ""),
+            };
+            let base = [("mountpoint", mp), ("device", dev)];
+            for (k, h) in &t.hist {
+                let buckets: Vec<(f64, u64)> = BUCKETS
+                    .iter()
+                    .copied()
+                    .zip(h.buckets.iter().copied())
+                    .collect();
+                m.histogram(
+                    "ssdwatch_probe_latency_seconds",
+                    "Latency of each probe I/O (seconds), since the daemon started.",
+                )
+                .push_histogram(
+                    &[("probe", k.as_str()), base[0], base[1]],
+                    &buckets,
+                    h.sum,
+                    h.count,
+                );
+            }
+            for (k, r) in &t.last {
+                let fam = m.gauge(
+                    "ssdwatch_probe_last_latency_seconds",
+                    "Latency quantiles of the last run of each probe (seconds); quantile 1 is the maximum.",
+                );
+                for (q, v) in [
+                    ("0.5", r.p50_seconds),
+                    ("0.99", r.p99_seconds),
+                    ("1", r.max_seconds),
+                ] {
+                    fam.push(
+                        &[("probe", k.as_str()), base[0], base[1], ("quantile", q)],
+                        v,
+                    );
+                }
+                m.gauge(
+                    "ssdwatch_probe_throughput_bytes_per_second",
+                    "Throughput of the last sequential-write probe, fdatasync included.",
+                )
+                .push_opt(
+                    &[("probe", k.as_str()), base[0], base[1]],
+                    r.throughput_bytes_per_second,
+                );
+            }
+            m.counter("ssdwatch_probe_runs_total", "Probe runs completed.")
+                .push(&base, t.runs as f64);
+            let fam = m.counter(
+                "ssdwatch_probe_skipped_total",
+                "Probe runs skipped, by reason (budget, busy, low_space, readonly, unsafe, error).",
+            );
+            for r in SkipReason::ALL {
+                let n = t.skipped.get(&r).copied().unwrap_or(0);
+                fam.push(&[base[0], base[1], ("reason", r.as_str())], n as f64);
+            }
+            m.counter(
+                "ssdwatch_probe_written_bytes_total",
+                "Bytes written by probes, probe file creation included.",
+            )
+            .push(&base, t.written as f64);
+            m.gauge(
+                "ssdwatch_probe_last_run_timestamp_seconds",
+                "Unix time the last completed probe run started.",
+            )
+            .push_opt(&base, t.last_run_unix);
+            m.gauge(
+                "ssdwatch_probe_target_unsafe",
+                "1 when the last attempt refused the probe directory or file (symlink, owner, links).",
+            )
+            .push(&base, if t.unsafe_now { 1.0 } else { 0.0 });
+            if let Some(c) = &t.context {
+                m.gauge(
+                    "ssdwatch_probe_context_fill_ratio",
+                    "Filesystem fill ratio (0..1) at the last probe run.",
+                )
+                .push_opt(&base, c.fill_ratio);
+                m.gauge(
+                    "ssdwatch_probe_context_since_discard_seconds",
+                    "Seconds since the drive last received a discard, at the last probe run.",
+                )
+                .push_opt(&base, c.since_discard_seconds);
+                m.gauge(
+                    "ssdwatch_probe_context_idle_seconds",
+                    "Seconds the drive had been idle before the last probe run.",
+                )
+                .push_opt(&base, c.idle_seconds);
+                m.gauge(
+                    "ssdwatch_probe_context_utilization_ratio",
+                    "Drive utilization (0..1) during the last probe run, the probe's own I/O included.",
+                )
+                .push_opt(&base, c.utilization_ratio);
+            }
+        }
+        m
+    }
+}
+
+/// Applies a run's outcome to a target's state; returns a message for a skip worth logging.
+fn apply(t: &mut TargetState, o: Outcome) -> Option<String> {
+    match o {
+        Outcome::Ran(r) => {
+            t.unsafe_now = false;
+            t.runs += 1;
+            t.written += r.written_bytes;
+            t.last_run_unix = Some(r.started_unix);
+            t.context = Some(r.context);
+            t.placement = Some(r.placement);
+            for k in r.results {
+                let h = t.hist.entry(k.probe).or_default();
+                for v in &k.latencies {
+                    h.observe(*v);
+                }
+                t.last.insert(k.probe, k);
+            }
+            if !r.budget_skipped.is_empty() {
+                *t.skipped.entry(SkipReason::Budget).or_default() += 1;
+            }
+            None
+        }
+        Outcome::Skipped(s) => {
+            t.unsafe_now = s.reason == SkipReason::Unsafe;
+            if s.placement.is_some() {
+                t.placement = s.placement;
+            }
+            *t.skipped.entry(s.reason).or_default() += 1;
+            match s.reason {
+                SkipReason::Unsafe | SkipReason::Error => Some(s.detail),
+                _ => {
+                    tracing::info!("probe skipped ({}): {}", s.reason.as_str(), s.detail);
+                    None
+                }
+            }
+        }
     }
 }
 
@@ -47,10 +313,105 @@ impl Collector for ProbeCollector {
     }
 
     fn next_delay(&mut self) -> Duration {
-        self.interval
+        let now = Instant::now();
+        self.targets
+            .iter()
+            .map(|t| t.next_due.saturating_duration_since(now))
+            .min()
+            .unwrap_or(self.interval)
+            .max(Duration::from_secs(1))
     }
 
-    async fn sample(&mut self, _ctx: &Context) -> anyhow::Result<Sample> {
-        Ok(Sample::default())
+    async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        let mut errors = Vec::new();
+        for i in 0..self.targets.len() {
+            let now = Instant::now();
+            if self.targets[i].next_due > now {
+                continue;
+            }
+            let iv = self.targets[i].cfg.interval.unwrap_or(self.interval);
+            let next = now + self.jittered(iv);
+            let t = &mut self.targets[i];
+            t.next_due = next;
+            if t.running.load(Ordering::Acquire) {
+                *t.skipped.entry(SkipReason::Error).or_default() += 1;
+                errors.push(format!(
+                    "{}: previous probe run still hasn't returned; not starting another",
+                    t.cfg.path.display()
+                ));
+                continue;
+            }
+            let seq_due = t
+                .last_seq
+                .is_none_or(|s| now.duration_since(s) >= t.cfg.seq_write_interval);
+            let kinds: Vec<ProbeKind> = t
+                .cfg
+                .kinds
+                .iter()
+                .copied()
+                .filter(|k| *k != ProbeKind::SeqWrite || seq_due)
+                .collect();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let cfg = t.cfg.clone();
+            let roots = ctx.roots.clone();
+            let shared = ctx.shared.clone();
+            let state_dir = self.state_dir.clone();
+            let busy_window = self.busy_window;
+            let running = t.running.clone();
+            running.store(true, Ordering::Release);
+            let spawned = std::thread::Builder::new()
+                .name("ssdwatch-probe".into())
+                .spawn(move || {
+                    let inputs = RunInputs {
+                        roots: &roots,
+                        state_dir: &state_dir,
+                        shared: Some(&shared),
+                        kinds,
+                        busy_window,
+                    };
+                    let o = run_target(&cfg, &inputs);
+                    running.store(false, Ordering::Release);
+                    let _ = tx.send(o);
+                });
+            if let Err(e) = spawned {
+                t.running.store(false, Ordering::Release);
+                errors.push(format!(
+                    "{}: cannot start probe thread: {e}",
+                    t.cfg.path.display()
+                ));
+                continue;
+            }
+            match tokio::time::timeout(t.cfg.timeout, rx).await {
+                Ok(Ok(o)) => {
+                    if let Outcome::Ran(r) = &o
+                        && r.results.iter().any(|k| k.probe == ProbeKind::SeqWrite)
+                    {
+                        t.last_seq = Some(now);
+                    }
+                    if let Some(e) = apply(t, o) {
+                        errors.push(e);
+                    }
+                }
+                Ok(Err(_)) => {
+                    *t.skipped.entry(SkipReason::Error).or_default() += 1;
+                    errors.push(format!(
+                        "{}: probe thread ended without a result",
+                        t.cfg.path.display()
+                    ));
+                }
+                Err(_) => {
+                    *t.skipped.entry(SkipReason::Error).or_default() += 1;
+                    errors.push(format!(
+                        "{}: probe run not finished after {}; left to finish in the background",
+                        t.cfg.path.display(),
+                        humantime::format_duration(t.cfg.timeout)
+                    ));
+                }
+            }
+        }
+        Ok(Sample {
+            metrics: self.render(),
+            errors,
+        })
     }
 }

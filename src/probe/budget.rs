@@ -1,0 +1,133 @@
+//! Write and time budgets per target, persisted in the state directory so a restart (or a crash
+//! loop) can't reset them. The file is small JSON, replaced atomically (write, fsync, rename).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const BUDGET_FILE: &str = "probe-budget.json";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// UTC day number (Unix seconds / 86400) the byte count belongs to.
+    pub day: u64,
+    pub written_bytes: u64,
+    /// Unix hour number the time count belongs to.
+    pub hour: u64,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    /// Keyed by the configured target path.
+    pub targets: BTreeMap<String, Usage>,
+}
+
+impl Usage {
+    /// This usage as seen at `now` (counts of a past day/hour read as zero).
+    pub fn at(&self, now_unix: f64) -> Usage {
+        let day = (now_unix / 86400.0) as u64;
+        let hour = (now_unix / 3600.0) as u64;
+        Usage {
+            day,
+            written_bytes: if self.day == day {
+                self.written_bytes
+            } else {
+                0
+            },
+            hour,
+            seconds: if self.hour == hour { self.seconds } else { 0.0 },
+        }
+    }
+}
+
+pub fn path(state_dir: &Path) -> PathBuf {
+    state_dir.join(BUDGET_FILE)
+}
+
+/// Loads the budgets; a missing file is an empty budget. A corrupt file is an error (naming it):
+/// silently starting from zero would let probes exceed the cap.
+pub fn load(state_dir: &Path) -> Result<Budgets, String> {
+    let p = path(state_dir);
+    match std::fs::read_to_string(&p) {
+        Ok(s) => serde_json::from_str(&s).map_err(|e| format!("{}: {e}", p.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Budgets::default()),
+        Err(e) => Err(format!("{}: {e}", p.display())),
+    }
+}
+
+pub fn store(state_dir: &Path, b: &Budgets) -> Result<(), String> {
+    let p = path(state_dir);
+    let tmp = state_dir.join(format!("{BUDGET_FILE}.tmp"));
+    let err = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", p.display());
+    std::fs::create_dir_all(state_dir).map_err(|e| err("creating state dir", e))?;
+    let text = serde_json::to_string_pretty(b).map_err(|e| format!("{}: {e}", p.display()))?;
+    let mut f = std::fs::File::create(&tmp).map_err(|e| err("create", e))?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| err("write", e))?;
+    std::fs::rename(&tmp, &p).map_err(|e| err("rename", e))?;
+    if let Ok(d) = std::fs::File::open(state_dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Adds bytes and seconds to a target's usage and persists at once.
+pub fn record(
+    state_dir: &Path,
+    target: &str,
+    now_unix: f64,
+    bytes: u64,
+    seconds: f64,
+) -> Result<Usage, String> {
+    let mut b = load(state_dir)?;
+    let cur = b
+        .targets
+        .get(target)
+        .cloned()
+        .unwrap_or_default()
+        .at(now_unix);
+    let u = Usage {
+        written_bytes: cur.written_bytes + bytes,
+        seconds: cur.seconds + seconds,
+        ..cur
+    };
+    b.targets.insert(target.to_string(), u.clone());
+    store(state_dir, &b)?;
+    Ok(u)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_day_starts_from_zero_bytes_and_a_new_hour_from_zero_seconds() {
+        let u = Usage {
+            day: 10,
+            written_bytes: 5,
+            hour: 240,
+            seconds: 3.0,
+        };
+        let same = u.at(10.0 * 86400.0 + 10.0);
+        assert_eq!((same.written_bytes, same.seconds), (5, 3.0));
+        let next_hour = u.at(10.0 * 86400.0 + 3600.0);
+        assert_eq!((next_hour.written_bytes, next_hour.seconds), (5, 0.0));
+        let next_day = u.at(11.0 * 86400.0);
+        assert_eq!(next_day.written_bytes, 0);
+    }
+
+    #[test]
+    fn usage_is_persisted_and_a_corrupt_file_is_an_error_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        record(d.path(), "/data", 1000.0, 4096, 0.5).unwrap();
+        let u = record(d.path(), "/data", 1001.0, 4096, 0.5).unwrap();
+        assert_eq!(u.written_bytes, 8192);
+        assert_eq!(load(d.path()).unwrap().targets["/data"].written_bytes, 8192);
+        std::fs::write(path(d.path()), "{not json").unwrap();
+        let e = load(d.path()).unwrap_err();
+        assert!(e.contains(BUDGET_FILE), "{e}");
+    }
+}

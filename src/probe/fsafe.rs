@@ -1,0 +1,269 @@
+//! File safety for probes: everything is opened relative to a directory fd we created and own,
+//! with O_NOFOLLOW, and checked for owner, type and link count. Nothing here follows a path.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// Name of the directory the daemon keeps inside each target.
+pub const PROBE_DIR: &str = ".ssdwatch-probe";
+/// The preallocated probe file, reused by every run.
+pub const PROBE_FILE: &str = "probe.dat";
+/// Created while the probe file is being preallocated and filled; renamed when complete.
+pub const PARTIAL_FILE: &str = "probe.dat.partial";
+/// Present for the whole duration of a run; a leftover one means a run was killed.
+pub const RUN_MARKER: &str = "running";
+
+/// Why a probe directory or file is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SafetyError {
+    #[error("{0} is a symlink or not a directory; refusing to use it")]
+    NotADirectory(String),
+    #[error("{path} is owned by uid {uid}, not by us (uid {ours})")]
+    WrongOwner { path: String, uid: u32, ours: u32 },
+    #[error("{0} is writable by group or others")]
+    Permissive(String),
+    #[error("{0} is not a regular file")]
+    NotRegular(String),
+    #[error("{path} has {links} links (expected 1)")]
+    Links { path: String, links: u64 },
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+}
+
+fn cstr(name: &str) -> io::Result<CString> {
+    CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// Opens a configured target directory (the operator's path; following it is the operator's call).
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+    // SAFETY: valid NUL-terminated string; the fd is owned on success.
+    let fd = cvt(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: fd was just returned by open.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open for the caller's lifetime; st is a valid pointer.
+    cvt(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
+pub fn fstatvfs(fd: RawFd) -> io::Result<libc::statvfs> {
+    // SAFETY: as for fstat.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fd open, st valid.
+    cvt(unsafe { libc::fstatvfs(fd, &mut st) })?;
+    Ok(st)
+}
+
+/// Opens `name` relative to `dir` without following a symlink in its last component.
+pub fn openat(dir: &OwnedFd, name: &str, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    // SAFETY: valid dir fd and string; the fd is owned on success.
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: fd just returned by openat.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn unlinkat(dir: &OwnedFd, name: &str) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: valid fd and string. unlinkat never follows a symlink: it removes the link itself.
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) })?;
+    Ok(())
+}
+
+pub fn renameat(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
+    let (a, b) = (cstr(from)?, cstr(to)?);
+    // SAFETY: valid fd and strings.
+    cvt(unsafe { libc::renameat(dir.as_raw_fd(), a.as_ptr(), dir.as_raw_fd(), b.as_ptr()) })?;
+    Ok(())
+}
+
+pub fn fsync_dir(dir: &OwnedFd) {
+    // SAFETY: valid fd. A failed directory fsync only weakens durability of a rename.
+    unsafe { libc::fsync(dir.as_raw_fd()) };
+}
+
+/// Opens (creating when absent) `<target>/.ssdwatch-probe` relative to the target's fd and checks
+/// it: a real directory (not a symlink), owned by us, not writable by others.
+pub fn open_probe_dir(target: &OwnedFd, target_name: &str) -> Result<OwnedFd, SafetyError> {
+    let shown = format!("{target_name}/{PROBE_DIR}");
+    let c = cstr(PROBE_DIR).map_err(|source| SafetyError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    // SAFETY: valid fd and string. mkdirat never follows a symlink in the last component.
+    let r = unsafe { libc::mkdirat(target.as_raw_fd(), c.as_ptr(), 0o700) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(SafetyError::Io {
+                path: shown,
+                source: e,
+            });
+        }
+    }
+    let dir = match openat(target, PROBE_DIR, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+        Ok(d) => d,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
+            return Err(SafetyError::NotADirectory(shown));
+        }
+        Err(source) => {
+            return Err(SafetyError::Io {
+                path: shown,
+                source,
+            });
+        }
+    };
+    let st = fstat(dir.as_raw_fd()).map_err(|source| SafetyError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    check_owner(&shown, &st)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(SafetyError::NotADirectory(shown));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(SafetyError::Permissive(shown));
+    }
+    Ok(dir)
+}
+
+fn check_owner(shown: &str, st: &libc::stat) -> Result<(), SafetyError> {
+    // SAFETY: geteuid has no preconditions.
+    let ours = unsafe { libc::geteuid() };
+    if st.st_uid != ours {
+        return Err(SafetyError::WrongOwner {
+            path: shown.to_string(),
+            uid: st.st_uid,
+            ours,
+        });
+    }
+    Ok(())
+}
+
+/// Checks an opened probe file: regular, ours, exactly one link (a hard link elsewhere would make
+/// us write into someone else's file).
+pub fn check_file(shown: &str, fd: &OwnedFd) -> Result<libc::stat, SafetyError> {
+    let st = fstat(fd.as_raw_fd()).map_err(|source| SafetyError::Io {
+        path: shown.to_string(),
+        source,
+    })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(SafetyError::NotRegular(shown.to_string()));
+    }
+    check_owner(shown, &st)?;
+    if st.st_nlink != 1 {
+        return Err(SafetyError::Links {
+            path: shown.to_string(),
+            links: st.st_nlink,
+        });
+    }
+    Ok(st)
+}
+
+/// Names in the probe directory other than the probe file itself.
+pub fn leftovers(dir: &OwnedFd) -> io::Result<Vec<String>> {
+    // Listing goes through a duplicate fd so the caller's stays usable.
+    // SAFETY: valid fd; dup returns a new owned fd or -1.
+    let dup = cvt(unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) })?;
+    // SAFETY: dup is a fresh fd we own; fdopendir takes ownership of it on success.
+    let d = unsafe { libc::fdopendir(dup) };
+    if d.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so dup is still ours to close.
+        unsafe { libc::close(dup) };
+        return Err(e);
+    }
+    // SAFETY: d is a valid DIR* until closedir.
+    unsafe { libc::rewinddir(d) };
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: d is valid; readdir returns null at the end.
+        let ent = unsafe { libc::readdir(d) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: d_name is NUL-terminated inside the entry.
+        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        if name != "." && name != ".." && name != PROBE_FILE {
+            out.push(name);
+        }
+    }
+    // SAFETY: d valid, closed once.
+    unsafe { libc::closedir(d) };
+    out.sort();
+    Ok(out)
+}
+
+/// Removes what a crashed run left (partial file, run marker, anything else). Only unlinks
+/// entries of our own directory; a directory found there is left alone and reported.
+pub fn remove_leftovers(dir: &OwnedFd, shown: &str) -> Result<Vec<String>, String> {
+    let names = leftovers(dir).map_err(|e| format!("{shown}: listing: {e}"))?;
+    let mut removed = Vec::new();
+    for n in names {
+        match unlinkat(dir, &n) {
+            Ok(()) => removed.push(n),
+            Err(e) => return Err(format!("{shown}/{n}: cannot remove leftover: {e}")),
+        }
+    }
+    if !removed.is_empty() {
+        fsync_dir(dir);
+    }
+    Ok(removed)
+}
+
+/// Removes the run marker when the run ends, whichever way it ends (except a kill, which the next
+/// start cleans up).
+pub struct MarkerGuard<'a> {
+    pub dir: &'a OwnedFd,
+}
+
+impl MarkerGuard<'_> {
+    pub fn create(dir: &OwnedFd) -> io::Result<MarkerGuard<'_>> {
+        let fd = openat(
+            dir,
+            RUN_MARKER,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            0o600,
+        )?;
+        let pid = format!("{}\n", std::process::id());
+        // SAFETY: valid fd and buffer.
+        unsafe { libc::write(fd.as_raw_fd(), pid.as_ptr().cast(), pid.len()) };
+        Ok(MarkerGuard { dir })
+    }
+}
+
+impl Drop for MarkerGuard<'_> {
+    fn drop(&mut self) {
+        let _ = unlinkat(self.dir, RUN_MARKER);
+    }
+}
