@@ -6,6 +6,8 @@ use super::{read_attr, read_u64};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// What a block device is, from its kernel name and driver directories (never from the
+/// rotational flag: virtio disks report rotational on SSD-backed hosts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DeviceKind {
     Nvme,
@@ -36,6 +38,7 @@ impl DeviceKind {
     }
 }
 
+/// One block device with its identity, queue limits and stack edges; unknown values are `None`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BlockDevice {
     pub name: String,
@@ -88,6 +91,7 @@ impl BlockDevice {
     }
 }
 
+/// Every block device of the host by kernel name, read in one walk of `<sys>/block`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Topology {
     pub devices: BTreeMap<String, BlockDevice>,
@@ -225,10 +229,12 @@ impl Topology {
         Ok(topo)
     }
 
+    /// The device with this kernel name (`sda2`, `dm-1`).
     pub fn get(&self, name: &str) -> Option<&BlockDevice> {
         self.devices.get(name)
     }
 
+    /// The device with this `major:minor` (from `st_dev` or a mountinfo line).
     pub fn by_devnum(&self, major: u32, minor: u32) -> Option<&BlockDevice> {
         self.devices
             .values()
