@@ -430,6 +430,34 @@ mod tests {
         assert!(read_all(&dir.path().join("nope")).is_err());
     }
 
+    proptest::proptest! {
+        /// Any sequence of readings (resets, stalls, jumps, clock steps of 0): utilization stays in
+        /// 0..=1, derived times never lie in the future and the last discard never goes back.
+        #[test]
+        fn derived_values_stay_sane(
+            steps in proptest::collection::vec((0u64..5000, 0u64..100, 0u64..5000, 0u32..30), 1..40),
+        ) {
+            let mut h: Option<History> = None;
+            let mut now = 1000.0;
+            for (io, ds, reads, dt) in steps {
+                now += dt as f64;
+                let mut stat = st(io, ds);
+                stat.reads_completed = reads;
+                let prev_discard = h.as_ref().and_then(|p| p.last_discard);
+                let (next, util) = advance(h.as_ref(), stat, now);
+                if let Some(u) = util {
+                    proptest::prop_assert!((0.0..=1.0).contains(&u), "{}", u);
+                }
+                proptest::prop_assert!(next.idle_since.is_none_or(|t| t <= now));
+                proptest::prop_assert!(next.last_discard.is_none_or(|t| t <= now));
+                if let (Some(a), Some(b)) = (prev_discard, next.last_discard) {
+                    proptest::prop_assert!(b >= a);
+                }
+                h = Some(next);
+            }
+        }
+    }
+
     #[test]
     fn old_kernel_has_no_discard_series() {
         let mut m = MetricSet::new();
