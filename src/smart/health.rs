@@ -104,6 +104,14 @@ pub enum ParseError {
 
 /// Parses a `smartctl --json` output and normalizes it.
 pub fn parse(text: &str) -> Result<Health, ParseError> {
+    // Fast path: only the top-level sections the model reads are built into a tree; the rest
+    // (self-test and error logs, SCT tables of `-x` output) is skipped without allocating.
+    // (A struct also deserializes from an array, hence the object check.)
+    if text.trim_start().starts_with('{')
+        && let Ok(w) = serde_json::from_str::<Wanted>(text)
+    {
+        return Ok(normalize(&w.into_value(), Table::builtin()));
+    }
     let v: Value = serde_json::from_str(text).map_err(|e| ParseError::Json {
         line: e.line(),
         column: e.column(),
@@ -114,6 +122,57 @@ pub fn parse(text: &str) -> Result<Health, ParseError> {
     }
     Ok(normalize(&v, Table::builtin()))
 }
+
+/// Declares the top-level sections `normalize` reads; anything else is ignored while parsing.
+macro_rules! wanted {
+    ($($k:ident),* $(,)?) => {
+        #[derive(serde::Deserialize)]
+        struct Wanted { $( #[serde(default)] $k: Option<Value>, )* }
+        impl Wanted {
+            fn into_value(self) -> Value {
+                let mut m = serde_json::Map::new();
+                $( if let Some(v) = self.$k { m.insert(stringify!($k).to_string(), v); } )*
+                Value::Object(m)
+            }
+        }
+    };
+}
+
+wanted!(
+    smartctl,
+    device,
+    model_name,
+    scsi_model_name,
+    scsi_vendor,
+    vendor,
+    scsi_product,
+    product,
+    model_family,
+    serial_number,
+    firmware_version,
+    scsi_revision,
+    revision,
+    user_capacity,
+    nvme_total_capacity,
+    wwn,
+    logical_unit_id,
+    eui64,
+    power_mode,
+    smart_status,
+    smart_support,
+    temperature,
+    power_on_time,
+    power_cycle_count,
+    logical_block_size,
+    nvme_smart_health_information_log,
+    scsi_percentage_used_endurance_indicator,
+    scsi_grown_defect_list,
+    scsi_start_stop_cycle_counter,
+    scsi_error_counter_log,
+    ata_smart_attributes,
+    ata_device_statistics,
+    endurance_used,
+);
 
 fn kind_of(v: &Value) -> &'static str {
     match v {
