@@ -7,6 +7,7 @@ pub enum MetricKind {
     Gauge,
     Counter,
     Histogram,
+    Summary,
 }
 
 impl MetricKind {
@@ -15,6 +16,7 @@ impl MetricKind {
             MetricKind::Gauge => "gauge",
             MetricKind::Counter => "counter",
             MetricKind::Histogram => "histogram",
+            MetricKind::Summary => "summary",
         }
     }
 }
@@ -140,6 +142,11 @@ impl MetricSet {
 
     pub fn histogram(&mut self, name: &'static str, help: &'static str) -> &mut MetricFamily {
         self.family(name, help, MetricKind::Histogram)
+    }
+
+    /// Quantile series only (`quantile` label), e.g. of the last probe run.
+    pub fn summary(&mut self, name: &'static str, help: &'static str) -> &mut MetricFamily {
+        self.family(name, help, MetricKind::Summary)
     }
 
     pub fn families(&self) -> &[MetricFamily] {

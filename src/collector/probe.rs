@@ -192,7 +192,7 @@ impl ProbeCollector {
                 );
             }
             for (k, r) in &t.last {
-                let fam = m.gauge(
+                let fam = m.summary(
                     "ssdwatch_probe_last_latency_seconds",
                     "Latency quantiles of the last run of each probe (seconds); quantile 1 is the maximum.",
                 );

@@ -1,0 +1,227 @@
+//! The probe collector on a real loop-mounted ext4 (root): what its metrics say agrees with what
+//! the probes did, and with what the kernel saw written to the drive.
+
+mod probe_support;
+
+use probe_support::*;
+use ssdwatch::collector::probe::{ProbeCollector, ProbeConfig};
+use ssdwatch::collector::{Collector, Context};
+use ssdwatch::snapshot::{DiskActivity, Shared, unix_now};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn value(text: &str, series_prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn written_sectors(dev: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/sys/block/{dev}/stat")).unwrap();
+    ssdwatch::sysfs::blockstat::parse_block_stat(&s)
+        .unwrap()
+        .write_sectors
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
+    if !require_root("probe collector") {
+        return;
+    }
+    let fs = LoopExt4::new(128);
+    let state = tempfile::tempdir().unwrap();
+    let target = small_target(&fs.mnt);
+    let cfg = ProbeConfig {
+        interval: Duration::from_secs(1),
+        jitter_ratio: 0.0,
+        busy_window: Duration::ZERO,
+        targets: vec![target.clone()],
+        ..ProbeConfig::default()
+    };
+    let dev = fs.kernel_name();
+    let shared = Arc::new(Shared::default());
+    let now = unix_now();
+    shared.set_disk_activity(
+        &dev,
+        DiskActivity {
+            last_discard_unix: Some(now - 100.0),
+            idle_since_unix: Some(now - 50.0),
+            utilization_ratio: Some(0.0),
+            updated_unix: now,
+        },
+    );
+    let ctx = Context {
+        roots: Arc::new(host_roots()),
+        shared,
+    };
+    let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
+    let sectors_before = written_sectors(&dev);
+    let first = c.sample(&ctx).await.unwrap();
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    tokio::time::sleep(c.next_delay()).await;
+    let second = c.sample(&ctx).await.unwrap();
+    assert!(second.errors.is_empty(), "{:?}", second.errors);
+    let kernel_bytes = (written_sectors(&dev) - sectors_before) * 512;
+
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, second.metrics.families());
+    let mp = fs.mnt.to_str().unwrap();
+    let labels = format!("mountpoint=\"{mp}\",device=\"{dev}\"");
+    let count = |probe: &str| {
+        value(
+            &text,
+            &format!("ssdwatch_probe_latency_seconds_count{{probe=\"{probe}\",{labels}}}"),
+        )
+    };
+    let w = f64::from(target.write_ops);
+    // Two runs of the 4 KiB kinds; seq_write once (at most daily by default).
+    assert_eq!(count("sync_write_4k"), Some(2.0 * w), "{text}");
+    assert_eq!(count("rand_write_4k"), Some(2.0 * w));
+    assert_eq!(
+        count("rand_read_4k"),
+        Some(2.0 * f64::from(target.read_ops))
+    );
+    let seq_ops = (target.seq_write_bytes / target.seq_write_block_bytes) as f64;
+    assert_eq!(count("seq_write"), Some(seq_ops));
+    let inf = value(
+        &text,
+        &format!(
+            "ssdwatch_probe_latency_seconds_bucket{{probe=\"sync_write_4k\",{labels},le=\"+Inf\"}}"
+        ),
+    );
+    assert_eq!(inf, Some(2.0 * w));
+    assert_eq!(
+        value(&text, &format!("ssdwatch_probe_runs_total{{{labels}}}")),
+        Some(2.0)
+    );
+
+    let expected = target.file_size_bytes
+        + 2 * 2 * u64::from(target.write_ops) * 4096
+        + target.seq_write_bytes;
+    let written = value(
+        &text,
+        &format!("ssdwatch_probe_written_bytes_total{{{labels}}}"),
+    )
+    .unwrap();
+    assert_eq!(written as u64, expected);
+    // The kernel saw at least that much written to the loop device (plus the journal's share).
+    assert!(
+        kernel_bytes >= expected,
+        "kernel {kernel_bytes} < probe {expected}"
+    );
+    let saved = ssdwatch::probe::budget::load(state.path()).unwrap();
+    assert_eq!(saved.targets[mp].written_bytes, expected);
+
+    // Context: what diskstats published, and our own utilization and fill figures.
+    let since = value(
+        &text,
+        &format!("ssdwatch_probe_context_since_discard_seconds{{{labels}}}"),
+    )
+    .unwrap();
+    assert!((100.0..200.0).contains(&since), "{since}");
+    let idle = value(
+        &text,
+        &format!("ssdwatch_probe_context_idle_seconds{{{labels}}}"),
+    )
+    .unwrap();
+    assert!((50.0..150.0).contains(&idle), "{idle}");
+    let fill = value(
+        &text,
+        &format!("ssdwatch_probe_context_fill_ratio{{{labels}}}"),
+    )
+    .unwrap();
+    assert!(fill > 0.0 && fill < 0.5, "{fill}");
+    let util = value(
+        &text,
+        &format!("ssdwatch_probe_context_utilization_ratio{{{labels}}}"),
+    )
+    .unwrap();
+    assert!(util > 0.0 && util <= 1.0, "{util}");
+    let p50 = value(&text, &format!("ssdwatch_probe_last_latency_seconds{{probe=\"sync_write_4k\",{labels},quantile=\"0.5\"}}")).unwrap();
+    let max = value(
+        &text,
+        &format!(
+            "ssdwatch_probe_last_latency_seconds{{probe=\"sync_write_4k\",{labels},quantile=\"1\"}}"
+        ),
+    )
+    .unwrap();
+    assert!(p50 > 0.0 && p50 <= max);
+    assert!(
+        value(
+            &text,
+            "ssdwatch_probe_throughput_bytes_per_second{probe=\"seq_write\""
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert_eq!(
+        value(&text, &format!("ssdwatch_probe_target_unsafe{{{labels}}}")),
+        Some(0.0)
+    );
+
+    if require_cmd("promtool check", "promtool") {
+        let f = state.path().join("metrics.prom");
+        std::fs::write(&f, &text).unwrap();
+        let out = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(&f).unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsafe_probe_directory_shows_as_a_metric_and_a_collector_error() {
+    if !require_root("probe collector unsafe") {
+        return;
+    }
+    let fs = LoopExt4::new(64);
+    let state = tempfile::tempdir().unwrap();
+    let victim = fs.mnt.join("elsewhere");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, fs.probe_dir()).unwrap();
+    let cfg = ProbeConfig {
+        jitter_ratio: 0.0,
+        busy_window: Duration::ZERO,
+        targets: vec![small_target(&fs.mnt)],
+        ..ProbeConfig::default()
+    };
+    let ctx = Context {
+        roots: Arc::new(host_roots()),
+        shared: Arc::new(Shared::default()),
+    };
+    let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
+    let s = c.sample(&ctx).await.unwrap();
+    assert_eq!(s.errors.len(), 1);
+    assert!(s.errors[0].contains(".ssdwatch-probe"), "{:?}", s.errors);
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    assert_eq!(
+        value(&text, "ssdwatch_probe_target_unsafe{"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "ssdwatch_probe_skipped_total{mountpoint=").is_some(),
+        true
+    );
+    let unsafe_line = text
+        .lines()
+        .find(|l| l.starts_with("ssdwatch_probe_skipped_total") && l.contains("reason=\"unsafe\""))
+        .unwrap();
+    assert!(unsafe_line.ends_with(" 1"), "{unsafe_line}");
+    assert!(names_in(&victim).is_empty());
+    // The interval of a run: five minutes by default, jittered.
+    assert!(
+        c.next_delay() >= Duration::from_secs(200),
+        "{:?}",
+        c.next_delay()
+    );
+}
