@@ -208,10 +208,7 @@ async fn an_unsafe_probe_directory_shows_as_a_metric_and_a_collector_error() {
         Some(1.0),
         "{text}"
     );
-    assert_eq!(
-        value(&text, "ssdwatch_probe_skipped_total{mountpoint=").is_some(),
-        true
-    );
+    assert!(value(&text, "ssdwatch_probe_skipped_total{mountpoint=").is_some());
     let unsafe_line = text
         .lines()
         .find(|l| l.starts_with("ssdwatch_probe_skipped_total") && l.contains("reason=\"unsafe\""))
