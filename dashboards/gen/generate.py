@@ -1,0 +1,478 @@
+#!/usr/bin/env python3
+"""Generates the Grafana dashboards in dashboards/*.json (what users import).
+
+Python 3 standard library only, runs offline. `generate.py` rewrites the JSON files;
+`generate.py --check` exits 1 when a checked-in file differs from what this script produces.
+Every panel reads the `datasource` template variable: no datasource uid is hard-coded.
+"""
+
+import json
+import os
+import sys
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+DS = {"type": "prometheus", "uid": "${datasource}"}
+HOST = 'instance="$instance"'
+FLEET = 'instance=~"$instance"'
+
+
+class Layout:
+    """Places panels left to right on Grafana's 24-column grid, wrapping rows."""
+
+    def __init__(self):
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+        self.panels = []
+
+    def _id(self):
+        i = self.next_id
+        self.next_id += 1
+        return i
+
+    def row(self, title):
+        if self.x:
+            self.y += self.row_h
+        self.x = 0
+        self.row_h = 0
+        self.panels.append(
+            {
+                "type": "row",
+                "id": self._id(),
+                "title": title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+                "panels": [],
+            }
+        )
+        self.y += 1
+
+    def add(self, panel, w=12, h=8):
+        if self.x + w > 24:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+        panel["id"] = self._id()
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+
+def target(expr, legend="", instant=False, fmt=None, ref="A"):
+    t = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend}
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    else:
+        t["range"] = True
+    if fmt:
+        t["format"] = fmt
+    return t
+
+
+def targets(*specs, **kw):
+    """specs: (expr, legend) pairs; refIds A, B, C..."""
+    return [target(e, l, ref=chr(ord("A") + i), **kw) for i, (e, l) in enumerate(specs)]
+
+
+def timeseries(title, desc, tgts, unit="short", min_=None, max_=None, overrides=None, stack=False):
+    defaults = {"unit": unit, "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"}}
+    if stack:
+        defaults["custom"]["stacking"] = {"mode": "normal", "group": "A"}
+    if min_ is not None:
+        defaults["min"] = min_
+    if max_ is not None:
+        defaults["max"] = max_
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
+        "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]}, "tooltip": {"mode": "multi", "sort": "desc"}},
+    }
+
+
+def stat(title, desc, tgts, unit="short", thresholds=None, decimals=None):
+    defaults = {"unit": unit}
+    if thresholds:
+        defaults["thresholds"] = {"mode": "absolute", "steps": thresholds}
+        defaults["color"] = {"mode": "thresholds"}
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return {
+        "type": "stat",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}, "colorMode": "value", "graphMode": "none", "textMode": "auto"},
+    }
+
+
+def table(title, desc, tgts, unit="short", sort_by=None, desc_sort=True, hide=("Time",)):
+    panel = {
+        "type": "table",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {"showHeader": True, "cellHeight": "sm"},
+        "transformations": [
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": {h: True for h in hide}}},
+        ],
+    }
+    if sort_by:
+        panel["options"]["sortBy"] = [{"displayName": sort_by, "desc": desc_sort}]
+    return panel
+
+
+def xychart(title, desc, x_expr, x_name, y_expr, y_name, x_unit, y_unit):
+    """Scatter of two series over time, joined on the timestamp (one point per evaluation)."""
+    return {
+        "type": "xychart",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": [target(x_expr, x_name, ref="A"), target(y_expr, y_name, ref="B")],
+        "transformations": [
+            {"id": "joinByField", "options": {"byField": "Time", "mode": "inner"}},
+            {"id": "organize", "options": {"renameByName": {}}},
+        ],
+        "fieldConfig": {
+            "defaults": {"unit": y_unit, "custom": {"show": "points", "pointSize": {"fixed": 5}}},
+            "overrides": [{"matcher": {"id": "byName", "options": x_name}, "properties": [{"id": "unit", "value": x_unit}]}],
+        },
+        "options": {"seriesMapping": "auto", "dims": {"x": x_name}, "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}},
+    }
+
+
+def right_axis(name_regex, unit):
+    return {
+        "matcher": {"id": "byRegexp", "options": name_regex},
+        "properties": [
+            {"id": "custom.axisPlacement", "value": "right"},
+            {"id": "unit", "value": unit},
+            {"id": "min", "value": 0},
+            {"id": "max", "value": 1},
+            {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+        ],
+    }
+
+
+def var_datasource():
+    return {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus", "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []}
+
+
+def var_query(name, label, query, multi=False, include_all=False, all_value=None):
+    v = {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": DS,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "definition": query,
+        "refresh": 2,
+        "sort": 1,
+        "multi": multi,
+        "includeAll": include_all,
+        "current": {},
+        "hide": 0,
+        "regex": "",
+        "options": [],
+    }
+    if all_value:
+        v["allValue"] = all_value
+    return v
+
+
+def var_custom(name, label, values, default):
+    return {
+        "type": "custom",
+        "name": name,
+        "label": label,
+        "query": ",".join(values),
+        "current": {"text": default, "value": default},
+        "options": [{"text": v, "value": v, "selected": v == default} for v in values],
+        "hide": 0,
+        "multi": False,
+        "includeAll": False,
+    }
+
+
+def annotation(name, expr, color, title, step="60s"):
+    return {
+        "name": name,
+        "datasource": DS,
+        "enable": True,
+        "expr": expr,
+        "iconColor": color,
+        "step": step,
+        "titleFormat": title,
+        "tagKeys": "device",
+        "useValueForTime": False,
+    }
+
+
+def dashboard(uid, title, desc, panels, variables, annotations=(), time_from="now-24h"):
+    return {
+        "uid": uid,
+        "title": title,
+        "description": desc,
+        "tags": ["ssdwatch"],
+        "timezone": "",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "1m",
+        "time": {"from": time_from, "to": "now"},
+        "links": [{"type": "dashboards", "tags": ["ssdwatch"], "asDropdown": True, "title": "ssdwatch", "includeVars": True, "keepTime": True}],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+            + list(annotations)
+        },
+        "templating": {"list": variables},
+        "panels": panels,
+    }
+
+
+def host():
+    L = Layout()
+    L.row("Filesystems")
+    L.add(timeseries("Used space", "Share of each filesystem's space in use (1 - avail / size): what df shows as Use%.",
+                     targets((f"1 - ssdwatch_filesystem_avail_bytes{{{HOST}}} / (ssdwatch_filesystem_size_bytes{{{HOST}}} > 0)", "{{mountpoint}}")),
+                     unit="percentunit", min_=0, max_=1))
+    L.add(timeseries("Available bytes", "Bytes available to unprivileged users, per filesystem.",
+                     targets((f"ssdwatch_filesystem_avail_bytes{{{HOST}}}", "{{mountpoint}}")), unit="bytes", min_=0))
+    L.add(table("Days to full (forecast)",
+                "Days until the filesystem is full at its recent rate (recording rule ssdwatch:filesystem_seconds_until_full: the daemon's forecast when it exports one, else the 6 h linear trend). Only filesystems that are filling appear.",
+                targets((f"ssdwatch:filesystem_seconds_until_full{{{HOST}}} / 86400", ""), instant=True, fmt="table"),
+                unit="d", sort_by="Value", desc_sort=False, hide=("Time", "__name__", "instance", "job")), w=8)
+    L.add(timeseries("Available bytes in 24 h (linear trend)",
+                     "Where the last 6 hours' trend puts each filesystem's available bytes a day from now; below zero means full within a day at this rate.",
+                     targets((f"predict_linear(ssdwatch_filesystem_avail_bytes{{{HOST}}}[6h], 86400)", "{{mountpoint}}")), unit="bytes"), w=8)
+    L.add(timeseries("Inodes used", "Share of inodes in use (filesystems with a fixed inode table; vfat and btrfs report none).",
+                     targets((f"1 - ssdwatch_filesystem_files_free{{{HOST}}} / (ssdwatch_filesystem_files{{{HOST}}} > 0)", "{{mountpoint}}")),
+                     unit="percentunit", min_=0, max_=1), w=8)
+    L.add(table("Filesystem state", "Read-only and stuck (statvfs did not return) flags per filesystem, and the drives under it.",
+                targets((f"ssdwatch_filesystem_readonly{{{HOST}}}", "read-only"),
+                        (f"ssdwatch_filesystem_stuck{{{HOST}}}", "stuck"),
+                        (f"ssdwatch_filesystem_drive_info{{{HOST}}}", "drive"), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job")), w=24)
+
+    L.row("Drives: wear and health (SMART)")
+    L.add(timeseries("Wear used", "Share of the rated write endurance used (NVMe Percentage Used, ATA/SCSI equivalents); may exceed 100%.",
+                     targets((f"ssdwatch_device_wear_used_ratio{{{HOST}}}", "{{device}} {{serial}}")), unit="percentunit", min_=0), w=8)
+    L.add(timeseries("Spare available", "Spare blocks left, with the threshold the drive itself declares (dashed).",
+                     targets((f"ssdwatch_device_spare_available_ratio{{{HOST}}}", "{{device}} spare"),
+                             (f"ssdwatch_device_spare_threshold_ratio{{{HOST}}}", "{{device}} threshold")),
+                     unit="percentunit", min_=0, max_=1,
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*threshold"}, "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]}]), w=8)
+    L.add(table("Predicted wear-out (days)", "Days until wear used reaches 100% at the last 7 days' rate (ssdwatch:device_seconds_until_worn_out). Only drives whose wear grew appear.",
+                targets((f"ssdwatch:device_seconds_until_worn_out{{{HOST}}} / 86400", ""), instant=True, fmt="table"),
+                unit="d", sort_by="Value", desc_sort=False, hide=("Time", "__name__", "instance", "job")), w=8)
+    L.add(timeseries("Media errors", "Unrecovered media and data-integrity errors the drive counted over its life; any growth is bad.",
+                     targets((f"ssdwatch_device_media_errors_total{{{HOST}}}", "{{device}} {{serial}}")), unit="short", min_=0), w=8)
+    L.add(timeseries("Temperature", "Composite temperature the drive reports.",
+                     targets((f"ssdwatch_device_temperature_celsius{{{HOST}}}", "{{device}}")), unit="celsius"), w=8)
+    L.add(timeseries("Write amplification", "NAND bytes written / host bytes written: over the drive's life and over the last day (1 is ideal).",
+                     targets((f"ssdwatch_device_write_amplification_ratio{{{HOST}}}", "{{device}} {{window}}")), unit="short", min_=0), w=8)
+    L.add(timeseries("Host and NAND bytes written per day (SMART)", "Bytes the host wrote to the drive and bytes the drive wrote to flash, per day (increase over 1 d).",
+                     targets((f"increase(ssdwatch_device_host_written_bytes_total{{{HOST}}}[1d])", "{{device}} host"),
+                             (f"increase(ssdwatch_device_nand_written_bytes_total{{{HOST}}}[1d])", "{{device}} NAND")), unit="bytes", min_=0))
+    L.add(timeseries("Bytes written per day (block layer)", "Bytes written to each drive as the kernel counts them (/sys/block/*/stat), per day: available without SMART.",
+                     targets((f"increase(ssdwatch_disk_written_bytes_total{{{HOST}}}[1d])", "{{device}}")), unit="bytes", min_=0))
+    L.add(table("Drives", "Identity of every drive (ssdwatch_disk_info): kind, model, serial, firmware, WWN, rotational.",
+                targets((f"ssdwatch_disk_info{{{HOST}}}", ""), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job", "Value")), w=24)
+
+    L.row("TRIM health")
+    L.add(table("TRIM path and discard option", "Per filesystem: whether every layer down to the drives passes discards (1) and whether it is mounted with the discard option.",
+                targets((f"ssdwatch_filesystem_trim_capable{{{HOST}}}", "TRIM-capable"),
+                        (f"ssdwatch_filesystem_discard_mount_option{{{HOST}}}", "discard option"), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job")))
+    L.add(stat("Time since last discard", "Per drive: time since the daemon last saw its discarded-bytes counter grow (fstrim, discard mount option, or the database's own discards).",
+               targets((f"time() - ssdwatch_disk_last_discard_timestamp_seconds{{{HOST}}}", "{{device}}")), unit="s",
+               thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 8 * 86400}, {"color": "red", "value": 14 * 86400}]))
+    L.add(timeseries("Bytes discarded per day", "Bytes each drive was told are free, per day: what fstrim or online discard handed back to the SSD.",
+                     targets((f"increase(ssdwatch_disk_discarded_bytes_total{{{HOST}}}[1d])", "{{device}}")), unit="bytes", min_=0))
+    L.add(timeseries("Discard rate", "Discarded bytes per second: fstrim runs show as bursts.",
+                     targets((f"rate(ssdwatch_disk_discarded_bytes_total{{{HOST}}}[$__rate_interval])", "{{device}}")), unit="Bps", min_=0))
+
+    L.row("Exporter")
+    L.add(timeseries("Collector success", "1 when the collector's last sample succeeded.",
+                     targets((f"ssdwatch_collector_success{{{HOST}}}", "{{collector}}")), min_=0, max_=1), w=8)
+    L.add(timeseries("Collector duration", "Time each collector's last sample took.",
+                     targets((f"ssdwatch_collector_duration_seconds{{{HOST}}}", "{{collector}}")), unit="s", min_=0), w=8)
+    L.add(timeseries("Collector errors", "Per-device errors per second (a bad device does not fail its collector; see the daemon's log).",
+                     targets((f"rate(ssdwatch_collector_errors_total{{{HOST}}}[$__rate_interval])", "{{collector}}")), min_=0), w=8)
+    return dashboard(
+        "ssdwatch-host", "ssdwatch / Host",
+        "One host: filesystem fill and forecasts, drive wear and health, TRIM health.",
+        L.panels,
+        [var_datasource(), var_query("instance", "Instance", "label_values(ssdwatch_collector_success, instance)")],
+    )
+
+
+def degradation():
+    L = Layout()
+    sel = 'instance="$instance", probe=~"$probe", mountpoint=~"$mountpoint"'
+    L.row("Probe latency and its context")
+    L.add(timeseries("Probe latency p50 / p99 with fill ratio",
+                     "Latency of the probes' operations (p50 and p99 of the last 30 minutes, from the histogram); the filesystem's fill ratio at each run on the right axis (dashed). TRIM events and idle periods are annotations.",
+                     targets((f"histogram_quantile(0.5, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[30m])))", "{{probe}} {{mountpoint}} p50"),
+                             (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[30m])))", "{{probe}} {{mountpoint}} p99"),
+                             (f"ssdwatch_probe_context_fill_ratio{{{sel}}}", "{{probe}} {{mountpoint}} fill")),
+                     unit="s", overrides=[right_axis(".* fill", "percentunit")]), w=24, h=10)
+    L.add(timeseries("Last run latency", "p50 and p99 of each probe's last run (ssdwatch_probe_last_latency_seconds).",
+                     targets((f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile=~"0.5|0.99"}}', "{{probe}} {{mountpoint}} q{{quantile}}")), unit="s", min_=0))
+    L.add(timeseries("Sequential write throughput", "Throughput of the seq_write probe's last burst.",
+                     targets((f"ssdwatch_probe_throughput_bytes_per_second{{{sel}}}", "{{probe}} {{mountpoint}}")), unit="Bps", min_=0))
+
+    L.row("Latency vs fill and TRIM")
+    L.add(xychart("p99 latency vs fill ratio", "Each point is a probe run of the selected probe: the filesystem's fill ratio then (x) against the run's p99 (y). A curve bending up past a fill ratio is the drive running out of clean blocks.",
+                  f"ssdwatch_probe_context_fill_ratio{{{sel}}}", "fill ratio",
+                  f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}}', "p99 latency", "percentunit", "s"))
+    L.add(xychart("p99 latency vs time since TRIM", "Each point is a probe run: hours since the drive's last discard (x) against the run's p99 (y).",
+                  f"ssdwatch_probe_context_since_discard_seconds{{{sel}}} / 3600", "hours since TRIM",
+                  f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}}', "p99 latency", "h", "s"))
+    L.add(stat("p99 within 1 h after a TRIM", "Mean p99 of the runs in the time range that ran less than an hour after the drive's last discard.",
+               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, probe, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{sel}}} < 3600))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
+    L.add(stat("p99 more than 1 day after a TRIM", "Mean p99 of the runs in the time range that ran more than a day after the drive's last discard: compare with the panel on the left.",
+               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, probe, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{sel}}} > 86400))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
+
+    L.row("Drive activity: discards and idle time")
+    L.add(timeseries("Discard bursts", "Discarded bytes per second per drive: each fstrim is a burst.",
+                     targets((f'rate(ssdwatch_disk_discarded_bytes_total{{instance="$instance"}}[$__rate_interval])', "{{device}}")), unit="Bps", min_=0), w=8)
+    L.add(timeseries("Drive idle time", "Seconds since each drive last did I/O (its io time stopped growing): SSDs do garbage collection when idle.",
+                     targets((f'ssdwatch_disk_idle_seconds{{instance="$instance"}}', "{{device}}")), unit="s", min_=0), w=8)
+    L.add(timeseries("Drive utilization", "Share of time each drive was busy (io time per second).",
+                     targets((f'rate(ssdwatch_disk_io_time_seconds_total{{instance="$instance"}}[$__rate_interval])', "{{device}}")), unit="percentunit", min_=0, max_=1), w=8)
+    L.add(timeseries("Probe context at the last run", "The context each run recorded: time since the drive's last discard and the drive's idle time before the run.",
+                     targets((f"ssdwatch_probe_context_since_discard_seconds{{{sel}}}", "{{probe}} {{mountpoint}} since discard"),
+                             (f"ssdwatch_probe_context_idle_seconds{{{sel}}}", "{{probe}} {{mountpoint}} idle before")), unit="s", min_=0))
+    L.add(timeseries("Probe runs and skips", "Runs per hour, and skips per hour by reason (budget, busy, low_space, readonly).",
+                     targets((f"increase(ssdwatch_probe_runs_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} runs"),
+                             (f"increase(ssdwatch_probe_skipped_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} skipped: {{reason}}")), min_=0))
+    anns = [
+        annotation("TRIM events", 'time() - ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance"} < 60', "green", "discard on {{device}}"),
+        annotation("Idle periods", 'ssdwatch_disk_idle_seconds{instance="$instance"} > 600', "purple", "{{device}} idle"),
+    ]
+    return dashboard(
+        "ssdwatch-degradation", "ssdwatch / Degradation",
+        "Does latency degrade as the filesystem fills, and does TRIM or idle time bring it back? Probe latency with its context.",
+        L.panels,
+        [
+            var_datasource(),
+            var_query("instance", "Instance", "label_values(ssdwatch_collector_success, instance)"),
+            var_query("probe", "Probe", 'label_values(ssdwatch_probe_runs_total{instance="$instance"}, probe)', multi=True, include_all=True, all_value=".*"),
+            var_query("mountpoint", "Mount point", 'label_values(ssdwatch_probe_runs_total{instance="$instance"}, mountpoint)', multi=True, include_all=True, all_value=".*"),
+        ],
+        annotations=anns,
+        time_from="now-7d",
+    )
+
+
+def fleet():
+    L = Layout()
+    L.row("Fleet summary")
+    L.add(stat("Hosts scraped", "ssdwatch exporters up.", targets((f'count(up{{job=~"ssdwatch.*", {FLEET}}} == 1) or vector(0)', ""))), w=6, h=4)
+    L.add(stat("Exporters down", "ssdwatch exporters Prometheus cannot scrape.", targets((f'count(up{{job=~"ssdwatch.*", {FLEET}}} == 0) or vector(0)', "")),
+               thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}]), w=6, h=4)
+    L.add(stat("Filesystems over 90%", "Filesystems with more than 90% of their space used.", targets((f"count(ssdwatch:filesystem_used_ratio{{{FLEET}}} > 0.9) or vector(0)", "")),
+               thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]), w=6, h=4)
+    L.add(stat("Firing ssdwatch alerts", "Alerts of the ssdwatch rules firing now.", targets((f'count(ALERTS{{alertname=~"Ssdwatch.*", alertstate="firing", {FLEET}}}) or vector(0)', "")),
+               thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}]), w=6, h=4)
+
+    L.row("Filesystems")
+    L.add(table("Fullest filesystems", "Top $topn filesystems by used space (recording rule ssdwatch:filesystem_used_ratio).",
+                targets((f"topk($topn, ssdwatch:filesystem_used_ratio{{{FLEET}}})", ""), instant=True, fmt="table"),
+                unit="percentunit", sort_by="Value", hide=("Time", "__name__", "job")))
+    L.add(table("Soonest predicted full (days)", "Filesystems predicted full soonest (ssdwatch:filesystem_seconds_until_full).",
+                targets((f"bottomk($topn, ssdwatch:filesystem_seconds_until_full{{{FLEET}}}) / 86400", ""), instant=True, fmt="table"),
+                unit="d", sort_by="Value", desc_sort=False, hide=("Time", "__name__", "job")))
+    L.add(table("SSD filesystems that cannot TRIM", "A layer between the filesystem and its SSD drops discards (ssdwatch:filesystem_trim_incapable).",
+                targets((f"ssdwatch:filesystem_trim_incapable{{{FLEET}}}", ""), instant=True, fmt="table"),
+                hide=("Time", "__name__", "job", "Value")))
+    L.add(table("SSD filesystems without TRIM in 8 days", "No discard option and no discard seen on their drives for 8 days (ssdwatch:filesystem_trim_overdue).",
+                targets((f"ssdwatch:filesystem_trim_overdue{{{FLEET}}}", ""), instant=True, fmt="table"),
+                hide=("Time", "__name__", "job", "Value")))
+
+    L.row("Drives")
+    L.add(table("Most worn drives", "Top $topn drives by wear used.",
+                targets((f"topk($topn, ssdwatch_device_wear_used_ratio{{{FLEET}}})", ""), instant=True, fmt="table"),
+                unit="percentunit", sort_by="Value", hide=("Time", "__name__", "job")))
+    L.add(table("Soonest predicted wear-out (days)", "Drives predicted to reach 100% wear soonest (ssdwatch:device_seconds_until_worn_out).",
+                targets((f"bottomk($topn, ssdwatch:device_seconds_until_worn_out{{{FLEET}}}) / 86400", ""), instant=True, fmt="table"),
+                unit="d", sort_by="Value", desc_sort=False, hide=("Time", "__name__", "job")))
+
+    L.row("Probes")
+    L.add(table("Worst latency regressions", "Probes whose last hour's p99 is the most times above their 7-day baseline (ssdwatch:probe_latency_seconds:p99_regression_ratio).",
+                targets((f"topk($topn, ssdwatch:probe_latency_seconds:p99_regression_ratio{{{FLEET}}})", ""), instant=True, fmt="table"),
+                unit="short", sort_by="Value", hide=("Time", "__name__", "job")))
+    L.add(table("Slowest probes now (p99, last hour)", "Top $topn probes by p99 latency over the last hour (ssdwatch:probe_latency_seconds:p99_1h).",
+                targets((f"topk($topn, ssdwatch:probe_latency_seconds:p99_1h{{{FLEET}}})", ""), instant=True, fmt="table"),
+                unit="s", sort_by="Value", hide=("Time", "__name__", "job")))
+    return dashboard(
+        "ssdwatch-fleet", "ssdwatch / Fleet",
+        "All hosts: the fullest filesystems, the soonest full and worn out, TRIM gaps, latency regressions. Reads recording rules only, so it stays fast with thousands of hosts.",
+        L.panels,
+        [
+            var_datasource(),
+            var_query("instance", "Instance", "label_values(ssdwatch_collector_success, instance)", multi=True, include_all=True, all_value=".*"),
+            var_custom("topn", "Top N", ["10", "20", "50", "100"], "20"),
+        ],
+        time_from="now-6h",
+    )
+
+
+DASHBOARDS = {"ssdwatch-host.json": host, "ssdwatch-degradation.json": degradation, "ssdwatch-fleet.json": fleet}
+
+
+def render(build):
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv):
+    check = "--check" in argv[1:]
+    stale = []
+    for name, build in DASHBOARDS.items():
+        path = os.path.join(OUT_DIR, name)
+        text = render(build)
+        if check:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    current = f.read()
+            except OSError as e:
+                current = None
+                print(f"{path}: {e}", file=sys.stderr)
+            if current != text:
+                stale.append(path)
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+    if stale:
+        print("out of date (run dashboards/gen/generate.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
