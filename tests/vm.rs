@@ -1,0 +1,544 @@
+//! End to end on a real kernel with drives nobody on the project wrote: a QEMU guest with an
+//! emulated NVMe drive, a SATA (AHCI) drive and a virtio drive under a dm-linear layer runs
+//! ssdwatch around a known O_DIRECT write, a delete, probes and fstrim (tests/vm/guest-init.sh).
+//! The guest boots once (tests/vm/run.sh); each test checks one thing it recorded.
+//!
+//! It boots a VM (about a minute under software emulation), so it is opt-in:
+//! `cargo test --test vm -- --ignored`. A missing qemu or kernel fails with what to install.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// QEMU's NVMe controller reports this model whatever the options (it has no model property).
+const QEMU_NVME_MODEL: &str = "QEMU NVMe Ctrl";
+/// NVMe SMART data units are thousands of 512-byte sectors.
+const NVME_DATA_UNIT_BYTES: f64 = 512_000.0;
+const MOUNTS: [&str; 3] = ["/mnt/nvme", "/mnt/sata", "/mnt/virtio"];
+
+/// Runs the guest once per test process; every test reads the same results.
+fn guest() -> &'static Path {
+    static RESULTS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let r = RESULTS.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vm-e2e");
+        let _ = std::fs::remove_dir_all(&out);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/run.sh");
+        let status = Command::new(&script)
+            .arg(env!("CARGO_BIN_EXE_ssdwatch"))
+            .arg(&out)
+            .status()
+            .map_err(|e| format!("running {}: {e}", script.display()))?;
+        match status.code() {
+            Some(0) => Ok(out),
+            Some(77) => Err(format!(
+                "{} found a prerequisite missing (see its message above)",
+                script.display()
+            )),
+            _ => Err(format!(
+                "{} failed ({status}); console log: {}",
+                script.display(),
+                out.join("console.log").display()
+            )),
+        }
+    });
+    match r {
+        Ok(p) => p,
+        Err(e) => panic!("the end-to-end guest did not run: {e}"),
+    }
+}
+
+fn read(name: &str) -> String {
+    let path = guest().join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("the guest left no {}: {e}", path.display()))
+}
+
+/// One series of a text-format exposition.
+#[derive(Debug, Clone)]
+struct Series {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses the text format 0.0.4 as ssdwatch writes it (escaped label values, no timestamps).
+fn parse_exposition(text: &str) -> Vec<Series> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name_labels, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("line {}: no value: {line}", n + 1));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|e| panic!("line {}: bad value {value:?}: {e}", n + 1));
+        let (name, labels) = match name_labels.split_once('{') {
+            None => (name_labels.to_string(), BTreeMap::new()),
+            Some((name, rest)) => (name.to_string(), parse_labels(rest, n + 1)),
+        };
+        out.push(Series {
+            name,
+            labels,
+            value,
+        });
+    }
+    out
+}
+
+fn parse_labels(rest: &str, line: usize) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut chars = rest.chars().peekable();
+    loop {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        let key = key.trim_start_matches(',').to_string();
+        if key == "}" || key.is_empty() {
+            break;
+        }
+        assert_eq!(
+            chars.next(),
+            Some('"'),
+            "line {line}: label {key} not quoted"
+        );
+        let mut value = String::new();
+        loop {
+            match chars.next() {
+                Some('\\') => match chars.next() {
+                    Some('n') => value.push('\n'),
+                    Some(c) => value.push(c),
+                    None => panic!("line {line}: dangling escape"),
+                },
+                Some('"') => break,
+                Some(c) => value.push(c),
+                None => panic!("line {line}: unterminated label value"),
+            }
+        }
+        labels.insert(key, value);
+        if chars.peek() == Some(&'}') {
+            break;
+        }
+    }
+    labels
+}
+
+fn scrape(name: &str) -> Vec<Series> {
+    parse_exposition(&read(name))
+}
+
+/// The value of the one series of `metric` whose labels include all of `want`.
+fn value(series: &[Series], metric: &str, want: &[(&str, &str)]) -> Option<f64> {
+    let hits: Vec<&Series> = series
+        .iter()
+        .filter(|s| s.name == metric)
+        .filter(|s| {
+            want.iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect();
+    assert!(hits.len() <= 1, "{metric} {want:?} matches {hits:?}");
+    hits.first().map(|s| s.value)
+}
+
+fn must(series: &[Series], metric: &str, want: &[(&str, &str)], file: &str) -> f64 {
+    value(series, metric, want).unwrap_or_else(|| panic!("{file}: no {metric} with {want:?}"))
+}
+
+/// The virtio drive's kernel name and its dm layer's (the guest wrote them to layout.txt).
+fn virtio_names() -> (String, String) {
+    let layout = read("layout.txt");
+    let line = layout
+        .lines()
+        .find(|l| l.starts_with("virtio "))
+        .expect("layout.txt names the virtio drive");
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f.len(), 4, "layout.txt: {line}");
+    (f[2].to_string(), f[3].to_string())
+}
+
+fn guest_rc(name: &str) -> i32 {
+    read(name)
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn the_guest_scenario_runs_and_every_sample_succeeds() {
+    for n in 1..=3 {
+        let file = format!("sample-{n}.rc");
+        assert_eq!(
+            guest_rc(&file),
+            0,
+            "ssdwatch sample #{n} failed in the guest: {}",
+            read(&format!("sample-{n}.err"))
+        );
+    }
+    println!("guest wall time: {}", read("timing.txt").trim());
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn nvme_host_written_bytes_grow_by_the_bytes_written() {
+    let written: f64 = read("written-bytes.txt")
+        .trim()
+        .parse()
+        .expect("written-bytes.txt");
+    let before = scrape("sample-1.prom");
+    let after = scrape("sample-2.prom");
+    let nvme = [("device", "nvme0n1")];
+    let m = "ssdwatch_device_host_written_bytes_total";
+    let delta = must(&after, m, &nvme, "sample-2") - must(&before, m, &nvme, "sample-1");
+    // The drive counts whole data units, rounded up, and ext4 adds a little metadata: the delta
+    // is at least the data rounded down to units, and within 5% of it.
+    assert!(
+        delta >= (written / NVME_DATA_UNIT_BYTES).floor() * NVME_DATA_UNIT_BYTES,
+        "host written grew by {delta} bytes, less than the {written} bytes written"
+    );
+    assert!(
+        (delta - written).abs() <= 0.05 * written,
+        "host written grew by {delta} bytes for {written} bytes written (more than 5% off)"
+    );
+    // Same counter as smartctl's own reading right after the sample, in the right unit.
+    let json: Value = serde_json::from_str(&read("smartctl-nvme-2.json")).expect("smartctl JSON");
+    let units = json["nvme_smart_health_information_log"]["data_units_written"]
+        .as_f64()
+        .expect("smartctl reports data_units_written");
+    assert_eq!(
+        must(&after, m, &nvme, "sample-2"),
+        units * NVME_DATA_UNIT_BYTES
+    );
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn drive_identity_matches_the_qemu_device_options() {
+    let s = scrape("sample-2.prom");
+    let (virt, _) = virtio_names();
+    let info = "ssdwatch_disk_info";
+    let want = [
+        (
+            "nvme0n1",
+            "nvme",
+            QEMU_NVME_MODEL,
+            "SSDWNVME0001",
+            Some("0"),
+        ),
+        ("sda", "scsi", "SSDW SATA SSD", "SSDWSATA0001", Some("0")),
+        // virtio-blk has no model and says it is rotational whatever backs it.
+        (virt.as_str(), "virtio", "", "SSDWVIRT0001", None),
+    ];
+    for (dev, kind, model, serial, rotational) in want {
+        let mut labels = vec![
+            ("device", dev),
+            ("kind", kind),
+            ("model", model),
+            ("serial", serial),
+        ];
+        if let Some(r) = rotational {
+            labels.push(("rotational", r));
+        }
+        assert_eq!(must(&s, info, &labels, "sample-2"), 1.0);
+    }
+    // SMART metrics carry the same serial, so a drive is recognised across renamed devices.
+    for (dev, serial) in [("nvme0n1", "SSDWNVME0001"), ("sda", "SSDWSATA0001")] {
+        let l = [("device", dev), ("serial", serial)];
+        assert_eq!(
+            must(&s, "ssdwatch_device_smart_passed", &l, "sample-2"),
+            1.0
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
+    let s = scrape("sample-2.prom");
+    let (virt, _) = virtio_names();
+    let bits = [
+        "command_failed",
+        "device_open_failed",
+        "smart_command_failed",
+        "smart_status_failing",
+        "prefail_threshold_crossed",
+        "threshold_crossed_in_past",
+        "error_log_has_errors",
+        "self_test_log_has_errors",
+    ];
+    let m = "ssdwatch_device_smartctl_exit_status_bit";
+    for dev in ["nvme0n1", "sda", virt.as_str()] {
+        for bit in bits {
+            let v = must(&s, m, &[("device", dev), ("bit", bit)], "sample-2");
+            assert!(v == 0.0 || v == 1.0, "{dev} {bit} = {v}");
+        }
+    }
+    // SATA: whatever bits are set, the ATA attribute table is still read.
+    assert!(
+        s.iter().any(|x| x.name == "ssdwatch_smart_attribute_raw"
+            && x.labels.get("device").map(String::as_str) == Some("sda")),
+        "no ATA attributes for sda"
+    );
+    // virtio has no SMART: smartctl fails on it, the bit says so, and the sample still succeeds
+    // with the other drives' data (checked above and in the_guest_scenario_runs...).
+    assert_eq!(
+        must(
+            &s,
+            m,
+            &[("device", virt.as_str()), ("bit", "command_failed")],
+            "sample-2"
+        ),
+        1.0
+    );
+    assert_eq!(guest_rc("sample-2.rc"), 0);
+}
+
+/// Bytes fstrim reported per mount point ("/mnt/nvme: 1020678144 bytes trimmed").
+fn fstrim_bytes() -> BTreeMap<String, f64> {
+    read("fstrim.txt")
+        .lines()
+        .filter_map(|l| {
+            let (mp, rest) = l.split_once(": ")?;
+            let n = rest.split_whitespace().next()?.parse().ok()?;
+            Some((mp.to_string(), n))
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn fstrim_moves_discarded_bytes_and_last_discard_time_on_every_drive() {
+    let trimmed = fstrim_bytes();
+    let (virt, dm) = virtio_names();
+    let trim_time: f64 = read("trim-time.txt").trim().parse().expect("trim-time.txt");
+    let before = scrape("daemon-2.prom");
+    let after = scrape("daemon-3.prom");
+    let cases = [
+        ("/mnt/nvme", "nvme0n1"),
+        ("/mnt/sata", "sda"),
+        ("/mnt/virtio", virt.as_str()),
+        ("/mnt/virtio", dm.as_str()),
+    ];
+    for (mp, dev) in cases {
+        let t = *trimmed
+            .get(mp)
+            .unwrap_or_else(|| panic!("fstrim.txt has no {mp}"));
+        assert!(t > 0.0, "fstrim trimmed nothing on {mp}");
+        let l = [("device", dev)];
+        let m = "ssdwatch_disk_discarded_bytes_total";
+        let grew = must(&after, m, &l, "daemon-3") - must(&before, m, &l, "daemon-2");
+        assert!(
+            grew >= t,
+            "{dev}: discarded bytes grew by {grew}, fstrim on {mp} reported {t}"
+        );
+        let ts = "ssdwatch_disk_last_discard_timestamp_seconds";
+        let last = must(&after, ts, &l, "daemon-3");
+        // trim-time.txt is written (whole seconds) right after fstrim returned.
+        assert!(
+            last >= trim_time - 30.0 && last <= trim_time + 30.0,
+            "{dev}: last discard at {last}, fstrim at {trim_time}"
+        );
+        if let Some(prev) = value(&before, ts, &l) {
+            assert!(prev < last, "{dev}: last discard did not move ({prev})");
+        }
+    }
+    // The one-shot mode sees the counters too.
+    let s2 = scrape("sample-2.prom");
+    let s3 = scrape("sample-3.prom");
+    let m = "ssdwatch_disk_discarded_bytes_total";
+    let l = [("device", "nvme0n1")];
+    assert!(must(&s3, m, &l, "sample-3") > must(&s2, m, &l, "sample-2"));
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn every_filesystem_is_trim_capable_and_mounted_without_discard() {
+    let s = scrape("sample-3.prom");
+    for mp in MOUNTS {
+        let l = [("mountpoint", mp)];
+        assert_eq!(
+            must(&s, "ssdwatch_filesystem_trim_capable", &l, "sample-3"),
+            1.0,
+            "{mp}"
+        );
+        assert_eq!(
+            must(
+                &s,
+                "ssdwatch_filesystem_discard_mount_option",
+                &l,
+                "sample-3"
+            ),
+            0.0,
+            "{mp}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn filesystems_map_to_their_drives_for_nvme_sata_and_virtio_under_dm() {
+    let s = scrape("sample-3.prom");
+    let (virt, dm) = virtio_names();
+    let cases = [
+        ("/mnt/nvme", "nvme0n1", "nvme0n1"),
+        ("/mnt/sata", "sda", "sda"),
+        ("/mnt/virtio", dm.as_str(), virt.as_str()),
+    ];
+    for (mp, device, drive) in cases {
+        let drives: Vec<&str> = s
+            .iter()
+            .filter(|x| x.name == "ssdwatch_filesystem_drive_info")
+            .filter(|x| x.labels.get("mountpoint").map(String::as_str) == Some(mp))
+            .map(|x| {
+                assert_eq!(x.labels.get("device").map(String::as_str), Some(device));
+                x.labels.get("drive").map(String::as_str).unwrap_or("")
+            })
+            .collect();
+        assert_eq!(drives, vec![drive], "{mp}");
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn probes_ran_on_every_filesystem_with_their_context() {
+    let (virt, _) = virtio_names();
+    let drives = [
+        ("nvme", "nvme0n1"),
+        ("sata", "sda"),
+        ("virtio", virt.as_str()),
+    ];
+    // The CLI: one run of every kind per filesystem.
+    for (name, drive) in drives {
+        assert_eq!(
+            guest_rc(&format!("probe-{name}.rc")),
+            0,
+            "probe run on /mnt/{name}: {}",
+            read(&format!("probe-{name}.err"))
+        );
+        let j: Value = serde_json::from_str(&read(&format!("probe-{name}.json")))
+            .unwrap_or_else(|e| panic!("probe-{name}.json: {e}"));
+        assert_eq!(j["outcome"], "ran", "probe-{name}.json: {j}");
+        assert_eq!(j["placement"]["drives"][0], drive, "probe-{name}.json");
+        let fill = j["context"]["fill_ratio"].as_f64().expect("fill_ratio");
+        assert!(fill > 0.0 && fill < 1.0, "fill ratio {fill}");
+        let kinds: Vec<&str> = j["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .filter_map(|r| r["probe"].as_str())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "sync_write_4k",
+                "rand_read_4k",
+                "rand_write_4k",
+                "seq_write"
+            ]
+        );
+    }
+    // The daemon: runs counted and context recorded, including the trim seconds before.
+    let s = scrape("daemon-3.prom");
+    for mp in MOUNTS {
+        let runs: f64 = s
+            .iter()
+            .filter(|x| x.name == "ssdwatch_probe_runs_total")
+            .filter(|x| x.labels.get("mountpoint").map(String::as_str) == Some(mp))
+            .map(|x| x.value)
+            .sum();
+        assert!(runs > 0.0, "no probe runs on {mp} in the daemon");
+        let l = [("mountpoint", mp)];
+        let fill = must(&s, "ssdwatch_probe_context_fill_ratio", &l, "daemon-3");
+        assert!(fill > 0.0 && fill < 1.0, "{mp}: fill ratio {fill}");
+        let since = must(
+            &s,
+            "ssdwatch_probe_context_since_discard_seconds",
+            &l,
+            "daemon-3",
+        );
+        assert!(
+            (0.0..30.0).contains(&since),
+            "{mp}: {since} s since the discard, though fstrim ran seconds before"
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn nothing_is_written_outside_the_probe_directories() {
+    // "path type size mtime" of every file on the three filesystems, before the first probe
+    // and at the end.
+    let before = read("listing-before.txt");
+    let after = read("listing-after.txt");
+    let is_root = |l: &str| MOUNTS.iter().any(|m| l.starts_with(&format!("{m} ")));
+    let in_probe_dir = |l: &str| {
+        MOUNTS
+            .iter()
+            .any(|m| l.starts_with(&format!("{m}/.ssdwatch-probe")))
+    };
+    for l in before.lines() {
+        // The mount root's mtime moves when the probe directory is created in it.
+        if !is_root(l) {
+            assert!(after.lines().any(|a| a == l), "changed or gone: {l}");
+        }
+    }
+    for l in after.lines() {
+        if !is_root(l) && !in_probe_dir(l) {
+            assert!(
+                before.lines().any(|b| b == l),
+                "written outside the probe dirs: {l}"
+            );
+        }
+    }
+    for m in MOUNTS {
+        assert!(
+            after
+                .lines()
+                .any(|l| l.starts_with(&format!("{m}/.ssdwatch-probe "))),
+            "no probe directory on {m}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn the_guest_expositions_pass_promtool() {
+    if Command::new("promtool").arg("--version").output().is_err() {
+        panic!("promtool is missing (Debian: apt-get install prometheus)");
+    }
+    for name in ["sample-3.prom", "daemon-3.prom"] {
+        let path = guest().join(name);
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("promtool check metrics < \"$1\"")
+            .arg("sh")
+            .arg(&path)
+            .output()
+            .expect("running promtool");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.trim().is_empty(),
+            "{name}: {text}"
+        );
+    }
+}
+
+#[test]
+fn the_exposition_parser_reads_escaped_labels() {
+    let s = parse_exposition(
+        "# HELP x y\nx{a=\"q\\\"uote\",b=\"back\\\\slash\"} 1.5\ny 2\nz{mountpoint=\"/a b\"} 3\n",
+    );
+    assert_eq!(s.len(), 3);
+    assert_eq!(
+        value(&s, "x", &[("a", "q\"uote"), ("b", "back\\slash")]),
+        Some(1.5)
+    );
+    assert_eq!(value(&s, "y", &[]), Some(2.0));
+    assert_eq!(value(&s, "z", &[("mountpoint", "/a b")]), Some(3.0));
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Boots a Linux guest under QEMU with an emulated NVMe drive, a SATA (AHCI) drive and a
+# virtio drive, runs the end-to-end scenario of tests/vm/guest-init.sh inside it and unpacks
+# what the guest collected into OUT_DIR. Assertions live in tests/vm.rs; this script only runs.
+#
+#   tests/vm/run.sh SSDWATCH_BINARY OUT_DIR
+#
+# Exit status: 0 the guest finished its scenario; 77 a prerequisite (qemu, kernel, busybox)
+# is missing; anything else a failure (its message says which step).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+CACHE="${SSDWATCH_VM_CACHE:-$HERE/.cache}"
+BIN="${1:?usage: run.sh SSDWATCH_BINARY OUT_DIR}"
+OUT="${2:?usage: run.sh SSDWATCH_BINARY OUT_DIR}"
+# Whole-guest deadline: boot + scenario take ~20 s under TCG; this only stops a hung guest.
+GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-150}"
+
+missing() {
+  echo "vm: missing prerequisite: $1 (Debian: apt-get install $2)" >&2
+  exit 77
+}
+
+command -v qemu-system-x86_64 >/dev/null || missing qemu-system-x86_64 qemu-system-x86
+command -v cpio >/dev/null || missing cpio cpio
+command -v modprobe >/dev/null || missing modprobe kmod
+BUSYBOX=/bin/busybox
+# Only the static build runs without a loader in the guest (Debian: busybox-static).
+is_static() { [ -x "$1" ] && case "$(LC_ALL=C ldd "$1" 2>&1)" in *"not a dynamic"*) true ;; *) false ;; esac; }
+is_static "$BUSYBOX" || { is_static /usr/bin/busybox && BUSYBOX=/usr/bin/busybox; } \
+  || missing "a static busybox" busybox-static
+# The newest Debian kernel on the host and its modules.
+KERNEL="${SSDWATCH_VM_KERNEL:-$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n1)}"
+[ -n "$KERNEL" ] && [ -r "$KERNEL" ] || missing "a kernel in /boot/vmlinuz-*" linux-image-amd64
+KVER="${KERNEL##*/vmlinuz-}"
+[ -d "/lib/modules/$KVER" ] || missing "/lib/modules/$KVER" linux-image-amd64
+for t in smartctl mkfs.ext4 fstrim dmsetup; do
+  command -v "$t" >/dev/null || PATH="$PATH:/usr/sbin:/sbin" command -v "$t" >/dev/null \
+    || missing "$t" "smartmontools e2fsprogs util-linux dmsetup"
+done
+[ -x "$BIN" ] || { echo "vm: ssdwatch binary not found: $BIN" >&2; exit 1; }
+export PATH="$PATH:/usr/sbin:/sbin"
+
+# Drivers the scenario needs, in dependency order (modprobe resolves the order for us).
+MODULES="virtio_pci virtio_blk virtio_rng nvme ahci sd_mod ext4 dm_mod"
+TOOLS="$(command -v smartctl) $(command -v mkfs.ext4) $(command -v fstrim) $(command -v dmsetup)"
+
+mkdir -p "$CACHE" "$OUT"
+
+# --- base initramfs (busybox, modules, tools and their libraries), cached on its inputs ---
+insmods="$(for m in $MODULES; do modprobe -S "$KVER" --show-depends "$m" \
+  || { echo "vm: module $m not found for kernel $KVER" >&2; exit 1; }; done \
+  | awk '$1 == "insmod" && !seen[$2]++ { print $2 }')"
+libs_of() { ldd "$1" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }'; }
+files="$BUSYBOX $KERNEL $insmods $TOOLS"
+for t in $TOOLS; do files="$files $(libs_of "$t")"; done
+key="$( { echo "$KVER"; sha256sum $files; sha256sum "$HERE/run.sh"; } | sha256sum | cut -c1-16)"
+BASE="$CACHE/base-$key.cpio"
+VMLINUZ="$CACHE/vmlinuz-$KVER"
+if [ ! -s "$BASE" ] || [ ! -s "$VMLINUZ" ]; then
+  echo "vm: building base initramfs for $KVER (cache key $key)" >&2
+  stage="$(mktemp -d)"
+  mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,mnt,modules,etc,var/lib/smartmontools}
+  cp "$BUSYBOX" "$stage/bin/busybox"
+  n=0
+  for m in $insmods; do
+    n=$((n + 1))
+    cp "$m" "$stage/modules/$(printf '%02d' "$n")-$(basename "$m")"
+  done
+  for t in $TOOLS; do cp "$t" "$stage/sbin/"; done
+  for t in $TOOLS; do
+    for l in $(libs_of "$t"); do
+      mkdir -p "$stage$(dirname "$l")"
+      cp -L "$l" "$stage$l"
+    done
+  done
+  # smartctl's drive database, when the distribution ships one outside the binary.
+  [ -d /var/lib/smartmontools/drivedb ] && cp -r /var/lib/smartmontools/drivedb "$stage/var/lib/smartmontools/"
+  # mke2fs reads its defaults from here; without it it falls back to built-ins (fine).
+  [ -r /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$stage/etc/"
+  (cd "$stage" && find . | cpio -o -H newc --quiet) > "$BASE.tmp"
+  mv "$BASE.tmp" "$BASE"
+  cp "$KERNEL" "$VMLINUZ"
+  rm -rf "$stage"
+  # Older cached bases are dead weight.
+  find "$CACHE" -maxdepth 1 -name 'base-*.cpio' ! -name "base-$key.cpio" -delete
+fi
+
+# --- overlay (init, configs, the ssdwatch under test): rebuilt on every run ---
+RUN="$(mktemp -d "${TMPDIR:-/tmp}/ssdwatch-vm.XXXXXX")"
+trap 'rm -rf "$RUN"' EXIT
+ov="$RUN/overlay"
+mkdir -p "$ov/etc/ssdwatch" "$ov/sbin"
+cp "$HERE/guest-init.sh" "$ov/init"
+chmod 755 "$ov/init"
+cp "$HERE"/guest-*.yaml "$ov/etc/ssdwatch/"
+# Debug symbols are most of a debug build; the guest unpacks every byte under emulation.
+strip -o "$ov/sbin/ssdwatch" "$BIN" 2>/dev/null || cp "$BIN" "$ov/sbin/ssdwatch"
+for l in $(libs_of "$BIN"); do
+  mkdir -p "$ov$(dirname "$l")"
+  cp -L "$l" "$ov$l"
+done
+(cd "$ov" && find . | cpio -o -H newc --quiet) > "$RUN/overlay.cpio"
+cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
+
+# --- drives: sparse images; a scratch disk the guest writes its results to as a tar ---
+for d in nvme sata virtio; do truncate -s 1G "$RUN/$d.img"; done
+truncate -s 64M "$RUN/scratch.img"
+
+# KVM only where it actually boots a guest; TCG otherwise (see docs/vm-tests.md).
+ACCEL=tcg
+if [ "${SSDWATCH_VM_ACCEL:-auto}" = kvm ]; then ACCEL=kvm; fi
+
+echo "vm: booting $KVER with accel=$ACCEL" >&2
+start=$(date +%s%N)
+set +e
+timeout --kill-after=5 "$GUEST_TIMEOUT" qemu-system-x86_64 \
+  -accel "$ACCEL" -machine q35 -m 1024 -smp 2 -nographic -no-reboot \
+  -kernel "$VMLINUZ" -initrd "$RUN/initrd.cpio" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init" \
+  -device virtio-rng-pci \
+  -drive "if=none,id=nvme0,file=$RUN/nvme.img,format=raw,discard=unmap" \
+  -device "nvme,serial=SSDWNVME0001,drive=nvme0" \
+  -device ahci,id=ahci0 \
+  -drive "if=none,id=sata0,file=$RUN/sata.img,format=raw,discard=unmap" \
+  -device "ide-hd,bus=ahci0.0,drive=sata0,model=SSDW SATA SSD,serial=SSDWSATA0001,rotation_rate=1" \
+  -drive "if=none,id=virt0,file=$RUN/virtio.img,format=raw,discard=unmap" \
+  -device "virtio-blk-pci,drive=virt0,serial=SSDWVIRT0001" \
+  -drive "if=none,id=scratch,file=$RUN/scratch.img,format=raw" \
+  -device "virtio-blk-pci,drive=scratch,serial=SCRATCH" \
+  > "$OUT/console.log" 2>&1
+rc=$?
+set -e
+end=$(date +%s%N)
+ms=$(( (end - start) / 1000000 ))
+printf 'guest_wall_seconds %d.%03d\n' $((ms / 1000)) $((ms % 1000)) > "$OUT/timing.txt"
+if [ $rc -ne 0 ]; then
+  echo "vm: qemu exited with $rc (124 = guest timed out after ${GUEST_TIMEOUT}s); console:" >&2
+  tail -n 40 "$OUT/console.log" >&2
+  exit 1
+fi
+if ! tar -xf "$RUN/scratch.img" -C "$OUT" 2>"$RUN/tar.err"; then
+  echo "vm: the guest left no results on the scratch disk ($(cat "$RUN/tar.err")); console:" >&2
+  tail -n 40 "$OUT/console.log" >&2
+  exit 1
+fi
+[ -f "$OUT/done" ] || { echo "vm: the guest scenario did not finish; see $OUT/console.log and $OUT/log.txt" >&2; exit 1; }
+echo "vm: guest finished in $(cut -d' ' -f2 "$OUT/timing.txt") s; results in $OUT" >&2
