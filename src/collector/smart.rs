@@ -151,6 +151,8 @@ struct Target {
     kind: Option<DeviceKind>,
     serial: Option<String>,
     wwn: Option<String>,
+    /// The model /sys reports, for drives smartctl cannot identify (virtio, RAID volumes).
+    model: Option<String>,
 }
 
 /// What the collector remembers of one drive between samples.
@@ -226,6 +228,7 @@ impl SmartCollector {
                     kind: Some(kind),
                     serial: d.serial.clone(),
                     wwn: d.wwn.clone(),
+                    model: d.model.clone(),
                 });
             }
         }
@@ -243,6 +246,7 @@ impl SmartCollector {
                 kind: None,
                 serial: None,
                 wwn: None,
+                model: None,
             });
         }
         out
@@ -608,7 +612,10 @@ fn render_drive(t: &Target, st: &DriveState, now: f64, m: &mut MetricSet) {
             ("device", dev),
             ("serial", serial.as_str()),
             ("wwn", wwn.as_str()),
-            ("model", h.model.as_deref().unwrap_or("")),
+            (
+                "model",
+                h.model.as_deref().or(t.model.as_deref()).unwrap_or(""),
+            ),
             ("firmware", h.firmware.as_deref().unwrap_or("")),
             ("model_family", h.model_family.as_deref().unwrap_or("")),
             ("device_type", h.device_type.as_deref().unwrap_or("")),
