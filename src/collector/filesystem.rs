@@ -420,8 +420,9 @@ pub fn select_mounts(
         let better = match best.get(&key) {
             None => true,
             Some(cur) => {
-                let rank =
-                    |x: &MountInfo| (x.root != "/", x.mount_point.len(), x.mount_point.clone());
+                fn rank(x: &MountInfo) -> (bool, usize, &str) {
+                    (x.root != "/", x.mount_point.len(), x.mount_point.as_str())
+                }
                 rank(m) < rank(cur)
             }
         };
