@@ -146,16 +146,29 @@ fn must(series: &[Series], metric: &str, want: &[(&str, &str)], file: &str) -> f
     value(series, metric, want).unwrap_or_else(|| panic!("{file}: no {metric} with {want:?}"))
 }
 
-/// The virtio drive's kernel name and its dm layer's (the guest wrote them to layout.txt).
-fn virtio_names() -> (String, String) {
+/// Kernel names the guest found for one of its drives (layout.txt: "what /dev/path name...").
+fn layout(what: &str) -> Vec<String> {
     let layout = read("layout.txt");
     let line = layout
         .lines()
-        .find(|l| l.starts_with("virtio "))
-        .expect("layout.txt names the virtio drive");
-    let f: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(f.len(), 4, "layout.txt: {line}");
-    (f[2].to_string(), f[3].to_string())
+        .find(|l| l.split_whitespace().next() == Some(what))
+        .unwrap_or_else(|| panic!("layout.txt names no {what} drive"));
+    line.split_whitespace()
+        .skip(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The NVMe test drive's kernel name (its namespace: the guest numbers controllers as found).
+fn nvme() -> String {
+    layout("nvme").remove(0)
+}
+
+/// The virtio drive's kernel name and its dm layer's.
+fn virtio_names() -> (String, String) {
+    let f = layout("virtio");
+    assert_eq!(f.len(), 2, "layout.txt virtio: {f:?}");
+    (f[0].clone(), f[1].clone())
 }
 
 fn guest_rc(name: &str) -> i32 {
@@ -189,7 +202,8 @@ fn nvme_host_written_bytes_grow_by_the_bytes_written() {
         .expect("written-bytes.txt");
     let before = scrape("sample-1.prom");
     let after = scrape("sample-2.prom");
-    let nvme = [("device", "nvme0n1")];
+    let dev = nvme();
+    let nvme = [("device", dev.as_str())];
     let m = "ssdwatch_device_host_written_bytes_total";
     let delta = must(&after, m, &nvme, "sample-2") - must(&before, m, &nvme, "sample-1");
     // The drive counts whole data units, rounded up, and ext4 adds a little metadata: the delta
@@ -218,10 +232,11 @@ fn nvme_host_written_bytes_grow_by_the_bytes_written() {
 fn drive_identity_matches_the_qemu_device_options() {
     let s = scrape("sample-2.prom");
     let (virt, _) = virtio_names();
+    let nvme = nvme();
     let info = "ssdwatch_disk_info";
     let want = [
         (
-            "nvme0n1",
+            nvme.as_str(),
             "nvme",
             QEMU_NVME_MODEL,
             "SSDWNVME0001",
@@ -244,7 +259,7 @@ fn drive_identity_matches_the_qemu_device_options() {
         assert_eq!(must(&s, info, &labels, "sample-2"), 1.0);
     }
     // SMART metrics carry the same serial, so a drive is recognised across renamed devices.
-    for (dev, serial) in [("nvme0n1", "SSDWNVME0001"), ("sda", "SSDWSATA0001")] {
+    for (dev, serial) in [(nvme.as_str(), "SSDWNVME0001"), ("sda", "SSDWSATA0001")] {
         let l = [("device", dev), ("serial", serial)];
         assert_eq!(
             must(&s, "ssdwatch_device_smart_passed", &l, "sample-2"),
@@ -269,7 +284,8 @@ fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
         "self_test_log_has_errors",
     ];
     let m = "ssdwatch_device_smartctl_exit_status_bit";
-    for dev in ["nvme0n1", "sda", virt.as_str()] {
+    let nvme = nvme();
+    for dev in [nvme.as_str(), "sda", virt.as_str()] {
         for bit in bits {
             let v = must(&s, m, &[("device", dev), ("bit", bit)], "sample-2");
             assert!(v == 0.0 || v == 1.0, "{dev} {bit} = {v}");
@@ -295,6 +311,46 @@ fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
     assert_eq!(guest_rc("sample-2.rc"), 0);
 }
 
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn an_nvme_critical_warning_set_by_the_host_reads_as_smart_failing() {
+    let s = scrape("sample-2.prom");
+    let dev = layout("nvme-warning").remove(0);
+    let l = [("device", dev.as_str()), ("serial", "SSDWNVMEWARN")];
+    let bits: f64 = read("critical-warning.txt")
+        .trim()
+        .parse()
+        .expect("critical-warning.txt");
+    assert!(bits > 0.0);
+    assert_eq!(
+        must(&s, "ssdwatch_device_critical_warning", &l, "sample-2"),
+        bits
+    );
+    assert_eq!(
+        must(&s, "ssdwatch_device_smart_passed", &l, "sample-2"),
+        0.0
+    );
+    // smartctl says FAILED with bit 3 of its exit status (the guest's own run shows it too);
+    // the daemon decodes it instead of dropping the drive.
+    assert_eq!(guest_rc("smartctl-warning-2.rc") & 8, 8);
+    let bit = [("device", dev.as_str()), ("bit", "smart_status_failing")];
+    assert_eq!(
+        must(
+            &s,
+            "ssdwatch_device_smartctl_exit_status_bit",
+            &bit,
+            "sample-2"
+        ),
+        1.0
+    );
+    assert_eq!(
+        must(&s, "ssdwatch_device_temperature_celsius", &l, "sample-2"),
+        50.0,
+        "QEMU's fixed temperature"
+    );
+    assert_eq!(guest_rc("sample-2.rc"), 0);
+}
+
 /// Bytes fstrim reported per mount point ("/mnt/nvme: 1020678144 bytes trimmed").
 fn fstrim_bytes() -> BTreeMap<String, f64> {
     read("fstrim.txt")
@@ -312,11 +368,12 @@ fn fstrim_bytes() -> BTreeMap<String, f64> {
 fn fstrim_moves_discarded_bytes_and_last_discard_time_on_every_drive() {
     let trimmed = fstrim_bytes();
     let (virt, dm) = virtio_names();
+    let nvme = nvme();
     let trim_time: f64 = read("trim-time.txt").trim().parse().expect("trim-time.txt");
     let before = scrape("daemon-2.prom");
     let after = scrape("daemon-3.prom");
     let cases = [
-        ("/mnt/nvme", "nvme0n1"),
+        ("/mnt/nvme", nvme.as_str()),
         ("/mnt/sata", "sda"),
         ("/mnt/virtio", virt.as_str()),
         ("/mnt/virtio", dm.as_str()),
@@ -348,7 +405,7 @@ fn fstrim_moves_discarded_bytes_and_last_discard_time_on_every_drive() {
     let s2 = scrape("sample-2.prom");
     let s3 = scrape("sample-3.prom");
     let m = "ssdwatch_disk_discarded_bytes_total";
-    let l = [("device", "nvme0n1")];
+    let l = [("device", nvme.as_str())];
     assert!(must(&s3, m, &l, "sample-3") > must(&s2, m, &l, "sample-2"));
 }
 
@@ -381,8 +438,9 @@ fn every_filesystem_is_trim_capable_and_mounted_without_discard() {
 fn filesystems_map_to_their_drives_for_nvme_sata_and_virtio_under_dm() {
     let s = scrape("sample-3.prom");
     let (virt, dm) = virtio_names();
+    let nvme = nvme();
     let cases = [
-        ("/mnt/nvme", "nvme0n1", "nvme0n1"),
+        ("/mnt/nvme", nvme.as_str(), nvme.as_str()),
         ("/mnt/sata", "sda", "sda"),
         ("/mnt/virtio", dm.as_str(), virt.as_str()),
     ];
@@ -404,8 +462,9 @@ fn filesystems_map_to_their_drives_for_nvme_sata_and_virtio_under_dm() {
 #[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
 fn probes_ran_on_every_filesystem_with_their_context() {
     let (virt, _) = virtio_names();
+    let nvme = nvme();
     let drives = [
-        ("nvme", "nvme0n1"),
+        ("nvme", nvme.as_str()),
         ("sata", "sda"),
         ("virtio", virt.as_str()),
     ];

@@ -37,7 +37,8 @@ ip link set lo up
 # Wait for the drives the host attached (probing takes a moment under emulation).
 i=0
 while [ $i -lt 100 ]; do
-  [ -b /dev/nvme0n1 ] && [ -b /dev/sda ] && [ -b /dev/vda ] && [ -b /dev/vdb ] && break
+  [ -b /dev/nvme0n1 ] && [ -b /dev/nvme1n1 ] && [ -b /dev/sda ] && [ -b /dev/vda ] && [ -b /dev/vdb ] \
+    && break
   sleep 0.1; i=$((i + 1))
 done
 SCRATCH=
@@ -50,7 +51,18 @@ for d in /sys/block/vd*; do
 done
 [ -n "$SCRATCH" ] || { echo "e2e: FAILED: scratch disk not found"; poweroff -f; }
 [ -n "$VIRT" ] || fail "virtio test drive not found"
-[ -b /dev/nvme0n1 ] || fail "no /dev/nvme0n1"
+# Two NVMe controllers: the test drive and one whose critical-warning bits the host set.
+NVMEC=
+WARNC=
+for c in /sys/class/nvme/nvme*; do
+  case "$(cat $c/serial 2>/dev/null | tr -d ' ')" in
+    SSDWNVME0001) NVMEC=${c##*/} ;;
+    SSDWNVMEWARN) WARNC=${c##*/} ;;
+  esac
+done
+[ -n "$NVMEC" ] && [ -b /dev/${NVMEC}n1 ] || fail "NVMe test drive not found"
+[ -n "$WARNC" ] || fail "NVMe drive with a critical warning not found"
+NVME=${NVMEC}n1
 [ -b /dev/sda ] || fail "no /dev/sda"
 ls -l /sys/block > $R/sys-block.txt
 
@@ -62,12 +74,13 @@ echo "0 $SECTORS linear /dev/$VIRT 0" | dmsetup create --noudevsync e2evirt 2>>$
 dmsetup mknodes e2evirt 2>>$LOG
 DM=$(basename /sys/block/$VIRT/holders/dm-*)
 log "virtio drive $VIRT, dm layer $DM"
-echo "nvme /dev/nvme0n1 nvme0n1" > $R/layout.txt
+echo "nvme /dev/$NVME $NVME" > $R/layout.txt
+echo "nvme-warning /dev/${WARNC}n1 ${WARNC}n1" >> $R/layout.txt
 echo "sata /dev/sda sda" >> $R/layout.txt
 echo "virtio /dev/mapper/e2evirt $VIRT $DM" >> $R/layout.txt
 
 # nodiscard: the fstrim below is then the only discard the drives see.
-for spec in nvme:/dev/nvme0n1 sata:/dev/sda virtio:/dev/mapper/e2evirt; do
+for spec in nvme:/dev/$NVME sata:/dev/sda virtio:/dev/mapper/e2evirt; do
   name=${spec%%:*}; dev=${spec#*:}
   mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "$dev" >>$LOG 2>&1 \
     || fail "mkfs.ext4 $dev"
@@ -85,13 +98,14 @@ listing() {
   done
 }
 smart_json() {
-  smartctl --json -a /dev/nvme0 > $R/smartctl-nvme-$1.json 2>&1; echo $? > $R/smartctl-nvme-$1.rc
+  smartctl --json -a /dev/$NVMEC > $R/smartctl-nvme-$1.json 2>&1; echo $? > $R/smartctl-nvme-$1.rc
   smartctl --json -a /dev/sda > $R/smartctl-sata-$1.json 2>&1; echo $? > $R/smartctl-sata-$1.rc
+  smartctl --json -a /dev/$WARNC > $R/smartctl-warning-$1.json 2>&1; echo $? > $R/smartctl-warning-$1.rc
 }
 sample() {
   timeout 60 ssdwatch --config /etc/ssdwatch/guest-sample.yaml sample > $R/sample-$1.prom 2> $R/sample-$1.err
   echo $? > $R/sample-$1.rc
-  cat /sys/block/nvme0n1/stat /sys/block/sda/stat /sys/block/$VIRT/stat > $R/stat-$1.txt
+  cat /sys/block/$NVME/stat /sys/block/sda/stat /sys/block/$VIRT/stat > $R/stat-$1.txt
 }
 
 sync

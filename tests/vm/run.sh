@@ -105,6 +105,10 @@ cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 
 # --- drives: sparse images; a scratch disk the guest writes its results to as a tar ---
 for d in nvme sata virtio; do truncate -s 1G "$RUN/$d.img"; done
+truncate -s 64M "$RUN/nvme-warning.img"
+# Critical-warning bits of the second NVMe drive: 0x04, NVM subsystem reliability degraded.
+CRITICAL_WARNING=4
+echo "$CRITICAL_WARNING" > "$OUT/critical-warning.txt"
 truncate -s 64M "$RUN/scratch.img"
 
 # KVM only where it actually boots a guest; TCG otherwise (see docs/vm-tests.md).
@@ -121,6 +125,8 @@ timeout --kill-after=5 "$GUEST_TIMEOUT" qemu-system-x86_64 \
   -device virtio-rng-pci \
   -drive "if=none,id=nvme0,file=$RUN/nvme.img,format=raw,discard=unmap" \
   -device "nvme,serial=SSDWNVME0001,drive=nvme0" \
+  -drive "if=none,id=nvme1,file=$RUN/nvme-warning.img,format=raw" \
+  -device "nvme,serial=SSDWNVMEWARN,drive=nvme1,smart_critical_warning=$CRITICAL_WARNING" \
   -device ahci,id=ahci0 \
   -drive "if=none,id=sata0,file=$RUN/sata.img,format=raw,discard=unmap" \
   -device "ide-hd,bus=ahci0.0,drive=sata0,model=SSDW SATA SSD,serial=SSDWSATA0001,rotation_rate=1" \
