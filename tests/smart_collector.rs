@@ -436,3 +436,36 @@ fn collector_output_passes_promtool() {
     // Every drive carries the same label set, serial included.
     assert!(m.contains("ssdwatch_device_info{device=\"nvme0n1\",serial=\"REDACTED\""));
 }
+
+#[test]
+fn a_rejected_device_statistics_log_costs_only_its_own_fields_and_is_not_asked_again() {
+    let fake = Fake::new();
+    fake.mode(
+        "sda",
+        &format!("ok {}", fixture("ata-samsung-860evo.json").display()),
+    );
+    let mut c = SmartCollector::new(&fake.config(&["sda"])).expect("new");
+    let _ = sample(&mut c);
+    // The bridge rejects the log: smartctl sets exit bit 2 and still prints identity data.
+    fake.mode(
+        "sda",
+        &format!(
+            "exit 4 {}",
+            fixture("usb-jmb39x-wdc-wd40efrx-info-exit4.json").display()
+        ),
+    );
+    let (m, errors) = sample(&mut c);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("Device Statistics"), "{errors:?}");
+    assert!(
+        m.contains("model=\"WDC WD40EFRX-68N32N0\""),
+        "identity still used\n{m}"
+    );
+    let (_, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "reported once: {errors:?}");
+    let argv = fake.argv("sda");
+    let runs: Vec<&str> = argv.lines().collect();
+    assert_eq!(runs.len(), 3);
+    assert!(runs[1].contains("--log=devstat"), "{argv}");
+    assert!(!runs[2].contains("--log=devstat"), "{argv}");
+}

@@ -166,6 +166,8 @@ struct DriveState {
     in_standby: bool,
     ok: bool,
     protocol: Option<String>,
+    /// The drive rejected the device statistics log once: not asked for again.
+    no_devstat: bool,
     next_due: Option<Instant>,
     /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
     history: VecDeque<(f64, u64, u64)>,
@@ -313,6 +315,8 @@ async fn run_smartctl(bin: &std::path::Path, args: &[String], timeout: Duration)
         Ok(Ok(status)) => {
             // The pipe closes when the last holder exits; a grandchild that keeps it open
             // must not hang us past the deadline either.
+            // (Killing the group only here: while a member holds the pipe the group exists, so
+            // its id cannot have been reused by an unrelated process.)
             let stdout = match tokio::time::timeout(Duration::from_secs(2), reader).await {
                 Ok(Ok(b)) => b,
                 _ => {
@@ -320,7 +324,6 @@ async fn run_smartctl(bin: &std::path::Path, args: &[String], timeout: Duration)
                     Vec::new()
                 }
             };
-            kill_group(pid);
             RunOutcome::Output {
                 stdout,
                 status: status.code(),
@@ -454,7 +457,7 @@ impl Collector for SmartCollector {
             let args = smartctl_args(
                 &t.path,
                 t.dev_type.as_deref(),
-                st.protocol.as_deref(),
+                st.protocol.as_deref().filter(|_| !st.no_devstat),
                 self.cfg.nocheck_standby,
             );
             let bin = self.cfg.smartctl_path.clone();
@@ -499,7 +502,7 @@ impl Collector for SmartCollector {
                                 st.in_standby = true;
                                 st.ok = true;
                             }
-                            Ok(h) => {
+                            Ok(mut h) => {
                                 st.in_standby = false;
                                 st.exit_status = h
                                     .smartctl_exit_status
@@ -508,6 +511,14 @@ impl Collector for SmartCollector {
                                 // A drive without SMART (virtio, RAID volume) is reported by
                                 // ssdwatch_device_smart_supported 0, not as an error every time.
                                 let unsupported = h.smart_supported == Some(false);
+                                if h.errors.iter().any(|e| e.contains("Device Statistics")) {
+                                    // Reported once; later runs leave the log out, and the
+                                    // rest of this output is still used.
+                                    if st.no_devstat {
+                                        h.errors.retain(|e| !e.contains("Device Statistics"));
+                                    }
+                                    st.no_devstat = true;
+                                }
                                 for e in h.errors.iter().filter(|_| !unsupported) {
                                     errors.push(format!(
                                         "device {label}: smartctl: {e}{}",
