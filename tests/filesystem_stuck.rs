@@ -7,7 +7,6 @@
 
 mod support;
 
-use ssdwatch::Roots;
 use ssdwatch::collector::filesystem::FilesystemConfig;
 use ssdwatch::config::Config;
 use std::time::{Duration, Instant};
@@ -47,7 +46,7 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         fs_types_exclude: vec![],
         ..FilesystemConfig::default()
     };
-    let daemon = Daemon::start(config, Roots::default());
+    let daemon = Daemon::start(config, roots_seeing(&[&healthy.mountpoint, &hung_mp]));
     let stuck_series = |m: &str| {
         value_matching(
             m,

@@ -7,7 +7,6 @@
 
 mod support;
 
-use ssdwatch::Roots;
 use ssdwatch::collector::diskstats::DiskstatsConfig;
 use ssdwatch::collector::filesystem::FilesystemConfig;
 use ssdwatch::config::Config;
@@ -48,7 +47,7 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
         mount_points_include: Some(format!("^{}$", regex::escape(fs.mp()))),
         ..Default::default()
     };
-    let daemon = Daemon::start(config, Roots::default());
+    let daemon = Daemon::start(config, roots_seeing(&[&fs.mountpoint]));
     let discarded = |m: &str| {
         value(
             m,

@@ -184,11 +184,39 @@ impl Drop for HungFuse {
 
 /// Whether a path is a mount point in this process's mount table.
 pub fn mounted(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    listed_in("/proc/self/mountinfo", path)
+}
+
+fn listed_in(table: &str, path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(table) else {
         return false;
     };
     let (mounts, _) = ssdwatch::procfs::mountinfo::parse_mountinfo(&text);
     mounts.iter().any(|m| Path::new(&m.mount_point) == path)
+}
+
+/// Roots for an in-process daemon that must see the mounts this test made. The daemon reads pid
+/// 1's mount table (the host's view); when the test runs in a mount namespace of its own
+/// (`unshare -m`, a sandboxed CI runner), that table lacks our mounts, so `--path.procfs` then
+/// points at a tree holding only `self` (-> /proc/self) and the daemon falls back to its own table.
+pub fn roots_seeing(mountpoints: &[&Path]) -> ssdwatch::Roots {
+    if mountpoints
+        .iter()
+        .all(|mp| listed_in("/proc/1/mountinfo", mp))
+    {
+        return ssdwatch::Roots::default();
+    }
+    eprintln!("note: pid 1 doesn't see this test's mounts (own mount namespace); using /proc/self");
+    let proc_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("proc-self-only");
+    let _ = std::fs::create_dir_all(&proc_dir);
+    let link = proc_dir.join("self");
+    if std::fs::read_link(&link).is_err() {
+        std::os::unix::fs::symlink("/proc/self", &link).expect("symlink proc-self-only/self");
+    }
+    ssdwatch::Roots {
+        proc: proc_dir,
+        ..ssdwatch::Roots::default()
+    }
 }
 
 /// Debian's python3 (where python3-fusepy installs), falling back to whatever python3 is on PATH.
