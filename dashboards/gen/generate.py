@@ -334,12 +334,14 @@ def host():
 def degradation():
     L = Layout()
     sel = 'instance="$instance", probe=~"$probe", mountpoint=~"$mountpoint"'
+    # The context gauges describe a target (its filesystem and drive), not one probe kind.
+    ctx = 'instance="$instance", mountpoint=~"$mountpoint"'
     L.row("Probe latency and its context")
     L.add(timeseries("Probe latency p50 / p99 with fill ratio",
                      "Latency of the probes' operations (p50 and p99 of the last 30 minutes, from the histogram); the filesystem's fill ratio at each run on the right axis (dashed). TRIM events and idle periods are annotations.",
                      targets((f"histogram_quantile(0.5, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[30m])))", "{{probe}} {{mountpoint}} p50"),
                              (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[30m])))", "{{probe}} {{mountpoint}} p99"),
-                             (f"ssdwatch_probe_context_fill_ratio{{{sel}}}", "{{probe}} {{mountpoint}} fill")),
+                             (f"ssdwatch_probe_context_fill_ratio{{{ctx}}}", "{{mountpoint}} fill")),
                      unit="s", overrides=[right_axis(".* fill", "percentunit")]), w=24, h=10)
     L.add(timeseries("Last run latency", "p50 and p99 of each probe's last run (ssdwatch_probe_last_latency_seconds).",
                      targets((f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile=~"0.5|0.99"}}', "{{probe}} {{mountpoint}} q{{quantile}}")), unit="s", min_=0))
@@ -348,15 +350,15 @@ def degradation():
 
     L.row("Latency vs fill and TRIM")
     L.add(xychart("p99 latency vs fill ratio", "Each point is a probe run of the selected probe: the filesystem's fill ratio then (x) against the run's p99 (y). A curve bending up past a fill ratio is the drive running out of clean blocks.",
-                  f"ssdwatch_probe_context_fill_ratio{{{sel}}}", "fill ratio",
+                  f"ssdwatch_probe_context_fill_ratio{{{ctx}}}", "fill ratio",
                   f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}}', "p99 latency", "percentunit", "s"))
     L.add(xychart("p99 latency vs time since TRIM", "Each point is a probe run: hours since the drive's last discard (x) against the run's p99 (y).",
-                  f"ssdwatch_probe_context_since_discard_seconds{{{sel}}} / 3600", "hours since TRIM",
+                  f"ssdwatch_probe_context_since_discard_seconds{{{ctx}}} / 3600", "hours since TRIM",
                   f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}}', "p99 latency", "h", "s"))
     L.add(stat("p99 within 1 h after a TRIM", "Mean p99 of the runs in the time range that ran less than an hour after the drive's last discard.",
-               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, probe, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{sel}}} < 3600))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
+               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} < 3600))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
     L.add(stat("p99 more than 1 day after a TRIM", "Mean p99 of the runs in the time range that ran more than a day after the drive's last discard: compare with the panel on the left.",
-               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, probe, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{sel}}} > 86400))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
+               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} > 86400))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
 
     L.row("Drive activity: discards and idle time")
     L.add(timeseries("Discard bursts", "Discarded bytes per second per drive: each fstrim is a burst.",
@@ -366,8 +368,8 @@ def degradation():
     L.add(timeseries("Drive utilization", "Share of time each drive was busy (io time per second).",
                      targets((f'rate(ssdwatch_disk_io_time_seconds_total{{instance="$instance"}}[$__rate_interval])', "{{device}}")), unit="percentunit", min_=0, max_=1), w=8)
     L.add(timeseries("Probe context at the last run", "The context each run recorded: time since the drive's last discard and the drive's idle time before the run.",
-                     targets((f"ssdwatch_probe_context_since_discard_seconds{{{sel}}}", "{{probe}} {{mountpoint}} since discard"),
-                             (f"ssdwatch_probe_context_idle_seconds{{{sel}}}", "{{probe}} {{mountpoint}} idle before")), unit="s", min_=0))
+                     targets((f"ssdwatch_probe_context_since_discard_seconds{{{ctx}}}", "{{mountpoint}} since discard"),
+                             (f"ssdwatch_probe_context_idle_seconds{{{ctx}}}", "{{mountpoint}} idle before")), unit="s", min_=0))
     L.add(timeseries("Probe runs and skips", "Runs per hour, and skips per hour by reason (budget, busy, low_space, readonly).",
                      targets((f"increase(ssdwatch_probe_runs_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} runs"),
                              (f"increase(ssdwatch_probe_skipped_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} skipped: {{reason}}")), min_=0))
