@@ -111,9 +111,34 @@ CRITICAL_WARNING=4
 echo "$CRITICAL_WARNING" > "$OUT/critical-warning.txt"
 truncate -s 64M "$RUN/scratch.img"
 
-# KVM only where it actually boots a guest; TCG otherwise (see docs/vm-tests.md).
-ACCEL=tcg
-if [ "${SSDWATCH_VM_ACCEL:-auto}" = kvm ]; then ACCEL=kvm; fi
+# KVM only where it actually boots a guest: on some hosts /dev/kvm opens but the guest never
+# starts. A tiny guest that only prints a marker decides, once per host and kernel (cached).
+# SSDWATCH_VM_ACCEL=tcg|kvm skips the check.
+detect_accel() {
+  [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo tcg; return; }
+  local d="$RUN/kvm-check"
+  mkdir -p "$d/ov"
+  printf '#!/bin/busybox sh\n/bin/busybox echo SSDWATCH-KVM-OK\n/bin/busybox poweroff -f\n' > "$d/ov/init"
+  chmod 755 "$d/ov/init"
+  (cd "$d/ov" && echo init | cpio -o -H newc --quiet) > "$d/ov.cpio"
+  cat "$BASE" "$d/ov.cpio" > "$d/initrd"
+  # Under KVM this takes about a second; 12 s also covers a slow host.
+  timeout --kill-after=2 12 qemu-system-x86_64 -accel kvm -m 512 -nographic -no-reboot \
+    -kernel "$VMLINUZ" -initrd "$d/initrd" -append "console=ttyS0 panic=-1 quiet rdinit=/init" \
+    > "$d/console.log" 2>&1 || true
+  if grep -q SSDWATCH-KVM-OK "$d/console.log"; then echo kvm; else echo tcg; fi
+}
+ACCEL="${SSDWATCH_VM_ACCEL:-}"
+if [ -z "$ACCEL" ]; then
+  accel_cache="$CACHE/accel-$KVER-$(uname -r)"
+  if [ -s "$accel_cache" ]; then
+    ACCEL="$(cat "$accel_cache")"
+  else
+    echo "vm: checking whether KVM boots a guest here (once; cached in $accel_cache)" >&2
+    ACCEL="$(detect_accel)"
+    echo "$ACCEL" > "$accel_cache"
+  fi
+fi
 
 echo "vm: booting $KVER with accel=$ACCEL" >&2
 start=$(date +%s%N)
