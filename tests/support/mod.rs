@@ -132,16 +132,22 @@ impl HungFuse {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start FUSE server");
-        let hf = HungFuse {
+        let mut hf = HungFuse {
             dir,
             mountpoint,
             server: Some(server),
         };
         let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-            if mi.contains(hf.mountpoint.to_str().unwrap()) {
-                break;
+        while !mounted(&hf.mountpoint) {
+            // A server that died (no libfuse2, no /dev/fuse access) says why on stderr.
+            if let Some(c) = hf.server.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                let mut err = String::new();
+                if let Some(mut e) = c.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!("FUSE server exited ({status}) before mounting: {err}");
             }
             assert!(Instant::now() < deadline, "FUSE mount did not appear");
             std::thread::sleep(Duration::from_millis(50));
