@@ -11,7 +11,7 @@ mount -t tmpfs tmpfs /tmp
 mkdir -p /var/lib/ssdwatch /out
 R=/out
 LOG=$R/log.txt
-log() { echo "e2e: $*" | tee -a $LOG; }
+log() { echo "e2e: [$(cut -d' ' -f1 /proc/uptime)] $*" | tee -a $LOG; }
 fail() { log "FAILED: $*"; finish; }
 # Bytes each drive gets written with O_DIRECT between the first two samples.
 WRITE_MIB=64
@@ -109,6 +109,7 @@ sample() {
 }
 
 sync
+log "drives formatted and mounted"
 sample 1
 smart_json 1
 
@@ -124,6 +125,7 @@ smart_json 2
 rm /mnt/nvme/e2e-data /mnt/sata/e2e-data /mnt/virtio/e2e-data
 sync
 listing > $R/listing-before.txt
+log "written, sampled, deleted"
 
 # One probe run of every kind on each filesystem, through the CLI (same code as the daemon).
 for m in nvme sata virtio; do
@@ -133,6 +135,7 @@ for m in nvme sata virtio; do
 done
 
 # The daemon proper (probes included): last-discard time needs consecutive samples of a running collector.
+log "probes run from the CLI"
 DAEMON=
 ssdwatch --config /etc/ssdwatch/guest-daemon.yaml serve > $R/daemon.log 2>&1 &
 DAEMON=$!
@@ -155,13 +158,13 @@ for m in nvme sata virtio; do
 done
 sync
 date +%s > $R/trim-time.txt
+log "fstrim done"
 # Long enough for a diskstats sample and a probe run after the trim.
 sleep 4
 scrape 3
 kill $DAEMON; wait $DAEMON 2>/dev/null; DAEMON=
 
 sample 3
-smart_json 3
 listing > $R/listing-after.txt
 log "scenario complete"
 touch $R/done
