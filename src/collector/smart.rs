@@ -863,6 +863,41 @@ mod tests {
     }
 
     #[test]
+    fn each_device_class_can_have_its_own_interval() {
+        let c = SmartCollector::new(&SmartConfig {
+            interval: Duration::from_secs(900),
+            class_intervals: ClassIntervals {
+                nvme: Some(Duration::from_secs(300)),
+                ata: Some(Duration::from_secs(3600)),
+                scsi: None,
+            },
+            ..SmartConfig::default()
+        })
+        .expect("new");
+        // Before the first sample only the /sys kind is known; afterwards smartctl's protocol.
+        assert_eq!(
+            c.class_interval(None, Some(DeviceKind::Nvme)).as_secs(),
+            300
+        );
+        assert_eq!(
+            c.class_interval(None, Some(DeviceKind::Scsi)).as_secs(),
+            900
+        );
+        assert_eq!(
+            c.class_interval(Some("ATA"), Some(DeviceKind::Scsi))
+                .as_secs(),
+            3600
+        );
+        assert_eq!(c.class_interval(Some("SCSI"), None).as_secs(), 900);
+        let mut c = c;
+        assert_eq!(
+            c.next_delay().as_secs(),
+            60,
+            "wakes each minute for fresh ages"
+        );
+    }
+
+    #[test]
     fn raid_ports_get_distinct_labels() {
         let mut c = SmartConfig {
             discover: false,
