@@ -78,3 +78,61 @@ fn real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported() {
         }
     }
 }
+
+#[test]
+fn real_smartctl_refused_access_is_reported_per_device_with_the_capability_needed() {
+    let test = "real_smartctl_refused_access_is_reported_per_device_with_the_capability_needed";
+    if !support::require_cmd(test, "smartctl", "smartmontools") {
+        return;
+    }
+    // ATA passthrough (SG_IO) to a virtio disk is refused by the kernel with EPERM: the same
+    // answer an unprivileged daemon gets from a real SATA drive.
+    if !std::path::Path::new("/dev/vda").exists() {
+        eprintln!("SKIP {test}: needs a virtio disk /dev/vda to be refused passthrough");
+        return;
+    }
+    let cfg = SmartConfig {
+        discover: false,
+        devices: vec![ssdwatch::collector::smart::DeviceEntry {
+            path: "/dev/vda".into(),
+            dev_type: Some("sat".into()),
+            label: Some("vda-sat".into()),
+        }],
+        ..SmartConfig::default()
+    };
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let ctx = Context {
+        roots: Arc::new(ssdwatch::Roots::default()),
+        shared: Arc::new(Shared::default()),
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let s = rt.block_on(c.sample(&ctx)).expect("sample");
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    let err = s
+        .errors
+        .iter()
+        .find(|e| e.contains("device vda-sat"))
+        .unwrap_or_else(|| panic!("no error for the refused drive: {:?}", s.errors));
+    assert!(
+        err.contains("not permitted") || err.contains("Permission denied"),
+        "{err}"
+    );
+    assert!(err.contains("CAP_SYS_RAWIO"), "{err}");
+    assert_eq!(
+        support::value_matching(
+            &text,
+            "ssdwatch_device_smart_sample_ok",
+            "device=\"vda-sat\""
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        support::value_matching(
+            &text,
+            "ssdwatch_device_smartctl_exit_status_bit",
+            "bit=\"device_open_failed\""
+        ),
+        Some(1.0)
+    );
+}
