@@ -356,7 +356,7 @@ fn kill_group(pid: Option<u32>) {
 
 fn looks_like_standby(stdout: &[u8]) -> bool {
     let s = String::from_utf8_lossy(stdout).to_ascii_lowercase();
-    s.contains("standby mode") || s.contains("sleep mode")
+    s.contains("device is in standby") || s.contains("device is in sleep")
 }
 
 fn permission_hint(h: &Health) -> Option<&'static str> {

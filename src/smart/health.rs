@@ -247,7 +247,8 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
                 continue;
             };
             let lower = s.to_ascii_lowercase();
-            if lower.contains("standby mode") || lower.contains("sleep mode") {
+            // "Device is in STANDBY mode, exit(2)", "... STANDBY (OS) mode ...", "... SLEEP mode ...".
+            if lower.contains("device is in standby") || lower.contains("device is in sleep") {
                 h.in_standby = true;
             }
             if m.get("severity").and_then(Value::as_str) == Some("error") {
@@ -996,8 +997,16 @@ mod tests {
 
     #[test]
     fn standby_output_is_recognised() {
-        let v = json!({"smartctl": {"exit_status": 2, "messages": [{"string": "Device is in STANDBY mode, exit(2)", "severity": "info"}]}});
-        assert!(normalize(&v, Table::builtin()).in_standby);
+        for msg in [
+            "Device is in STANDBY mode, exit(2)",
+            "Device is in STANDBY (OS) mode, exit(2)",
+            "Device is in SLEEP mode, exit(2)",
+        ] {
+            let v = json!({"smartctl": {"exit_status": 2, "messages": [{"string": msg, "severity": "information"}]}});
+            assert!(normalize(&v, Table::builtin()).in_standby, "{msg}");
+        }
+        let awake = json!({"smartctl": {"exit_status": 0, "messages": [{"string": "Standby timer value: 0", "severity": "information"}]}});
+        assert!(!normalize(&awake, Table::builtin()).in_standby);
     }
 
     #[test]
