@@ -48,7 +48,7 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
     config.collectors.filesystem = FilesystemConfig {
         interval: Duration::from_secs(1),
         statfs_timeout: Duration::from_millis(300),
-        mount_points_include: Some(include),
+        mount_points_include: Some(vec![include]),
         fs_types_exclude: vec![],
         ..FilesystemConfig::default()
     };

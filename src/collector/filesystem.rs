@@ -8,15 +8,20 @@ use crate::config::{Invalid, check_interval};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{MountInfo, read_mountinfo};
 use crate::sysfs::topology::Topology;
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const DEFAULT_MOUNT_POINTS_EXCLUDE: &str =
-    "^/(dev|proc|run/credentials/.+|sys|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)";
+/// node_exporter's default, one alternative per entry so users can append to it.
+const DEFAULT_MOUNT_POINTS_EXCLUDE: &[&str] = &[
+    "^/(dev|proc|sys)($|/)",
+    "^/run/credentials/.+",
+    "^/var/lib/docker/.+",
+    "^/var/lib/containers/storage/.+",
+];
 
 /// Filesystems that hold no user data, excluded by default.
 const DEFAULT_FS_TYPES_EXCLUDE: &[&str] = &[
@@ -58,10 +63,13 @@ pub struct FilesystemConfig {
     /// How long one statvfs may take before its mount is reported stuck.
     #[serde(with = "humantime_serde")]
     pub statfs_timeout: Duration,
-    /// Mount points to leave out (regular expression, searched in the path: anchor it).
-    pub mount_points_exclude: String,
-    /// When set, only mount points matching this regular expression are reported.
-    pub mount_points_include: Option<String>,
+    /// Mount points to leave out: regular expressions, searched in the path (anchor them); one
+    /// match excludes. A single string is accepted too (node_exporter's form).
+    #[serde(deserialize_with = "one_or_many")]
+    pub mount_points_exclude: Vec<String>,
+    /// When set, only mount points matching one of these regular expressions are reported.
+    #[serde(deserialize_with = "opt_one_or_many")]
+    pub mount_points_include: Option<Vec<String>>,
     /// Filesystem types to leave out.
     pub fs_types_exclude: Vec<String>,
     /// When set, only these filesystem types are reported (exclusion still applies).
@@ -74,7 +82,10 @@ impl Default for FilesystemConfig {
             enabled: true,
             interval: Duration::from_secs(15),
             statfs_timeout: Duration::from_secs(5),
-            mount_points_exclude: DEFAULT_MOUNT_POINTS_EXCLUDE.to_string(),
+            mount_points_exclude: DEFAULT_MOUNT_POINTS_EXCLUDE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             mount_points_include: None,
             fs_types_exclude: DEFAULT_FS_TYPES_EXCLUDE
                 .iter()
@@ -94,22 +105,63 @@ impl FilesystemConfig {
                 "must be at least 10ms",
             ));
         }
-        Regex::new(&self.mount_points_exclude).map_err(|e| {
-            Invalid::new(
-                format!("{key}.mount_points_exclude"),
-                format!("bad regular expression: {e}"),
-            )
-        })?;
+        check_regexes(key, "mount_points_exclude", &self.mount_points_exclude)?;
         if let Some(inc) = &self.mount_points_include {
-            Regex::new(inc).map_err(|e| {
-                Invalid::new(
-                    format!("{key}.mount_points_include"),
-                    format!("bad regular expression: {e}"),
-                )
-            })?;
+            check_regexes(key, "mount_points_include", inc)?;
         }
         Ok(())
     }
+}
+
+fn check_regexes(key: &str, field: &str, list: &[String]) -> Result<(), Invalid> {
+    for (i, re) in list.iter().enumerate() {
+        Regex::new(re).map_err(|e| {
+            Invalid::new(
+                format!("{key}.{field}[{i}]"),
+                format!("bad regular expression {re:?}: {e}"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A regular expression or a list of them (the single form is node_exporter's).
+struct Patterns(Vec<String>);
+
+impl<'de> Deserialize<'de> for Patterns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Patterns;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a regular expression or a list of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Patterns, E> {
+                Ok(Patterns(vec![v.to_string()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Patterns, A::Error> {
+                let mut out = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    out.push(s);
+                }
+                Ok(Patterns(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Patterns::deserialize(d)?.0)
+}
+
+fn opt_one_or_many<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    Ok(Option::<Patterns>::deserialize(d)?.map(|p| p.0))
 }
 
 /// What statvfs(2) says about a filesystem.
@@ -366,8 +418,8 @@ pub struct SelectedMount {
 
 /// Compiled mount filters.
 pub struct Filters {
-    exclude: Regex,
-    include: Option<Regex>,
+    exclude: RegexSet,
+    include: Option<RegexSet>,
     fs_exclude: HashSet<String>,
     fs_include: Option<HashSet<String>>,
 }
@@ -375,11 +427,11 @@ pub struct Filters {
 impl Filters {
     pub fn new(cfg: &FilesystemConfig) -> anyhow::Result<Self> {
         Ok(Filters {
-            exclude: Regex::new(&cfg.mount_points_exclude)?,
+            exclude: RegexSet::new(&cfg.mount_points_exclude)?,
             include: cfg
                 .mount_points_include
-                .as_deref()
-                .map(Regex::new)
+                .as_ref()
+                .map(RegexSet::new)
                 .transpose()?,
             fs_exclude: cfg.fs_types_exclude.iter().cloned().collect(),
             fs_include: cfg
@@ -672,11 +724,42 @@ mod tests {
     }
 
     #[test]
+    fn mount_point_filters_take_a_string_or_a_list() {
+        let one: FilesystemConfig =
+            serde_yaml_ng::from_str("mount_points_include: '^/data$'\n").unwrap();
+        assert_eq!(one.mount_points_include, Some(vec!["^/data$".to_string()]));
+        let many: FilesystemConfig = serde_yaml_ng::from_str(
+            "mount_points_exclude: ['^/boot($|/)', '^/snap/']\nmount_points_include: ['^/srv/', '^/$']\n",
+        )
+        .unwrap();
+        assert_eq!(many.mount_points_exclude.len(), 2);
+        let f = Filters::new(&many).unwrap();
+        let m = mounts(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:2 / /boot rw - ext4 /dev/sda2 rw\n\
+             3 1 8:3 / /srv/db rw - xfs /dev/sdb1 rw\n4 1 8:4 / /home rw - ext4 /dev/sda4 rw\n",
+        );
+        let sel = select_mounts(&m, &f, &Topology::default());
+        let mps: Vec<_> = sel.iter().map(|s| s.info.mount_point.as_str()).collect();
+        assert_eq!(mps, vec!["/", "/srv/db"]);
+        // The default list keeps node_exporter's meaning.
+        let d = Filters::new(&FilesystemConfig::default()).unwrap();
+        let m = mounts(
+            "1 0 8:1 / /devices rw - ext4 /dev/sda1 rw\n2 1 8:2 / /dev/x rw - ext4 /dev/sda2 rw\n\
+             3 1 8:3 / /var/lib/docker/overlay2/a rw - ext4 /dev/sda3 rw\n\
+             4 1 8:4 / /var/lib/docker rw - ext4 /dev/sda4 rw\n\
+             5 1 8:5 / /run/credentials/x.service rw - ext4 /dev/sda5 rw\n",
+        );
+        let sel = select_mounts(&m, &d, &Topology::default());
+        let mps: Vec<_> = sel.iter().map(|s| s.info.mount_point.as_str()).collect();
+        assert_eq!(mps, vec!["/devices", "/var/lib/docker"]);
+    }
+
+    #[test]
     fn include_filters_narrow_the_selection() {
         let m =
             mounts("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n5 1 8:17 / /data rw - xfs /dev/sdb1 rw\n");
         let cfg = FilesystemConfig {
-            mount_points_include: Some("^/data$".into()),
+            mount_points_include: Some(vec!["^/data$".into()]),
             ..Default::default()
         };
         let sel = select_mounts(&m, &Filters::new(&cfg).unwrap(), &Topology::default());
@@ -687,11 +770,11 @@ mod tests {
     #[test]
     fn bad_regex_is_a_config_error_naming_the_key() {
         let cfg = FilesystemConfig {
-            mount_points_exclude: "(".into(),
+            mount_points_exclude: vec!["^/ok".into(), "(".into()],
             ..Default::default()
         };
         let e = cfg.validate("collectors.filesystem").unwrap_err();
-        assert_eq!(e.key, "collectors.filesystem.mount_points_exclude");
+        assert_eq!(e.key, "collectors.filesystem.mount_points_exclude[1]");
     }
 
     #[tokio::test]
