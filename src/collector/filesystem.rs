@@ -466,8 +466,19 @@ pub fn select_mounts(
     filters: &Filters,
     topo: &Topology,
 ) -> Vec<SelectedMount> {
+    // A mount over another at the same path hides it: statvfs on the path sees the later (top)
+    // one only, so the hidden one is not reported (not even when the top one is filtered out).
+    let mut top: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in mounts.iter().enumerate() {
+        top.insert(m.mount_point.as_str(), i);
+    }
+    let visible = mounts
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| top.get(m.mount_point.as_str()) == Some(i))
+        .map(|(_, m)| m);
     let mut best: BTreeMap<(u32, u32), &MountInfo> = BTreeMap::new();
-    for m in mounts.iter().filter(|m| filters.wants(m)) {
+    for m in visible.filter(|m| filters.wants(m)) {
         let key = (m.major, m.minor);
         let better = match best.get(&key) {
             None => true,
@@ -752,6 +763,24 @@ mod tests {
         let sel = select_mounts(&m, &d, &Topology::default());
         let mps: Vec<_> = sel.iter().map(|s| s.info.mount_point.as_str()).collect();
         assert_eq!(mps, vec!["/devices", "/var/lib/docker"]);
+    }
+
+    #[test]
+    fn a_mount_hidden_under_another_at_the_same_path_is_not_reported() {
+        let m = mounts(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 8:17 / /srv/db rw - xfs /dev/sdb1 rw\n\
+             3 2 8:33 / /srv/db rw - ext4 /dev/sdc1 rw\n\
+             4 1 8:49 / /scratch rw - ext4 /dev/sdd1 rw\n\
+             5 4 0:40 / /scratch rw - tmpfs tmpfs rw\n",
+        );
+        let f = Filters::new(&FilesystemConfig::default()).unwrap();
+        let sel = select_mounts(&m, &f, &Topology::default());
+        let got: Vec<_> = sel
+            .iter()
+            .map(|s| (s.info.mount_point.as_str(), s.info.source.as_str()))
+            .collect();
+        assert_eq!(got, vec![("/", "/dev/sda1"), ("/srv/db", "/dev/sdc1")]);
     }
 
     #[test]
