@@ -460,6 +460,47 @@ fn filesystems_map_to_their_drives_for_nvme_sata_and_virtio_under_dm() {
 
 #[test]
 #[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
+fn a_filesystem_on_md_raid1_lives_on_both_drives_and_trims_through_to_each() {
+    let md = layout("md");
+    assert_eq!(md.len(), 3, "layout.txt md: {md:?}");
+    let s = scrape("sample-3.prom");
+    let mut drives: Vec<&str> = s
+        .iter()
+        .filter(|x| x.name == "ssdwatch_filesystem_drive_info")
+        .filter(|x| x.labels.get("mountpoint").map(String::as_str) == Some("/mnt/md"))
+        .map(|x| {
+            assert_eq!(x.labels.get("device"), Some(&md[0]));
+            x.labels.get("drive").map(String::as_str).unwrap_or("")
+        })
+        .collect();
+    drives.sort();
+    let mut members = vec![md[1].as_str(), md[2].as_str()];
+    members.sort();
+    assert_eq!(drives, members);
+    let l = [("mountpoint", "/mnt/md")];
+    assert_eq!(
+        must(&s, "ssdwatch_filesystem_trim_capable", &l, "sample-3"),
+        1.0
+    );
+    // RAID1 passes each discard to both mirrors.
+    let t = *fstrim_bytes()
+        .get("/mnt/md")
+        .expect("fstrim.txt has /mnt/md");
+    let before = scrape("daemon-2.prom");
+    let after = scrape("daemon-3.prom");
+    let m = "ssdwatch_disk_discarded_bytes_total";
+    for dev in &md {
+        let l = [("device", dev.as_str())];
+        let grew = must(&after, m, &l, "daemon-3") - must(&before, m, &l, "daemon-2");
+        assert!(
+            grew >= t,
+            "{dev}: discarded grew by {grew}, fstrim reported {t}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
 fn probes_ran_on_every_filesystem_with_their_context() {
     let (virt, _) = virtio_names();
     let nvme = nvme();

@@ -37,7 +37,7 @@ ip link set lo up
 # Wait for the drives the host attached (probing takes a moment under emulation).
 i=0
 while [ $i -lt 100 ]; do
-  [ -b /dev/nvme0n1 ] && [ -b /dev/nvme1n1 ] && [ -b /dev/sda ] && [ -b /dev/vda ] && [ -b /dev/vdb ] \
+  [ -b /dev/nvme0n1 ] && [ -b /dev/nvme1n1 ] && [ -b /dev/sda ] && [ -b /dev/vda ] && [ -b /dev/vdd ] \
     && break
   sleep 0.1; i=$((i + 1))
 done
@@ -47,6 +47,8 @@ for d in /sys/block/vd*; do
   case "$(cat $d/serial 2>/dev/null)" in
     SCRATCH) SCRATCH=${d##*/} ;;
     SSDWVIRT0001) VIRT=${d##*/} ;;
+    SSDWMDA) MDA=${d##*/} ;;
+    SSDWMDB) MDB=${d##*/} ;;
   esac
 done
 [ -n "$SCRATCH" ] || { echo "e2e: FAILED: scratch disk not found"; poweroff -f; }
@@ -79,8 +81,14 @@ echo "nvme-warning /dev/${WARNC}n1 ${WARNC}n1" >> $R/layout.txt
 echo "sata /dev/sda sda" >> $R/layout.txt
 echo "virtio /dev/mapper/e2evirt $VIRT $DM" >> $R/layout.txt
 
+# An md RAID1 of two more virtio drives: a filesystem on two drives at once.
+[ -n "$MDA" ] && [ -n "$MDB" ] || fail "md member drives not found"
+mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --metadata=1.2 --assume-clean \
+  /dev/$MDA /dev/$MDB >>$LOG 2>&1 || fail "mdadm --create"
+echo "md /dev/md0 md0 $MDA $MDB" >> $R/layout.txt
+
 # nodiscard: the fstrim below is then the only discard the drives see.
-for spec in nvme:/dev/$NVME sata:/dev/sda virtio:/dev/mapper/e2evirt; do
+for spec in nvme:/dev/$NVME sata:/dev/sda virtio:/dev/mapper/e2evirt md:/dev/md0; do
   name=${spec%%:*}; dev=${spec#*:}
   mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "$dev" >>$LOG 2>&1 \
     || fail "mkfs.ext4 $dev"
@@ -91,7 +99,7 @@ cat /proc/self/mountinfo > $R/mountinfo.txt
 
 # What is on each filesystem, so the host can tell nothing was written outside the probe dirs.
 listing() {
-  for m in /mnt/nvme /mnt/sata /mnt/virtio; do
+  for m in /mnt/nvme /mnt/sata /mnt/virtio /mnt/md; do
     find $m -xdev | sort | while read -r f; do
       echo "$f $(stat -c '%F %s %Y' "$f")"
     done
@@ -153,7 +161,7 @@ scrape 1
 sleep 2.5
 scrape 2
 
-for m in nvme sata virtio; do
+for m in nvme sata virtio md; do
   fstrim -v /mnt/$m >> $R/fstrim.txt 2>&1; echo "$m $?" >> $R/fstrim.rc
 done
 sync

@@ -34,16 +34,17 @@ KERNEL="${SSDWATCH_VM_KERNEL:-$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | ta
 [ -n "$KERNEL" ] && [ -r "$KERNEL" ] || missing "a kernel in /boot/vmlinuz-*" linux-image-amd64
 KVER="${KERNEL##*/vmlinuz-}"
 [ -d "/lib/modules/$KVER" ] || missing "/lib/modules/$KVER" linux-image-amd64
-for t in smartctl mkfs.ext4 fstrim dmsetup; do
+for t in smartctl mkfs.ext4 fstrim dmsetup mdadm; do
   command -v "$t" >/dev/null || PATH="$PATH:/usr/sbin:/sbin" command -v "$t" >/dev/null \
-    || missing "$t" "smartmontools e2fsprogs util-linux dmsetup"
+    || missing "$t" "smartmontools e2fsprogs util-linux dmsetup mdadm"
 done
 [ -x "$BIN" ] || { echo "vm: ssdwatch binary not found: $BIN" >&2; exit 1; }
 export PATH="$PATH:/usr/sbin:/sbin"
 
 # Drivers the scenario needs, in dependency order (modprobe resolves the order for us).
-MODULES="virtio_pci virtio_blk virtio_rng nvme ahci sd_mod ext4 dm_mod"
-TOOLS="$(command -v smartctl) $(command -v mkfs.ext4) $(command -v fstrim) $(command -v dmsetup)"
+MODULES="virtio_pci virtio_blk virtio_rng nvme ahci sd_mod ext4 dm_mod raid1"
+TOOLS="$(command -v smartctl) $(command -v mkfs.ext4) $(command -v fstrim) $(command -v dmsetup)
+  $(command -v mdadm)"
 
 mkdir -p "$CACHE" "$OUT"
 
@@ -105,6 +106,7 @@ cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 
 # --- drives: sparse images; a scratch disk the guest writes its results to as a tar ---
 for d in nvme sata virtio; do truncate -s 1G "$RUN/$d.img"; done
+truncate -s 256M "$RUN/md-a.img" "$RUN/md-b.img"
 truncate -s 64M "$RUN/nvme-warning.img"
 # Critical-warning bits of the second NVMe drive: 0x04, NVM subsystem reliability degraded.
 CRITICAL_WARNING=4
@@ -157,6 +159,10 @@ timeout --kill-after=5 "$GUEST_TIMEOUT" qemu-system-x86_64 \
   -device "ide-hd,bus=ahci0.0,drive=sata0,model=SSDW SATA SSD,serial=SSDWSATA0001,rotation_rate=1" \
   -drive "if=none,id=virt0,file=$RUN/virtio.img,format=raw,discard=unmap" \
   -device "virtio-blk-pci,drive=virt0,serial=SSDWVIRT0001" \
+  -drive "if=none,id=mda,file=$RUN/md-a.img,format=raw,discard=unmap" \
+  -device "virtio-blk-pci,drive=mda,serial=SSDWMDA" \
+  -drive "if=none,id=mdb,file=$RUN/md-b.img,format=raw,discard=unmap" \
+  -device "virtio-blk-pci,drive=mdb,serial=SSDWMDB" \
   -drive "if=none,id=scratch,file=$RUN/scratch.img,format=raw" \
   -device "virtio-blk-pci,drive=scratch,serial=SCRATCH" \
   > "$OUT/console.log" 2>&1
