@@ -814,7 +814,7 @@ pub fn run_command(args: &RunArgs, config: &crate::config::Config, roots: &crate
         state_dir: &config.state_dir,
         shared: None,
         kinds,
-        busy_window: Duration::from_secs(1),
+        busy_window: config.collectors.probe.busy_window,
     };
     let outcome = run_target(&t, &inputs);
     if args.json {
