@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs util-linux python3 python3-fusepy
-              qemu-system-x86 linux-image-amd64 busybox-static kmod cpio)
+              qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm)
 
 need=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -27,6 +27,10 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
-echo "== cargo test"
-cargo test --all-targets -- --test-threads=2
+echo "== cargo test (library, binary, integration tests)"
+cargo test --lib --bins --tests -- --test-threads=2
+echo "== cargo test --benches (each benchmark runs once, as a smoke test)"
+cargo test --benches
+echo "== VM suite (boots a QEMU guest with NVMe, SATA, virtio, dm and md drives)"
+cargo test --test vm -- --ignored --test-threads=2
 echo "== all tests passed"
