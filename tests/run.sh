@@ -30,7 +30,7 @@ cargo clippy --all-targets -- -D warnings
 echo "== cargo test (library, binary, integration tests)"
 cargo test --lib --bins --tests -- --test-threads=2
 echo "== cargo test --benches (each benchmark runs once, as a smoke test)"
-cargo test --benches
+cargo test --bench '*'
 echo "== VM suite (boots a QEMU guest with NVMe, SATA, virtio, dm and md drives)"
 cargo test --test vm -- --ignored --test-threads=2
 echo "== all tests passed"

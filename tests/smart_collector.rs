@@ -469,3 +469,40 @@ fn a_rejected_device_statistics_log_costs_only_its_own_fields_and_is_not_asked_a
     assert!(runs[1].contains("--log=devstat"), "{argv}");
     assert!(!runs[2].contains("--log=devstat"), "{argv}");
 }
+
+#[test]
+fn each_drive_exports_its_class_interval_and_is_not_queried_again_before_it() {
+    let fake = Fake::new();
+    fake.mode(
+        "sda",
+        &format!("ok {}", fixture("ata-samsung-860evo.json").display()),
+    );
+    let mut cfg = fake.config(&["sda"]);
+    cfg.class_intervals.ata = Some(Duration::from_secs(7200));
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let (first, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "{errors:?}");
+    // The alert on stale SMART data compares the sample age against this interval.
+    assert_eq!(
+        val(
+            &first,
+            "ssdwatch_device_smart_interval_seconds",
+            &["device=\"sda\""]
+        ),
+        Some(7200.0)
+    );
+    let (second, _) = sample(&mut c);
+    assert_eq!(fake.argv("sda").lines().count(), 1, "not due again yet");
+    assert_eq!(
+        val(
+            &second,
+            "ssdwatch_device_wear_used_ratio",
+            &["device=\"sda\""]
+        ),
+        val(
+            &first,
+            "ssdwatch_device_wear_used_ratio",
+            &["device=\"sda\""]
+        )
+    );
+}

@@ -169,6 +169,8 @@ struct DriveState {
     /// The drive rejected the device statistics log once: not asked for again.
     no_devstat: bool,
     next_due: Option<Instant>,
+    /// The sampling interval of this drive's class, as last applied.
+    interval: Option<Duration>,
     /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
     history: VecDeque<(f64, u64, u64)>,
 }
@@ -481,7 +483,6 @@ impl Collector for SmartCollector {
             let interval;
             {
                 let st = self.drives.entry(label.clone()).or_default();
-                interval = (st.protocol.clone(), kind);
                 match outcome {
                     RunOutcome::TimedOut => {
                         st.ok = false;
@@ -549,10 +550,13 @@ impl Collector for SmartCollector {
                         }
                     }
                 }
+                // After this run: its output may have told the protocol for the first time.
+                interval = (st.protocol.clone(), kind);
             }
             let every = self.class_interval(interval.0.as_deref(), interval.1);
             if let Some(st) = self.drives.get_mut(&label) {
                 st.next_due = Some(Instant::now() + every);
+                st.interval = Some(every);
             }
         }
 
@@ -644,6 +648,13 @@ fn render_drive(t: &Target, st: &DriveState, now: f64, m: &mut MetricSet) {
             "Age of the SMART values shown for this drive.",
         )
         .push(&l, (now - t0).max(0.0));
+    }
+    if let Some(every) = st.interval {
+        m.gauge(
+            "ssdwatch_device_smart_interval_seconds",
+            "Configured time between smartctl runs for this drive (its device class's interval).",
+        )
+        .push(&l, every.as_secs_f64());
     }
     let f = |x: Option<u64>| x.map(|v| v as f64);
     m.gauge(
