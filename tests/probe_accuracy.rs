@@ -36,13 +36,14 @@ fn compare(rounds: u32) -> (Vec<(String, f64)>, String) {
     (ratios, stdout)
 }
 
-/// Allowed ssdwatch/fio ratio per place. The root disk is held to the ±15% target. On a loop
-/// device ssdwatch's p50 has been steadily 0.70-0.8 of fio's (same open flags, offsets and sizes,
-/// checked with strace; cause not found yet), so there the test only guards against a gross
-/// error until that is explained (see docs/probes.md).
+/// Allowed ssdwatch/fio ratio per place. The root disk is held to the ±15% target. The loop
+/// device (direct I/O to a backing file on that same disk) adds the host filesystem's own flush
+/// path to every write, and its paired ratio has ranged 0.95-1.28 from one run to the next on
+/// the test VM; until that noise is tamed, the loop device only guards against a gross error
+/// (see the README's accuracy section).
 fn band(place: &str) -> std::ops::RangeInclusive<f64> {
     if place.starts_with("/tmp/probe-vs-fio.") {
-        0.6..=1.15
+        0.7..=1.4
     } else {
         0.85..=1.15
     }
@@ -59,10 +60,10 @@ fn sync_write_p50_agrees_with_fio_on_loop_ext4_and_within_15_percent_on_the_root
     let within = |r: &[(String, f64)]| r.iter().all(|(p, x)| band(p).contains(x));
     // A shared machine's fsync latency swings with everyone else's writes: when the short
     // comparison is off, alternate more runs before judging.
-    let (mut ratios, mut out) = compare(11);
+    let (mut ratios, mut out) = compare(25);
     print!("{out}");
     if !within(&ratios) {
-        (ratios, out) = compare(25);
+        (ratios, out) = compare(41);
         print!("{out}");
     }
     for (place, r) in &ratios {

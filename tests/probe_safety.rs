@@ -237,12 +237,21 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
     assert!(left.contains(&"running".to_string()), "{left:?}");
     assert!(left.contains(&"probe.dat.partial".to_string()), "{left:?}");
 
+    // The half-created file holds the filesystem under this floor; it is removed before the
+    // space gate judges, so it can't keep every later run out as low_space.
     let mut t = small_target(&fs.mnt);
     t.kinds = vec![ProbeKind::RandRead4k];
+    t.free_floor_bytes = 400 << 20;
+    assert!(
+        fs.avail() < t.free_floor_bytes,
+        "the leftover holds the filesystem under the floor: {} bytes available",
+        fs.avail()
+    );
     let o = run(&t, state.path(), Duration::ZERO);
     let Outcome::Ran(r) = o else { panic!("{o:?}") };
     assert_eq!(r.removed_leftovers, vec!["probe.dat.partial", "running"]);
     assert_eq!(names_in(&fs.probe_dir()), vec!["probe.dat"]);
+    assert!(fs.avail() > t.free_floor_bytes);
 }
 
 #[test]

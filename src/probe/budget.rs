@@ -74,7 +74,43 @@ pub fn store(state_dir: &Path, b: &Budgets) -> Result<(), String> {
     Ok(())
 }
 
-/// Adds bytes and seconds to a target's usage and persists at once.
+pub const LOCK_FILE: &str = "probe-budget.lock";
+
+/// An exclusive lock on the budget (flock on a lock file next to it), so that the daemon and a
+/// `ssdwatch probe run` updating it at the same time don't lose one of the two updates.
+struct Lock {
+    /// Held open for the lock's lifetime; closing it releases the lock.
+    _file: std::fs::File,
+}
+
+impl Lock {
+    fn take(state_dir: &Path) -> Result<Lock, String> {
+        use std::os::fd::AsRawFd;
+        let p = state_dir.join(LOCK_FILE);
+        let err = |e: std::io::Error| format!("{}: {e}", p.display());
+        std::fs::create_dir_all(state_dir).map_err(err)?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(err)?;
+        loop {
+            // SAFETY: valid fd. Blocks only while another process holds the lock to update the
+            // small budget file.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Lock { _file: f });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err(e));
+            }
+        }
+    }
+}
+
+/// Adds bytes and seconds to a target's usage and persists at once (read, add and replace under
+/// the budget lock).
 pub fn record(
     state_dir: &Path,
     target: &str,
@@ -82,6 +118,7 @@ pub fn record(
     bytes: u64,
     seconds: f64,
 ) -> Result<Usage, String> {
+    let _lock = Lock::take(state_dir)?;
     let mut b = load(state_dir)?;
     let cur = b
         .targets
@@ -117,6 +154,26 @@ mod tests {
         assert_eq!((next_hour.written_bytes, next_hour.seconds), (5, 0.0));
         let next_day = u.at(11.0 * 86400.0);
         assert_eq!(next_day.written_bytes, 0);
+    }
+
+    #[test]
+    fn concurrent_updates_from_several_processes_are_all_counted() {
+        let d = tempfile::tempdir().unwrap();
+        // Threads stand in for processes: flock locks belong to the open file description, so
+        // each thread's own open of the lock file contends like another process would.
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..25 {
+                        record(d.path(), "/data", 1000.0, 4096, 0.0).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            load(d.path()).unwrap().targets["/data"].written_bytes,
+            8 * 25 * 4096
+        );
     }
 
     #[test]

@@ -110,6 +110,22 @@ pub fn fsync_dir(dir: &OwnedFd) {
     unsafe { libc::fsync(dir.as_raw_fd()) };
 }
 
+/// Whether `name` exists in `dir` (as anything, symlinks not followed).
+pub fn exists_at(dir: &OwnedFd, name: &str) -> bool {
+    let Ok(c) = cstr(name) else { return false };
+    // SAFETY: zeroed stat is a valid out-buffer; valid fd and string.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    r == 0
+}
+
 /// Opens (creating when absent) `<target>/.ssdwatch-probe` relative to the target's fd and checks
 /// it: a real directory (not a symlink), owned by us, not writable by others.
 pub fn open_probe_dir(target: &OwnedFd, target_name: &str) -> Result<OwnedFd, SafetyError> {

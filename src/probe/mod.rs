@@ -424,16 +424,19 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
     }
     let frsize = vfs.f_frsize as u64;
     let total = vfs.f_blocks as u64 * frsize;
-    let avail = vfs.f_bavail as u64 * frsize;
-    let fill_ratio = (total > 0).then(|| 1.0 - vfs.f_bfree as f64 * frsize as f64 / total as f64);
     let floor = floor_bytes(t, total);
-    if avail < floor {
-        return skip(
+    let low_space = |avail: u64| {
+        skip(
             t,
             pl,
             SkipReason::LowSpace,
             format!("{shown}: {avail} bytes available, under the floor of {floor}"),
-        );
+        )
+    };
+    // Short of space and no probe directory: nothing of ours to clean up, and not even a
+    // directory gets created.
+    if (vfs.f_bavail as u64 * frsize) < floor && !fsafe::exists_at(&target_fd, fsafe::PROBE_DIR) {
+        return low_space(vfs.f_bavail as u64 * frsize);
     }
 
     let dir = match fsafe::open_probe_dir(&target_fd, &shown) {
@@ -453,8 +456,20 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
         Ok(r) => r,
         Err(e) => return skip(t, pl, SkipReason::Unsafe, e),
     };
-    if !removed.is_empty() {
+    // Leftovers go before the space gate: a half-created probe file may be what filled it.
+    let vfs = if removed.is_empty() {
+        vfs
+    } else {
         tracing::info!(target = %shown, "removed leftovers of an interrupted probe run: {removed:?}");
+        match fsafe::fstatvfs(target_fd.as_raw_fd()) {
+            Ok(v) => v,
+            Err(e) => return skip(t, pl, SkipReason::Error, format!("{shown}: statvfs: {e}")),
+        }
+    };
+    let avail = vfs.f_bavail as u64 * frsize;
+    let fill_ratio = (total > 0).then(|| 1.0 - vfs.f_bfree as f64 * frsize as f64 / total as f64);
+    if avail < floor {
+        return low_space(avail);
     }
 
     // The existing probe file, if it is sound and of the configured size.
