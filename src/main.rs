@@ -78,7 +78,19 @@ enum ProbeCommand {
     },
 }
 
+/// Caps glibc's malloc arenas at two unless MALLOC_ARENA_MAX says otherwise: glibc otherwise
+/// grows up to eight per core, each holding freed memory, for a daemon whose few threads
+/// allocate little. Measured: steady RSS 14.1-15.7 MiB with the default, 11 MiB with two.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    }
+}
+
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
