@@ -86,8 +86,8 @@ fio_args() { # kind -> fio flags reproducing the probe
     case "$1" in
     # Like the probe: consecutive writes from a random block of the file.
     sync_write_4k) echo "--rw=write --bs=4k --sync=dsync --number_ios=$OPS --size=$((OPS * 4096)) --offset=$(($(shuf -i 0-$((FILE_SIZE / 4096 - OPS)) -n 1) * 4096))" ;;
-    rand_read_4k) echo "--rw=randread --bs=4k --number_ios=$OPS" ;;
-    rand_write_4k) echo "--rw=randwrite --bs=4k --numjobs=$DEPTH --group_reporting --number_ios=$((OPS / DEPTH))" ;;
+    rand_read_4k) echo "--rw=randread --bs=4k --number_ios=$OPS --randrepeat=0" ;;
+    rand_write_4k) echo "--rw=randwrite --bs=4k --numjobs=$DEPTH --group_reporting --number_ios=$((OPS / DEPTH)) --randrepeat=0" ;;
     seq_write) echo "--rw=write --bs=$SEQ_BLOCK --number_ios=$((SEQ_BYTES / SEQ_BLOCK)) --end_fsync=1" ;;
     esac
 }
