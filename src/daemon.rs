@@ -38,8 +38,10 @@ pub async fn run_with_listener(
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx);
-    let local = listener.local_addr().ok();
-    tracing::info!(address = ?local, "serving /metrics");
+    match listener.local_addr() {
+        Ok(a) => tracing::info!(address = %a, "serving /metrics"),
+        Err(_) => tracing::info!("serving /metrics"),
+    }
     let app = crate::http::router(store);
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
