@@ -3,10 +3,11 @@
 //! After an intended change, regenerate with `UPDATE_GOLDEN=1 cargo test --test golden` and review
 //! the diff against the fixture values (tests/fixtures/hosts/make_trees.py writes the trees).
 
+mod support;
+
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const HOSTS: &[&str] = &[
     "nvme-partitions",
@@ -72,34 +73,16 @@ fn stable(text: &str) -> String {
 }
 
 fn promtool_check(host: &str, text: &str) {
-    let Ok(mut child) = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    else {
-        eprintln!(
-            "SKIP promtool check for {host}: promtool not installed (apt-get install prometheus)"
-        );
+    if !support::require_cmd(
+        &format!("promtool check for {host}"),
+        "promtool",
+        "prometheus",
+    ) {
         return;
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "{host}: promtool check metrics complained:\n{said}"
-    );
+    }
+    if let Err(said) = support::promtool_check_metrics(text) {
+        panic!("{host}: promtool check metrics complained:\n{said}");
+    }
 }
 
 fn families_unique(host: &str, text: &str) {

@@ -4,9 +4,9 @@
 //! over the rounds of each ssdwatch run's p50 over the adjacent fio run's, which drifting load
 //! can't skew).
 
-mod probe_support;
+mod support;
 
-use probe_support::*;
+use support::*;
 
 /// Runs the comparison; returns (place, paired ratio) per place, and the script's output.
 fn compare(rounds: u32) -> (Vec<(String, f64)>, String) {
@@ -53,8 +53,8 @@ fn band(place: &str) -> std::ops::RangeInclusive<f64> {
 #[test]
 fn sync_write_p50_agrees_with_fio_on_loop_ext4_and_on_the_root_disk() {
     if !require_root("probe vs fio")
-        || !require_cmd("probe vs fio", "fio")
-        || !require_cmd("probe vs fio", "python3")
+        || !require_cmd("probe vs fio", "fio", "fio")
+        || !require_cmd("probe vs fio", "python3", "python3")
     {
         return;
     }

@@ -1,14 +1,14 @@
 //! The probe collector on a real loop-mounted ext4 (root): what its metrics say agrees with what
 //! the probes did, and with what the kernel saw written to the drive.
 
-mod probe_support;
+mod support;
 
-use probe_support::*;
 use ssdwatch::collector::probe::{ProbeCollector, ProbeConfig};
 use ssdwatch::collector::{Collector, Context};
 use ssdwatch::snapshot::{DiskActivity, Shared, unix_now};
 use std::sync::Arc;
 use std::time::Duration;
+use support::*;
 
 fn value(text: &str, series_prefix: &str) -> Option<f64> {
     text.lines()
@@ -29,9 +29,9 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
     if !require_root("probe collector") {
         return;
     }
-    let fs = LoopExt4::new(128);
+    let fs = LoopFs::no_reserve(128);
     let state = tempfile::tempdir().unwrap();
-    let target = small_target(&fs.mnt);
+    let target = small_target(&fs.mountpoint);
     let cfg = ProbeConfig {
         interval: Duration::from_secs(1),
         jitter_ratio: 0.0,
@@ -66,7 +66,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
 
     let mut text = String::new();
     ssdwatch::render::render_families(&mut text, second.metrics.families());
-    let mp = fs.mnt.to_str().unwrap();
+    let mp = fs.mountpoint.to_str().unwrap();
     let labels = format!("mountpoint=\"{mp}\",device=\"{dev}\"");
     let count = |probe: &str| {
         value(
@@ -160,20 +160,10 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
         Some(0.0)
     );
 
-    if require_cmd("promtool check", "promtool") {
-        let f = state.path().join("metrics.prom");
-        std::fs::write(&f, &text).unwrap();
-        let out = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::fs::File::open(&f).unwrap())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+    if require_cmd("promtool check", "promtool", "prometheus")
+        && let Err(said) = promtool_check_metrics(&text)
+    {
+        panic!("promtool check metrics complains:\n{said}");
     }
 }
 
@@ -182,15 +172,15 @@ async fn an_unsafe_probe_directory_shows_as_a_metric_and_a_collector_error() {
     if !require_root("probe collector unsafe") {
         return;
     }
-    let fs = LoopExt4::new(64);
+    let fs = LoopFs::no_reserve(64);
     let state = tempfile::tempdir().unwrap();
-    let victim = fs.mnt.join("elsewhere");
+    let victim = fs.mountpoint.join("elsewhere");
     std::fs::create_dir(&victim).unwrap();
     std::os::unix::fs::symlink(&victim, fs.probe_dir()).unwrap();
     let cfg = ProbeConfig {
         jitter_ratio: 0.0,
         busy_window: Duration::ZERO,
-        targets: vec![small_target(&fs.mnt)],
+        targets: vec![small_target(&fs.mountpoint)],
         ..ProbeConfig::default()
     };
     let ctx = Context {

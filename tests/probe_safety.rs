@@ -1,13 +1,17 @@
 //! Probe safety on real loop-mounted ext4 filesystems (root): every gate that protects a
 //! production database host, checked against what actually lands on the filesystem.
 
-mod probe_support;
+mod support;
 
-use probe_support::*;
 use ssdwatch::probe::{Outcome, ProbeKind, RunInputs, SkipReason, run_target};
 use std::time::Duration;
+use support::*;
 
-fn run(t: &ssdwatch::probe::TargetConfig, state: &std::path::Path, window: Duration) -> Outcome {
+fn probe_once(
+    t: &ssdwatch::probe::TargetConfig,
+    state: &std::path::Path,
+    window: Duration,
+) -> Outcome {
     let roots = host_roots();
     run_target(
         t,
@@ -33,21 +37,21 @@ fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_t
     if !require_root("low_space") {
         return;
     }
-    let fs = LoopExt4::new(64);
+    let fs = LoopFs::no_reserve(64);
     let state = tempfile::tempdir().unwrap();
-    let mut t = small_target(&fs.mnt);
+    let mut t = small_target(&fs.mountpoint);
     t.file_size_bytes = 16 << 20;
     // Leave 20 MiB: a 16 MiB probe file would take the filesystem under the 8 MiB floor.
     let filler = fs.avail() - (20 << 20);
-    sh(
+    run(
         "fallocate",
         &[
             "-l",
             &filler.to_string(),
-            fs.mnt.join("db").to_str().unwrap(),
+            fs.mountpoint.join("db").to_str().unwrap(),
         ],
     );
-    let o = run(&t, state.path(), Duration::ZERO);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
     assert!(
         !fs.probe_dir().join("probe.dat").exists(),
@@ -57,21 +61,21 @@ fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_t
 
     // With a small enough file it fits, and stays above the floor.
     t.file_size_bytes = 4 << 20;
-    let o = run(&t, state.path(), Duration::ZERO);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), None, "{o:?}");
     assert!(fs.avail() >= t.free_floor_bytes, "avail {}", fs.avail());
 
     // The database grows past the floor: even the existing file is no longer exercised.
     let more = fs.avail() - (4 << 20);
-    sh(
+    run(
         "fallocate",
         &[
             "-l",
             &more.to_string(),
-            fs.mnt.join("db2").to_str().unwrap(),
+            fs.mountpoint.join("db2").to_str().unwrap(),
         ],
     );
-    let o = run(&t, state.path(), Duration::ZERO);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
 }
 
@@ -80,28 +84,28 @@ fn a_probe_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_at_
     if !require_root("symlink") {
         return;
     }
-    let fs = LoopExt4::new(64);
+    let fs = LoopFs::no_reserve(64);
     let state = tempfile::tempdir().unwrap();
-    let victim = fs.mnt.join("victim");
+    let victim = fs.mountpoint.join("victim");
     std::fs::create_dir(&victim).unwrap();
     std::os::unix::fs::symlink(&victim, fs.probe_dir()).unwrap();
-    let t = small_target(&fs.mnt);
-    let o = run(&t, state.path(), Duration::ZERO);
+    let t = small_target(&fs.mountpoint);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::Unsafe), "{o:?}");
     assert!(names_in(&victim).is_empty(), "{:?}", names_in(&victim));
 
     // The probe file itself as a symlink, or with a second hard link, is refused too.
     std::fs::remove_file(fs.probe_dir()).unwrap();
-    assert_eq!(reason(&run(&t, state.path(), Duration::ZERO)), None);
+    assert_eq!(reason(&probe_once(&t, state.path(), Duration::ZERO)), None);
     let pf = fs.probe_dir().join("probe.dat");
     std::fs::hard_link(&pf, victim.join("linked")).unwrap();
-    let o = run(&t, state.path(), Duration::ZERO);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::Unsafe), "{o:?}");
     std::fs::remove_file(victim.join("linked")).unwrap();
     std::fs::remove_file(&pf).unwrap();
     std::fs::write(victim.join("data"), b"precious").unwrap();
     std::os::unix::fs::symlink(victim.join("data"), &pf).unwrap();
-    let o = run(&t, state.path(), Duration::ZERO);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::Unsafe), "{o:?}");
     assert_eq!(std::fs::read(victim.join("data")).unwrap(), b"precious");
 }
@@ -111,11 +115,14 @@ fn a_read_only_remount_is_skipped_as_readonly() {
     if !require_root("readonly") {
         return;
     }
-    let fs = LoopExt4::new(64);
+    let fs = LoopFs::no_reserve(64);
     let state = tempfile::tempdir().unwrap();
-    let t = small_target(&fs.mnt);
-    sh("mount", &["-o", "remount,ro", fs.mnt.to_str().unwrap()]);
-    let o = run(&t, state.path(), Duration::ZERO);
+    let t = small_target(&fs.mountpoint);
+    run(
+        "mount",
+        &["-o", "remount,ro", fs.mountpoint.to_str().unwrap()],
+    );
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::Readonly), "{o:?}");
 }
 
@@ -124,16 +131,16 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
     if !require_root("budget") {
         return;
     }
-    let fs = LoopExt4::new(64);
+    let fs = LoopFs::no_reserve(64);
     let state = tempfile::tempdir().unwrap();
     // Room for the probe file and one run of the 4 KiB writers, not two.
-    let mut t = small_target(&fs.mnt);
+    let mut t = small_target(&fs.mountpoint);
     t.kinds = vec![ProbeKind::SyncWrite4k, ProbeKind::RandWrite4k];
     t.budget_bytes_per_day = t.file_size_bytes + 3 * 16 * 4096;
     let cfg = format!(
         "state_dir: {}\ncollectors:\n  probe:\n    targets:\n      - path: {}\n        kinds: [sync_write_4k, rand_write_4k]\n        file_size_bytes: {}\n        free_floor_bytes: {}\n        free_floor_ratio: 0.0\n        budget_bytes_per_day: {}\n",
         state.path().display(),
-        fs.mnt.display(),
+        fs.mountpoint.display(),
         t.file_size_bytes,
         t.free_floor_bytes,
         t.budget_bytes_per_day
@@ -150,7 +157,7 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
                 "--json",
                 "--target",
             ])
-            .arg(&fs.mnt)
+            .arg(&fs.mountpoint)
             .output()
             .unwrap()
     };
@@ -173,14 +180,14 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
     let v: serde_json::Value = serde_json::from_slice(&third.stdout).unwrap();
     assert_eq!(v["reason"], "budget", "{v}");
     let saved = ssdwatch::probe::budget::load(state.path()).unwrap();
-    let key = fs.mnt.to_str().unwrap();
+    let key = fs.mountpoint.to_str().unwrap();
     assert_eq!(
         saved.targets[key].written_bytes,
         t.file_size_bytes + 3 * 16 * 4096
     );
     // The library path (the daemon's) sees the same state.
     assert_eq!(
-        reason(&run(&t, state.path(), Duration::ZERO)),
+        reason(&probe_once(&t, state.path(), Duration::ZERO)),
         Some(SkipReason::Budget)
     );
 }
@@ -190,7 +197,7 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
     if !require_root("kill -9") {
         return;
     }
-    let fs = LoopExt4::new(1024);
+    let fs = LoopFs::no_reserve(1024);
     let state = tempfile::tempdir().unwrap();
     let cfg_path = state.path().join("config.yaml");
     // A big probe file makes its creation long enough to kill in the middle.
@@ -199,7 +206,7 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
         format!(
             "state_dir: {}\ncollectors:\n  probe:\n    targets:\n      - path: {}\n        file_size_bytes: {}\n        budget_bytes_per_day: {}\n        free_floor_bytes: 8388608\n        free_floor_ratio: 0.0\n",
             state.path().display(),
-            fs.mnt.display(),
+            fs.mountpoint.display(),
             768u64 << 20,
             4u64 << 30
         ),
@@ -213,7 +220,7 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
             "run",
             "--target",
         ])
-        .arg(&fs.mnt)
+        .arg(&fs.mountpoint)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -239,7 +246,7 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
 
     // The half-created file holds the filesystem under this floor; it is removed before the
     // space gate judges, so it can't keep every later run out as low_space.
-    let mut t = small_target(&fs.mnt);
+    let mut t = small_target(&fs.mountpoint);
     t.kinds = vec![ProbeKind::RandRead4k];
     t.free_floor_bytes = 400 << 20;
     assert!(
@@ -247,7 +254,7 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
         "the leftover holds the filesystem under the floor: {} bytes available",
         fs.avail()
     );
-    let o = run(&t, state.path(), Duration::ZERO);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
     let Outcome::Ran(r) = o else { panic!("{o:?}") };
     assert_eq!(r.removed_leftovers, vec!["probe.dat.partial", "running"]);
     assert_eq!(names_in(&fs.probe_dir()), vec!["probe.dat"]);
@@ -256,10 +263,10 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
 
 #[test]
 fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
-    if !require_root("busy") || !require_cmd("busy", "fio") {
+    if !require_root("busy") || !require_cmd("busy", "fio", "fio") {
         return;
     }
-    let fs = LoopExt4::new(256);
+    let fs = LoopFs::no_reserve(256);
     let state = tempfile::tempdir().unwrap();
     let fio = std::process::Command::new("fio")
         .args([
@@ -273,14 +280,14 @@ fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
             "--runtime=30",
             "--numjobs=2",
         ])
-        .arg(format!("--directory={}", fs.mnt.display()))
+        .arg(format!("--directory={}", fs.mountpoint.display()))
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let _fio = KillOnDrop(fio);
     std::thread::sleep(Duration::from_millis(1500));
-    let t = small_target(&fs.mnt);
-    let o = run(&t, state.path(), Duration::from_secs(1));
+    let t = small_target(&fs.mountpoint);
+    let o = probe_once(&t, state.path(), Duration::from_secs(1));
     assert_eq!(reason(&o), Some(SkipReason::Busy), "{o:?}");
     assert!(!fs.probe_dir().join("probe.dat").exists());
 }

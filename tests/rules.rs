@@ -8,9 +8,8 @@ mod support;
 use serde_json::Value as Json;
 use serde_yaml_ng::Value as Yaml;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use support::require_cmd;
 
 fn repo() -> PathBuf {
@@ -213,29 +212,9 @@ fn the_daemons_real_output_passes_promtool_check_metrics() {
         text.contains("ssdwatch_disk_info{"),
         "no disk_info:\n{text}"
     );
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let lint = child.wait_with_output().unwrap();
-    let msg = format!(
-        "{}{}",
-        String::from_utf8_lossy(&lint.stdout),
-        String::from_utf8_lossy(&lint.stderr)
-    );
-    assert!(
-        lint.status.success() && msg.trim().is_empty(),
-        "promtool check metrics complains:\n{msg}"
-    );
+    if let Err(msg) = support::promtool_check_metrics(&text) {
+        panic!("promtool check metrics complains:\n{msg}");
+    }
 }
 
 fn dashboards() -> Vec<(String, Json)> {

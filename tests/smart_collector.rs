@@ -417,22 +417,9 @@ fn collector_output_passes_promtool() {
     let mut c = SmartCollector::new(&fake.config(&devs)).expect("new");
     let (m, errors) = sample(&mut c);
     assert!(errors.is_empty(), "{errors:?}");
-    let f = fake.dir.path().join("metrics.prom");
-    std::fs::write(&f, &m).expect("write");
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("promtool check metrics < '{}'", f.display()))
-        .output()
-        .expect("promtool");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "{said}\n{m}"
-    );
+    if let Err(said) = support::promtool_check_metrics(&m) {
+        panic!("{said}\n{m}");
+    }
     // Every drive carries the same label set, serial included.
     assert!(m.contains("ssdwatch_device_info{device=\"nvme0n1\",serial=\"REDACTED\""));
 }

@@ -6,6 +6,8 @@
 //! It boots a VM (about a minute under software emulation), so it is opt-in:
 //! `cargo test --test vm -- --ignored`. A missing qemu or kernel fails with what to install.
 
+mod support;
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -614,22 +616,11 @@ fn the_guest_expositions_pass_promtool() {
     }
     for name in ["sample-3.prom", "daemon-3.prom"] {
         let path = guest().join(name);
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg("promtool check metrics < \"$1\"")
-            .arg("sh")
-            .arg(&path)
-            .output()
-            .expect("running promtool");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && text.trim().is_empty(),
-            "{name}: {text}"
-        );
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if let Err(said) = support::promtool_check_metrics(&text) {
+            panic!("{name}: {said}");
+        }
     }
 }
 

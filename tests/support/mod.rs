@@ -99,6 +99,22 @@ impl LoopFs {
     pub fn mp(&self) -> &str {
         self.mountpoint.to_str().unwrap()
     }
+
+    /// ext4 without blocks reserved for root, so space arithmetic in tests is exact.
+    pub fn no_reserve(size_mib: u64) -> LoopFs {
+        Self::with_mkfs(size_mib, &["-q", "-F", "-m", "0"])
+    }
+
+    /// Bytes available to unprivileged users (statvfs `f_bavail`).
+    pub fn avail(&self) -> u64 {
+        let v = nix::sys::statvfs::statvfs(&self.mountpoint).expect("statvfs");
+        v.blocks_available() as u64 * v.fragment_size() as u64
+    }
+
+    /// The directory the probes own on this filesystem.
+    pub fn probe_dir(&self) -> PathBuf {
+        self.mountpoint.join(".ssdwatch-probe")
+    }
 }
 
 impl Drop for LoopFs {
@@ -338,4 +354,83 @@ pub fn value_matching(text: &str, family: &str, label_part: &str) -> Option<f64>
     text.lines()
         .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(label_part))
         .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// A child process killed (SIGKILL) and reaped on drop.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn host_roots() -> ssdwatch::Roots {
+    ssdwatch::Roots {
+        sys: "/sys".into(),
+        proc: "/proc".into(),
+        rootfs: "/".into(),
+        statvfs_fixture: None,
+    }
+}
+
+/// A target with small sizes so tests take seconds, and no 1 GiB floor (loop filesystems are tiny).
+pub fn small_target(path: &Path) -> ssdwatch::probe::TargetConfig {
+    ssdwatch::probe::TargetConfig {
+        path: path.to_path_buf(),
+        file_size_bytes: 4 << 20,
+        seq_write_bytes: 2 << 20,
+        free_floor_bytes: 8 << 20,
+        free_floor_ratio: 0.0,
+        ..Default::default()
+    }
+}
+
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ssdwatch")
+}
+
+/// Runs `promtool check metrics` on an exposition: Ok when it passes with no complaint at all
+/// (promtool exits 0 even on some lint findings), else what promtool said.
+pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running promtool: {e}"))?;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .map_err(|e| format!("writing to promtool: {e}"))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("promtool: {e}"))?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && said.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(said)
+    }
 }
