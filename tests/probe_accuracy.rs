@@ -15,7 +15,7 @@ fn compare(rounds: u32) -> (Vec<(String, f64)>, String) {
         .arg(script)
         .env("SSDWATCH", bin())
         .env("ROUNDS", rounds.to_string())
-        .env("OPS", "150")
+        .env("OPS", "1000")
         .env("KINDS", "sync_write_4k")
         .output()
         .unwrap();
@@ -37,21 +37,16 @@ fn compare(rounds: u32) -> (Vec<(String, f64)>, String) {
     (ratios, stdout)
 }
 
-/// Allowed ssdwatch/fio ratio per place: a guard against gross error (a probe timing the wrong
-/// thing is off by 2x or more: reads of never-written extents gave 0.29). The ±15% target itself
-/// is a benchmark figure (benches/probe_vs_fio.sh, reported in the README), not a timed test: on
-/// a shared 2-core VM the paired ratio of sync_write_4k has ranged 0.99-1.20 on the root disk and
-/// 0.95-1.28 on the loop device, whose flushes also go through the host filesystem's fsync.
-fn band(place: &str) -> std::ops::RangeInclusive<f64> {
-    if place.starts_with("/tmp/probe-vs-fio.") {
-        0.7..=1.4
-    } else {
-        0.8..=1.25
-    }
+/// Allowed ssdwatch/fio ratio: the ±15% target, on the loop device (direct I/O to its backing
+/// file) and on the root disk alike. Runs are 1000 writes long: in short runs the first I/Os of
+/// a freshly started process weigh on the p50 (for both tools, but not equally), which had put
+/// the ratio anywhere in 0.95-1.28 with 150 writes; with 1000 it has stayed within 1.00-1.07.
+fn band(_place: &str) -> std::ops::RangeInclusive<f64> {
+    0.85..=1.15
 }
 
 #[test]
-fn sync_write_p50_agrees_with_fio_on_loop_ext4_and_on_the_root_disk() {
+fn sync_write_p50_within_15_percent_of_fio_on_loop_ext4_and_on_the_root_disk() {
     if !require_root("probe vs fio")
         || !require_cmd("probe vs fio", "fio", "fio")
         || !require_cmd("probe vs fio", "python3", "python3")
