@@ -23,6 +23,16 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# Under sudo, root's PATH lacks the invoking user's rustup toolchain: use it from there.
+if ! command -v cargo >/dev/null 2>&1 && [ -n "${SUDO_USER:-}" ]; then
+  user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+  if [ -x "$user_home/.cargo/bin/cargo" ]; then
+    export PATH="$user_home/.cargo/bin:$PATH"
+    export RUSTUP_HOME="${RUSTUP_HOME:-$user_home/.rustup}"
+  fi
+fi
+command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust 1.88+ with rustup (https://rustup.rs)" >&2; exit 2; }
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
