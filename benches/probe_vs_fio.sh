@@ -59,6 +59,13 @@ FILE_SIZE=$((64 << 20))
 DEPTH=4
 SEQ_BLOCK=$((1 << 20))
 SEQ_BYTES=${SEQ_BYTES:-$((16 << 20))}
+# Offsets below are drawn inside the file; settings that can't fit would make fio run its
+# defaults silently, so refuse them.
+if [ "$OPS" -gt $((FILE_SIZE / 4096)) ] || [ "$SEQ_BYTES" -gt "$FILE_SIZE" ] \
+    || [ "$SEQ_BYTES" -lt "$SEQ_BLOCK" ] || [ $((SEQ_BYTES % SEQ_BLOCK)) -ne 0 ]; then
+    echo "need OPS <= $((FILE_SIZE / 4096)) and SEQ_BYTES a multiple of $SEQ_BLOCK up to $FILE_SIZE" >&2
+    exit 2
+fi
 {
     echo "state_dir: $WORK/state"
     echo "collectors:"

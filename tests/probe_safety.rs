@@ -227,7 +227,9 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
     let mut child = KillOnDrop(child);
     let partial = fs.probe_dir().join("probe.dat.partial");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !partial.exists() {
+    // Killed once the file is allocated (fallocate sets its full size) and being filled.
+    let allocated = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.len() == 768 << 20);
+    while !allocated(&partial) {
         assert!(
             std::time::Instant::now() < deadline,
             "probe file creation never started"
@@ -290,4 +292,35 @@ fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
     let o = probe_once(&t, state.path(), Duration::from_secs(1));
     assert_eq!(reason(&o), Some(SkipReason::Busy), "{o:?}");
     assert!(!fs.probe_dir().join("probe.dat").exists());
+}
+
+#[test]
+fn a_second_run_on_a_target_in_use_is_skipped_as_busy_and_leaves_its_files_alone() {
+    if !require_root("concurrent run") {
+        return;
+    }
+    let fs = LoopFs::no_reserve(64);
+    let state = tempfile::tempdir().unwrap();
+    let mut t = small_target(&fs.mountpoint);
+    t.kinds = vec![ProbeKind::RandRead4k];
+    assert_eq!(reason(&probe_once(&t, state.path(), Duration::ZERO)), None);
+    // Another process's run in progress: it holds the probe directory's lock and its marker.
+    std::fs::write(fs.probe_dir().join("running"), b"4242\n").unwrap();
+    let held = std::fs::File::open(fs.probe_dir()).unwrap();
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
+        0
+    );
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), Some(SkipReason::Busy), "{o:?}");
+    let Outcome::Skipped(sk) = &o else {
+        unreachable!()
+    };
+    assert!(sk.detail.contains("another probe run"), "{}", sk.detail);
+    assert_eq!(names_in(&fs.probe_dir()), vec!["probe.dat", "running"]);
+    // Once that run is over, the next one cleans up after it as usual.
+    drop(held);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    let Outcome::Ran(r) = o else { panic!("{o:?}") };
+    assert_eq!(r.removed_leftovers, vec!["running"]);
 }

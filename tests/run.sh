@@ -25,13 +25,18 @@ fi
 
 # Under sudo, root's PATH lacks the invoking user's rustup toolchain: use it from there.
 if ! command -v cargo >/dev/null 2>&1 && [ -n "${SUDO_USER:-}" ]; then
-  user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+  user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6 || true)
   if [ -x "$user_home/.cargo/bin/cargo" ]; then
     export PATH="$user_home/.cargo/bin:$PATH"
     export RUSTUP_HOME="${RUSTUP_HOME:-$user_home/.rustup}"
   fi
 fi
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust 1.88+ with rustup (https://rustup.rs)" >&2; exit 2; }
+rust_minor=$(cargo --version | sed -n 's/^cargo 1\.\([0-9]*\).*/\1/p')
+if [ -z "$rust_minor" ] || [ "$rust_minor" -lt 88 ]; then
+  echo "$(command -v cargo) is $(cargo --version); ssdwatch needs Rust 1.88+ (rustup: https://rustup.rs)" >&2
+  exit 2
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -74,38 +74,23 @@ pub fn store(state_dir: &Path, b: &Budgets) -> Result<(), String> {
     Ok(())
 }
 
-pub const LOCK_FILE: &str = "probe-budget.lock";
-
-/// An exclusive lock on the budget (flock on a lock file next to it), so that the daemon and a
-/// `ssdwatch probe run` updating it at the same time don't lose one of the two updates.
+/// An exclusive lock on the budget: flock on the state directory itself, so that the daemon
+/// and a `ssdwatch probe run` updating it at the same time don't lose one of the two updates.
+/// (A lock file would do too, but one created by root would lock the daemon's user out.)
 struct Lock {
     /// Held open for the lock's lifetime; closing it releases the lock.
-    _file: std::fs::File,
+    _dir: std::fs::File,
 }
 
 impl Lock {
     fn take(state_dir: &Path) -> Result<Lock, String> {
         use std::os::fd::AsRawFd;
-        let p = state_dir.join(LOCK_FILE);
-        let err = |e: std::io::Error| format!("{}: {e}", p.display());
+        let err =
+            |e: std::io::Error| format!("{}: locking the probe budget: {e}", state_dir.display());
         std::fs::create_dir_all(state_dir).map_err(err)?;
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .map_err(err)?;
-        loop {
-            // SAFETY: valid fd. Blocks only while another process holds the lock to update the
-            // small budget file.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(Lock { _file: f });
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err(e));
-            }
-        }
+        let dir = std::fs::File::open(state_dir).map_err(err)?;
+        super::fsafe::flock_exclusive(dir.as_raw_fd(), true).map_err(err)?;
+        Ok(Lock { _dir: dir })
     }
 }
 

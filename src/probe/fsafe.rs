@@ -110,6 +110,29 @@ pub fn fsync_dir(dir: &OwnedFd) {
     unsafe { libc::fsync(dir.as_raw_fd()) };
 }
 
+/// `flock(LOCK_EX)` on an open file or directory, retried on EINTR; with `wait` false, returns
+/// Ok(false) at once when another open file description holds it. Released when the descriptor
+/// is closed. flock needs no write access, so a lock taken by root doesn't shut others out.
+pub fn flock_exclusive(fd: RawFd, wait: bool) -> io::Result<bool> {
+    let op = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    loop {
+        // SAFETY: plain syscall on a descriptor the caller keeps open.
+        if unsafe { libc::flock(fd, op) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if !wait => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
 /// Whether `name` exists in `dir` (as anything, symlinks not followed).
 pub fn exists_at(dir: &OwnedFd, name: &str) -> bool {
     let Ok(c) = cstr(name) else { return false };

@@ -455,11 +455,28 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
         Err(e) => return skip(t, pl, SkipReason::Unsafe, e.to_string()),
     };
     let dir_shown = format!("{shown}/{}", fsafe::PROBE_DIR);
+    // One run per target at a time, across processes (the daemon and `probe run`): held until
+    // `dir` is closed at the end of this run. Without it a second run would take the first one's
+    // live files for leftovers, and both could pass the space gate for one probe file.
+    match fsafe::flock_exclusive(dir.as_raw_fd(), false) {
+        Ok(true) => {}
+        Ok(false) => {
+            return skip(
+                t,
+                pl,
+                SkipReason::Busy,
+                format!("{dir_shown}: another probe run on this target is in progress"),
+            );
+        }
+        Err(e) => return skip(t, pl, SkipReason::Error, format!("{dir_shown}: flock: {e}")),
+    }
     let removed = match fsafe::remove_leftovers(&dir, &dir_shown) {
         Ok(r) => r,
         Err(e) => return skip(t, pl, SkipReason::Unsafe, e),
     };
     // Leftovers go before the space gate: a half-created probe file may be what filled it.
+    // (Where freeing is deferred, as on XFS and btrfs, statvfs may not show the space yet: this
+    // run is then skipped as low_space and the next one sees it. The safe side.)
     let vfs = if removed.is_empty() {
         vfs
     } else {

@@ -414,15 +414,15 @@ pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("running promtool: {e}"))?;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .map_err(|e| format!("writing to promtool: {e}"))?;
+    // promtool stops reading at the first parse error: feed it from a thread and keep what it
+    // says rather than a broken pipe.
+    let mut stdin = child.stdin.take().expect("stdin");
+    let owned = text.to_owned();
+    let writer = std::thread::spawn(move || stdin.write_all(owned.as_bytes()));
     let out = child
         .wait_with_output()
         .map_err(|e| format!("promtool: {e}"))?;
+    let _ = writer.join();
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
