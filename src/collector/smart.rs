@@ -88,6 +88,19 @@ fn path_re() -> Regex {
 }
 
 impl SmartConfig {
+    /// The sampling interval of a drive: its class's (by smartctl's protocol once known, else by
+    /// the /sys kind), else the default.
+    fn class_interval(&self, protocol: Option<&str>, kind: Option<DeviceKind>) -> Duration {
+        let c = &self.class_intervals;
+        let class = match (protocol, kind) {
+            (Some("NVMe"), _) | (None, Some(DeviceKind::Nvme)) => c.nvme,
+            (Some("ATA"), _) => c.ata,
+            (Some("SCSI"), _) => c.scsi,
+            _ => None,
+        };
+        class.unwrap_or(self.interval)
+    }
+
     pub fn validate(&self, key: &str) -> Result<(), Invalid> {
         check_interval(key, self.interval, Duration::from_secs(1))?;
         for (class, d) in [
@@ -169,8 +182,6 @@ struct DriveState {
     /// The drive rejected the device statistics log once: not asked for again.
     no_devstat: bool,
     next_due: Option<Instant>,
-    /// The sampling interval of this drive's class, as last applied.
-    interval: Option<Duration>,
     /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
     history: VecDeque<(f64, u64, u64)>,
 }
@@ -197,17 +208,6 @@ impl SmartCollector {
             cfg: cfg.clone(),
             drives: BTreeMap::new(),
         })
-    }
-
-    fn class_interval(&self, protocol: Option<&str>, kind: Option<DeviceKind>) -> Duration {
-        let c = &self.cfg.class_intervals;
-        let class = match (protocol, kind) {
-            (Some("NVMe"), _) | (None, Some(DeviceKind::Nvme)) => c.nvme,
-            (Some("ATA"), _) => c.ata,
-            (Some("SCSI"), _) => c.scsi,
-            _ => None,
-        };
-        class.unwrap_or(self.cfg.interval)
     }
 
     fn targets(&self, topo: Option<&Topology>) -> Vec<Target> {
@@ -480,7 +480,6 @@ impl Collector for SmartCollector {
             let kind = target.and_then(|t| t.kind);
             let path = target.map(|t| t.path.as_str()).unwrap_or("");
             let now_unix = unix_now();
-            let interval;
             {
                 let st = self.drives.entry(label.clone()).or_default();
                 match outcome {
@@ -551,12 +550,8 @@ impl Collector for SmartCollector {
                     }
                 }
                 // After this run: its output may have told the protocol for the first time.
-                interval = (st.protocol.clone(), kind);
-            }
-            let every = self.class_interval(interval.0.as_deref(), interval.1);
-            if let Some(st) = self.drives.get_mut(&label) {
+                let every = self.cfg.class_interval(st.protocol.as_deref(), kind);
                 st.next_due = Some(Instant::now() + every);
-                st.interval = Some(every);
             }
         }
 
@@ -564,14 +559,15 @@ impl Collector for SmartCollector {
         let now_unix = unix_now();
         for t in &targets {
             if let Some(st) = self.drives.get(&t.label) {
-                render_drive(t, st, now_unix, &mut m);
+                let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
+                render_drive(t, st, every, now_unix, &mut m);
             }
         }
         Ok(Sample { metrics: m, errors })
     }
 }
 
-fn render_drive(t: &Target, st: &DriveState, now: f64, m: &mut MetricSet) {
+fn render_drive(t: &Target, st: &DriveState, every: Duration, now: f64, m: &mut MetricSet) {
     let h = st.last.as_ref();
     let serial = h
         .and_then(|h| h.serial.clone())
@@ -649,13 +645,11 @@ fn render_drive(t: &Target, st: &DriveState, now: f64, m: &mut MetricSet) {
         )
         .push(&l, (now - t0).max(0.0));
     }
-    if let Some(every) = st.interval {
-        m.gauge(
-            "ssdwatch_device_smart_interval_seconds",
-            "Configured time between smartctl runs for this drive (its device class's interval).",
-        )
-        .push(&l, every.as_secs_f64());
-    }
+    m.gauge(
+        "ssdwatch_device_smart_interval_seconds",
+        "Configured time between smartctl runs for this drive (its device class's interval).",
+    )
+    .push(&l, every.as_secs_f64());
     let f = |x: Option<u64>| x.map(|v| v as f64);
     m.gauge(
         "ssdwatch_device_wear_used_ratio",
@@ -887,19 +881,20 @@ mod tests {
         .expect("new");
         // Before the first sample only the /sys kind is known; afterwards smartctl's protocol.
         assert_eq!(
-            c.class_interval(None, Some(DeviceKind::Nvme)).as_secs(),
+            c.cfg.class_interval(None, Some(DeviceKind::Nvme)).as_secs(),
             300
         );
         assert_eq!(
-            c.class_interval(None, Some(DeviceKind::Scsi)).as_secs(),
+            c.cfg.class_interval(None, Some(DeviceKind::Scsi)).as_secs(),
             900
         );
         assert_eq!(
-            c.class_interval(Some("ATA"), Some(DeviceKind::Scsi))
+            c.cfg
+                .class_interval(Some("ATA"), Some(DeviceKind::Scsi))
                 .as_secs(),
             3600
         );
-        assert_eq!(c.class_interval(Some("SCSI"), None).as_secs(), 900);
+        assert_eq!(c.cfg.class_interval(Some("SCSI"), None).as_secs(), 900);
         let mut c = c;
         assert_eq!(
             c.next_delay().as_secs(),
