@@ -80,7 +80,7 @@ enum ProbeCommand {
 
 /// Caps glibc's malloc arenas at two unless MALLOC_ARENA_MAX says otherwise: glibc otherwise
 /// grows up to eight per core, each holding freed memory, for a daemon whose few threads
-/// allocate little. Measured: steady RSS 14.1-15.7 MiB with the default, 11 MiB with two.
+/// allocate little. benches/rss.sh: steady RSS 14.1-15.7 MiB with the default, 11.5-12.9 MiB with two.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {

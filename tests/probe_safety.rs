@@ -41,6 +41,14 @@ fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_t
     let state = tempfile::tempdir().unwrap();
     let mut t = small_target(&fs.mountpoint);
     t.file_size_bytes = 16 << 20;
+    // Under the floor before the first run: not even the probe directory is made.
+    let above = ssdwatch::probe::TargetConfig {
+        free_floor_bytes: fs.avail() + (1 << 20),
+        ..t.clone()
+    };
+    let o = probe_once(&above, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
+    assert!(!fs.probe_dir().exists(), "no probe directory created");
     // Leave 20 MiB: a 16 MiB probe file would take the filesystem under the 8 MiB floor.
     let filler = fs.avail() - (20 << 20);
     run(

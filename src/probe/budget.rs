@@ -145,7 +145,7 @@ mod tests {
     fn concurrent_updates_from_several_processes_are_all_counted() {
         let d = tempfile::tempdir().unwrap();
         // Threads stand in for processes: flock locks belong to the open file description, so
-        // each thread's own open of the lock file contends like another process would.
+        // each thread's own open of the state directory contends like another process would.
         std::thread::scope(|s| {
             for _ in 0..8 {
                 s.spawn(|| {

@@ -436,10 +436,11 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
             format!("{shown}: {avail} bytes available, under the floor of {floor}"),
         )
     };
+    let avail_of = |v: &libc::statvfs| v.f_bavail * frsize;
     // Short of space and no probe directory: nothing of ours to clean up, and not even a
     // directory gets created.
-    if (vfs.f_bavail as u64 * frsize) < floor && !fsafe::exists_at(&target_fd, fsafe::PROBE_DIR) {
-        return low_space(vfs.f_bavail as u64 * frsize);
+    if avail_of(&vfs) < floor && !fsafe::exists_at(&target_fd, fsafe::PROBE_DIR) {
+        return low_space(avail_of(&vfs));
     }
 
     let dir = match fsafe::open_probe_dir(&target_fd, &shown) {
@@ -486,7 +487,7 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
             Err(e) => return skip(t, pl, SkipReason::Error, format!("{shown}: statvfs: {e}")),
         }
     };
-    let avail = vfs.f_bavail as u64 * frsize;
+    let avail = avail_of(&vfs);
     let fill_ratio = (total > 0).then(|| 1.0 - vfs.f_bfree as f64 * frsize as f64 / total as f64);
     if avail < floor {
         return low_space(avail);
@@ -777,11 +778,7 @@ fn run_kind(
             fsafe::check_file(fsafe::PROBE_FILE, &sfd).map_err(std::io::Error::other)?;
             (io::sync_write(&sfd, size, t.write_ops, rng)?, None)
         }
-        ProbeKind::RandRead4k => {
-            let rfd = fsafe::openat(dir, fsafe::PROBE_FILE, libc::O_RDONLY | libc::O_DIRECT, 0)?;
-            fsafe::check_file(fsafe::PROBE_FILE, &rfd).map_err(std::io::Error::other)?;
-            (io::rand_read(&rfd, size, t.read_ops, rng)?, None)
-        }
+        ProbeKind::RandRead4k => (io::rand_read(fd, size, t.read_ops, rng)?, None),
         ProbeKind::RandWrite4k => (
             io::rand_write(fd, size, t.write_ops, t.queue_depth, t.idle_priority)?,
             None,
