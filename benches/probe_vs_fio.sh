@@ -10,6 +10,7 @@
 #   ROUNDS=9 OPS=400 KINDS="sync_write_4k rand_read_4k" benches/probe_vs_fio.sh
 #   PLACES="/srv/data" benches/probe_vs_fio.sh    # only these directories (no loop device)
 #   LOOP_DIRECT_IO=off benches/probe_vs_fio.sh    # buffered loop device (reads from page cache)
+#   PLAIN=1 KINDS=sync_write_4k benches/probe_vs_fio.sh  # also a plain Python loop, a third opinion
 #
 # Output: one line per kind and place, and a final machine-readable line each:
 #   RATIO <kind> <place> <ssdwatch_p50_median/fio_p50_median>
@@ -117,12 +118,41 @@ run_fio() { # place kind -> appends fio's p50 (seconds) to $WORK/fio
         | python3 -c 'import json,sys; d=json.load(sys.stdin); j=d["jobs"][0]; s=j["read"] if j["read"]["total_ios"] else j["write"]; print(s["lat_ns"]["percentile"]["50.000000"]/1e9)' >> "$WORK/fio"
 }
 
+run_plain() { # place kind -> appends a plain loop's p50 (seconds) to $WORK/plain
+    sleep "$SETTLE"
+    python3 - "$1/.ssdwatch-probe/probe.dat" "$2" "$OPS" >> "$WORK/plain" <<'PY'
+# The probe's pattern with nothing around it: one pwrite/preadv per I/O, timed on each side.
+import mmap, os, random, statistics, sys, time
+path, kind, ops = sys.argv[1], sys.argv[2], int(sys.argv[3])
+flags = os.O_DIRECT | (os.O_RDWR | os.O_DSYNC if kind == "sync_write_4k" else os.O_RDONLY)
+fd = os.open(path, flags)
+blocks = os.fstat(fd).st_size // 4096
+buf = mmap.mmap(-1, 4096)
+buf.write(os.urandom(4096))
+start = random.randrange(blocks - ops + 1)
+lat = []
+for i in range(ops):
+    off = (start + i if kind == "sync_write_4k" else random.randrange(blocks)) * 4096
+    t = time.perf_counter_ns()
+    if kind == "sync_write_4k":
+        os.pwrite(fd, buf, off)
+    else:
+        os.preadv(fd, [buf], off)
+    lat.append(time.perf_counter_ns() - t)
+print(statistics.median(lat) / 1e9)
+PY
+}
+
+case " $KINDS " in *" rand_write_4k "*|*" seq_write "*) [ -n "${PLAIN:-}" ] \
+    && { echo "PLAIN=1 covers sync_write_4k and rand_read_4k only" >&2; exit 2; } ;; esac
+
 for p in $PLACES; do
     # Creates the probe file both tools then use.
     "$SSDWATCH" --config "$WORK/config.yaml" probe run --target "$p" --kind rand_read_4k --json >/dev/null
     for k in $KINDS; do
         : > "$WORK/ours"
         : > "$WORK/fio"
+        : > "$WORK/plain"
         i=0
         while [ $i -lt "$ROUNDS" ]; do
             # Which tool goes first alternates too, so neither always runs on a rested drive.
@@ -133,12 +163,13 @@ for p in $PLACES; do
                 run_fio "$p" "$k"
                 run_ours "$p" "$k"
             fi
+            [ -n "${PLAIN:-}" ] && run_plain "$p" "$k"
             i=$((i + 1))
         done
         [ -n "${VERBOSE:-}" ] && paste "$WORK/ours" "$WORK/fio" >&2
-        python3 - "$k" "$p" "$WORK/ours" "$WORK/fio" <<'PY'
+        python3 - "$k" "$p" "$WORK/ours" "$WORK/fio" "$WORK/plain" <<'PY'
 import statistics, sys
-kind, place, a, b = sys.argv[1:]
+kind, place, a, b, c = sys.argv[1:]
 ours = [float(x) for x in open(a)]
 fio = [float(x) for x in open(b)]
 mo, mf = statistics.median(ours), statistics.median(fio)
@@ -149,6 +180,11 @@ paired = statistics.median(o / f for o, f in zip(ours, fio))
 print(f"{'':<14} median of paired ratios {paired:.3f}")
 print(f"RATIO {kind} {place} {mo/mf:.4f}")
 print(f"PAIRED {kind} {place} {paired:.4f}")
+plain = [float(x) for x in open(c)]
+if plain:
+    mp = statistics.median(plain)
+    print(f"{'':<14} plain Python loop p50 median {mp*1e6:9.1f} us: ssdwatch/plain {mo/mp:.3f}, fio/plain {mf/mp:.3f}")
+    print(f"PLAIN {kind} {place} {mo/mp:.4f}")
 PY
     done
 done
