@@ -58,8 +58,18 @@ impl DiskstatsCollector {
     }
 }
 
-/// Parsed stats by device name, and per-device errors.
-pub type StatsRead = (Vec<(String, BlockStat)>, Vec<String>);
+/// One device's parsed stat file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceStat {
+    pub name: String,
+    pub stat: BlockStat,
+    /// The kernel accounts this device's I/O (`queue/iostats`); when it doesn't, the counters
+    /// stay frozen and busy time, idle time and utilization are unknown.
+    pub iostats: bool,
+}
+
+/// Parsed stats of every device, and per-device errors.
+pub type StatsRead = (Vec<DeviceStat>, Vec<String>);
 
 /// Reads the stat file of every device in `<sys>/block`, skipping unbound loop and
 /// uninitialised zram devices (size 0).
@@ -89,7 +99,11 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
             continue; // an unbound loop or uninitialised zram device
         }
         match parse_block_stat(&text) {
-            Ok(s) => out.push((name, s)),
+            Ok(stat) => out.push(DeviceStat {
+                iostats: crate::sysfs::iostats_enabled(sys, &name),
+                name,
+                stat,
+            }),
             Err(e) => errors.push(format!("{}: {e}", path.display())),
         }
     }
@@ -232,10 +246,28 @@ impl Collector for DiskstatsCollector {
             ..Default::default()
         };
         let mut next = HashMap::with_capacity(stats.len());
-        for (name, stat) in stats {
+        for DeviceStat {
+            name,
+            stat,
+            iostats,
+        } in stats
+        {
             stat_metrics(&mut s.metrics, &name, &stat);
+            let seen_before = self.history.contains_key(&name);
             let (h, util) = advance(self.history.get(&name), stat, now);
+            // Frozen counters (I/O accounting off) say nothing about idleness or utilization.
+            let (idle_since, util) = if iostats {
+                (h.idle_since, util)
+            } else {
+                (None, None)
+            };
             let l = [("device", name.as_str())];
+            s.metrics
+                .gauge(
+                    "ssdwatch_disk_iostats_enabled",
+                    "1 when the kernel accounts the device's I/O (queue/iostats); 0 when turned off: its counters then stay frozen and idle time, utilization and probe context are absent.",
+                )
+                .push(&l, if iostats { 1.0 } else { 0.0 });
             s.metrics
                 .gauge(
                     "ssdwatch_disk_last_discard_timestamp_seconds",
@@ -249,17 +281,13 @@ impl Collector for DiskstatsCollector {
                 )
                 .push_opt(
                     &l,
-                    if self.history.contains_key(&name) {
-                        Some(h.idle_since.map(|t| now - t).unwrap_or(0.0))
-                    } else {
-                        None
-                    },
+                    (seen_before && iostats).then(|| idle_since.map(|t| now - t).unwrap_or(0.0)),
                 );
             ctx.shared.set_disk_activity(
                 &name,
                 DiskActivity {
                     last_discard_unix: h.last_discard,
-                    idle_since_unix: h.idle_since,
+                    idle_since_unix: idle_since,
                     utilization_ratio: util,
                     updated_unix: now,
                 },
@@ -414,6 +442,46 @@ mod tests {
         assert_eq!(b.utilization_ratio, Some(0.0));
     }
 
+    /// A device with I/O accounting turned off keeps its counters but gets no idle time and no
+    /// utilization: frozen counters would otherwise read as "idle since the daemon started".
+    #[tokio::test]
+    async fn a_device_without_io_accounting_has_no_idle_time_or_utilization() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("sys/block/nvme0n1");
+        std::fs::create_dir_all(dev.join("queue")).unwrap();
+        std::fs::write(dev.join("stat"), "10 0 80 5 20 0 160 9 0 700 900\n").unwrap();
+        std::fs::write(dev.join("queue/iostats"), "0\n").unwrap();
+        let ctx = Context {
+            roots: std::sync::Arc::new(crate::Roots::fixture(dir.path())),
+            shared: Default::default(),
+        };
+        let mut c = DiskstatsCollector::new(&DiskstatsConfig::default()).unwrap();
+        c.sample(&ctx).await.unwrap();
+        let second = c.sample(&ctx).await.unwrap();
+        let l = [("device", "nvme0n1")];
+        let v = |n| second.metrics.value(n, &l);
+        assert_eq!(v("ssdwatch_disk_iostats_enabled"), Some(0.0));
+        assert_eq!(v("ssdwatch_disk_reads_completed_total"), Some(10.0));
+        assert_eq!(v("ssdwatch_disk_idle_seconds"), None);
+        let a = ctx.shared.disk_activity("nvme0n1").unwrap();
+        assert_eq!((a.idle_since_unix, a.utilization_ratio), (None, None));
+        // Turned back on: the derived figures come back.
+        std::fs::write(dev.join("queue/iostats"), "1\n").unwrap();
+        let third = c.sample(&ctx).await.unwrap();
+        assert_eq!(
+            third.metrics.value("ssdwatch_disk_iostats_enabled", &l),
+            Some(1.0)
+        );
+        assert!(
+            third
+                .metrics
+                .value("ssdwatch_disk_idle_seconds", &l)
+                .is_some()
+        );
+        let a = ctx.shared.disk_activity("nvme0n1").unwrap();
+        assert_eq!(a.utilization_ratio, Some(0.0));
+    }
+
     #[test]
     fn a_bad_stat_file_is_a_named_error_and_the_rest_still_read() {
         let dir = tempfile::tempdir().unwrap();
@@ -424,7 +492,8 @@ mod tests {
         std::fs::write(block.join("sdb/stat"), "1 0 8 1 2 0 16 1 0 3 4\n").unwrap();
         let (stats, errors) = read_all(dir.path()).unwrap();
         assert_eq!(stats.len(), 1);
-        assert_eq!(stats[0].0, "sdb");
+        assert_eq!(stats[0].name, "sdb");
+        assert!(stats[0].iostats, "no queue/iostats attribute: accounted");
         assert_eq!(errors.len(), 1);
         assert!(errors[0].contains("sda/stat"), "{errors:?}");
         assert!(read_all(&dir.path().join("nope")).is_err());

@@ -351,12 +351,15 @@ pub fn place(dir: &Path, st_dev: u64, roots: &Roots) -> Result<Placement, String
     })
 }
 
-/// io_ticks (ms the drive had I/O in flight) of each drive, summed over the drives; None when
-/// any can't be read.
+/// io_ticks (ms the drive had I/O in flight) of each drive; None when any can't be read or
+/// has I/O accounting turned off (`queue/iostats` 0: its counters don't move).
 pub fn io_ticks_ms(roots: &Roots, drives: &[String]) -> Option<Vec<u64>> {
     drives
         .iter()
         .map(|d| {
+            if !crate::sysfs::iostats_enabled(&roots.sys, d) {
+                return None;
+            }
             let p = roots.sys.join("block").join(d).join("stat");
             let text = std::fs::read_to_string(p).ok()?;
             crate::sysfs::blockstat::parse_block_stat(&text)
@@ -945,6 +948,20 @@ mod tests {
         assert_eq!(utilization(&[0, 100], &[500, 200], 1.0), Some(0.5));
         assert_eq!(utilization(&[0], &[3000], 1.0), Some(1.0));
         assert_eq!(utilization(&[0], &[10], 0.0), None);
+    }
+
+    #[test]
+    fn io_ticks_are_unknown_for_a_drive_without_io_accounting() {
+        let dir = tempfile::tempdir().unwrap();
+        for (dev, iostats) in [("sda", "1"), ("sdb", "0")] {
+            let d = dir.path().join("sys/block").join(dev);
+            std::fs::create_dir_all(d.join("queue")).unwrap();
+            std::fs::write(d.join("stat"), "1 0 8 1 2 0 16 1 0 3 4\n").unwrap();
+            std::fs::write(d.join("queue/iostats"), iostats).unwrap();
+        }
+        let roots = Roots::fixture(dir.path());
+        assert_eq!(io_ticks_ms(&roots, &["sda".into()]), Some(vec![3]));
+        assert_eq!(io_ticks_ms(&roots, &["sda".into(), "sdb".into()]), None);
     }
 
     #[test]

@@ -16,6 +16,14 @@ pub fn read_attr(path: &Path) -> Option<String> {
     Some(t.to_string())
 }
 
+/// Whether the kernel accounts I/O statistics for the block device `name` (`queue/iostats`).
+/// Some database hosts turn it off for speed; the device's stat counters then stay frozen, so
+/// busy time, idle time and utilization derived from them are unknown rather than zero.
+/// A device without the attribute (partitions, old kernels) counts as accounted.
+pub fn iostats_enabled(sys: &Path, name: &str) -> bool {
+    read_u64(&sys.join("block").join(name).join("queue").join("iostats")) != Some(0)
+}
+
 /// Reads a sysfs attribute as an unsigned integer.
 pub fn read_u64(path: &Path) -> Option<u64> {
     read_attr(path)?.parse().ok()
