@@ -104,12 +104,16 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
     }
     let threads = thread_count();
     eprintln!("slowest scrape {slowest:?}; threads {base_threads} -> {threads}");
+    // A scrape that waited on the hung mount would never return; the bound only has to be far
+    // below that and above what a loaded 2-core machine needs for a fresh connection (here ~2 ms).
     assert!(
-        slowest < Duration::from_millis(100),
+        slowest < Duration::from_secs(1),
         "a scrape took {slowest:?}"
     );
+    // Piling up would add a thread per sample (ten here); a little slack for the runtime's own
+    // blocking pool coming and going.
     assert!(
-        threads <= base_threads + 2,
+        threads <= base_threads + 4,
         "threads grew from {base_threads} to {threads}"
     );
 

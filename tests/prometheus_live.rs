@@ -12,6 +12,7 @@
 mod support;
 
 use serde_json::Value as Json;
+use ssdwatch::snapshot::unix_now;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::TcpListener;
@@ -144,6 +145,27 @@ impl Prom {
             Some("scalar") | Some("string") => Ok(vec![j["data"]["result"].clone()]),
             other => Err(format!("unexpected result type {other:?}")),
         }
+    }
+
+    /// A range query, as Grafana evaluates annotations over the dashboard's time range.
+    fn query_range(&self, expr: &str, start: f64, end: f64) -> Result<Vec<Json>, String> {
+        let mut r = agent()
+            .get(&format!("{}/api/v1/query_range", self.base))
+            .query("query", expr)
+            .query("start", format!("{start:.3}"))
+            .query("end", format!("{end:.3}"))
+            .query("step", "1")
+            .call()
+            .map_err(|e| format!("HTTP: {e}"))?;
+        let body = r
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| format!("body: {e}"))?;
+        let j: Json = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        if j["status"] != "success" {
+            return Err(format!("{}: {}", j["errorType"], j["error"]));
+        }
+        Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
     }
 
     fn wait_for(&self, what: &str, expr: &str, timeout: Duration) {
@@ -390,6 +412,7 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         r#"count_over_time(up{job="ssdwatch"}[1m]) >= 3"#,
         Duration::from_secs(20),
     );
+    let trimmed_at = unix_now();
     let out = run("fstrim", &["-v", &mp]);
     eprintln!("fstrim: {}", out.trim());
     prom.wait_for(
@@ -440,7 +463,14 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         for (what, expr) in queries(&d) {
             let q = substitute(&expr, &instance);
             evaluated += 1;
-            match prom.query(&q) {
+            // Annotations are range queries over the dashboard's window (here: since the
+            // fstrim, however long the waits above took); panels are instant queries.
+            let r = if what.starts_with("annotation: ") {
+                prom.query_range(&q, trimmed_at, unix_now())
+            } else {
+                prom.query(&q)
+            };
+            match r {
                 Ok(r) => *has_data.entry(what).or_default() |= !r.is_empty(),
                 Err(e) => failures.push(format!("{file} / {what}: query error {e}\n    {q}")),
             }

@@ -826,11 +826,11 @@ mod tests {
                 ("/hung".to_string(), PathBuf::from("/hung")),
             ]
         };
-        let r = guard.run(&src, jobs(), Duration::from_millis(100)).await;
+        let r = guard.run(&src, jobs(), Duration::from_millis(300)).await;
         assert!(matches!(r["/ok"], StatResult::Done(Ok(_))));
         assert!(matches!(r["/hung"], StatResult::Stuck));
         // Second round: the hung call is still outstanding, so no new thread is started for it.
-        let r = guard.run(&src, jobs(), Duration::from_millis(100)).await;
+        let r = guard.run(&src, jobs(), Duration::from_millis(300)).await;
         assert!(matches!(r["/hung"], StatResult::Stuck));
         assert!(matches!(r["/ok"], StatResult::Done(Ok(_))));
         assert_eq!(guard.outstanding().len(), 1);
@@ -850,7 +850,7 @@ mod tests {
         let mut stuck_rounds = Vec::new();
         for _ in 0..4 {
             let r = guard
-                .run(&src, jobs.clone(), Duration::from_millis(50))
+                .run(&src, jobs.clone(), Duration::from_millis(300))
                 .await;
             assert_eq!(r.len(), 5, "every mount gets an answer: {r:?}");
             stuck_rounds.push(
@@ -877,7 +877,7 @@ mod tests {
             .collect();
         for _ in 0..3 {
             let r = guard
-                .run(&src, jobs.clone(), Duration::from_millis(50))
+                .run(&src, jobs.clone(), Duration::from_millis(300))
                 .await;
             let stuck = r
                 .values()
@@ -926,7 +926,7 @@ mod tests {
         );
         std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
         let cfg = FilesystemConfig {
-            statfs_timeout: Duration::from_millis(100),
+            statfs_timeout: Duration::from_millis(300),
             ..Default::default()
         };
         let s = sample_tree(dir.path(), cfg).await;
