@@ -1,10 +1,17 @@
 //! Probe safety on real loop-mounted ext4 filesystems (root): every gate that protects a
 //! production database host, checked against what actually lands on the filesystem.
+//!
+//! No test assumes a disk speed or a kernel tick rate: the busy test waits until the kernel's own
+//! io_ticks show the drive busy and checks the probe's figure against that count, the kill test
+//! stops the run between system calls instead of racing it, the budget test redoes a scenario
+//! that straddled UTC midnight, and the loop images are small, with TMPDIR's room checked first
+//! (a test that can't get the space says so and skips).
 
 mod support;
 
 use ssdwatch::probe::{Outcome, ProbeKind, RunInputs, SkipReason, run_target};
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 use support::*;
 
 fn probe_once(
@@ -32,12 +39,76 @@ fn reason(o: &Outcome) -> Option<SkipReason> {
     }
 }
 
+/// A loop-mounted ext4 of `size_mib` (no reserved blocks), or None, saying why, when the
+/// directory its image goes in (TMPDIR) could not hold the image filled up. The image is sparse
+/// and no test here fills it, but on a tmpfs /tmp running short means ENOSPC or the OOM killer
+/// halfway through, which says nothing about the probe.
+fn loop_fs(test: &str, size_mib: u64) -> Option<LoopFs> {
+    let dir = std::env::temp_dir();
+    let need = size_mib << 20;
+    match nix::sys::statvfs::statvfs(&dir) {
+        Ok(v) => {
+            let free = v.blocks_available() * v.fragment_size();
+            if free < need {
+                eprintln!(
+                    "SKIP {test}: {} has {} MiB free, the {size_mib} MiB loop image needs up to {size_mib} MiB (set TMPDIR to a larger filesystem)",
+                    dir.display(),
+                    free >> 20
+                );
+                return None;
+            }
+        }
+        Err(e) => eprintln!(
+            "note: statvfs {}: {e}; free space not checked",
+            dir.display()
+        ),
+    }
+    // A tmpfs holds its files in memory: its size may be set above what is actually free.
+    let on_tmpfs = nix::sys::statfs::statfs(&dir)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    if on_tmpfs
+        && let Some(avail) = mem_available_bytes()
+        && avail < need
+    {
+        eprintln!(
+            "SKIP {test}: {} is a tmpfs and only {} MiB of memory is available, the {size_mib} MiB loop image needs up to {size_mib} MiB (set TMPDIR to a disk-backed filesystem)",
+            dir.display(),
+            avail >> 20
+        );
+        return None;
+    }
+    Some(LoopFs::no_reserve(size_mib))
+}
+
+/// MemAvailable from /proc/meminfo.
+fn mem_available_bytes() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|kib| kib << 10)
+}
+
+/// The probe's UTC day number (what its daily write budget is kept by).
+fn utc_day() -> u64 {
+    ssdwatch::probe::budget::Usage::default()
+        .at(ssdwatch::snapshot::unix_now())
+        .day
+}
+
 #[test]
 fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_the_floor() {
     if !require_root("low_space") {
         return;
     }
-    let fs = LoopFs::no_reserve(64);
+    let Some(fs) = loop_fs("low_space", 64) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let mut t = small_target(&fs.mountpoint);
     t.file_size_bytes = 16 << 20;
@@ -92,7 +163,9 @@ fn a_probe_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_at_
     if !require_root("symlink") {
         return;
     }
-    let fs = LoopFs::no_reserve(64);
+    let Some(fs) = loop_fs("symlink", 64) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let victim = fs.mountpoint.join("victim");
     std::fs::create_dir(&victim).unwrap();
@@ -123,7 +196,9 @@ fn a_read_only_remount_is_skipped_as_readonly() {
     if !require_root("readonly") {
         return;
     }
-    let fs = LoopFs::no_reserve(64);
+    let Some(fs) = loop_fs("readonly", 64) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let t = small_target(&fs.mountpoint);
     run(
@@ -134,19 +209,85 @@ fn a_read_only_remount_is_skipped_as_readonly() {
     assert_eq!(reason(&o), Some(SkipReason::Readonly), "{o:?}");
 }
 
+/// What the budget test's runs returned, kept for checking once it is known they all ran on one
+/// UTC day.
+struct BudgetRuns {
+    first: std::process::Output,
+    second: std::process::Output,
+    third: std::process::Output,
+    saved: Option<ssdwatch::probe::budget::Usage>,
+    library: Outcome,
+}
+
 #[test]
 fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
     if !require_root("budget") {
         return;
     }
-    let fs = LoopFs::no_reserve(64);
+    // The byte budget is per UTC day and starts over at midnight, so runs straddling it prove
+    // nothing. A scenario that did is done again on a fresh filesystem: it takes seconds, so
+    // the second one falls within one day.
+    for _ in 0..2 {
+        let day = utc_day();
+        let Some((runs, t)) = budget_scenario() else {
+            return;
+        };
+        if utc_day() != day {
+            eprintln!("note: the UTC day changed during the budget scenario; running it again");
+            continue;
+        }
+        let BudgetRuns {
+            first,
+            second,
+            third,
+            saved,
+            library,
+        } = runs;
+        let text = String::from_utf8_lossy(&first.stdout);
+        assert!(first.status.success(), "{text}");
+        let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+        assert_eq!(v["outcome"], "ran");
+        assert_eq!(v["budget_skipped"].as_array().unwrap().len(), 0, "{text}");
+        // The second run can afford only one of the two kinds.
+        let second: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+        assert_eq!(second["outcome"], "ran");
+        assert_eq!(
+            second["budget_skipped"],
+            serde_json::json!(["rand_write_4k"])
+        );
+        assert_eq!(third.status.code(), Some(1));
+        let v: serde_json::Value = serde_json::from_slice(&third.stdout).unwrap();
+        assert_eq!(v["reason"], "budget", "{v}");
+        let saved = saved.unwrap_or_else(|| panic!("no budget saved for {}", t.path.display()));
+        assert_eq!(saved.day, day);
+        assert_eq!(
+            saved.written_bytes,
+            t.file_size_bytes
+                + 2 * t.planned_bytes(ProbeKind::SyncWrite4k)
+                + t.planned_bytes(ProbeKind::RandWrite4k)
+        );
+        // The library path (the daemon's) sees the same state.
+        assert_eq!(reason(&library), Some(SkipReason::Budget), "{library:?}");
+        return;
+    }
+    panic!("the UTC day changed during both runs of the budget scenario");
+}
+
+/// Three `probe run` processes and one library run on a fresh filesystem whose budget affords
+/// the probe file and three 4 KiB write runs; None when there is no room for the loop image.
+fn budget_scenario() -> Option<(BudgetRuns, ssdwatch::probe::TargetConfig)> {
+    let fs = loop_fs("budget", 64)?;
     let state = tempfile::tempdir().unwrap();
     // Room for the probe file and one run of the 4 KiB writers, not two.
     let mut t = small_target(&fs.mountpoint);
     t.kinds = vec![ProbeKind::SyncWrite4k, ProbeKind::RandWrite4k];
-    t.budget_bytes_per_day = t.file_size_bytes + 3 * 16 * 4096;
+    t.budget_bytes_per_day = t.file_size_bytes
+        + 2 * t.planned_bytes(ProbeKind::SyncWrite4k)
+        + t.planned_bytes(ProbeKind::RandWrite4k);
+    // No busy window: the budget gate comes first, and whatever else the host is doing must
+    // not turn a run that should happen into a busy skip.
     let cfg = format!(
-        "state_dir: {}\ncollectors:\n  probe:\n    targets:\n      - path: {}\n        kinds: [sync_write_4k, rand_write_4k]\n        file_size_bytes: {}\n        free_floor_bytes: {}\n        free_floor_ratio: 0.0\n        budget_bytes_per_day: {}\n",
+        "state_dir: {}\ncollectors:\n  probe:\n    busy_window: 0s\n    targets:\n      - path: {}\n        kinds: [sync_write_4k, rand_write_4k]\n        file_size_bytes: {}\n        free_floor_bytes: {}\n        free_floor_ratio: 0.0\n        budget_bytes_per_day: {}\n",
         state.path().display(),
         fs.mountpoint.display(),
         t.file_size_bytes,
@@ -171,51 +312,89 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
     };
     // Each invocation is a new process: only the state file carries the budget over.
     let first = probe_run();
-    let text = String::from_utf8_lossy(&first.stdout);
-    assert!(first.status.success(), "{text}");
-    let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
-    assert_eq!(v["outcome"], "ran");
-    assert_eq!(v["budget_skipped"].as_array().unwrap().len(), 0, "{text}");
-    // The second run can afford only one of the two kinds.
-    let second: serde_json::Value = serde_json::from_slice(&probe_run().stdout).unwrap();
-    assert_eq!(second["outcome"], "ran");
-    assert_eq!(
-        second["budget_skipped"],
-        serde_json::json!(["rand_write_4k"])
-    );
+    let second = probe_run();
     let third = probe_run();
-    assert_eq!(third.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&third.stdout).unwrap();
-    assert_eq!(v["reason"], "budget", "{v}");
-    let saved = ssdwatch::probe::budget::load(state.path()).unwrap();
-    let key = fs.mountpoint.to_str().unwrap();
-    assert_eq!(
-        saved.targets[key].written_bytes,
-        t.file_size_bytes + 3 * 16 * 4096
-    );
-    // The library path (the daemon's) sees the same state.
-    assert_eq!(
-        reason(&probe_once(&t, state.path(), Duration::ZERO)),
-        Some(SkipReason::Budget)
-    );
+    let saved = ssdwatch::probe::budget::load(state.path())
+        .unwrap()
+        .targets
+        .remove(fs.mp());
+    let library = probe_once(&t, state.path(), Duration::ZERO);
+    let runs = BudgetRuns {
+        first,
+        second,
+        third,
+        saved,
+        library,
+    };
+    Some((runs, t))
 }
+
+/// Stops a child with SIGSTOP and waits until it is stopped: true then, false if it exited
+/// instead (left unreaped, for `Child::wait`). A process stops only on its way back to user
+/// space, so while it is stopped no system call of its is half done.
+fn stop(child: &std::process::Child) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).is_err() {
+        return false;
+    }
+    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(pid), flags) {
+            Ok(WaitStatus::Stopped(..)) => return true,
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => return false,
+            Err(nix::errno::Errno::EINTR) => {}
+            other => panic!("waitid {pid}: {other:?}"),
+        }
+    }
+}
+
+fn resume(child: &std::process::Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+}
+
+/// Size of the probe file the killed run was creating.
+const KILLED_FILE_BYTES: u64 = 64 << 20;
 
 #[test]
 fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
     if !require_root("kill -9") {
         return;
     }
-    let fs = LoopFs::no_reserve(1024);
-    let state = tempfile::tempdir().unwrap();
-    let cfg_path = state.path().join("config.yaml");
-    // A big probe file makes its creation long enough to kill in the middle.
+    // The run is stepped with SIGSTOP/SIGCONT and killed while stopped, so catching it in the
+    // middle of creating its probe file needs no file big enough to outlast a polling loop on a
+    // fast disk. Should one step still cover the whole creation (this thread descheduled for
+    // that long), that attempt proves nothing and is done again.
+    for attempt in 1..=3 {
+        let Some(fs) = loop_fs("kill -9", 128) else {
+            return;
+        };
+        let state = tempfile::tempdir().unwrap();
+        if killed_mid_creation(&fs, state.path()) {
+            check_leftovers_are_removed(&fs, state.path());
+            return;
+        }
+        eprintln!(
+            "note: attempt {attempt}: the probe file was complete before the run could be stopped; again"
+        );
+    }
+    panic!("the probe run could not be caught creating its probe file in 3 attempts");
+}
+
+/// Starts `probe run` creating a KILLED_FILE_BYTES probe file and SIGKILLs it once the file is
+/// allocated (fallocate sets its full size) and not yet renamed into place; false when it could
+/// not be caught before the file was complete.
+fn killed_mid_creation(fs: &LoopFs, state: &Path) -> bool {
+    let cfg_path = state.join("config.yaml");
+    // No busy window: background I/O on the new filesystem must not make this run skip.
     std::fs::write(
         &cfg_path,
         format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    targets:\n      - path: {}\n        file_size_bytes: {}\n        budget_bytes_per_day: {}\n        free_floor_bytes: 8388608\n        free_floor_ratio: 0.0\n",
-            state.path().display(),
+            "state_dir: {}\ncollectors:\n  probe:\n    busy_window: 0s\n    targets:\n      - path: {}\n        file_size_bytes: {}\n        budget_bytes_per_day: {}\n        free_floor_bytes: 8388608\n        free_floor_ratio: 0.0\n",
+            state.display(),
             fs.mountpoint.display(),
-            768u64 << 20,
+            KILLED_FILE_BYTES,
             4u64 << 30
         ),
     )
@@ -234,41 +413,119 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
         .unwrap();
     let mut child = KillOnDrop(child);
     let partial = fs.probe_dir().join("probe.dat.partial");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    // Killed once the file is allocated (fallocate sets its full size) and being filled.
-    let allocated = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.len() == 768 << 20);
-    while !allocated(&partial) {
+    let done = fs.probe_dir().join("probe.dat");
+    let allocated = |p: &Path| p.metadata().is_ok_and(|m| m.len() == KILLED_FILE_BYTES);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if !stop(&child.0) {
+            if done.exists() {
+                return false;
+            }
+            panic!(
+                "probe run ended before it could be killed: {:?}",
+                child.0.wait()
+            );
+        }
+        if allocated(&partial) {
+            child.0.kill().unwrap();
+            child.0.wait().unwrap();
+            return true;
+        }
+        if done.exists() {
+            return false;
+        }
         assert!(
-            std::time::Instant::now() < deadline,
+            Instant::now() < deadline,
             "probe file creation never started"
         );
-        assert!(
-            child.0.try_wait().unwrap().is_none(),
-            "probe run ended before it could be killed"
-        );
-        std::thread::sleep(Duration::from_millis(2));
+        resume(&child.0);
+        std::thread::sleep(Duration::from_micros(200));
     }
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
+}
+
+fn check_leftovers_are_removed(fs: &LoopFs, state: &Path) {
     let left = names_in(&fs.probe_dir());
     assert!(left.contains(&"running".to_string()), "{left:?}");
     assert!(left.contains(&"probe.dat.partial".to_string()), "{left:?}");
+    let partial = fs.probe_dir().join("probe.dat.partial");
+    let held = std::os::unix::fs::MetadataExt::blocks(&partial.metadata().unwrap()) * 512;
+    assert!(
+        held >= KILLED_FILE_BYTES,
+        "the leftover holds its space: {held} bytes"
+    );
 
-    // The half-created file holds the filesystem under this floor; it is removed before the
-    // space gate judges, so it can't keep every later run out as low_space.
+    // The half-created file holds the filesystem under this floor (half its size above what is
+    // available now); it is removed before the space gate judges, so it can't keep every later
+    // run out as low_space.
     let mut t = small_target(&fs.mountpoint);
     t.kinds = vec![ProbeKind::RandRead4k];
-    t.free_floor_bytes = 400 << 20;
-    assert!(
-        fs.avail() < t.free_floor_bytes,
-        "the leftover holds the filesystem under the floor: {} bytes available",
-        fs.avail()
-    );
-    let o = probe_once(&t, state.path(), Duration::ZERO);
+    t.free_floor_bytes = fs.avail() + KILLED_FILE_BYTES / 2;
+    let o = probe_once(&t, state, Duration::ZERO);
     let Outcome::Ran(r) = o else { panic!("{o:?}") };
     assert_eq!(r.removed_leftovers, vec!["probe.dat.partial", "running"]);
     assert_eq!(names_in(&fs.probe_dir()), vec!["probe.dat"]);
-    assert!(fs.avail() > t.free_floor_bytes);
+    assert!(
+        fs.avail() > t.free_floor_bytes,
+        "{} bytes available, floor {}",
+        fs.avail(),
+        t.free_floor_bytes
+    );
+}
+
+/// How long the busy test's probe watches the drive.
+const BUSY_WINDOW: Duration = Duration::from_secs(1);
+
+/// The coarsest kernel tick (HZ=100). io_ticks advances in whole ticks, so the count over an
+/// interval can exceed the interval by up to a tick.
+const JIFFY: Duration = Duration::from_millis(10);
+
+/// io_ticks of a block device as the kernel counts them: ms with I/O in flight, field 10 of
+/// /sys/block/<dev>/stat (read here directly, not through the code under test).
+fn kernel_io_ticks_ms(dev: &str) -> u64 {
+    let p = format!("/sys/block/{dev}/stat");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    text.split_whitespace()
+        .nth(9)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{p}: no io_ticks field in {text:?}"))
+}
+
+/// The kernel's busy count of a drive over a stretch of wall time.
+struct Busy {
+    ticks: Duration,
+    wall: Duration,
+}
+
+impl Busy {
+    /// Runs `f`, counting the drive's busy time around it.
+    fn around<T>(dev: &str, f: impl FnOnce() -> T) -> (T, Busy) {
+        let b = kernel_io_ticks_ms(dev);
+        let t0 = Instant::now();
+        let v = f();
+        let a = kernel_io_ticks_ms(dev);
+        let wall = t0.elapsed();
+        let ticks = Duration::from_millis(a.saturating_sub(b));
+        (v, Busy { ticks, wall })
+    }
+
+    fn ratio(&self) -> f64 {
+        (self.ticks.as_secs_f64() / self.wall.as_secs_f64()).min(1.0)
+    }
+
+    /// Bounds on the utilization measured over any window inside this one lasting at least
+    /// `min`. Its busy time can't exceed all of this one's; and all of this one's busy time
+    /// outside it (at most that stretch's length plus a tick at each end) is missing from it.
+    fn bounds_inside(&self, min: Duration) -> (f64, f64) {
+        let (ticks, wall, min) = (
+            self.ticks.as_secs_f64(),
+            self.wall.as_secs_f64(),
+            min.as_secs_f64(),
+        );
+        let idle = wall - ticks + 2.0 * JIFFY.as_secs_f64();
+        let lo = (1.0 - idle / min).clamp(0.0, 1.0);
+        let hi = (ticks / min).min(1.0);
+        (lo, hi)
+    }
 }
 
 #[test]
@@ -276,8 +533,17 @@ fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
     if !require_root("busy") || !require_cmd("busy", "fio", "fio") {
         return;
     }
-    let fs = LoopFs::no_reserve(256);
+    let Some(fs) = loop_fs("busy", 128) else {
+        return;
+    };
+    let dev = fs.kernel_name();
+    let iostats = std::fs::read_to_string(format!("/sys/block/{dev}/queue/iostats"));
+    if iostats.is_ok_and(|s| s.trim() == "0") {
+        eprintln!("SKIP busy: {dev} has I/O accounting off (queue/iostats 0): no busy time to see");
+        return;
+    }
     let state = tempfile::tempdir().unwrap();
+    let fio_err = fs.dir.path().join("fio.stderr");
     let fio = std::process::Command::new("fio")
         .args([
             "--name=bg",
@@ -285,21 +551,110 @@ fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
             "--bs=4k",
             "--direct=1",
             "--fsync=1",
-            "--size=64m",
+            "--size=32m",
             "--time_based",
-            "--runtime=30",
+            "--runtime=60",
             "--numjobs=2",
+            // Jobs as threads of the one process, so that killing it stops them all: forked
+            // jobs outlive a SIGKILLed fio and go on writing after the test.
+            "--thread",
         ])
         .arg(format!("--directory={}", fs.mountpoint.display()))
         .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&fio_err).unwrap())
         .spawn()
         .unwrap();
-    let _fio = KillOnDrop(fio);
-    std::thread::sleep(Duration::from_millis(1500));
-    let t = small_target(&fs.mountpoint);
-    let o = probe_once(&t, state.path(), Duration::from_secs(1));
-    assert_eq!(reason(&o), Some(SkipReason::Busy), "{o:?}");
-    assert!(!fs.probe_dir().join("probe.dat").exists());
+    let mut fio = KillOnDrop(fio);
+    let mut t = small_target(&fs.mountpoint);
+    // Room for every run the load dipping could let through (the byte budget comes first).
+    t.budget_bytes_per_day = 1 << 30;
+    let threshold = t.busy_threshold;
+    // fio lays out its files before it writes, and how busy its writes keep the drive depends
+    // on the disk and on the kernel's tick: wait until the kernel's own count, over a window as
+    // long as the probe's, shows the drive above the threshold.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let shown_busy =
+        regex::Regex::new(r"drive (\S+) (\d+)% busy, above the (\d+)% threshold").unwrap();
+    let mut highest = 0.0f64;
+    let mut dipped = 0;
+    loop {
+        if let Some(status) = fio.0.try_wait().unwrap() {
+            eprintln!(
+                "SKIP busy: fio exited ({status}) before the drive was busy: {}",
+                std::fs::read_to_string(&fio_err).unwrap_or_default().trim()
+            );
+            return;
+        }
+        if Instant::now() >= deadline {
+            let dipped = if dipped == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; above it {dipped} time(s), but each time not in the probe's window that followed, by the kernel's count too"
+                )
+            };
+            eprintln!(
+                "SKIP busy: fio never kept {dev} above {:.0}% busy over a {BUSY_WINDOW:?} window in 20 s by the kernel's io_ticks (highest {:.1}%){dipped}: this machine can't keep the drive busy",
+                threshold * 100.0,
+                highest * 100.0
+            );
+            return;
+        }
+        let ((), seen) = Busy::around(&dev, || std::thread::sleep(BUSY_WINDOW));
+        highest = highest.max(seen.ratio());
+        if seen.ratio() <= threshold {
+            continue;
+        }
+        // Busy by the kernel's count: the probe's look must agree with the kernel over the
+        // same span (its window lies inside this one).
+        let (o, around) = Busy::around(&dev, || probe_once(&t, state.path(), BUSY_WINDOW));
+        let (lo, hi) = around.bounds_inside(BUSY_WINDOW);
+        let kernel = format!(
+            "kernel: {} ms busy in {:?} around the probe, so {:.1}%..{:.1}% in its window",
+            around.ticks.as_millis(),
+            around.wall,
+            lo * 100.0,
+            hi * 100.0
+        );
+        match o {
+            Outcome::Skipped(sk) if sk.reason == SkipReason::Busy => {
+                let device = sk.placement.as_ref().map(|p| p.device().to_string());
+                assert_eq!(device.as_deref(), Some(dev.as_str()), "{sk:?}");
+                let c = shown_busy
+                    .captures(&sk.detail)
+                    .unwrap_or_else(|| panic!("no utilization in {:?}", sk.detail));
+                assert_eq!(&c[1], dev, "{}", sk.detail);
+                // Shown rounded to a whole percent.
+                let shown: f64 = c[2].parse().unwrap();
+                let (min, max) = ((shown - 0.5) / 100.0, (shown + 0.5) / 100.0);
+                assert!(max > threshold, "{}", sk.detail);
+                assert!(max >= lo && min <= hi, "probe: {}; {kernel}", sk.detail);
+                assert!(!fs.probe_dir().join("probe.dat").exists());
+                return;
+            }
+            Outcome::Ran(r) => {
+                // fio's load dipped: fine only if the kernel agrees the drive may not have been
+                // busy in the probe's window.
+                let u = r
+                    .context
+                    .utilization_before_ratio
+                    .unwrap_or_else(|| panic!("the busy gate measured nothing: {r:?}"));
+                assert!(
+                    (lo - 1e-9..=hi + 1e-9).contains(&u),
+                    "probe ran seeing {:.1}% busy; {kernel}",
+                    u * 100.0
+                );
+                eprintln!(
+                    "note: the probe ran seeing {dev} {:.1}% busy ({kernel}); waiting for busy again",
+                    u * 100.0
+                );
+                dipped += 1;
+                // Start over with no probe file, so that a busy skip is seen to write nothing.
+                std::fs::remove_file(fs.probe_dir().join("probe.dat")).unwrap();
+            }
+            o => panic!("{o:?}"),
+        }
+    }
 }
 
 #[test]
@@ -307,7 +662,9 @@ fn a_second_run_on_a_target_in_use_is_skipped_as_busy_and_leaves_its_files_alone
     if !require_root("concurrent run") {
         return;
     }
-    let fs = LoopFs::no_reserve(64);
+    let Some(fs) = loop_fs("concurrent run", 64) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let mut t = small_target(&fs.mountpoint);
     t.kinds = vec![ProbeKind::RandRead4k];
