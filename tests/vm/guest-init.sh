@@ -13,6 +13,15 @@ R=/out
 LOG=$R/log.txt
 log() { echo "e2e: [$(cut -d' ' -f1 /proc/uptime)] $*" | tee -a $LOG; }
 fail() { log "FAILED: $*"; finish; }
+uptime_s() { cut -d. -f1 /proc/uptime; }
+# The host names its accelerator on the kernel command line (tests/vm/run.sh). Nothing below
+# sleeps a fixed time: every wait polls for what it needs, and SLOW only stretches the deadlines
+# after which a wait gives up (and the host's checks then say what is missing).
+SLOW=3
+case " $(cat /proc/cmdline) " in
+  *" ssdwatch.accel=kvm "*) SLOW=1 ;;
+esac
+log "deadlines scaled by $SLOW ($(grep -o 'ssdwatch.accel=[a-z]*' /proc/cmdline || echo 'accelerator not named'))"
 # Bytes each drive gets written with O_DIRECT between the first two samples.
 WRITE_MIB=64
 
@@ -34,13 +43,18 @@ for m in /modules/*.ko; do
 done
 ip link set lo up
 
-# Wait for the drives the host attached (probing takes a moment under emulation).
-i=0
-while [ $i -lt 100 ]; do
-  [ -b /dev/nvme0n1 ] && [ -b /dev/nvme1n1 ] && [ -b /dev/sda ] && [ -b /dev/vda ] && [ -b /dev/vdd ] \
-    && break
-  sleep 0.1; i=$((i + 1))
+# Wait for the drives the host attached (probing takes a moment under emulation): two NVMe
+# namespaces, the SATA disk and the four virtio disks (the one under dm, two md members, scratch).
+drives_present() {
+  [ -b /dev/nvme0n1 ] && [ -b /dev/nvme1n1 ] && [ -b /dev/sda ] \
+    && [ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 4 ]
+}
+t0=$(uptime_s)
+until drives_present; do
+  [ $(($(uptime_s) - t0)) -ge $((20 * SLOW)) ] && { log "drives still missing after $((20 * SLOW)) s"; break; }
+  sleep 0.1
 done
+log "drives present: $(ls /sys/block | tr '\n' ' ')"
 SCRATCH=
 VIRT=
 for d in /sys/block/vd*; do
@@ -105,13 +119,18 @@ listing() {
     done
   done
 }
+# smartctl's own reading of each drive, with the options the daemon's first run of a drive uses
+# (smartctl_args in src/collector/smart.rs), so its exit status compares bit for bit.
+SMARTCTL_ARGS="--json=c --info --health --attributes --nocheck=standby"
 smart_json() {
-  smartctl --json -a /dev/$NVMEC > $R/smartctl-nvme-$1.json 2>&1; echo $? > $R/smartctl-nvme-$1.rc
-  smartctl --json -a /dev/sda > $R/smartctl-sata-$1.json 2>&1; echo $? > $R/smartctl-sata-$1.rc
-  smartctl --json -a /dev/$WARNC > $R/smartctl-warning-$1.json 2>&1; echo $? > $R/smartctl-warning-$1.rc
+  for spec in nvme:$NVME sata:sda warning:${WARNC}n1 virtio:$VIRT; do
+    name=${spec%%:*}; dev=${spec#*:}
+    smartctl $SMARTCTL_ARGS /dev/$dev > $R/smartctl-$name-$1.json 2> $R/smartctl-$name-$1.err
+    echo $? > $R/smartctl-$name-$1.rc
+  done
 }
 sample() {
-  timeout 60 ssdwatch --config /etc/ssdwatch/guest-sample.yaml sample > $R/sample-$1.prom 2> $R/sample-$1.err
+  timeout $((60 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-sample.yaml sample > $R/sample-$1.prom 2> $R/sample-$1.err
   echo $? > $R/sample-$1.rc
   cat /sys/block/$NVME/stat /sys/block/sda/stat /sys/block/$VIRT/stat > $R/stat-$1.txt
 }
@@ -128,6 +147,9 @@ for m in nvme sata virtio; do
 done
 sync
 echo $((WRITE_MIB * 1048576)) > $R/written-bytes.txt
+# smartctl right before and right after sample #2: writeback between them may move the counters,
+# so the host checks the daemon's reading lies between the two.
+smart_json 2-before
 sample 2
 smart_json 2
 rm /mnt/nvme/e2e-data /mnt/sata/e2e-data /mnt/virtio/e2e-data
@@ -137,7 +159,7 @@ log "written, sampled, deleted"
 
 # One probe run of every kind on each filesystem, through the CLI (same code as the daemon).
 for m in nvme sata virtio; do
-  timeout 60 ssdwatch --config /etc/ssdwatch/guest-probes.yaml probe run --target /mnt/$m --json \
+  timeout $((60 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-probes.yaml probe run --target /mnt/$m --json \
     > $R/probe-$m.json 2> $R/probe-$m.err
   echo $? > $R/probe-$m.rc
 done
@@ -147,29 +169,108 @@ log "probes run from the CLI"
 DAEMON=
 ssdwatch --config /etc/ssdwatch/guest-daemon.yaml serve > $R/daemon.log 2>&1 &
 DAEMON=$!
-scrape() {
-  i=0
-  while [ $i -lt 100 ]; do
-    wget -q -O $R/daemon-$1.prom http://127.0.0.1:10150/metrics 2>/dev/null && return 0
-    sleep 0.2; i=$((i + 1))
-  done
-  log "daemon scrape $1 failed"
-}
-sleep 1
-scrape 1
-# Let the 1 s collectors take at least two samples before the trim.
-sleep 2.5
-scrape 2
 
+# metric FILE NAME [KEY="VALUE"...]: the value of the first series of NAME carrying every label
+# given (label values here have no spaces); empty when there is none.
+metric() {
+  f=$1; n=$2; shift 2
+  awk -v n="$n" -v want="$*" 'index($0, n "{") == 1 {
+      k = split(want, w, " "); ok = 1
+      for (i = 1; i <= k; i++) if (!index($0, w[i])) ok = 0
+      if (ok) { print $NF; exit }
+    }' "$f"
+}
+# holds EXPR: an awk comparison of numbers, e.g. holds "$a >= $b".
+holds() { awk "BEGIN { exit !($1) }"; }
+# Bytes fstrim -v reported for MOUNT: busybox says "N bytes trimmed", util-linux
+# "X MiB (N bytes) trimmed".
+fstrim_bytes() {
+  awk -v mp="$1:" '$1 == mp { for (i = 2; i <= NF; i++) if ($i ~ /^bytes/) {
+      n = $(i - 1); gsub(/[^0-9]/, "", n); print n; exit } }' $R/fstrim.txt
+}
+# wait_daemon WHAT SECONDS CHECK: scrapes /metrics into $R/poll.prom until the function CHECK
+# holds on it or SECONDS pass. CHECK says in WAITING what it still misses; the log tells how long
+# the wait took, or what it gave up on.
+wait_daemon() {
+  what=$1; limit=$2; check=$3
+  t0=$(uptime_s)
+  while :; do
+    WAITING="a successful scrape of /metrics"
+    if timeout 20 wget -q -O $R/poll.prom http://127.0.0.1:10150/metrics 2>/dev/null && $check; then
+      log "waited $(($(uptime_s) - t0)) s for $what"
+      return 0
+    fi
+    if [ $(($(uptime_s) - t0)) -ge "$limit" ]; then
+      log "gave up after $limit s waiting for $what: still no $WAITING"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+always() { true; }
+
+# Drives every fstrim below reaches, by mount: the host checks each of them (tests/vm.rs).
+TRIMMED="/mnt/nvme:$NVME /mnt/sata:sda /mnt/virtio:$VIRT /mnt/virtio:$DM /mnt/md:md0 /mnt/md:$MDA /mnt/md:$MDB"
+# Before the trim, the diskstats collector must hold a sample of every drive to grow from (its
+# first sample of a device is the baseline; the trim shows as growth in a later one). Two samples
+# taken, every drive in them.
+FIRST_DISKSTATS=
+baseline_taken() {
+  f=$R/poll.prom
+  t=$(metric $f ssdwatch_collector_last_success_timestamp_seconds 'collector="diskstats"')
+  [ -n "$t" ] || { WAITING="diskstats sample"; return 1; }
+  [ -n "$FIRST_DISKSTATS" ] || FIRST_DISKSTATS=$t
+  [ "$t" != "$FIRST_DISKSTATS" ] || { WAITING="second diskstats sample"; return 1; }
+  for spec in $TRIMMED; do
+    dev=${spec#*:}
+    [ -n "$(metric $f ssdwatch_disk_discarded_bytes_total "device=\"$dev\"")" ] \
+      || { WAITING="discard counters for $dev"; return 1; }
+  done
+}
+wait_daemon "the first scrape" $((30 * SLOW)) always
+cp $R/poll.prom $R/daemon-1.prom
+wait_daemon "two diskstats samples of every drive" $((60 * SLOW)) baseline_taken
+cp $R/poll.prom $R/daemon-2.prom
+
+date +%s > $R/trim-start.txt
+TRIM_START=$(cat $R/trim-start.txt)
 for m in nvme sata virtio md; do
   fstrim -v /mnt/$m >> $R/fstrim.txt 2>&1; echo "$m $?" >> $R/fstrim.rc
 done
 sync
 date +%s > $R/trim-time.txt
 log "fstrim done"
-# Long enough for a diskstats sample and a probe run after the trim.
-sleep 4
-scrape 3
+
+# After the trim, until the daemon shows all of it: every drive's discarded bytes grown by at
+# least what fstrim reported for its filesystem (a diskstats sample after the trim ended), its
+# last-discard time at or after the trim's start, and on each probed filesystem a probe run
+# whose context measured the time since that discard.
+trim_seen() {
+  f=$R/poll.prom
+  for spec in $TRIMMED; do
+    mp=${spec%%:*}; dev=${spec#*:}
+    want=$(fstrim_bytes $mp)
+    [ -n "$want" ] || { WAITING="fstrim byte count for $mp (fstrim.txt)"; return 1; }
+    was=$(metric $R/daemon-2.prom ssdwatch_disk_discarded_bytes_total "device=\"$dev\"")
+    now=$(metric $f ssdwatch_disk_discarded_bytes_total "device=\"$dev\"")
+    [ -n "$was" ] && [ -n "$now" ] && holds "$now - $was >= $want" \
+      || { WAITING="growth of $want discarded bytes on $dev (from $was, now $now)"; return 1; }
+    last=$(metric $f ssdwatch_disk_last_discard_timestamp_seconds "device=\"$dev\"")
+    [ -n "$last" ] && holds "$last >= $TRIM_START" \
+      || { WAITING="last discard time of $dev at or after $TRIM_START (now '$last')"; return 1; }
+  done
+  for mp in /mnt/nvme /mnt/sata /mnt/virtio; do
+    since=$(metric $f ssdwatch_probe_context_since_discard_seconds "mountpoint=\"$mp\"")
+    run=$(metric $f ssdwatch_probe_last_run_timestamp_seconds "mountpoint=\"$mp\"")
+    [ -n "$since" ] && [ -n "$run" ] && holds "$run - $since >= $TRIM_START" \
+      || { WAITING="probe run on $mp with the trim in its context (since discard '$since', run at '$run')"; return 1; }
+  done
+}
+wait_daemon "the trim in the daemon's metrics" $((60 * SLOW)) trim_seen
+# The scrape the checks held on (or the last one, if the wait gave up).
+cp $R/poll.prom $R/daemon-3.prom
+date +%s > $R/daemon-3-time.txt
+rm -f $R/poll.prom
 kill $DAEMON; wait $DAEMON 2>/dev/null; DAEMON=
 
 sample 3
