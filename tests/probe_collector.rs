@@ -17,6 +17,35 @@ fn value(text: &str, series_prefix: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+fn exposition(s: &ssdwatch::collector::Sample) -> String {
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    text
+}
+
+/// One sample of a fresh probe collector on `target` with no history of the drive: the
+/// collector (for its schedule), the sample's errors and its exposition.
+async fn sample_once(
+    target: &std::path::Path,
+    busy_window: Duration,
+) -> (ProbeCollector, Vec<String>, String) {
+    let state = tempfile::tempdir().unwrap();
+    let cfg = ProbeConfig {
+        jitter_ratio: 0.0,
+        busy_window,
+        targets: vec![small_target(target)],
+        ..ProbeConfig::default()
+    };
+    let ctx = Context {
+        roots: Arc::new(host_roots()),
+        shared: Arc::new(Shared::default()),
+    };
+    let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
+    let s = c.sample(&ctx).await.unwrap();
+    let text = exposition(&s);
+    (c, s.errors, text)
+}
+
 /// Seconds spent in all probe I/Os so far (the latency histograms' sums).
 fn latency_sum(text: &str) -> f64 {
     text.lines()
@@ -72,10 +101,8 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
     assert!(second.errors.is_empty(), "{:?}", second.errors);
     let kernel_bytes = (stat(&dev).write_sectors - sectors_before) * 512;
 
-    let mut first_text = String::new();
-    ssdwatch::render::render_families(&mut first_text, first.metrics.families());
-    let mut text = String::new();
-    ssdwatch::render::render_families(&mut text, second.metrics.families());
+    let first_text = exposition(&first);
+    let text = exposition(&second);
     let mp = fs.mountpoint.to_str().unwrap();
     let labels = format!("mountpoint=\"{mp}\",device=\"{dev}\"");
     let count = |probe: &str| {
@@ -194,26 +221,12 @@ async fn an_unsafe_probe_directory_shows_as_a_metric_and_a_collector_error() {
         return;
     }
     let fs = LoopFs::no_reserve(64);
-    let state = tempfile::tempdir().unwrap();
     let victim = fs.mountpoint.join("elsewhere");
     std::fs::create_dir(&victim).unwrap();
     std::os::unix::fs::symlink(&victim, fs.probe_dir()).unwrap();
-    let cfg = ProbeConfig {
-        jitter_ratio: 0.0,
-        busy_window: Duration::ZERO,
-        targets: vec![small_target(&fs.mountpoint)],
-        ..ProbeConfig::default()
-    };
-    let ctx = Context {
-        roots: Arc::new(host_roots()),
-        shared: Arc::new(Shared::default()),
-    };
-    let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
-    let s = c.sample(&ctx).await.unwrap();
-    assert_eq!(s.errors.len(), 1);
-    assert!(s.errors[0].contains(".ssdwatch-probe"), "{:?}", s.errors);
-    let mut text = String::new();
-    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    let (mut c, errors, text) = sample_once(&fs.mountpoint, Duration::ZERO).await;
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].contains(".ssdwatch-probe"), "{errors:?}");
     assert_eq!(
         value(&text, "ssdwatch_probe_target_unsafe{"),
         Some(1.0),
@@ -253,23 +266,9 @@ async fn a_drive_without_io_accounting_gets_no_utilization_context() {
     }
     let iostats = Restore(format!("/sys/block/{dev}/queue/iostats"));
     std::fs::write(&iostats.0, "0").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let cfg = ProbeConfig {
-        jitter_ratio: 0.0,
-        busy_window: Duration::from_millis(200),
-        targets: vec![small_target(&fs.mountpoint)],
-        ..ProbeConfig::default()
-    };
-    let ctx = Context {
-        roots: Arc::new(host_roots()),
-        shared: Arc::new(Shared::default()),
-    };
-    let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
-    let s = c.sample(&ctx).await.unwrap();
+    let (_, errors, text) = sample_once(&fs.mountpoint, Duration::from_millis(200)).await;
     drop(iostats);
-    assert!(s.errors.is_empty(), "{:?}", s.errors);
-    let mut text = String::new();
-    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    assert!(errors.is_empty(), "{errors:?}");
     let labels = format!(
         "mountpoint=\"{}\",device=\"{dev}\"",
         fs.mountpoint.to_str().unwrap()

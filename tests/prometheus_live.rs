@@ -122,22 +122,26 @@ struct Prom {
     base: String,
 }
 
+/// Calls a Prometheus HTTP API endpoint; Err carries Prometheus' own error message.
+fn api(req: ureq::RequestBuilder<ureq::typestate::WithoutBody>) -> Result<Json, String> {
+    let mut r = req.call().map_err(|e| format!("HTTP: {e}"))?;
+    let body = r
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| format!("body: {e}"))?;
+    let j: Json = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+    if j["status"] != "success" {
+        return Err(format!("{}: {}", j["errorType"], j["error"]));
+    }
+    Ok(j)
+}
+
 impl Prom {
     /// Instant query; Err carries Prometheus' error message.
     fn query(&self, expr: &str) -> Result<Vec<Json>, String> {
-        let mut r = agent()
+        let j = api(agent()
             .get(&format!("{}/api/v1/query", self.base))
-            .query("query", expr)
-            .call()
-            .map_err(|e| format!("HTTP: {e}"))?;
-        let body = r
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| format!("body: {e}"))?;
-        let j: Json = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
-        if j["status"] != "success" {
-            return Err(format!("{}: {}", j["errorType"], j["error"]));
-        }
+            .query("query", expr))?;
         match j["data"]["resultType"].as_str() {
             Some("vector") | Some("matrix") => {
                 Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
@@ -149,22 +153,12 @@ impl Prom {
 
     /// A range query, as Grafana evaluates annotations over the dashboard's time range.
     fn query_range(&self, expr: &str, start: f64, end: f64) -> Result<Vec<Json>, String> {
-        let mut r = agent()
+        let j = api(agent()
             .get(&format!("{}/api/v1/query_range", self.base))
             .query("query", expr)
             .query("start", format!("{start:.3}"))
             .query("end", format!("{end:.3}"))
-            .query("step", "1")
-            .call()
-            .map_err(|e| format!("HTTP: {e}"))?;
-        let body = r
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| format!("body: {e}"))?;
-        let j: Json = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
-        if j["status"] != "success" {
-            return Err(format!("{}: {}", j["errorType"], j["error"]));
-        }
+            .query("step", "1"))?;
         Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
     }
 

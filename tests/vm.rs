@@ -205,17 +205,9 @@ fn smartctl_f64(json: &Value, path: &[&str], file: &str) -> f64 {
         .unwrap_or_else(|| panic!("{file}: no {}", path.join(".")))
 }
 
-/// smartctl's exit-status bits, in the daemon's names (smartctl(8), RETURN VALUES).
-const EXIT_BITS: [&str; 8] = [
-    "command_failed",
-    "device_open_failed",
-    "smart_command_failed",
-    "smart_status_failing",
-    "prefail_threshold_crossed",
-    "threshold_crossed_in_past",
-    "error_log_has_errors",
-    "self_test_log_has_errors",
-];
+// smartctl's exit-status bits, in the daemon's names (the names themselves are checked
+// against smartctl(8) in tests/smart_collector.rs).
+use ssdwatch::smart::EXIT_BITS;
 
 /// The daemon decoded every exit bit as the guest's own smartctl runs right before and right
 /// after sample #2 saw it (a bit the two runs disagree on could be either).
