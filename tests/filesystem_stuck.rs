@@ -27,7 +27,7 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
             "-c",
             "import importlib.util as u, sys; sys.exit(0 if u.find_spec('fusepy') or u.find_spec('fuse') else 1)",
         ]).status().map(|s| !s.success()).unwrap_or(true) {
-        eprintln!("SKIP hung FUSE mount: python3 fusepy missing (apt-get install python3-fusepy)");
+        skip("hung FUSE mount", "python3 fusepy missing (apt-get install python3-fusepy)");
         return;
     }
     let healthy = LoopFs::new(32);
