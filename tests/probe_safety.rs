@@ -475,9 +475,10 @@ fn check_leftovers_are_removed(fs: &LoopFs, state: &Path) {
 /// How long the busy test's probe watches the drive.
 const BUSY_WINDOW: Duration = Duration::from_secs(1);
 
-/// The coarsest kernel tick (HZ=100). io_ticks advances in whole ticks, so the count over an
-/// interval can exceed the interval by up to a tick.
-const JIFFY: Duration = Duration::from_millis(10);
+/// How far the kernel's busy count can lag or lead the wall clock at either end of a window:
+/// io_ticks advances in whole ticks (10 ms at HZ=100), and only when an I/O starts or ends, so
+/// one long flush under fio's load can straddle a window's edge by tens of milliseconds.
+const TICK_LAG: Duration = Duration::from_millis(100);
 
 /// io_ticks of a block device as the kernel counts them: ms with I/O in flight, field 10 of
 /// /sys/block/<dev>/stat (read here directly, not through the code under test).
@@ -513,17 +514,17 @@ impl Busy {
     }
 
     /// Bounds on the utilization measured over any window inside this one lasting at least
-    /// `min`. Its busy time can't exceed all of this one's; and all of this one's busy time
-    /// outside it (at most that stretch's length plus a tick at each end) is missing from it.
+    /// `min`. Its busy time can't exceed all of this one's, and misses at most this one's busy
+    /// time outside it (at most that stretch's length), each give or take TICK_LAG at each end.
     fn bounds_inside(&self, min: Duration) -> (f64, f64) {
         let (ticks, wall, min) = (
             self.ticks.as_secs_f64(),
             self.wall.as_secs_f64(),
             min.as_secs_f64(),
         );
-        let idle = wall - ticks + 2.0 * JIFFY.as_secs_f64();
+        let idle = wall - ticks + 2.0 * TICK_LAG.as_secs_f64();
         let lo = (1.0 - idle / min).clamp(0.0, 1.0);
-        let hi = (ticks / min).min(1.0);
+        let hi = ((ticks + 2.0 * TICK_LAG.as_secs_f64()) / min).min(1.0);
         (lo, hi)
     }
 }

@@ -39,7 +39,9 @@ if [ -z "$rust_minor" ] || [ "$rust_minor" -lt 88 ]; then
 fi
 
 # As root every package above is installed, so no test has a reason to skip: make a skip fail.
+# smartctl and fstrim live in /usr/sbin, which `su` without `-` leaves off PATH.
 if [ "$(id -u)" -eq 0 ]; then
+  export PATH="$PATH:/usr/sbin:/sbin"
   export SSDWATCH_TESTS_STRICT="${SSDWATCH_TESTS_STRICT-1}"
 fi
 

@@ -265,7 +265,7 @@ impl Collector for DiskstatsCollector {
             s.metrics
                 .gauge(
                     "ssdwatch_disk_iostats_enabled",
-                    "1 when the kernel accounts the device's I/O (queue/iostats); 0 when turned off: its counters then stay frozen and idle time, utilization and probe context are absent.",
+                    "1 when the kernel accounts the device's I/O (queue/iostats); 0 when turned off: its counters then stay frozen, so idle time, the last-discard time and the probes' utilization context are absent.",
                 )
                 .push(&l, if iostats { 1.0 } else { 0.0 });
             s.metrics
@@ -292,7 +292,11 @@ impl Collector for DiskstatsCollector {
                     updated_unix: now,
                 },
             );
-            next.insert(name, h);
+            // No history kept across a stretch without accounting: once it is back on, the
+            // next sample is a fresh baseline rather than "idle" for the whole time it was off.
+            if iostats {
+                next.insert(name, h);
+            }
         }
         self.history = next;
         Ok(s)
@@ -449,6 +453,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dev = dir.path().join("sys/block/nvme0n1");
         std::fs::create_dir_all(dev.join("queue")).unwrap();
+        std::fs::create_dir_all(dev.join("mq")).unwrap();
         std::fs::write(dev.join("stat"), "10 0 80 5 20 0 160 9 0 700 900\n").unwrap();
         std::fs::write(dev.join("queue/iostats"), "0\n").unwrap();
         let ctx = Context {
@@ -465,21 +470,41 @@ mod tests {
         assert_eq!(v("ssdwatch_disk_idle_seconds"), None);
         let a = ctx.shared.disk_activity("nvme0n1").unwrap();
         assert_eq!((a.idle_since_unix, a.utilization_ratio), (None, None));
-        // Turned back on: the derived figures come back.
+        // Turned back on: the first sample is a fresh baseline (the time it was off is not idle
+        // time), and the derived figures come back from the next one.
         std::fs::write(dev.join("queue/iostats"), "1\n").unwrap();
         let third = c.sample(&ctx).await.unwrap();
         assert_eq!(
             third.metrics.value("ssdwatch_disk_iostats_enabled", &l),
             Some(1.0)
         );
-        assert!(
-            third
-                .metrics
-                .value("ssdwatch_disk_idle_seconds", &l)
-                .is_some()
-        );
+        assert_eq!(third.metrics.value("ssdwatch_disk_idle_seconds", &l), None);
+        let fourth = c.sample(&ctx).await.unwrap();
+        let idle = fourth.metrics.value("ssdwatch_disk_idle_seconds", &l);
+        assert!(idle.is_some_and(|v| v < 1.0), "{idle:?}");
         let a = ctx.shared.disk_activity("nvme0n1").unwrap();
         assert_eq!(a.utilization_ratio, Some(0.0));
+    }
+
+    /// dm and md devices are bio-based: older kernels show `queue/iostats` 0 for them while
+    /// counting their I/O all the same, so there the flag is not believed.
+    #[test]
+    fn a_bio_based_device_reading_iostats_0_still_counts_as_accounted() {
+        let dir = tempfile::tempdir().unwrap();
+        for (dev, mq) in [("dm-0", false), ("nvme0n1", true)] {
+            let d = dir.path().join("block").join(dev);
+            std::fs::create_dir_all(d.join("queue")).unwrap();
+            if mq {
+                std::fs::create_dir_all(d.join("mq")).unwrap();
+            }
+            std::fs::write(d.join("stat"), "1 0 8 1 2 0 16 1 0 3 4\n").unwrap();
+            std::fs::write(d.join("queue/iostats"), "0\n").unwrap();
+        }
+        let (stats, errors) = read_all(dir.path()).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        let accounted: Vec<(&str, bool)> =
+            stats.iter().map(|s| (s.name.as_str(), s.iostats)).collect();
+        assert_eq!(accounted, vec![("dm-0", true), ("nvme0n1", false)]);
     }
 
     #[test]

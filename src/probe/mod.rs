@@ -956,6 +956,7 @@ mod tests {
         for (dev, iostats) in [("sda", "1"), ("sdb", "0")] {
             let d = dir.path().join("sys/block").join(dev);
             std::fs::create_dir_all(d.join("queue")).unwrap();
+            std::fs::create_dir_all(d.join("mq")).unwrap();
             std::fs::write(d.join("stat"), "1 0 8 1 2 0 16 1 0 3 4\n").unwrap();
             std::fs::write(d.join("queue/iostats"), iostats).unwrap();
         }

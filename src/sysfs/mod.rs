@@ -19,9 +19,12 @@ pub fn read_attr(path: &Path) -> Option<String> {
 /// Whether the kernel accounts I/O statistics for the block device `name` (`queue/iostats`).
 /// Some database hosts turn it off for speed; the device's stat counters then stay frozen, so
 /// busy time, idle time and utilization derived from them are unknown rather than zero.
-/// A device without the attribute (partitions, old kernels) counts as accounted.
+/// Only blk-mq devices (those with an `mq` directory: NVMe, SCSI, virtio, loop) are taken at
+/// their word: bio-based dm and md devices read 0 there on older kernels (before 6.5 for dm)
+/// while counting all the same. A device without the attribute counts as accounted.
 pub fn iostats_enabled(sys: &Path, name: &str) -> bool {
-    read_u64(&sys.join("block").join(name).join("queue").join("iostats")) != Some(0)
+    let dev = sys.join("block").join(name);
+    read_u64(&dev.join("queue").join("iostats")) != Some(0) || !dev.join("mq").is_dir()
 }
 
 /// Reads a sysfs attribute as an unsigned integer.

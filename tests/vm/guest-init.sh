@@ -130,7 +130,7 @@ smart_json() {
   done
 }
 sample() {
-  timeout $((60 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-sample.yaml sample > $R/sample-$1.prom 2> $R/sample-$1.err
+  timeout $((30 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-sample.yaml sample > $R/sample-$1.prom 2> $R/sample-$1.err
   echo $? > $R/sample-$1.rc
   cat /sys/block/$NVME/stat /sys/block/sda/stat /sys/block/$VIRT/stat > $R/stat-$1.txt
 }
@@ -159,7 +159,7 @@ log "written, sampled, deleted"
 
 # One probe run of every kind on each filesystem, through the CLI (same code as the daemon).
 for m in nvme sata virtio; do
-  timeout $((60 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-probes.yaml probe run --target /mnt/$m --json \
+  timeout $((30 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-probes.yaml probe run --target /mnt/$m --json \
     > $R/probe-$m.json 2> $R/probe-$m.err
   echo $? > $R/probe-$m.rc
 done

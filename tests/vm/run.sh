@@ -141,12 +141,14 @@ if [ -z "$ACCEL" ]; then
 fi
 
 echo "$ACCEL" > "$OUT/accel.txt"
-# Whole-guest deadline; it only stops a hung guest. Boot and scenario take ~55 s under TCG on a
-# 2-core machine; a slower machine takes longer, and the guest's own waits give up after
-# deadlines 3 times longer under TCG (guest-init.sh, SLOW), which this leaves room for.
+# Whole-guest deadline; it only stops a hung guest. Boot and scenario take ~45-55 s under TCG
+# on a 2-core machine. The guest's own deadlines, should every one of them run out, add up to
+# 350 s (waits for drives 20, first scrape 30, baseline 60, trim 60; six commands at 30 each),
+# three times that under TCG (guest-init.sh, SLOW): this outlasts them, so a guest whose steps
+# all give up still writes its results for reading.
 case "$ACCEL" in
-  kvm) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-180}" ;;
-  *) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-600}" ;;
+  kvm) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-420}" ;;
+  *) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-1200}" ;;
 esac
 echo "vm: booting $KVER with accel=$ACCEL (guest timeout ${GUEST_TIMEOUT}s)" >&2
 start=$(date +%s%N)
