@@ -57,8 +57,9 @@ fn latency_sum(text: &str) -> f64 {
 }
 
 fn stat(dev: &str) -> ssdwatch::sysfs::blockstat::BlockStat {
-    let s = std::fs::read_to_string(format!("/sys/block/{dev}/stat")).unwrap();
-    ssdwatch::sysfs::blockstat::parse_block_stat(&s).unwrap()
+    ssdwatch::sysfs::blockstat::read_one(std::path::Path::new("/sys"), dev)
+        .unwrap()
+        .stat
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

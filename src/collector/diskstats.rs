@@ -6,7 +6,7 @@ use crate::collector::{Collector, Context, Sample};
 use crate::config::{Invalid, check_interval};
 use crate::metrics::MetricSet;
 use crate::snapshot::{DiskActivity, unix_now};
-use crate::sysfs::blockstat::{BlockStat, STAT_SECTOR_BYTES, parse_block_stat};
+use crate::sysfs::blockstat::{BlockStat, DeviceStat, STAT_SECTOR_BYTES, read_one};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -58,16 +58,6 @@ impl DiskstatsCollector {
     }
 }
 
-/// One device's parsed stat file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeviceStat {
-    pub name: String,
-    pub stat: BlockStat,
-    /// The kernel accounts this device's I/O (`queue/iostats`); when it doesn't, the counters
-    /// stay frozen and busy time, idle time and utilization are unknown.
-    pub iostats: bool,
-}
-
 /// Parsed stats of every device, and per-device errors.
 pub type StatsRead = (Vec<DeviceStat>, Vec<String>);
 
@@ -85,26 +75,14 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for name in names {
-        let path = block.join(&name).join("stat");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) => {
-                errors.push(format!("{}: {e}", path.display()));
-                continue;
-            }
-        };
         if (name.starts_with("loop") || name.starts_with("zram"))
             && crate::sysfs::read_u64(&block.join(&name).join("size")) == Some(0)
         {
             continue; // an unbound loop or uninitialised zram device
         }
-        match parse_block_stat(&text) {
-            Ok(stat) => out.push(DeviceStat {
-                iostats: crate::sysfs::iostats_enabled(sys, &name),
-                name,
-                stat,
-            }),
-            Err(e) => errors.push(format!("{}: {e}", path.display())),
+        match read_one(sys, &name) {
+            Ok(d) => out.push(d),
+            Err(e) => errors.push(e),
         }
     }
     Ok((out, errors))
@@ -253,14 +231,14 @@ impl Collector for DiskstatsCollector {
         } in stats
         {
             stat_metrics(&mut s.metrics, &name, &stat);
-            let seen_before = self.history.contains_key(&name);
-            let (h, util) = advance(self.history.get(&name), stat, now);
-            // Frozen counters (I/O accounting off) say nothing about idleness or utilization.
-            let (idle_since, util) = if iostats {
-                (h.idle_since, util)
-            } else {
-                (None, None)
-            };
+            let prev = self.history.get(&name);
+            let seen_before = prev.is_some();
+            // Frozen counters (I/O accounting off) say nothing about discards, idleness or
+            // utilization: nothing is derived from them, and no history is kept, so once
+            // accounting is back on the next sample is a fresh baseline rather than "idle" for
+            // the whole time it was off.
+            let derived = iostats.then(|| advance(prev, stat, now));
+            let h = derived.as_ref().map(|(h, _)| h);
             let l = [("device", name.as_str())];
             s.metrics
                 .gauge(
@@ -273,7 +251,7 @@ impl Collector for DiskstatsCollector {
                     "ssdwatch_disk_last_discard_timestamp_seconds",
                     "Last time (Unix) a sample saw the device's discarded bytes grow; absent until seen since the daemon started.",
                 )
-                .push_opt(&l, h.last_discard);
+                .push_opt(&l, h.and_then(|h| h.last_discard));
             s.metrics
                 .gauge(
                     "ssdwatch_disk_idle_seconds",
@@ -281,20 +259,19 @@ impl Collector for DiskstatsCollector {
                 )
                 .push_opt(
                     &l,
-                    (seen_before && iostats).then(|| idle_since.map(|t| now - t).unwrap_or(0.0)),
+                    h.filter(|_| seen_before)
+                        .map(|h| h.idle_since.map(|t| now - t).unwrap_or(0.0)),
                 );
             ctx.shared.set_disk_activity(
                 &name,
                 DiskActivity {
-                    last_discard_unix: h.last_discard,
-                    idle_since_unix: idle_since,
-                    utilization_ratio: util,
+                    last_discard_unix: h.and_then(|h| h.last_discard),
+                    idle_since_unix: h.and_then(|h| h.idle_since),
+                    utilization_ratio: derived.as_ref().and_then(|(_, u)| *u),
                     updated_unix: now,
                 },
             );
-            // No history kept across a stretch without accounting: once it is back on, the
-            // next sample is a fresh baseline rather than "idle" for the whole time it was off.
-            if iostats {
+            if let Some((h, _)) = derived {
                 next.insert(name, h);
             }
         }
@@ -306,6 +283,7 @@ impl Collector for DiskstatsCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sysfs::blockstat::parse_block_stat;
 
     fn st(io: u64, discard_sectors: u64) -> BlockStat {
         BlockStat {

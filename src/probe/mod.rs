@@ -357,14 +357,10 @@ pub fn io_ticks_ms(roots: &Roots, drives: &[String]) -> Option<Vec<u64>> {
     drives
         .iter()
         .map(|d| {
-            if !crate::sysfs::iostats_enabled(&roots.sys, d) {
-                return None;
-            }
-            let p = roots.sys.join("block").join(d).join("stat");
-            let text = std::fs::read_to_string(p).ok()?;
-            crate::sysfs::blockstat::parse_block_stat(&text)
+            crate::sysfs::blockstat::read_one(&roots.sys, d)
                 .ok()
-                .map(|s| s.io_time_ms)
+                .filter(|d| d.iostats)
+                .map(|d| d.stat.io_time_ms)
         })
         .collect()
 }

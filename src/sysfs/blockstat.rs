@@ -84,6 +84,30 @@ pub fn parse_block_stat(text: &str) -> Result<BlockStat, StatParseError> {
     })
 }
 
+/// One device's parsed stat file, and whether the kernel accounts its I/O.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceStat {
+    pub name: String,
+    pub stat: BlockStat,
+    /// `queue/iostats` (see [`super::iostats_enabled`]); when off, the counters stay frozen and
+    /// busy time, idle time and utilization are unknown.
+    pub iostats: bool,
+}
+
+/// Reads and parses `<sys>/block/<name>/stat`; the error names the file.
+pub fn read_one(sys: &std::path::Path, name: &str) -> Result<DeviceStat, String> {
+    let path = sys.join("block").join(name).join("stat");
+    let stat = std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| parse_block_stat(&text).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(DeviceStat {
+        name: name.to_string(),
+        stat,
+        iostats: super::iostats_enabled(sys, name),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
