@@ -47,14 +47,12 @@ fn every_real_smartctl_capture_normalizes_to_the_hand_checked_values() {
     )
     .expect("expected.json is JSON");
     let expected = expected.as_object().expect("expected.json is an object");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
+    let names: Vec<String> = ssdwatch::sysfs::dir_names(&dir)
         .expect("list fixtures")
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .into_iter()
         .filter(|n| n.ends_with(".json") && n != "expected.json")
         .map(|n| n.trim_end_matches(".json").to_string())
         .collect();
-    names.sort();
     assert!(names.len() >= 50, "fixture corpus shrank: {}", names.len());
     let mut failures = Vec::new();
     for name in &names {

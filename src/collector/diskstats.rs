@@ -65,13 +65,8 @@ pub type StatsRead = (Vec<DeviceStat>, Vec<String>);
 /// uninitialised zram devices (size 0).
 pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
     let block = sys.join("block");
-    let rd = std::fs::read_dir(&block)
+    let names = crate::sysfs::dir_names(&block)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", block.display()))?;
-    let mut names: Vec<String> = rd
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for name in names {

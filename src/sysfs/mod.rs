@@ -27,6 +27,16 @@ pub fn iostats_enabled(sys: &Path, name: &str) -> bool {
     read_u64(&dev.join("queue").join("iostats")) != Some(0) || !dev.join("mq").is_dir()
 }
 
+/// The names of a directory's entries, sorted (the order /sys lists them in is not stable).
+pub fn dir_names(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
 /// Reads a sysfs attribute as an unsigned integer.
 pub fn read_u64(path: &Path) -> Option<u64> {
     read_attr(path)?.parse().ok()

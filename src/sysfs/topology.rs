@@ -179,16 +179,9 @@ fn ident(s: Option<String>) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
+/// Entries of an optional directory (`slaves`, `holders`): none when it is absent.
 fn list_dir(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(p)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    super::dir_names(p).unwrap_or_default()
 }
 
 impl Topology {
@@ -196,15 +189,10 @@ impl Topology {
     /// `warnings`; only an unreadable `<sys>/block` itself is an error.
     pub fn read(sys: &Path) -> Result<Topology, SysfsError> {
         let block = sys.join("block");
-        let rd = std::fs::read_dir(&block).map_err(|source| SysfsError::Io {
+        let names = super::dir_names(&block).map_err(|source| SysfsError::Io {
             path: block.clone(),
             source,
         })?;
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
         let mut topo = Topology::default();
         for name in names {
             let dir = block.join(&name);

@@ -394,16 +394,9 @@ pub fn small_target(path: &Path) -> ssdwatch::probe::TargetConfig {
     }
 }
 
+/// Sorted entry names of a directory; none when it doesn't exist.
 pub fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|r| {
-            r.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    ssdwatch::sysfs::dir_names(dir).unwrap_or_default()
 }
 
 pub fn bin() -> &'static str {
