@@ -306,3 +306,89 @@ impl Drop for MarkerGuard<'_> {
         let _ = unlinkat(self.dir, RUN_MARKER);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn target() -> (tempfile::TempDir, OwnedFd) {
+        let d = tempfile::tempdir().unwrap();
+        let fd = open_dir(d.path()).unwrap();
+        (d, fd)
+    }
+
+    #[test]
+    fn a_fresh_probe_directory_is_created_private_and_accepted() {
+        let (d, fd) = target();
+        open_probe_dir(&fd, "/t").unwrap();
+        let mode = std::fs::metadata(d.path().join(PROBE_DIR))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_group_or_world_writable_probe_directory_is_refused() {
+        let (d, fd) = target();
+        let p = d.path().join(PROBE_DIR);
+        std::fs::create_dir(&p).unwrap();
+        for mode in [0o770, 0o707, 0o777] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = open_probe_dir(&fd, "/t").unwrap_err();
+            assert!(matches!(e, SafetyError::Permissive(_)), "{mode:o}: {e}");
+            assert_eq!(
+                e.to_string(),
+                format!("/t/{PROBE_DIR} is writable by group or others")
+            );
+        }
+    }
+
+    #[test]
+    fn a_probe_directory_that_is_a_file_or_a_symlink_is_refused() {
+        let (d, fd) = target();
+        std::fs::write(d.path().join(PROBE_DIR), b"x").unwrap();
+        let e = open_probe_dir(&fd, "/t").unwrap_err();
+        assert!(matches!(e, SafetyError::NotADirectory(_)), "{e}");
+        std::fs::remove_file(d.path().join(PROBE_DIR)).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), d.path().join(PROBE_DIR)).unwrap();
+        let e = open_probe_dir(&fd, "/t").unwrap_err();
+        assert!(matches!(e, SafetyError::NotADirectory(_)), "{e}");
+    }
+
+    #[test]
+    fn a_probe_file_that_is_not_a_regular_file_is_refused() {
+        let (d, fd) = target();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let sub = openat(&fd, "sub", libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+        let e = check_file("/t/sub", &sub).unwrap_err();
+        assert!(matches!(e, SafetyError::NotRegular(_)), "{e}");
+    }
+
+    /// Needs root to hand the directory to another user; elsewhere says so and passes.
+    #[test]
+    fn a_probe_directory_owned_by_someone_else_is_refused() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIP wrong owner: needs root to chown");
+            return;
+        }
+        let (d, fd) = target();
+        let p = d.path().join(PROBE_DIR);
+        std::fs::create_dir(&p).unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        let e = open_probe_dir(&fd, "/t").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SafetyError::WrongOwner {
+                    uid: 65534,
+                    ours: 0,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}
