@@ -8,6 +8,7 @@ mod support;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Command;
+use support::value;
 
 const HOSTS: &[&str] = &[
     "nvme-partitions",
@@ -80,9 +81,7 @@ fn promtool_check(host: &str, text: &str) {
     ) {
         return;
     }
-    if let Err(said) = support::promtool_check_metrics(text) {
-        panic!("{host}: promtool check metrics complained:\n{said}");
-    }
+    support::assert_promtool_clean(host, text);
 }
 
 fn families_unique(host: &str, text: &str) {
@@ -138,12 +137,6 @@ fn diff_lines(want: &str, got: &str) -> Vec<String> {
 fn every_fixture_host_matches_its_golden_exposition() {
     let failures: Vec<String> = HOSTS.iter().filter_map(|h| check(h)).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-}
-
-/// Reads one value from an exposition (exact label set as printed).
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 #[test]

@@ -9,17 +9,13 @@
 
 mod support;
 
-use ssdwatch::probe::{Outcome, ProbeKind, RunInputs, SkipReason, run_target};
+use ssdwatch::probe::{Outcome, ProbeKind, RunInputs, SkipReason, TargetConfig, run_target};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
 
-fn probe_once(
-    t: &ssdwatch::probe::TargetConfig,
-    state: &std::path::Path,
-    window: Duration,
-) -> Outcome {
-    let roots = host_roots();
+fn probe_once(t: &TargetConfig, state: &Path, window: Duration) -> Outcome {
+    let roots = ssdwatch::Roots::default();
     run_target(
         t,
         &RunInputs {
@@ -39,17 +35,20 @@ fn reason(o: &Outcome) -> Option<SkipReason> {
     }
 }
 
-/// A loop-mounted ext4 of `size_mib` (no reserved blocks), or None, saying why, when the
-/// directory its image goes in (TMPDIR) could not hold the image filled up. The image is sparse
-/// and no test here fills it, but on a tmpfs /tmp running short means ENOSPC or the OOM killer
-/// halfway through, which says nothing about the probe.
+/// A loop-mounted ext4 of `size_mib` (no reserved blocks), or None, saying why, when not running
+/// as root or when the directory its image goes in (TMPDIR) could not hold the image filled up.
+/// The image is sparse, but some tests fill it (low_space fallocates all but a few MiB of it, the
+/// kill test writes a 64 MiB probe file), and running short halfway through means ENOSPC, which
+/// says nothing about the probe.
 fn loop_fs(test: &str, size_mib: u64) -> Option<LoopFs> {
+    if !require_root(test) {
+        return None;
+    }
     let dir = std::env::temp_dir();
-    let need = size_mib << 20;
     match nix::sys::statvfs::statvfs(&dir) {
         Ok(v) => {
             let free = v.blocks_available() * v.fragment_size();
-            if free < need {
+            if free < size_mib << 20 {
                 eprintln!(
                     "SKIP {test}: {} has {} MiB free, the {size_mib} MiB loop image needs up to {size_mib} MiB (set TMPDIR to a larger filesystem)",
                     dir.display(),
@@ -63,35 +62,33 @@ fn loop_fs(test: &str, size_mib: u64) -> Option<LoopFs> {
             dir.display()
         ),
     }
-    // A tmpfs holds its files in memory: its size may be set above what is actually free.
-    let on_tmpfs = nix::sys::statfs::statfs(&dir)
-        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
-    if on_tmpfs
-        && let Some(avail) = mem_available_bytes()
-        && avail < need
-    {
-        eprintln!(
-            "SKIP {test}: {} is a tmpfs and only {} MiB of memory is available, the {size_mib} MiB loop image needs up to {size_mib} MiB (set TMPDIR to a disk-backed filesystem)",
-            dir.display(),
-            avail >> 20
-        );
-        return None;
-    }
     Some(LoopFs::no_reserve(size_mib))
 }
 
-/// MemAvailable from /proc/meminfo.
-fn mem_available_bytes() -> Option<u64> {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(|kib| kib << 10)
+/// `probe run --json --target <t.path>` with a config.yaml written into `state` (also the state
+/// directory) from `t`: its kinds, probe file size, free-space floors and daily budget. No busy
+/// window: whatever else the host is doing must not turn a run that should happen into a busy
+/// skip.
+fn probe_cli(state: &Path, t: &TargetConfig) -> std::process::Command {
+    let kinds: Vec<&str> = t.kinds.iter().map(|k| k.as_str()).collect();
+    let cfg = format!(
+        "state_dir: {}\ncollectors:\n  probe:\n    busy_window: 0s\n    targets:\n      - path: {}\n        kinds: [{}]\n        file_size_bytes: {}\n        free_floor_bytes: {}\n        free_floor_ratio: {:?}\n        budget_bytes_per_day: {}\n",
+        state.display(),
+        t.path.display(),
+        kinds.join(", "),
+        t.file_size_bytes,
+        t.free_floor_bytes,
+        t.free_floor_ratio,
+        t.budget_bytes_per_day
+    );
+    let cfg_path = state.join("config.yaml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("--config")
+        .arg(&cfg_path)
+        .args(["probe", "run", "--json", "--target"])
+        .arg(&t.path);
+    cmd
 }
 
 /// The probe's UTC day number (what its daily write budget is kept by).
@@ -103,9 +100,6 @@ fn utc_day() -> u64 {
 
 #[test]
 fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_the_floor() {
-    if !require_root("low_space") {
-        return;
-    }
     let Some(fs) = loop_fs("low_space", 64) else {
         return;
     };
@@ -160,9 +154,6 @@ fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_t
 
 #[test]
 fn a_probe_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_at_its_target() {
-    if !require_root("symlink") {
-        return;
-    }
     let Some(fs) = loop_fs("symlink", 64) else {
         return;
     };
@@ -193,9 +184,6 @@ fn a_probe_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_at_
 
 #[test]
 fn a_read_only_remount_is_skipped_as_readonly() {
-    if !require_root("readonly") {
-        return;
-    }
     let Some(fs) = loop_fs("readonly", 64) else {
         return;
     };
@@ -209,40 +197,35 @@ fn a_read_only_remount_is_skipped_as_readonly() {
     assert_eq!(reason(&o), Some(SkipReason::Readonly), "{o:?}");
 }
 
-/// What the budget test's runs returned, kept for checking once it is known they all ran on one
-/// UTC day.
-struct BudgetRuns {
-    first: std::process::Output,
-    second: std::process::Output,
-    third: std::process::Output,
-    saved: Option<ssdwatch::probe::budget::Usage>,
-    library: Outcome,
-}
-
 #[test]
 fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
-    if !require_root("budget") {
-        return;
-    }
     // The byte budget is per UTC day and starts over at midnight, so runs straddling it prove
     // nothing. A scenario that did is done again on a fresh filesystem: it takes seconds, so
     // the second one falls within one day.
     for _ in 0..2 {
         let day = utc_day();
-        let Some((runs, t)) = budget_scenario() else {
+        let Some(fs) = loop_fs("budget", 64) else {
             return;
         };
+        let state = tempfile::tempdir().unwrap();
+        // Room for the probe file and one run of the 4 KiB writers, not two.
+        let mut t = small_target(&fs.mountpoint);
+        t.kinds = vec![ProbeKind::SyncWrite4k, ProbeKind::RandWrite4k];
+        t.budget_bytes_per_day = t.file_size_bytes
+            + 2 * t.planned_bytes(ProbeKind::SyncWrite4k)
+            + t.planned_bytes(ProbeKind::RandWrite4k);
+        // Each invocation is a new process: only the state file carries the budget over.
+        let mut cli = probe_cli(state.path(), &t);
+        let [first, second, third] = std::array::from_fn(|_| cli.output().unwrap());
+        let saved = ssdwatch::probe::budget::load(state.path())
+            .unwrap()
+            .targets
+            .remove(fs.mp());
+        let library = probe_once(&t, state.path(), Duration::ZERO);
         if utc_day() != day {
             eprintln!("note: the UTC day changed during the budget scenario; running it again");
             continue;
         }
-        let BudgetRuns {
-            first,
-            second,
-            third,
-            saved,
-            library,
-        } = runs;
         let text = String::from_utf8_lossy(&first.stdout);
         assert!(first.status.success(), "{text}");
         let v: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
@@ -258,75 +241,15 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
         assert_eq!(third.status.code(), Some(1));
         let v: serde_json::Value = serde_json::from_slice(&third.stdout).unwrap();
         assert_eq!(v["reason"], "budget", "{v}");
-        let saved = saved.unwrap_or_else(|| panic!("no budget saved for {}", t.path.display()));
+        let saved = saved.unwrap_or_else(|| panic!("no budget saved for {}", fs.mp()));
         assert_eq!(saved.day, day);
-        assert_eq!(
-            saved.written_bytes,
-            t.file_size_bytes
-                + 2 * t.planned_bytes(ProbeKind::SyncWrite4k)
-                + t.planned_bytes(ProbeKind::RandWrite4k)
-        );
+        // All of it spent: the probe file, two runs of sync_write_4k, one of rand_write_4k.
+        assert_eq!(saved.written_bytes, t.budget_bytes_per_day);
         // The library path (the daemon's) sees the same state.
         assert_eq!(reason(&library), Some(SkipReason::Budget), "{library:?}");
         return;
     }
     panic!("the UTC day changed during both runs of the budget scenario");
-}
-
-/// Three `probe run` processes and one library run on a fresh filesystem whose budget affords
-/// the probe file and three 4 KiB write runs; None when there is no room for the loop image.
-fn budget_scenario() -> Option<(BudgetRuns, ssdwatch::probe::TargetConfig)> {
-    let fs = loop_fs("budget", 64)?;
-    let state = tempfile::tempdir().unwrap();
-    // Room for the probe file and one run of the 4 KiB writers, not two.
-    let mut t = small_target(&fs.mountpoint);
-    t.kinds = vec![ProbeKind::SyncWrite4k, ProbeKind::RandWrite4k];
-    t.budget_bytes_per_day = t.file_size_bytes
-        + 2 * t.planned_bytes(ProbeKind::SyncWrite4k)
-        + t.planned_bytes(ProbeKind::RandWrite4k);
-    // No busy window: the budget gate comes first, and whatever else the host is doing must
-    // not turn a run that should happen into a busy skip.
-    let cfg = format!(
-        "state_dir: {}\ncollectors:\n  probe:\n    busy_window: 0s\n    targets:\n      - path: {}\n        kinds: [sync_write_4k, rand_write_4k]\n        file_size_bytes: {}\n        free_floor_bytes: {}\n        free_floor_ratio: 0.0\n        budget_bytes_per_day: {}\n",
-        state.path().display(),
-        fs.mountpoint.display(),
-        t.file_size_bytes,
-        t.free_floor_bytes,
-        t.budget_bytes_per_day
-    );
-    let cfg_path = state.path().join("config.yaml");
-    std::fs::write(&cfg_path, cfg).unwrap();
-    let probe_run = || {
-        std::process::Command::new(bin())
-            .args([
-                "--config",
-                cfg_path.to_str().unwrap(),
-                "probe",
-                "run",
-                "--json",
-                "--target",
-            ])
-            .arg(&fs.mountpoint)
-            .output()
-            .unwrap()
-    };
-    // Each invocation is a new process: only the state file carries the budget over.
-    let first = probe_run();
-    let second = probe_run();
-    let third = probe_run();
-    let saved = ssdwatch::probe::budget::load(state.path())
-        .unwrap()
-        .targets
-        .remove(fs.mp());
-    let library = probe_once(&t, state.path(), Duration::ZERO);
-    let runs = BudgetRuns {
-        first,
-        second,
-        third,
-        saved,
-        library,
-    };
-    Some((runs, t))
 }
 
 /// Stops a child with SIGSTOP and waits until it is stopped: true then, false if it exited
@@ -359,9 +282,6 @@ const KILLED_FILE_BYTES: u64 = 64 << 20;
 
 #[test]
 fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
-    if !require_root("kill -9") {
-        return;
-    }
     // The run is stepped with SIGSTOP/SIGCONT and killed while stopped, so catching it in the
     // middle of creating its probe file needs no file big enough to outlast a polling loop on a
     // fast disk. Should one step still cover the whole creation (this thread descheduled for
@@ -386,28 +306,12 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
 /// allocated (fallocate sets its full size) and not yet renamed into place; false when it could
 /// not be caught before the file was complete.
 fn killed_mid_creation(fs: &LoopFs, state: &Path) -> bool {
-    let cfg_path = state.join("config.yaml");
-    // No busy window: background I/O on the new filesystem must not make this run skip.
-    std::fs::write(
-        &cfg_path,
-        format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    busy_window: 0s\n    targets:\n      - path: {}\n        file_size_bytes: {}\n        budget_bytes_per_day: {}\n        free_floor_bytes: 8388608\n        free_floor_ratio: 0.0\n",
-            state.display(),
-            fs.mountpoint.display(),
-            KILLED_FILE_BYTES,
-            4u64 << 30
-        ),
-    )
-    .unwrap();
-    let child = std::process::Command::new(bin())
-        .args([
-            "--config",
-            cfg_path.to_str().unwrap(),
-            "probe",
-            "run",
-            "--target",
-        ])
-        .arg(&fs.mountpoint)
+    let t = TargetConfig {
+        file_size_bytes: KILLED_FILE_BYTES,
+        budget_bytes_per_day: 4 << 30,
+        ..small_target(&fs.mountpoint)
+    };
+    let child = probe_cli(state, &t)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -475,63 +379,9 @@ fn check_leftovers_are_removed(fs: &LoopFs, state: &Path) {
 /// How long the busy test's probe watches the drive.
 const BUSY_WINDOW: Duration = Duration::from_secs(1);
 
-/// How far the kernel's busy count can lag or lead the wall clock at either end of a window:
-/// io_ticks advances in whole ticks (10 ms at HZ=100), and only when an I/O starts or ends, so
-/// one long flush under fio's load can straddle a window's edge by tens of milliseconds.
-const TICK_LAG: Duration = Duration::from_millis(100);
-
-/// io_ticks of a block device as the kernel counts them: ms with I/O in flight, field 10 of
-/// /sys/block/<dev>/stat (read here directly, not through the code under test).
-fn kernel_io_ticks_ms(dev: &str) -> u64 {
-    let p = format!("/sys/block/{dev}/stat");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
-    text.split_whitespace()
-        .nth(9)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{p}: no io_ticks field in {text:?}"))
-}
-
-/// The kernel's busy count of a drive over a stretch of wall time.
-struct Busy {
-    ticks: Duration,
-    wall: Duration,
-}
-
-impl Busy {
-    /// Runs `f`, counting the drive's busy time around it.
-    fn around<T>(dev: &str, f: impl FnOnce() -> T) -> (T, Busy) {
-        let b = kernel_io_ticks_ms(dev);
-        let t0 = Instant::now();
-        let v = f();
-        let a = kernel_io_ticks_ms(dev);
-        let wall = t0.elapsed();
-        let ticks = Duration::from_millis(a.saturating_sub(b));
-        (v, Busy { ticks, wall })
-    }
-
-    fn ratio(&self) -> f64 {
-        (self.ticks.as_secs_f64() / self.wall.as_secs_f64()).min(1.0)
-    }
-
-    /// Bounds on the utilization measured over any window inside this one lasting at least
-    /// `min`. Its busy time can't exceed all of this one's, and misses at most this one's busy
-    /// time outside it (at most that stretch's length), each give or take TICK_LAG at each end.
-    fn bounds_inside(&self, min: Duration) -> (f64, f64) {
-        let (ticks, wall, min) = (
-            self.ticks.as_secs_f64(),
-            self.wall.as_secs_f64(),
-            min.as_secs_f64(),
-        );
-        let idle = wall - ticks + 2.0 * TICK_LAG.as_secs_f64();
-        let lo = (1.0 - idle / min).clamp(0.0, 1.0);
-        let hi = ((ticks + 2.0 * TICK_LAG.as_secs_f64()) / min).min(1.0);
-        (lo, hi)
-    }
-}
-
 #[test]
 fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
-    if !require_root("busy") || !require_cmd("busy", "fio", "fio") {
+    if !require_cmd("busy", "fio", "fio") {
         return;
     }
     let Some(fs) = loop_fs("busy", 128) else {
@@ -660,9 +510,6 @@ fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
 
 #[test]
 fn a_second_run_on_a_target_in_use_is_skipped_as_busy_and_leaves_its_files_alone() {
-    if !require_root("concurrent run") {
-        return;
-    }
     let Some(fs) = loop_fs("concurrent run", 64) else {
         return;
     };

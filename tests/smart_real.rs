@@ -40,8 +40,7 @@ fn real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported() {
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let s = rt.block_on(c.sample(&ctx)).expect("sample");
-    let mut text = String::new();
-    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    let text = support::exposition(&s);
     for (name, kind) in &drives {
         let ok = support::value_matching(
             &text,
@@ -120,8 +119,7 @@ fn real_smartctl_refused_access_is_reported_per_device_with_the_capability_neede
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let s = rt.block_on(c.sample(&ctx)).expect("sample");
-    let mut text = String::new();
-    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    let text = support::exposition(&s);
     let err = s
         .errors
         .iter()

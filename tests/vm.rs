@@ -175,15 +175,11 @@ fn virtio_names() -> (String, String) {
     (f[0].clone(), f[1].clone())
 }
 
-fn guest_rc(name: &str) -> i32 {
-    read(name)
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-/// A whole number of seconds the guest wrote with `date +%s`.
-fn guest_time(name: &str) -> f64 {
+/// The number a guest file holds: an exit status, a `date +%s` time, a byte count.
+fn guest_num<T: std::str::FromStr>(name: &str) -> T
+where
+    T::Err: std::fmt::Display,
+{
     read(name)
         .trim()
         .parse()
@@ -212,9 +208,9 @@ use ssdwatch::smart::EXIT_BITS;
 /// The daemon decoded every exit bit as the guest's own smartctl runs right before and right
 /// after sample #2 saw it (a bit the two runs disagree on could be either).
 fn assert_exit_bits_agree(s: &[Series], dev: &str, drive: &str) {
-    let runs = [
-        guest_rc(&format!("smartctl-{drive}-2-before.rc")),
-        guest_rc(&format!("smartctl-{drive}-2.rc")),
+    let runs: [i32; 2] = [
+        guest_num(&format!("smartctl-{drive}-2-before.rc")),
+        guest_num(&format!("smartctl-{drive}-2.rc")),
     ];
     for (n, bit) in EXIT_BITS.iter().enumerate() {
         let v = must(
@@ -240,7 +236,7 @@ fn the_guest_scenario_runs_and_every_sample_succeeds() {
     for n in 1..=3 {
         let file = format!("sample-{n}.rc");
         assert_eq!(
-            guest_rc(&file),
+            guest_num::<i32>(&file),
             0,
             "ssdwatch sample #{n} failed in the guest: {}",
             read(&format!("sample-{n}.err"))
@@ -256,10 +252,7 @@ fn the_guest_scenario_runs_and_every_sample_succeeds() {
 #[test]
 #[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
 fn nvme_host_written_bytes_grow_by_the_bytes_written() {
-    let written: f64 = read("written-bytes.txt")
-        .trim()
-        .parse()
-        .expect("written-bytes.txt");
+    let written: f64 = guest_num("written-bytes.txt");
     let before = scrape("sample-1.prom");
     let after = scrape("sample-2.prom");
     let dev = nvme();
@@ -379,7 +372,7 @@ fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
     // smartctl's choice), the daemon's bits say so (checked above), and the sample still succeeds
     // with the other drives' data (checked above and in the_guest_scenario_runs...).
     for when in ["2-before", "2"] {
-        let rc = guest_rc(&format!("smartctl-virtio-{when}.rc"));
+        let rc: i32 = guest_num(&format!("smartctl-virtio-{when}.rc"));
         assert!(
             rc & 0b111 != 0,
             "smartctl on the virtio drive exited {rc}: it should fail for want of SMART"
@@ -397,7 +390,7 @@ fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
         })
         .sum();
     assert!(failed >= 1.0, "no failure bit for {virt}");
-    assert_eq!(guest_rc("sample-2.rc"), 0);
+    assert_eq!(guest_num::<i32>("sample-2.rc"), 0);
 }
 
 #[test]
@@ -406,12 +399,8 @@ fn an_nvme_critical_warning_set_by_the_host_reads_as_smart_failing() {
     let s = scrape("sample-2.prom");
     let dev = layout("nvme-warning").remove(0);
     let l = [("device", dev.as_str()), ("serial", "SSDWNVMEWARN")];
-    let bits: f64 = read("critical-warning.txt")
-        .trim()
-        .parse()
-        .expect("critical-warning.txt");
-    assert!(bits > 0.0);
-    let bits = bits as u64;
+    let bits: u64 = guest_num("critical-warning.txt");
+    assert!(bits > 0);
     // The guest's own smartctl readings right before and right after the sample: what the
     // daemon reports must be what smartctl said (QEMU's fixed temperature, and any warning bits
     // of its own, vary between QEMU versions), and the bits the host set must be among them.
@@ -453,7 +442,8 @@ fn an_nvme_critical_warning_set_by_the_host_reads_as_smart_failing() {
     // smartctl says FAILED with bit 3 of its exit status (the guest's own runs show it too);
     // the daemon decodes it, and every other bit, instead of dropping the drive.
     for when in ["2-before", "2"] {
-        assert_eq!(guest_rc(&format!("smartctl-warning-{when}.rc")) & 8, 8);
+        let rc: i32 = guest_num(&format!("smartctl-warning-{when}.rc"));
+        assert_eq!(rc & 8, 8, "smartctl on the warning drive exited {rc}");
     }
     assert_exit_bits_agree(&s, &dev, "warning");
     let bit = [("device", dev.as_str()), ("bit", "smart_status_failing")];
@@ -477,7 +467,7 @@ fn an_nvme_critical_warning_set_by_the_host_reads_as_smart_failing() {
         (lo..=hi).contains(&temp),
         "temperature {temp} °C, smartctl read {said:?} right before and after"
     );
-    assert_eq!(guest_rc("sample-2.rc"), 0);
+    assert_eq!(guest_num::<i32>("sample-2.rc"), 0);
 }
 
 /// Bytes fstrim reported per mount point: the whole number right before "bytes", as busybox
@@ -513,8 +503,8 @@ fn fstrim_moves_discarded_bytes_and_last_discard_time_on_every_drive() {
     let nvme = nvme();
     // Whole seconds: taken right before the first fstrim, and when the daemon's scrape that
     // showed the whole trim was taken (the guest waited for it).
-    let trim_start = guest_time("trim-start.txt");
-    let scraped = guest_time("daemon-3-time.txt");
+    let trim_start: f64 = guest_num("trim-start.txt");
+    let scraped: f64 = guest_num("daemon-3-time.txt");
     let before = scrape("daemon-2.prom");
     let after = scrape("daemon-3.prom");
     let cases = [
@@ -658,7 +648,7 @@ fn probes_ran_on_every_filesystem_with_their_context() {
     // The CLI: one run of every kind per filesystem.
     for (name, drive) in drives {
         assert_eq!(
-            guest_rc(&format!("probe-{name}.rc")),
+            guest_num::<i32>(&format!("probe-{name}.rc")),
             0,
             "probe run on /mnt/{name}: {}",
             read(&format!("probe-{name}.err"))
@@ -687,7 +677,7 @@ fn probes_ran_on_every_filesystem_with_their_context() {
     }
     // The daemon: runs counted and context recorded, including the trim seconds before.
     let s = scrape("daemon-3.prom");
-    let trim_start = guest_time("trim-start.txt");
+    let trim_start: f64 = guest_num("trim-start.txt");
     for mp in MOUNTS {
         let runs: f64 = s
             .iter()
@@ -761,16 +751,8 @@ fn nothing_is_written_outside_the_probe_directories() {
 #[test]
 #[ignore = "boots a QEMU guest; run with: cargo test --test vm -- --ignored"]
 fn the_guest_expositions_pass_promtool() {
-    if Command::new("promtool").arg("--version").output().is_err() {
-        panic!("promtool is missing (Debian: apt-get install prometheus)");
-    }
     for name in ["sample-3.prom", "daemon-3.prom"] {
-        let path = guest().join(name);
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        if let Err(said) = support::promtool_check_metrics(&text) {
-            panic!("{name}: {said}");
-        }
+        support::assert_promtool_clean(name, &read(name));
     }
 }
 

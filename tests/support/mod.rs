@@ -356,7 +356,7 @@ pub fn value(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// Sum of a family's values over series whose labels contain `label_part`.
+/// The value of the first series of a family whose labels contain `label_part`.
 pub fn value_matching(text: &str, family: &str, label_part: &str) -> Option<f64> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(label_part))
@@ -373,12 +373,82 @@ impl Drop for KillOnDrop {
     }
 }
 
-pub fn host_roots() -> ssdwatch::Roots {
-    ssdwatch::Roots {
-        sys: "/sys".into(),
-        proc: "/proc".into(),
-        rootfs: "/".into(),
-        statvfs_fixture: None,
+/// A collector sample rendered as the text exposition.
+pub fn exposition(s: &ssdwatch::collector::Sample) -> String {
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, s.metrics.families());
+    text
+}
+
+/// A block device's counters as the kernel shows them now (/sys/block/<dev>/stat).
+pub fn block_stat(dev: &str) -> ssdwatch::sysfs::blockstat::BlockStat {
+    ssdwatch::sysfs::blockstat::read_one(Path::new("/sys"), dev)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .stat
+}
+
+/// How far the kernel's busy count can lag the wall clock at either end of a window: io_ticks
+/// advances in whole ticks (10 ms at HZ=100), and only when an I/O starts or ends, so one long
+/// flush can straddle a window's edge by tens of milliseconds.
+pub const TICK_LAG: Duration = Duration::from_millis(100);
+
+/// The kernel's busy count of a drive over a stretch of wall time.
+pub struct Busy {
+    pub ticks: Duration,
+    pub wall: Duration,
+}
+
+/// A stretch of wall time being watched: [`BusyWatch::stop`] gives the drive's busy count over it.
+pub struct BusyWatch {
+    dev: String,
+    ticks: u64,
+    t0: Instant,
+}
+
+impl BusyWatch {
+    pub fn start(dev: &str) -> BusyWatch {
+        BusyWatch {
+            dev: dev.to_string(),
+            ticks: block_stat(dev).io_time_ms,
+            t0: Instant::now(),
+        }
+    }
+
+    pub fn stop(self) -> Busy {
+        let ticks = block_stat(&self.dev).io_time_ms.saturating_sub(self.ticks);
+        Busy {
+            ticks: Duration::from_millis(ticks),
+            wall: self.t0.elapsed(),
+        }
+    }
+}
+
+impl Busy {
+    /// Runs `f`, counting the drive's busy time around it.
+    pub fn around<T>(dev: &str, f: impl FnOnce() -> T) -> (T, Busy) {
+        let w = BusyWatch::start(dev);
+        let v = f();
+        (v, w.stop())
+    }
+
+    pub fn ratio(&self) -> f64 {
+        (self.ticks.as_secs_f64() / self.wall.as_secs_f64()).min(1.0)
+    }
+
+    /// Bounds on the utilization measured over any window inside this one lasting at least
+    /// `min`. Its busy time can't exceed all of this one's (the counter only grows, and both
+    /// read it), and it misses at most this one's busy time outside it (at most that stretch's
+    /// length, give or take TICK_LAG at each end).
+    pub fn bounds_inside(&self, min: Duration) -> (f64, f64) {
+        let (ticks, wall, min) = (
+            self.ticks.as_secs_f64(),
+            self.wall.as_secs_f64(),
+            min.as_secs_f64(),
+        );
+        let idle = wall - ticks + 2.0 * TICK_LAG.as_secs_f64();
+        let lo = (1.0 - idle / min).clamp(0.0, 1.0);
+        let hi = (ticks / min).min(1.0);
+        (lo, hi)
     }
 }
 
@@ -403,9 +473,10 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ssdwatch")
 }
 
-/// Runs `promtool check metrics` on an exposition: Ok when it passes with no complaint at all
-/// (promtool exits 0 even on some lint findings), else what promtool said.
-pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
+/// Asserts that `promtool check metrics` passes an exposition with no complaint at all
+/// (promtool exits 0 even on some lint findings); the panic names `what` and says what
+/// promtool said.
+pub fn assert_promtool_clean(what: &str, text: &str) {
     use std::io::Write;
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
@@ -413,7 +484,7 @@ pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("running promtool: {e}"))?;
+        .unwrap_or_else(|e| panic!("{what}: running promtool (apt-get install prometheus): {e}"));
     // promtool stops reading at the first parse error: feed it from a thread and keep what it
     // says rather than a broken pipe.
     let mut stdin = child.stdin.take().expect("stdin");
@@ -421,16 +492,15 @@ pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
     let writer = std::thread::spawn(move || stdin.write_all(owned.as_bytes()));
     let out = child
         .wait_with_output()
-        .map_err(|e| format!("promtool: {e}"))?;
+        .unwrap_or_else(|e| panic!("{what}: promtool: {e}"));
     let _ = writer.join();
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    if out.status.success() && said.trim().is_empty() {
-        Ok(())
-    } else {
-        Err(said)
-    }
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "{what}: promtool check metrics complains:\n{said}"
+    );
 }

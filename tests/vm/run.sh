@@ -143,7 +143,7 @@ fi
 echo "$ACCEL" > "$OUT/accel.txt"
 # Whole-guest deadline; it only stops a hung guest. Boot and scenario take ~45-55 s under TCG
 # on a 2-core machine. The guest's own deadlines, should every one of them run out, add up to
-# 350 s (waits for drives 20, first scrape 30, baseline 60, trim 60; six commands at 30 each),
+# 320 s (waits for drives 20, daemon start and baseline 60, trim 60; six commands at 30 each),
 # three times that under TCG (guest-init.sh, SLOW): this outlasts them, so a guest whose steps
 # all give up still writes its results for reading.
 case "$ACCEL" in
