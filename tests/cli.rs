@@ -79,3 +79,55 @@ fn example_config_is_accepted() {
         .expect("run ssdwatch");
     assert!(out.status.success());
 }
+
+#[test]
+fn sample_exits_1_when_a_collector_failed_and_still_prints_the_rest() {
+    let out = ssdwatch()
+        .args(["--path.procfs", "/nonexistent", "sample"])
+        .output()
+        .expect("run ssdwatch");
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ssdwatch_collector_success{collector=\"filesystem\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ssdwatch_collector_success{collector=\"diskstats\"} 1"),
+        "{text}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/self/mountinfo"), "{err}");
+}
+
+#[test]
+fn probe_run_refuses_an_unknown_kind_with_exit_2_and_reports_a_missing_target_as_error() {
+    let out = ssdwatch()
+        .args(["probe", "run", "--target", "/tmp", "--kind", "bogus"])
+        .output()
+        .expect("run ssdwatch");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--kind bogus"), "{err}");
+    assert!(
+        err.contains("sync_write_4k"),
+        "names the valid kinds: {err}"
+    );
+
+    let missing = tempfile::tempdir().unwrap().path().join("gone");
+    let out = ssdwatch()
+        .args(["probe", "run", "--json", "--target"])
+        .arg(&missing)
+        .output()
+        .expect("run ssdwatch");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["outcome"], "skipped");
+    assert_eq!(v["reason"], "error");
+    assert!(
+        v["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(missing.to_str().unwrap())),
+        "{v}"
+    );
+}

@@ -134,6 +134,13 @@ fn bad_input_gives_a_clear_error_and_nonzero_exit() {
             "{name}: error names the file: {stderr}"
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
+        if name != "array.json" {
+            // Not JSON at all: where it broke, so the bad byte can be found.
+            assert!(
+                stderr.contains("(line ") && stderr.contains(", column "),
+                "{name}: error names line and column: {stderr}"
+            );
+        }
     }
     let (code, _, stderr) = inspect(&dir.path().join("does-not-exist.json"));
     assert_eq!(code, Some(1));
