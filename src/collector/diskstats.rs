@@ -280,6 +280,18 @@ mod tests {
     use super::*;
     use crate::sysfs::blockstat::parse_block_stat;
 
+    /// A collector with default settings over the fixture tree in `dir`.
+    fn collector_on(dir: &Path) -> (DiskstatsCollector, Context) {
+        let ctx = Context {
+            roots: std::sync::Arc::new(crate::Roots::fixture(dir)),
+            shared: Default::default(),
+        };
+        (
+            DiskstatsCollector::new(&DiskstatsConfig::default()).unwrap(),
+            ctx,
+        )
+    }
+
     fn st(io: u64, discard_sectors: u64) -> BlockStat {
         BlockStat {
             io_time_ms: io,
@@ -357,11 +369,7 @@ mod tests {
         std::fs::create_dir_all(block.join("loop0")).unwrap();
         std::fs::write(block.join("loop0/stat"), "0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
         std::fs::write(block.join("loop0/size"), "0\n").unwrap();
-        let ctx = Context {
-            roots: std::sync::Arc::new(crate::Roots::fixture(dir.path())),
-            shared: Default::default(),
-        };
-        let mut c = DiskstatsCollector::new(&DiskstatsConfig::default()).unwrap();
+        let (mut c, ctx) = collector_on(dir.path());
         let first = c.sample(&ctx).await.unwrap();
         assert!(first.errors.is_empty(), "{:?}", first.errors);
         let nvme = [("device", "nvme0n1")];
@@ -429,11 +437,7 @@ mod tests {
         std::fs::create_dir_all(dev.join("mq")).unwrap();
         std::fs::write(dev.join("stat"), "10 0 80 5 20 0 160 9 0 700 900\n").unwrap();
         std::fs::write(dev.join("queue/iostats"), "0\n").unwrap();
-        let ctx = Context {
-            roots: std::sync::Arc::new(crate::Roots::fixture(dir.path())),
-            shared: Default::default(),
-        };
-        let mut c = DiskstatsCollector::new(&DiskstatsConfig::default()).unwrap();
+        let (mut c, ctx) = collector_on(dir.path());
         c.sample(&ctx).await.unwrap();
         let second = c.sample(&ctx).await.unwrap();
         let l = [("device", "nvme0n1")];
