@@ -47,3 +47,33 @@ async fn landing() -> Html<String> {
         env!("CARGO_PKG_VERSION")
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Published;
+    use std::time::Duration;
+
+    /// /-/ready answers 503 until every registered collector has published a first sample
+    /// (even a failed one: the daemon is up and reporting), then 200.
+    #[tokio::test]
+    async fn ready_is_503_until_every_collector_has_sampled_once() {
+        let store = Arc::new(Store::new());
+        store.register("topology");
+        store.register("smart");
+        let status = |s: &Arc<Store>| {
+            let s = s.clone();
+            async move { ready(State(s)).await.into_response().status() }
+        };
+        assert_eq!(status(&store).await, StatusCode::SERVICE_UNAVAILABLE);
+        let published = |metrics| Published {
+            metrics,
+            duration: Duration::from_millis(1),
+            errors: 0,
+        };
+        store.publish("topology", published(Some(Default::default())));
+        assert_eq!(status(&store).await, StatusCode::SERVICE_UNAVAILABLE);
+        store.publish("smart", published(None));
+        assert_eq!(status(&store).await, StatusCode::OK);
+    }
+}
