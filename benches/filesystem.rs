@@ -4,10 +4,10 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ssdwatch::collector::filesystem::{
-    FilesystemConfig, Filters, FixtureAnswer, FsStat, STATFS_WORKERS, StatGuard, StatSource,
-    select_mounts,
+    FilesystemConfig, Filters, STATFS_WORKERS, StatGuard, select_mounts,
 };
 use ssdwatch::procfs::mountinfo::parse_mountinfo;
+use ssdwatch::statfs::{FixtureAnswer, FsStat, StatSource};
 use ssdwatch::sysfs::topology::Topology;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

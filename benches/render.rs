@@ -10,10 +10,13 @@ use ssdwatch::collector::filesystem::FilesystemCollector;
 use ssdwatch::collector::topology::TopologyCollector;
 use ssdwatch::collector::{self, Collector, Context};
 use ssdwatch::config::Config;
-use ssdwatch::snapshot::{Shared, Store};
+use ssdwatch::fault::Faults;
+use ssdwatch::registry::{self, BuildEnv};
+use ssdwatch::snapshot::Store;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn generate(dir: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen_big_host.py");
@@ -33,14 +36,14 @@ fn sampled_store(dir: &Path) -> Arc<Store> {
     config.collectors.probe.enabled = false;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let store = Arc::new(Store::new());
-    let ctx = Context {
-        roots: Arc::new(Roots::fixture(dir)),
-        shared: Arc::new(Shared::default()),
-    };
+    let ctx = Context::new(Roots::fixture(dir), Duration::from_secs(60));
     rt.block_on(async {
-        for mut c in collector::build(&config).unwrap() {
+        let env = BuildEnv {
+            state_dir: &config.state_dir,
+        };
+        for mut c in registry::build(&config.collectors, &env).unwrap() {
             store.register(c.name());
-            assert!(collector::sample_once(c.as_mut(), &ctx, &store).await);
+            assert!(collector::sample_once(c.as_mut(), &ctx, &store, &mut Faults::default()).await);
         }
     });
     store
@@ -59,10 +62,7 @@ fn render(c: &mut Criterion, dir: &Path) {
 
 fn sample(c: &mut Criterion, dir: &Path) {
     let config = Config::default();
-    let ctx = Context {
-        roots: Arc::new(Roots::fixture(dir)),
-        shared: Arc::new(Shared::default()),
-    };
+    let ctx = Context::new(Roots::fixture(dir), Duration::from_secs(60));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut collectors: Vec<Box<dyn Collector>> = vec![
         Box::new(TopologyCollector::new(&config.collectors.topology).unwrap()),

@@ -1,7 +1,8 @@
 //! The YAML configuration as typed structs with built-in defaults.
 //! Unknown keys and bad values are errors that name the file, the key path and the line.
 
-use crate::collector::{diskstats, filesystem, probe, smart, topology};
+use crate::registry::CollectorsConfig;
+pub use crate::validate::Invalid;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -42,16 +43,6 @@ impl Default for WebConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct CollectorsConfig {
-    pub topology: topology::TopologyConfig,
-    pub diskstats: diskstats::DiskstatsConfig,
-    pub filesystem: filesystem::FilesystemConfig,
-    pub smart: smart::SmartConfig,
-    pub probe: probe::ProbeConfig,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("config file {path}: {source}")]
@@ -68,22 +59,6 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
-}
-
-/// A value that failed validation: which key, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Invalid {
-    pub key: String,
-    pub message: String,
-}
-
-impl Invalid {
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Invalid {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
 }
 
 impl Config {
@@ -140,33 +115,8 @@ impl Config {
         if !self.state_dir.is_absolute() {
             return Err(Invalid::new("state_dir", "must be an absolute path"));
         }
-        let c = &self.collectors;
-        c.topology.validate("collectors.topology")?;
-        c.diskstats.validate("collectors.diskstats")?;
-        c.filesystem.validate("collectors.filesystem")?;
-        c.smart.validate("collectors.smart")?;
-        c.probe.validate("collectors.probe")?;
-        Ok(())
+        self.collectors.validate()
     }
-}
-
-/// Shared check for collector intervals.
-pub fn check_interval(
-    key: &str,
-    d: std::time::Duration,
-    min: std::time::Duration,
-) -> Result<(), Invalid> {
-    if d < min {
-        return Err(Invalid::new(
-            format!("{key}.interval"),
-            format!(
-                "{} is too short; the minimum is {}",
-                humantime::format_duration(d),
-                humantime::format_duration(min)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
 //! Wires collectors, the scheduler and the HTTP server together, and shuts them down.
 
 use crate::Roots;
-use crate::collector::{self, Context};
+use crate::collector::{self, Collector, Context};
 use crate::config::Config;
-use crate::snapshot::{Shared, Store};
+use crate::fault::Faults;
+use crate::registry::{self, BuildEnv};
+use crate::snapshot::Store;
 use anyhow::Context as _;
 use std::future::Future;
 use std::sync::Arc;
@@ -30,12 +32,8 @@ pub async fn run_with_listener(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let collectors = collector::build(&config)?;
+    let (collectors, ctx) = build(&config, roots)?;
     let store = Arc::new(Store::new());
-    let ctx = Context {
-        roots: Arc::new(roots),
-        shared: Arc::new(Shared::default()),
-    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx);
     match listener.local_addr() {
@@ -58,12 +56,8 @@ pub async fn run_with_listener(
 /// One-shot mode: samples every enabled collector once (concurrently) and renders the
 /// exposition. Returns the text and whether every collector succeeded.
 pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(String, bool)> {
-    let collectors = collector::build(config)?;
+    let (collectors, ctx) = build(config, roots)?;
     let store = Arc::new(Store::new());
-    let ctx = Context {
-        roots: Arc::new(roots),
-        shared: Arc::new(Shared::default()),
-    };
     for c in &collectors {
         store.register(c.name());
     }
@@ -72,11 +66,21 @@ pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(Strin
         let ctx = ctx.clone();
         let store = store.clone();
         handles.push(tokio::spawn(async move {
-            collector::sample_once(c.as_mut(), &ctx, &store).await
+            collector::sample_once(c.as_mut(), &ctx, &store, &mut Faults::default()).await
         }));
     }
     for h in handles {
         h.await.context("collector task panicked")?;
     }
     Ok((store.render(), store.all_succeeded()))
+}
+
+/// The enabled collectors and the context they share.
+fn build(config: &Config, roots: Roots) -> anyhow::Result<(Vec<Box<dyn Collector>>, Context)> {
+    let env = BuildEnv {
+        state_dir: &config.state_dir,
+    };
+    let collectors = registry::build(&config.collectors, &env)?;
+    let ctx = Context::new(roots, config.collectors.topology_max_age());
+    Ok((collectors, ctx))
 }

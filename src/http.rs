@@ -67,6 +67,7 @@ mod tests {
         };
         assert_eq!(status(&store).await, StatusCode::SERVICE_UNAVAILABLE);
         let published = |metrics| Published {
+            failing_items: 0,
             metrics,
             duration: Duration::from_millis(1),
             errors: 0,

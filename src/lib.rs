@@ -1,17 +1,22 @@
 //! ssdwatch: a Prometheus exporter and monitoring daemon for SSDs under databases.
 //! `run` boots the whole daemon in-process so tests can drive it like `main` does.
 
+pub mod cli;
 pub mod collector;
 pub mod config;
 pub mod daemon;
+pub mod fault;
 pub mod http;
 pub mod metrics;
 pub mod probe;
 pub mod procfs;
+pub mod registry;
 pub mod render;
 pub mod smart;
 pub mod snapshot;
+pub mod statfs;
 pub mod sysfs;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 

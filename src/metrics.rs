@@ -153,10 +153,6 @@ impl MetricSet {
         &self.families
     }
 
-    pub fn into_families(self) -> Vec<MetricFamily> {
-        self.families
-    }
-
     /// Looks a series value up (for tests and for collectors that read each other's output).
     pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let fam = self.families.iter().find(|f| f.name == name)?;

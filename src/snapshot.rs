@@ -1,11 +1,12 @@
 //! The latest immutable sample of each collector, and what a scrape renders from it.
 //! Collectors publish here from their own tasks; a scrape only reads (a lock held for a memcpy).
 
-use crate::metrics::{MetricKind, MetricSet};
+use crate::metrics::MetricSet;
 use crate::render;
+use crate::sysfs::topology::Topology;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch, as Prometheus timestamps are given.
 pub fn unix_now() -> f64 {
@@ -25,6 +26,8 @@ pub struct CollectorState {
     pub duration: Option<Duration>,
     pub last_success_unix: Option<f64>,
     pub errors_total: u64,
+    /// Items (mounts, devices) that failed in the last sample.
+    pub failing_items: u64,
 }
 
 /// The snapshot store: one entry per enabled collector.
@@ -37,8 +40,10 @@ pub struct Store {
 pub struct Published {
     pub metrics: Option<MetricSet>,
     pub duration: Duration,
-    /// Errors in this sample: a failed sample (metrics = None) or per-device errors in a good one.
+    /// Errors in this sample: a failed sample (metrics = None) or per-item errors in a good one.
     pub errors: u64,
+    /// Distinct items that failed in this sample.
+    pub failing_items: u64,
 }
 
 impl Store {
@@ -64,6 +69,7 @@ impl Store {
         let st = g.entry(name).or_default();
         st.duration = Some(p.duration);
         st.errors_total += p.errors;
+        st.failing_items = p.failing_items;
         match rendered {
             Some(r) => {
                 st.rendered = r;
@@ -87,11 +93,6 @@ impl Store {
     pub fn all_succeeded(&self) -> bool {
         let g = self.states.read().unwrap_or_else(|e| e.into_inner());
         g.values().all(|s| s.success == Some(true))
-    }
-
-    pub fn state(&self, name: &str) -> Option<CollectorState> {
-        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
-        g.get(name).cloned()
     }
 
     /// Renders the whole exposition: each collector's families, then the collectors' own health.
@@ -125,6 +126,11 @@ impl Store {
                 "Errors met by the collector: failed samples and per-device errors.",
             )
             .push(&l, st.errors_total as f64);
+            meta.gauge(
+                "ssdwatch_collector_failing_items",
+                "Items (mounts, devices, targets) the collector could not sample in its last sample.",
+            )
+            .push_opt(&l, st.success.map(|_| st.failing_items as f64));
         }
         render::render_families(&mut out, meta.families());
         let mut build = MetricSet::new();
@@ -157,9 +163,24 @@ pub struct DiskActivity {
 pub struct Shared {
     /// Keyed by kernel device name (`sda`, `nvme0n1`, `loop3`).
     pub disk_activity: RwLock<HashMap<String, DiskActivity>>,
+    /// The block topology last read from /sys, and when.
+    topology: RwLock<Option<(Arc<Topology>, Instant)>>,
 }
 
 impl Shared {
+    /// The shared topology when it was read less than `max_age` ago.
+    pub fn topology(&self, max_age: Duration) -> Option<Arc<Topology>> {
+        let g = self.topology.read().unwrap_or_else(|e| e.into_inner());
+        g.as_ref()
+            .filter(|(_, at)| at.elapsed() < max_age)
+            .map(|(t, _)| t.clone())
+    }
+
+    pub fn set_topology(&self, t: Arc<Topology>) {
+        let mut g = self.topology.write().unwrap_or_else(|e| e.into_inner());
+        *g = Some((t, Instant::now()));
+    }
+
     pub fn disk_activity(&self, device: &str) -> Option<DiskActivity> {
         let g = self.disk_activity.read().unwrap_or_else(|e| e.into_inner());
         g.get(device).cloned()
@@ -173,9 +194,6 @@ impl Shared {
         g.insert(device.to_string(), a);
     }
 }
-
-/// The kind of a family, re-exported for collectors that build families by hand.
-pub type Kind = MetricKind;
 
 #[cfg(test)]
 mod tests {
@@ -195,6 +213,7 @@ mod tests {
                 metrics: Some(m),
                 duration: Duration::from_millis(2),
                 errors: 0,
+                failing_items: 0,
             },
         );
         assert!(store.ready());
@@ -207,6 +226,7 @@ mod tests {
                 metrics: None,
                 duration: Duration::from_millis(2),
                 errors: 1,
+                failing_items: 0,
             },
         );
         let out = store.render();

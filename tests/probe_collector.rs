@@ -20,11 +20,12 @@ async fn sample_with(
     let ctx = Context {
         roots: Arc::new(ssdwatch::Roots::default()),
         shared,
+        topology_max_age: std::time::Duration::from_secs(60),
     };
     let mut c = ProbeCollector::new(cfg, state).unwrap();
     let s = c.sample(&ctx).await.unwrap();
     let text = exposition(&s);
-    (c, s.errors, text)
+    (c, s.errors.iter().map(|e| e.to_string()).collect(), text)
 }
 
 /// The probe config of these tests: one small target, no jitter.
@@ -95,6 +96,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
     let ctx = Context {
         roots: Arc::new(ssdwatch::Roots::default()),
         shared,
+        topology_max_age: std::time::Duration::from_secs(60),
     };
     let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
     let sectors_before = block_stat(&dev).write_sectors;
@@ -404,6 +406,7 @@ async fn a_run_past_its_timeout_is_an_error_and_no_second_run_starts() {
     let ctx = Context {
         roots: Arc::new(ssdwatch::Roots::default()),
         shared: Arc::default(),
+        topology_max_age: std::time::Duration::from_secs(60),
     };
     let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
     let first = c.sample(&ctx).await.unwrap();
@@ -411,7 +414,7 @@ async fn a_run_past_its_timeout_is_an_error_and_no_second_run_starts() {
         first
             .errors
             .iter()
-            .any(|e| e.contains("not finished after 200ms")),
+            .any(|e| e.message.contains("not finished after 200ms")),
         "{:?}",
         first.errors
     );
@@ -419,10 +422,9 @@ async fn a_run_past_its_timeout_is_an_error_and_no_second_run_starts() {
     tokio::time::sleep(c.next_delay()).await;
     let second = c.sample(&ctx).await.unwrap();
     assert!(
-        second
-            .errors
-            .iter()
-            .any(|e| e.contains("still hasn't returned; not starting another")),
+        second.errors.iter().any(|e| e
+            .message
+            .contains("still hasn't returned; not starting another")),
         "{:?}",
         second.errors
     );
@@ -436,7 +438,7 @@ async fn a_run_past_its_timeout_is_an_error_and_no_second_run_starts() {
         third
             .errors
             .iter()
-            .any(|e| e.contains("not finished after")),
+            .any(|e| e.message.contains("not finished after")),
         "a new run started: {:?}",
         third.errors
     );

@@ -22,6 +22,7 @@ fn probe_once(t: &TargetConfig, state: &Path, window: Duration) -> Outcome {
             roots: &roots,
             state_dir: state,
             shared: None,
+            topology: None,
             kinds: t.kinds.clone(),
             busy_window: window,
         },

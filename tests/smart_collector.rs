@@ -87,6 +87,7 @@ fn ctx() -> Context {
     Context {
         roots: Arc::new(ssdwatch::Roots::fixture(&empty)),
         shared: Arc::new(Shared::default()),
+        topology_max_age: std::time::Duration::from_secs(60),
     }
 }
 
@@ -96,7 +97,10 @@ fn sample(c: &mut SmartCollector) -> (String, Vec<String>) {
         .build()
         .expect("runtime");
     let s = rt.block_on(c.sample(&ctx())).expect("sample never fails");
-    (support::exposition(&s), s.errors)
+    (
+        support::exposition(&s),
+        s.errors.iter().map(|e| e.to_string()).collect(),
+    )
 }
 
 fn val(text: &str, family: &str, labels_contain: &[&str]) -> Option<f64> {

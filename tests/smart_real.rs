@@ -37,6 +37,7 @@ fn real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported() {
     let ctx = Context {
         roots: Arc::new(roots),
         shared: Arc::new(Shared::default()),
+        topology_max_age: std::time::Duration::from_secs(60),
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let s = rt.block_on(c.sample(&ctx)).expect("sample");
@@ -61,7 +62,7 @@ fn real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported() {
             assert!(
                 !s.errors
                     .iter()
-                    .any(|e| e.contains(&format!("device {name}:"))),
+                    .any(|e| e.message.contains(&format!("device {name}:"))),
                 "unsupported is no error: {:?}",
                 s.errors
             );
@@ -116,6 +117,7 @@ fn real_smartctl_refused_access_is_reported_per_device_with_the_capability_neede
     let ctx = Context {
         roots: Arc::new(ssdwatch::Roots::default()),
         shared: Arc::new(Shared::default()),
+        topology_max_age: std::time::Duration::from_secs(60),
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let s = rt.block_on(c.sample(&ctx)).expect("sample");
@@ -123,13 +125,13 @@ fn real_smartctl_refused_access_is_reported_per_device_with_the_capability_neede
     let err = s
         .errors
         .iter()
-        .find(|e| e.contains("device vda-sat"))
+        .find(|e| e.message.contains("device vda-sat"))
         .unwrap_or_else(|| panic!("no error for the refused drive: {:?}", s.errors));
     assert!(
-        err.contains("not permitted") || err.contains("Permission denied"),
+        err.message.contains("not permitted") || err.message.contains("Permission denied"),
         "{err}"
     );
-    assert!(err.contains("CAP_SYS_RAWIO"), "{err}");
+    assert!(err.message.contains("CAP_SYS_RAWIO"), "{err}");
     assert_eq!(
         support::value_matching(
             &text,

@@ -3,14 +3,17 @@
 //! Partitions are left out (their disk carries the same I/O); dm, md and loop devices are in.
 
 use crate::collector::{Collector, Context, Sample};
-use crate::config::{Invalid, check_interval};
 use crate::metrics::MetricSet;
 use crate::snapshot::{DiskActivity, unix_now};
 use crate::sysfs::blockstat::{BlockStat, DeviceStat, STAT_SECTOR_BYTES, read_one};
+use crate::validate::{Invalid, check_interval};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
+
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -24,7 +27,7 @@ impl Default for DiskstatsConfig {
     fn default() -> Self {
         DiskstatsConfig {
             enabled: true,
-            interval: Duration::from_secs(15),
+            interval: DEFAULT_INTERVAL,
         }
     }
 }
@@ -215,7 +218,7 @@ impl Collector for DiskstatsCollector {
         let (stats, errors) = tokio::task::spawn_blocking(move || read_all(&sys)).await??;
         let now = unix_now();
         let mut s = Sample {
-            errors,
+            errors: errors.into_iter().map(Into::into).collect(),
             ..Default::default()
         };
         let mut next = HashMap::with_capacity(stats.len());
@@ -285,6 +288,7 @@ mod tests {
         let ctx = Context {
             roots: std::sync::Arc::new(crate::Roots::fixture(dir)),
             shared: Default::default(),
+            topology_max_age: std::time::Duration::from_secs(60),
         };
         (
             DiskstatsCollector::new(&DiskstatsConfig::default()).unwrap(),

@@ -3,11 +3,12 @@
 //! workers: a few short-lived threads take the mounts, a call past the timeout marks the mount
 //! stuck, and a stuck mount is not retried until its hung call returns, so threads never pile up.
 
-use crate::collector::{Collector, Context, Sample};
-use crate::config::{Invalid, check_interval};
+use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{MountInfo, read_mountinfo};
+use crate::statfs::{FsStat, StatSource};
 use crate::sysfs::topology::Topology;
+use crate::validate::{Invalid, check_interval};
 use regex::{Regex, RegexSet};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -54,6 +55,9 @@ const DEFAULT_FS_TYPES_EXCLUDE: &[&str] = &[
     "tracefs",
 ];
 
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(15);
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FilesystemConfig {
@@ -80,7 +84,7 @@ impl Default for FilesystemConfig {
     fn default() -> Self {
         FilesystemConfig {
             enabled: true,
-            interval: Duration::from_secs(15),
+            interval: DEFAULT_INTERVAL,
             statfs_timeout: Duration::from_secs(5),
             mount_points_exclude: DEFAULT_MOUNT_POINTS_EXCLUDE
                 .iter()
@@ -162,100 +166,6 @@ fn opt_one_or_many<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Vec<String>>, D::Error> {
     Ok(Option::<Patterns>::deserialize(d)?.map(|p| p.0))
-}
-
-/// What statvfs(2) says about a filesystem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct FsStat {
-    pub frsize: u64,
-    pub blocks: u64,
-    pub bfree: u64,
-    pub bavail: u64,
-    pub files: u64,
-    pub ffree: u64,
-    /// ST_RDONLY as this process sees it. Not what `ssdwatch_filesystem_readonly` reports: a
-    /// sandboxed unit (`ProtectSystem=strict`) sees every mount read-only; mountinfo says the truth.
-    #[serde(default)]
-    pub readonly: bool,
-}
-
-/// One entry of a `statvfs.yaml` fixture: an answer, a failure, or a call that never returns.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum FixtureEntry {
-    Hang { hang: bool },
-    Errno { errno: i32 },
-    Stat(FsStat),
-}
-
-/// A fixture's answer for one mount point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FixtureAnswer {
-    Stat(FsStat),
-    /// statvfs fails with this errno (13 = EACCES, 2 = ENOENT, 107 = ENOTCONN).
-    Errno(i32),
-    /// statvfs never returns.
-    Hang,
-}
-
-/// Where statvfs answers come from: the kernel, or a fixture file (test seam).
-#[derive(Debug, Clone)]
-pub enum StatSource {
-    Kernel,
-    Fixture(Arc<BTreeMap<String, FixtureAnswer>>),
-}
-
-impl StatSource {
-    pub fn from_roots(fixture: Option<&Path>) -> anyhow::Result<Self> {
-        let Some(p) = fixture else {
-            return Ok(StatSource::Kernel);
-        };
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
-        let raw: BTreeMap<String, FixtureEntry> =
-            serde_yaml_ng::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        let mut out = BTreeMap::new();
-        for (k, v) in raw {
-            let a = match v {
-                FixtureEntry::Hang { hang: true } => FixtureAnswer::Hang,
-                FixtureEntry::Hang { hang: false } => anyhow::bail!(
-                    "{}: {k}: `hang: false` means nothing; give the statvfs fields instead",
-                    p.display()
-                ),
-                FixtureEntry::Errno { errno } => FixtureAnswer::Errno(errno),
-                FixtureEntry::Stat(s) => FixtureAnswer::Stat(s),
-            };
-            out.insert(k, a);
-        }
-        Ok(StatSource::Fixture(Arc::new(out)))
-    }
-
-    /// Blocking: may never return (that is the point of the guard around it).
-    fn statvfs(&self, mount_point: &str, path: &Path) -> std::io::Result<FsStat> {
-        match self {
-            StatSource::Kernel => {
-                let s = nix::sys::statvfs::statvfs(path).map_err(std::io::Error::from)?;
-                Ok(FsStat {
-                    frsize: s.fragment_size(),
-                    blocks: s.blocks(),
-                    bfree: s.blocks_free(),
-                    bavail: s.blocks_available(),
-                    files: s.files(),
-                    ffree: s.files_free(),
-                    readonly: s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
-                })
-            }
-            StatSource::Fixture(map) => match map.get(mount_point) {
-                Some(FixtureAnswer::Stat(s)) => Ok(*s),
-                Some(FixtureAnswer::Errno(e)) => Err(std::io::Error::from_raw_os_error(*e)),
-                Some(FixtureAnswer::Hang) => loop {
-                    std::thread::park();
-                },
-                None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
-            },
-        }
-    }
 }
 
 /// Result of one mount's statvfs in a batch.
@@ -559,18 +469,18 @@ impl Collector for FilesystemCollector {
         }
         let source = self.source.clone().unwrap_or(StatSource::Kernel);
         let roots = ctx.roots.clone();
-        // /proc and /sys are in-memory and do not hang, unlike statvfs: a plain blocking task.
-        let (mounts, mut errors, topo) = tokio::task::spawn_blocking(move || {
-            let table = read_mountinfo(&roots.proc)?;
-            let mut errors = table.errors;
-            // Without /sys the mounts are still worth reporting, just not mapped to drives.
-            let topo = Topology::read(&roots.sys).unwrap_or_else(|e| {
-                errors.push(format!("block topology (mounts not mapped to drives): {e}"));
-                Topology::default()
-            });
-            anyhow::Ok((table.mounts, errors, topo))
-        })
-        .await??;
+        // /proc is in-memory and does not hang, unlike statvfs: a plain blocking task.
+        let table = tokio::task::spawn_blocking(move || read_mountinfo(&roots.proc)).await??;
+        let mut errors: Vec<ItemError> = table.errors.into_iter().map(Into::into).collect();
+        // Without /sys the mounts are still worth reporting, just not mapped to drives.
+        let topo = ctx.topology().await.unwrap_or_else(|e| {
+            errors.push(ItemError::new(
+                "block topology",
+                format!("block topology (mounts not mapped to drives): {e:#}"),
+            ));
+            Arc::new(Topology::default())
+        });
+        let mounts = table.mounts;
         let selected = select_mounts(&mounts, &self.filters, &topo);
         let jobs = selected
             .iter()
@@ -594,7 +504,7 @@ impl Collector for FilesystemCollector {
                 .remove(&m.info.mount_point)
                 .unwrap_or(StatResult::NotStarted);
             if let Some(e) = filesystem_metrics(&mut s.metrics, m, &r, &topo) {
-                errors.push(e);
+                errors.push(ItemError::new(m.info.mount_point.clone(), e));
             }
         }
         s.errors = errors;
@@ -714,6 +624,7 @@ pub fn filesystem_metrics(
 mod tests {
     use super::*;
     use crate::procfs::mountinfo::parse_mountinfo;
+    use crate::statfs::FixtureAnswer;
 
     fn mounts(text: &str) -> Vec<MountInfo> {
         parse_mountinfo(text).0
@@ -904,6 +815,7 @@ mod tests {
         let ctx = Context {
             roots: Arc::new(roots),
             shared: Arc::new(crate::snapshot::Shared::default()),
+            topology_max_age: std::time::Duration::from_secs(60),
         };
         let mut c = FilesystemCollector::new(&cfg).unwrap();
         c.sample(&ctx).await.unwrap()
@@ -952,7 +864,8 @@ mod tests {
         );
         assert_eq!(stuck("/denied"), Some(0.0));
         assert_eq!(stuck("/"), Some(0.0));
-        let errs = s.errors.join("\n");
+        let errs: Vec<String> = s.errors.iter().map(|e| e.to_string()).collect();
+        let errs = errs.join("\n");
         assert!(
             errs.contains("statvfs /denied: Permission denied"),
             "{errs}"
@@ -994,7 +907,8 @@ mod tests {
             None
         );
         assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
-        assert!(s.errors[0].contains("/vanished"), "{:?}", s.errors);
+        assert_eq!(s.errors[0].item, "/vanished");
+        assert!(s.errors[0].message.contains("/vanished"), "{:?}", s.errors);
     }
 
     #[tokio::test]

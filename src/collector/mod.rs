@@ -8,9 +8,11 @@ pub mod smart;
 pub mod topology;
 
 use crate::Roots;
-use crate::config::Config;
+use crate::fault::Faults;
+pub use crate::fault::ItemError;
 use crate::metrics::MetricSet;
 use crate::snapshot::{Published, Shared, Store};
+use crate::sysfs::topology::Topology;
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,14 +23,55 @@ use tokio::sync::watch;
 pub struct Context {
     pub roots: Arc<Roots>,
     pub shared: Arc<Shared>,
+    /// How old a shared block topology may be before a collector reads /sys again: the
+    /// topology collector's interval, so /sys/block is walked once per cycle, not once per
+    /// collector.
+    pub topology_max_age: Duration,
 }
 
-/// One sample's result. `errors` lists per-device problems that did not fail the whole sample:
-/// each is logged and counted in `ssdwatch_collector_errors_total`.
+impl Context {
+    pub fn new(roots: Roots, topology_max_age: Duration) -> Self {
+        Context {
+            roots: Arc::new(roots),
+            shared: Arc::new(Shared::default()),
+            topology_max_age,
+        }
+    }
+
+    /// The block topology of this cycle: the shared one while it is fresh, else read now (off
+    /// the async workers) and shared.
+    pub async fn topology(&self) -> anyhow::Result<Arc<Topology>> {
+        if let Some(t) = self.shared.topology(self.topology_max_age) {
+            return Ok(t);
+        }
+        self.read_topology().await
+    }
+
+    /// Reads the block topology now and shares it (the topology collector's every sample).
+    pub async fn read_topology(&self) -> anyhow::Result<Arc<Topology>> {
+        let sys = self.roots.sys.clone();
+        let t = tokio::task::spawn_blocking(move || Topology::read(&sys))
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the block topology: {e}"))??;
+        let t = Arc::new(t);
+        self.shared.set_topology(t.clone());
+        Ok(t)
+    }
+}
+
+/// One sample's result. `errors` lists per-item problems that did not fail the whole sample:
+/// each is counted in `ssdwatch_collector_errors_total` and logged when it starts and clears.
 #[derive(Debug, Default)]
 pub struct Sample {
     pub metrics: MetricSet,
-    pub errors: Vec<String>,
+    pub errors: Vec<ItemError>,
+}
+
+impl Sample {
+    /// Records a per-item error.
+    pub fn error(&mut self, e: impl Into<ItemError>) {
+        self.errors.push(e.into());
+    }
 }
 
 #[async_trait]
@@ -44,62 +87,43 @@ pub trait Collector: Send + 'static {
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample>;
 }
 
-/// Builds every collector enabled in the config, in a fixed order.
-pub fn build(config: &Config) -> anyhow::Result<Vec<Box<dyn Collector>>> {
-    let c = &config.collectors;
-    let mut out: Vec<Box<dyn Collector>> = Vec::new();
-    if c.topology.enabled {
-        out.push(Box::new(topology::TopologyCollector::new(&c.topology)?));
-    }
-    if c.diskstats.enabled {
-        out.push(Box::new(diskstats::DiskstatsCollector::new(&c.diskstats)?));
-    }
-    if c.filesystem.enabled {
-        out.push(Box::new(filesystem::FilesystemCollector::new(
-            &c.filesystem,
-        )?));
-    }
-    if c.smart.enabled {
-        out.push(Box::new(smart::SmartCollector::new(&c.smart)?));
-    }
-    if c.probe.enabled {
-        out.push(Box::new(probe::ProbeCollector::new(
-            &c.probe,
-            &config.state_dir,
-        )?));
-    }
-    Ok(out)
-}
-
-/// Runs one sample of `c` and publishes it; returns whether it succeeded.
-pub async fn sample_once(c: &mut dyn Collector, ctx: &Context, store: &Store) -> bool {
+/// Runs one sample of `c` and publishes it; returns whether it succeeded. `faults` carries the
+/// collector's open faults from one sample to the next, so each is logged once when it starts
+/// and once when it clears (repeats at debug level).
+pub async fn sample_once(
+    c: &mut dyn Collector,
+    ctx: &Context,
+    store: &Store,
+    faults: &mut Faults,
+) -> bool {
     let name = c.name();
     let start = Instant::now();
     let result = c.sample(ctx).await;
     let duration = start.elapsed();
     match result {
         Ok(s) => {
-            for e in &s.errors {
-                tracing::warn!(collector = name, "{e}");
-            }
+            faults.sample_failed(name, None);
+            let failing = faults.items(name, &s.errors);
             store.publish(
                 name,
                 Published {
                     metrics: Some(s.metrics),
                     duration,
                     errors: s.errors.len() as u64,
+                    failing_items: failing,
                 },
             );
             true
         }
         Err(e) => {
-            tracing::error!(collector = name, "sample failed: {e:#}");
+            faults.sample_failed(name, Some(&format!("{e:#}")));
             store.publish(
                 name,
                 Published {
                     metrics: None,
                     duration,
                     errors: 1,
+                    failing_items: 0,
                 },
             );
             false
@@ -124,9 +148,10 @@ pub fn spawn_all(
             let store = store.clone();
             let mut shutdown = shutdown.clone();
             tokio::spawn(async move {
+                let mut faults = Faults::default();
                 loop {
                     tokio::select! {
-                        _ = sample_once(c.as_mut(), &ctx, &store) => {}
+                        _ = sample_once(c.as_mut(), &ctx, &store, &mut faults) => {}
                         _ = shutdown.changed() => break,
                     }
                     let delay = c.next_delay();

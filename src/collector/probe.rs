@@ -2,12 +2,12 @@
 //! each, and turns their results into metrics. The I/O and the safety gates live in `crate::probe`.
 
 use crate::collector::{Collector, Context, Sample};
-use crate::config::{Invalid, check_interval};
 use crate::metrics::MetricSet;
 use crate::probe::{
     BUCKETS, KindResult, Outcome, Placement, ProbeKind, RunContext, RunInputs, SkipReason,
     TargetConfig, run_target,
 };
+use crate::validate::{Invalid, check_interval};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -15,6 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -36,7 +39,7 @@ impl Default for ProbeConfig {
     fn default() -> Self {
         ProbeConfig {
             enabled: true,
-            interval: Duration::from_secs(300),
+            interval: DEFAULT_INTERVAL,
             jitter_ratio: 0.1,
             busy_window: Duration::from_secs(1),
             targets: Vec::new(),
@@ -324,6 +327,12 @@ impl Collector for ProbeCollector {
 
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
         let mut errors = Vec::new();
+        let now = Instant::now();
+        let topology = if self.targets.iter().any(|t| t.next_due <= now) {
+            ctx.topology().await.ok()
+        } else {
+            None
+        };
         for i in 0..self.targets.len() {
             let now = Instant::now();
             if self.targets[i].next_due > now {
@@ -355,6 +364,7 @@ impl Collector for ProbeCollector {
             let cfg = t.cfg.clone();
             let roots = ctx.roots.clone();
             let shared = ctx.shared.clone();
+            let topology = topology.clone();
             let state_dir = self.state_dir.clone();
             let busy_window = self.busy_window;
             let running = t.running.clone();
@@ -366,6 +376,7 @@ impl Collector for ProbeCollector {
                         roots: &roots,
                         state_dir: &state_dir,
                         shared: Some(&shared),
+                        topology,
                         kinds,
                         busy_window,
                     };
@@ -411,7 +422,7 @@ impl Collector for ProbeCollector {
         }
         Ok(Sample {
             metrics: self.render(),
-            errors,
+            errors: errors.into_iter().map(Into::into).collect(),
         })
     }
 }

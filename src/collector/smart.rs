@@ -3,11 +3,11 @@
 //! awareness and exit-bit decoding. Parsing and unit conversion live in `crate::smart`.
 
 use crate::collector::{Collector, Context, Sample};
-use crate::config::{Invalid, check_interval};
 use crate::metrics::MetricSet;
 use crate::smart::{EXIT_BITS, Health};
 use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
+use crate::validate::{Invalid, check_interval};
 use regex::Regex;
 use serde::Deserialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -20,6 +20,9 @@ use tokio::sync::Semaphore;
 
 /// A drive listed in the config: drives behind RAID controllers or USB bridges that the
 /// topology cannot see, or that need a `-d TYPE`.
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(900);
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceEntry {
@@ -66,7 +69,7 @@ impl Default for SmartConfig {
     fn default() -> Self {
         SmartConfig {
             enabled: true,
-            interval: Duration::from_secs(900),
+            interval: DEFAULT_INTERVAL,
             class_intervals: ClassIntervals::default(),
             smartctl_path: PathBuf::from("smartctl"),
             timeout: Duration::from_secs(30),
@@ -428,23 +431,18 @@ impl Collector for SmartCollector {
 
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
         let mut errors = Vec::new();
-        let sys = ctx.roots.sys.clone();
         let topo = if self.cfg.discover {
-            match tokio::task::spawn_blocking(move || Topology::read(&sys)).await {
-                Ok(Ok(t)) => Some(t),
-                Ok(Err(e)) => {
-                    errors.push(format!("drive discovery: {e}"));
-                    None
-                }
+            match ctx.topology().await {
+                Ok(t) => Some(t),
                 Err(e) => {
-                    errors.push(format!("drive discovery: {e}"));
+                    errors.push(format!("drive discovery: {e:#}"));
                     None
                 }
             }
         } else {
             None
         };
-        let targets = self.targets(topo.as_ref());
+        let targets = self.targets(topo.as_deref());
         self.drives
             .retain(|label, _| targets.iter().any(|t| &t.label == label));
 
@@ -563,7 +561,10 @@ impl Collector for SmartCollector {
                 render_drive(t, st, every, now_unix, &mut m);
             }
         }
-        Ok(Sample { metrics: m, errors })
+        Ok(Sample {
+            metrics: m,
+            errors: errors.into_iter().map(Into::into).collect(),
+        })
     }
 }
 

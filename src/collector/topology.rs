@@ -2,11 +2,14 @@
 //! discard support of every layer of the block stack. Reads /sys only; never opens a device.
 
 use crate::collector::{Collector, Context, Sample};
-use crate::config::{Invalid, check_interval};
 use crate::metrics::MetricSet;
 use crate::sysfs::topology::{DeviceKind, Topology};
+use crate::validate::{Invalid, check_interval};
 use serde::Deserialize;
 use std::time::Duration;
+
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -20,7 +23,7 @@ impl Default for TopologyConfig {
     fn default() -> Self {
         TopologyConfig {
             enabled: true,
-            interval: Duration::from_secs(60),
+            interval: DEFAULT_INTERVAL,
         }
     }
 }
@@ -143,12 +146,11 @@ impl Collector for TopologyCollector {
     }
 
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
-        let sys = ctx.roots.sys.clone();
-        // sysfs reads don't block on devices, but keep directory walks off the async workers.
-        let t = tokio::task::spawn_blocking(move || Topology::read(&sys)).await??;
+        // The one reading of /sys/block this cycle; the other collectors share it.
+        let t = ctx.read_topology().await?;
         let mut s = Sample::default();
         topology_metrics(&t, &mut s.metrics);
-        s.errors = t.warnings;
+        s.errors = t.warnings.iter().cloned().map(Into::into).collect();
         Ok(s)
     }
 }

@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const MIB: u64 = 1 << 20;
+pub const MIB: u64 = 1 << 20;
 
 /// Untimed 4 KiB reads at the start of each run.
 pub const WARM_UP_READS: u32 = 8;
@@ -117,8 +117,8 @@ impl Default for TargetConfig {
 }
 
 impl TargetConfig {
-    pub fn validate(&self, key: &str) -> Result<(), crate::config::Invalid> {
-        use crate::config::Invalid;
+    pub fn validate(&self, key: &str) -> Result<(), crate::validate::Invalid> {
+        use crate::validate::Invalid;
         if !self.path.is_absolute() {
             return Err(Invalid::new(
                 format!("{key}.path"),
@@ -307,6 +307,8 @@ pub struct RunInputs<'a> {
     pub state_dir: &'a Path,
     /// The diskstats collector's view of each drive, when running in the daemon.
     pub shared: Option<&'a Shared>,
+    /// This cycle's block topology, when the daemon has one; read from /sys otherwise.
+    pub topology: Option<std::sync::Arc<crate::sysfs::topology::Topology>>,
     pub kinds: Vec<ProbeKind>,
     /// How long to watch the drive before the run for the busy gate.
     pub busy_window: Duration,
@@ -314,7 +316,12 @@ pub struct RunInputs<'a> {
 
 /// Maps a directory to its mount point (walking up while the device stays the same) and to the
 /// physical drives under that filesystem.
-pub fn place(dir: &Path, st_dev: u64, roots: &Roots) -> Result<Placement, String> {
+pub fn place(
+    dir: &Path,
+    st_dev: u64,
+    roots: &Roots,
+    topology: Option<&crate::sysfs::topology::Topology>,
+) -> Result<Placement, String> {
     let major = libc::major(st_dev);
     let minor = libc::minor(st_dev);
     let mut mp = dir.to_path_buf();
@@ -324,8 +331,15 @@ pub fn place(dir: &Path, st_dev: u64, roots: &Roots) -> Result<Placement, String
             _ => break,
         }
     }
-    let topo = crate::sysfs::topology::Topology::read(&roots.sys)
-        .map_err(|e| format!("{}: reading block topology: {e}", roots.sys.display()))?;
+    let read;
+    let topo = match topology {
+        Some(t) => t,
+        None => {
+            read = crate::sysfs::topology::Topology::read(&roots.sys)
+                .map_err(|e| format!("{}: reading block topology: {e}", roots.sys.display()))?;
+            &read
+        }
+    };
     let dev = topo.by_devnum(major, minor).ok_or_else(|| {
         format!(
             "{}: filesystem on device {major}:{minor}, which is not a block device in {}",
@@ -407,7 +421,7 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
         Ok(s) => s,
         Err(e) => return skip(t, None, SkipReason::Error, format!("{shown}: {e}")),
     };
-    let placement = match place(&t.path, st.st_dev, inp.roots) {
+    let placement = match place(&t.path, st.st_dev, inp.roots, inp.topology.as_deref()) {
         Ok(p) => p,
         Err(e) => return skip(t, None, SkipReason::Error, e),
     };
@@ -801,128 +815,6 @@ fn run_kind(
         throughput_bytes_per_second: throughput,
         latencies: lat,
     })
-}
-
-/// Arguments of `ssdwatch probe run`.
-#[derive(Debug, Clone)]
-pub struct RunArgs {
-    pub target: PathBuf,
-    pub kind: Option<String>,
-    pub json: bool,
-}
-
-/// `ssdwatch probe run`: one probe now, same safety rules and code path as the daemon.
-/// The target's settings come from the config when it lists that path, else the defaults.
-/// Returns the exit code: 0 ran, 1 skipped, 2 bad arguments.
-pub fn run_command(args: &RunArgs, config: &crate::config::Config, roots: &crate::Roots) -> i32 {
-    let mut t = config
-        .collectors
-        .probe
-        .targets
-        .iter()
-        .find(|t| t.path == args.target)
-        .cloned()
-        .unwrap_or_default();
-    t.path = match std::path::absolute(&args.target) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!(
-                "ssdwatch probe run: --target {}: {e}",
-                args.target.display()
-            );
-            return 2;
-        }
-    };
-    let kinds = match &args.kind {
-        Some(k) => match ProbeKind::parse(k) {
-            Some(k) => vec![k],
-            None => {
-                eprintln!(
-                    "ssdwatch probe run: --kind {k}: unknown (one of sync_write_4k, rand_read_4k, rand_write_4k, seq_write)"
-                );
-                return 2;
-            }
-        },
-        None => t.kinds.clone(),
-    };
-    if let Err(e) = t.validate("--target") {
-        eprintln!("ssdwatch probe run: {}: {}", e.key, e.message);
-        return 2;
-    }
-    let inputs = RunInputs {
-        roots,
-        state_dir: &config.state_dir,
-        shared: None,
-        kinds,
-        busy_window: config.collectors.probe.busy_window,
-    };
-    let outcome = run_target(&t, &inputs);
-    if args.json {
-        match serde_json::to_string_pretty(&outcome) {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("ssdwatch probe run: {e}"),
-        }
-    } else {
-        print_human(&outcome);
-    }
-    match outcome {
-        Outcome::Ran(_) => 0,
-        Outcome::Skipped(_) => 1,
-    }
-}
-
-fn opt(v: Option<f64>, scale: f64, unit: &str) -> String {
-    v.map(|x| format!("{:.1}{unit}", x * scale))
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-fn print_human(o: &Outcome) {
-    match o {
-        Outcome::Skipped(s) => {
-            println!("skipped ({}): {}", s.reason.as_str(), s.detail);
-        }
-        Outcome::Ran(r) => {
-            println!(
-                "target {} on {} (drive {}), {:.2} s, {} bytes written{}",
-                r.target.display(),
-                r.placement.mountpoint,
-                r.placement.drives.join(","),
-                r.duration_seconds,
-                r.written_bytes,
-                if r.file_created_bytes > 0 {
-                    " (probe file created)"
-                } else {
-                    ""
-                }
-            );
-            let c = &r.context;
-            println!(
-                "context: fill {}, since discard {}, idle {}, utilization before {}, during {}",
-                opt(c.fill_ratio, 100.0, "%"),
-                opt(c.since_discard_seconds, 1.0, " s"),
-                opt(c.idle_seconds, 1.0, " s"),
-                opt(c.utilization_before_ratio, 100.0, "%"),
-                opt(c.utilization_ratio, 100.0, "%"),
-            );
-            for k in &r.results {
-                print!(
-                    "{:<14} {:>5} ops  p50 {:>9.1} us  p99 {:>9.1} us  max {:>9.1} us",
-                    k.probe.as_str(),
-                    k.ops,
-                    k.p50_seconds * 1e6,
-                    k.p99_seconds * 1e6,
-                    k.max_seconds * 1e6
-                );
-                match k.throughput_bytes_per_second {
-                    Some(t) => println!("  {:.1} MiB/s", t / MIB as f64),
-                    None => println!(),
-                }
-            }
-            for k in &r.budget_skipped {
-                println!("{:<14} skipped (budget)", k.as_str());
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,142 @@
+//! Per-item faults as events, not a drumbeat: a failing mount or device is logged when its fault
+//! starts and when it clears, and only at debug level in between. Knows nothing of collectors.
+
+use std::collections::BTreeMap;
+
+/// A problem with one item (a mount, a device) that did not fail the whole sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemError {
+    /// What failed: a mount point, a device, a file. Faults are tracked per item.
+    pub item: String,
+    pub message: String,
+}
+
+impl ItemError {
+    pub fn new(item: impl Into<String>, message: impl Into<String>) -> Self {
+        ItemError {
+            item: item.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A message that starts by naming its item (`"/data: statvfs: ..."`, `"device sda: ..."`):
+/// the item is the text before the first `": "`, the whole message when there is none.
+impl From<String> for ItemError {
+    fn from(message: String) -> Self {
+        let item = message
+            .split_once(": ")
+            .map(|(i, _)| i.to_string())
+            .unwrap_or_else(|| message.clone());
+        ItemError { item, message }
+    }
+}
+
+impl std::fmt::Display for ItemError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.message.starts_with(&self.item) {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.item, self.message)
+        }
+    }
+}
+
+/// The open faults of one collector, carried from one sample to the next.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Item → the message it last failed with.
+    open: BTreeMap<String, String>,
+    /// The whole sample's failure, while it lasts.
+    failed: Option<String>,
+}
+
+impl Faults {
+    /// Takes one sample's per-item errors: logs new faults at WARN, cleared ones at INFO and
+    /// repeats at DEBUG. Returns how many items are failing now.
+    pub fn items(&mut self, collector: &str, errors: &[ItemError]) -> u64 {
+        let mut now: BTreeMap<String, String> = BTreeMap::new();
+        for e in errors {
+            now.entry(e.item.clone()).or_insert_with(|| e.to_string());
+        }
+        for (item, msg) in &now {
+            match self.open.get(item) {
+                None => tracing::warn!(
+                    collector,
+                    "{msg} (logged again when it clears; repeats at debug level)"
+                ),
+                Some(_) => tracing::debug!(collector, "still failing: {msg}"),
+            }
+        }
+        for (item, msg) in &self.open {
+            if !now.contains_key(item) {
+                tracing::info!(collector, "{item}: recovered (was: {msg})");
+            }
+        }
+        self.open = now;
+        self.open.len() as u64
+    }
+
+    /// Takes the outcome of a whole sample: `Some(cause)` when it failed.
+    pub fn sample_failed(&mut self, collector: &str, cause: Option<&str>) {
+        match (&self.failed, cause) {
+            (None, Some(c)) => tracing::error!(
+                collector,
+                "sample failed: {c} (logged again when it recovers; repeats at debug level)"
+            ),
+            (Some(prev), Some(c)) if prev != c => {
+                tracing::error!(collector, "sample failed: {c}")
+            }
+            (Some(_), Some(c)) => tracing::debug!(collector, "sample still failing: {c}"),
+            (Some(prev), None) => {
+                tracing::info!(collector, "sampling recovered (was: {prev})")
+            }
+            (None, None) => {}
+        }
+        self.failed = cause.map(str::to_string);
+    }
+
+    /// Items failing as of the last sample.
+    pub fn open_items(&self) -> impl Iterator<Item = &str> {
+        self.open.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(item: &str, msg: &str) -> ItemError {
+        ItemError::new(item, format!("{item}: {msg}"))
+    }
+
+    #[test]
+    fn a_fault_opens_once_and_clears_once_whatever_its_message_says() {
+        let mut f = Faults::default();
+        assert_eq!(f.items("filesystem", &[e("/a", "EIO 1")]), 1);
+        // The same item failing again with another detail is the same fault.
+        assert_eq!(
+            f.items("filesystem", &[e("/a", "EIO 2"), e("/b", "ENOENT")]),
+            2
+        );
+        assert_eq!(f.open_items().collect::<Vec<_>>(), ["/a", "/b"]);
+        assert_eq!(f.items("filesystem", &[e("/b", "ENOENT")]), 1);
+        assert_eq!(f.items("filesystem", &[]), 0);
+        assert_eq!(f.open_items().count(), 0);
+    }
+
+    #[test]
+    fn two_errors_of_one_item_count_as_one_failing_item() {
+        let mut f = Faults::default();
+        assert_eq!(f.items("smart", &[e("sda", "x"), e("sda", "y")]), 1);
+    }
+
+    #[test]
+    fn an_item_is_what_a_message_names_before_its_first_colon() {
+        let i: ItemError = "/data: statvfs: Permission denied".to_string().into();
+        assert_eq!(i.item, "/data");
+        assert_eq!(i.to_string(), "/data: statvfs: Permission denied");
+        let i: ItemError = "no colon here".to_string().into();
+        assert_eq!(i.item, "no colon here");
+    }
+}

@@ -1,0 +1,166 @@
+//! The one table of collectors: name (the `collector` label and the config key under
+//! `collectors:`), default interval, how to validate and build each. Adding a collector means a
+//! module, a field in `CollectorsConfig` and a line in `COLLECTORS`.
+
+use crate::collector::{Collector, diskstats, filesystem, probe, smart, topology};
+use crate::validate::Invalid;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// The `collectors:` section: one sub-section per collector, each owned by its module.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CollectorsConfig {
+    pub topology: topology::TopologyConfig,
+    pub diskstats: diskstats::DiskstatsConfig,
+    pub filesystem: filesystem::FilesystemConfig,
+    pub smart: smart::SmartConfig,
+    pub probe: probe::ProbeConfig,
+}
+
+/// What a collector may need beyond its own section.
+pub struct BuildEnv<'a> {
+    /// `state_dir`: where state that survives restarts lives.
+    pub state_dir: &'a Path,
+}
+
+/// One registered collector.
+pub struct Entry {
+    /// The `collector` label and the key of its section under `collectors:`.
+    pub name: &'static str,
+    pub default_interval: Duration,
+    pub enabled: fn(&CollectorsConfig) -> bool,
+    /// Checks the collector's section; `key` is its path (`collectors.NAME`).
+    pub validate: fn(&CollectorsConfig, &str) -> Result<(), Invalid>,
+    pub build: fn(&CollectorsConfig, &BuildEnv) -> anyhow::Result<Box<dyn Collector>>,
+}
+
+/// Every collector, in the order they are built and rendered.
+pub const COLLECTORS: &[Entry] = &[
+    Entry {
+        name: "topology",
+        default_interval: topology::DEFAULT_INTERVAL,
+        enabled: |c| c.topology.enabled,
+        validate: |c, k| c.topology.validate(k),
+        build: |c, _| Ok(Box::new(topology::TopologyCollector::new(&c.topology)?)),
+    },
+    Entry {
+        name: "diskstats",
+        default_interval: diskstats::DEFAULT_INTERVAL,
+        enabled: |c| c.diskstats.enabled,
+        validate: |c, k| c.diskstats.validate(k),
+        build: |c, _| Ok(Box::new(diskstats::DiskstatsCollector::new(&c.diskstats)?)),
+    },
+    Entry {
+        name: "filesystem",
+        default_interval: filesystem::DEFAULT_INTERVAL,
+        enabled: |c| c.filesystem.enabled,
+        validate: |c, k| c.filesystem.validate(k),
+        build: |c, _| {
+            Ok(Box::new(filesystem::FilesystemCollector::new(
+                &c.filesystem,
+            )?))
+        },
+    },
+    Entry {
+        name: "smart",
+        default_interval: smart::DEFAULT_INTERVAL,
+        enabled: |c| c.smart.enabled,
+        validate: |c, k| c.smart.validate(k),
+        build: |c, _| Ok(Box::new(smart::SmartCollector::new(&c.smart)?)),
+    },
+    Entry {
+        name: "probe",
+        default_interval: probe::DEFAULT_INTERVAL,
+        enabled: |c| c.probe.enabled,
+        validate: |c, k| c.probe.validate(k),
+        build: |c, env| {
+            Ok(Box::new(probe::ProbeCollector::new(
+                &c.probe,
+                env.state_dir,
+            )?))
+        },
+    },
+];
+
+impl CollectorsConfig {
+    /// Checks every collector's section, naming the key of the first bad value.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        for e in COLLECTORS {
+            (e.validate)(self, &format!("collectors.{}", e.name))?;
+        }
+        Ok(())
+    }
+
+    /// How old a shared block topology may be: the topology collector's interval (its default
+    /// when it is disabled, so the others still share one reading per cycle).
+    pub fn topology_max_age(&self) -> Duration {
+        if self.topology.enabled {
+            self.topology.interval
+        } else {
+            topology::DEFAULT_INTERVAL
+        }
+    }
+}
+
+/// Builds every enabled collector, in table order.
+pub fn build(c: &CollectorsConfig, env: &BuildEnv) -> anyhow::Result<Vec<Box<dyn Collector>>> {
+    let mut out = Vec::new();
+    for e in COLLECTORS.iter().filter(|e| (e.enabled)(c)) {
+        let col = (e.build)(c, env)?;
+        debug_assert_eq!(col.name(), e.name, "registry name and collector name agree");
+        out.push(col);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_collector_is_registered_once_and_built_under_its_own_name() {
+        let c = CollectorsConfig::default();
+        let dir = tempfile::tempdir().unwrap();
+        let built = build(
+            &c,
+            &BuildEnv {
+                state_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        let names: Vec<&str> = built.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            ["topology", "diskstats", "filesystem", "smart", "probe"]
+        );
+        let mut seen = std::collections::HashSet::new();
+        assert!(COLLECTORS.iter().all(|e| seen.insert(e.name)));
+    }
+
+    #[test]
+    fn a_disabled_collector_is_not_built() {
+        let mut c = CollectorsConfig::default();
+        c.smart.enabled = false;
+        let dir = tempfile::tempdir().unwrap();
+        let built = build(
+            &c,
+            &BuildEnv {
+                state_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        assert!(built.iter().all(|c| c.name() != "smart"));
+    }
+
+    #[test]
+    fn default_intervals_are_those_of_the_default_config() {
+        let c = CollectorsConfig::default();
+        assert_eq!(COLLECTORS[0].default_interval, c.topology.interval);
+        assert_eq!(COLLECTORS[1].default_interval, c.diskstats.interval);
+        assert_eq!(COLLECTORS[2].default_interval, c.filesystem.interval);
+        assert_eq!(COLLECTORS[3].default_interval, c.smart.interval);
+        assert_eq!(COLLECTORS[4].default_interval, c.probe.interval);
+    }
+}

@@ -1,0 +1,133 @@
+//! The statvfs seam: what statvfs(2) says about a filesystem, from the kernel or from a fixture
+//! file, for the filesystem collector and the probes alike. No threads or timeouts here (the
+//! stuck-mount guard wraps it), and no metrics.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What statvfs(2) says about a filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FsStat {
+    pub frsize: u64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    /// ST_RDONLY as this process sees it. Not what `ssdwatch_filesystem_readonly` reports: a
+    /// sandboxed unit (`ProtectSystem=strict`) sees every mount read-only; mountinfo says the truth.
+    #[serde(default)]
+    pub readonly: bool,
+}
+
+/// One entry of a `statvfs.yaml` fixture: an answer, a failure, or a call that never returns.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum FixtureEntry {
+    Hang { hang: bool },
+    Errno { errno: i32 },
+    Stat(FsStat),
+}
+
+/// A fixture's answer for one mount point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixtureAnswer {
+    Stat(FsStat),
+    /// statvfs fails with this errno (13 = EACCES, 2 = ENOENT, 107 = ENOTCONN).
+    Errno(i32),
+    /// statvfs never returns.
+    Hang,
+}
+
+/// Where statvfs answers come from: the kernel, or a fixture file (test seam).
+#[derive(Debug, Clone)]
+pub enum StatSource {
+    Kernel,
+    Fixture(Arc<BTreeMap<String, FixtureAnswer>>),
+}
+
+impl StatSource {
+    pub fn from_roots(fixture: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(p) = fixture else {
+            return Ok(StatSource::Kernel);
+        };
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
+        let raw: BTreeMap<String, FixtureEntry> =
+            serde_yaml_ng::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let mut out = BTreeMap::new();
+        for (k, v) in raw {
+            let a = match v {
+                FixtureEntry::Hang { hang: true } => FixtureAnswer::Hang,
+                FixtureEntry::Hang { hang: false } => anyhow::bail!(
+                    "{}: {k}: `hang: false` means nothing; give the statvfs fields instead",
+                    p.display()
+                ),
+                FixtureEntry::Errno { errno } => FixtureAnswer::Errno(errno),
+                FixtureEntry::Stat(s) => FixtureAnswer::Stat(s),
+            };
+            out.insert(k, a);
+        }
+        Ok(StatSource::Fixture(Arc::new(out)))
+    }
+
+    /// Blocking: may never return (that is the point of the guard around it).
+    pub fn statvfs(&self, mount_point: &str, path: &Path) -> std::io::Result<FsStat> {
+        match self {
+            StatSource::Kernel => {
+                let s = nix::sys::statvfs::statvfs(path).map_err(std::io::Error::from)?;
+                Ok(FsStat::from(&s))
+            }
+            StatSource::Fixture(map) => match map.get(mount_point) {
+                Some(FixtureAnswer::Stat(s)) => Ok(*s),
+                Some(FixtureAnswer::Errno(e)) => Err(std::io::Error::from_raw_os_error(*e)),
+                Some(FixtureAnswer::Hang) => loop {
+                    std::thread::park();
+                },
+                None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+            },
+        }
+    }
+}
+
+impl From<&nix::sys::statvfs::Statvfs> for FsStat {
+    fn from(s: &nix::sys::statvfs::Statvfs) -> Self {
+        FsStat {
+            frsize: s.fragment_size(),
+            blocks: s.blocks(),
+            bfree: s.blocks_free(),
+            bavail: s.blocks_available(),
+            files: s.files(),
+            ffree: s.files_free(),
+            readonly: s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
+        }
+    }
+}
+
+impl FsStat {
+    /// Size of the filesystem in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.blocks.saturating_mul(self.frsize)
+    }
+
+    /// Bytes available to unprivileged users (what `df` shows as Avail).
+    pub fn avail_bytes(&self) -> u64 {
+        self.bavail.saturating_mul(self.frsize)
+    }
+
+    /// Free bytes, the root-reserved blocks included.
+    pub fn free_bytes(&self) -> u64 {
+        self.bfree.saturating_mul(self.frsize)
+    }
+}
+
+/// statvfs of an open file or directory (the probes hold their target open). Not guarded:
+/// call it off the async workers.
+pub fn fstatvfs(fd: impl AsFd) -> std::io::Result<FsStat> {
+    let s = nix::sys::statvfs::fstatvfs(fd).map_err(std::io::Error::from)?;
+    Ok(FsStat::from(&s))
+}

@@ -1,0 +1,73 @@
+//! Value checks shared by every config section: the error type that names a key, and ranges.
+//! A leaf module: it knows no config struct, so each collector can own its own section.
+
+use std::time::Duration;
+
+/// A value that failed validation: which key, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid {
+    pub key: String,
+    pub message: String,
+}
+
+impl Invalid {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Invalid {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// The longest interval any collector accepts: beyond it a schedule means nothing, and a
+/// larger value could overflow the clock arithmetic of the scheduler.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Checks that `d` lies in `min..=max`, naming `key` otherwise.
+pub fn check_duration(key: &str, d: Duration, min: Duration, max: Duration) -> Result<(), Invalid> {
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    if d < min {
+        return Err(Invalid::new(
+            key,
+            format!("{} is too short; the minimum is {}", show(d), show(min)),
+        ));
+    }
+    if d > max {
+        return Err(Invalid::new(
+            key,
+            format!("{} is too long; the maximum is {}", show(d), show(max)),
+        ));
+    }
+    Ok(())
+}
+
+/// Shared check for a collector's `interval`: at least `min`, at most [`MAX_INTERVAL`].
+pub fn check_interval(key: &str, d: Duration, min: Duration) -> Result<(), Invalid> {
+    check_duration(&format!("{key}.interval"), d, min, MAX_INTERVAL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_out_of_range_name_the_key_and_the_bound() {
+        let s = Duration::from_secs;
+        assert_eq!(check_interval("c.x", s(60), s(1)), Ok(()));
+        let short = check_interval("c.x", Duration::from_millis(10), s(1)).unwrap_err();
+        assert_eq!(short.key, "c.x.interval");
+        assert!(short.message.contains("minimum is 1s"), "{}", short.message);
+        let long = check_interval("c.x", Duration::MAX, s(1)).unwrap_err();
+        assert!(
+            long.message.contains("maximum is 30days"),
+            "{}",
+            long.message
+        );
+    }
+}
