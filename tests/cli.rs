@@ -71,6 +71,18 @@ fn bad_listen_flag_is_refused() {
 }
 
 #[test]
+fn a_bad_log_level_is_refused_naming_the_flag_instead_of_becoming_info() {
+    let out = ssdwatch()
+        .args(["--log.level", "loud", "sample"])
+        .output()
+        .expect("run ssdwatch");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--log.level \"loud\""), "{err}");
+    assert!(out.stdout.is_empty(), "nothing sampled with a bad flag");
+}
+
+#[test]
 fn example_config_is_accepted() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/ssdwatch.example.yaml");
     let out = ssdwatch()

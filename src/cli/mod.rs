@@ -97,8 +97,13 @@ fn limit_malloc_arenas() {
 pub fn main() -> ExitCode {
     limit_malloc_arenas();
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = match log_filter(&cli.log_level) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("ssdwatch: --log.level {:?}: {e}", cli.log_level);
+            return ExitCode::from(2);
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -184,6 +189,24 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The log filter of `--log.level`: a level name, or tracing directives that each name a level
+/// (`ssdwatch=debug,info`). A bare word that is not a level is refused: tracing would take it for
+/// a module name and quietly log nothing of ours.
+fn log_filter(spec: &str) -> Result<tracing_subscriber::EnvFilter, String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let names_a_level = |d: &str| {
+        let level = d.rsplit_once('=').map_or(d, |(_, l)| l);
+        LEVELS.contains(&level.trim().to_ascii_lowercase().as_str())
+    };
+    if spec.trim().is_empty() || !spec.split(',').all(names_a_level) {
+        return Err(
+            "not a log level: use error, warn, info, debug or trace, or directives such as ssdwatch=debug,info"
+                .into(),
+        );
+    }
+    tracing_subscriber::EnvFilter::try_new(spec).map_err(|e| e.to_string())
+}
+
 fn code(c: i32) -> ExitCode {
     ExitCode::from(u8::try_from(c).unwrap_or(1))
 }
@@ -204,4 +227,25 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn log_levels_and_directives_are_accepted_and_other_words_refused() {
+        for ok in [
+            "info",
+            "DEBUG",
+            "off",
+            "ssdwatch=debug,info",
+            "warn,tower=error",
+        ] {
+            assert!(log_filter(ok).is_ok(), "{ok}");
+        }
+        for bad in ["loud", "", "ssdwatch", "info,verbose", "ssdwatch=chatty"] {
+            assert!(log_filter(bad).is_err(), "{bad}");
+        }
+    }
 }
