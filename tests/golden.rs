@@ -18,26 +18,93 @@ const HOSTS: &[&str] = &[
     "discard-dropped",
 ];
 
+/// What the fake smartctl answers for each drive of each host: a real capture (from
+/// tests/fixtures/smart, see SOURCES.md there) of the same model where the corpus has one, and
+/// smartctl's own answer for a virtio disk (no SMART on that device type).
+const SMART: &[(&str, &str, &str)] = &[
+    (
+        "nvme-partitions",
+        "nvme0n1",
+        "ok nvme-samsung-pm9a3-mzql23t8hcls.json",
+    ),
+    (
+        "sata-luks-lvm",
+        "sda",
+        "ok ata-samsung-pm883-mz7lh1t9hmlt.json",
+    ),
+    (
+        "md-raid1-nvme",
+        "nvme0n1",
+        "ok nvme-intel-p4510-ssdpe2kx010t8-worn73.json",
+    ),
+    (
+        "md-raid1-nvme",
+        "nvme1n1",
+        "ok nvme-micron-7300-mtfdhbe960tdf.json",
+    ),
+    (
+        "virtio",
+        "vda",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
+    (
+        "virtio",
+        "vdb",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
+    (
+        "discard-dropped",
+        "sda",
+        "ok ata-kingston-a400-sa400m8120g.json",
+    ),
+    (
+        "discard-dropped",
+        "sdb",
+        "ok ata-micron-5300-mtfddak1t9tds.json",
+    ),
+];
+
 /// Series whose values change from run to run (timings, clocks, version).
 const VOLATILE: &[&str] = &[
     "ssdwatch_collector_duration_seconds",
     "ssdwatch_collector_last_success_timestamp_seconds",
     "ssdwatch_build_info",
+    "ssdwatch_device_smart_sample_age_seconds",
 ];
 
 fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A state directory for the fake smartctl with this host's answers.
+fn fake_smartctl_state(host: &str) -> tempfile::TempDir {
+    let state = tempfile::tempdir().unwrap();
+    let captures = manifest().join("tests/fixtures/smart");
+    for (_, dev, answer) in SMART.iter().filter(|(h, _, _)| *h == host) {
+        let (mode, file) = answer.rsplit_once(' ').unwrap();
+        let line = format!("{mode} {}\n", captures.join(file).display());
+        std::fs::write(state.path().join(format!("{dev}.mode")), line).unwrap();
+    }
+    // A drive the table forgot would get this (and fail the golden comparison loudly).
+    std::fs::write(state.path().join("mode"), "garbage\n").unwrap();
+    state
+}
+
 fn sample(host: &str) -> String {
     let dir = manifest().join("tests/fixtures/hosts").join(host);
     let cfg = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    let smart = fake_smartctl_state(host);
+    let fake = manifest().join("tests/fake-smartctl/smartctl");
     std::fs::write(
         cfg.path(),
-        "collectors:\n  smart:\n    enabled: false\n  probe:\n    enabled: false\n  filesystem:\n    statfs_timeout: 300ms\n",
+        format!(
+            "collectors:\n  smart:\n    smartctl_path: {}\n  probe:\n    enabled: false\n  filesystem:\n    statfs_timeout: 300ms\n",
+            fake.display()
+        ),
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ssdwatch"))
+        .env("FAKE_STATE", smart.path())
         .arg("--config")
         .arg(cfg.path())
         .arg("--path.sysfs")
