@@ -77,7 +77,7 @@ pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
             );
         } else {
             m.gauge(
-                "ssdwatch_block_device_info",
+                "ssdwatch_disk_layer_info",
                 "A layer of the block stack above the drives (partition, dm, md); always 1.",
             )
             .push(
@@ -94,7 +94,7 @@ pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
         }
         for s in &d.slaves {
             m.gauge(
-                "ssdwatch_block_device_slave_info",
+                "ssdwatch_disk_layer_slave_info",
                 "Edge of the block stack: device is built on slave; always 1.",
             )
             .push(&[("device", dev), ("slave", s)], 1.0);
