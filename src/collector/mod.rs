@@ -164,3 +164,107 @@ pub fn spawn_all(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A collector whose items fail as a script says, sample by sample.
+    struct Scripted {
+        samples: Vec<Vec<&'static str>>,
+    }
+
+    #[async_trait]
+    impl Collector for Scripted {
+        fn name(&self) -> &'static str {
+            "filesystem"
+        }
+        fn next_delay(&mut self) -> Duration {
+            Duration::from_secs(15)
+        }
+        async fn sample(&mut self, _: &Context) -> anyhow::Result<Sample> {
+            let mut s = Sample::default();
+            for item in self.samples.remove(0) {
+                s.error(ItemError::new(
+                    item,
+                    format!("{item}: statvfs: Input/output error"),
+                ));
+            }
+            Ok(s)
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_persistent_mount_fault_is_logged_when_it_starts_and_clears_not_every_sample() {
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // 100 samples with /a failing throughout and /b failing in the middle: 2 starts, 1 clear.
+        let mut samples: Vec<Vec<&str>> = vec![vec!["/a"]; 100];
+        for s in &mut samples[40..60] {
+            s.push("/b");
+        }
+        let mut c = Scripted { samples };
+        let ctx = Context::new(Roots::default(), Duration::from_secs(60));
+        let store = Store::new();
+        store.register("filesystem");
+        let mut faults = Faults::default();
+        let mut failing = Vec::new();
+        for _ in 0..100 {
+            rt.block_on(sample_once(&mut c, &ctx, &store, &mut faults));
+            let text = store.render();
+            let line = text
+                .lines()
+                .find(|l| l.starts_with("ssdwatch_collector_failing_items{"))
+                .unwrap()
+                .to_string();
+            failing.push(line.rsplit(' ').next().unwrap().to_string());
+        }
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].contains("WARN") && lines[0].contains("/a: statvfs"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("WARN") && lines[1].contains("/b: statvfs"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("INFO") && lines[2].contains("/b: recovered"),
+            "{text}"
+        );
+        assert_eq!(failing[0], "1");
+        assert_eq!(failing[50], "2");
+        assert_eq!(failing[99], "1");
+        // Every failing sample is still counted as an error.
+        assert!(
+            store
+                .render()
+                .contains("ssdwatch_collector_errors_total{collector=\"filesystem\"} 120\n")
+        );
+    }
+}
