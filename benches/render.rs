@@ -40,6 +40,7 @@ fn sampled_store(dir: &Path) -> Arc<Store> {
     rt.block_on(async {
         let env = BuildEnv {
             state_dir: &config.state_dir,
+            persist_state: false,
         };
         for mut c in registry::build(&config.collectors, &env).unwrap() {
             store.register(c.name());
@@ -66,7 +67,10 @@ fn sample(c: &mut Criterion, dir: &Path) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut collectors: Vec<Box<dyn Collector>> = vec![
         Box::new(TopologyCollector::new(&config.collectors.topology).unwrap()),
-        Box::new(DiskstatsCollector::new(&config.collectors.diskstats).unwrap()),
+        Box::new(
+            DiskstatsCollector::new(&config.collectors.diskstats, &config.state_dir, false)
+                .unwrap(),
+        ),
         Box::new(FilesystemCollector::new(&config.collectors.filesystem).unwrap()),
     ];
     for col in collectors.iter_mut() {

@@ -32,7 +32,7 @@ pub async fn run_with_listener(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (collectors, ctx) = build(&config, roots)?;
+    let (collectors, ctx) = build(&config, roots, true)?;
     let store = Arc::new(Store::new());
     let (stop_tx, stop_rx) = watch::channel(false);
     let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx);
@@ -56,7 +56,7 @@ pub async fn run_with_listener(
 /// One-shot mode: samples every enabled collector once (concurrently) and renders the
 /// exposition. Returns the text and whether every collector succeeded.
 pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(String, bool)> {
-    let (collectors, ctx) = build(config, roots)?;
+    let (collectors, ctx) = build(config, roots, false)?;
     let store = Arc::new(Store::new());
     for c in &collectors {
         store.register(c.name());
@@ -76,9 +76,14 @@ pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(Strin
 }
 
 /// The enabled collectors and the context they share.
-fn build(config: &Config, roots: Roots) -> anyhow::Result<(Vec<Box<dyn Collector>>, Context)> {
+fn build(
+    config: &Config,
+    roots: Roots,
+    persist_state: bool,
+) -> anyhow::Result<(Vec<Box<dyn Collector>>, Context)> {
     let env = BuildEnv {
         state_dir: &config.state_dir,
+        persist_state,
     };
     let collectors = registry::build(&config.collectors, &env)?;
     let ctx = Context::new(roots, config.collectors.topology_max_age());

@@ -14,6 +14,7 @@ pub mod registry;
 pub mod render;
 pub mod smart;
 pub mod snapshot;
+pub mod statefile;
 pub mod statfs;
 pub mod sysfs;
 pub mod validate;

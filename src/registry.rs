@@ -23,6 +23,9 @@ pub struct CollectorsConfig {
 pub struct BuildEnv<'a> {
     /// `state_dir`: where state that survives restarts lives.
     pub state_dir: &'a Path,
+    /// Whether collectors write state back: the daemon does; one-shot `ssdwatch sample` only
+    /// reads it (it may run as another user and must not leave files the daemon can't replace).
+    pub persist_state: bool,
 }
 
 /// One registered collector.
@@ -50,7 +53,13 @@ pub const COLLECTORS: &[Entry] = &[
         default_interval: diskstats::DEFAULT_INTERVAL,
         enabled: |c| c.diskstats.enabled,
         validate: |c, k| c.diskstats.validate(k),
-        build: |c, _| Ok(Box::new(diskstats::DiskstatsCollector::new(&c.diskstats)?)),
+        build: |c, env| {
+            Ok(Box::new(diskstats::DiskstatsCollector::new(
+                &c.diskstats,
+                env.state_dir,
+                env.persist_state,
+            )?))
+        },
     },
     Entry {
         name: "filesystem",
@@ -127,6 +136,7 @@ mod tests {
             &c,
             &BuildEnv {
                 state_dir: dir.path(),
+                persist_state: false,
             },
         )
         .unwrap();
@@ -148,6 +158,7 @@ mod tests {
             &c,
             &BuildEnv {
                 state_dir: dir.path(),
+                persist_state: false,
             },
         )
         .unwrap();

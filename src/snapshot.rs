@@ -150,6 +150,8 @@ impl Store {
 pub struct DiskActivity {
     /// Last sample (Unix time) in which the drive's discarded bytes grew.
     pub last_discard_unix: Option<f64>,
+    /// Bytes written to the drive since that discard.
+    pub written_since_discard_bytes: Option<u64>,
     /// Since when (Unix time) the drive's io time has not moved.
     pub idle_since_unix: Option<f64>,
     /// Fraction of the last sampling interval the drive was busy (io_ticks delta / wall time).

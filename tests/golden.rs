@@ -94,11 +94,13 @@ fn sample(host: &str) -> String {
     let dir = manifest().join("tests/fixtures/hosts").join(host);
     let cfg = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     let smart = fake_smartctl_state(host);
+    let state = tempfile::tempdir().unwrap();
     let fake = manifest().join("tests/fake-smartctl/smartctl");
     std::fs::write(
         cfg.path(),
         format!(
-            "collectors:\n  smart:\n    smartctl_path: {}\n  probe:\n    enabled: false\n  filesystem:\n    statfs_timeout: 300ms\n",
+            "state_dir: {}\ncollectors:\n  smart:\n    smartctl_path: {}\n  probe:\n    enabled: false\n  filesystem:\n    statfs_timeout: 300ms\n",
+            state.path().display(),
             fake.display()
         ),
     )

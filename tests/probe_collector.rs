@@ -88,6 +88,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
         &dev,
         DiskActivity {
             last_discard_unix: Some(now - 100.0),
+            written_since_discard_bytes: None,
             idle_since_unix: Some(now - 50.0),
             utilization_ratio: Some(0.0),
             updated_unix: now,
@@ -353,6 +354,7 @@ async fn time_budget_corrupt_budget_file_and_a_busy_drive_skip_the_run() {
         &fs.kernel_name(),
         DiskActivity {
             last_discard_unix: None,
+            written_since_discard_bytes: None,
             idle_since_unix: None,
             utilization_ratio: Some(0.9),
             updated_unix: unix_now(),

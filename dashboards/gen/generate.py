@@ -374,7 +374,7 @@ def degradation():
                      targets((f"increase(ssdwatch_probe_runs_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} runs"),
                              (f"increase(ssdwatch_probe_skipped_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} skipped: {{reason}}")), min_=0))
     anns = [
-        annotation("TRIM events", 'time() - ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance"} < 60', "green", "discard on {{device}}"),
+        annotation("TRIM events", 'time() - ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance",source="observed"} < 60', "green", "discard on {{device}}"),
         annotation("Idle periods", 'ssdwatch_disk_idle_seconds{instance="$instance"} > 600', "purple", "{{device}} idle"),
     ]
     return dashboard(

@@ -6,10 +6,11 @@ use crate::collector::{Collector, Context, Sample};
 use crate::metrics::MetricSet;
 use crate::snapshot::{DiskActivity, unix_now};
 use crate::sysfs::blockstat::{BlockStat, DeviceStat, STAT_SECTOR_BYTES, read_one};
+use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, check_interval};
-use serde::Deserialize;
-use std::collections::HashMap;
-use std::path::Path;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Between samples unless the config says otherwise.
@@ -38,26 +39,201 @@ impl DiskstatsConfig {
     }
 }
 
+/// Where a last-discard time comes from (the `source` label of
+/// `ssdwatch_disk_last_discard_timestamp_seconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscardSource {
+    /// This daemon saw the device's discarded bytes grow.
+    Observed,
+    /// An earlier run of the daemon saw it (kept in `state_dir`).
+    State,
+    /// systemd's `fstrim.timer` last ran then (a hint: the timer trims every filesystem that
+    /// supports it, but it is not a reading of this device).
+    FstrimTimer,
+}
+
+impl DiscardSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscardSource::Observed => "observed",
+            DiscardSource::State => "state",
+            DiscardSource::FstrimTimer => "fstrim_timer",
+        }
+    }
+}
+
+/// What is known of a device's discards.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Discards {
+    /// When the device last received a discard, and how that is known.
+    pub last: Option<(f64, DiscardSource)>,
+    /// Bytes of the newest burst: consecutive samples in which discarded bytes grew (one fstrim,
+    /// one mkfs, one batch of online discards).
+    pub burst_bytes: Option<u64>,
+    /// The previous sample saw discards, so the burst may go on.
+    burst_open: bool,
+    /// Bytes written since the last discard that the write counter no longer covers (an earlier
+    /// boot, a re-created device).
+    written_base: u64,
+    /// The write counter (sectors) when the last discard was seen; `None` when that was before
+    /// the counter started (then every write it counts came after the discard).
+    write_sectors_at_discard: Option<u64>,
+}
+
+impl Discards {
+    /// Bytes written to the device since its last discard, when a last discard is known.
+    pub fn written_since(&self, write_sectors: u64) -> Option<u64> {
+        self.last?;
+        let counted = write_sectors.saturating_sub(self.write_sectors_at_discard.unwrap_or(0));
+        Some(
+            self.written_base
+                .saturating_add(counted.saturating_mul(STAT_SECTOR_BYTES)),
+        )
+    }
+
+    /// The same history, carried over a counter that restarted (device re-created).
+    fn across_counter_reset(&self, old_write_sectors: u64) -> Discards {
+        Discards {
+            written_base: self.written_since(old_write_sectors).unwrap_or(0),
+            write_sectors_at_discard: None,
+            burst_open: false,
+            ..self.clone()
+        }
+    }
+}
+
 /// What the collector remembers of a device between samples.
 #[derive(Debug, Clone, PartialEq)]
 struct History {
     stat: BlockStat,
     at: f64,
-    last_discard: Option<f64>,
+    discards: Discards,
     idle_since: Option<f64>,
+}
+
+impl History {
+    fn last_discard(&self) -> Option<f64> {
+        self.discards.last.map(|(t, _)| t)
+    }
+}
+
+/// A device's discard history as kept in `state_dir` across restarts and reboots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedDiscards {
+    pub last_discard_unix: f64,
+    pub burst_bytes: Option<u64>,
+    pub written_since_discard_bytes: u64,
+    /// The kernel's boot id when saved: the write counter means nothing across a reboot.
+    pub boot_id: String,
+    /// The write counter (sectors) when saved.
+    pub write_sectors: u64,
+}
+
+/// The state file of the discard history, keyed by drive identity (`wwn:…`, `serial:…`, or
+/// `name:…` for devices without one), so a drive keeps its history under another kernel name.
+pub const DISCARD_STATE_FILE: &str = "discards.json";
+
+/// How often the discard history is saved when nothing new happened (it also is at once after a
+/// discard): what a reboot can lose of the written-since-discard count.
+const SAVE_EVERY: f64 = 600.0;
+
+/// systemd's stamp of the last `fstrim.timer` run (its mtime), for `Persistent=true` timers.
+const FSTRIM_STAMP: &str = "var/lib/systemd/timers/stamp-fstrim.timer";
+
+/// Restores a device's discard history from its saved record, and from the fstrim timer's last
+/// run when that is newer (the daemon was down when it ran). Pure.
+pub fn restore(
+    saved: Option<&SavedDiscards>,
+    fstrim_stamp: Option<f64>,
+    boot_id: &str,
+    write_sectors: u64,
+) -> Discards {
+    let mut d = Discards::default();
+    if let Some(s) = saved {
+        // An unknown boot id (no /proc) can't tell a restart from a reboot: take it as a reboot.
+        let same_counter =
+            !boot_id.is_empty() && s.boot_id == boot_id && write_sectors >= s.write_sectors;
+        d = Discards {
+            last: Some((s.last_discard_unix, DiscardSource::State)),
+            burst_bytes: s.burst_bytes,
+            burst_open: false,
+            written_base: s.written_since_discard_bytes,
+            write_sectors_at_discard: same_counter.then_some(s.write_sectors),
+        };
+    }
+    if let Some(t) = fstrim_stamp
+        && d.last.is_none_or(|(last, _)| t > last)
+    {
+        // All that is known: a trim at that time. Writes since then are the counter's since boot
+        // at most; the burst size is unknown.
+        d = Discards {
+            last: Some((t, DiscardSource::FstrimTimer)),
+            ..Discards::default()
+        };
+    }
+    d
 }
 
 pub struct DiskstatsCollector {
     interval: Duration,
     history: HashMap<String, History>,
+    state_file: PathBuf,
+    /// Whether to write the history back (not in one-shot `ssdwatch sample`, which may run as
+    /// another user than the daemon and must not leave it a file it can't replace).
+    persist: bool,
+    /// The saved discard history by drive identity; loaded at the first sample.
+    saved: Option<BTreeMap<String, SavedDiscards>>,
+    /// When `saved` was last written, and whether it changed since.
+    saved_at: f64,
+    dirty: bool,
 }
 
 impl DiskstatsCollector {
-    pub fn new(cfg: &DiskstatsConfig) -> anyhow::Result<Self> {
+    pub fn new(cfg: &DiskstatsConfig, state_dir: &Path, persist: bool) -> anyhow::Result<Self> {
         Ok(DiskstatsCollector {
             interval: cfg.interval,
             history: HashMap::new(),
+            state_file: state_dir.join(DISCARD_STATE_FILE),
+            persist,
+            saved: None,
+            saved_at: 0.0,
+            dirty: false,
         })
+    }
+}
+
+/// The key a device's discard history is kept under: its WWN or serial when /sys gives one (so
+/// the history follows the drive to another kernel name), else its kernel name.
+fn identity(name: &str, topo: Option<&Topology>) -> String {
+    let d = topo.and_then(|t| t.get(name));
+    match (
+        d.and_then(|d| d.wwn.as_deref()),
+        d.and_then(|d| d.serial.as_deref()),
+    ) {
+        (Some(w), _) if !w.is_empty() => format!("wwn:{w}"),
+        (_, Some(s)) if !s.is_empty() => format!("serial:{s}"),
+        _ => format!("name:{name}"),
+    }
+}
+
+/// What a sample reads besides the stat files: the boot id and the fstrim timer's last run.
+struct HostClues {
+    boot_id: String,
+    fstrim_stamp: Option<f64>,
+}
+
+fn read_clues(roots: &crate::Roots) -> HostClues {
+    let boot_id =
+        crate::sysfs::read_attr(&roots.proc.join("sys/kernel/random/boot_id")).unwrap_or_default();
+    let fstrim_stamp = std::fs::metadata(roots.in_rootfs(Path::new(FSTRIM_STAMP)))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs_f64());
+    HostClues {
+        boot_id,
+        fstrim_stamp,
     }
 }
 
@@ -87,28 +263,47 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
 }
 
 /// Advances one device's history with a new stat read at `now`; returns the new history and the
-/// utilization over the interval (None on the first sample or after a counter reset).
-fn advance(prev: Option<&History>, stat: BlockStat, now: f64) -> (History, Option<f64>) {
+/// utilization over the interval (None on the first sample or after a counter reset). `start` is
+/// what is known of its discards when there is no previous sample (restored from state).
+fn advance(
+    prev: Option<&History>,
+    stat: BlockStat,
+    now: f64,
+    start: &mut dyn FnMut() -> Discards,
+) -> (History, Option<f64>) {
     let Some(p) = prev else {
         return (
             History {
                 stat,
                 at: now,
-                last_discard: None,
+                discards: start(),
                 idle_since: None,
             },
             None,
         );
     };
-    // A counter going backwards means the device was re-created: start over.
+    // A counter going backwards means the device was re-created: start over, keeping what is
+    // known of its discards.
     if stat.io_time_ms < p.stat.io_time_ms || stat.reads_completed < p.stat.reads_completed {
-        return advance(None, stat, now);
+        let carried = p.discards.across_counter_reset(p.stat.write_sectors);
+        return advance(None, stat, now, &mut || carried.clone());
     }
     let discarded = |s: &BlockStat| s.discard.map(|d| d.sectors);
-    let last_discard = match (discarded(&p.stat), discarded(&stat)) {
-        (Some(a), Some(b)) if b > a => Some(now),
-        _ => p.last_discard,
-    };
+    let mut discards = p.discards.clone();
+    match (discarded(&p.stat), discarded(&stat)) {
+        (Some(a), Some(b)) if b > a => {
+            let bytes = (b - a).saturating_mul(STAT_SECTOR_BYTES);
+            discards.burst_bytes = Some(match (discards.burst_open, discards.burst_bytes) {
+                (true, Some(sofar)) => sofar.saturating_add(bytes),
+                _ => bytes,
+            });
+            discards.burst_open = true;
+            discards.last = Some((now, DiscardSource::Observed));
+            discards.written_base = 0;
+            discards.write_sectors_at_discard = Some(stat.write_sectors);
+        }
+        _ => discards.burst_open = false,
+    }
     let idle_since = if stat.io_time_ms == p.stat.io_time_ms {
         Some(p.idle_since.unwrap_or(p.at))
     } else {
@@ -121,7 +316,7 @@ fn advance(prev: Option<&History>, stat: BlockStat, now: f64) -> (History, Optio
         History {
             stat,
             at: now,
-            last_discard,
+            discards,
             idle_since,
         },
         util,
@@ -214,13 +409,36 @@ impl Collector for DiskstatsCollector {
     }
 
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
-        let sys = ctx.roots.sys.clone();
-        let (stats, errors) = tokio::task::spawn_blocking(move || read_all(&sys)).await??;
+        let roots = ctx.roots.clone();
+        let state_file = self.state_file.clone();
+        let load_state = self.saved.is_none();
+        let (stats, errors, clues, loaded) = tokio::task::spawn_blocking(move || {
+            let (stats, errors) = read_all(&roots.sys)?;
+            let loaded = load_state.then(|| crate::statefile::load(&state_file));
+            anyhow::Ok((stats, errors, read_clues(&roots), loaded))
+        })
+        .await??;
         let now = unix_now();
         let mut s = Sample {
             errors: errors.into_iter().map(Into::into).collect(),
             ..Default::default()
         };
+        if let Some(loaded) = loaded {
+            self.saved = Some(match loaded {
+                Ok(saved) => saved.unwrap_or_default(),
+                Err(e) => {
+                    // Start afresh (and overwrite it at the next save): the history is a
+                    // convenience, not worth failing the collector for.
+                    s.error(crate::collector::ItemError::new(
+                        self.state_file.display().to_string(),
+                        format!("{e}; discard history starts afresh"),
+                    ));
+                    BTreeMap::new()
+                }
+            });
+        }
+        let topo = ctx.topology().await.ok();
+        let saved = self.saved.get_or_insert_with(BTreeMap::new);
         let mut next = HashMap::with_capacity(stats.len());
         for DeviceStat {
             name,
@@ -231,11 +449,27 @@ impl Collector for DiskstatsCollector {
             stat_metrics(&mut s.metrics, &name, &stat);
             let prev = self.history.get(&name);
             let seen_before = prev.is_some();
+            let key = identity(&name, topo.as_deref());
+            let discard_capable = topo
+                .as_deref()
+                .and_then(|t| t.get(&name))
+                .and_then(|d| d.discard_max_bytes)
+                .is_some_and(|b| b > 0);
+            let write_sectors = stat.write_sectors;
             // Frozen counters (I/O accounting off) say nothing about discards, idleness or
             // utilization: nothing is derived from them, and no history is kept, so once
             // accounting is back on the next sample is a fresh baseline rather than "idle" for
             // the whole time it was off.
-            let derived = iostats.then(|| advance(prev, stat, now));
+            let derived = iostats.then(|| {
+                advance(prev, stat, now, &mut || {
+                    restore(
+                        saved.get(&key),
+                        clues.fstrim_stamp.filter(|_| discard_capable),
+                        &clues.boot_id,
+                        write_sectors,
+                    )
+                })
+            });
             let h = derived.as_ref().map(|(h, _)| h);
             let l = [("device", name.as_str())];
             s.metrics
@@ -244,12 +478,27 @@ impl Collector for DiskstatsCollector {
                     "1 when the kernel accounts the device's I/O (queue/iostats); 0 when turned off: its counters then stay frozen, so idle time, the last-discard time and the probes' utilization context are absent.",
                 )
                 .push(&l, if iostats { 1.0 } else { 0.0 });
+            if let Some((t, source)) = h.and_then(|h| h.discards.last) {
+                s.metrics
+                    .gauge(
+                        "ssdwatch_disk_last_discard_timestamp_seconds",
+                        "Last time (Unix) the device received a discard; source: observed (this run saw its discarded bytes grow), state (an earlier run did), fstrim_timer (systemd's fstrim.timer last ran then: a hint).",
+                    )
+                    .push(&[("device", name.as_str()), ("source", source.as_str())], t);
+            }
             s.metrics
                 .gauge(
-                    "ssdwatch_disk_last_discard_timestamp_seconds",
-                    "Last time (Unix) a sample saw the device's discarded bytes grow; absent until seen since the daemon started.",
+                    "ssdwatch_disk_last_discard_burst_bytes",
+                    "Bytes discarded in the device's newest discard burst (consecutive samples in which discarded bytes grew: one fstrim, one mkfs).",
                 )
-                .push_opt(&l, h.and_then(|h| h.last_discard));
+                .push_opt(&l, h.and_then(|h| h.discards.burst_bytes).map(|b| b as f64));
+            let written_since = h.and_then(|h| h.discards.written_since(h.stat.write_sectors));
+            s.metrics
+                .gauge(
+                    "ssdwatch_disk_written_since_discard_bytes",
+                    "Bytes written to the device since its last discard: what the drive has had to absorb without a TRIM.",
+                )
+                .push_opt(&l, written_since.map(|b| b as f64));
             s.metrics
                 .gauge(
                     "ssdwatch_disk_idle_seconds",
@@ -263,17 +512,48 @@ impl Collector for DiskstatsCollector {
             ctx.shared.set_disk_activity(
                 &name,
                 DiskActivity {
-                    last_discard_unix: h.and_then(|h| h.last_discard),
+                    last_discard_unix: h.and_then(|h| h.last_discard()),
+                    written_since_discard_bytes: written_since,
                     idle_since_unix: h.and_then(|h| h.idle_since),
                     utilization_ratio: derived.as_ref().and_then(|(_, u)| *u),
                     updated_unix: now,
                 },
             );
             if let Some((h, _)) = derived {
+                if let Some((t, DiscardSource::Observed | DiscardSource::State)) = h.discards.last {
+                    let record = SavedDiscards {
+                        last_discard_unix: t,
+                        burst_bytes: h.discards.burst_bytes,
+                        written_since_discard_bytes: written_since.unwrap_or(0),
+                        boot_id: clues.boot_id.clone(),
+                        write_sectors: h.stat.write_sectors,
+                    };
+                    let changed = saved.get(&key).is_none_or(|old| {
+                        old.last_discard_unix != t || old.burst_bytes != record.burst_bytes
+                    });
+                    self.dirty |= changed;
+                    saved.insert(key, record);
+                }
                 next.insert(name, h);
             }
         }
         self.history = next;
+        if self.persist && (self.dirty || now - self.saved_at >= SAVE_EVERY) {
+            let path = self.state_file.clone();
+            let snapshot = saved.clone();
+            match tokio::task::spawn_blocking(move || crate::statefile::store(&path, &snapshot))
+                .await?
+            {
+                Ok(()) => {
+                    self.saved_at = now;
+                    self.dirty = false;
+                }
+                Err(e) => s.error(crate::collector::ItemError::new(
+                    self.state_file.display().to_string(),
+                    format!("{e} (the discard history will not survive a restart)"),
+                )),
+            }
+        }
         Ok(s)
     }
 }
@@ -283,7 +563,12 @@ mod tests {
     use super::*;
     use crate::sysfs::blockstat::parse_block_stat;
 
-    /// A collector with default settings over the fixture tree in `dir`.
+    /// `advance` for a device with no saved discard history.
+    fn adv(prev: Option<&History>, stat: BlockStat, now: f64) -> (History, Option<f64>) {
+        advance(prev, stat, now, &mut Discards::default)
+    }
+
+    /// A collector with default settings over the fixture tree in `dir` (state in `dir/state`).
     fn collector_on(dir: &Path) -> (DiskstatsCollector, Context) {
         let ctx = Context {
             roots: std::sync::Arc::new(crate::Roots::fixture(dir)),
@@ -291,7 +576,7 @@ mod tests {
             topology_max_age: std::time::Duration::from_secs(60),
         };
         (
-            DiskstatsCollector::new(&DiskstatsConfig::default()).unwrap(),
+            DiskstatsCollector::new(&DiskstatsConfig::default(), &dir.join("state"), true).unwrap(),
             ctx,
         )
     }
@@ -309,35 +594,244 @@ mod tests {
 
     #[test]
     fn discard_growth_sets_last_discard_time() {
-        let (h1, u1) = advance(None, st(100, 0), 1000.0);
-        assert_eq!(h1.last_discard, None);
+        let (h1, u1) = adv(None, st(100, 0), 1000.0);
+        assert_eq!(h1.last_discard(), None);
         assert_eq!(u1, None);
-        let (h2, _) = advance(Some(&h1), st(200, 0), 1015.0);
-        assert_eq!(h2.last_discard, None);
-        let (h3, _) = advance(Some(&h2), st(300, 8), 1030.0);
-        assert_eq!(h3.last_discard, Some(1030.0));
-        let (h4, _) = advance(Some(&h3), st(400, 8), 1045.0);
-        assert_eq!(h4.last_discard, Some(1030.0), "kept while no new discards");
+        let (h2, _) = adv(Some(&h1), st(200, 0), 1015.0);
+        assert_eq!(h2.last_discard(), None);
+        let (h3, _) = adv(Some(&h2), st(300, 8), 1030.0);
+        assert_eq!(h3.last_discard(), Some(1030.0));
+        let (h4, _) = adv(Some(&h3), st(400, 8), 1045.0);
+        assert_eq!(
+            h4.last_discard(),
+            Some(1030.0),
+            "kept while no new discards"
+        );
     }
 
     #[test]
     fn idle_time_counts_from_the_last_busy_sample() {
-        let (h1, _) = advance(None, st(100, 0), 1000.0);
-        let (h2, u2) = advance(Some(&h1), st(100, 0), 1015.0);
+        let (h1, _) = adv(None, st(100, 0), 1000.0);
+        let (h2, u2) = adv(Some(&h1), st(100, 0), 1015.0);
         assert_eq!(h2.idle_since, Some(1000.0));
         assert_eq!(u2, Some(0.0));
-        let (h3, _) = advance(Some(&h2), st(100, 0), 1030.0);
+        let (h3, _) = adv(Some(&h2), st(100, 0), 1030.0);
         assert_eq!(h3.idle_since, Some(1000.0));
-        let (h4, u4) = advance(Some(&h3), st(7600, 0), 1045.0);
+        let (h4, u4) = adv(Some(&h3), st(7600, 0), 1045.0);
         assert_eq!(h4.idle_since, None);
         assert_eq!(u4, Some(0.5));
     }
 
+    /// A stat with cumulative written and discarded sectors.
+    fn wd(io: u64, write_sectors: u64, discard_sectors: u64) -> BlockStat {
+        BlockStat {
+            write_sectors,
+            ..st(io, discard_sectors)
+        }
+    }
+
+    #[test]
+    fn a_burst_sums_consecutive_discarding_samples_and_a_quiet_sample_ends_it() {
+        let (h, _) = adv(None, wd(1, 0, 0), 0.0);
+        let (h, _) = adv(Some(&h), wd(2, 0, 100), 15.0);
+        let (h, _) = adv(Some(&h), wd(3, 0, 300), 30.0);
+        assert_eq!(
+            h.discards.burst_bytes,
+            Some(300 * 512),
+            "one fstrim spanning two samples"
+        );
+        let (h, _) = adv(Some(&h), wd(4, 0, 300), 45.0);
+        assert_eq!(h.discards.burst_bytes, Some(300 * 512), "kept while quiet");
+        let (h, _) = adv(Some(&h), wd(5, 0, 310), 60.0);
+        assert_eq!(h.discards.burst_bytes, Some(10 * 512), "a new burst");
+        assert_eq!(h.discards.last, Some((60.0, DiscardSource::Observed)));
+    }
+
+    #[test]
+    fn written_since_discard_counts_from_the_discarding_sample() {
+        let (h, _) = adv(None, wd(1, 1000, 0), 0.0);
+        assert_eq!(h.discards.written_since(1000), None, "no discard known");
+        let (h, _) = adv(Some(&h), wd(2, 1200, 8), 15.0);
+        assert_eq!(h.discards.written_since(1200), Some(0));
+        let (h, _) = adv(Some(&h), wd(3, 1300, 8), 30.0);
+        assert_eq!(
+            h.discards.written_since(h.stat.write_sectors),
+            Some(100 * 512)
+        );
+        // The device is re-created (counters restart): the count carries on.
+        let (h, _) = adv(Some(&h), wd(0, 50, 0), 45.0);
+        assert_eq!(
+            h.discards.written_since(h.stat.write_sectors),
+            Some(150 * 512)
+        );
+        assert_eq!(h.discards.last, Some((15.0, DiscardSource::Observed)));
+    }
+
+    fn saved(at: f64, boot: &str, write_sectors: u64, since: u64) -> SavedDiscards {
+        SavedDiscards {
+            last_discard_unix: at,
+            burst_bytes: Some(4096),
+            written_since_discard_bytes: since,
+            boot_id: boot.into(),
+            write_sectors,
+        }
+    }
+
+    #[test]
+    fn a_restart_in_the_same_boot_continues_the_write_counter_and_a_reboot_adds_to_it() {
+        let s = saved(100.0, "boot-a", 1000, 512 * 40);
+        // Same boot: writes since the save are the counter's growth.
+        let d = restore(Some(&s), None, "boot-a", 1100);
+        assert_eq!(d.last, Some((100.0, DiscardSource::State)));
+        assert_eq!(d.burst_bytes, Some(4096));
+        assert_eq!(d.written_since(1100), Some(512 * 140));
+        // Rebooted: the counter restarted, every write it counts came after the discard.
+        let d = restore(Some(&s), None, "boot-b", 30);
+        assert_eq!(d.written_since(30), Some(512 * 70));
+        // No boot id: treated as a reboot, never as a counter that went on.
+        let d = restore(Some(&s), None, "", 1100);
+        assert_eq!(d.written_since(1100), Some(512 * 40 + 512 * 1100));
+    }
+
+    #[test]
+    fn the_fstrim_timer_stamp_is_a_hint_used_only_when_newer() {
+        let d = restore(None, Some(500.0), "b", 0);
+        assert_eq!(d.last, Some((500.0, DiscardSource::FstrimTimer)));
+        assert_eq!(d.burst_bytes, None);
+        let s = saved(900.0, "b", 0, 0);
+        let d = restore(Some(&s), Some(500.0), "b", 0);
+        assert_eq!(
+            d.last,
+            Some((900.0, DiscardSource::State)),
+            "older stamp loses"
+        );
+        let d = restore(Some(&s), Some(1000.0), "b", 0);
+        assert_eq!(
+            d.last,
+            Some((1000.0, DiscardSource::FstrimTimer)),
+            "the daemon was down"
+        );
+        assert_eq!(restore(None, None, "b", 0), Discards::default());
+    }
+
+    /// Restart story on a sysfs tree: an fstrim seen by one run of the daemon is still known to
+    /// the next (source "state"), a drive it never saw trimmed gets the fstrim timer's hint, a
+    /// corrupt state file is an error naming it and not a failed sample, and one-shot mode
+    /// writes nothing.
+    #[tokio::test]
+    async fn the_last_discard_survives_a_restart_and_the_fstrim_timer_is_a_labelled_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("sys/block");
+        let dev = |name: &str, stat: &str| {
+            let d = block.join(name);
+            std::fs::create_dir_all(d.join("queue")).unwrap();
+            std::fs::write(d.join("stat"), stat).unwrap();
+            std::fs::write(d.join("dev"), "259:0\n").unwrap();
+            std::fs::write(d.join("queue/discard_max_bytes"), "2199023255040\n").unwrap();
+        };
+        dev("nvme0n1", "10 0 80 5 20 0 160 9 0 700 900 1 0 8 2\n");
+        dev("sdb", "10 0 80 5 20 0 160 9 0 700 900 0 0 0 0\n");
+        let boot_id = dir.path().join("proc/sys/kernel/random/boot_id");
+        std::fs::create_dir_all(boot_id.parent().unwrap()).unwrap();
+        std::fs::write(&boot_id, "6f1c0a2e-0000-4000-8000-000000000001\n").unwrap();
+        let (mut c, ctx) = collector_on(dir.path());
+        c.sample(&ctx).await.unwrap();
+        // fstrim of nvme0n1 (4096 sectors), then 100 sectors written.
+        dev("nvme0n1", "10 0 80 5 20 0 160 9 0 900 1100 2 0 4104 40\n");
+        c.sample(&ctx).await.unwrap();
+        dev("nvme0n1", "10 0 80 5 30 0 260 9 0 950 1100 2 0 4104 40\n");
+        let s = c.sample(&ctx).await.unwrap();
+        let nvme = [("device", "nvme0n1")];
+        assert_eq!(
+            s.metrics
+                .value("ssdwatch_disk_last_discard_burst_bytes", &nvme),
+            Some(4096.0 * 512.0)
+        );
+        assert_eq!(
+            s.metrics
+                .value("ssdwatch_disk_written_since_discard_bytes", &nvme),
+            Some(100.0 * 512.0)
+        );
+        let state = dir.path().join("state").join(DISCARD_STATE_FILE);
+        assert!(state.exists(), "saved right after the discard");
+
+        // The fstrim timer ran an hour ago (before the daemon saw anything of sdb).
+        let stamp = dir.path().join("rootfs").join(FSTRIM_STAMP);
+        std::fs::create_dir_all(stamp.parent().unwrap()).unwrap();
+        std::fs::write(&stamp, "").unwrap();
+        let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&stamp)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+
+        // A restart: a new collector over the same tree and state.
+        let (mut c2, ctx2) = collector_on(dir.path());
+        let s = c2.sample(&ctx2).await.unwrap();
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        let src = |m: &MetricSet, d: &str, source: &str| {
+            m.value(
+                "ssdwatch_disk_last_discard_timestamp_seconds",
+                &[("device", d), ("source", source)],
+            )
+        };
+        assert!(
+            src(&s.metrics, "nvme0n1", "state").is_some(),
+            "{:?}",
+            s.metrics
+        );
+        assert_eq!(
+            s.metrics
+                .value("ssdwatch_disk_written_since_discard_bytes", &nvme),
+            Some(100.0 * 512.0),
+            "same boot: the counter's growth since the discard, no more"
+        );
+        let hint = src(&s.metrics, "sdb", "fstrim_timer").expect("fstrim timer hint");
+        assert!(
+            (hint
+                - hour_ago
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs_f64())
+            .abs()
+                < 2.0
+        );
+
+        // A corrupt state file: named, history starts afresh, the sample still succeeds.
+        std::fs::write(&state, "{garbage").unwrap();
+        let (mut c3, ctx3) = collector_on(dir.path());
+        let s = c3.sample(&ctx3).await.unwrap();
+        assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+        assert!(
+            s.errors[0].message.contains("discards.json"),
+            "{:?}",
+            s.errors
+        );
+        assert!(
+            s.metrics
+                .value("ssdwatch_disk_reads_completed_total", &nvme)
+                .is_some()
+        );
+
+        // One-shot mode reads but never writes.
+        std::fs::remove_file(&state).unwrap();
+        let mut once = DiskstatsCollector::new(
+            &DiskstatsConfig::default(),
+            &dir.path().join("state"),
+            false,
+        )
+        .unwrap();
+        once.sample(&ctx3).await.unwrap();
+        assert!(!state.exists());
+    }
+
     #[test]
     fn counter_reset_starts_over() {
-        let (h1, _) = advance(None, st(1000, 50), 1000.0);
-        let (h2, u) = advance(Some(&h1), st(10, 0), 1015.0);
-        assert_eq!(h2.last_discard, None);
+        let (h1, _) = adv(None, st(1000, 50), 1000.0);
+        let (h2, u) = adv(Some(&h1), st(10, 0), 1015.0);
+        assert_eq!(h2.last_discard(), None);
         assert_eq!(u, None);
     }
 
@@ -518,14 +1012,14 @@ mod tests {
                 now += dt as f64;
                 let mut stat = st(io, ds);
                 stat.reads_completed = reads;
-                let prev_discard = h.as_ref().and_then(|p| p.last_discard);
-                let (next, util) = advance(h.as_ref(), stat, now);
+                let prev_discard = h.as_ref().and_then(|p| p.last_discard());
+                let (next, util) = adv(h.as_ref(), stat, now);
                 if let Some(u) = util {
                     proptest::prop_assert!((0.0..=1.0).contains(&u), "{}", u);
                 }
                 proptest::prop_assert!(next.idle_since.is_none_or(|t| t <= now));
-                proptest::prop_assert!(next.last_discard.is_none_or(|t| t <= now));
-                if let (Some(a), Some(b)) = (prev_discard, next.last_discard) {
+                proptest::prop_assert!(next.last_discard().is_none_or(|t| t <= now));
+                if let (Some(a), Some(b)) = (prev_discard, next.last_discard()) {
                     proptest::prop_assert!(b >= a);
                 }
                 h = Some(next);
