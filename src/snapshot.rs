@@ -167,9 +167,27 @@ pub struct Shared {
     pub disk_activity: RwLock<HashMap<String, DiskActivity>>,
     /// The block topology last read from /sys, and when.
     topology: RwLock<Option<(Arc<Topology>, Instant)>>,
+    /// SMART's rotation rate per kernel name (0 = solid state), as the SMART collector last read it.
+    rotation_rates: RwLock<HashMap<String, u64>>,
 }
 
 impl Shared {
+    pub fn rotation_rate(&self, device: &str) -> Option<u64> {
+        let g = self
+            .rotation_rates
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        g.get(device).copied()
+    }
+
+    pub fn set_rotation_rate(&self, device: &str, rpm: u64) {
+        let mut g = self
+            .rotation_rates
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        g.insert(device.to_string(), rpm);
+    }
+
     /// The shared topology when it was read less than `max_age` ago.
     pub fn topology(&self, max_age: Duration) -> Option<Arc<Topology>> {
         let g = self.topology.read().unwrap_or_else(|e| e.into_inner());

@@ -47,7 +47,7 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     (
         "ssdwatch-fleet.json",
         "SSD filesystems that cannot TRIM",
-        "the machine has no SSD (vda and the loop device report rotational=1), and the loop device can TRIM",
+        "every SSD filesystem here has a TRIM-capable path (vda is taken for flash as a virtual disk that passes discards; the loop device can TRIM too)",
     ),
     (
         "ssdwatch-fleet.json",

@@ -55,6 +55,7 @@ def exposition(hosts, t0):
             dev = f"nvme{d}n1"
             add(f'ssdwatch_disk_info{{instance="{inst}",device="{dev}",kind="nvme",model="M",serial="S{h}-{d}",firmware="F",wwn="eui.{h}{d}",rotational="0"}} 1')
             add(f'ssdwatch_disk_rotational{{instance="{inst}",device="{dev}"}} 0')
+            add(f'ssdwatch_disk_solid_state{{instance="{inst}",device="{dev}",source="nvme"}} 1')
             add(f'ssdwatch_disk_last_discard_timestamp_seconds{{instance="{inst}",device="{dev}"}} {t0 - rnd.randint(0, 10 * 86400)}')
             lab = f'instance="{inst}",device="{dev}",serial="S{h}-{d}",wwn="eui.{h}{d}"'
             add(f"ssdwatch_device_wear_used_ratio{{{lab}}} {rnd.randint(0, 95) / 100}")
