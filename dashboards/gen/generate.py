@@ -256,8 +256,8 @@ def dashboard(uid, title, desc, panels, variables, annotations=(), time_from="no
 def host():
     L = Layout()
     L.row("Filesystems")
-    L.add(timeseries("Used space", "Share of each filesystem's space in use (1 - avail / size): what df shows as Use%.",
-                     targets((f"1 - ssdwatch_filesystem_avail_bytes{{{HOST}}} / (ssdwatch_filesystem_size_bytes{{{HOST}}} > 0)", "{{mountpoint}}")),
+    L.add(timeseries("Used space", "Share of each filesystem's space in use, used / (used + avail) (recording rule ssdwatch:filesystem_used_ratio): what df shows as Use%.",
+                     targets((f"ssdwatch:filesystem_used_ratio{{{HOST}}}", "{{mountpoint}}")),
                      unit="percentunit", min_=0, max_=1))
     L.add(timeseries("Available bytes", "Bytes available to unprivileged users, per filesystem.",
                      targets((f"ssdwatch_filesystem_avail_bytes{{{HOST}}}", "{{mountpoint}}")), unit="bytes", min_=0))
