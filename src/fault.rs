@@ -32,9 +32,11 @@ impl From<String> for ItemError {
     }
 }
 
+/// The message alone when it already names its item (`"device sda: ..."` for item `sda`),
+/// else prefixed with it.
 impl std::fmt::Display for ItemError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.message.starts_with(&self.item) {
+        if self.message.contains(&self.item) {
             f.write_str(&self.message)
         } else {
             write!(f, "{}: {}", self.item, self.message)
@@ -136,6 +138,12 @@ mod tests {
         let i: ItemError = "/data: statvfs: Permission denied".to_string().into();
         assert_eq!(i.item, "/data");
         assert_eq!(i.to_string(), "/data: statvfs: Permission denied");
+        let i = ItemError::new("sda", "device sda: smartctl timed out");
+        assert_eq!(i.to_string(), "device sda: smartctl timed out");
+        assert_eq!(
+            ItemError::new("sda", "timed out").to_string(),
+            "sda: timed out"
+        );
         let i: ItemError = "no colon here".to_string().into();
         assert_eq!(i.item, "no colon here");
     }

@@ -478,3 +478,28 @@ fn each_drive_exports_its_class_interval_and_is_not_queried_again_before_it() {
         Some(WEAR_860EVO)
     );
 }
+
+#[test]
+fn a_failing_drive_is_one_fault_under_its_device_label() {
+    let mut cfg = Fake::new().config(&["sda"]);
+    cfg.smartctl_path = PathBuf::from("/nonexistent/smartctl");
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let s = rt.block_on(c.sample(&ctx())).expect("sample never fails");
+    // Faults are logged when they start and clear per item: the item is the device label.
+    assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+    assert_eq!(s.errors[0].item, "sda");
+    assert_eq!(
+        s.errors[0].to_string(),
+        s.errors[0].message,
+        "the message names its device once"
+    );
+    assert!(
+        s.errors[0]
+            .message
+            .starts_with("device sda: cannot run /nonexistent/smartctl")
+    );
+}

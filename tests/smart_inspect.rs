@@ -146,3 +146,44 @@ fn bad_input_gives_a_clear_error_and_nonzero_exit() {
     assert_eq!(code, Some(1));
     assert!(stderr.contains("cannot read"), "{stderr}");
 }
+
+#[test]
+fn inspect_says_which_source_gave_the_wear_and_the_host_writes() {
+    for (fixture, wear, written) in [
+        (
+            "nvme-samsung-970evoplus",
+            Some("NVMe percentage_used"),
+            Some("NVMe data_units_written"),
+        ),
+        // A vendor attribute read with its family's meaning: 177 normalized is life remaining.
+        (
+            "ata-samsung-pm883-mz7lh1t9hmlt",
+            Some("ATA attr 177 per table samsung"),
+            Some("ATA attr 241 per table samsung"),
+        ),
+        // The standard's devstat indicator (3%) wins over the m4's own attribute 202 (2%).
+        (
+            "ata-crucial-m4-mtfddak128mam",
+            Some("ATA devstat Percentage Used Endurance Indicator"),
+            Some("ATA devstat Logical Sectors Written"),
+        ),
+        // A hard disk: no wear figure, so no source (null like every unknown field).
+        ("ata-wdc-wd140edfz", None, None),
+    ] {
+        let (code, out, err) = inspect(&fixtures().join(format!("{fixture}.json")));
+        assert_eq!(code, Some(0), "{fixture}: {err}");
+        let v: Value = serde_json::from_str(&out).expect("inspect prints JSON");
+        for (field, want) in [("wear_source", wear), ("host_written_source", written)] {
+            let got = v
+                .get(field)
+                .unwrap_or_else(|| panic!("{fixture}: no {field}"));
+            assert_eq!(got.as_str(), want, "{fixture}: {field} is {got}");
+            if want.is_none() {
+                assert!(got.is_null(), "{fixture}: {field} is {got}");
+            }
+        }
+        let value = |k: &str| v.get(k).is_some_and(|x| !x.is_null());
+        assert_eq!(value("wear_used_ratio"), wear.is_some(), "{fixture}");
+        assert_eq!(value("host_written_bytes"), written.is_some(), "{fixture}");
+    }
+}

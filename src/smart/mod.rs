@@ -1,10 +1,23 @@
 //! smartctl JSON model, the per-family vendor table (data) and normalization into one health
-//! model per drive. Pure: nothing here runs smartctl or opens a device (that is `collector::smart`).
+//! model per drive. Pure: nothing here reads a file, prints or runs smartctl (that is
+//! `collector::smart` and `cli`).
+//!
+//! Layout: `model` (the `Health` struct, sources and their orders), `normalize` (the sections
+//! every protocol shares), `ata`, `nvme`, `scsi` (each protocol's sections), `json` (lenient
+//! readers of the JSON tree), `table` (the vendor table).
 
-pub mod health;
+mod ata;
+mod json;
+mod model;
+mod normalize;
+mod nvme;
+mod scsi;
 pub mod table;
 
-pub use health::{Attribute, EXIT_BITS, Health, ParseError, parse};
+pub use model::{
+    Attribute, EXIT_BITS, HOST_WRITTEN_ORDER, Health, Origin, ParseError, Source, WEAR_ORDER,
+};
+pub use normalize::{normalize, parse};
 
 /// The JSON `ssdwatch smart inspect` prints: the normalized model plus the decoded exit bits.
 #[derive(serde::Serialize)]

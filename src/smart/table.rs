@@ -110,15 +110,31 @@ pub enum MatchedBy {
 
 pub const TABLE_YAML: &str = include_str!("families.yaml");
 
+/// A vendor table that does not load; the message names the family and the bad pattern.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("vendor table: {0}")]
+    Yaml(#[from] serde_yaml_ng::Error),
+    #[error("vendor table: family {family}: {pattern}: {source}")]
+    Pattern {
+        family: String,
+        pattern: String,
+        source: regex::Error,
+    },
+}
+
 impl Table {
     /// Parses a table; errors name the family key and the bad pattern.
-    pub fn parse(text: &str) -> Result<Table, String> {
-        let raw: RawTable =
-            serde_yaml_ng::from_str(text).map_err(|e| format!("vendor table: {e}"))?;
+    pub fn parse(text: &str) -> Result<Table, TableError> {
+        let raw: RawTable = serde_yaml_ng::from_str(text)?;
         let mut families = Vec::with_capacity(raw.families.len());
         for f in raw.families {
             let re = |p: &str| {
-                Regex::new(p).map_err(|e| format!("vendor table: family {}: {p}: {e}", f.key))
+                Regex::new(p).map_err(|source| TableError::Pattern {
+                    family: f.key.clone(),
+                    pattern: p.to_string(),
+                    source,
+                })
             };
             families.push(Family {
                 model_family: re(&f.model_family)?,
@@ -230,6 +246,6 @@ mod tests {
         let e =
             Table::parse("defaults: []\nfamilies:\n  - {key: x, model_family: '(', rules: []}\n")
                 .unwrap_err();
-        assert!(e.contains("family x"), "{e}");
+        assert!(e.to_string().contains("family x"), "{e}");
     }
 }

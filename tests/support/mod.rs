@@ -18,8 +18,26 @@ pub fn skip(test: &str, why: &str) -> bool {
     if std::env::var_os("SSDWATCH_TESTS_STRICT").is_some_and(|v| !v.is_empty()) {
         panic!("{test}: {why}, and SSDWATCH_TESTS_STRICT is set: nothing may be skipped");
     }
-    eprintln!("SKIP {test}: {why}");
+    say(&format!("SKIP {test}: {why}"));
     false
+}
+
+/// For a test whose premise is a behaviour of this machine's kernel or hypervisor that the test
+/// itself checks first (not a missing tool, privilege or device class the suite can provide):
+/// says so and returns false, also under `SSDWATCH_TESTS_STRICT`, since no set-up of the suite
+/// could make it apply. Use `skip` for anything the suite could have provided.
+pub fn not_applicable(test: &str, why: &str) -> bool {
+    say(&format!(
+        "SKIP {test} (not applicable on this machine): {why}"
+    ));
+    false
+}
+
+/// Written to the process's stderr directly: the test harness captures `eprintln!` of passing
+/// tests, and a skip nobody sees is a pass nobody earned.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Whether a command is on PATH; otherwise prints why the test is skipped.

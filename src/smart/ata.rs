@@ -1,448 +1,16 @@
-//! The normalized health model of one drive, built from one `smartctl --json` output.
-//! Pure: it reads a JSON value and never touches a device. Any shape of input is accepted;
-//! what cannot be read is left `None` and noted in `warnings`.
+//! ATA: the attribute table read with the vendor table's meanings, and the device statistics
+//! log (`--log=devstat`). Pure: reads a JSON value and the vendor table only.
 
+use super::json::{as_u64, get, get_u64, mul};
+use super::model::{Attribute, Found, Health, Origin};
 use super::table::{Field, From, MatchedBy, Percent, Rule, Table, Unit};
-use serde::Serialize;
 use serde_json::Value;
 
-/// smartctl's exit-status bits (smartctl(8), RETURN VALUES), in bit order.
-pub const EXIT_BITS: [&str; 8] = [
-    "command_failed",
-    "device_open_failed",
-    "smart_command_failed",
-    "smart_status_failing",
-    "prefail_threshold_crossed",
-    "threshold_crossed_in_past",
-    "error_log_has_errors",
-    "self_test_log_has_errors",
-];
-
-/// NVMe "data units" are thousands of 512-byte units: 512,000 bytes (NVMe base spec, SMART log).
-const NVME_DATA_UNIT_BYTES: u64 = 512_000;
 const MIB32: u64 = 32 * 1024 * 1024;
 const GIB: u64 = 1024 * 1024 * 1024;
 const GB: u64 = 1_000_000_000;
 
-/// One ATA attribute as smartctl reports it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Attribute {
-    pub id: u32,
-    pub name: String,
-    pub value: Option<u64>,
-    pub worst: Option<u64>,
-    pub thresh: Option<u64>,
-    pub raw: Option<u64>,
-}
-
-/// The normalized model. `None` = the drive (or this output) does not report it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Health {
-    pub device_type: Option<String>,
-    pub protocol: Option<String>,
-    pub model: Option<String>,
-    pub model_family: Option<String>,
-    pub serial: Option<String>,
-    pub wwn: Option<String>,
-    pub firmware: Option<String>,
-    pub capacity_bytes: Option<u64>,
-    pub smartctl_exit_status: Option<u64>,
-    /// The vendor-table entry that gave attribute meanings (ATA only).
-    pub vendor_table_family: Option<String>,
-    /// false when smartctl says the device has no SMART (virtio, RAID volumes, unknown type).
-    pub smart_supported: Option<bool>,
-    pub in_standby: bool,
-    pub wear_used_ratio: Option<f64>,
-    pub spare_available_ratio: Option<f64>,
-    pub spare_threshold_ratio: Option<f64>,
-    pub host_written_bytes: Option<u64>,
-    pub host_read_bytes: Option<u64>,
-    pub nand_written_bytes: Option<u64>,
-    pub erase_count_avg: Option<u64>,
-    pub erase_count_max: Option<u64>,
-    pub media_errors: Option<u64>,
-    pub critical_warning: Option<u64>,
-    pub smart_passed: Option<bool>,
-    pub temperature_celsius: Option<f64>,
-    pub power_on_seconds: Option<u64>,
-    pub power_cycles: Option<u64>,
-    pub unsafe_shutdowns: Option<u64>,
-    pub reallocated_sectors: Option<u64>,
-    pub pending_sectors: Option<u64>,
-    /// smartctl's own error messages (severity error), verbatim.
-    pub errors: Vec<String>,
-    pub warnings: Vec<String>,
-    #[serde(skip)]
-    pub attributes: Vec<Attribute>,
-}
-
-impl Health {
-    /// The decoded exit-status bits that are set.
-    pub fn exit_bits(&self) -> Vec<&'static str> {
-        let s = self.smartctl_exit_status.unwrap_or(0);
-        EXIT_BITS
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| s & (1 << i) != 0)
-            .map(|(_, n)| *n)
-            .collect()
-    }
-}
-
-/// Bad input text: not JSON, or not a JSON object.
-#[derive(Debug, thiserror::Error)]
-pub enum ParseError {
-    #[error("not valid JSON (line {line}, column {column}): {message}")]
-    Json {
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("not a smartctl JSON object (top level is {0})")]
-    NotObject(&'static str),
-}
-
-/// Parses a `smartctl --json` output and normalizes it.
-pub fn parse(text: &str) -> Result<Health, ParseError> {
-    // Fast path: only the top-level sections the model reads are built into a tree; the rest
-    // (self-test and error logs, SCT tables of `-x` output) is skipped without allocating.
-    // (A struct also deserializes from an array, hence the object check.)
-    if text.trim_start().starts_with('{')
-        && let Ok(w) = serde_json::from_str::<Wanted>(text)
-    {
-        return Ok(normalize(&w.into_value(), Table::builtin()));
-    }
-    let v: Value = serde_json::from_str(text).map_err(|e| ParseError::Json {
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })?;
-    if !v.is_object() {
-        return Err(ParseError::NotObject(kind_of(&v)));
-    }
-    Ok(normalize(&v, Table::builtin()))
-}
-
-/// Declares the top-level sections `normalize` reads; anything else is ignored while parsing.
-macro_rules! wanted {
-    ($($k:ident),* $(,)?) => {
-        #[derive(serde::Deserialize)]
-        struct Wanted { $( #[serde(default)] $k: Option<Value>, )* }
-        impl Wanted {
-            fn into_value(self) -> Value {
-                let mut m = serde_json::Map::new();
-                $( if let Some(v) = self.$k { m.insert(stringify!($k).to_string(), v); } )*
-                Value::Object(m)
-            }
-        }
-    };
-}
-
-wanted!(
-    smartctl,
-    device,
-    model_name,
-    scsi_model_name,
-    scsi_vendor,
-    vendor,
-    scsi_product,
-    product,
-    model_family,
-    serial_number,
-    firmware_version,
-    scsi_revision,
-    revision,
-    user_capacity,
-    nvme_total_capacity,
-    wwn,
-    logical_unit_id,
-    eui64,
-    power_mode,
-    smart_status,
-    smart_support,
-    temperature,
-    power_on_time,
-    power_cycle_count,
-    logical_block_size,
-    nvme_smart_health_information_log,
-    scsi_percentage_used_endurance_indicator,
-    scsi_grown_defect_list,
-    scsi_start_stop_cycle_counter,
-    scsi_error_counter_log,
-    ata_smart_attributes,
-    ata_device_statistics,
-    endurance_used,
-);
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(v, |v, k| v.get(k))
-}
-
-fn get_u64(v: &Value, path: &[&str]) -> Option<u64> {
-    get(v, path).and_then(as_u64)
-}
-
-/// A non-negative integer; smartctl prints some 128-bit NVMe counters as floats or strings
-/// when they overflow 64 bits, which are accepted when integral and in range.
-fn as_u64(v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0 && *f < 1.8e19)
-                .map(|f| f as u64)
-        }),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-fn get_str(v: &Value, path: &[&str]) -> Option<String> {
-    get(v, path)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-}
-
-/// Normalizes one parsed smartctl output with the given vendor table.
-pub fn normalize(v: &Value, table: &Table) -> Health {
-    let mut h = Health {
-        device_type: get_str(v, &["device", "type"]),
-        protocol: get_str(v, &["device", "protocol"]),
-        model: get_str(v, &["model_name"])
-            .or_else(|| get_str(v, &["scsi_model_name"]))
-            .or_else(|| {
-                let vendor = get_str(v, &["scsi_vendor"]).or_else(|| get_str(v, &["vendor"]));
-                let product = get_str(v, &["scsi_product"]).or_else(|| get_str(v, &["product"]));
-                product.map(|p| match vendor {
-                    Some(ven) => format!("{ven} {p}"),
-                    None => p,
-                })
-            }),
-        model_family: get_str(v, &["model_family"]),
-        serial: get_str(v, &["serial_number"]),
-        firmware: get_str(v, &["firmware_version"])
-            .or_else(|| get_str(v, &["scsi_revision"]))
-            .or_else(|| get_str(v, &["revision"])),
-        capacity_bytes: get_u64(v, &["user_capacity", "bytes"])
-            .or_else(|| get_u64(v, &["nvme_total_capacity"])),
-        smartctl_exit_status: get_u64(v, &["smartctl", "exit_status"]),
-        ..Health::default()
-    };
-    h.wwn = wwn(v);
-    if let Some(msgs) = get(v, &["smartctl", "messages"]).and_then(Value::as_array) {
-        for m in msgs {
-            let Some(s) = m.get("string").and_then(Value::as_str) else {
-                continue;
-            };
-            let lower = s.to_ascii_lowercase();
-            // "Device is in STANDBY mode, exit(2)", "... STANDBY (OS) mode ...", "... SLEEP mode ...".
-            if lower.contains("device is in standby") || lower.contains("device is in sleep") {
-                h.in_standby = true;
-            }
-            if m.get("severity").and_then(Value::as_str) == Some("error") {
-                h.errors.push(s.trim().to_string());
-            }
-        }
-    }
-    if let Some(pm) = get_str(v, &["power_mode", "name"]) {
-        let pm = pm.to_ascii_lowercase();
-        if pm.contains("standby") || pm.contains("sleep") {
-            h.in_standby = true;
-        }
-    }
-    if h.smartctl_exit_status.is_none() {
-        h.warnings
-            .push("no smartctl.exit_status: output trimmed or from an old smartctl".into());
-    }
-
-    h.smart_passed = get(v, &["smart_status", "passed"]).and_then(Value::as_bool);
-    h.temperature_celsius = get(v, &["temperature", "current"])
-        .and_then(Value::as_f64)
-        .filter(|t| (-60.0..=200.0).contains(t));
-    // Drives without a sensor (and RAID volumes) report exactly 0: that is no reading.
-    if h.temperature_celsius == Some(0.0) {
-        h.temperature_celsius = None;
-        h.warnings
-            .push("temperature 0 °C taken as not reported".into());
-    }
-    h.power_on_seconds = get_u64(v, &["power_on_time", "hours"]).map(|hours| {
-        let minutes = get_u64(v, &["power_on_time", "minutes"]).unwrap_or(0);
-        hours
-            .saturating_mul(3600)
-            .saturating_add(minutes.saturating_mul(60))
-    });
-    h.power_cycles = get_u64(v, &["power_cycle_count"]);
-
-    let nvme = get(v, &["nvme_smart_health_information_log"]).filter(|l| l.is_object());
-    if let Some(log) = nvme {
-        normalize_nvme(log, &mut h);
-    }
-    normalize_scsi(v, &mut h);
-    let attrs = read_attributes(v, &mut h);
-    if !attrs.is_empty() {
-        normalize_ata(v, &attrs, table, &mut h);
-    }
-    h.attributes = attrs;
-    normalize_devstat(v, &mut h);
-
-    // smartctl >= 7.5: a vendor-neutral endurance figure, preferred over every other source.
-    if let Some(p) = get_u64(v, &["endurance_used", "current_percent"]) {
-        h.wear_used_ratio = Some(p as f64 / 100.0);
-    }
-
-    h.smart_supported = smart_supported(v, &h, nvme.is_some());
-    if h.wear_used_ratio.is_some_and(|w| w > 1.0) {
-        h.warnings.push(format!(
-            "wear used {:.0}% is past the rated endurance",
-            h.wear_used_ratio.unwrap_or(0.0) * 100.0
-        ));
-    }
-    if let (Some(n), Some(w)) = (h.nand_written_bytes, h.host_written_bytes)
-        && w > 0
-        && n < w
-    {
-        h.warnings
-            .push("NAND writes below host writes: the vendor's flash counter is not exact".into());
-    }
-    h
-}
-
-/// Whether the drive has SMART at all. None when this output cannot tell (device not opened).
-fn smart_supported(v: &Value, h: &Health, has_nvme: bool) -> Option<bool> {
-    if let Some(a) = get(v, &["smart_support", "available"]).and_then(Value::as_bool) {
-        return Some(a);
-    }
-    if has_nvme || h.smart_passed.is_some() || !h.attributes.is_empty() {
-        return Some(true);
-    }
-    let unsupported = h.errors.iter().any(|e| {
-        let e = e.to_ascii_lowercase();
-        e.contains("unable to detect device type")
-            || e.contains("lacks smart capability")
-            || e.contains("smart support is: unavailable")
-    });
-    if unsupported {
-        return Some(false);
-    }
-    // The device was opened and identified but answered no health command at all
-    // (RAID volumes, bridges without passthrough).
-    let opened =
-        get(v, &["device"]).is_some() && h.smartctl_exit_status.is_some_and(|s| s & 0b11 == 0);
-    let has_scsi_logs = get(v, &["scsi_error_counter_log"]).is_some();
-    if opened
-        && h.smart_passed.is_none()
-        && !has_scsi_logs
-        && (h.model.is_some() || h.serial.is_some())
-    {
-        return Some(false);
-    }
-    None
-}
-
-fn wwn(v: &Value) -> Option<String> {
-    if let (Some(naa), Some(oui), Some(id)) = (
-        get_u64(v, &["wwn", "naa"]),
-        get_u64(v, &["wwn", "oui"]),
-        get_u64(v, &["wwn", "id"]),
-    ) {
-        // NAA 5: 4-bit NAA, 24-bit OUI, 36-bit vendor id, as /sys and udev print it.
-        if naa < 16 && oui < (1 << 24) && id < (1 << 36) {
-            return Some(format!("0x{naa:x}{oui:06x}{id:09x}"));
-        }
-    }
-    if let Some(lu) = get_str(v, &["logical_unit_id"]) {
-        return Some(lu.to_ascii_lowercase());
-    }
-    if let (Some(oui), Some(ext)) = (
-        get_u64(v, &["eui64", "oui"]),
-        get_u64(v, &["eui64", "ext_id"]),
-    ) && oui < (1 << 24)
-        && ext < (1 << 40)
-    {
-        return Some(format!("eui.{oui:06x}{ext:010x}"));
-    }
-    None
-}
-
-fn normalize_nvme(log: &Value, h: &mut Health) {
-    let n = |k: &str| get_u64(log, &[k]);
-    // percentage_used may exceed 100 on a drive past its rated endurance: not clamped.
-    h.wear_used_ratio = n("percentage_used").map(|p| p as f64 / 100.0);
-    h.spare_available_ratio = n("available_spare").map(|p| p as f64 / 100.0);
-    h.spare_threshold_ratio = n("available_spare_threshold").map(|p| p as f64 / 100.0);
-    h.host_written_bytes = n("data_units_written").and_then(|u| mul(u, NVME_DATA_UNIT_BYTES, h));
-    h.host_read_bytes = n("data_units_read").and_then(|u| mul(u, NVME_DATA_UNIT_BYTES, h));
-    h.media_errors = n("media_errors");
-    h.critical_warning = n("critical_warning");
-    h.unsafe_shutdowns = n("unsafe_shutdowns");
-    if let Some(c) = n("power_cycles") {
-        h.power_cycles = Some(c);
-    }
-    if h.power_on_seconds.is_none() {
-        h.power_on_seconds = n("power_on_hours").map(|x| x.saturating_mul(3600));
-    }
-    if h.temperature_celsius.is_none() {
-        h.temperature_celsius = log
-            .get("temperature")
-            .and_then(Value::as_f64)
-            .filter(|t| (-60.0..=200.0).contains(t));
-    }
-}
-
-fn normalize_scsi(v: &Value, h: &mut Health) {
-    if let Some(p) = get_u64(v, &["scsi_percentage_used_endurance_indicator"]) {
-        h.wear_used_ratio = Some(p as f64 / 100.0);
-    }
-    if let Some(d) = get_u64(v, &["scsi_grown_defect_list"]) {
-        h.reallocated_sectors = Some(d);
-    }
-    if let Some(c) = get_u64(
-        v,
-        &[
-            "scsi_start_stop_cycle_counter",
-            "accumulated_start_stop_cycles",
-        ],
-    ) && h.power_cycles.is_none()
-    {
-        h.power_cycles = Some(c);
-    }
-    let Some(log) = get(v, &["scsi_error_counter_log"]) else {
-        return;
-    };
-    // gigabytes_processed is a decimal string of 10^9-byte units.
-    let gb = |dir: &str| {
-        get(log, &[dir, "gigabytes_processed"])
-            .and_then(|g| match g {
-                Value::String(s) => s.trim().parse::<f64>().ok(),
-                other => other.as_f64(),
-            })
-            .filter(|g| g.is_finite() && *g >= 0.0 && *g < 1.8e10)
-            .map(|g| (g * 1e9).round() as u64)
-    };
-    h.host_written_bytes = gb("write");
-    h.host_read_bytes = gb("read");
-    let unc: Vec<u64> = ["read", "write", "verify"]
-        .iter()
-        .filter_map(|d| get_u64(log, &[d, "total_uncorrected_errors"]))
-        .collect();
-    if !unc.is_empty() {
-        h.media_errors = Some(unc.iter().fold(0u64, |a, b| a.saturating_add(*b)));
-    }
-}
-
-fn read_attributes(v: &Value, h: &mut Health) -> Vec<Attribute> {
+pub(super) fn read_attributes(v: &Value, h: &mut Health) -> Vec<Attribute> {
     let Some(table) = get(v, &["ata_smart_attributes", "table"]).and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -469,14 +37,79 @@ fn read_attributes(v: &Value, h: &mut Health) -> Vec<Attribute> {
     out
 }
 
-fn normalize_ata(v: &Value, attrs: &[Attribute], table: &Table, h: &mut Health) {
-    let lbs = get_u64(v, &["logical_block_size"]).unwrap_or(512);
-    for r in &table.defaults {
-        apply(r, attrs, lbs, h);
+/// A figure built from the vendor rules of one field: the first rule whose attribute is
+/// present sets it, later `add` rules are summed in (TLC + SLC writes). Remembers the ids.
+#[derive(Default)]
+struct Acc<T> {
+    value: Option<T>,
+    ids: Vec<u32>,
+}
+
+/// Summing for `add` rules; counters saturate rather than wrap.
+trait Plus: Copy {
+    fn plus(self, other: Self) -> Self;
+}
+
+impl Plus for u64 {
+    fn plus(self, other: u64) -> u64 {
+        self.saturating_add(other)
     }
+}
+
+impl Plus for f64 {
+    fn plus(self, other: f64) -> f64 {
+        self + other
+    }
+}
+
+impl<T: Plus> Acc<T> {
+    fn set(&mut self, id: u32, val: Option<T>, add: bool) {
+        match (self.value, val) {
+            (Some(old), Some(v)) if add => {
+                self.value = Some(old.plus(v));
+                self.ids.push(id);
+            }
+            (None, Some(v)) => {
+                self.value = Some(v);
+                self.ids = vec![id];
+            }
+            _ => {}
+        }
+    }
+
+    /// "attr 177 per table samsung", "attrs 233+234 per table wd_ssd".
+    fn detail(&self, table: &str) -> String {
+        let ids: Vec<String> = self.ids.iter().map(u32::to_string).collect();
+        let s = if ids.len() > 1 { "s" } else { "" };
+        format!("attr{s} {} per table {table}", ids.join("+"))
+    }
+}
+
+/// The vendor rules' wear and host-written figures, offered once with the attributes they
+/// came from.
+#[derive(Default)]
+struct VendorFigures {
+    wear: Acc<f64>,
+    host_written: Acc<u64>,
+}
+
+pub(super) fn normalize(
+    v: &Value,
+    attrs: &[Attribute],
+    table: &Table,
+    h: &mut Health,
+    found: &mut Found,
+) {
+    let lbs = get_u64(v, &["logical_block_size"]).unwrap_or(512);
+    let mut figs = VendorFigures::default();
+    for r in &table.defaults {
+        apply(r, attrs, lbs, h, &mut figs);
+    }
+    let mut table_name = "defaults".to_string();
     match table.lookup(h.model_family.as_deref(), h.model.as_deref()) {
         Some((fam, by)) => {
             h.vendor_table_family = Some(fam.key.clone());
+            table_name = fam.key.clone();
             if by == MatchedBy::ModelPattern {
                 h.warnings.push(format!(
                     "drive not in smartctl's database: vendor table entry {} chosen by model number alone",
@@ -484,7 +117,7 @@ fn normalize_ata(v: &Value, attrs: &[Attribute], table: &Table, h: &mut Health) 
                 ));
             }
             for r in &fam.rules {
-                apply(r, attrs, lbs, h);
+                apply(r, attrs, lbs, h, &mut figs);
                 if let (Some(want), Some(a)) = (&r.name, attrs.iter().find(|a| a.id == r.id))
                     && by == MatchedBy::ModelFamily
                     && &a.name != want
@@ -506,9 +139,19 @@ fn normalize_ata(v: &Value, attrs: &[Attribute], table: &Table, h: &mut Health) 
             ));
         }
     }
+    found.wear.offer(
+        Origin::AtaVendorTable,
+        figs.wear.detail(&table_name),
+        figs.wear.value,
+    );
+    found.host_written.offer(
+        Origin::AtaVendorTable,
+        figs.host_written.detail(&table_name),
+        figs.host_written.value,
+    );
 }
 
-fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health) {
+fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health, figs: &mut VendorFigures) {
     let Some(a) = attrs.iter().find(|a| a.id == r.id) else {
         return;
     };
@@ -542,8 +185,9 @@ fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health) {
                     "attribute {} life remaining {n}% is out of range: ignored",
                     r.id
                 ));
-            } else if h.wear_used_ratio.is_none() {
-                h.wear_used_ratio = Some(ratio(n));
+            } else {
+                // A wear figure is never summed: the first valid rule wins.
+                figs.wear.set(r.id, Some(ratio(n)), false);
             }
         }
         Field::SpareAvailableRatio => {
@@ -557,15 +201,15 @@ fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health) {
             }
         }
         Field::HostWrittenBytes => {
-            let v = mul(n, scale, h);
-            set_u64(&mut h.host_written_bytes, v, r.add)
+            let v = mul(n, scale, &mut h.warnings);
+            figs.host_written.set(r.id, v, r.add)
         }
         Field::HostReadBytes => {
-            let v = mul(n, scale, h);
+            let v = mul(n, scale, &mut h.warnings);
             set_u64(&mut h.host_read_bytes, v, r.add)
         }
         Field::NandWrittenBytes => {
-            let v = mul(n, scale, h);
+            let v = mul(n, scale, &mut h.warnings);
             set_u64(&mut h.nand_written_bytes, v, r.add)
         }
         Field::EraseCountAvg => set_u64(&mut h.erase_count_avg, Some(n), r.add),
@@ -576,22 +220,14 @@ fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health) {
     }
 }
 
-fn mul(n: u64, scale: u64, h: &mut Health) -> Option<u64> {
-    let r = n.checked_mul(scale);
-    if r.is_none() {
-        h.warnings
-            .push(format!("counter {n} x {scale} overflows 64 bits: dropped"));
-    }
-    r
-}
-
 /// ATA device statistics (`--log=devstat`): vendor-neutral wear and, where no vendor rule gave
 /// them, host reads/writes and uncorrectable errors.
-fn normalize_devstat(v: &Value, h: &mut Health) {
+pub(super) fn normalize_devstat(v: &Value, h: &mut Health, found: &mut Found) {
     let Some(pages) = get(v, &["ata_device_statistics", "pages"]).and_then(Value::as_array) else {
         return;
     };
     let lbs = get_u64(v, &["logical_block_size"]).unwrap_or(512);
+    let (mut wear, mut written) = (None, None);
     for p in pages {
         let Some(rows) = p.get("table").and_then(Value::as_array) else {
             continue;
@@ -610,14 +246,9 @@ fn normalize_devstat(v: &Value, h: &mut Health) {
                 continue;
             }
             match name {
-                // The ATA standard's own endurance figure beats any vendor attribute.
-                "Percentage Used Endurance Indicator" => {
-                    h.wear_used_ratio = Some(val as f64 / 100.0)
-                }
-                // Some Micron/Crucial firmware keeps a 32-bit view here: vendor attribute first.
-                "Logical Sectors Written" if h.host_written_bytes.is_none() => {
-                    h.host_written_bytes = val.checked_mul(lbs)
-                }
+                "Percentage Used Endurance Indicator" => wear = Some(val as f64 / 100.0),
+                // Vendor attribute first (HOST_WRITTEN_ORDER); of repeated rows the first counts.
+                "Logical Sectors Written" if written.is_none() => written = val.checked_mul(lbs),
                 "Logical Sectors Read" if h.host_read_bytes.is_none() => {
                     h.host_read_bytes = val.checked_mul(lbs)
                 }
@@ -631,12 +262,22 @@ fn normalize_devstat(v: &Value, h: &mut Health) {
             }
         }
     }
+    found.wear.offer(
+        Origin::AtaDevstat,
+        "Percentage Used Endurance Indicator",
+        wear,
+    );
+    found
+        .host_written
+        .offer(Origin::AtaDevstat, "Logical Sectors Written", written);
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use serde_json::json;
+    use crate::smart::Health;
+    use crate::smart::normalize;
+    use crate::smart::table::Table;
+    use serde_json::{Value, json};
 
     /// A minimal ATA output: family, model and an attribute table of (id, name, value, raw).
     fn ata(family: Option<&str>, model: &str, attrs: &[(u32, &str, u64, u64)]) -> Health {
@@ -973,48 +614,33 @@ mod tests {
     }
 
     #[test]
-    fn nvme_wear_past_rated_endurance_is_not_clamped() {
-        let v = json!({"smartctl": {"exit_status": 0}, "device": {"type": "nvme", "protocol": "NVMe"},
-            "nvme_smart_health_information_log": {"percentage_used": 160, "critical_warning": 9, "data_units_written": 2}});
-        let h = normalize(&v, Table::builtin());
-        assert_eq!(h.wear_used_ratio, Some(1.6));
-        assert_eq!(h.critical_warning, Some(9));
-        assert_eq!(h.host_written_bytes, Some(1_024_000));
-        assert!(
-            h.warnings
-                .iter()
-                .any(|w| w.contains("past the rated endurance"))
+    fn a_vendor_write_counter_beats_devstat_and_summed_rules_name_each_attribute() {
+        let t = Table::parse(
+            "defaults: []\nfamilies:\n  - {key: t, model_family: '^T$', rules: [\
+             {id: 241, field: host_written_bytes, from: raw, unit: gib}, \
+             {id: 242, field: host_written_bytes, from: raw, unit: gib, add: true}]}\n",
+        )
+        .expect("table");
+        let devstat =
+            json!({"pages": [{"table": [{"name": "Logical Sectors Written", "value": 5}]}]});
+        let attr =
+            |id: u32, raw: u64| json!({"id": id, "name": "X", "value": 100, "raw": {"value": raw}});
+        let mut v = json!({"smartctl": {"exit_status": 0}, "model_family": "T",
+            "ata_smart_attributes": {"table": [attr(241, 1), attr(242, 2)]},
+            "ata_device_statistics": devstat});
+        let h = normalize(&v, &t);
+        assert_eq!(h.host_written_bytes, Some(3 << 30));
+        assert_eq!(
+            h.host_written_source.map(|s| s.to_string()).as_deref(),
+            Some("ATA attrs 241+242 per table t")
         );
-    }
-
-    #[test]
-    fn endurance_used_of_newer_smartctl_wins() {
-        let v = json!({"smartctl": {"exit_status": 0}, "model_family": "Samsung based SSDs",
-            "endurance_used": {"current_percent": 7},
-            "ata_smart_attributes": {"table": [{"id": 177, "name": "Wear_Leveling_Count", "value": 99, "raw": {"value": 1}}]}});
-        assert_eq!(normalize(&v, Table::builtin()).wear_used_ratio, Some(0.07));
-    }
-
-    #[test]
-    fn standby_output_is_recognised() {
-        for msg in [
-            "Device is in STANDBY mode, exit(2)",
-            "Device is in STANDBY (OS) mode, exit(2)",
-            "Device is in SLEEP mode, exit(2)",
-        ] {
-            let v = json!({"smartctl": {"exit_status": 2, "messages": [{"string": msg, "severity": "information"}]}});
-            assert!(normalize(&v, Table::builtin()).in_standby, "{msg}");
-        }
-        let awake = json!({"smartctl": {"exit_status": 0, "messages": [{"string": "Standby timer value: 0", "severity": "information"}]}});
-        assert!(!normalize(&awake, Table::builtin()).in_standby);
-    }
-
-    #[test]
-    fn counter_overflow_is_dropped_with_a_warning() {
-        let v = json!({"smartctl": {"exit_status": 0},
-            "nvme_smart_health_information_log": {"data_units_written": u64::MAX}});
-        let h = normalize(&v, Table::builtin());
-        assert_eq!(h.host_written_bytes, None);
-        assert!(h.warnings.iter().any(|w| w.contains("overflows")));
+        // Without the vendor attributes the devstat counter (512-byte sectors) is used.
+        v["ata_smart_attributes"] = json!({"table": [attr(9, 1)]});
+        let h = normalize(&v, &t);
+        assert_eq!(h.host_written_bytes, Some(5 * 512));
+        assert_eq!(
+            h.host_written_source.map(|s| s.to_string()).as_deref(),
+            Some("ATA devstat Logical Sectors Written")
+        );
     }
 }

@@ -1,0 +1,439 @@
+//! One drive's state between samples and the pure step that takes a smartctl run's outcome to
+//! the next state and the errors to publish. No processes and no clock here: time is an input.
+
+use super::runner::{RunError, RunOutcome};
+use crate::collector::ItemError;
+use crate::smart::{Health, ParseError};
+use crate::sysfs::topology::DeviceKind;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// One drive to query: its label, node and optional `-d` type.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Target {
+    pub label: String,
+    pub path: String,
+    pub dev_type: Option<String>,
+    pub kind: Option<DeviceKind>,
+    pub serial: Option<String>,
+    pub wwn: Option<String>,
+    /// The model /sys reports, for drives smartctl cannot identify (virtio, RAID volumes).
+    pub model: Option<String>,
+}
+
+/// What the collector remembers of one drive between samples.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct DriveState {
+    /// Last sample that had health data.
+    pub last: Option<Health>,
+    pub last_ok_unix: Option<f64>,
+    /// Exit status of the last run (standby runs excluded).
+    pub exit_status: Option<u64>,
+    pub in_standby: bool,
+    pub ok: bool,
+    pub protocol: Option<String>,
+    /// The drive rejected the device statistics log once: not asked for again.
+    pub no_devstat: bool,
+    pub next_due: Option<Instant>,
+    /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
+    pub history: VecDeque<(f64, u64, u64)>,
+}
+
+/// Write amplification over a window from consecutive samples: ΔNAND / Δhost between the newest
+/// sample and the newest one at least `window` older. None without such a baseline or writes.
+pub fn waf_over_window(history: &VecDeque<(f64, u64, u64)>, window: f64) -> Option<f64> {
+    let &(now, host, nand) = history.back()?;
+    let &(_, h0, n0) = history.iter().rev().find(|(t, _, _)| *t <= now - window)?;
+    let dh = host.checked_sub(h0)?;
+    let dn = nand.checked_sub(n0)?;
+    (dh > 0).then(|| dn as f64 / dh as f64)
+}
+
+pub(super) const DAY: f64 = 86_400.0;
+
+impl DriveState {
+    fn record(&mut self, h: Health, now: f64) {
+        self.protocol = h.protocol.clone().or(self.protocol.take());
+        if let (Some(host), Some(nand)) = (h.host_written_bytes, h.nand_written_bytes) {
+            // A counter that went backwards means another drive or a reset: start over.
+            if self
+                .history
+                .back()
+                .is_some_and(|&(_, h0, n0)| host < h0 || nand < n0)
+            {
+                self.history.clear();
+            }
+            self.history.push_back((now, host, nand));
+            // Keep one sample older than the window as the baseline, drop the rest.
+            while self.history.len() > 2
+                && self.history.get(1).is_some_and(|&(t, _, _)| t <= now - DAY)
+            {
+                self.history.pop_front();
+            }
+        }
+        self.last = Some(h);
+        self.last_ok_unix = Some(now);
+    }
+}
+
+/// A problem with one drive's run; every message names the device.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DriveError {
+    #[error("device {device}: smartctl on {path} {source}")]
+    TimedOut {
+        device: String,
+        path: String,
+        source: RunError,
+    },
+    #[error("device {device}: {source}")]
+    Run { device: String, source: RunError },
+    #[error("device {device}: smartctl on {path}: {source}")]
+    Task {
+        device: String,
+        path: String,
+        source: RunError,
+    },
+    #[error("device {device}: smartctl: {message}{}", hint.unwrap_or(""))]
+    Smartctl {
+        device: String,
+        message: String,
+        hint: Option<&'static str>,
+    },
+    #[error("device {device}: smartctl returned no usable data ({exit})")]
+    NoData { device: String, exit: String },
+    #[error("device {device}: smartctl output on {path} is unusable: {source}")]
+    Unusable {
+        device: String,
+        path: String,
+        source: ParseError,
+    },
+}
+
+impl DriveError {
+    fn device(&self) -> &str {
+        match self {
+            DriveError::TimedOut { device, .. }
+            | DriveError::Run { device, .. }
+            | DriveError::Task { device, .. }
+            | DriveError::Smartctl { device, .. }
+            | DriveError::NoData { device, .. }
+            | DriveError::Unusable { device, .. } => device,
+        }
+    }
+}
+
+/// A per-device fault, tracked under the device label.
+impl From<DriveError> for ItemError {
+    fn from(e: DriveError) -> Self {
+        ItemError::new(e.device(), e.to_string())
+    }
+}
+
+/// The drive a run was for.
+pub(super) struct Run<'a> {
+    pub label: &'a str,
+    pub path: &'a str,
+}
+
+/// What a step decided: the drive's next state and the errors to publish for it.
+#[derive(Debug)]
+pub(super) struct Step {
+    pub state: DriveState,
+    pub errors: Vec<DriveError>,
+}
+
+fn looks_like_standby(stdout: &[u8]) -> bool {
+    let s = String::from_utf8_lossy(stdout).to_ascii_lowercase();
+    s.contains("device is in standby") || s.contains("device is in sleep")
+}
+
+fn permission_hint(h: &Health) -> Option<&'static str> {
+    let denied = h.errors.iter().any(|e| {
+        let e = e.to_ascii_lowercase();
+        e.contains("permission denied") || e.contains("operation not permitted")
+    });
+    denied.then_some(
+        " (smartctl needs CAP_SYS_RAWIO for ATA/SCSI passthrough and CAP_SYS_ADMIN for NVMe)",
+    )
+}
+
+/// One drive's next state after a run. `now` is when the run ended (`unix` the same instant
+/// on the wall clock); `every` gives the drive's interval for a protocol, which this run's
+/// output may have told for the first time.
+pub(super) fn step(
+    prev: DriveState,
+    run: &Run,
+    outcome: RunOutcome,
+    now: Instant,
+    unix: f64,
+    every: &dyn Fn(Option<&str>) -> Duration,
+) -> Step {
+    let mut st = prev;
+    let mut errors = Vec::new();
+    let device = run.label.to_string();
+    let path = run.path.to_string();
+    match outcome {
+        RunOutcome::Failed(source @ RunError::Task { .. }) => {
+            // No run took place: nothing is known of the drive, and it is due again at once.
+            errors.push(DriveError::Task {
+                device,
+                path,
+                source,
+            });
+            return Step { state: st, errors };
+        }
+        RunOutcome::Failed(source @ RunError::TimedOut { .. }) => {
+            st.ok = false;
+            errors.push(DriveError::TimedOut {
+                device,
+                path,
+                source,
+            });
+        }
+        RunOutcome::Failed(source) => {
+            st.ok = false;
+            errors.push(DriveError::Run { device, source });
+        }
+        RunOutcome::Output { stdout, exit } => {
+            let text = String::from_utf8_lossy(&stdout);
+            match crate::smart::parse(&text) {
+                Ok(h) if h.in_standby => {
+                    // Asleep: not woken, last values kept with their age.
+                    st.in_standby = true;
+                    st.ok = true;
+                }
+                Ok(mut h) => {
+                    st.in_standby = false;
+                    st.exit_status = h.smartctl_exit_status.or(exit.bits());
+                    let has_data = h.smart_supported.is_some();
+                    // A drive without SMART (virtio, RAID volume) is reported by
+                    // ssdwatch_device_smart_supported 0, not as an error every time.
+                    let unsupported = h.smart_supported == Some(false);
+                    if h.errors.iter().any(|e| e.contains("Device Statistics")) {
+                        // Reported once; later runs leave the log out, and the rest of this
+                        // output is still used.
+                        if st.no_devstat {
+                            h.errors.retain(|e| !e.contains("Device Statistics"));
+                        }
+                        st.no_devstat = true;
+                    }
+                    if !unsupported {
+                        let hint = permission_hint(&h);
+                        errors.extend(h.errors.iter().map(|e| DriveError::Smartctl {
+                            device: device.clone(),
+                            message: e.clone(),
+                            hint,
+                        }));
+                    }
+                    st.ok = has_data;
+                    if has_data {
+                        st.record(h, unix);
+                    } else if h.errors.is_empty() {
+                        // The status smartctl reported, else how the process ended.
+                        let exit = match h.smartctl_exit_status {
+                            Some(s) => format!("exit status {s}"),
+                            None => exit.to_string(),
+                        };
+                        errors.push(DriveError::NoData { device, exit });
+                    }
+                }
+                Err(_) if looks_like_standby(&stdout) => {
+                    st.in_standby = true;
+                    st.ok = true;
+                }
+                Err(source) => {
+                    st.ok = false;
+                    st.exit_status = exit.bits();
+                    errors.push(DriveError::Unusable {
+                        device,
+                        path,
+                        source,
+                    });
+                }
+            }
+        }
+    }
+    st.next_due = Some(now + every(st.protocol.as_deref()));
+    Step { state: st, errors }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::runner::Exit;
+    use super::*;
+
+    #[test]
+    fn waf_over_a_day_uses_the_newest_baseline_at_least_a_day_old() {
+        let mut h = VecDeque::new();
+        h.push_back((0.0, 1000, 1500));
+        h.push_back((3600.0, 2000, 3000));
+        assert_eq!(waf_over_window(&h, DAY), None, "no baseline a day old yet");
+        h.push_back((DAY + 3600.0, 4000, 6000));
+        // Baseline is the 3600 s sample: (6000-3000)/(4000-2000).
+        assert_eq!(waf_over_window(&h, DAY), Some(1.5));
+        let mut flat = VecDeque::new();
+        flat.push_back((0.0, 10, 10));
+        flat.push_back((DAY, 10, 20));
+        assert_eq!(
+            waf_over_window(&flat, DAY),
+            None,
+            "no host writes: no ratio"
+        );
+    }
+
+    #[test]
+    fn history_keeps_one_baseline_and_restarts_on_counter_reset() {
+        let mut st = DriveState::default();
+        let h = |w, n| Health {
+            host_written_bytes: Some(w),
+            nand_written_bytes: Some(n),
+            ..Health::default()
+        };
+        for i in 0..50u64 {
+            st.record(h(100 * (i + 1), 200 * (i + 1)), i as f64 * 3600.0);
+        }
+        assert!(st.history.len() <= 26, "{}", st.history.len());
+        assert_eq!(waf_over_window(&st.history, DAY), Some(2.0));
+        st.record(h(5, 5), 51.0 * 3600.0);
+        assert_eq!(st.history.len(), 1);
+    }
+
+    const NVME: &str = r#"{"smartctl": {"exit_status": 0}, "device": {"protocol": "NVMe"},
+        "nvme_smart_health_information_log": {"percentage_used": 3}}"#;
+    const STANDBY: &str = r#"{"smartctl": {"exit_status": 2, "messages":
+        [{"string": "Device is in STANDBY mode, exit(2)", "severity": "information"}]}}"#;
+    const DENIED: &str = r#"{"smartctl": {"exit_status": 2, "messages": [{"string":
+        "Smartctl open device: /dev/sda failed: Permission denied", "severity": "error"}]}}"#;
+    const DEVSTAT_REFUSED: &str = r#"{"smartctl": {"exit_status": 4, "messages": [{"string":
+        "Read Device Statistics page 0x00 failed", "severity": "error"}]}, "device": {"protocol": "ATA"},
+        "smart_status": {"passed": true}}"#;
+
+    fn out(json: &str, exit: Exit) -> RunOutcome {
+        RunOutcome::Output {
+            stdout: json.as_bytes().to_vec(),
+            exit,
+        }
+    }
+
+    /// One step of drive "sda" at t0 + 10 s (unix 1000), with 60 s for NVMe, 600 s otherwise.
+    fn go(prev: DriveState, outcome: RunOutcome) -> (DriveState, Vec<String>, Instant) {
+        let now = Instant::now() + Duration::from_secs(10);
+        let every = |p: Option<&str>| Duration::from_secs(if p == Some("NVMe") { 60 } else { 600 });
+        let run = Run {
+            label: "sda",
+            path: "/dev/sda",
+        };
+        let s = step(prev, &run, outcome, now, 1000.0, &every);
+        let errors = s
+            .errors
+            .into_iter()
+            .map(ItemError::from)
+            .inspect(|e| assert_eq!(e.item, "sda", "{e}"))
+            .map(|e| e.message)
+            .collect();
+        (s.state, errors, now)
+    }
+
+    #[test]
+    fn a_good_run_records_the_values_and_schedules_by_the_protocol_it_told() {
+        let (st, errors, now) = go(DriveState::default(), out(NVME, Exit::Code(0)));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(st.ok && !st.in_standby);
+        assert_eq!(st.exit_status, Some(0));
+        assert_eq!(st.last_ok_unix, Some(1000.0));
+        assert_eq!(st.last.as_ref().and_then(|h| h.wear_used_ratio), Some(0.03));
+        assert_eq!(st.next_due, Some(now + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn standby_keeps_the_last_values_and_their_age() {
+        let (awake, _, _) = go(DriveState::default(), out(NVME, Exit::Code(0)));
+        let (st, errors, _) = go(awake.clone(), out(STANDBY, Exit::Code(2)));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(st.ok && st.in_standby);
+        assert_eq!((st.last, st.last_ok_unix), (awake.last, awake.last_ok_unix));
+        assert_eq!(
+            st.exit_status,
+            Some(0),
+            "a standby run's status is not shown"
+        );
+        // Plain text saying standby (an old smartctl) is standby too.
+        let (st, errors, _) = go(
+            DriveState::default(),
+            out("Device is in STANDBY mode, exit(2)\n", Exit::Code(2)),
+        );
+        assert!(errors.is_empty() && st.in_standby && st.ok, "{errors:?}");
+    }
+
+    #[test]
+    fn failures_name_the_device_and_keep_the_last_values() {
+        let (awake, _, _) = go(DriveState::default(), out(NVME, Exit::Code(0)));
+        let cases: [(RunOutcome, &str); 5] = [
+            (
+                RunOutcome::Failed(RunError::TimedOut {
+                    after: Duration::from_secs(30),
+                }),
+                "device sda: smartctl on /dev/sda timed out after 30s; killed",
+            ),
+            (
+                RunOutcome::Failed(RunError::Spawn {
+                    bin: "/nonexistent/smartctl".into(),
+                    source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                }),
+                "device sda: cannot run /nonexistent/smartctl: entity not found",
+            ),
+            (
+                out("Segmentation fault", Exit::Signal(11)),
+                "device sda: smartctl output on /dev/sda is unusable: not valid JSON",
+            ),
+            (
+                out(DENIED, Exit::Code(2)),
+                "device sda: smartctl: Smartctl open device: /dev/sda failed: Permission denied (smartctl needs CAP_SYS_RAWIO",
+            ),
+            (
+                out(r#"{"smartctl": {"messages": []}}"#, Exit::Signal(9)),
+                "device sda: smartctl returned no usable data (killed by signal 9 (SIGKILL))",
+            ),
+        ];
+        for (outcome, want) in cases {
+            let (st, errors, now) = go(awake.clone(), outcome);
+            assert!(
+                errors.len() == 1 && errors[0].starts_with(want),
+                "{want}: {errors:?}"
+            );
+            assert!(!st.ok, "{want}");
+            assert_eq!(st.last, awake.last, "{want}");
+            assert_eq!(st.next_due, Some(now + Duration::from_secs(60)), "{want}");
+        }
+    }
+
+    #[test]
+    fn a_task_that_did_not_complete_is_named_and_retried_at_the_next_wake() {
+        let (awake, _, _) = go(DriveState::default(), out(NVME, Exit::Code(0)));
+        let (st, errors, _) = go(
+            awake.clone(),
+            RunOutcome::Failed(RunError::Task {
+                cause: "task 7 panicked".into(),
+            }),
+        );
+        assert_eq!(
+            errors,
+            [
+                "device sda: smartctl on /dev/sda: the smartctl task did not complete: task 7 panicked"
+            ]
+        );
+        assert_eq!(st, awake, "nothing learnt, nothing changed");
+    }
+
+    #[test]
+    fn a_refused_device_statistics_log_is_reported_once_and_not_asked_again() {
+        let (st, errors, _) = go(DriveState::default(), out(DEVSTAT_REFUSED, Exit::Code(4)));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(st.no_devstat && st.ok);
+        assert_eq!(st.protocol.as_deref(), Some("ATA"));
+        assert!(st.next_due.is_some());
+        let (st, errors, _) = go(st, out(DEVSTAT_REFUSED, Exit::Code(4)));
+        assert!(errors.is_empty(), "reported once: {errors:?}");
+        assert!(st.no_devstat);
+    }
+}

@@ -1,0 +1,410 @@
+//! SMART collector: runs `smartctl --json` per drive on its own schedule (never on the scrape
+//! path), with bounded parallelism. Its config and the sample loop live here; the process
+//! runner (timeout, process-group kill, output cap, exit decoding) in `runner`, the per-drive
+//! state step (standby, exit bits, schedule) in `drive`, the metrics of a drive in `render`.
+//! Parsing and unit conversion live in `crate::smart`.
+
+mod drive;
+mod render;
+mod runner;
+
+pub use drive::waf_over_window;
+pub use runner::smartctl_args;
+
+use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::snapshot::unix_now;
+use crate::sysfs::topology::{DeviceKind, Topology};
+use crate::validate::{Invalid, check_interval};
+use drive::{DriveState, Run, Target};
+use regex::Regex;
+use runner::{RunError, RunOutcome};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(900);
+
+/// A drive listed in the config: drives behind RAID controllers or USB bridges that the
+/// topology cannot see, or that need a `-d TYPE`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceEntry {
+    /// Device node under /dev, e.g. /dev/sda or /dev/bus/0.
+    pub path: String,
+    /// smartctl's `-d TYPE`, e.g. `sat`, `megaraid,3`, `sntasmedia`.
+    #[serde(default, rename = "type")]
+    pub dev_type: Option<String>,
+    /// The `device` label; defaults to the path without /dev/ (plus `:TYPE` for RAID ports).
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// Per device-class sampling intervals; each defaults to `interval`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassIntervals {
+    #[serde(with = "humantime_serde")]
+    pub nvme: Option<Duration>,
+    #[serde(with = "humantime_serde")]
+    pub ata: Option<Duration>,
+    #[serde(with = "humantime_serde")]
+    pub scsi: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SmartConfig {
+    pub enabled: bool,
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    pub class_intervals: ClassIntervals,
+    pub smartctl_path: PathBuf,
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    pub parallelism: usize,
+    pub nocheck_standby: bool,
+    /// Query the drives found in /sys (NVMe, sd, virtio).
+    pub discover: bool,
+    pub devices: Vec<DeviceEntry>,
+}
+
+impl Default for SmartConfig {
+    fn default() -> Self {
+        SmartConfig {
+            enabled: true,
+            interval: DEFAULT_INTERVAL,
+            class_intervals: ClassIntervals::default(),
+            smartctl_path: PathBuf::from("smartctl"),
+            timeout: Duration::from_secs(30),
+            parallelism: 2,
+            nocheck_standby: true,
+            discover: true,
+            devices: Vec::new(),
+        }
+    }
+}
+
+fn type_re() -> Regex {
+    // smartctl -d types: letters, digits, and the separators of `sat+megaraid,N`, `jmb39x-q,0`.
+    Regex::new(r"^[a-z][a-z0-9_+,-]{0,40}$").expect("static regex")
+}
+
+fn path_re() -> Regex {
+    Regex::new(r"^/dev/[A-Za-z0-9_][A-Za-z0-9_./-]{0,100}$").expect("static regex")
+}
+
+impl SmartConfig {
+    /// The sampling interval of a drive: its class's (by smartctl's protocol once known, else by
+    /// the /sys kind), else the default.
+    fn class_interval(&self, protocol: Option<&str>, kind: Option<DeviceKind>) -> Duration {
+        let c = &self.class_intervals;
+        let class = match (protocol, kind) {
+            (Some("NVMe"), _) | (None, Some(DeviceKind::Nvme)) => c.nvme,
+            (Some("ATA"), _) => c.ata,
+            (Some("SCSI"), _) => c.scsi,
+            _ => None,
+        };
+        class.unwrap_or(self.interval)
+    }
+
+    pub fn validate(&self, key: &str) -> Result<(), Invalid> {
+        check_interval(key, self.interval, Duration::from_secs(1))?;
+        for (class, d) in [
+            ("nvme", self.class_intervals.nvme),
+            ("ata", self.class_intervals.ata),
+            ("scsi", self.class_intervals.scsi),
+        ] {
+            if let Some(d) = d {
+                check_interval(
+                    &format!("{key}.class_intervals.{class}"),
+                    d,
+                    Duration::from_secs(1),
+                )?;
+            }
+        }
+        if self.timeout < Duration::from_millis(100) {
+            return Err(Invalid::new(
+                format!("{key}.timeout"),
+                "must be at least 100ms",
+            ));
+        }
+        if !(1..=64).contains(&self.parallelism) {
+            return Err(Invalid::new(
+                format!("{key}.parallelism"),
+                format!("{} is out of range 1..=64", self.parallelism),
+            ));
+        }
+        if self.smartctl_path.as_os_str().is_empty() {
+            return Err(Invalid::new(
+                format!("{key}.smartctl_path"),
+                "must not be empty",
+            ));
+        }
+        let (pr, tr) = (path_re(), type_re());
+        for (i, d) in self.devices.iter().enumerate() {
+            if !pr.is_match(&d.path) || d.path.contains("..") {
+                return Err(Invalid::new(
+                    format!("{key}.devices[{i}].path"),
+                    format!("{:?} is not a device node under /dev/", d.path),
+                ));
+            }
+            if let Some(t) = &d.dev_type
+                && !tr.is_match(t)
+            {
+                return Err(Invalid::new(
+                    format!("{key}.devices[{i}].type"),
+                    format!("{t:?} is not a smartctl device type (like sat, megaraid,3)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub struct SmartCollector {
+    cfg: SmartConfig,
+    drives: BTreeMap<String, DriveState>,
+}
+
+impl SmartCollector {
+    pub fn new(cfg: &SmartConfig) -> anyhow::Result<Self> {
+        Ok(SmartCollector {
+            cfg: cfg.clone(),
+            drives: BTreeMap::new(),
+        })
+    }
+
+    fn targets(&self, topo: Option<&Topology>) -> Vec<Target> {
+        let mut out = Vec::new();
+        if self.cfg.discover
+            && let Some(t) = topo
+        {
+            let name_ok = Regex::new(r"^[A-Za-z0-9_-]{1,64}$").expect("static regex");
+            for d in t.drives() {
+                let kind = d.kind();
+                if !matches!(
+                    kind,
+                    DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
+                ) || !name_ok.is_match(&d.name)
+                {
+                    continue;
+                }
+                out.push(Target {
+                    label: d.name.clone(),
+                    path: format!("/dev/{}", d.name),
+                    dev_type: None,
+                    kind: Some(kind),
+                    serial: d.serial.clone(),
+                    wwn: d.wwn.clone(),
+                    model: d.model.clone(),
+                });
+            }
+        }
+        for e in &self.cfg.devices {
+            let stripped = e.path.trim_start_matches("/dev/");
+            let label = e.label.clone().unwrap_or_else(|| match &e.dev_type {
+                Some(t) if t.contains(',') => format!("{stripped}:{t}"),
+                _ => stripped.to_string(),
+            });
+            out.retain(|t| t.label != label);
+            out.push(Target {
+                label,
+                path: e.path.clone(),
+                dev_type: e.dev_type.clone(),
+                kind: None,
+                serial: None,
+                wwn: None,
+                model: None,
+            });
+        }
+        out
+    }
+}
+
+#[async_trait::async_trait]
+impl Collector for SmartCollector {
+    fn name(&self) -> &'static str {
+        "smart"
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        // Wake often enough to serve the shortest class and to keep sample ages fresh;
+        // a drive is only queried when its own interval is due.
+        let c = &self.cfg.class_intervals;
+        [Some(self.cfg.interval), c.nvme, c.ata, c.scsi]
+            .into_iter()
+            .flatten()
+            .chain([Duration::from_secs(60)])
+            .min()
+            .unwrap_or(self.cfg.interval)
+    }
+
+    async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        let mut sample = Sample::default();
+        let topo = if self.cfg.discover {
+            match ctx.topology().await {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    sample.error(ItemError::new(
+                        "drive discovery",
+                        format!("drive discovery: {e:#}"),
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let targets = self.targets(topo.as_deref());
+        self.drives
+            .retain(|label, _| targets.iter().any(|t| &t.label == label));
+
+        let now = Instant::now();
+        let sem = Arc::new(Semaphore::new(self.cfg.parallelism.max(1)));
+        let mut set = tokio::task::JoinSet::new();
+        // Which drive each task is for, so a task that did not complete is still named.
+        let mut task_label = HashMap::new();
+        for t in &targets {
+            let st = self.drives.entry(t.label.clone()).or_default();
+            if st.next_due.is_some_and(|due| due > now) {
+                continue;
+            }
+            let args = smartctl_args(
+                &t.path,
+                t.dev_type.as_deref(),
+                st.protocol.as_deref().filter(|_| !st.no_devstat),
+                self.cfg.nocheck_standby,
+            );
+            let bin = self.cfg.smartctl_path.clone();
+            let timeout = self.cfg.timeout;
+            let sem = sem.clone();
+            let task = set.spawn(async move {
+                let _permit = sem.acquire_owned().await;
+                runner::run_smartctl(&bin, &args, timeout).await
+            });
+            task_label.insert(task.id(), t.label.clone());
+        }
+        while let Some(joined) = set.join_next_with_id().await {
+            let (id, outcome) = match joined {
+                Ok(done) => done,
+                Err(e) => {
+                    let cause = e.to_string();
+                    (e.id(), RunOutcome::Failed(RunError::Task { cause }))
+                }
+            };
+            // Every task was spawned above with its label.
+            let Some(label) = task_label.remove(&id) else {
+                continue;
+            };
+            let target = targets.iter().find(|t| t.label == label);
+            let kind = target.and_then(|t| t.kind);
+            let run = Run {
+                label: &label,
+                path: target.map(|t| t.path.as_str()).unwrap_or(""),
+            };
+            let every = |protocol: Option<&str>| self.cfg.class_interval(protocol, kind);
+            let st = self.drives.entry(label.clone()).or_default();
+            let prev = std::mem::take(st);
+            let step = drive::step(prev, &run, outcome, Instant::now(), unix_now(), &every);
+            *st = step.state;
+            for e in step.errors {
+                sample.error(e);
+            }
+        }
+
+        let now_unix = unix_now();
+        for t in &targets {
+            if let Some(st) = self.drives.get(&t.label) {
+                let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
+                render::render_drive(t, st, every, now_unix, &mut sample.metrics);
+            }
+        }
+        Ok(sample)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_rejects_shell_metacharacters_in_devices() {
+        let mut c = SmartConfig::default();
+        c.devices.push(DeviceEntry {
+            path: "/dev/sda; rm -rf /".into(),
+            dev_type: None,
+            label: None,
+        });
+        let e = c.validate("collectors.smart").unwrap_err();
+        assert_eq!(e.key, "collectors.smart.devices[0].path");
+        c.devices[0] = DeviceEntry {
+            path: "/dev/bus/0".into(),
+            dev_type: Some("megaraid,3 -x".into()),
+            label: None,
+        };
+        let e = c.validate("collectors.smart").unwrap_err();
+        assert_eq!(e.key, "collectors.smart.devices[0].type");
+        c.devices[0].dev_type = Some("sat+megaraid,3".into());
+        assert!(c.validate("collectors.smart").is_ok());
+        c.devices[0].path = "/dev/../etc/passwd".into();
+        assert!(c.validate("collectors.smart").is_err());
+    }
+
+    #[test]
+    fn each_device_class_can_have_its_own_interval() {
+        let c = SmartCollector::new(&SmartConfig {
+            interval: Duration::from_secs(900),
+            class_intervals: ClassIntervals {
+                nvme: Some(Duration::from_secs(300)),
+                ata: Some(Duration::from_secs(3600)),
+                scsi: None,
+            },
+            ..SmartConfig::default()
+        })
+        .expect("new");
+        // Before the first sample only the /sys kind is known; afterwards smartctl's protocol.
+        assert_eq!(
+            c.cfg.class_interval(None, Some(DeviceKind::Nvme)).as_secs(),
+            300
+        );
+        assert_eq!(
+            c.cfg.class_interval(None, Some(DeviceKind::Scsi)).as_secs(),
+            900
+        );
+        assert_eq!(
+            c.cfg
+                .class_interval(Some("ATA"), Some(DeviceKind::Scsi))
+                .as_secs(),
+            3600
+        );
+        assert_eq!(c.cfg.class_interval(Some("SCSI"), None).as_secs(), 900);
+        let mut c = c;
+        assert_eq!(
+            c.next_delay().as_secs(),
+            60,
+            "wakes each minute for fresh ages"
+        );
+    }
+
+    #[test]
+    fn raid_ports_get_distinct_labels() {
+        let mut c = SmartConfig {
+            discover: false,
+            ..SmartConfig::default()
+        };
+        for port in ["megaraid,0", "megaraid,1"] {
+            c.devices.push(DeviceEntry {
+                path: "/dev/bus/0".into(),
+                dev_type: Some(port.into()),
+                label: None,
+            });
+        }
+        let col = SmartCollector::new(&c).expect("new");
+        let labels: Vec<_> = col.targets(None).into_iter().map(|t| t.label).collect();
+        assert_eq!(labels, ["bus/0:megaraid,0", "bus/0:megaraid,1"]);
+    }
+}

@@ -1,0 +1,274 @@
+//! From the text of one `smartctl --json` output to the normalized model: the sections shared
+//! by every protocol here, each protocol's own in its module. Any shape of input is accepted;
+//! what cannot be read is left `None` and noted in `warnings`. Pure: no I/O.
+
+use super::json::{celsius, get, get_str, get_u64, kind_of};
+use super::model::{Found, HOST_WRITTEN_ORDER, Health, Origin, ParseError, WEAR_ORDER};
+use super::table::Table;
+use super::{ata, nvme, scsi};
+use serde_json::Value;
+
+/// Parses a `smartctl --json` output and normalizes it.
+pub fn parse(text: &str) -> Result<Health, ParseError> {
+    // Fast path: only the top-level sections the model reads are built into a tree; the rest
+    // (self-test and error logs, SCT tables of `-x` output) is skipped without allocating.
+    // (A struct also deserializes from an array, hence the object check.)
+    if text.trim_start().starts_with('{')
+        && let Ok(w) = serde_json::from_str::<Wanted>(text)
+    {
+        return Ok(normalize(&w.into_value(), Table::builtin()));
+    }
+    let v: Value = serde_json::from_str(text).map_err(|e| ParseError::Json {
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    if !v.is_object() {
+        return Err(ParseError::NotObject(kind_of(&v)));
+    }
+    Ok(normalize(&v, Table::builtin()))
+}
+
+/// Declares the top-level sections `normalize` reads; anything else is ignored while parsing.
+macro_rules! wanted {
+    ($($k:ident),* $(,)?) => {
+        #[derive(serde::Deserialize)]
+        struct Wanted { $( #[serde(default)] $k: Option<Value>, )* }
+        impl Wanted {
+            fn into_value(self) -> Value {
+                let mut m = serde_json::Map::new();
+                $( if let Some(v) = self.$k { m.insert(stringify!($k).to_string(), v); } )*
+                Value::Object(m)
+            }
+        }
+    };
+}
+
+wanted!(
+    smartctl,
+    device,
+    model_name,
+    scsi_model_name,
+    scsi_vendor,
+    vendor,
+    scsi_product,
+    product,
+    model_family,
+    serial_number,
+    firmware_version,
+    scsi_revision,
+    revision,
+    user_capacity,
+    nvme_total_capacity,
+    wwn,
+    logical_unit_id,
+    eui64,
+    power_mode,
+    smart_status,
+    smart_support,
+    temperature,
+    power_on_time,
+    power_cycle_count,
+    logical_block_size,
+    nvme_smart_health_information_log,
+    scsi_percentage_used_endurance_indicator,
+    scsi_grown_defect_list,
+    scsi_start_stop_cycle_counter,
+    scsi_error_counter_log,
+    ata_smart_attributes,
+    ata_device_statistics,
+    endurance_used,
+);
+
+/// Normalizes one parsed smartctl output with the given vendor table.
+pub fn normalize(v: &Value, table: &Table) -> Health {
+    let mut h = Health {
+        device_type: get_str(v, &["device", "type"]),
+        protocol: get_str(v, &["device", "protocol"]),
+        model: get_str(v, &["model_name"])
+            .or_else(|| get_str(v, &["scsi_model_name"]))
+            .or_else(|| {
+                let vendor = get_str(v, &["scsi_vendor"]).or_else(|| get_str(v, &["vendor"]));
+                let product = get_str(v, &["scsi_product"]).or_else(|| get_str(v, &["product"]));
+                product.map(|p| match vendor {
+                    Some(ven) => format!("{ven} {p}"),
+                    None => p,
+                })
+            }),
+        model_family: get_str(v, &["model_family"]),
+        serial: get_str(v, &["serial_number"]),
+        firmware: get_str(v, &["firmware_version"])
+            .or_else(|| get_str(v, &["scsi_revision"]))
+            .or_else(|| get_str(v, &["revision"])),
+        capacity_bytes: get_u64(v, &["user_capacity", "bytes"])
+            .or_else(|| get_u64(v, &["nvme_total_capacity"])),
+        smartctl_exit_status: get_u64(v, &["smartctl", "exit_status"]),
+        ..Health::default()
+    };
+    h.wwn = wwn(v);
+    if let Some(msgs) = get(v, &["smartctl", "messages"]).and_then(Value::as_array) {
+        for m in msgs {
+            let Some(s) = m.get("string").and_then(Value::as_str) else {
+                continue;
+            };
+            let lower = s.to_ascii_lowercase();
+            // "Device is in STANDBY mode, exit(2)", "... STANDBY (OS) mode ...", "... SLEEP mode ...".
+            if lower.contains("device is in standby") || lower.contains("device is in sleep") {
+                h.in_standby = true;
+            }
+            if m.get("severity").and_then(Value::as_str) == Some("error") {
+                h.errors.push(s.trim().to_string());
+            }
+        }
+    }
+    if let Some(pm) = get_str(v, &["power_mode", "name"]) {
+        let pm = pm.to_ascii_lowercase();
+        if pm.contains("standby") || pm.contains("sleep") {
+            h.in_standby = true;
+        }
+    }
+    if h.smartctl_exit_status.is_none() {
+        h.warnings
+            .push("no smartctl.exit_status: output trimmed or from an old smartctl".into());
+    }
+
+    h.smart_passed = get(v, &["smart_status", "passed"]).and_then(Value::as_bool);
+    h.temperature_celsius = celsius(get(v, &["temperature", "current"]));
+    // Drives without a sensor (and RAID volumes) report exactly 0: that is no reading.
+    if h.temperature_celsius == Some(0.0) {
+        h.temperature_celsius = None;
+        h.warnings
+            .push("temperature 0 °C taken as not reported".into());
+    }
+    h.power_on_seconds = get_u64(v, &["power_on_time", "hours"]).map(|hours| {
+        let minutes = get_u64(v, &["power_on_time", "minutes"]).unwrap_or(0);
+        hours
+            .saturating_mul(3600)
+            .saturating_add(minutes.saturating_mul(60))
+    });
+    h.power_cycles = get_u64(v, &["power_cycle_count"]);
+
+    // Each section offers what it read for the figures with several sources; the orders in
+    // `model` decide, not the order of these calls.
+    let mut found = Found::default();
+    let nvme = get(v, &["nvme_smart_health_information_log"]).filter(|l| l.is_object());
+    if let Some(log) = nvme {
+        nvme::normalize(log, &mut h, &mut found);
+    }
+    scsi::normalize(v, &mut h, &mut found);
+    let attrs = ata::read_attributes(v, &mut h);
+    if !attrs.is_empty() {
+        ata::normalize(v, &attrs, table, &mut h, &mut found);
+    }
+    h.attributes = attrs;
+    ata::normalize_devstat(v, &mut h, &mut found);
+    // smartctl >= 7.5: a vendor-neutral endurance figure.
+    found.wear.offer(
+        Origin::EnduranceUsed,
+        "current_percent",
+        get_u64(v, &["endurance_used", "current_percent"]).map(|p| p as f64 / 100.0),
+    );
+    (h.wear_used_ratio, h.wear_source) = found.wear.pick(&WEAR_ORDER);
+    (h.host_written_bytes, h.host_written_source) = found.host_written.pick(&HOST_WRITTEN_ORDER);
+
+    h.smart_supported = smart_supported(v, &h, nvme.is_some());
+    if h.wear_used_ratio.is_some_and(|w| w > 1.0) {
+        h.warnings.push(format!(
+            "wear used {:.0}% is past the rated endurance",
+            h.wear_used_ratio.unwrap_or(0.0) * 100.0
+        ));
+    }
+    if let (Some(n), Some(w)) = (h.nand_written_bytes, h.host_written_bytes)
+        && w > 0
+        && n < w
+    {
+        h.warnings
+            .push("NAND writes below host writes: the vendor's flash counter is not exact".into());
+    }
+    h
+}
+
+/// Whether the drive has SMART at all. None when this output cannot tell (device not opened).
+fn smart_supported(v: &Value, h: &Health, has_nvme: bool) -> Option<bool> {
+    if let Some(a) = get(v, &["smart_support", "available"]).and_then(Value::as_bool) {
+        return Some(a);
+    }
+    if has_nvme || h.smart_passed.is_some() || !h.attributes.is_empty() {
+        return Some(true);
+    }
+    let unsupported = h.errors.iter().any(|e| {
+        let e = e.to_ascii_lowercase();
+        e.contains("unable to detect device type")
+            || e.contains("lacks smart capability")
+            || e.contains("smart support is: unavailable")
+    });
+    if unsupported {
+        return Some(false);
+    }
+    // The device was opened and identified but answered no health command at all
+    // (RAID volumes, bridges without passthrough).
+    let opened =
+        get(v, &["device"]).is_some() && h.smartctl_exit_status.is_some_and(|s| s & 0b11 == 0);
+    let has_scsi_logs = get(v, &["scsi_error_counter_log"]).is_some();
+    if opened
+        && h.smart_passed.is_none()
+        && !has_scsi_logs
+        && (h.model.is_some() || h.serial.is_some())
+    {
+        return Some(false);
+    }
+    None
+}
+
+fn wwn(v: &Value) -> Option<String> {
+    if let (Some(naa), Some(oui), Some(id)) = (
+        get_u64(v, &["wwn", "naa"]),
+        get_u64(v, &["wwn", "oui"]),
+        get_u64(v, &["wwn", "id"]),
+    ) {
+        // NAA 5: 4-bit NAA, 24-bit OUI, 36-bit vendor id, as /sys and udev print it.
+        if naa < 16 && oui < (1 << 24) && id < (1 << 36) {
+            return Some(format!("0x{naa:x}{oui:06x}{id:09x}"));
+        }
+    }
+    if let Some(lu) = get_str(v, &["logical_unit_id"]) {
+        return Some(lu.to_ascii_lowercase());
+    }
+    if let (Some(oui), Some(ext)) = (
+        get_u64(v, &["eui64", "oui"]),
+        get_u64(v, &["eui64", "ext_id"]),
+    ) && oui < (1 << 24)
+        && ext < (1 << 40)
+    {
+        return Some(format!("eui.{oui:06x}{ext:010x}"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn endurance_used_of_newer_smartctl_wins() {
+        let v = json!({"smartctl": {"exit_status": 0}, "model_family": "Samsung based SSDs",
+            "endurance_used": {"current_percent": 7},
+            "ata_smart_attributes": {"table": [{"id": 177, "name": "Wear_Leveling_Count", "value": 99, "raw": {"value": 1}}]}});
+        assert_eq!(normalize(&v, Table::builtin()).wear_used_ratio, Some(0.07));
+    }
+
+    #[test]
+    fn standby_output_is_recognised() {
+        for msg in [
+            "Device is in STANDBY mode, exit(2)",
+            "Device is in STANDBY (OS) mode, exit(2)",
+            "Device is in SLEEP mode, exit(2)",
+        ] {
+            let v = json!({"smartctl": {"exit_status": 2, "messages": [{"string": msg, "severity": "information"}]}});
+            assert!(normalize(&v, Table::builtin()).in_standby, "{msg}");
+        }
+        let awake = json!({"smartctl": {"exit_status": 0, "messages": [{"string": "Standby timer value: 0", "severity": "information"}]}});
+        assert!(!normalize(&awake, Table::builtin()).in_standby);
+    }
+}
