@@ -550,3 +550,40 @@ async fn recorded_outcomes_of_a_run_and_a_skip_show_as_reviewed() {
         assert_promtool_clean("recorded probe outcomes", &text);
     }
 }
+
+/// A run whose thread panics is an error of its target, and the target runs again when next due
+/// (nothing is left believing the run is still out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_panics_is_an_error_and_the_target_runs_again_when_due() {
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut cfg = config(std::path::Path::new("/data"), Duration::ZERO);
+    cfg.interval = Duration::from_secs(1);
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = calls.clone();
+    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
+        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            panic!("a bug in the run");
+        }
+        recorded(&t.path)
+    })
+    .unwrap();
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let first = c.sample(&ctx).await.unwrap();
+    let errors: Vec<String> = first.errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors, ["/data: probe thread ended without a result"]);
+    tokio::time::sleep(c.next_delay()).await;
+    let second = c.sample(&ctx).await.unwrap();
+    assert!(second.errors.is_empty(), "{:?}", second.errors);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let text = exposition(&second);
+    assert_eq!(skipped(&text, "error"), Some(1.0), "{text}");
+    assert_eq!(
+        value_matching(&text, "ssdwatch_probe_runs_total", "/data"),
+        Some(1.0),
+        "{text}"
+    );
+}

@@ -285,6 +285,16 @@ impl ProbeCollector {
     }
 }
 
+/// Clears a target's running flag when its run's thread ends, by a panic too: a flag left set
+/// would keep the target from ever running again.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// Applies a run's outcome to a target's state; returns an error for a skip worth logging.
 fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
     match o {
@@ -392,6 +402,7 @@ impl Collector for ProbeCollector {
             let spawned = std::thread::Builder::new()
                 .name("ssdwatch-probe".into())
                 .spawn(move || {
+                    let running = Running(running);
                     let inputs = RunInputs {
                         roots: &roots,
                         state_dir: &state_dir,
@@ -401,7 +412,7 @@ impl Collector for ProbeCollector {
                         busy_window,
                     };
                     let o = runner(&cfg, &inputs);
-                    running.store(false, Ordering::Release);
+                    drop(running);
                     let _ = tx.send(o);
                 });
             if let Err(e) = spawned {

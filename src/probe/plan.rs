@@ -30,8 +30,6 @@ pub struct Observed {
     pub stat: FsStat,
     /// The probe directory, and what is in it once it was opened.
     pub dir: ProbeDir,
-    /// This target's budget usage now (this UTC day's bytes, this hour's seconds).
-    pub usage: Result<Usage, BudgetError>,
     /// The busiest drive's utilization just before the run; None when unknown or not measured
     /// yet (the runner measures it, a second's look, only once every other gate has passed).
     pub utilization_before: Option<f64>,
@@ -53,6 +51,9 @@ pub enum ProbeDir {
         /// statvfs once leftovers were removed (a half-made probe file may have filled it).
         stat: FsStat,
         file: ProbeFile,
+        /// This target's budget usage (this UTC day's bytes, this hour's seconds), read under
+        /// the lock: a run that held it until a moment ago has recorded what it wrote.
+        usage: Result<Usage, BudgetError>,
     },
 }
 
@@ -124,7 +125,7 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
             format!("{shown}: {avail} bytes available, under the floor of {floor}"),
         )
     };
-    let (stat, file) = match &o.dir {
+    let (stat, file, usage) = match &o.dir {
         // Short of space and no probe directory: nothing of ours to clean up, and not even a
         // directory gets created.
         ProbeDir::Unopened { exists: false } if o.stat.avail_bytes() < floor => {
@@ -147,7 +148,7 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
             ));
         }
         ProbeDir::Uncleared(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
-        ProbeDir::Ready { stat, file } => (stat, file),
+        ProbeDir::Ready { stat, file, usage } => (stat, file, usage),
     };
     // Judged once leftovers are gone: a half-created probe file may be what filled it.
     let avail = stat.avail_bytes();
@@ -183,7 +184,7 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
 
     // Budget: time per hour, then bytes per day. A budget that can't be read stops the probes:
     // they can't know what they may write.
-    let usage = match &o.usage {
+    let usage = match usage {
         Ok(u) => u,
         Err(e) => return Err(skip(SkipReason::Error, e.to_string())),
     };
@@ -294,8 +295,8 @@ mod tests {
                     file: ProbeFile::Sound {
                         size: t.file_size_bytes,
                     },
+                    usage: Ok(Usage::default()),
                 },
-                usage: Ok(Usage::default()),
                 utilization_before: None,
             },
             kinds: ProbeKind::ALL.to_vec(),
@@ -306,6 +307,13 @@ mod tests {
     fn file(g: &mut Given, f: ProbeFile) {
         if let ProbeDir::Ready { file, .. } = &mut g.o.dir {
             *file = f;
+        }
+    }
+
+    fn usage(g: &mut Given) -> &mut Result<Usage, BudgetError> {
+        match &mut g.o.dir {
+            ProbeDir::Ready { usage, .. } => usage,
+            _ => unreachable!("the cases set the usage seen in an entered directory"),
         }
     }
 
@@ -354,11 +362,6 @@ mod tests {
         (
             "all is well: every kind runs on the existing file",
             |_| {},
-            ALL_RUN,
-        ),
-        (
-            "an unmeasured drive is not held back",
-            |g| g.o.utilization_before = None,
             ALL_RUN,
         ),
         // Read-only.
@@ -413,17 +416,6 @@ mod tests {
                 g.o.dir = ProbeDir::Unopened { exists: false };
             },
             Want::Skip(SkipReason::LowSpace, "under the floor of 1073741824"),
-        ),
-        (
-            "the budget file unreadable does not stop entering",
-            |g| {
-                g.o.dir = ProbeDir::Unopened { exists: true };
-                g.o.usage = Err(BudgetError::Read {
-                    path: "/var/lib/ssdwatch/probe-budget.json".into(),
-                    source: IoError::from_raw_os_error(libc::EIO),
-                });
-            },
-            Want::Enter,
         ),
         // The probe directory.
         (
@@ -587,7 +579,7 @@ mod tests {
             "an unsafe probe file is judged before the budget",
             |g| {
                 file(g, ProbeFile::Symlink);
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     seconds: 3600.0,
                     ..Usage::default()
                 });
@@ -603,7 +595,7 @@ mod tests {
             "a probe file of another size is removed even when the budget is spent",
             |g| {
                 file(g, ProbeFile::Sound { size: 16 * MIB });
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     written_bytes: 64 * MIB,
                     ..Usage::default()
                 });
@@ -644,7 +636,7 @@ mod tests {
             |g| {
                 file(g, ProbeFile::Absent);
                 avail_inside(g, 5 * GIB);
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     written_bytes: 64 * MIB,
                     ..Usage::default()
                 });
@@ -658,7 +650,7 @@ mod tests {
         (
             "the budget file unreadable",
             |g| {
-                g.o.usage = Err(BudgetError::Corrupt {
+                *usage(g) = Err(BudgetError::Corrupt {
                     path: "/var/lib/ssdwatch/probe-budget.json".into(),
                     source: serde_json::from_str::<Usage>("{not json").unwrap_err(),
                 })
@@ -668,7 +660,7 @@ mod tests {
         (
             "this hour's time spent",
             |g| {
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     seconds: 60.0,
                     ..Usage::default()
                 })
@@ -681,7 +673,7 @@ mod tests {
         (
             "this hour's time nearly spent still runs",
             |g| {
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     seconds: 59.9,
                     ..Usage::default()
                 })
@@ -691,7 +683,7 @@ mod tests {
         (
             "time is judged before bytes",
             |g| {
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     seconds: 61.0,
                     written_bytes: 64 * MIB,
                     ..Usage::default()
@@ -703,7 +695,7 @@ mod tests {
             "creating the probe file would exceed today's bytes",
             |g| {
                 file(g, ProbeFile::Absent);
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     written_bytes: 40 * MIB,
                     ..Usage::default()
                 });
@@ -716,7 +708,7 @@ mod tests {
         (
             "only the kinds that fit run, in the order asked",
             |g| {
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     written_bytes: 64 * MIB - 100 * 1024,
                     ..Usage::default()
                 })
@@ -731,7 +723,7 @@ mod tests {
             "the probe file's bytes come out of the day's before the kinds'",
             |g| {
                 file(g, ProbeFile::Absent);
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     written_bytes: 16 * MIB,
                     ..Usage::default()
                 });
@@ -745,7 +737,7 @@ mod tests {
         (
             "a spent byte budget still lets reads run",
             |g| {
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     written_bytes: 64 * MIB,
                     ..Usage::default()
                 })
@@ -760,7 +752,7 @@ mod tests {
             "a spent byte budget and only writers asked for",
             |g| {
                 g.kinds = vec![SyncWrite4k, RandWrite4k];
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     written_bytes: 64 * MIB,
                     ..Usage::default()
                 });
@@ -773,7 +765,7 @@ mod tests {
         (
             "a budget skip is judged before the drive",
             |g| {
-                g.o.usage = Ok(Usage {
+                *usage(g) = Ok(Usage {
                     seconds: 60.0,
                     ..Usage::default()
                 });

@@ -187,7 +187,7 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
             Err(skip) => return Outcome::Skipped(skip),
         };
         let done = match step {
-            Plan::Enter => run.enter(),
+            Plan::Enter => run.enter(inp.state_dir),
             Plan::RemoveStale => run.remove_stale(),
             // Every other gate passed: worth the busy gate's look (a second by default).
             Plan::Run(_) if !measured => {
@@ -253,9 +253,6 @@ impl Run {
             target: shown.clone(),
             source,
         })?;
-        let now = unix_now();
-        let usage = budget::load(inp.state_dir)
-            .map(|b| b.targets.get(&shown).cloned().unwrap_or_default().at(now));
         let exists = fsafe::exists_at(&target, fsafe::PROBE_DIR);
         Ok(Run {
             seen: Observed {
@@ -263,7 +260,6 @@ impl Run {
                 fs_type,
                 stat,
                 dir: ProbeDir::Unopened { exists },
-                usage,
                 utilization_before: None,
             },
             shown,
@@ -271,13 +267,14 @@ impl Run {
             dir: None,
             file: None,
             removed: Vec::new(),
-            now,
+            now: unix_now(),
             context: RunContext::default(),
         })
     }
 
-    /// Opens (creating it) and locks the probe directory, removes leftovers and looks inside.
-    fn enter(&mut self) -> Result<(), RunError> {
+    /// Opens (creating it) and locks the probe directory, removes leftovers and looks inside,
+    /// at the probe file and at the budget.
+    fn enter(&mut self, state_dir: &Path) -> Result<(), RunError> {
         let dir = match fsafe::open_probe_dir(&self.target, &self.shown) {
             Ok(d) => d,
             Err(e) => {
@@ -335,8 +332,12 @@ impl Run {
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => ProbeFile::Symlink,
             Err(e) => ProbeFile::Unopenable(e),
         };
+        let usage = budget::load(state_dir).map(|b| {
+            let u = b.targets.get(&self.shown).cloned().unwrap_or_default();
+            u.at(self.now)
+        });
         self.dir = Some(dir);
-        self.seen.dir = ProbeDir::Ready { stat, file };
+        self.seen.dir = ProbeDir::Ready { stat, file, usage };
         Ok(())
     }
 
