@@ -178,7 +178,7 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
     };
     let mut run = match Run::observe(t, inp) {
         Ok(r) => r,
-        Err(e) => return error(t, None, e),
+        Err((e, placement)) => return error(t, placement, e),
     };
     let mut measured = false;
     loop {
@@ -235,23 +235,30 @@ impl Run {
         format!("{}/{}", self.dir_shown(), fsafe::PROBE_FILE)
     }
 
-    /// What can be seen without touching the probe directory.
-    fn observe(t: &TargetConfig, inp: &RunInputs) -> Result<Run, RunError> {
+    /// What can be seen without touching the probe directory; a failure comes with the
+    /// placement when it was known by then.
+    fn observe(t: &TargetConfig, inp: &RunInputs) -> Result<Run, (RunError, Option<Placement>)> {
         let shown = t.path.display().to_string();
-        let target_err = |source| RunError::Target {
-            target: shown.clone(),
-            source,
+        let target_err = |source| {
+            let target = shown.clone();
+            (RunError::Target { target, source }, None)
         };
         let target = fsafe::open_dir(&t.path).map_err(target_err)?;
         let st = fsafe::fstat(target.as_raw_fd()).map_err(target_err)?;
-        let placement = place(&t.path, st.st_dev, inp.roots, inp.topology.as_deref())?;
-        let stat = statfs::fstatvfs(&target).map_err(|source| RunError::Statvfs {
-            target: shown.clone(),
-            source,
+        let placement = place(&t.path, st.st_dev, inp.roots, inp.topology.as_deref())
+            .map_err(|e| (e.into(), None))?;
+        let placed = |e| (e, Some(placement.clone()));
+        let stat = statfs::fstatvfs(&target).map_err(|source| {
+            placed(RunError::Statvfs {
+                target: shown.clone(),
+                source,
+            })
         })?;
-        let fs_type = statfs::fs_type(&target).map_err(|source| RunError::Statfs {
-            target: shown.clone(),
-            source,
+        let fs_type = statfs::fs_type(&target).map_err(|source| {
+            placed(RunError::Statfs {
+                target: shown.clone(),
+                source,
+            })
         })?;
         let exists = fsafe::exists_at(&target, fsafe::PROBE_DIR);
         Ok(Run {
