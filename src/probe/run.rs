@@ -181,6 +181,7 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
         Err((e, placement)) => return error(t, placement, e),
     };
     let mut measured = false;
+    // Each step changes what was seen (or fails), so the plan moves on and the loop ends.
     loop {
         let step = match plan(&run.seen, &spec) {
             Ok(s) => s,
