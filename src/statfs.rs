@@ -131,3 +131,40 @@ pub fn fstatvfs(fd: impl AsFd) -> std::io::Result<FsStat> {
     let s = nix::sys::statvfs::fstatvfs(fd).map_err(std::io::Error::from)?;
     Ok(FsStat::from(&s))
 }
+
+/// A filesystem's type as statfs(2) gives it in `f_type` (the magic numbers of linux/magic.h).
+/// The probes' space gate is to tell copy-on-write filesystems from overwrite-in-place ones by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FsType(pub u32);
+
+impl FsType {
+    /// ext2, ext3 and ext4 share one magic number.
+    pub const EXT4: FsType = FsType(0xEF53);
+    pub const XFS: FsType = FsType(0x5846_5342);
+    pub const BTRFS: FsType = FsType(0x9123_683E);
+    pub const F2FS: FsType = FsType(0xF2F5_2010);
+    pub const BCACHEFS: FsType = FsType(0xCA45_1A4E);
+    pub const ZFS: FsType = FsType(0x2FC1_2FC1);
+    pub const TMPFS: FsType = FsType(0x0102_1994);
+
+    /// The usual name of a type this module knows, else None.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            FsType::EXT4 => "ext4",
+            FsType::XFS => "xfs",
+            FsType::BTRFS => "btrfs",
+            FsType::F2FS => "f2fs",
+            FsType::BCACHEFS => "bcachefs",
+            FsType::ZFS => "zfs",
+            FsType::TMPFS => "tmpfs",
+            _ => return None,
+        })
+    }
+}
+
+/// The type of the filesystem an open file or directory is on (fstatfs(2) `f_type`).
+pub fn fs_type(fd: impl AsFd) -> std::io::Result<FsType> {
+    let s = nix::sys::statfs::fstatfs(fd).map_err(std::io::Error::from)?;
+    // f_type is a signed word on some architectures; the magic numbers are 32 bits.
+    Ok(FsType(s.filesystem_type().0 as u32))
+}

@@ -5,6 +5,9 @@ mod support;
 
 use ssdwatch::collector::probe::{ProbeCollector, ProbeConfig};
 use ssdwatch::collector::{Collector, Context};
+use ssdwatch::probe::{
+    KindResult, Outcome, Placement, ProbeKind, RunContext, RunReport, Skip, SkipReason,
+};
 use ssdwatch::snapshot::{DiskActivity, Shared, unix_now};
 use std::sync::Arc;
 use std::time::Duration;
@@ -452,4 +455,137 @@ async fn a_run_past_its_timeout_is_an_error_and_no_second_run_starts() {
     );
     // Let the third run finish before the filesystem is unmounted.
     budget_grows_past(state.path(), fs.mp(), late).await;
+}
+
+/// The outcomes a test feeds in place of real runs: a run on /data (the probe file made, one
+/// kind run, seq_write left out for budget) and an unsafe skip on /logs.
+fn recorded(target: &std::path::Path) -> Outcome {
+    let placement = |mp: &str, drive: &str| Placement {
+        mountpoint: mp.into(),
+        drives: vec![drive.into()],
+    };
+    if target == std::path::Path::new("/logs") {
+        return Outcome::Skipped(Skip {
+            target: target.into(),
+            placement: Some(placement("/logs", "sda")),
+            reason: SkipReason::Unsafe,
+            detail: "/logs/.ssdwatch-probe is a symlink or not a directory; refusing it".into(),
+        });
+    }
+    Outcome::Ran(RunReport {
+        target: target.into(),
+        placement: placement("/data", "nvme0n1"),
+        context: RunContext {
+            fill_ratio: Some(0.5),
+            since_discard_seconds: Some(3600.0),
+            idle_seconds: Some(2.0),
+            utilization_before_ratio: Some(0.125),
+            utilization_ratio: Some(0.25),
+        },
+        started_unix: 1_700_000_000.0,
+        duration_seconds: 0.5,
+        written_bytes: (32 << 20) + 4 * 4096,
+        file_created_bytes: 32 << 20,
+        removed_leftovers: vec![],
+        results: vec![KindResult {
+            probe: ProbeKind::SyncWrite4k,
+            ops: 4,
+            bytes_written: 4 * 4096,
+            p50_seconds: 0.0002,
+            p99_seconds: 0.002,
+            max_seconds: 0.002,
+            throughput_bytes_per_second: None,
+            latencies: vec![0.0001, 0.0002, 0.0004, 0.002],
+        }],
+        budget_skipped: vec![ProbeKind::SeqWrite],
+    })
+}
+
+/// What the collector shows of those two outcomes, in full: checked by hand against `recorded`
+/// (`UPDATE_GOLDEN=1` rewrites it; review the diff).
+const RECORDED_EXPOSITION: &str = include_str!("golden/probe-recorded.prom");
+
+/// A collector fed recorded outcomes (no root, no disk, no clock in what it shows): the
+/// exposition of a run and of a skip is exactly the reviewed one, and the skip that refuses the
+/// target is a fault of that target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_outcomes_of_a_run_and_a_skip_show_as_reviewed() {
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let cfg = ProbeConfig {
+        jitter_ratio: 0.0,
+        busy_window: Duration::ZERO,
+        targets: ["/data", "/logs"]
+            .iter()
+            .map(|p| small_target(std::path::Path::new(p)))
+            .collect(),
+        ..ProbeConfig::default()
+    };
+    let mut c = ProbeCollector::with_runner(&cfg, state.path(), |t, _| recorded(&t.path)).unwrap();
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let s = c.sample(&ctx).await.unwrap();
+    let text = exposition(&s);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/probe-recorded.prom"
+        );
+        std::fs::write(path, &text).unwrap();
+    }
+    assert_eq!(text, RECORDED_EXPOSITION, "got:\n{text}");
+    let errors: Vec<(&str, String)> = s
+        .errors
+        .iter()
+        .map(|e| (e.item.as_str(), e.to_string()))
+        .collect();
+    assert_eq!(
+        errors,
+        [(
+            "/logs",
+            "/logs/.ssdwatch-probe is a symlink or not a directory; refusing it".to_string()
+        )]
+    );
+    if require_cmd("promtool check", "promtool", "prometheus") {
+        assert_promtool_clean("recorded probe outcomes", &text);
+    }
+}
+
+/// A run whose thread panics is an error of its target, and the target runs again when next due
+/// (nothing is left believing the run is still out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_panics_is_an_error_and_the_target_runs_again_when_due() {
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut cfg = config(std::path::Path::new("/data"), Duration::ZERO);
+    cfg.interval = Duration::from_secs(1);
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = calls.clone();
+    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
+        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            panic!("a bug in the run");
+        }
+        recorded(&t.path)
+    })
+    .unwrap();
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let first = c.sample(&ctx).await.unwrap();
+    let errors: Vec<String> = first.errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors, ["/data: probe thread ended without a result"]);
+    tokio::time::sleep(c.next_delay()).await;
+    let second = c.sample(&ctx).await.unwrap();
+    assert!(second.errors.is_empty(), "{:?}", second.errors);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let text = exposition(&second);
+    assert_eq!(skipped(&text, "error"), Some(1.0), "{text}");
+    assert_eq!(
+        value_matching(&text, "ssdwatch_probe_runs_total", "/data"),
+        Some(1.0),
+        "{text}"
+    );
 }

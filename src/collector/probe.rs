@@ -1,7 +1,7 @@
 //! Probe collector: schedules budgeted probe runs per target with jitter, on a dedicated thread
 //! each, and turns their results into metrics. The I/O and the safety gates live in `crate::probe`.
 
-use crate::collector::{Collector, Context, Sample};
+use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::probe::{
     BUCKETS, KindResult, Outcome, Placement, ProbeKind, RunContext, RunInputs, SkipReason,
@@ -114,7 +114,11 @@ struct TargetState {
     unsafe_now: bool,
 }
 
+/// What carries out one run on one target: [`run_target`] unless a test records its own outcomes.
+pub type Runner = dyn Fn(&TargetConfig, &RunInputs) -> Outcome + Send + Sync;
+
 pub struct ProbeCollector {
+    runner: Arc<Runner>,
     interval: Duration,
     jitter: f64,
     busy_window: Duration,
@@ -131,6 +135,16 @@ fn random_unit() -> f64 {
 
 impl ProbeCollector {
     pub fn new(cfg: &ProbeConfig, state_dir: &std::path::Path) -> anyhow::Result<Self> {
+        Self::with_runner(cfg, state_dir, run_target)
+    }
+
+    /// A collector whose runs are `runner`'s (tests feed recorded outcomes; the scheduling,
+    /// timeouts and metrics are the real ones).
+    pub fn with_runner(
+        cfg: &ProbeConfig,
+        state_dir: &std::path::Path,
+        runner: impl Fn(&TargetConfig, &RunInputs) -> Outcome + Send + Sync + 'static,
+    ) -> anyhow::Result<Self> {
         let now = Instant::now();
         let targets = cfg
             .targets
@@ -156,6 +170,7 @@ impl ProbeCollector {
             })
             .collect();
         Ok(ProbeCollector {
+            runner: Arc::new(runner),
             interval: cfg.interval,
             jitter: cfg.jitter_ratio,
             busy_window: cfg.busy_window,
@@ -270,8 +285,18 @@ impl ProbeCollector {
     }
 }
 
-/// Applies a run's outcome to a target's state; returns a message for a skip worth logging.
-fn apply(t: &mut TargetState, o: Outcome) -> Option<String> {
+/// Clears a target's running flag when its run's thread ends, by a panic too: a flag left set
+/// would keep the target from ever running again.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Applies a run's outcome to a target's state; returns an error for a skip worth logging.
+fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
     match o {
         Outcome::Ran(r) => {
             t.unsafe_now = false;
@@ -299,7 +324,9 @@ fn apply(t: &mut TargetState, o: Outcome) -> Option<String> {
             }
             *t.skipped.entry(s.reason).or_default() += 1;
             match s.reason {
-                SkipReason::Unsafe | SkipReason::Error => Some(s.detail),
+                SkipReason::Unsafe | SkipReason::Error => {
+                    Some(ItemError::new(t.cfg.path.to_string_lossy(), s.detail))
+                }
                 _ => {
                     tracing::info!("probe skipped ({}): {}", s.reason.as_str(), s.detail);
                     None
@@ -342,11 +369,13 @@ impl Collector for ProbeCollector {
             let next = now + self.jittered(iv);
             let t = &mut self.targets[i];
             t.next_due = next;
+            // Per-target errors are faults of the target path (which may itself hold ": ").
+            let item = t.cfg.path.to_string_lossy().into_owned();
+            let fault = |what: &str| ItemError::new(&item, format!("{item}: {what}"));
             if t.running.load(Ordering::Acquire) {
                 *t.skipped.entry(SkipReason::Error).or_default() += 1;
-                errors.push(format!(
-                    "{}: previous probe run still hasn't returned; not starting another",
-                    t.cfg.path.display()
+                errors.push(fault(
+                    "previous probe run still hasn't returned; not starting another",
                 ));
                 continue;
             }
@@ -368,10 +397,12 @@ impl Collector for ProbeCollector {
             let state_dir = self.state_dir.clone();
             let busy_window = self.busy_window;
             let running = t.running.clone();
+            let runner = self.runner.clone();
             running.store(true, Ordering::Release);
             let spawned = std::thread::Builder::new()
                 .name("ssdwatch-probe".into())
                 .spawn(move || {
+                    let running = Running(running);
                     let inputs = RunInputs {
                         roots: &roots,
                         state_dir: &state_dir,
@@ -380,16 +411,13 @@ impl Collector for ProbeCollector {
                         kinds,
                         busy_window,
                     };
-                    let o = run_target(&cfg, &inputs);
-                    running.store(false, Ordering::Release);
+                    let o = runner(&cfg, &inputs);
+                    drop(running);
                     let _ = tx.send(o);
                 });
             if let Err(e) = spawned {
                 t.running.store(false, Ordering::Release);
-                errors.push(format!(
-                    "{}: cannot start probe thread: {e}",
-                    t.cfg.path.display()
-                ));
+                errors.push(fault(&format!("cannot start probe thread: {e}")));
                 continue;
             }
             match tokio::time::timeout(t.cfg.timeout, rx).await {
@@ -405,24 +433,20 @@ impl Collector for ProbeCollector {
                 }
                 Ok(Err(_)) => {
                     *t.skipped.entry(SkipReason::Error).or_default() += 1;
-                    errors.push(format!(
-                        "{}: probe thread ended without a result",
-                        t.cfg.path.display()
-                    ));
+                    errors.push(fault("probe thread ended without a result"));
                 }
                 Err(_) => {
                     *t.skipped.entry(SkipReason::Error).or_default() += 1;
-                    errors.push(format!(
-                        "{}: probe run not finished after {}; left to finish in the background",
-                        t.cfg.path.display(),
+                    errors.push(fault(&format!(
+                        "probe run not finished after {}; left to finish in the background",
                         humantime::format_duration(t.cfg.timeout)
-                    ));
+                    )));
                 }
             }
         }
         Ok(Sample {
             metrics: self.render(),
-            errors: errors.into_iter().map(Into::into).collect(),
+            errors,
         })
     }
 }

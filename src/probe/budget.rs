@@ -8,6 +8,32 @@ use std::path::{Path, PathBuf};
 
 pub const BUDGET_FILE: &str = "probe-budget.json";
 
+/// Why the budget could not be read or saved; every message names the file or directory.
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{}: {what}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{}: locking the probe budget: {source}", dir.display())]
+    Lock {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// UTC day number (Unix seconds / 86400) the byte count belongs to.
@@ -48,26 +74,34 @@ pub fn path(state_dir: &Path) -> PathBuf {
 
 /// Loads the budgets; a missing file is an empty budget. A corrupt file is an error (naming it):
 /// silently starting from zero would let probes exceed the cap.
-pub fn load(state_dir: &Path) -> Result<Budgets, String> {
+pub fn load(state_dir: &Path) -> Result<Budgets, BudgetError> {
     let p = path(state_dir);
     match std::fs::read_to_string(&p) {
-        Ok(s) => serde_json::from_str(&s).map_err(|e| format!("{}: {e}", p.display())),
+        Ok(s) => {
+            serde_json::from_str(&s).map_err(|source| BudgetError::Corrupt { path: p, source })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Budgets::default()),
-        Err(e) => Err(format!("{}: {e}", p.display())),
+        Err(source) => Err(BudgetError::Read { path: p, source }),
     }
 }
 
-pub fn store(state_dir: &Path, b: &Budgets) -> Result<(), String> {
+pub fn store(state_dir: &Path, b: &Budgets) -> Result<(), BudgetError> {
     let p = path(state_dir);
     let tmp = state_dir.join(format!("{BUDGET_FILE}.tmp"));
-    let err = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", p.display());
-    std::fs::create_dir_all(state_dir).map_err(|e| err("creating state dir", e))?;
-    let text = serde_json::to_string_pretty(b).map_err(|e| format!("{}: {e}", p.display()))?;
-    let mut f = std::fs::File::create(&tmp).map_err(|e| err("create", e))?;
+    let err = |what: &'static str| {
+        let path = p.clone();
+        move |source| BudgetError::Write { path, what, source }
+    };
+    std::fs::create_dir_all(state_dir).map_err(err("creating state dir"))?;
+    let text = serde_json::to_string_pretty(b).map_err(|source| BudgetError::Corrupt {
+        path: p.clone(),
+        source,
+    })?;
+    let mut f = std::fs::File::create(&tmp).map_err(err("create"))?;
     f.write_all(text.as_bytes())
         .and_then(|_| f.sync_all())
-        .map_err(|e| err("write", e))?;
-    std::fs::rename(&tmp, &p).map_err(|e| err("rename", e))?;
+        .map_err(err("write"))?;
+    std::fs::rename(&tmp, &p).map_err(err("rename"))?;
     if let Ok(d) = std::fs::File::open(state_dir) {
         let _ = d.sync_all();
     }
@@ -83,10 +117,12 @@ struct Lock {
 }
 
 impl Lock {
-    fn take(state_dir: &Path) -> Result<Lock, String> {
+    fn take(state_dir: &Path) -> Result<Lock, BudgetError> {
         use std::os::fd::AsRawFd;
-        let err =
-            |e: std::io::Error| format!("{}: locking the probe budget: {e}", state_dir.display());
+        let err = |source| BudgetError::Lock {
+            dir: state_dir.to_path_buf(),
+            source,
+        };
         std::fs::create_dir_all(state_dir).map_err(err)?;
         let dir = std::fs::File::open(state_dir).map_err(err)?;
         super::fsafe::flock_exclusive(dir.as_raw_fd(), true).map_err(err)?;
@@ -102,7 +138,7 @@ pub fn record(
     now_unix: f64,
     bytes: u64,
     seconds: f64,
-) -> Result<Usage, String> {
+) -> Result<Usage, BudgetError> {
     let _lock = Lock::take(state_dir)?;
     let mut b = load(state_dir)?;
     let cur = b
@@ -169,7 +205,7 @@ mod tests {
         assert_eq!(u.written_bytes, 8192);
         assert_eq!(load(d.path()).unwrap().targets["/data"].written_bytes, 8192);
         std::fs::write(path(d.path()), "{not json").unwrap();
-        let e = load(d.path()).unwrap_err();
+        let e = load(d.path()).unwrap_err().to_string();
         assert!(e.contains(BUDGET_FILE), "{e}");
     }
 }

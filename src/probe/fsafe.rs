@@ -32,6 +32,19 @@ pub enum SafetyError {
     Io { path: String, source: io::Error },
 }
 
+/// Why leftovers of an interrupted run could not be cleared.
+#[derive(Debug, thiserror::Error)]
+pub enum LeftoverError {
+    #[error("{dir}: listing: {source}")]
+    List { dir: String, source: io::Error },
+    #[error("{dir}/{name}: cannot remove leftover: {source}")]
+    Remove {
+        dir: String,
+        name: String,
+        source: io::Error,
+    },
+}
+
 fn cstr(name: &str) -> io::Result<CString> {
     CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))
 }
@@ -64,14 +77,6 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open for the caller's lifetime; st is a valid pointer.
     cvt(unsafe { libc::fstat(fd, &mut st) })?;
-    Ok(st)
-}
-
-pub fn fstatvfs(fd: RawFd) -> io::Result<libc::statvfs> {
-    // SAFETY: as for fstat.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: fd open, st valid.
-    cvt(unsafe { libc::fstatvfs(fd, &mut st) })?;
     Ok(st)
 }
 
@@ -265,14 +270,21 @@ pub fn leftovers(dir: &OwnedFd) -> io::Result<Vec<String>> {
 
 /// Removes what a crashed run left (partial file, run marker, anything else). Only unlinks
 /// entries of our own directory; a directory found there is left alone and reported.
-pub fn remove_leftovers(dir: &OwnedFd, shown: &str) -> Result<Vec<String>, String> {
-    let names = leftovers(dir).map_err(|e| format!("{shown}: listing: {e}"))?;
+pub fn remove_leftovers(dir: &OwnedFd, shown: &str) -> Result<Vec<String>, LeftoverError> {
+    let names = leftovers(dir).map_err(|source| LeftoverError::List {
+        dir: shown.to_string(),
+        source,
+    })?;
     let mut removed = Vec::new();
-    for n in names {
-        match unlinkat(dir, &n) {
-            Ok(()) => removed.push(n),
-            Err(e) => return Err(format!("{shown}/{n}: cannot remove leftover: {e}")),
+    for name in names {
+        if let Err(source) = unlinkat(dir, &name) {
+            return Err(LeftoverError::Remove {
+                dir: shown.to_string(),
+                name,
+                source,
+            });
         }
+        removed.push(name);
     }
     if !removed.is_empty() {
         fsync_dir(dir);

@@ -1,0 +1,864 @@
+//! The probe's safety decisions: a pure function of what the runner observed and what the target
+//! asks for, table-tested without root. No system calls here; `run` gathers and carries out.
+//!
+//! The gates, in order: read-only; short of space with no probe directory yet (not even the
+//! directory is made); the probe directory refused, read-only, locked by another run or not
+//! cleared of leftovers; short of space once leftovers are gone; the probe file refused or
+//! unreadable (one of another size is removed and made anew); creating the probe file would go
+//! under the floor; the budget file unreadable; this hour's time budget; today's byte budget for
+//! the probe file, then for each kind; the drive busy.
+
+use super::budget::{BudgetError, Usage};
+use super::fsafe::{self, LeftoverError, SafetyError};
+use super::{Placement, ProbeKind, Skip, SkipReason, TargetConfig};
+use crate::statfs::{FsStat, FsType};
+
+/// What a run asks for: the target's config and the kinds due now.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec<'a> {
+    pub target: &'a TargetConfig,
+    pub kinds: &'a [ProbeKind],
+}
+
+/// What the runner saw of the target, filled in as the run goes (see [`ProbeDir`]).
+#[derive(Debug)]
+pub struct Observed {
+    pub placement: Placement,
+    /// statfs(2) f_type of the target's filesystem.
+    pub fs_type: FsType,
+    /// statvfs of the target before anything was touched (the read-only flag included).
+    pub stat: FsStat,
+    /// The probe directory, and what is in it once it was opened.
+    pub dir: ProbeDir,
+    /// The busiest drive's utilization just before the run; None when unknown or not measured
+    /// yet (the runner measures it, a second's look, only once every other gate has passed).
+    pub utilization_before: Option<f64>,
+}
+
+/// The probe directory (`<target>/.ssdwatch-probe`).
+#[derive(Debug)]
+pub enum ProbeDir {
+    /// Not opened yet; whether it exists (as anything).
+    Unopened { exists: bool },
+    /// Opening or creating it failed, or it was refused (symlink, owner, mode).
+    Refused(SafetyError),
+    /// Another run, of this process or another, holds its lock.
+    Locked,
+    /// A leftover of an interrupted run could not be removed.
+    Uncleared(LeftoverError),
+    /// Opened, locked and cleared of leftovers.
+    Ready {
+        /// statvfs once leftovers were removed (a half-made probe file may have filled it).
+        stat: FsStat,
+        file: ProbeFile,
+        /// This target's budget usage (this UTC day's bytes, this hour's seconds), read under
+        /// the lock: a run that held it until a moment ago has recorded what it wrote.
+        usage: Result<Usage, BudgetError>,
+    },
+}
+
+/// The probe file, as opened (without following a symlink) and checked in the locked directory.
+#[derive(Debug)]
+pub enum ProbeFile {
+    Absent,
+    /// Regular, ours, one link, of this many bytes.
+    Sound {
+        size: u64,
+    },
+    /// A symlink stands in its place.
+    Symlink,
+    /// Opened but refused (not regular, owner, links).
+    Refused(SafetyError),
+    /// Could not be opened.
+    Unopenable(std::io::Error),
+}
+
+/// What the runner does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// The gates outside the probe directory passed: open it (creating it when absent), lock it,
+    /// remove leftovers, and look inside.
+    Enter,
+    /// The probe file has another size than configured: remove it; it is made anew.
+    RemoveStale,
+    /// Every gate passed.
+    Run(RunPlan),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    /// The kinds to run, in the order asked.
+    pub kinds: Vec<ProbeKind>,
+    /// The kinds left out for lack of byte budget.
+    pub budget_skipped: Vec<ProbeKind>,
+    /// Bytes of probe file to create before the run; 0 when the existing one serves.
+    pub create_bytes: u64,
+}
+
+/// The space floor of a filesystem of `total` bytes.
+pub fn floor_bytes(t: &TargetConfig, total: u64) -> u64 {
+    ((total as f64 * t.free_floor_ratio) as u64).max(t.free_floor_bytes)
+}
+
+/// The next step of a run on what has been observed so far, or why it doesn't happen.
+pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
+    let t = spec.target;
+    let shown = t.path.display();
+    let dir_shown = format!("{shown}/{}", fsafe::PROBE_DIR);
+    let file_shown = format!("{dir_shown}/{}", fsafe::PROBE_FILE);
+    let skip = |reason, detail: String| Skip {
+        target: t.path.clone(),
+        placement: Some(o.placement.clone()),
+        reason,
+        detail,
+    };
+    if o.stat.readonly {
+        return Err(skip(
+            SkipReason::Readonly,
+            format!("{shown}: read-only filesystem"),
+        ));
+    }
+    let floor = floor_bytes(t, o.stat.size_bytes());
+    let low_space = |avail: u64| {
+        skip(
+            SkipReason::LowSpace,
+            format!("{shown}: {avail} bytes available, under the floor of {floor}"),
+        )
+    };
+    let (stat, file, usage) = match &o.dir {
+        // Short of space and no probe directory: nothing of ours to clean up, and not even a
+        // directory gets created.
+        ProbeDir::Unopened { exists: false } if o.stat.avail_bytes() < floor => {
+            return Err(low_space(o.stat.avail_bytes()));
+        }
+        ProbeDir::Unopened { .. } => return Ok(Plan::Enter),
+        ProbeDir::Refused(SafetyError::Io { path, source })
+            if source.raw_os_error() == Some(libc::EROFS) =>
+        {
+            return Err(skip(SkipReason::Readonly, format!("{path}: {source}")));
+        }
+        ProbeDir::Refused(e @ SafetyError::Io { .. }) => {
+            return Err(skip(SkipReason::Error, e.to_string()));
+        }
+        ProbeDir::Refused(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
+        ProbeDir::Locked => {
+            return Err(skip(
+                SkipReason::Busy,
+                format!("{dir_shown}: another probe run on this target is in progress"),
+            ));
+        }
+        ProbeDir::Uncleared(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
+        ProbeDir::Ready { stat, file, usage } => (stat, file, usage),
+    };
+    // Judged once leftovers are gone: a half-created probe file may be what filled it.
+    let avail = stat.avail_bytes();
+    if avail < floor {
+        return Err(low_space(avail));
+    }
+
+    let create_bytes = match file {
+        ProbeFile::Absent => t.file_size_bytes,
+        ProbeFile::Sound { size } if *size == t.file_size_bytes => 0,
+        // Resized in the config: removed, then judged as a new file.
+        ProbeFile::Sound { .. } => return Ok(Plan::RemoveStale),
+        ProbeFile::Symlink => {
+            return Err(skip(
+                SkipReason::Unsafe,
+                format!("{file_shown} is a symlink; refusing it"),
+            ));
+        }
+        ProbeFile::Refused(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
+        ProbeFile::Unopenable(e) => {
+            return Err(skip(SkipReason::Error, format!("{file_shown}: {e}")));
+        }
+    };
+    if create_bytes > 0 && avail.saturating_sub(create_bytes) < floor {
+        return Err(skip(
+            SkipReason::LowSpace,
+            format!(
+                "{shown}: creating the {create_bytes}-byte probe file would leave {} bytes, under the floor of {floor}",
+                avail.saturating_sub(create_bytes)
+            ),
+        ));
+    }
+
+    // Budget: time per hour, then bytes per day. A budget that can't be read stops the probes:
+    // they can't know what they may write.
+    let usage = match usage {
+        Ok(u) => u,
+        Err(e) => return Err(skip(SkipReason::Error, e.to_string())),
+    };
+    if usage.seconds >= t.budget_time_per_hour.as_secs_f64() {
+        return Err(skip(
+            SkipReason::Budget,
+            format!(
+                "{shown}: {:.1} s of probing this hour already",
+                usage.seconds
+            ),
+        ));
+    }
+    let mut left = t.budget_bytes_per_day.saturating_sub(usage.written_bytes);
+    if create_bytes > left {
+        return Err(skip(
+            SkipReason::Budget,
+            format!(
+                "{shown}: creating the probe file ({create_bytes} bytes) exceeds today's write budget ({left} bytes left)"
+            ),
+        ));
+    }
+    left -= create_bytes;
+    let mut kinds = Vec::new();
+    let mut budget_skipped = Vec::new();
+    for k in spec.kinds {
+        let b = t.planned_bytes(*k);
+        if b <= left {
+            left -= b;
+            kinds.push(*k);
+        } else {
+            budget_skipped.push(*k);
+        }
+    }
+    if kinds.is_empty() {
+        return Err(skip(
+            SkipReason::Budget,
+            format!(
+                "{shown}: today's write budget is spent ({} of {} bytes)",
+                usage.written_bytes, t.budget_bytes_per_day
+            ),
+        ));
+    }
+
+    if let Some(u) = o.utilization_before
+        && u > t.busy_threshold
+    {
+        return Err(skip(
+            SkipReason::Busy,
+            format!(
+                "{shown}: drive {} {:.0}% busy, above the {:.0}% threshold",
+                o.placement.device(),
+                u * 100.0,
+                t.busy_threshold * 100.0
+            ),
+        ));
+    }
+    Ok(Plan::Run(RunPlan {
+        kinds,
+        budget_skipped,
+        create_bytes,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ProbeKind::*;
+    use std::io::Error as IoError;
+    use std::path::Path;
+
+    const GIB: u64 = 1 << 30;
+    const MIB: u64 = 1 << 20;
+
+    /// What a case starts from: a 100 GiB ext4 half full (so a 5 GiB floor), the probe
+    /// directory entered with a sound probe file of the configured 32 MiB, nothing spent, the
+    /// drive not measured; the default target at /data asking for every kind.
+    struct Given {
+        o: Observed,
+        t: TargetConfig,
+        kinds: Vec<ProbeKind>,
+    }
+
+    fn stat(avail: u64) -> FsStat {
+        FsStat {
+            frsize: 4096,
+            blocks: 100 * GIB / 4096,
+            bfree: avail / 4096,
+            bavail: avail / 4096,
+            ..FsStat::default()
+        }
+    }
+
+    fn given() -> Given {
+        let t = TargetConfig {
+            path: "/data".into(),
+            ..TargetConfig::default()
+        };
+        Given {
+            o: Observed {
+                placement: Placement {
+                    mountpoint: "/data".into(),
+                    drives: vec!["nvme0n1".into()],
+                },
+                fs_type: FsType::EXT4,
+                stat: stat(50 * GIB),
+                dir: ProbeDir::Ready {
+                    stat: stat(50 * GIB),
+                    file: ProbeFile::Sound {
+                        size: t.file_size_bytes,
+                    },
+                    usage: Ok(Usage::default()),
+                },
+                utilization_before: None,
+            },
+            kinds: ProbeKind::ALL.to_vec(),
+            t,
+        }
+    }
+
+    fn file(g: &mut Given, f: ProbeFile) {
+        if let ProbeDir::Ready { file, .. } = &mut g.o.dir {
+            *file = f;
+        }
+    }
+
+    fn usage(g: &mut Given) -> &mut Result<Usage, BudgetError> {
+        match &mut g.o.dir {
+            ProbeDir::Ready { usage, .. } => usage,
+            _ => unreachable!("the cases set the usage seen in an entered directory"),
+        }
+    }
+
+    /// Sets the space available once leftovers were removed.
+    fn avail_inside(g: &mut Given, avail: u64) {
+        if let ProbeDir::Ready { stat: s, .. } = &mut g.o.dir {
+            *s = stat(avail);
+        }
+    }
+
+    fn io_error(path: &str, errno: i32) -> SafetyError {
+        SafetyError::Io {
+            path: path.into(),
+            source: IoError::from_raw_os_error(errno),
+        }
+    }
+
+    #[derive(Debug)]
+    enum Want {
+        Enter,
+        RemoveStale,
+        Run {
+            kinds: &'static [ProbeKind],
+            budget_skipped: &'static [ProbeKind],
+            create_bytes: u64,
+        },
+        /// The reason and a part of the detail.
+        Skip(SkipReason, &'static str),
+    }
+
+    const ALL_RUN: Want = Want::Run {
+        kinds: &ProbeKind::ALL,
+        budget_skipped: &[],
+        create_bytes: 0,
+    };
+    const ALL_RUN_CREATING: Want = Want::Run {
+        kinds: &ProbeKind::ALL,
+        budget_skipped: &[],
+        create_bytes: 32 * MIB,
+    };
+
+    type Case = (&'static str, fn(&mut Given), Want);
+
+    /// Every gate, and where two apply, which one decides.
+    const CASES: &[Case] = &[
+        (
+            "all is well: every kind runs on the existing file",
+            |_| {},
+            ALL_RUN,
+        ),
+        // Read-only.
+        (
+            "a read-only filesystem",
+            |g| g.o.stat.readonly = true,
+            Want::Skip(SkipReason::Readonly, "/data: read-only filesystem"),
+        ),
+        (
+            "read-only is judged before space",
+            |g| {
+                g.o.stat = FsStat {
+                    readonly: true,
+                    ..stat(0)
+                };
+                g.o.dir = ProbeDir::Unopened { exists: false };
+            },
+            Want::Skip(SkipReason::Readonly, "read-only filesystem"),
+        ),
+        // Space before the probe directory.
+        (
+            "no probe directory and room: enter",
+            |g| g.o.dir = ProbeDir::Unopened { exists: false },
+            Want::Enter,
+        ),
+        (
+            "no probe directory and short of space: not even the directory is made",
+            |g| {
+                g.o.stat = stat(GIB);
+                g.o.dir = ProbeDir::Unopened { exists: false };
+            },
+            Want::Skip(
+                SkipReason::LowSpace,
+                "/data: 1073741824 bytes available, under the floor of 5368709120",
+            ),
+        ),
+        (
+            "short of space with a probe directory: enter, its leftovers may be the cause",
+            |g| {
+                g.o.stat = stat(GIB);
+                g.o.dir = ProbeDir::Unopened { exists: true };
+            },
+            Want::Enter,
+        ),
+        (
+            "the floor is free_floor_bytes on a small filesystem",
+            |g| {
+                g.o.stat = FsStat {
+                    blocks: 10 * GIB / 4096,
+                    ..stat(GIB - 4096)
+                };
+                g.o.dir = ProbeDir::Unopened { exists: false };
+            },
+            Want::Skip(SkipReason::LowSpace, "under the floor of 1073741824"),
+        ),
+        // The probe directory.
+        (
+            "a probe directory that is a symlink",
+            |g| {
+                g.o.dir =
+                    ProbeDir::Refused(SafetyError::NotADirectory("/data/.ssdwatch-probe".into()))
+            },
+            Want::Skip(
+                SkipReason::Unsafe,
+                "/data/.ssdwatch-probe is a symlink or not a directory",
+            ),
+        ),
+        (
+            "a probe directory of another owner",
+            |g| {
+                g.o.dir = ProbeDir::Refused(SafetyError::WrongOwner {
+                    path: "/data/.ssdwatch-probe".into(),
+                    uid: 1000,
+                    ours: 0,
+                })
+            },
+            Want::Skip(SkipReason::Unsafe, "owned by uid 1000, not by us (uid 0)"),
+        ),
+        (
+            "a probe directory writable by others",
+            |g| {
+                g.o.dir = ProbeDir::Refused(SafetyError::Permissive("/data/.ssdwatch-probe".into()))
+            },
+            Want::Skip(SkipReason::Unsafe, "writable by group or others"),
+        ),
+        (
+            "a probe directory that can't be made on a read-only mount",
+            |g| g.o.dir = ProbeDir::Refused(io_error("/data/.ssdwatch-probe", libc::EROFS)),
+            Want::Skip(
+                SkipReason::Readonly,
+                "/data/.ssdwatch-probe: Read-only file system",
+            ),
+        ),
+        (
+            "a probe directory that can't be made for another reason",
+            |g| g.o.dir = ProbeDir::Refused(io_error("/data/.ssdwatch-probe", libc::EACCES)),
+            Want::Skip(
+                SkipReason::Error,
+                "/data/.ssdwatch-probe: Permission denied",
+            ),
+        ),
+        (
+            "another run holds the probe directory",
+            |g| g.o.dir = ProbeDir::Locked,
+            Want::Skip(
+                SkipReason::Busy,
+                "/data/.ssdwatch-probe: another probe run on this target is in progress",
+            ),
+        ),
+        (
+            "another run holding the directory is judged before the drive",
+            |g| {
+                g.o.dir = ProbeDir::Locked;
+                g.o.utilization_before = Some(1.0);
+            },
+            Want::Skip(SkipReason::Busy, "another probe run"),
+        ),
+        (
+            "a leftover that can't be removed",
+            |g| {
+                g.o.dir = ProbeDir::Uncleared(LeftoverError::Remove {
+                    dir: "/data/.ssdwatch-probe".into(),
+                    name: "sub".into(),
+                    source: IoError::from_raw_os_error(libc::EISDIR),
+                })
+            },
+            Want::Skip(
+                SkipReason::Unsafe,
+                "/data/.ssdwatch-probe/sub: cannot remove leftover",
+            ),
+        ),
+        (
+            "a probe directory that can't be listed",
+            |g| {
+                g.o.dir = ProbeDir::Uncleared(LeftoverError::List {
+                    dir: "/data/.ssdwatch-probe".into(),
+                    source: IoError::from_raw_os_error(libc::EIO),
+                })
+            },
+            Want::Skip(SkipReason::Unsafe, "/data/.ssdwatch-probe: listing"),
+        ),
+        // Space once leftovers are gone.
+        (
+            "still short of space once leftovers are gone",
+            |g| {
+                g.o.stat = stat(GIB);
+                avail_inside(g, 2 * GIB);
+            },
+            Want::Skip(
+                SkipReason::LowSpace,
+                "/data: 2147483648 bytes available, under the floor of 5368709120",
+            ),
+        ),
+        (
+            "removing leftovers made room",
+            |g| g.o.stat = stat(GIB),
+            ALL_RUN,
+        ),
+        (
+            "space is judged before the probe file",
+            |g| {
+                avail_inside(g, GIB);
+                file(g, ProbeFile::Symlink);
+            },
+            Want::Skip(SkipReason::LowSpace, "bytes available, under the floor"),
+        ),
+        // The probe file.
+        (
+            "a probe file that is a symlink",
+            |g| file(g, ProbeFile::Symlink),
+            Want::Skip(
+                SkipReason::Unsafe,
+                "/data/.ssdwatch-probe/probe.dat is a symlink; refusing it",
+            ),
+        ),
+        (
+            "a probe file with a second link",
+            |g| {
+                file(
+                    g,
+                    ProbeFile::Refused(SafetyError::Links {
+                        path: "/data/.ssdwatch-probe/probe.dat".into(),
+                        links: 2,
+                    }),
+                )
+            },
+            Want::Skip(SkipReason::Unsafe, "probe.dat has 2 links (expected 1)"),
+        ),
+        (
+            "a probe file that is not a regular file",
+            |g| {
+                file(
+                    g,
+                    ProbeFile::Refused(SafetyError::NotRegular(
+                        "/data/.ssdwatch-probe/probe.dat".into(),
+                    )),
+                )
+            },
+            Want::Skip(SkipReason::Unsafe, "probe.dat is not a regular file"),
+        ),
+        (
+            "a probe file that can't be opened",
+            |g| {
+                file(
+                    g,
+                    ProbeFile::Unopenable(IoError::from_raw_os_error(libc::EINVAL)),
+                )
+            },
+            Want::Skip(
+                SkipReason::Error,
+                "/data/.ssdwatch-probe/probe.dat: Invalid argument",
+            ),
+        ),
+        (
+            "an unsafe probe file is judged before the budget",
+            |g| {
+                file(g, ProbeFile::Symlink);
+                *usage(g) = Ok(Usage {
+                    seconds: 3600.0,
+                    ..Usage::default()
+                });
+            },
+            Want::Skip(SkipReason::Unsafe, "is a symlink"),
+        ),
+        (
+            "a probe file of another size is removed first",
+            |g| file(g, ProbeFile::Sound { size: 16 * MIB }),
+            Want::RemoveStale,
+        ),
+        (
+            "a probe file of another size is removed even when the budget is spent",
+            |g| {
+                file(g, ProbeFile::Sound { size: 16 * MIB });
+                *usage(g) = Ok(Usage {
+                    written_bytes: 64 * MIB,
+                    ..Usage::default()
+                });
+            },
+            Want::RemoveStale,
+        ),
+        (
+            "no probe file: it is created",
+            |g| file(g, ProbeFile::Absent),
+            ALL_RUN_CREATING,
+        ),
+        (
+            "creating the probe file would go under the floor",
+            |g| {
+                file(g, ProbeFile::Absent);
+                avail_inside(g, 5 * GIB + 16 * MIB);
+            },
+            Want::Skip(
+                SkipReason::LowSpace,
+                "/data: creating the 33554432-byte probe file would leave 5351931904 bytes, under the floor of 5368709120",
+            ),
+        ),
+        (
+            "an existing probe file needs no room beyond the floor",
+            |g| avail_inside(g, 5 * GIB + 16 * MIB),
+            ALL_RUN,
+        ),
+        (
+            "creating the probe file just fits",
+            |g| {
+                file(g, ProbeFile::Absent);
+                avail_inside(g, 5 * GIB + 32 * MIB);
+            },
+            ALL_RUN_CREATING,
+        ),
+        (
+            "space for the probe file is judged before the budget",
+            |g| {
+                file(g, ProbeFile::Absent);
+                avail_inside(g, 5 * GIB);
+                *usage(g) = Ok(Usage {
+                    written_bytes: 64 * MIB,
+                    ..Usage::default()
+                });
+            },
+            Want::Skip(
+                SkipReason::LowSpace,
+                "creating the 33554432-byte probe file",
+            ),
+        ),
+        // Budget.
+        (
+            "the budget file unreadable",
+            |g| {
+                *usage(g) = Err(BudgetError::Corrupt {
+                    path: "/var/lib/ssdwatch/probe-budget.json".into(),
+                    source: serde_json::from_str::<Usage>("{not json").unwrap_err(),
+                })
+            },
+            Want::Skip(SkipReason::Error, "/var/lib/ssdwatch/probe-budget.json: "),
+        ),
+        (
+            "this hour's time spent",
+            |g| {
+                *usage(g) = Ok(Usage {
+                    seconds: 60.0,
+                    ..Usage::default()
+                })
+            },
+            Want::Skip(
+                SkipReason::Budget,
+                "/data: 60.0 s of probing this hour already",
+            ),
+        ),
+        (
+            "this hour's time nearly spent still runs",
+            |g| {
+                *usage(g) = Ok(Usage {
+                    seconds: 59.9,
+                    ..Usage::default()
+                })
+            },
+            ALL_RUN,
+        ),
+        (
+            "time is judged before bytes",
+            |g| {
+                *usage(g) = Ok(Usage {
+                    seconds: 61.0,
+                    written_bytes: 64 * MIB,
+                    ..Usage::default()
+                })
+            },
+            Want::Skip(SkipReason::Budget, "61.0 s of probing this hour already"),
+        ),
+        (
+            "creating the probe file would exceed today's bytes",
+            |g| {
+                file(g, ProbeFile::Absent);
+                *usage(g) = Ok(Usage {
+                    written_bytes: 40 * MIB,
+                    ..Usage::default()
+                });
+            },
+            Want::Skip(
+                SkipReason::Budget,
+                "/data: creating the probe file (33554432 bytes) exceeds today's write budget (25165824 bytes left)",
+            ),
+        ),
+        (
+            "only the kinds that fit run, in the order asked",
+            |g| {
+                *usage(g) = Ok(Usage {
+                    written_bytes: 64 * MIB - 100 * 1024,
+                    ..Usage::default()
+                })
+            },
+            Want::Run {
+                kinds: &[SyncWrite4k, RandRead4k],
+                budget_skipped: &[RandWrite4k, SeqWrite],
+                create_bytes: 0,
+            },
+        ),
+        (
+            "the probe file's bytes come out of the day's before the kinds'",
+            |g| {
+                file(g, ProbeFile::Absent);
+                *usage(g) = Ok(Usage {
+                    written_bytes: 16 * MIB,
+                    ..Usage::default()
+                });
+            },
+            Want::Run {
+                kinds: &[SyncWrite4k, RandRead4k, RandWrite4k],
+                budget_skipped: &[SeqWrite],
+                create_bytes: 32 * MIB,
+            },
+        ),
+        (
+            "a spent byte budget still lets reads run",
+            |g| {
+                *usage(g) = Ok(Usage {
+                    written_bytes: 64 * MIB,
+                    ..Usage::default()
+                })
+            },
+            Want::Run {
+                kinds: &[RandRead4k],
+                budget_skipped: &[SyncWrite4k, RandWrite4k, SeqWrite],
+                create_bytes: 0,
+            },
+        ),
+        (
+            "a spent byte budget and only writers asked for",
+            |g| {
+                g.kinds = vec![SyncWrite4k, RandWrite4k];
+                *usage(g) = Ok(Usage {
+                    written_bytes: 64 * MIB,
+                    ..Usage::default()
+                });
+            },
+            Want::Skip(
+                SkipReason::Budget,
+                "/data: today's write budget is spent (67108864 of 67108864 bytes)",
+            ),
+        ),
+        (
+            "a budget skip is judged before the drive",
+            |g| {
+                *usage(g) = Ok(Usage {
+                    seconds: 60.0,
+                    ..Usage::default()
+                });
+                g.o.utilization_before = Some(0.9);
+            },
+            Want::Skip(SkipReason::Budget, "of probing this hour already"),
+        ),
+        // The drive.
+        (
+            "a busy drive",
+            |g| g.o.utilization_before = Some(0.9),
+            Want::Skip(
+                SkipReason::Busy,
+                "/data: drive nvme0n1 90% busy, above the 50% threshold",
+            ),
+        ),
+        (
+            "a drive exactly at the threshold runs",
+            |g| g.o.utilization_before = Some(0.5),
+            ALL_RUN,
+        ),
+        (
+            "a busy drive gets no probe file either",
+            |g| {
+                file(g, ProbeFile::Absent);
+                g.o.utilization_before = Some(1.0);
+            },
+            Want::Skip(SkipReason::Busy, "drive nvme0n1 100% busy"),
+        ),
+        (
+            "the busy threshold is the target's",
+            |g| {
+                g.t.busy_threshold = 0.95;
+                g.o.utilization_before = Some(0.9);
+            },
+            ALL_RUN,
+        ),
+    ];
+
+    fn check(name: &str, got: Result<Plan, Skip>, want: &Want) {
+        match (got, want) {
+            (Ok(Plan::Enter), Want::Enter) | (Ok(Plan::RemoveStale), Want::RemoveStale) => {}
+            (
+                Ok(Plan::Run(p)),
+                Want::Run {
+                    kinds,
+                    budget_skipped,
+                    create_bytes,
+                },
+            ) => {
+                assert_eq!(p.kinds, *kinds, "{name}");
+                assert_eq!(p.budget_skipped, *budget_skipped, "{name}");
+                assert_eq!(p.create_bytes, *create_bytes, "{name}");
+            }
+            (Err(s), Want::Skip(reason, detail)) => {
+                assert_eq!(s.reason, *reason, "{name}: {}", s.detail);
+                assert!(s.detail.contains(detail), "{name}: {:?}", s.detail);
+                assert_eq!(s.target, Path::new("/data"), "{name}");
+                assert_eq!(s.placement.as_ref().map(|p| p.device()), Some("nvme0n1"));
+            }
+            (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn each_gate_decides_in_its_turn() {
+        for (name, setup, want) in CASES {
+            let mut g = given();
+            setup(&mut g);
+            let spec = Spec {
+                target: &g.t,
+                kinds: &g.kinds,
+            };
+            check(name, plan(&g.o, &spec), want);
+        }
+    }
+
+    #[test]
+    fn every_skip_reason_is_decided_by_some_case() {
+        for r in SkipReason::ALL {
+            assert!(
+                CASES
+                    .iter()
+                    .any(|(_, _, w)| matches!(w, Want::Skip(x, _) if *x == r)),
+                "no case for {r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn floor_is_the_larger_of_ratio_and_bytes() {
+        let t = TargetConfig::default();
+        assert_eq!(floor_bytes(&t, 10 << 30), 1 << 30);
+        assert_eq!(floor_bytes(&t, 100 << 30), 5 << 30);
+    }
+}

@@ -1,0 +1,601 @@
+//! The probe runner: gathers what [`plan`] judges, asks it for each next step and carries that
+//! out (the probe directory, its lock, leftovers, the probe file, the timed I/O, the budget).
+//! No decisions here: a gate added anywhere but in `plan` can't be tested without root.
+
+use super::plan::{Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, plan};
+use super::{
+    KindResult, Outcome, Placement, ProbeKind, RunContext, RunReport, Skip, SkipReason,
+    TargetConfig, WARM_UP_READS, budget, fsafe, io, quantile,
+};
+use crate::Roots;
+use crate::snapshot::{Shared, unix_now};
+use crate::statfs::{self, FsStat};
+use crate::sysfs::topology::Topology;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The inputs of a run that don't come from the config.
+pub struct RunInputs<'a> {
+    pub roots: &'a Roots,
+    pub state_dir: &'a Path,
+    /// The diskstats collector's view of each drive, when running in the daemon.
+    pub shared: Option<&'a Shared>,
+    /// This cycle's block topology, when the daemon has one; read from /sys otherwise.
+    pub topology: Option<Arc<Topology>>,
+    pub kinds: Vec<ProbeKind>,
+    /// How long to watch the drive before the run for the busy gate.
+    pub busy_window: Duration,
+}
+
+/// Why a target could not be placed on its drives.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceError {
+    #[error("{}: reading block topology: {source}", sys.display())]
+    Topology {
+        sys: PathBuf,
+        source: crate::sysfs::topology::SysfsError,
+    },
+    #[error("{}: filesystem on device {major}:{minor}, which is not a block device in {}", dir.display(), sys.display())]
+    NotBlock {
+        dir: PathBuf,
+        major: u32,
+        minor: u32,
+        sys: PathBuf,
+    },
+    #[error("{}: no physical drive found under {dev}", dir.display())]
+    NoDrive { dir: PathBuf, dev: String },
+}
+
+/// A system call of a run that failed (the run is skipped as `error`); each names its file.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{target}: {source}")]
+    Target {
+        target: String,
+        source: std::io::Error,
+    },
+    #[error("{target}: statvfs: {source}")]
+    Statvfs {
+        target: String,
+        source: std::io::Error,
+    },
+    #[error("{target}: statfs: {source}")]
+    Statfs {
+        target: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Place(#[from] PlaceError),
+    #[error("{dir}: flock: {source}")]
+    Flock { dir: String, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Path {
+        path: String,
+        source: std::io::Error,
+    },
+    /// `what`: the step (create, fallocate, filling, rename, warm-up read) or the probe kind.
+    #[error("{file}: {what}: {source}")]
+    File {
+        file: String,
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+/// Maps a directory to its mount point (walking up while the device stays the same) and to the
+/// physical drives under that filesystem.
+pub fn place(
+    dir: &Path,
+    st_dev: u64,
+    roots: &Roots,
+    topology: Option<&Topology>,
+) -> Result<Placement, PlaceError> {
+    let major = libc::major(st_dev);
+    let minor = libc::minor(st_dev);
+    let mut mp = dir.to_path_buf();
+    while let Some(parent) = mp.parent() {
+        match std::fs::metadata(parent) {
+            Ok(m) if std::os::unix::fs::MetadataExt::dev(&m) == st_dev => mp = parent.to_path_buf(),
+            _ => break,
+        }
+    }
+    let read;
+    let topo = match topology {
+        Some(t) => t,
+        None => {
+            read = Topology::read(&roots.sys).map_err(|source| PlaceError::Topology {
+                sys: roots.sys.clone(),
+                source,
+            })?;
+            &read
+        }
+    };
+    let dev = topo
+        .by_devnum(major, minor)
+        .ok_or_else(|| PlaceError::NotBlock {
+            dir: dir.to_path_buf(),
+            major,
+            minor,
+            sys: roots.sys.clone(),
+        })?;
+    let drives: Vec<String> = topo
+        .physical_drives(&dev.name)
+        .into_iter()
+        .map(|d| d.name.clone())
+        .collect();
+    if drives.is_empty() {
+        return Err(PlaceError::NoDrive {
+            dir: dir.to_path_buf(),
+            dev: dev.name.clone(),
+        });
+    }
+    Ok(Placement {
+        mountpoint: mp.to_string_lossy().into_owned(),
+        drives,
+    })
+}
+
+/// io_ticks (ms the drive had I/O in flight) of each drive; None when any can't be read or
+/// has I/O accounting turned off (`queue/iostats` 0: its counters don't move).
+pub fn io_ticks_ms(roots: &Roots, drives: &[String]) -> Option<Vec<u64>> {
+    drives
+        .iter()
+        .map(|d| {
+            crate::sysfs::blockstat::read_one(&roots.sys, d)
+                .ok()
+                .filter(|d| d.iostats)
+                .map(|d| d.stat.io_time_ms)
+        })
+        .collect()
+}
+
+/// The busiest drive's utilization between two io_ticks readings over `wall` seconds.
+pub fn utilization(before: &[u64], after: &[u64], wall: f64) -> Option<f64> {
+    if wall <= 0.0 || before.len() != after.len() {
+        return None;
+    }
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| (a.saturating_sub(*b) as f64 / 1000.0 / wall).min(1.0))
+        .reduce(f64::max)
+}
+
+/// The filesystem fill ratio (0..1), the root-reserved blocks counted as used.
+fn fill_ratio(s: &FsStat) -> Option<f64> {
+    let total = s.size_bytes();
+    (total > 0).then(|| 1.0 - s.free_bytes() as f64 / total as f64)
+}
+
+/// One run on one target, every gate judged by [`plan`]. Blocking: call it from a dedicated
+/// thread.
+pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
+    let spec = Spec {
+        target: t,
+        kinds: &inp.kinds,
+    };
+    let mut run = match Run::observe(t, inp) {
+        Ok(r) => r,
+        Err((e, placement)) => return error(t, placement, e),
+    };
+    let mut measured = false;
+    // Each step changes what was seen (or fails), so the plan moves on and the loop ends.
+    loop {
+        let step = match plan(&run.seen, &spec) {
+            Ok(s) => s,
+            Err(skip) => return Outcome::Skipped(skip),
+        };
+        let done = match step {
+            Plan::Enter => run.enter(inp.state_dir),
+            Plan::RemoveStale => run.remove_stale(),
+            // Every other gate passed: worth the busy gate's look (a second by default).
+            Plan::Run(_) if !measured => {
+                measured = true;
+                run.measure_busy(inp);
+                Ok(())
+            }
+            Plan::Run(p) => return run.carry_out(t, inp, p),
+        };
+        if let Err(e) = done {
+            return error(t, Some(run.seen.placement), e);
+        }
+    }
+}
+
+fn error(t: &TargetConfig, placement: Option<Placement>, e: RunError) -> Outcome {
+    Outcome::Skipped(Skip {
+        target: t.path.clone(),
+        placement,
+        reason: SkipReason::Error,
+        detail: e.to_string(),
+    })
+}
+
+/// A run in progress: what it holds open and what it has seen.
+struct Run {
+    shown: String,
+    target: OwnedFd,
+    /// The probe directory, opened and locked (the lock goes with it).
+    dir: Option<OwnedFd>,
+    /// The existing probe file, opened and checked.
+    file: Option<OwnedFd>,
+    removed: Vec<String>,
+    now: f64,
+    context: RunContext,
+    seen: Observed,
+}
+
+impl Run {
+    fn dir_shown(&self) -> String {
+        format!("{}/{}", self.shown, fsafe::PROBE_DIR)
+    }
+
+    fn file_shown(&self) -> String {
+        format!("{}/{}", self.dir_shown(), fsafe::PROBE_FILE)
+    }
+
+    /// What can be seen without touching the probe directory; a failure comes with the
+    /// placement when it was known by then.
+    fn observe(t: &TargetConfig, inp: &RunInputs) -> Result<Run, (RunError, Option<Placement>)> {
+        let shown = t.path.display().to_string();
+        let target_err = |source| {
+            let target = shown.clone();
+            (RunError::Target { target, source }, None)
+        };
+        let target = fsafe::open_dir(&t.path).map_err(target_err)?;
+        let st = fsafe::fstat(target.as_raw_fd()).map_err(target_err)?;
+        let placement = place(&t.path, st.st_dev, inp.roots, inp.topology.as_deref())
+            .map_err(|e| (e.into(), None))?;
+        let placed = |e| (e, Some(placement.clone()));
+        let stat = statfs::fstatvfs(&target).map_err(|source| {
+            placed(RunError::Statvfs {
+                target: shown.clone(),
+                source,
+            })
+        })?;
+        let fs_type = statfs::fs_type(&target).map_err(|source| {
+            placed(RunError::Statfs {
+                target: shown.clone(),
+                source,
+            })
+        })?;
+        let exists = fsafe::exists_at(&target, fsafe::PROBE_DIR);
+        Ok(Run {
+            seen: Observed {
+                placement,
+                fs_type,
+                stat,
+                dir: ProbeDir::Unopened { exists },
+                utilization_before: None,
+            },
+            shown,
+            target,
+            dir: None,
+            file: None,
+            removed: Vec::new(),
+            now: unix_now(),
+            context: RunContext::default(),
+        })
+    }
+
+    /// Opens (creating it) and locks the probe directory, removes leftovers and looks inside,
+    /// at the probe file and at the budget.
+    fn enter(&mut self, state_dir: &Path) -> Result<(), RunError> {
+        let dir = match fsafe::open_probe_dir(&self.target, &self.shown) {
+            Ok(d) => d,
+            Err(e) => {
+                self.seen.dir = ProbeDir::Refused(e);
+                return Ok(());
+            }
+        };
+        let dir_shown = self.dir_shown();
+        // One run per target at a time, across processes (the daemon and `probe run`): held
+        // until `dir` is closed at the end of this run. Without it a second run would take the
+        // first one's live files for leftovers, and both could pass the space gate for one file.
+        match fsafe::flock_exclusive(dir.as_raw_fd(), false) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.seen.dir = ProbeDir::Locked;
+                return Ok(());
+            }
+            Err(source) => {
+                return Err(RunError::Flock {
+                    dir: dir_shown,
+                    source,
+                });
+            }
+        }
+        // (Where freeing is deferred, as on XFS and btrfs, statvfs may not show the space yet:
+        // the run is then skipped as low_space and the next one sees it. The safe side.)
+        self.removed = match fsafe::remove_leftovers(&dir, &dir_shown) {
+            Ok(r) => r,
+            Err(e) => {
+                self.seen.dir = ProbeDir::Uncleared(e);
+                return Ok(());
+            }
+        };
+        let stat = if self.removed.is_empty() {
+            self.seen.stat
+        } else {
+            tracing::info!(target = %self.shown, "removed leftovers of an interrupted probe run: {:?}", self.removed);
+            statfs::fstatvfs(&self.target).map_err(|source| RunError::Statvfs {
+                target: self.shown.clone(),
+                source,
+            })?
+        };
+        let file_shown = self.file_shown();
+        let file = match fsafe::openat(&dir, fsafe::PROBE_FILE, libc::O_RDWR | libc::O_DIRECT, 0) {
+            Ok(fd) => match fsafe::check_file(&file_shown, &fd) {
+                Ok(st) => {
+                    self.file = Some(fd);
+                    ProbeFile::Sound {
+                        size: st.st_size as u64,
+                    }
+                }
+                Err(e) => ProbeFile::Refused(e),
+            },
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => ProbeFile::Absent,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => ProbeFile::Symlink,
+            Err(e) => ProbeFile::Unopenable(e),
+        };
+        let usage = budget::load(state_dir).map(|b| {
+            let u = b.targets.get(&self.shown).cloned().unwrap_or_default();
+            u.at(self.now)
+        });
+        self.dir = Some(dir);
+        self.seen.dir = ProbeDir::Ready { stat, file, usage };
+        Ok(())
+    }
+
+    /// Removes a probe file of another size than configured.
+    fn remove_stale(&mut self) -> Result<(), RunError> {
+        self.file = None;
+        let path = self.file_shown();
+        let (Some(dir), ProbeDir::Ready { file, .. }) = (&self.dir, &mut self.seen.dir) else {
+            unreachable!("plan removes a probe file only in an entered directory");
+        };
+        fsafe::unlinkat(dir, fsafe::PROBE_FILE)
+            .map_err(|source| RunError::Path { path, source })?;
+        *file = ProbeFile::Absent;
+        Ok(())
+    }
+
+    /// The busy gate's figure: what the diskstats collector saw recently, and our own short
+    /// look right now; also the drive's recent history for the run's context.
+    fn measure_busy(&mut self, inp: &RunInputs) {
+        let max = |x: Option<f64>, y: Option<f64>| match (x, y) {
+            (Some(x), Some(y)) => Some(f64::max(x, y)),
+            (x, y) => x.or(y),
+        };
+        let placement = &self.seen.placement;
+        let now = self.now;
+        let mut util = None;
+        if let Some(shared) = inp.shared {
+            for d in &placement.drives {
+                if let Some(a) = shared.disk_activity(d) {
+                    if d == placement.device() {
+                        self.context.since_discard_seconds =
+                            a.last_discard_unix.map(|t| (now - t).max(0.0));
+                        self.context.idle_seconds = a.idle_since_unix.map(|t| (now - t).max(0.0));
+                    }
+                    if now - a.updated_unix < 600.0 {
+                        util = max(util, a.utilization_ratio);
+                    }
+                }
+            }
+        }
+        if !inp.busy_window.is_zero()
+            && let Some(b) = io_ticks_ms(inp.roots, &placement.drives)
+        {
+            let t0 = Instant::now();
+            std::thread::sleep(inp.busy_window);
+            if let Some(a) = io_ticks_ms(inp.roots, &placement.drives) {
+                util = max(util, utilization(&b, &a, t0.elapsed().as_secs_f64()));
+            }
+        }
+        self.seen.utilization_before = util;
+        self.context.utilization_before_ratio = util;
+    }
+
+    /// Writes: the probe file when the plan says so, then the kinds; records the budget.
+    fn carry_out(mut self, t: &TargetConfig, inp: &RunInputs, p: RunPlan) -> Outcome {
+        let placement = self.seen.placement.clone();
+        let pl = Some(placement.clone());
+        let (Some(dir), ProbeDir::Ready { stat, .. }) = (&self.dir, &self.seen.dir) else {
+            unreachable!("plan runs only in an entered directory");
+        };
+        self.context.fill_ratio = fill_ratio(stat);
+        let file_shown = self.file_shown();
+        // From here on we write: a marker tells the next start that this run didn't finish.
+        let _marker = match fsafe::MarkerGuard::create(dir) {
+            Ok(m) => m,
+            Err(source) => {
+                let path = format!("{}/{}", self.dir_shown(), fsafe::RUN_MARKER);
+                return error(t, pl, RunError::Path { path, source });
+            }
+        };
+        if t.idle_priority
+            && let Err(e) = io::set_idle_priority()
+        {
+            tracing::debug!("ioprio_set: {e}");
+        }
+        let started = unix_now();
+        let t0 = Instant::now();
+        let ticks_before = io_ticks_ms(inp.roots, &placement.drives);
+        let mut rng = io::Rng::seeded();
+        let mut written = 0u64;
+        let fd = match self.file.take() {
+            Some(fd) => fd,
+            None => match create_probe_file(t, dir, &file_shown, &mut rng) {
+                Ok(fd) => {
+                    written += p.create_bytes;
+                    fd
+                }
+                Err(e) => {
+                    let secs = t0.elapsed().as_secs_f64();
+                    let _ = budget::record(inp.state_dir, &self.shown, self.now, 0, secs);
+                    return error(t, pl, e);
+                }
+            },
+        };
+        let mut results = Vec::new();
+        let io_err = |what, source| RunError::File {
+            file: file_shown.clone(),
+            what,
+            source,
+        };
+        // A few untimed reads first: the first I/Os of a process that was idle pay for waking
+        // the I/O path up, which a busy database does not (fio's ramp_time serves the same end).
+        let mut failure = io::rand_read(&fd, t.file_size_bytes, WARM_UP_READS, &mut rng)
+            .err()
+            .map(|e| io_err("warm-up read", e));
+        for k in p.kinds.into_iter().filter(|_| failure.is_none()) {
+            match run_kind(t, k, &fd, dir, &mut rng) {
+                Ok(r) => {
+                    written += r.bytes_written;
+                    results.push(r);
+                }
+                Err(e) => {
+                    failure = Some(io_err(k.as_str(), e));
+                    break;
+                }
+            }
+        }
+        let duration = t0.elapsed().as_secs_f64();
+        if let Some(b) = ticks_before
+            && let Some(a) = io_ticks_ms(inp.roots, &placement.drives)
+        {
+            self.context.utilization_ratio = utilization(&b, &a, duration);
+        }
+        if let Err(e) = budget::record(inp.state_dir, &self.shown, self.now, written, duration) {
+            tracing::warn!("probe budget not saved: {e}");
+        }
+        if let Some(e) = failure {
+            return error(t, pl, e);
+        }
+        Outcome::Ran(RunReport {
+            target: t.path.clone(),
+            placement,
+            context: self.context,
+            started_unix: started,
+            duration_seconds: duration,
+            written_bytes: written,
+            file_created_bytes: p.create_bytes,
+            removed_leftovers: self.removed,
+            results,
+            budget_skipped: p.budget_skipped,
+        })
+    }
+}
+
+/// Creates the probe file under a temporary name, preallocates and fills it, then renames it:
+/// a crash leaves only the partial file, which the next start removes.
+fn create_probe_file(
+    t: &TargetConfig,
+    dir: &OwnedFd,
+    file_shown: &str,
+    rng: &mut io::Rng,
+) -> Result<OwnedFd, RunError> {
+    let err = |what, source| RunError::File {
+        file: file_shown.to_string(),
+        what,
+        source,
+    };
+    let partial = fsafe::PARTIAL_FILE;
+    let fd = fsafe::openat(
+        dir,
+        partial,
+        libc::O_RDWR | libc::O_DIRECT | libc::O_CREAT | libc::O_EXCL,
+        0o600,
+    )
+    .map_err(|e| err("create", e))?;
+    let len = t.file_size_bytes as libc::off_t;
+    // SAFETY: valid fd.
+    let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len) };
+    if r != 0 {
+        let _ = fsafe::unlinkat(dir, partial);
+        return Err(err("fallocate", std::io::Error::from_raw_os_error(r)));
+    }
+    if let Err(e) = io::fill(&fd, t.file_size_bytes, rng) {
+        let _ = fsafe::unlinkat(dir, partial);
+        return Err(err("filling", e));
+    }
+    fsafe::renameat(dir, partial, fsafe::PROBE_FILE).map_err(|e| err("rename", e))?;
+    fsafe::fsync_dir(dir);
+    Ok(fd)
+}
+
+fn run_kind(
+    t: &TargetConfig,
+    k: ProbeKind,
+    fd: &OwnedFd,
+    dir: &OwnedFd,
+    rng: &mut io::Rng,
+) -> std::io::Result<KindResult> {
+    let size = t.file_size_bytes;
+    let (lat, throughput) = match k {
+        ProbeKind::SyncWrite4k => {
+            // A second descriptor with O_DSYNC on the same checked file: a durable write each time.
+            let sfd = fsafe::openat(
+                dir,
+                fsafe::PROBE_FILE,
+                libc::O_RDWR | libc::O_DIRECT | libc::O_DSYNC,
+                0,
+            )?;
+            fsafe::check_file(fsafe::PROBE_FILE, &sfd).map_err(std::io::Error::other)?;
+            (io::sync_write(&sfd, size, t.write_ops, rng)?, None)
+        }
+        ProbeKind::RandRead4k => (io::rand_read(fd, size, t.read_ops, rng)?, None),
+        ProbeKind::RandWrite4k => (
+            io::rand_write(fd, size, t.write_ops, t.queue_depth, t.idle_priority)?,
+            None,
+        ),
+        ProbeKind::SeqWrite => {
+            let (lat, secs) =
+                io::seq_write(fd, size, t.seq_write_bytes, t.seq_write_block_bytes, rng)?;
+            let bytes = t.planned_bytes(k) as f64;
+            (lat, (secs > 0.0).then(|| bytes / secs))
+        }
+    };
+    let mut sorted = lat.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(KindResult {
+        probe: k,
+        ops: lat.len(),
+        bytes_written: t.planned_bytes(k),
+        p50_seconds: quantile(&sorted, 0.5),
+        p99_seconds: quantile(&sorted, 0.99),
+        max_seconds: quantile(&sorted, 1.0),
+        throughput_bytes_per_second: throughput,
+        latencies: lat,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utilization_is_the_busiest_drive_capped_at_one() {
+        assert_eq!(utilization(&[0, 100], &[500, 200], 1.0), Some(0.5));
+        assert_eq!(utilization(&[0], &[3000], 1.0), Some(1.0));
+        assert_eq!(utilization(&[0], &[10], 0.0), None);
+    }
+
+    #[test]
+    fn io_ticks_are_unknown_for_a_drive_without_io_accounting() {
+        let dir = tempfile::tempdir().unwrap();
+        for (dev, iostats) in [("sda", "1"), ("sdb", "0")] {
+            let d = dir.path().join("sys/block").join(dev);
+            std::fs::create_dir_all(d.join("queue")).unwrap();
+            std::fs::create_dir_all(d.join("mq")).unwrap();
+            std::fs::write(d.join("stat"), "1 0 8 1 2 0 16 1 0 3 4\n").unwrap();
+            std::fs::write(d.join("queue/iostats"), iostats).unwrap();
+        }
+        let roots = Roots::fixture(dir.path());
+        assert_eq!(io_ticks_ms(&roots, &["sda".into()]), Some(vec![3]));
+        assert_eq!(io_ticks_ms(&roots, &["sda".into(), "sdb".into()]), None);
+    }
+}
