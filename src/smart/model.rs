@@ -38,6 +38,9 @@ pub struct Health {
     pub wwn: Option<String>,
     pub firmware: Option<String>,
     pub capacity_bytes: Option<u64>,
+    /// smartctl's `rotation_rate`: 0 for a solid-state device, the spindle speed in rpm for a
+    /// disk; absent where the drive doesn't say (NVMe, many SCSI devices).
+    pub rotation_rate_rpm: Option<u64>,
     pub smartctl_exit_status: Option<u64>,
     /// The vendor-table entry that gave attribute meanings (ATA only).
     pub vendor_table_family: Option<String>,

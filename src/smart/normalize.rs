@@ -102,6 +102,7 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
             .or_else(|| get_str(v, &["revision"])),
         capacity_bytes: get_u64(v, &["user_capacity", "bytes"])
             .or_else(|| get_u64(v, &["nvme_total_capacity"])),
+        rotation_rate_rpm: get_u64(v, &["rotation_rate"]),
         smartctl_exit_status: get_u64(v, &["smartctl", "exit_status"]),
         ..Health::default()
     };

@@ -311,6 +311,10 @@ impl Collector for SmartCollector {
             let prev = std::mem::take(st);
             let step = drive::step(prev, &run, outcome, Instant::now(), unix_now(), &every);
             *st = step.state;
+            // The solid-state decision (topology collector) trusts the drive's own word.
+            if let Some(rpm) = st.last.as_ref().and_then(|h| h.rotation_rate_rpm) {
+                ctx.shared.set_rotation_rate(&label, rpm);
+            }
             for e in step.errors {
                 sample.error(e);
             }
