@@ -1,6 +1,8 @@
 //! The statvfs seam: what statvfs(2) says about a filesystem, from the kernel or from a fixture
 //! file, for the filesystem collector and the probes alike. No threads or timeouts here (the
-//! stuck-mount guard wraps it), and no metrics.
+//! stuck-mount guard in `guard` wraps it), and no metrics.
+
+pub mod guard;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -130,4 +132,21 @@ impl FsStat {
 pub fn fstatvfs(fd: impl AsFd) -> std::io::Result<FsStat> {
     let s = nix::sys::statvfs::fstatvfs(fd).map_err(std::io::Error::from)?;
     Ok(FsStat::from(&s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statvfs_fixture_errors_name_the_file_and_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("statvfs.yaml");
+        std::fs::write(&p, "/x:\n  hang: false\n").unwrap();
+        let e = StatSource::from_roots(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("statvfs.yaml") && e.contains("/x"), "{e}");
+        std::fs::write(&p, "/x:\n  frsize: many\n").unwrap();
+        let e = StatSource::from_roots(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("statvfs.yaml"), "{e}");
+    }
 }
