@@ -20,10 +20,6 @@ pub struct FsStat {
     pub bavail: u64,
     pub files: u64,
     pub ffree: u64,
-    /// ST_RDONLY as this process sees it. Not what `ssdwatch_filesystem_readonly` reports: a
-    /// sandboxed unit (`ProtectSystem=strict`) sees every mount read-only; mountinfo says the truth.
-    #[serde(default)]
-    pub readonly: bool,
 }
 
 /// One entry of a `statvfs.yaml` fixture: an answer, a failure, or a call that never returns.
@@ -105,7 +101,6 @@ impl From<&nix::sys::statvfs::Statvfs> for FsStat {
             bavail: s.blocks_available(),
             files: s.files(),
             ffree: s.files_free(),
-            readonly: s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
         }
     }
 }

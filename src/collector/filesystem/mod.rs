@@ -319,8 +319,9 @@ pub fn filesystem_metrics(
         .push(&l, st.files as f64);
     set.gauge("ssdwatch_filesystem_files_free", "Free inodes.")
         .push(&l, st.ffree as f64);
-    // From the host's mount table, not ST_RDONLY: see FsStat::readonly. "ro" in the superblock
-    // options is also what errors=remount-ro leaves after an I/O error.
+    // From the host's mount table, not statvfs's ST_RDONLY: a sandboxed unit
+    // (`ProtectSystem=strict`) sees every mount read-only. "ro" in the superblock options is also
+    // what errors=remount-ro leaves after an I/O error.
     let ro = m.info.has_option("ro");
     set.gauge(
         "ssdwatch_filesystem_readonly",
@@ -482,8 +483,9 @@ mod tests {
              2 1 8:2 / /data rw - ext4 /dev/sda2 ro,errors=remount-ro\n\
              3 1 8:3 / /ro rw,ro - ext4 /dev/sda3 rw\n",
         );
-        // As a unit with ProtectSystem=strict sees it: ST_RDONLY everywhere.
-        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n  readonly: true\n";
+        // statvfs answers alike for all three (a unit with ProtectSystem=strict would see ST_RDONLY
+        // everywhere, which is why that flag is not read at all).
+        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
         write(
             &dir.path().join("statvfs.yaml"),
             &format!("/:\n{st}/data:\n{st}/ro:\n{st}"),
