@@ -236,6 +236,22 @@ pub fn filesystem_metrics(
         ("device", device),
         ("fstype", m.info.fstype.as_str()),
     ];
+    set.gauge(
+        "ssdwatch_filesystem_info",
+        "Identity of a filesystem; always 1. device is the kernel name, as on the other \
+         ssdwatch_filesystem_* series; mount_source is the source in the mount table (/dev/vda1, \
+         /dev/mapper/vg-data, server:/export), which node_exporter labels device on \
+         node_filesystem_*: join on mountpoint and mount_source to match the two on a host.",
+    )
+    .push(
+        &[
+            ("mountpoint", mp),
+            ("device", device),
+            ("fstype", m.info.fstype.as_str()),
+            ("mount_source", m.info.source.as_str()),
+        ],
+        1.0,
+    );
     let stuck = matches!(r, StatResult::Stuck);
     set.gauge(
         "ssdwatch_filesystem_stuck",
@@ -499,6 +515,59 @@ mod tests {
         assert_eq!(
             (ro("/"), ro("/data"), ro("/ro")),
             (Some(0.0), Some(1.0), Some(1.0))
+        );
+    }
+
+    #[tokio::test]
+    async fn the_info_series_carries_the_mount_source_node_exporter_calls_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("sys/block");
+        write(&block.join("vda/dev"), "254:0\n");
+        write(&block.join("vda/vda1/partition"), "1\n");
+        write(&block.join("vda/vda1/dev"), "254:1\n");
+        write(&block.join("dm-0/dev"), "253:0\n");
+        write(&block.join("dm-0/dm/name"), "vg0-data\n");
+        write(
+            &dir.path().join("proc/self/mountinfo"),
+            "1 0 254:1 / / rw - ext4 /dev/vda1 rw\n\
+             2 1 253:0 / /srv/db rw - xfs /dev/mapper/vg0-data rw\n\
+             3 1 0:61 / /mnt/nas rw - nfs4 server:/export rw\n",
+        );
+        // The NFS server is gone: the mount keeps its identity all the same.
+        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
+        write(
+            &dir.path().join("statvfs.yaml"),
+            &format!("/:\n{st}/srv/db:\n{st}/mnt/nas:\n  errno: 107\n"),
+        );
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        let info = |mp: &str, device: &str, fstype: &str, source: &str| {
+            s.metrics.value(
+                "ssdwatch_filesystem_info",
+                &[
+                    ("mountpoint", mp),
+                    ("device", device),
+                    ("fstype", fstype),
+                    ("mount_source", source),
+                ],
+            )
+        };
+        assert_eq!(info("/", "vda1", "ext4", "/dev/vda1"), Some(1.0));
+        assert_eq!(
+            info("/srv/db", "dm-0", "xfs", "/dev/mapper/vg0-data"),
+            Some(1.0)
+        );
+        // Not block-backed: device falls back to the source, as on the other series.
+        assert_eq!(
+            info("/mnt/nas", "server:/export", "nfs4", "server:/export"),
+            Some(1.0)
+        );
+        // device on the info series is the one the other series carry, so they join.
+        assert_eq!(
+            s.metrics.value(
+                "ssdwatch_filesystem_size_bytes",
+                &[("mountpoint", "/srv/db"), ("device", "dm-0")]
+            ),
+            Some(40960.0)
         );
     }
 }
