@@ -80,7 +80,7 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
         }
         match read_one(sys, &name) {
             Ok(d) => out.push(d),
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(e.to_string()),
         }
     }
     Ok((out, errors))

@@ -20,6 +20,33 @@ pub enum StatResult {
     NotStarted,
 }
 
+impl StatResult {
+    /// The answer, or why there is none (naming the mount point).
+    pub fn into_stat(self, mount_point: &str) -> Result<FsStat, StatvfsError> {
+        let mount_point = mount_point.to_string();
+        match self {
+            StatResult::Done(Ok(st)) => Ok(st),
+            StatResult::Done(Err(cause)) => Err(StatvfsError::Failed { mount_point, cause }),
+            StatResult::Stuck => Err(StatvfsError::Stuck { mount_point }),
+            StatResult::NotStarted => Err(StatvfsError::NotStarted { mount_point }),
+        }
+    }
+}
+
+/// Why a mount has no statvfs answer.
+#[derive(Debug, thiserror::Error)]
+pub enum StatvfsError {
+    #[error("statvfs {mount_point}: {cause}")]
+    Failed {
+        mount_point: String,
+        cause: std::io::Error,
+    },
+    #[error("statvfs {mount_point}: stuck (no answer within the timeout)")]
+    Stuck { mount_point: String },
+    #[error("statvfs {mount_point}: not run (statfs threads held by hung calls on other mounts)")]
+    NotStarted { mount_point: String },
+}
+
 /// Runs statvfs on many mounts with bounded threads and a deadline, never blocking the caller's
 /// runtime worker: the waiting is async. `outstanding` holds mounts whose call hasn't returned.
 ///

@@ -7,7 +7,7 @@ pub mod guard;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What statvfs(2) says about a filesystem.
@@ -41,6 +41,23 @@ pub enum FixtureAnswer {
     Hang,
 }
 
+/// A `statvfs.yaml` fixture that can't be used; names the file (and the mount point).
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error("reading {}: {cause}", path.display())]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{}: {cause}", path.display())]
+    Parse {
+        path: PathBuf,
+        cause: serde_yaml_ng::Error,
+    },
+    #[error("{}: {mount_point}: `hang: false` means nothing; give the statvfs fields instead", path.display())]
+    HangFalse { path: PathBuf, mount_point: String },
+}
+
 /// Where statvfs answers come from: the kernel, or a fixture file (test seam).
 #[derive(Debug, Clone)]
 pub enum StatSource {
@@ -49,22 +66,30 @@ pub enum StatSource {
 }
 
 impl StatSource {
-    pub fn from_roots(fixture: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn from_roots(fixture: Option<&Path>) -> Result<Self, FixtureError> {
         let Some(p) = fixture else {
             return Ok(StatSource::Kernel);
         };
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
+        let path = || p.to_path_buf();
+        let text = std::fs::read_to_string(p).map_err(|cause| FixtureError::Read {
+            path: path(),
+            cause,
+        })?;
         let raw: BTreeMap<String, FixtureEntry> =
-            serde_yaml_ng::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            serde_yaml_ng::from_str(&text).map_err(|cause| FixtureError::Parse {
+                path: path(),
+                cause,
+            })?;
         let mut out = BTreeMap::new();
         for (k, v) in raw {
             let a = match v {
                 FixtureEntry::Hang { hang: true } => FixtureAnswer::Hang,
-                FixtureEntry::Hang { hang: false } => anyhow::bail!(
-                    "{}: {k}: `hang: false` means nothing; give the statvfs fields instead",
-                    p.display()
-                ),
+                FixtureEntry::Hang { hang: false } => {
+                    return Err(FixtureError::HangFalse {
+                        path: path(),
+                        mount_point: k,
+                    });
+                }
                 FixtureEntry::Errno { errno } => FixtureAnswer::Errno(errno),
                 FixtureEntry::Stat(s) => FixtureAnswer::Stat(s),
             };

@@ -8,9 +8,10 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::read_mountinfo;
 use crate::statfs::StatSource;
-use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResult};
+use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError};
 use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, check_interval};
+use anyhow::Context as _;
 use regex::Regex;
 use select::{
     DEFAULT_FS_TYPES_EXCLUDE, DEFAULT_MOUNT_POINTS_EXCLUDE, Filters, SelectedMount, select_mounts,
@@ -154,7 +155,9 @@ impl FilesystemCollector {
     pub fn new(cfg: &FilesystemConfig) -> anyhow::Result<Self> {
         Ok(FilesystemCollector {
             cfg: cfg.clone(),
-            filters: cfg.filters()?,
+            filters: cfg
+                .filters()
+                .context("collectors.filesystem: a mount point pattern does not compile")?,
             guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS),
             source: None,
         })
@@ -181,7 +184,13 @@ impl Collector for FilesystemCollector {
         let roots = ctx.roots.clone();
         // /proc is in-memory and does not hang, unlike statvfs: a plain blocking task.
         let table = tokio::task::spawn_blocking(move || read_mountinfo(&roots.proc)).await??;
-        let mut errors: Vec<ItemError> = table.errors.into_iter().map(Into::into).collect();
+        // A bad line is a fault of the table, not of a mount: one item, the file.
+        let path = table.path.display().to_string();
+        let mut errors: Vec<ItemError> = table
+            .errors
+            .iter()
+            .map(|e| ItemError::new(path.clone(), format!("{path}: {e}")))
+            .collect();
         // Without /sys the mounts are still worth reporting, just not mapped to drives.
         let topo = ctx.topology().await.unwrap_or_else(|e| {
             errors.push(ItemError::new(
@@ -213,8 +222,8 @@ impl Collector for FilesystemCollector {
             let r = results
                 .remove(&m.info.mount_point)
                 .unwrap_or(StatResult::NotStarted);
-            if let Some(e) = filesystem_metrics(&mut s.metrics, m, &r, &topo) {
-                errors.push(ItemError::new(m.info.mount_point.clone(), e));
+            if let Err(e) = filesystem_metrics(&mut s.metrics, m, r, &topo) {
+                errors.push(ItemError::new(m.info.mount_point.clone(), e.to_string()));
             }
         }
         s.errors = errors;
@@ -222,13 +231,13 @@ impl Collector for FilesystemCollector {
     }
 }
 
-/// Renders one mount's series; returns an error message when its statvfs failed.
+/// Renders one mount's series; the sizes only when its statvfs answered, else the reason.
 pub fn filesystem_metrics(
     set: &mut MetricSet,
     m: &SelectedMount,
-    r: &StatResult,
+    r: StatResult,
     topo: &Topology,
-) -> Option<String> {
+) -> Result<(), StatvfsError> {
     let mp = m.info.mount_point.as_str();
     let device = m.device.as_deref().unwrap_or(m.info.source.as_str());
     let l = [
@@ -301,20 +310,7 @@ pub fn filesystem_metrics(
             );
         }
     }
-    let st = match r {
-        StatResult::Done(Ok(st)) => st,
-        StatResult::Done(Err(e)) => return Some(format!("statvfs {mp}: {e}")),
-        StatResult::Stuck => {
-            return Some(format!(
-                "statvfs {mp}: stuck (no answer within the timeout)"
-            ));
-        }
-        StatResult::NotStarted => {
-            return Some(format!(
-                "statvfs {mp}: not run (statfs threads held by hung calls on other mounts)"
-            ));
-        }
-    };
+    let st = r.into_stat(mp)?;
     let f = st.frsize as f64;
     set.gauge(
         "ssdwatch_filesystem_size_bytes",
@@ -344,7 +340,7 @@ pub fn filesystem_metrics(
         "Whether the filesystem is mounted read-only (mount or superblock option ro).",
     )
     .push(&l, if ro { 1.0 } else { 0.0 });
-    None
+    Ok(())
 }
 
 #[cfg(test)]
@@ -516,6 +512,35 @@ mod tests {
             (ro("/"), ro("/data"), ro("/ro")),
             (Some(0.0), Some(1.0), Some(1.0))
         );
+    }
+
+    #[tokio::test]
+    async fn bad_mountinfo_lines_are_one_fault_of_the_table_naming_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join("proc/self/mountinfo"),
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\ngarbage\n3 1 x:1 / /a rw - ext4 /dev/sdb rw\n",
+        );
+        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
+        write(&dir.path().join("statvfs.yaml"), &format!("/:\n{st}"));
+        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        let file = dir.path().join("proc/self/mountinfo").display().to_string();
+        let msgs: Vec<String> = s.errors.iter().map(|e| e.to_string()).collect();
+        assert!(s.errors.iter().all(|e| e.item == file), "{msgs:?}");
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert!(
+            msgs[0].starts_with(&format!("{file}: line 2: ")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs[1].contains("line 3: major is not a number"),
+            "{msgs:?}"
+        );
+        let size = s
+            .metrics
+            .value("ssdwatch_filesystem_size_bytes", &[("mountpoint", "/")]);
+        assert_eq!(size, Some(40960.0), "the good line is still reported");
     }
 
     #[tokio::test]
