@@ -91,8 +91,17 @@ impl BlockDevice {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Topology {
     pub devices: BTreeMap<String, BlockDevice>,
-    /// Devices that could not be read completely (named, with the reason).
-    pub warnings: Vec<String>,
+    /// Devices that could not be read (left out of `devices`).
+    pub warnings: Vec<UnreadableDevice>,
+}
+
+/// A device under `<sys>/block` left out of the topology: its `dev` attribute can't be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: no readable dev attribute", dir.display())]
+pub struct UnreadableDevice {
+    /// Kernel name (`sdz`).
+    pub name: String,
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -205,9 +214,7 @@ impl Topology {
                         topo.devices.insert(p.name.clone(), p);
                     }
                 }
-                None => topo
-                    .warnings
-                    .push(format!("{}: no readable dev attribute", dir.display())),
+                None => topo.warnings.push(UnreadableDevice { name, dir }),
             }
         }
         Ok(topo)
@@ -583,7 +590,9 @@ mod tests {
         let nvme = t.get("nvme0n1").unwrap();
         assert_eq!((nvme.model.as_ref(), nvme.discard_max_bytes), (None, None));
         assert_eq!(t.warnings.len(), 1);
-        assert!(t.warnings[0].contains("sdz"), "{:?}", t.warnings);
+        assert_eq!(t.warnings[0].name, "sdz");
+        let msg = t.warnings[0].to_string();
+        assert!(msg.contains("block/sdz: no readable dev"), "{msg}");
     }
 
     #[test]
