@@ -2,7 +2,7 @@
 //! history tells: when each drive was last trimmed and how long it has been idle.
 //! Partitions are left out (their disk carries the same I/O); dm, md and loop devices are in.
 
-use crate::collector::{Collector, Context, Sample};
+use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::snapshot::{DiskActivity, unix_now};
 use crate::sysfs::blockstat::{BlockStat, DeviceStat, STAT_SECTOR_BYTES, read_one};
@@ -61,8 +61,8 @@ impl DiskstatsCollector {
     }
 }
 
-/// Parsed stats of every device, and per-device errors.
-pub type StatsRead = (Vec<DeviceStat>, Vec<String>);
+/// Parsed stats of every device, and per-device errors (the item is the device's kernel name).
+pub type StatsRead = (Vec<DeviceStat>, Vec<ItemError>);
 
 /// Reads the stat file of every device in `<sys>/block`, skipping unbound loop and
 /// uninitialised zram devices (size 0).
@@ -80,7 +80,7 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
         }
         match read_one(sys, &name) {
             Ok(d) => out.push(d),
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(ItemError::new(name, e.to_string())),
         }
     }
     Ok((out, errors))
@@ -218,7 +218,7 @@ impl Collector for DiskstatsCollector {
         let (stats, errors) = tokio::task::spawn_blocking(move || read_all(&sys)).await??;
         let now = unix_now();
         let mut s = Sample {
-            errors: errors.into_iter().map(Into::into).collect(),
+            errors,
             ..Default::default()
         };
         let mut next = HashMap::with_capacity(stats.len());
@@ -501,7 +501,8 @@ mod tests {
         assert_eq!(stats[0].name, "sdb");
         assert!(stats[0].iostats, "no queue/iostats attribute: accounted");
         assert_eq!(errors.len(), 1);
-        assert!(errors[0].contains("sda/stat"), "{errors:?}");
+        assert_eq!(errors[0].item, "sda");
+        assert!(errors[0].message.contains("sda/stat"), "{errors:?}");
         assert!(read_all(&dir.path().join("nope")).is_err());
     }
 
