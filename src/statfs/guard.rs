@@ -222,28 +222,29 @@ mod tests {
         assert_eq!(guard.outstanding().len(), 1);
     }
 
+    /// `n` mounts whose statvfs never returns, and a job for each.
+    fn hung_mounts(n: usize) -> (StatSource, Vec<(String, PathBuf)>) {
+        let mps: Vec<String> = (0..n).map(|i| format!("/hung{i}")).collect();
+        let map = mps.iter().map(|mp| (mp.clone(), FixtureAnswer::Hang));
+        let jobs = mps.iter().map(|mp| (mp.clone(), PathBuf::from(mp)));
+        (StatSource::Fixture(Arc::new(map.collect())), jobs.collect())
+    }
+
+    fn count(r: &HashMap<String, StatResult>, f: impl Fn(&StatResult) -> bool) -> usize {
+        r.values().filter(|v| f(v)).count()
+    }
+
     #[tokio::test]
     async fn more_hung_mounts_than_workers_leave_the_rest_not_started_then_stuck() {
-        let mut map = BTreeMap::new();
-        for i in 0..5 {
-            map.insert(format!("/hung{i}"), FixtureAnswer::Hang);
-        }
-        let src = StatSource::Fixture(Arc::new(map));
+        let (src, jobs) = hung_mounts(5);
         let guard = StatGuard::new(2, 32);
-        let jobs: Vec<_> = (0..5)
-            .map(|i| (format!("/hung{i}"), PathBuf::from(format!("/hung{i}"))))
-            .collect();
         let mut stuck_rounds = Vec::new();
         for _ in 0..4 {
             let r = guard
                 .run(&src, jobs.clone(), Duration::from_millis(300))
                 .await;
             assert_eq!(r.len(), 5, "every mount gets an answer: {r:?}");
-            stuck_rounds.push(
-                r.values()
-                    .filter(|v| matches!(v, StatResult::Stuck))
-                    .count(),
-            );
+            stuck_rounds.push(count(&r, |v| matches!(v, StatResult::Stuck)));
         }
         // Two new workers per round are taken by mounts not yet hung; never more than one per mount.
         assert_eq!(stuck_rounds, vec![2, 4, 5, 5]);
@@ -252,27 +253,14 @@ mod tests {
 
     #[tokio::test]
     async fn once_the_hung_limit_is_reached_no_new_call_starts() {
-        let mut map = BTreeMap::new();
-        for i in 0..6 {
-            map.insert(format!("/hung{i}"), FixtureAnswer::Hang);
-        }
-        let src = StatSource::Fixture(Arc::new(map));
+        let (src, jobs) = hung_mounts(6);
         let guard = StatGuard::new(8, 3);
-        let jobs: Vec<_> = (0..6)
-            .map(|i| (format!("/hung{i}"), PathBuf::from(format!("/hung{i}"))))
-            .collect();
         for _ in 0..3 {
             let r = guard
                 .run(&src, jobs.clone(), Duration::from_millis(300))
                 .await;
-            let stuck = r
-                .values()
-                .filter(|v| matches!(v, StatResult::Stuck))
-                .count();
-            let not_started = r
-                .values()
-                .filter(|v| matches!(v, StatResult::NotStarted))
-                .count();
+            let stuck = count(&r, |v| matches!(v, StatResult::Stuck));
+            let not_started = count(&r, |v| matches!(v, StatResult::NotStarted));
             assert_eq!((stuck, not_started), (3, 3));
         }
         assert_eq!(guard.outstanding().len(), 3);

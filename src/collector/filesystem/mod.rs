@@ -385,6 +385,22 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
+    /// Ten 4 KiB blocks, half free: a statvfs answer where the sizes are not the point.
+    const SMALL: &str =
+        "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
+
+    /// A fixture host: its mount table, what statvfs answers there (else the kernel, under
+    /// `rootfs`) and an empty /sys/block.
+    fn host(mountinfo: &str, statvfs: Option<&str>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("proc/self/mountinfo"), mountinfo);
+        if let Some(st) = statvfs {
+            write(&dir.path().join("statvfs.yaml"), st);
+        }
+        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
+        dir
+    }
+
     async fn sample_tree(dir: &Path, cfg: FilesystemConfig) -> Sample {
         let roots = crate::Roots::fixture(dir);
         let ctx = Context {
@@ -398,20 +414,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_mount_whose_statvfs_fails_loses_only_its_sizes() {
-        let dir = tempfile::tempdir().unwrap();
-        write(
-            &dir.path().join("proc/self/mountinfo"),
+        let dir = host(
             "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
              2 1 0:60 / /denied rw - fuse.sshfs db@backup:/x rw\n\
              3 1 0:61 / /gone rw - nfs4 nas:/export rw\n\
              4 1 0:62 / /hung rw - nfs4 nas:/dead rw\n",
+            Some(
+                "/:\n  frsize: 4096\n  blocks: 1000\n  bfree: 500\n  bavail: 400\n  files: 64\n  \
+                 ffree: 60\n/denied:\n  errno: 13\n/hung:\n  hang: true\n",
+            ),
         );
-        write(
-            &dir.path().join("statvfs.yaml"),
-            "/:\n  frsize: 4096\n  blocks: 1000\n  bfree: 500\n  bavail: 400\n  files: 64\n  ffree: 60\n\
-             /denied:\n  errno: 13\n/hung:\n  hang: true\n",
-        );
-        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
         let cfg = FilesystemConfig {
             statfs_timeout: Duration::from_millis(300),
             ..Default::default()
@@ -455,13 +467,11 @@ mod tests {
 
     #[tokio::test]
     async fn real_statvfs_under_the_rootfs_path_and_enoent_for_a_missing_mount_point() {
-        let dir = tempfile::tempdir().unwrap();
-        write(
-            &dir.path().join("proc/self/mountinfo"),
+        let dir = host(
             "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:2 / /vanished rw - ext4 /dev/sda2 rw\n",
+            None,
         );
         std::fs::create_dir_all(dir.path().join("rootfs")).unwrap();
-        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
         let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
         // "/" is <dir>/rootfs: whatever filesystem the temp dir lives on, as statvfs(2) says.
         let st = nix::sys::statvfs::statvfs(&dir.path().join("rootfs")).unwrap();
@@ -488,21 +498,14 @@ mod tests {
 
     #[tokio::test]
     async fn read_only_comes_from_the_mount_table_not_from_our_own_sandboxed_view() {
-        let dir = tempfile::tempdir().unwrap();
-        write(
-            &dir.path().join("proc/self/mountinfo"),
+        // statvfs answers alike for all three (a unit with ProtectSystem=strict would see ST_RDONLY
+        // everywhere, which is why that flag is not read at all).
+        let dir = host(
             "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
              2 1 8:2 / /data rw - ext4 /dev/sda2 ro,errors=remount-ro\n\
              3 1 8:3 / /ro rw,ro - ext4 /dev/sda3 rw\n",
+            Some(&format!("/:\n{SMALL}/data:\n{SMALL}/ro:\n{SMALL}")),
         );
-        // statvfs answers alike for all three (a unit with ProtectSystem=strict would see ST_RDONLY
-        // everywhere, which is why that flag is not read at all).
-        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
-        write(
-            &dir.path().join("statvfs.yaml"),
-            &format!("/:\n{st}/data:\n{st}/ro:\n{st}"),
-        );
-        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
         let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
         let ro = |mp: &str| {
             s.metrics
@@ -516,14 +519,10 @@ mod tests {
 
     #[tokio::test]
     async fn bad_mountinfo_lines_are_one_fault_of_the_table_naming_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        write(
-            &dir.path().join("proc/self/mountinfo"),
+        let dir = host(
             "1 0 8:1 / / rw - ext4 /dev/sda1 rw\ngarbage\n3 1 x:1 / /a rw - ext4 /dev/sdb rw\n",
+            Some(&format!("/:\n{SMALL}")),
         );
-        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
-        write(&dir.path().join("statvfs.yaml"), &format!("/:\n{st}"));
-        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
         let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
         let file = dir.path().join("proc/self/mountinfo").display().to_string();
         let msgs: Vec<String> = s.errors.iter().map(|e| e.to_string()).collect();
@@ -545,25 +544,21 @@ mod tests {
 
     #[tokio::test]
     async fn the_info_series_carries_the_mount_source_node_exporter_calls_device() {
-        let dir = tempfile::tempdir().unwrap();
+        // The NFS server is gone: the mount keeps its identity all the same.
+        let dir = host(
+            "1 0 254:1 / / rw - ext4 /dev/vda1 rw\n\
+             2 1 253:0 / /srv/db rw - xfs /dev/mapper/vg0-data rw\n\
+             3 1 0:61 / /mnt/nas rw - nfs4 server:/export rw\n",
+            Some(&format!(
+                "/:\n{SMALL}/srv/db:\n{SMALL}/mnt/nas:\n  errno: 107\n"
+            )),
+        );
         let block = dir.path().join("sys/block");
         write(&block.join("vda/dev"), "254:0\n");
         write(&block.join("vda/vda1/partition"), "1\n");
         write(&block.join("vda/vda1/dev"), "254:1\n");
         write(&block.join("dm-0/dev"), "253:0\n");
         write(&block.join("dm-0/dm/name"), "vg0-data\n");
-        write(
-            &dir.path().join("proc/self/mountinfo"),
-            "1 0 254:1 / / rw - ext4 /dev/vda1 rw\n\
-             2 1 253:0 / /srv/db rw - xfs /dev/mapper/vg0-data rw\n\
-             3 1 0:61 / /mnt/nas rw - nfs4 server:/export rw\n",
-        );
-        // The NFS server is gone: the mount keeps its identity all the same.
-        let st = "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
-        write(
-            &dir.path().join("statvfs.yaml"),
-            &format!("/:\n{st}/srv/db:\n{st}/mnt/nas:\n  errno: 107\n"),
-        );
         let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
         let info = |mp: &str, device: &str, fstype: &str, source: &str| {
             s.metrics.value(
