@@ -3,10 +3,10 @@
 //! answers from a fixture so the figure is the guard's overhead, not the filesystems').
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ssdwatch::collector::filesystem::{
-    FilesystemConfig, Filters, STATFS_WORKERS, StatGuard, select_mounts,
-};
+use ssdwatch::collector::filesystem::FilesystemConfig;
+use ssdwatch::collector::filesystem::select::select_mounts;
 use ssdwatch::procfs::mountinfo::parse_mountinfo;
+use ssdwatch::statfs::guard::{STATFS_WORKERS, StatGuard};
 use ssdwatch::statfs::{FixtureAnswer, FsStat, StatSource};
 use ssdwatch::sysfs::topology::Topology;
 use std::collections::BTreeMap;
@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
 
     let (mounts, errors) = parse_mountinfo(&text);
     assert!(errors.is_empty());
-    let filters = Filters::new(&FilesystemConfig::default()).unwrap();
+    let filters = FilesystemConfig::default().filters().unwrap();
     let topo = Topology::default();
     c.bench_function("select_mounts 600 -> 501", |b| {
         b.iter(|| select_mounts(&mounts, &filters, &topo))

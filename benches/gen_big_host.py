@@ -53,7 +53,7 @@ for i in range(64):
             mp = f"/srv/db{n_mounts:03d}"
             mounts.append(f"{100 + n_mounts} 1 {major}:{i * 16 + p} / {mp} rw,noatime - ext4 /dev/{pname} rw,discard")
             statvfs += [f'"{mp}":', "  frsize: 4096", "  blocks: 117210570", "  bfree: 60000000",
-                        "  bavail: 54000000", "  files: 29302784", "  ffree: 29000000", "  readonly: false"]
+                        "  bavail: 54000000", "  files: 29302784", "  ffree: 29000000"]
             n_mounts += 1
 mounts.insert(0, "1 0 0:30 / / rw - overlay overlay rw")
 w(os.path.join(root, "proc", "self", "mountinfo"), "\n".join(mounts))

@@ -18,8 +18,9 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         return;
     }
     if !std::path::Path::new("/dev/fuse").exists() {
-        eprintln!(
-            "SKIP hung FUSE mount: no /dev/fuse (FUSE not available in this kernel/container)"
+        skip(
+            "hung FUSE mount",
+            "no /dev/fuse (FUSE not available in this kernel/container)",
         );
         return;
     }

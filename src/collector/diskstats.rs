@@ -2,7 +2,7 @@
 //! history tells: when each drive was last trimmed and how long it has been idle.
 //! Partitions are left out (their disk carries the same I/O); dm, md and loop devices are in.
 
-use crate::collector::{Collector, Context, Sample};
+use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::snapshot::{DiskActivity, unix_now};
 use crate::sysfs::blockstat::{BlockStat, DeviceStat, STAT_SECTOR_BYTES, read_one};
@@ -237,8 +237,8 @@ fn read_clues(roots: &crate::Roots) -> HostClues {
     }
 }
 
-/// Parsed stats of every device, and per-device errors.
-pub type StatsRead = (Vec<DeviceStat>, Vec<String>);
+/// Parsed stats of every device, and per-device errors (the item is the device's kernel name).
+pub type StatsRead = (Vec<DeviceStat>, Vec<ItemError>);
 
 /// Reads the stat file of every device in `<sys>/block`, skipping unbound loop and
 /// uninitialised zram devices (size 0).
@@ -256,7 +256,7 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
         }
         match read_one(sys, &name) {
             Ok(d) => out.push(d),
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(ItemError::new(name, e.to_string())),
         }
     }
     Ok((out, errors))
@@ -420,7 +420,7 @@ impl Collector for DiskstatsCollector {
         .await??;
         let now = unix_now();
         let mut s = Sample {
-            errors: errors.into_iter().map(Into::into).collect(),
+            errors,
             ..Default::default()
         };
         if let Some(loaded) = loaded {
@@ -429,7 +429,7 @@ impl Collector for DiskstatsCollector {
                 Err(e) => {
                     // Start afresh (and overwrite it at the next save): the history is a
                     // convenience, not worth failing the collector for.
-                    s.error(crate::collector::ItemError::new(
+                    s.error(ItemError::new(
                         self.state_file.display().to_string(),
                         format!("{e}; discard history starts afresh"),
                     ));
@@ -548,7 +548,7 @@ impl Collector for DiskstatsCollector {
                     self.saved_at = now;
                     self.dirty = false;
                 }
-                Err(e) => s.error(crate::collector::ItemError::new(
+                Err(e) => s.error(ItemError::new(
                     self.state_file.display().to_string(),
                     format!("{e} (the discard history will not survive a restart)"),
                 )),
@@ -995,7 +995,8 @@ mod tests {
         assert_eq!(stats[0].name, "sdb");
         assert!(stats[0].iostats, "no queue/iostats attribute: accounted");
         assert_eq!(errors.len(), 1);
-        assert!(errors[0].contains("sda/stat"), "{errors:?}");
+        assert_eq!(errors[0].item, "sda");
+        assert!(errors[0].message.contains("sda/stat"), "{errors:?}");
         assert!(read_all(&dir.path().join("nope")).is_err());
     }
 

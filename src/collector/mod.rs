@@ -83,7 +83,7 @@ pub trait Collector: Send + 'static {
     fn next_delay(&mut self) -> Duration;
 
     /// Takes one sample. Must not block the async runtime: blocking work goes to
-    /// `spawn_blocking` with a bound (see the filesystem collector's stuck-mount guard).
+    /// `spawn_blocking` with a bound (see the stuck-mount guard, `statfs::guard`).
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample>;
 }
 

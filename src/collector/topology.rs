@@ -1,7 +1,7 @@
 //! Topology collector: identity of every drive (`ssdwatch_disk_info`), block sizes, and the
 //! discard support of every layer of the block stack. Reads /sys only; never opens a device.
 
-use crate::collector::{Collector, Context, Sample};
+use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::sysfs::topology::{DeviceKind, Topology};
 use crate::validate::{Invalid, check_interval};
@@ -273,7 +273,11 @@ impl Collector for TopologyCollector {
                     );
             }
         }
-        s.errors = t.warnings.iter().cloned().map(Into::into).collect();
+        s.errors = t
+            .warnings
+            .iter()
+            .map(|w| ItemError::new(w.name.clone(), w.to_string()))
+            .collect();
         Ok(s)
     }
 }

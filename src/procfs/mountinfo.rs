@@ -31,11 +31,35 @@ impl MountInfo {
     }
 }
 
+/// What is wrong with one mountinfo line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
+pub enum LineProblem {
+    #[error("expected at least 6 space-separated fields before \" - \", found {0:?}")]
+    TooFewFields(String),
+    #[error("no \" - \" separator before the filesystem type")]
+    NoSeparator,
+    #[error("expected filesystem type, source and super options after \" - \"")]
+    NothingAfterSeparator,
+    #[error("major:minor expected, found {0:?}")]
+    NoMajorMinor(String),
+    #[error("{what} is not a number: {value:?}")]
+    NotANumber { what: &'static str, value: String },
+}
+
+/// A bad line of a mountinfo text (1-based).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
 pub struct LineError {
     pub line: usize,
-    pub message: String,
+    pub problem: LineProblem,
+}
+
+/// The mount table could not be read (neither pid 1's nor our own).
+#[derive(Debug, thiserror::Error)]
+#[error("reading {}: {cause}", path.display())]
+pub struct ReadError {
+    pub path: PathBuf,
+    pub cause: std::io::Error,
 }
 
 /// Undoes the kernel's octal escaping (`\040` space, `\011` tab, `\012` newline, `\134` backslash).
@@ -63,43 +87,37 @@ pub fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn parse_line(line: &str) -> Result<MountInfo, String> {
+fn parse_line(line: &str) -> Result<MountInfo, LineProblem> {
     // The kernel separates fields by exactly one space and escapes spaces inside them, so an empty
     // field is meaningful (`mount -t tmpfs "" /x` shows an empty source): split on single spaces.
     let fields: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(' ').collect();
     if fields.len() < 7 || fields[..6].iter().any(|f| f.is_empty()) {
-        return Err(format!(
-            "expected at least 6 space-separated fields before \" - \", found {:?}",
-            truncate(line)
-        ));
+        return Err(LineProblem::TooFewFields(truncate(line)));
     }
     // Optional fields (`shared:1`, `master:2`, ...) run up to the lone "-".
     let sep = fields[6..]
         .iter()
         .position(|f| *f == "-")
         .map(|p| p + 6)
-        .ok_or_else(|| "no \" - \" separator before the filesystem type".to_string())?;
+        .ok_or(LineProblem::NoSeparator)?;
     if fields.len() < sep + 3 {
-        return Err("expected filesystem type, source and super options after \" - \"".into());
+        return Err(LineProblem::NothingAfterSeparator);
     }
-    let num = |i: usize, what: &str| -> Result<u32, String> {
-        fields[i]
-            .parse()
-            .map_err(|_| format!("{what} is not a number: {:?}", fields[i]))
+    let num = |what: &'static str, value: &str| -> Result<u32, LineProblem> {
+        value.parse().map_err(|_| LineProblem::NotANumber {
+            what,
+            value: value.to_string(),
+        })
     };
     let (maj, min) = fields[2]
         .split_once(':')
-        .ok_or_else(|| format!("major:minor expected, found {:?}", fields[2]))?;
+        .ok_or_else(|| LineProblem::NoMajorMinor(fields[2].to_string()))?;
     let split_opts = |s: &str| -> Vec<String> { s.split(',').map(str::to_string).collect() };
     Ok(MountInfo {
-        mount_id: num(0, "mount id")?,
-        parent_id: num(1, "parent id")?,
-        major: maj
-            .parse()
-            .map_err(|_| format!("major is not a number: {maj:?}"))?,
-        minor: min
-            .parse()
-            .map_err(|_| format!("minor is not a number: {min:?}"))?,
+        mount_id: num("mount id", fields[0])?,
+        parent_id: num("parent id", fields[1])?,
+        major: num("major", maj)?,
+        minor: num("minor", min)?,
         root: unescape(fields[3]),
         mount_point: unescape(fields[4]),
         mount_options: split_opts(fields[5]),
@@ -128,9 +146,9 @@ pub fn parse_mountinfo(text: &str) -> (Vec<MountInfo>, Vec<LineError>) {
         }
         match parse_line(line) {
             Ok(m) => mounts.push(m),
-            Err(message) => errors.push(LineError {
+            Err(problem) => errors.push(LineError {
                 line: i + 1,
-                message,
+                problem,
             }),
         }
     }
@@ -147,28 +165,26 @@ pub fn parse_mountinfo(text: &str) -> (Vec<MountInfo>, Vec<LineError>) {
 pub struct MountTable {
     pub path: PathBuf,
     pub mounts: Vec<MountInfo>,
-    /// Bad lines, each naming the file and the line number.
-    pub errors: Vec<String>,
+    /// Bad lines of the file at `path`.
+    pub errors: Vec<LineError>,
 }
 
 /// Reads and parses the host's mount table (see [`MountTable`]). Fails, naming the file, only when
 /// neither table can be read.
-pub fn read_mountinfo(proc_root: &Path) -> anyhow::Result<MountTable> {
+pub fn read_mountinfo(proc_root: &Path) -> Result<MountTable, ReadError> {
     let init = proc_root.join("1/mountinfo");
     let own = proc_root.join("self/mountinfo");
     let (path, text) = match std::fs::read_to_string(&init) {
         Ok(t) if !t.is_empty() => (init, t),
         _ => {
-            let t = std::fs::read_to_string(&own)
-                .map_err(|e| anyhow::anyhow!("reading {}: {e}", own.display()))?;
+            let t = match std::fs::read_to_string(&own) {
+                Ok(t) => t,
+                Err(cause) => return Err(ReadError { path: own, cause }),
+            };
             (own, t)
         }
     };
-    let (mounts, errs) = parse_mountinfo(&text);
-    let errors = errs
-        .into_iter()
-        .map(|e| format!("{}: {e}", path.display()))
-        .collect();
+    let (mounts, errors) = parse_mountinfo(&text);
     Ok(MountTable {
         path,
         mounts,
@@ -228,7 +244,13 @@ mod tests {
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].line, 2);
         assert_eq!(e[1].line, 3);
-        assert!(e[1].message.contains("major"));
+        assert_eq!(
+            e[1].problem,
+            LineProblem::NotANumber {
+                what: "major",
+                value: "x".into()
+            }
+        );
     }
 
     #[test]
@@ -284,11 +306,7 @@ mod tests {
         assert_eq!(t.path, dir.path().join("self/mountinfo"));
         assert_eq!(t.mounts[0].mount_options, vec!["ro"]);
         assert_eq!(t.errors.len(), 1);
-        assert!(
-            t.errors[0].contains("self/mountinfo: line 2"),
-            "{:?}",
-            t.errors
-        );
+        assert_eq!(t.errors[0].line, 2);
     }
 
     #[test]

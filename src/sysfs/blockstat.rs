@@ -2,6 +2,8 @@
 //! 11 fields on every kernel, 15 since 4.18 (discards), 17 since 5.5 (flushes).
 //! Sector counts there are always in 512-byte units, whatever the device's block size.
 
+use std::path::{Path, PathBuf};
+
 /// Bytes per sector in /sys/block/*/stat, fixed by the kernel ABI.
 pub const STAT_SECTOR_BYTES: u64 = 512;
 
@@ -94,13 +96,32 @@ pub struct DeviceStat {
     pub iostats: bool,
 }
 
-/// Reads and parses `<sys>/block/<name>/stat`; the error names the file.
-pub fn read_one(sys: &std::path::Path, name: &str) -> Result<DeviceStat, String> {
+/// A device's stat file that can't be read or parsed; names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadStatError {
+    #[error("{}: {cause}", path.display())]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{}: {cause}", path.display())]
+    Parse {
+        path: PathBuf,
+        cause: StatParseError,
+    },
+}
+
+/// Reads and parses `<sys>/block/<name>/stat`.
+pub fn read_one(sys: &Path, name: &str) -> Result<DeviceStat, ReadStatError> {
     let path = sys.join("block").join(name).join("stat");
-    let stat = std::fs::read_to_string(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|text| parse_block_stat(&text).map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(cause) => return Err(ReadStatError::Read { path, cause }),
+    };
+    let stat = match parse_block_stat(&text) {
+        Ok(s) => s,
+        Err(cause) => return Err(ReadStatError::Parse { path, cause }),
+    };
     Ok(DeviceStat {
         name: name.to_string(),
         stat,

@@ -61,14 +61,10 @@ pub struct BlockDevice {
     pub dm_uuid: Option<String>,
     /// md RAID level (`raid1`).
     pub md_level: Option<String>,
-    /// Backing file of a loop device.
-    pub loop_backing_file: Option<String>,
     /// Whole disk of a partition.
     pub parent: Option<String>,
     /// Devices this one is built on (dm, md); sorted.
     pub slaves: Vec<String>,
-    /// Devices built on this one; sorted.
-    pub holders: Vec<String>,
 }
 
 impl BlockDevice {
@@ -95,8 +91,17 @@ impl BlockDevice {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Topology {
     pub devices: BTreeMap<String, BlockDevice>,
-    /// Devices that could not be read completely (named, with the reason).
-    pub warnings: Vec<String>,
+    /// Devices that could not be read (left out of `devices`).
+    pub warnings: Vec<UnreadableDevice>,
+}
+
+/// A device under `<sys>/block` left out of the topology: its `dev` attribute can't be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: no readable dev attribute", dir.display())]
+pub struct UnreadableDevice {
+    /// Kernel name (`sdz`).
+    pub name: String,
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +184,7 @@ fn ident(s: Option<String>) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
-/// Entries of an optional directory (`slaves`, `holders`): none when it is absent.
+/// Entries of an optional directory (`slaves`): none when it is absent.
 fn list_dir(p: &Path) -> Vec<String> {
     super::dir_names(p).unwrap_or_default()
 }
@@ -209,9 +214,7 @@ impl Topology {
                         topo.devices.insert(p.name.clone(), p);
                     }
                 }
-                None => topo
-                    .warnings
-                    .push(format!("{}: no readable dev attribute", dir.display())),
+                None => topo.warnings.push(UnreadableDevice { name, dir }),
             }
         }
         Ok(topo)
@@ -288,13 +291,6 @@ impl Topology {
         if unknown { None } else { Some(true) }
     }
 
-    /// The layer that stops discards under `name`, if any (for messages and dashboards).
-    pub fn discard_blocker(&self, name: &str) -> Option<&BlockDevice> {
-        self.layers(name)
-            .into_iter()
-            .find(|d| d.kind() != DeviceKind::Partition && d.discard_max_bytes == Some(0))
-    }
-
     /// All physical drives on the host (bottom devices), sorted by name.
     pub fn drives(&self) -> Vec<&BlockDevice> {
         self.devices
@@ -327,7 +323,6 @@ fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> 
         // `size` is in 512-byte sectors regardless of the logical block size.
         size_bytes: read_u64(&dir.join("size")).map(|s| s * 512),
         slaves: list_dir(&dir.join("slaves")),
-        holders: list_dir(&dir.join("holders")),
         ..Default::default()
     };
     read_queue(dir, &mut d);
@@ -366,9 +361,6 @@ fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> 
         DeviceKind::Md => {
             d.md_level = ident(read_attr(&dir.join("md/level")));
         }
-        DeviceKind::Loop => {
-            d.loop_backing_file = ident(read_attr(&dir.join("loop/backing_file")));
-        }
         _ => {}
     }
     let mut parts = Vec::new();
@@ -387,7 +379,6 @@ fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> 
             minor: pmin,
             size_bytes: read_u64(&pdir.join("size")).map(|s| s * 512),
             parent: Some(name.to_string()),
-            holders: list_dir(&pdir.join("holders")),
             // Partitions share the disk's queue; copy the limits for display.
             rotational: d.rotational,
             logical_block_size: d.logical_block_size,
@@ -462,7 +453,6 @@ mod tests {
         let t = topo(vec![md0, dev("nvme0n1", DeviceKind::Nvme), n1]);
         assert_eq!(t.physical_drives("md0").len(), 2);
         assert_eq!(t.trim_capable("md0"), Some(false));
-        assert_eq!(t.discard_blocker("md0").unwrap().name, "nvme1n1");
     }
 
     #[test]
@@ -600,7 +590,9 @@ mod tests {
         let nvme = t.get("nvme0n1").unwrap();
         assert_eq!((nvme.model.as_ref(), nvme.discard_max_bytes), (None, None));
         assert_eq!(t.warnings.len(), 1);
-        assert!(t.warnings[0].contains("sdz"), "{:?}", t.warnings);
+        assert_eq!(t.warnings[0].name, "sdz");
+        let msg = t.warnings[0].to_string();
+        assert!(msg.contains("block/sdz: no readable dev"), "{msg}");
     }
 
     #[test]

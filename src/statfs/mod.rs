@@ -1,11 +1,13 @@
 //! The statvfs seam: what statvfs(2) says about a filesystem, from the kernel or from a fixture
 //! file, for the filesystem collector and the probes alike. No threads or timeouts here (the
-//! stuck-mount guard wraps it), and no metrics.
+//! stuck-mount guard in `guard` wraps it), and no metrics.
+
+pub mod guard;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What statvfs(2) says about a filesystem.
@@ -18,8 +20,9 @@ pub struct FsStat {
     pub bavail: u64,
     pub files: u64,
     pub ffree: u64,
-    /// ST_RDONLY as this process sees it. Not what `ssdwatch_filesystem_readonly` reports: a
-    /// sandboxed unit (`ProtectSystem=strict`) sees every mount read-only; mountinfo says the truth.
+    /// ST_RDONLY as this process sees it: what the probes' read-only gate needs (a sandboxed
+    /// unit with `ProtectSystem=strict` can write nowhere else, whatever the mount says). Not
+    /// what `ssdwatch_filesystem_readonly` reports: that comes from the mount table.
     #[serde(default)]
     pub readonly: bool,
 }
@@ -43,6 +46,23 @@ pub enum FixtureAnswer {
     Hang,
 }
 
+/// A `statvfs.yaml` fixture that can't be used; names the file (and the mount point).
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error("reading {}: {cause}", path.display())]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{}: {cause}", path.display())]
+    Parse {
+        path: PathBuf,
+        cause: serde_yaml_ng::Error,
+    },
+    #[error("{}: {mount_point}: `hang: false` means nothing; give the statvfs fields instead", path.display())]
+    HangFalse { path: PathBuf, mount_point: String },
+}
+
 /// Where statvfs answers come from: the kernel, or a fixture file (test seam).
 #[derive(Debug, Clone)]
 pub enum StatSource {
@@ -51,22 +71,30 @@ pub enum StatSource {
 }
 
 impl StatSource {
-    pub fn from_roots(fixture: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn from_roots(fixture: Option<&Path>) -> Result<Self, FixtureError> {
         let Some(p) = fixture else {
             return Ok(StatSource::Kernel);
         };
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
+        let path = || p.to_path_buf();
+        let text = std::fs::read_to_string(p).map_err(|cause| FixtureError::Read {
+            path: path(),
+            cause,
+        })?;
         let raw: BTreeMap<String, FixtureEntry> =
-            serde_yaml_ng::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            serde_yaml_ng::from_str(&text).map_err(|cause| FixtureError::Parse {
+                path: path(),
+                cause,
+            })?;
         let mut out = BTreeMap::new();
         for (k, v) in raw {
             let a = match v {
                 FixtureEntry::Hang { hang: true } => FixtureAnswer::Hang,
-                FixtureEntry::Hang { hang: false } => anyhow::bail!(
-                    "{}: {k}: `hang: false` means nothing; give the statvfs fields instead",
-                    p.display()
-                ),
+                FixtureEntry::Hang { hang: false } => {
+                    return Err(FixtureError::HangFalse {
+                        path: path(),
+                        mount_point: k,
+                    });
+                }
                 FixtureEntry::Errno { errno } => FixtureAnswer::Errno(errno),
                 FixtureEntry::Stat(s) => FixtureAnswer::Stat(s),
             };
@@ -167,4 +195,21 @@ pub fn fs_type(fd: impl AsFd) -> std::io::Result<FsType> {
     let s = nix::sys::statfs::fstatfs(fd).map_err(std::io::Error::from)?;
     // f_type is a signed word on some architectures; the magic numbers are 32 bits.
     Ok(FsType(s.filesystem_type().0 as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statvfs_fixture_errors_name_the_file_and_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("statvfs.yaml");
+        std::fs::write(&p, "/x:\n  hang: false\n").unwrap();
+        let e = StatSource::from_roots(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("statvfs.yaml") && e.contains("/x"), "{e}");
+        std::fs::write(&p, "/x:\n  frsize: many\n").unwrap();
+        let e = StatSource::from_roots(Some(&p)).unwrap_err().to_string();
+        assert!(e.contains("statvfs.yaml"), "{e}");
+    }
 }

@@ -1,0 +1,593 @@
+//! Filesystem collector: its config, one sample (the selected mounts, each statvfs'd through the
+//! stuck-mount guard, `statfs::guard`, mapped through the block stack to its drives) and the
+//! series it renders. statvfs never runs on the async workers here: it can hang forever.
+
+pub mod select;
+
+use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::metrics::MetricSet;
+use crate::procfs::mountinfo::read_mountinfo;
+use crate::statfs::StatSource;
+use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError};
+use crate::sysfs::topology::Topology;
+use crate::validate::{Invalid, check_interval};
+use anyhow::Context as _;
+use regex::Regex;
+use select::{
+    DEFAULT_FS_TYPES_EXCLUDE, DEFAULT_MOUNT_POINTS_EXCLUDE, Filters, SelectedMount, select_mounts,
+};
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FilesystemConfig {
+    pub enabled: bool,
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// How long one statvfs may take before its mount is reported stuck.
+    #[serde(with = "humantime_serde")]
+    pub statfs_timeout: Duration,
+    /// Mount points to leave out: regular expressions, searched in the path (anchor them); one
+    /// match excludes. A single string is accepted too (node_exporter's form).
+    #[serde(deserialize_with = "one_or_many")]
+    pub mount_points_exclude: Vec<String>,
+    /// When set, only mount points matching one of these regular expressions are reported.
+    #[serde(deserialize_with = "opt_one_or_many")]
+    pub mount_points_include: Option<Vec<String>>,
+    /// Filesystem types to leave out.
+    pub fs_types_exclude: Vec<String>,
+    /// When set, only these filesystem types are reported (exclusion still applies).
+    pub fs_types_include: Option<Vec<String>>,
+}
+
+impl Default for FilesystemConfig {
+    fn default() -> Self {
+        FilesystemConfig {
+            enabled: true,
+            interval: DEFAULT_INTERVAL,
+            statfs_timeout: Duration::from_secs(5),
+            mount_points_exclude: DEFAULT_MOUNT_POINTS_EXCLUDE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            mount_points_include: None,
+            fs_types_exclude: DEFAULT_FS_TYPES_EXCLUDE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            fs_types_include: None,
+        }
+    }
+}
+
+impl FilesystemConfig {
+    /// The compiled mount filters (`validate` has checked the patterns, naming the bad key).
+    pub fn filters(&self) -> Result<Filters, regex::Error> {
+        Filters::new(
+            &self.mount_points_exclude,
+            self.mount_points_include.as_deref(),
+            &self.fs_types_exclude,
+            self.fs_types_include.as_deref(),
+        )
+    }
+
+    pub fn validate(&self, key: &str) -> Result<(), Invalid> {
+        check_interval(key, self.interval, Duration::from_secs(1))?;
+        if self.statfs_timeout < Duration::from_millis(10) {
+            return Err(Invalid::new(
+                format!("{key}.statfs_timeout"),
+                "must be at least 10ms",
+            ));
+        }
+        check_regexes(key, "mount_points_exclude", &self.mount_points_exclude)?;
+        if let Some(inc) = &self.mount_points_include {
+            check_regexes(key, "mount_points_include", inc)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_regexes(key: &str, field: &str, list: &[String]) -> Result<(), Invalid> {
+    for (i, re) in list.iter().enumerate() {
+        Regex::new(re).map_err(|e| {
+            Invalid::new(
+                format!("{key}.{field}[{i}]"),
+                format!("bad regular expression {re:?}: {e}"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A regular expression or a list of them (the single form is node_exporter's).
+struct Patterns(Vec<String>);
+
+impl<'de> Deserialize<'de> for Patterns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Patterns;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a regular expression or a list of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Patterns, E> {
+                Ok(Patterns(vec![v.to_string()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Patterns, A::Error> {
+                let mut out = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    out.push(s);
+                }
+                Ok(Patterns(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Patterns::deserialize(d)?.0)
+}
+
+fn opt_one_or_many<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    Ok(Option::<Patterns>::deserialize(d)?.map(|p| p.0))
+}
+
+pub struct FilesystemCollector {
+    cfg: FilesystemConfig,
+    filters: Filters,
+    guard: StatGuard,
+    source: Option<StatSource>,
+}
+
+impl FilesystemCollector {
+    pub fn new(cfg: &FilesystemConfig) -> anyhow::Result<Self> {
+        Ok(FilesystemCollector {
+            cfg: cfg.clone(),
+            filters: cfg
+                .filters()
+                .context("collectors.filesystem: a mount point pattern does not compile")?,
+            guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS),
+            source: None,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Collector for FilesystemCollector {
+    fn name(&self) -> &'static str {
+        "filesystem"
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        self.cfg.interval
+    }
+
+    async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        if self.source.is_none() {
+            self.source = Some(StatSource::from_roots(
+                ctx.roots.statvfs_fixture.as_deref(),
+            )?);
+        }
+        let source = self.source.clone().unwrap_or(StatSource::Kernel);
+        let roots = ctx.roots.clone();
+        // /proc is in-memory and does not hang, unlike statvfs: a plain blocking task.
+        let table = tokio::task::spawn_blocking(move || read_mountinfo(&roots.proc)).await??;
+        // A bad line is a fault of the table, not of a mount: one item, the file.
+        let path = table.path.display().to_string();
+        let mut errors: Vec<ItemError> = table
+            .errors
+            .iter()
+            .map(|e| ItemError::new(path.clone(), format!("{path}: {e}")))
+            .collect();
+        // Without /sys the mounts are still worth reporting, just not mapped to drives.
+        let topo = ctx.topology().await.unwrap_or_else(|e| {
+            errors.push(ItemError::new(
+                "block topology",
+                format!("block topology (mounts not mapped to drives): {e:#}"),
+            ));
+            Arc::new(Topology::default())
+        });
+        let mounts = table.mounts;
+        let selected = select_mounts(&mounts, &self.filters, &topo);
+        let jobs = selected
+            .iter()
+            .map(|m| {
+                (
+                    m.info.mount_point.clone(),
+                    ctx.roots.in_rootfs(Path::new(&m.info.mount_point)),
+                )
+            })
+            .collect();
+        let mut results = self.guard.run(&source, jobs, self.cfg.statfs_timeout).await;
+        let mut s = Sample::default();
+        s.metrics
+            .gauge(
+                "ssdwatch_filesystem_statfs_hung_threads",
+                "Threads blocked in a statvfs call past the timeout (one per hung mount at most).",
+            )
+            .push(&[], self.guard.outstanding().len() as f64);
+        for m in &selected {
+            let r = results
+                .remove(&m.info.mount_point)
+                .unwrap_or(StatResult::NotStarted);
+            if let Err(e) = filesystem_metrics(&mut s.metrics, m, r, &topo) {
+                errors.push(ItemError::new(m.info.mount_point.clone(), e.to_string()));
+            }
+        }
+        s.errors = errors;
+        Ok(s)
+    }
+}
+
+/// Renders one mount's series; the sizes only when its statvfs answered, else the reason.
+pub fn filesystem_metrics(
+    set: &mut MetricSet,
+    m: &SelectedMount,
+    r: StatResult,
+    topo: &Topology,
+) -> Result<(), StatvfsError> {
+    let mp = m.info.mount_point.as_str();
+    let device = m.device.as_deref().unwrap_or(m.info.source.as_str());
+    let l = [
+        ("mountpoint", mp),
+        ("device", device),
+        ("fstype", m.info.fstype.as_str()),
+    ];
+    set.gauge(
+        "ssdwatch_filesystem_info",
+        "Identity of a filesystem; always 1. device is the kernel name, as on the other \
+         ssdwatch_filesystem_* series; mount_source is the source in the mount table (/dev/vda1, \
+         /dev/mapper/vg-data, server:/export), which node_exporter labels device on \
+         node_filesystem_*: join on mountpoint and mount_source to match the two on a host.",
+    )
+    .push(
+        &[
+            ("mountpoint", mp),
+            ("device", device),
+            ("fstype", m.info.fstype.as_str()),
+            ("mount_source", m.info.source.as_str()),
+        ],
+        1.0,
+    );
+    let stuck = matches!(r, StatResult::Stuck);
+    set.gauge(
+        "ssdwatch_filesystem_stuck",
+        "Whether statvfs on the mount has not returned within the timeout (a hung NFS/FUSE mount).",
+    )
+    .push(&l, if stuck { 1.0 } else { 0.0 });
+    let failed = !matches!(r, StatResult::Done(Ok(_)));
+    set.gauge(
+        "ssdwatch_filesystem_device_error",
+        "Whether the last statvfs of the mount failed, hung or could not run.",
+    )
+    .push(&l, if failed { 1.0 } else { 0.0 });
+    set.gauge(
+        "ssdwatch_filesystem_discard_mount_option",
+        "Whether the filesystem is mounted with the discard option (online TRIM).",
+    )
+    .push(
+        &l,
+        if m.info.has_option("discard") {
+            1.0
+        } else {
+            0.0
+        },
+    );
+    if let Some(dev) = &m.device {
+        set.gauge(
+            "ssdwatch_filesystem_trim_capable",
+            "Whether every layer from the filesystem's device down to each drive passes discards.",
+        )
+        .push_opt(
+            &l,
+            topo.trim_capable(dev).map(|b| if b { 1.0 } else { 0.0 }),
+        );
+        for d in topo.physical_drives(dev) {
+            set.gauge(
+                "ssdwatch_filesystem_drive_info",
+                "The filesystem lives (in part) on this physical drive; always 1. Join drive to device of drive metrics.",
+            )
+            .push(
+                &[
+                    ("mountpoint", mp),
+                    ("device", device),
+                    ("fstype", m.info.fstype.as_str()),
+                    ("drive", d.name.as_str()),
+                ],
+                1.0,
+            );
+        }
+    }
+    let st = r.into_stat(mp)?;
+    let f = st.frsize as f64;
+    set.gauge(
+        "ssdwatch_filesystem_size_bytes",
+        "Filesystem size in bytes.",
+    )
+    .push(&l, st.blocks as f64 * f);
+    set.gauge(
+        "ssdwatch_filesystem_free_bytes",
+        "Free bytes, including those reserved for root.",
+    )
+    .push(&l, st.bfree as f64 * f);
+    set.gauge(
+        "ssdwatch_filesystem_avail_bytes",
+        "Bytes available to unprivileged users.",
+    )
+    .push(&l, st.bavail as f64 * f);
+    set.gauge("ssdwatch_filesystem_files", "Inodes in the filesystem.")
+        .push(&l, st.files as f64);
+    set.gauge("ssdwatch_filesystem_files_free", "Free inodes.")
+        .push(&l, st.ffree as f64);
+    // From the host's mount table, not statvfs's ST_RDONLY: a sandboxed unit
+    // (`ProtectSystem=strict`) sees every mount read-only. "ro" in the superblock options is also
+    // what errors=remount-ro leaves after an I/O error.
+    let ro = m.info.has_option("ro");
+    set.gauge(
+        "ssdwatch_filesystem_readonly",
+        "Whether the filesystem is mounted read-only (mount or superblock option ro).",
+    )
+    .push(&l, if ro { 1.0 } else { 0.0 });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::mountinfo::parse_mountinfo;
+
+    #[test]
+    fn mount_point_filters_take_a_string_or_a_list() {
+        let one: FilesystemConfig =
+            serde_yaml_ng::from_str("mount_points_include: '^/data$'\n").unwrap();
+        assert_eq!(one.mount_points_include, Some(vec!["^/data$".to_string()]));
+        let many: FilesystemConfig = serde_yaml_ng::from_str(
+            "mount_points_exclude: ['^/boot($|/)', '^/snap/']\nmount_points_include: ['^/srv/', '^/$']\n",
+        )
+        .unwrap();
+        assert_eq!(many.mount_points_exclude.len(), 2);
+        let f = many.filters().unwrap();
+        let (m, _) = parse_mountinfo(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:2 / /boot rw - ext4 /dev/sda2 rw\n\
+             3 1 8:3 / /srv/db rw - xfs /dev/sdb1 rw\n4 1 8:4 / /home rw - ext4 /dev/sda4 rw\n",
+        );
+        let sel = select_mounts(&m, &f, &Topology::default());
+        let mps: Vec<_> = sel.iter().map(|s| s.info.mount_point.as_str()).collect();
+        assert_eq!(mps, vec!["/", "/srv/db"]);
+    }
+
+    #[test]
+    fn bad_regex_is_a_config_error_naming_the_key() {
+        let cfg = FilesystemConfig {
+            mount_points_exclude: vec!["^/ok".into(), "(".into()],
+            ..Default::default()
+        };
+        let e = cfg.validate("collectors.filesystem").unwrap_err();
+        assert_eq!(e.key, "collectors.filesystem.mount_points_exclude[1]");
+    }
+
+    fn write(path: &Path, text: &str) {
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Ten 4 KiB blocks, half free: a statvfs answer where the sizes are not the point.
+    const SMALL: &str =
+        "  frsize: 4096\n  blocks: 10\n  bfree: 5\n  bavail: 5\n  files: 1\n  ffree: 1\n";
+
+    /// A fixture host: its mount table, what statvfs answers there (else the kernel, under
+    /// `rootfs`) and an empty /sys/block.
+    fn host(mountinfo: &str, statvfs: Option<&str>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("proc/self/mountinfo"), mountinfo);
+        if let Some(st) = statvfs {
+            write(&dir.path().join("statvfs.yaml"), st);
+        }
+        std::fs::create_dir_all(dir.path().join("sys/block")).unwrap();
+        dir
+    }
+
+    async fn sample_tree(dir: &Path, cfg: FilesystemConfig) -> Sample {
+        let roots = crate::Roots::fixture(dir);
+        let ctx = Context {
+            roots: Arc::new(roots),
+            shared: Arc::new(crate::snapshot::Shared::default()),
+            topology_max_age: std::time::Duration::from_secs(60),
+        };
+        let mut c = FilesystemCollector::new(&cfg).unwrap();
+        c.sample(&ctx).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_mount_whose_statvfs_fails_loses_only_its_sizes() {
+        let dir = host(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 0:60 / /denied rw - fuse.sshfs db@backup:/x rw\n\
+             3 1 0:61 / /gone rw - nfs4 nas:/export rw\n\
+             4 1 0:62 / /hung rw - nfs4 nas:/dead rw\n",
+            Some(
+                "/:\n  frsize: 4096\n  blocks: 1000\n  bfree: 500\n  bavail: 400\n  files: 64\n  \
+                 ffree: 60\n/denied:\n  errno: 13\n/hung:\n  hang: true\n",
+            ),
+        );
+        let cfg = FilesystemConfig {
+            statfs_timeout: Duration::from_millis(300),
+            ..Default::default()
+        };
+        let s = sample_tree(dir.path(), cfg).await;
+        let m = &s.metrics;
+        let size = |mp: &str| m.value("ssdwatch_filesystem_size_bytes", &[("mountpoint", mp)]);
+        assert_eq!(size("/"), Some(4096.0 * 1000.0));
+        assert_eq!(
+            m.value("ssdwatch_filesystem_avail_bytes", &[("mountpoint", "/")]),
+            Some(4096.0 * 400.0)
+        );
+        for mp in ["/denied", "/gone", "/hung"] {
+            assert_eq!(size(mp), None, "{mp} has no size");
+            assert_eq!(
+                m.value("ssdwatch_filesystem_device_error", &[("mountpoint", mp)]),
+                Some(1.0)
+            );
+        }
+        let stuck = |mp: &str| m.value("ssdwatch_filesystem_stuck", &[("mountpoint", mp)]);
+        assert_eq!(stuck("/hung"), Some(1.0));
+        assert_eq!(
+            m.value("ssdwatch_filesystem_statfs_hung_threads", &[]),
+            Some(1.0)
+        );
+        assert_eq!(stuck("/denied"), Some(0.0));
+        assert_eq!(stuck("/"), Some(0.0));
+        let errs: Vec<String> = s.errors.iter().map(|e| e.to_string()).collect();
+        let errs = errs.join("\n");
+        assert!(
+            errs.contains("statvfs /denied: Permission denied"),
+            "{errs}"
+        );
+        assert!(
+            errs.contains("statvfs /gone: No such file or directory"),
+            "{errs}"
+        );
+        assert!(errs.contains("statvfs /hung: stuck"), "{errs}");
+        assert_eq!(s.errors.len(), 3, "{errs}");
+    }
+
+    #[tokio::test]
+    async fn real_statvfs_under_the_rootfs_path_and_enoent_for_a_missing_mount_point() {
+        let dir = host(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:2 / /vanished rw - ext4 /dev/sda2 rw\n",
+            None,
+        );
+        std::fs::create_dir_all(dir.path().join("rootfs")).unwrap();
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        // "/" is <dir>/rootfs: whatever filesystem the temp dir lives on, as statvfs(2) says.
+        let st = nix::sys::statvfs::statvfs(&dir.path().join("rootfs")).unwrap();
+        let m = &s.metrics;
+        assert_eq!(
+            m.value("ssdwatch_filesystem_size_bytes", &[("mountpoint", "/")]),
+            Some(st.blocks() as f64 * st.fragment_size() as f64)
+        );
+        assert_eq!(
+            m.value("ssdwatch_filesystem_files", &[("mountpoint", "/")]),
+            Some(st.files() as f64)
+        );
+        assert_eq!(
+            m.value(
+                "ssdwatch_filesystem_size_bytes",
+                &[("mountpoint", "/vanished")]
+            ),
+            None
+        );
+        assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+        assert_eq!(s.errors[0].item, "/vanished");
+        assert!(s.errors[0].message.contains("/vanished"), "{:?}", s.errors);
+    }
+
+    #[tokio::test]
+    async fn read_only_comes_from_the_mount_table_not_from_our_own_sandboxed_view() {
+        // statvfs answers alike for all three (a unit with ProtectSystem=strict would see ST_RDONLY
+        // everywhere, which is why that flag is not read at all).
+        let dir = host(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 8:2 / /data rw - ext4 /dev/sda2 ro,errors=remount-ro\n\
+             3 1 8:3 / /ro rw,ro - ext4 /dev/sda3 rw\n",
+            Some(&format!("/:\n{SMALL}/data:\n{SMALL}/ro:\n{SMALL}")),
+        );
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        let ro = |mp: &str| {
+            s.metrics
+                .value("ssdwatch_filesystem_readonly", &[("mountpoint", mp)])
+        };
+        assert_eq!(
+            (ro("/"), ro("/data"), ro("/ro")),
+            (Some(0.0), Some(1.0), Some(1.0))
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_mountinfo_lines_are_one_fault_of_the_table_naming_file_and_line() {
+        let dir = host(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\ngarbage\n3 1 x:1 / /a rw - ext4 /dev/sdb rw\n",
+            Some(&format!("/:\n{SMALL}")),
+        );
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        let file = dir.path().join("proc/self/mountinfo").display().to_string();
+        let msgs: Vec<String> = s.errors.iter().map(|e| e.to_string()).collect();
+        assert!(s.errors.iter().all(|e| e.item == file), "{msgs:?}");
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert!(
+            msgs[0].starts_with(&format!("{file}: line 2: ")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs[1].contains("line 3: major is not a number"),
+            "{msgs:?}"
+        );
+        let size = s
+            .metrics
+            .value("ssdwatch_filesystem_size_bytes", &[("mountpoint", "/")]);
+        assert_eq!(size, Some(40960.0), "the good line is still reported");
+    }
+
+    #[tokio::test]
+    async fn the_info_series_carries_the_mount_source_node_exporter_calls_device() {
+        // The NFS server is gone: the mount keeps its identity all the same.
+        let dir = host(
+            "1 0 254:1 / / rw - ext4 /dev/vda1 rw\n\
+             2 1 253:0 / /srv/db rw - xfs /dev/mapper/vg0-data rw\n\
+             3 1 0:61 / /mnt/nas rw - nfs4 server:/export rw\n",
+            Some(&format!(
+                "/:\n{SMALL}/srv/db:\n{SMALL}/mnt/nas:\n  errno: 107\n"
+            )),
+        );
+        let block = dir.path().join("sys/block");
+        write(&block.join("vda/dev"), "254:0\n");
+        write(&block.join("vda/vda1/partition"), "1\n");
+        write(&block.join("vda/vda1/dev"), "254:1\n");
+        write(&block.join("dm-0/dev"), "253:0\n");
+        write(&block.join("dm-0/dm/name"), "vg0-data\n");
+        let s = sample_tree(dir.path(), FilesystemConfig::default()).await;
+        let info = |mp: &str, device: &str, fstype: &str, source: &str| {
+            s.metrics.value(
+                "ssdwatch_filesystem_info",
+                &[
+                    ("mountpoint", mp),
+                    ("device", device),
+                    ("fstype", fstype),
+                    ("mount_source", source),
+                ],
+            )
+        };
+        assert_eq!(info("/", "vda1", "ext4", "/dev/vda1"), Some(1.0));
+        assert_eq!(
+            info("/srv/db", "dm-0", "xfs", "/dev/mapper/vg0-data"),
+            Some(1.0)
+        );
+        // Not block-backed: device falls back to the source, as on the other series.
+        assert_eq!(
+            info("/mnt/nas", "server:/export", "nfs4", "server:/export"),
+            Some(1.0)
+        );
+        // device on the info series is the one the other series carry, so they join.
+        assert_eq!(
+            s.metrics.value(
+                "ssdwatch_filesystem_size_bytes",
+                &[("mountpoint", "/srv/db"), ("device", "dm-0")]
+            ),
+            Some(40960.0)
+        );
+    }
+}
