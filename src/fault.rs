@@ -20,18 +20,6 @@ impl ItemError {
     }
 }
 
-/// A message that starts by naming its item (`"/data: statvfs: ..."`, `"device sda: ..."`):
-/// the item is the text before the first `": "`, the whole message when there is none.
-impl From<String> for ItemError {
-    fn from(message: String) -> Self {
-        let item = message
-            .split_once(": ")
-            .map(|(i, _)| i.to_string())
-            .unwrap_or_else(|| message.clone());
-        ItemError { item, message }
-    }
-}
-
 /// The message alone when it already names its item (`"device sda: ..."` for item `sda`),
 /// else prefixed with it.
 impl std::fmt::Display for ItemError {
@@ -134,9 +122,8 @@ mod tests {
     }
 
     #[test]
-    fn an_item_is_what_a_message_names_before_its_first_colon() {
-        let i: ItemError = "/data: statvfs: Permission denied".to_string().into();
-        assert_eq!(i.item, "/data");
+    fn a_message_is_shown_once_with_its_item() {
+        let i = ItemError::new("/data", "/data: statvfs: Permission denied");
         assert_eq!(i.to_string(), "/data: statvfs: Permission denied");
         let i = ItemError::new("sda", "device sda: smartctl timed out");
         assert_eq!(i.to_string(), "device sda: smartctl timed out");
@@ -144,7 +131,5 @@ mod tests {
             ItemError::new("sda", "timed out").to_string(),
             "sda: timed out"
         );
-        let i: ItemError = "no colon here".to_string().into();
-        assert_eq!(i.item, "no colon here");
     }
 }

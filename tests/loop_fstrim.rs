@@ -111,7 +111,9 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
         discarded(m).unwrap_or(0.0) >= d0 + trimmed
             && value(
                 m,
-                &format!("ssdwatch_disk_last_discard_timestamp_seconds{{device=\"{dev}\"}}"),
+                &format!(
+                    "ssdwatch_disk_last_discard_timestamp_seconds{{device=\"{dev}\",source=\"observed\"}}"
+                ),
             )
             .is_some()
     });
@@ -120,9 +122,28 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
     assert!(grew >= trimmed);
     let ts = value(
         &after,
-        &format!("ssdwatch_disk_last_discard_timestamp_seconds{{device=\"{dev}\"}}"),
+        &format!(
+            "ssdwatch_disk_last_discard_timestamp_seconds{{device=\"{dev}\",source=\"observed\"}}"
+        ),
     )
     .unwrap();
+    // The fstrim was one burst (it may span two samples): its size is what the kernel counted.
+    let burst = value(
+        &after,
+        &format!("ssdwatch_disk_last_discard_burst_bytes{{device=\"{dev}\"}}"),
+    )
+    .unwrap();
+    assert!(
+        burst >= trimmed && burst <= grew,
+        "burst {burst} vs fstrim {trimmed}, counter {grew}"
+    );
+    assert!(
+        value(
+            &after,
+            &format!("ssdwatch_disk_written_since_discard_bytes{{device=\"{dev}\"}}")
+        )
+        .is_some()
+    );
     let now = ssdwatch::snapshot::unix_now();
     assert!(
         ts <= now && ts > now - 30.0,

@@ -235,7 +235,7 @@ fn garbage_and_truncated_output_fail_only_their_own_drive() {
     assert!(
         val(
             &m,
-            "ssdwatch_smart_attribute_raw",
+            "ssdwatch_device_smart_attribute_raw",
             &["device=\"sdc\"", "id=\"243\""]
         )
         .is_some()

@@ -364,8 +364,9 @@ fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
     }
     // SATA: whatever bits are set, the ATA attribute table is still read.
     assert!(
-        s.iter().any(|x| x.name == "ssdwatch_smart_attribute_raw"
-            && x.labels.get("device").map(String::as_str) == Some("sda")),
+        s.iter()
+            .any(|x| x.name == "ssdwatch_device_smart_attribute_raw"
+                && x.labels.get("device").map(String::as_str) == Some("sda")),
         "no ATA attributes for sda"
     );
     // virtio has no SMART: smartctl fails on it (one of its three failure bits: which one is

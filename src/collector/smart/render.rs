@@ -214,12 +214,12 @@ pub(super) fn render_drive(
             ("name", a.name.as_str()),
         ];
         m.gauge(
-            "ssdwatch_smart_attribute_value",
+            "ssdwatch_device_smart_attribute_value",
             "ATA SMART attribute normalized value (vendor scale, usually 100 or 200 = new).",
         )
         .push_opt(&al, f(a.value));
         m.gauge(
-            "ssdwatch_smart_attribute_raw",
+            "ssdwatch_device_smart_attribute_raw",
             "ATA SMART attribute raw value (48-bit; meaning and unit depend on the drive family).",
         )
         .push_opt(&al, f(a.raw));
