@@ -33,6 +33,8 @@ pub struct Roots {
     /// Test seam: statvfs answers read from this YAML file instead of the kernel
     /// (fixture trees have no real filesystems behind their mount points).
     pub statvfs_fixture: Option<PathBuf>,
+    /// Test seam: probe outcomes played back from this JSON file instead of running probes.
+    pub probe_fixture: Option<PathBuf>,
 }
 
 impl Default for Roots {
@@ -42,6 +44,7 @@ impl Default for Roots {
             proc: PathBuf::from("/proc"),
             rootfs: PathBuf::from("/"),
             statvfs_fixture: None,
+            probe_fixture: None,
         }
     }
 }
@@ -55,6 +58,7 @@ impl Roots {
             proc: dir.join("proc"),
             rootfs: dir.join("rootfs"),
             statvfs_fixture: statvfs.exists().then_some(statvfs),
+            probe_fixture: None,
         }
     }
 

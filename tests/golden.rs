@@ -76,6 +76,14 @@ fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The probe target whose outcome the host's probe-outcomes.json records (written by
+/// tests/fixtures/hosts/make_probe_outcomes.py).
+fn probe_target(host_dir: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(host_dir.join("probe-outcomes.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v[0]["target"].as_str().unwrap().to_string()
+}
+
 /// A state directory for the fake smartctl with this host's answers.
 fn fake_smartctl_state(host: &str) -> tempfile::TempDir {
     let state = tempfile::tempdir().unwrap();
@@ -94,14 +102,20 @@ fn sample(host: &str) -> String {
     let dir = manifest().join("tests/fixtures/hosts").join(host);
     let cfg = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     let smart = fake_smartctl_state(host);
+    // What an earlier run of the daemon left (tests/fixtures/hosts/<host>/state), so the restored
+    // discard history shows too.
     let state = tempfile::tempdir().unwrap();
+    if let Ok(saved) = std::fs::read(dir.join("state/discards.json")) {
+        std::fs::write(state.path().join("discards.json"), saved).unwrap();
+    }
     let fake = manifest().join("tests/fake-smartctl/smartctl");
     std::fs::write(
         cfg.path(),
         format!(
-            "state_dir: {}\ncollectors:\n  smart:\n    smartctl_path: {}\n  probe:\n    enabled: false\n  filesystem:\n    statfs_timeout: 300ms\n",
+            "state_dir: {}\ncollectors:\n  smart:\n    smartctl_path: {}\n  probe:\n    jitter_ratio: 0\n    targets: [{{path: {:?}}}]\n  filesystem:\n    statfs_timeout: 300ms\n",
             state.path().display(),
-            fake.display()
+            fake.display(),
+            probe_target(&dir)
         ),
     )
     .unwrap();
@@ -117,6 +131,8 @@ fn sample(host: &str) -> String {
         .arg(dir.join("rootfs"))
         .arg("--fixture.statvfs")
         .arg(dir.join("statvfs.yaml"))
+        .arg("--fixture.probe-outcomes")
+        .arg(dir.join("probe-outcomes.json"))
         .arg("--log.level=error")
         .arg("sample")
         .output()

@@ -38,6 +38,9 @@ pub struct Cli {
     /// Test seam: read statvfs answers from this YAML file instead of the kernel.
     #[arg(long = "fixture.statvfs", hide = true, global = true)]
     statvfs_fixture: Option<PathBuf>,
+    /// Test seam: play back recorded probe outcomes (JSON) instead of running probes.
+    #[arg(long = "fixture.probe-outcomes", hide = true, global = true)]
+    probe_fixture: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -137,6 +140,7 @@ pub fn main() -> ExitCode {
         proc: cli.procfs.clone(),
         rootfs: cli.rootfs.clone(),
         statvfs_fixture: cli.statvfs_fixture.clone(),
+        probe_fixture: cli.probe_fixture.clone(),
     };
 
     if let Some(Command::Probe {

@@ -135,7 +135,10 @@ fn random_unit() -> f64 {
 
 impl ProbeCollector {
     pub fn new(cfg: &ProbeConfig, state_dir: &std::path::Path) -> anyhow::Result<Self> {
-        Self::with_runner(cfg, state_dir, run_target)
+        Self::with_runner(cfg, state_dir, |t, inp| match &inp.roots.probe_fixture {
+            Some(f) => crate::probe::replay::recorded(f, &t.path),
+            None => run_target(t, inp),
+        })
     }
 
     /// A collector whose runs are `runner`'s (tests feed recorded outcomes; the scheduling,

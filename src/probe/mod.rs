@@ -6,6 +6,7 @@ pub mod budget;
 pub mod fsafe;
 pub mod io;
 pub mod plan;
+pub mod replay;
 pub mod run;
 
 pub use plan::{Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, floor_bytes, plan};
@@ -184,7 +185,7 @@ impl TargetConfig {
 }
 
 /// Why a run did not happen (the `reason` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
     Budget,
@@ -218,7 +219,7 @@ impl SkipReason {
 }
 
 /// Where a target lives: its mount point and the physical drive(s) under it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Placement {
     pub mountpoint: String,
     /// Physical drives, sorted; the first is the `device` label.
@@ -232,7 +233,7 @@ impl Placement {
 }
 
 /// What the drive and filesystem were doing around the run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunContext {
     pub fill_ratio: Option<f64>,
     pub since_discard_seconds: Option<f64>,
@@ -243,7 +244,7 @@ pub struct RunContext {
     pub utilization_ratio: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KindResult {
     pub probe: ProbeKind,
     pub ops: usize,
@@ -252,12 +253,12 @@ pub struct KindResult {
     pub p99_seconds: f64,
     pub max_seconds: f64,
     pub throughput_bytes_per_second: Option<f64>,
-    /// Every operation's latency, for histograms; not printed.
-    #[serde(skip)]
+    /// Every operation's latency, for histograms; not printed (a recorded outcome may carry it).
+    #[serde(default, skip_serializing)]
     pub latencies: Vec<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     pub target: PathBuf,
     pub placement: Placement,
@@ -274,7 +275,7 @@ pub struct RunReport {
     pub budget_skipped: Vec<ProbeKind>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Skip {
     pub target: PathBuf,
     pub placement: Option<Placement>,
@@ -282,7 +283,7 @@ pub struct Skip {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     Ran(RunReport),
