@@ -17,6 +17,8 @@ pub mod snapshot;
 pub mod statefile;
 pub mod statfs;
 pub mod sysfs;
+#[cfg(test)]
+mod testing;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

@@ -383,7 +383,7 @@ mod tests {
     #[test]
     fn a_probe_directory_owned_by_someone_else_is_refused() {
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIP wrong owner: needs root to chown");
+            crate::testing::skip("wrong owner", "needs root to chown");
             return;
         }
         let (d, fd) = target();
