@@ -478,6 +478,7 @@ fn recorded(target: &std::path::Path) -> Outcome {
         context: RunContext {
             fill_ratio: Some(0.5),
             since_discard_seconds: Some(3600.0),
+            written_since_discard_bytes: Some(1 << 30),
             idle_seconds: Some(2.0),
             utilization_before_ratio: Some(0.125),
             utilization_ratio: Some(0.25),

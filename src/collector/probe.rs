@@ -264,7 +264,7 @@ impl ProbeCollector {
             if let Some(c) = &t.context {
                 m.gauge(
                     "ssdwatch_probe_context_fill_ratio",
-                    "Filesystem fill ratio (0..1) at the last probe run.",
+                    "Filesystem fill (0..1) at the last probe run, as df shows it: used / (used + avail).",
                 )
                 .push_opt(&base, c.fill_ratio);
                 m.gauge(
@@ -272,6 +272,11 @@ impl ProbeCollector {
                     "Seconds since the drive last received a discard, at the last probe run.",
                 )
                 .push_opt(&base, c.since_discard_seconds);
+                m.gauge(
+                    "ssdwatch_probe_context_written_since_discard_bytes",
+                    "Bytes written to the drive since its last discard, at the last probe run.",
+                )
+                .push_opt(&base, c.written_since_discard_bytes.map(|b| b as f64));
                 m.gauge(
                     "ssdwatch_probe_context_idle_seconds",
                     "Seconds the drive had been idle before the last probe run.",

@@ -235,8 +235,12 @@ impl Placement {
 /// What the drive and filesystem were doing around the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunContext {
+    /// The filesystem's fill as df shows it (`FsStat::fill_ratio`).
     pub fill_ratio: Option<f64>,
     pub since_discard_seconds: Option<f64>,
+    /// Bytes written to the drive since its last discard (from the diskstats collector).
+    #[serde(default)]
+    pub written_since_discard_bytes: Option<u64>,
     pub idle_seconds: Option<f64>,
     /// Utilization measured just before the run (the busy gate).
     pub utilization_before_ratio: Option<f64>,

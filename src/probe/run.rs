@@ -9,7 +9,7 @@ use super::{
 };
 use crate::Roots;
 use crate::snapshot::{Shared, unix_now};
-use crate::statfs::{self, FsStat};
+use crate::statfs;
 use crate::sysfs::topology::Topology;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -161,12 +161,6 @@ pub fn utilization(before: &[u64], after: &[u64], wall: f64) -> Option<f64> {
         .zip(after)
         .map(|(b, a)| (a.saturating_sub(*b) as f64 / 1000.0 / wall).min(1.0))
         .reduce(f64::max)
-}
-
-/// The filesystem fill ratio (0..1), the root-reserved blocks counted as used.
-fn fill_ratio(s: &FsStat) -> Option<f64> {
-    let total = s.size_bytes();
-    (total > 0).then(|| 1.0 - s.free_bytes() as f64 / total as f64)
 }
 
 /// One run on one target, every gate judged by [`plan`]. Blocking: call it from a dedicated
@@ -379,6 +373,7 @@ impl Run {
                         self.context.since_discard_seconds =
                             a.last_discard_unix.map(|t| (now - t).max(0.0));
                         self.context.idle_seconds = a.idle_since_unix.map(|t| (now - t).max(0.0));
+                        self.context.written_since_discard_bytes = a.written_since_discard_bytes;
                     }
                     if now - a.updated_unix < 600.0 {
                         util = max(util, a.utilization_ratio);
@@ -406,7 +401,7 @@ impl Run {
         let (Some(dir), ProbeDir::Ready { stat, .. }) = (&self.dir, &self.seen.dir) else {
             unreachable!("plan runs only in an entered directory");
         };
-        self.context.fill_ratio = fill_ratio(stat);
+        self.context.fill_ratio = stat.fill_ratio();
         let file_shown = self.file_shown();
         // From here on we write: a marker tells the next start that this run didn't finish.
         let _marker = match fsafe::MarkerGuard::create(dir) {

@@ -147,6 +147,17 @@ impl FsStat {
         self.bavail.saturating_mul(self.frsize)
     }
 
+    /// The filesystem's fill as df shows it (Use%): used / (used + avail), used = size − free.
+    /// Root's reserved blocks count neither as used nor as available, so a filesystem users can
+    /// write nothing more to reads 1.0. The one definition of fill: the probe context, the
+    /// `ssdwatch:filesystem_used_ratio` rule and the dashboards all use it. None for an empty
+    /// filesystem.
+    pub fn fill_ratio(&self) -> Option<f64> {
+        let used = self.size_bytes().saturating_sub(self.free_bytes());
+        let denom = used.saturating_add(self.avail_bytes());
+        (denom > 0).then(|| used as f64 / denom as f64)
+    }
+
     /// Free bytes, the root-reserved blocks included.
     pub fn free_bytes(&self) -> u64 {
         self.bfree.saturating_mul(self.frsize)
@@ -200,6 +211,23 @@ pub fn fs_type(fd: impl AsFd) -> std::io::Result<FsType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_is_df_use_percent_with_the_root_reserve_left_out() {
+        let st = |blocks, bfree, bavail| FsStat {
+            frsize: 4096,
+            blocks,
+            bfree,
+            bavail,
+            ..FsStat::default()
+        };
+        // 1000 blocks, 148 free of which 98 available: df says 852 / 950.
+        assert_eq!(st(1000, 148, 98).fill_ratio(), Some(852.0 / 950.0));
+        // Nothing left for users, root's reserve remains: 100 %, as df says.
+        assert_eq!(st(1000, 50, 0).fill_ratio(), Some(1.0));
+        assert_eq!(st(1000, 1000, 1000).fill_ratio(), Some(0.0));
+        assert_eq!(st(0, 0, 0).fill_ratio(), None);
+    }
 
     #[test]
     fn statvfs_fixture_errors_name_the_file_and_mount() {
