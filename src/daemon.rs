@@ -61,8 +61,16 @@ pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(Strin
     for c in &collectors {
         store.register(c.name());
     }
+    // Collectors that feed the shared state others read (the topology, each drive's discards
+    // and idle time) sample first, so one-shot output is what the daemon shows, not a race.
+    let (feeders, rest): (Vec<_>, Vec<_>) = collectors
+        .into_iter()
+        .partition(|c| registry::feeds_others(c.name()));
+    for mut c in feeders {
+        collector::sample_once(c.as_mut(), &ctx, &store, &mut Faults::default()).await;
+    }
     let mut handles = Vec::new();
-    for mut c in collectors {
+    for mut c in rest {
         let ctx = ctx.clone();
         let store = store.clone();
         handles.push(tokio::spawn(async move {

@@ -33,6 +33,9 @@ pub struct Entry {
     /// The `collector` label and the key of its section under `collectors:`.
     pub name: &'static str,
     pub default_interval: Duration,
+    /// It publishes state other collectors read (`snapshot::Shared`): one-shot sampling runs it
+    /// before the others.
+    pub feeds_others: bool,
     pub enabled: fn(&CollectorsConfig) -> bool,
     /// Checks the collector's section; `key` is its path (`collectors.NAME`).
     pub validate: fn(&CollectorsConfig, &str) -> Result<(), Invalid>,
@@ -44,6 +47,7 @@ pub const COLLECTORS: &[Entry] = &[
     Entry {
         name: "topology",
         default_interval: topology::DEFAULT_INTERVAL,
+        feeds_others: true,
         enabled: |c| c.topology.enabled,
         validate: |c, k| c.topology.validate(k),
         build: |c, _| Ok(Box::new(topology::TopologyCollector::new(&c.topology)?)),
@@ -51,6 +55,7 @@ pub const COLLECTORS: &[Entry] = &[
     Entry {
         name: "diskstats",
         default_interval: diskstats::DEFAULT_INTERVAL,
+        feeds_others: true,
         enabled: |c| c.diskstats.enabled,
         validate: |c, k| c.diskstats.validate(k),
         build: |c, env| {
@@ -64,6 +69,7 @@ pub const COLLECTORS: &[Entry] = &[
     Entry {
         name: "filesystem",
         default_interval: filesystem::DEFAULT_INTERVAL,
+        feeds_others: false,
         enabled: |c| c.filesystem.enabled,
         validate: |c, k| c.filesystem.validate(k),
         build: |c, _| {
@@ -75,6 +81,9 @@ pub const COLLECTORS: &[Entry] = &[
     Entry {
         name: "smart",
         default_interval: smart::DEFAULT_INTERVAL,
+        // Its rotation rates reach the topology collector's next sample; not worth serializing
+        // one-shot mode for (smartctl runs take seconds).
+        feeds_others: false,
         enabled: |c| c.smart.enabled,
         validate: |c, k| c.smart.validate(k),
         build: |c, _| Ok(Box::new(smart::SmartCollector::new(&c.smart)?)),
@@ -82,6 +91,7 @@ pub const COLLECTORS: &[Entry] = &[
     Entry {
         name: "probe",
         default_interval: probe::DEFAULT_INTERVAL,
+        feeds_others: false,
         enabled: |c| c.probe.enabled,
         validate: |c, k| c.probe.validate(k),
         build: |c, env| {
@@ -111,6 +121,11 @@ impl CollectorsConfig {
             topology::DEFAULT_INTERVAL
         }
     }
+}
+
+/// Whether the collector named `name` feeds state that other collectors read.
+pub fn feeds_others(name: &str) -> bool {
+    COLLECTORS.iter().any(|e| e.name == name && e.feeds_others)
 }
 
 /// Builds every enabled collector, in table order.

@@ -3,6 +3,7 @@
 //! series it renders. statvfs never runs on the async workers here: it can hang forever.
 
 pub mod select;
+pub mod untrimmed;
 
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
@@ -149,6 +150,8 @@ pub struct FilesystemCollector {
     filters: Filters,
     guard: StatGuard,
     source: Option<StatSource>,
+    /// Per mount point: the "freed but not trimmed" estimate's state.
+    untrimmed: std::collections::HashMap<String, untrimmed::Untrimmed>,
 }
 
 impl FilesystemCollector {
@@ -160,6 +163,7 @@ impl FilesystemCollector {
                 .context("collectors.filesystem: a mount point pattern does not compile")?,
             guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS),
             source: None,
+            untrimmed: Default::default(),
         })
     }
 }
@@ -218,14 +222,43 @@ impl Collector for FilesystemCollector {
                 "Threads blocked in a statvfs call past the timeout (one per hung mount at most).",
             )
             .push(&[], self.guard.outstanding().len() as f64);
+        let mut untrimmed = std::collections::HashMap::with_capacity(selected.len());
         for m in &selected {
             let r = results
                 .remove(&m.info.mount_point)
                 .unwrap_or(StatResult::NotStarted);
+            if let StatResult::Done(Ok(st)) = &r {
+                // The newest discard any drive under the filesystem received (diskstats).
+                let newest = m.device.as_deref().and_then(|d| {
+                    topo.physical_drives(d)
+                        .iter()
+                        .filter_map(|drive| ctx.shared.disk_activity(&drive.name))
+                        .filter_map(|a| a.last_discard_unix)
+                        .reduce(f64::max)
+                });
+                let used = st.size_bytes().saturating_sub(st.free_bytes());
+                let (state, estimate) =
+                    untrimmed::advance(self.untrimmed.get(&m.info.mount_point), newest, used);
+                untrimmed.insert(m.info.mount_point.clone(), state);
+                s.metrics
+                    .gauge(
+                        "ssdwatch_filesystem_freed_untrimmed_bytes",
+                        "Estimate of bytes freed since the last discard reached the filesystem's drives (deleted, not trimmed): the fall in used bytes from their peak since then.",
+                    )
+                    .push_opt(
+                        &[
+                            ("mountpoint", m.info.mount_point.as_str()),
+                            ("device", m.device.as_deref().unwrap_or(m.info.source.as_str())),
+                            ("fstype", m.info.fstype.as_str()),
+                        ],
+                        estimate.map(|b| b as f64),
+                    );
+            }
             if let Err(e) = filesystem_metrics(&mut s.metrics, m, r, &topo) {
                 errors.push(ItemError::new(m.info.mount_point.clone(), e.to_string()));
             }
         }
+        self.untrimmed = untrimmed;
         s.errors = errors;
         Ok(s)
     }
