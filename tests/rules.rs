@@ -155,8 +155,36 @@ fn every_alert_has_a_severity_and_a_runbook_style_description() {
                 "{name}: description says no action to take: {desc:?}"
             );
             assert!(r["for"].as_str().is_some(), "{name}: no `for:` duration");
+            // Every alert links its runbook section, and the section exists.
+            let url = r["annotations"]["runbook_url"].as_str().unwrap_or("");
+            let anchor = url
+                .strip_prefix(RUNBOOK_URL)
+                .unwrap_or_else(|| panic!("{name}: runbook_url {url:?} is not {RUNBOOK_URL}#..."));
+            assert_eq!(anchor, name.to_lowercase(), "{name}: runbook anchor");
+            assert!(
+                runbook_anchors().contains(anchor),
+                "{name}: docs/runbook.md has no section {anchor}"
+            );
         }
     }
+}
+
+const RUNBOOK_URL: &str = "https://github.com/ssdwatch/ssdwatch/blob/main/docs/runbook.md#";
+
+/// The anchors of docs/runbook.md's sections, as GitHub makes them from `## Heading`.
+fn runbook_anchors() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join("docs/runbook.md")).expect("docs/runbook.md");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|h| {
+            h.trim()
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        })
+        .collect()
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! series it renders. statvfs never runs on the async workers here: it can hang forever.
 
 pub mod select;
+pub mod thresholds;
 pub mod untrimmed;
 
 use crate::collector::{Collector, Context, ItemError, Sample};
@@ -45,6 +46,8 @@ pub struct FilesystemConfig {
     pub fs_types_exclude: Vec<String>,
     /// When set, only these filesystem types are reported (exclusion still applies).
     pub fs_types_include: Option<Vec<String>>,
+    /// Low-space alert thresholds, exported per mount for the alert rules to join on.
+    pub alert_thresholds: thresholds::AlertThresholds,
 }
 
 impl Default for FilesystemConfig {
@@ -63,6 +66,7 @@ impl Default for FilesystemConfig {
                 .map(|s| s.to_string())
                 .collect(),
             fs_types_include: None,
+            alert_thresholds: thresholds::AlertThresholds::default(),
         }
     }
 }
@@ -90,7 +94,8 @@ impl FilesystemConfig {
         if let Some(inc) = &self.mount_points_include {
             check_regexes(key, "mount_points_include", inc)?;
         }
-        Ok(())
+        self.alert_thresholds
+            .validate(&format!("{key}.alert_thresholds"))
     }
 }
 
@@ -150,6 +155,7 @@ pub struct FilesystemCollector {
     filters: Filters,
     guard: StatGuard,
     source: Option<StatSource>,
+    thresholds: thresholds::Compiled,
     /// Per mount point: the "freed but not trimmed" estimate's state.
     untrimmed: std::collections::HashMap<String, untrimmed::Untrimmed>,
 }
@@ -164,6 +170,7 @@ impl FilesystemCollector {
             guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS),
             source: None,
             untrimmed: Default::default(),
+            thresholds: cfg.alert_thresholds.compile()?,
         })
     }
 }
@@ -254,6 +261,11 @@ impl Collector for FilesystemCollector {
                         estimate.map(|b| b as f64),
                     );
             }
+            threshold_metrics(
+                &mut s.metrics,
+                &m.info.mount_point,
+                self.thresholds.for_mount(&m.info.mount_point),
+            );
             if let Err(e) = filesystem_metrics(&mut s.metrics, m, r, &topo) {
                 errors.push(ItemError::new(m.info.mount_point.clone(), e.to_string()));
             }
@@ -261,6 +273,32 @@ impl Collector for FilesystemCollector {
         self.untrimmed = untrimmed;
         s.errors = errors;
         Ok(s)
+    }
+}
+
+/// The low-space thresholds of one mount point, one series per severity.
+pub fn threshold_metrics(
+    set: &mut MetricSet,
+    mount_point: &str,
+    (warning, critical): (thresholds::Threshold, thresholds::Threshold),
+) {
+    for (severity, t) in [("warning", warning), ("critical", critical)] {
+        let l = [("mountpoint", mount_point), ("severity", severity)];
+        set.gauge(
+            "ssdwatch_filesystem_alert_threshold_ratio",
+            "Used ratio above which the low-space alert of this severity may fire (config: collectors.filesystem.alert_thresholds).",
+        )
+        .push(&l, t.used_ratio);
+        set.gauge(
+            "ssdwatch_filesystem_alert_threshold_avail_bytes",
+            "Bytes available under which the low-space alert of this severity may fire once above its used ratio.",
+        )
+        .push(&l, t.avail_bytes as f64);
+        set.gauge(
+            "ssdwatch_filesystem_alert_threshold_full_seconds",
+            "Seconds to full under which the low-space alert of this severity may fire once above its used ratio.",
+        )
+        .push(&l, t.full_within.as_secs_f64());
     }
 }
 
