@@ -2,6 +2,8 @@
 //! Mount points and sources are octal-escaped by the kernel (`\040` for a space): unescaped here.
 //! No statvfs and no metrics here: the filesystem collector does that.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,7 +14,11 @@ pub struct MountInfo {
     pub minor: u32,
     /// The root of the mount within the filesystem (`/` unless a bind mount of a subtree).
     pub root: String,
+    /// The mount point as a label: UTF-8 as is, any byte that is not valid UTF-8 written as
+    /// `\xNN` (a mount point is bytes; an automounted USB label or a FUSE mount can make it any).
     pub mount_point: String,
+    /// The mount point's exact bytes, for the system calls (statvfs) on it.
+    pub mount_path: PathBuf,
     pub mount_options: Vec<String>,
     /// Optional fields such as `shared:1`, `master:2`.
     pub optional_fields: Vec<String>,
@@ -62,9 +68,9 @@ pub struct ReadError {
     pub cause: std::io::Error,
 }
 
-/// Undoes the kernel's octal escaping (`\040` space, `\011` tab, `\012` newline, `\134` backslash).
-pub fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
+/// Undoes the kernel's octal escaping (`\040` space, `\011` tab, `\012` newline, `\134`
+/// backslash), giving the field's exact bytes.
+pub fn unescape_bytes(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -84,46 +90,89 @@ pub fn unescape(s: &str) -> String {
         out.push(b[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
-fn parse_line(line: &str) -> Result<MountInfo, LineProblem> {
+/// Bytes as a label value: valid UTF-8 as is, every other byte as `\xNN`, so nothing is lost and
+/// two different paths never share a label.
+pub fn label_form(mut b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let (good, rest) = b.split_at(e.valid_up_to());
+                // valid_up_to() guarantees `good` is UTF-8.
+                out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                let bad = e.error_len().unwrap_or(rest.len()).max(1);
+                for byte in &rest[..bad] {
+                    out.push_str(&format!("\\x{byte:02x}"));
+                }
+                b = &rest[bad..];
+            }
+        }
+    }
+}
+
+/// Undoes the kernel's escaping and gives the label form (see [`label_form`]).
+pub fn unescape(s: &str) -> String {
+    label_form(&unescape_bytes(s.as_bytes()))
+}
+
+fn field(b: &[u8]) -> String {
+    label_form(&unescape_bytes(b))
+}
+
+fn parse_line(line: &[u8]) -> Result<MountInfo, LineProblem> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     // The kernel separates fields by exactly one space and escapes spaces inside them, so an empty
     // field is meaningful (`mount -t tmpfs "" /x` shows an empty source): split on single spaces.
-    let fields: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(' ').collect();
+    let fields: Vec<&[u8]> = line.split(|c| *c == b' ').collect();
     if fields.len() < 7 || fields[..6].iter().any(|f| f.is_empty()) {
         return Err(LineProblem::TooFewFields(truncate(line)));
     }
     // Optional fields (`shared:1`, `master:2`, ...) run up to the lone "-".
     let sep = fields[6..]
         .iter()
-        .position(|f| *f == "-")
+        .position(|f| *f == b"-")
         .map(|p| p + 6)
         .ok_or(LineProblem::NoSeparator)?;
     if fields.len() < sep + 3 {
         return Err(LineProblem::NothingAfterSeparator);
     }
-    let num = |what: &'static str, value: &str| -> Result<u32, LineProblem> {
-        value.parse().map_err(|_| LineProblem::NotANumber {
-            what,
-            value: value.to_string(),
-        })
+    let text = |b: &[u8]| label_form(b);
+    let num = |what: &'static str, value: &[u8]| -> Result<u32, LineProblem> {
+        std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| LineProblem::NotANumber {
+                what,
+                value: text(value),
+            })
     };
-    let (maj, min) = fields[2]
-        .split_once(':')
-        .ok_or_else(|| LineProblem::NoMajorMinor(fields[2].to_string()))?;
-    let split_opts = |s: &str| -> Vec<String> { s.split(',').map(str::to_string).collect() };
+    let mm = fields[2];
+    let colon = mm
+        .iter()
+        .position(|c| *c == b':')
+        .ok_or_else(|| LineProblem::NoMajorMinor(text(mm)))?;
+    let (maj, min) = (&mm[..colon], &mm[colon + 1..]);
+    let split_opts = |s: &[u8]| -> Vec<String> { s.split(|c| *c == b',').map(text).collect() };
+    let mount_point = unescape_bytes(fields[4]);
     Ok(MountInfo {
         mount_id: num("mount id", fields[0])?,
         parent_id: num("parent id", fields[1])?,
         major: num("major", maj)?,
         minor: num("minor", min)?,
-        root: unescape(fields[3]),
-        mount_point: unescape(fields[4]),
+        root: field(fields[3]),
+        mount_point: label_form(&mount_point),
+        mount_path: PathBuf::from(OsString::from_vec(mount_point)),
         mount_options: split_opts(fields[5]),
-        optional_fields: fields[6..sep].iter().map(|s| s.to_string()).collect(),
-        fstype: unescape(fields[sep + 1]),
-        source: unescape(fields[sep + 2]),
+        optional_fields: fields[6..sep].iter().map(|s| text(s)).collect(),
+        fstype: field(fields[sep + 1]),
+        source: field(fields[sep + 2]),
         super_options: fields
             .get(sep + 3)
             .map(|s| split_opts(s))
@@ -132,16 +181,22 @@ fn parse_line(line: &str) -> Result<MountInfo, LineProblem> {
 }
 
 /// The start of an overlong line, for error messages.
-fn truncate(line: &str) -> String {
-    line.chars().take(120).collect()
+fn truncate(line: &[u8]) -> String {
+    label_form(line).chars().take(120).collect()
 }
 
 /// Parses a whole mountinfo text: the good entries, and an error per bad line (1-based).
 pub fn parse_mountinfo(text: &str) -> (Vec<MountInfo>, Vec<LineError>) {
+    parse_mountinfo_bytes(text.as_bytes())
+}
+
+/// [`parse_mountinfo`] of the file's bytes: a mount point need not be UTF-8, and one that is not
+/// costs nothing to the other lines.
+pub fn parse_mountinfo_bytes(text: &[u8]) -> (Vec<MountInfo>, Vec<LineError>) {
     let mut mounts = Vec::new();
     let mut errors = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    for (i, line) in text.split(|c| *c == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         match parse_line(line) {
@@ -174,17 +229,18 @@ pub struct MountTable {
 pub fn read_mountinfo(proc_root: &Path) -> Result<MountTable, ReadError> {
     let init = proc_root.join("1/mountinfo");
     let own = proc_root.join("self/mountinfo");
-    let (path, text) = match std::fs::read_to_string(&init) {
+    // Bytes, not a String: one mount point that is not UTF-8 must not cost every other mount.
+    let (path, text) = match std::fs::read(&init) {
         Ok(t) if !t.is_empty() => (init, t),
         _ => {
-            let t = match std::fs::read_to_string(&own) {
+            let t = match std::fs::read(&own) {
                 Ok(t) => t,
                 Err(cause) => return Err(ReadError { path: own, cause }),
             };
             (own, t)
         }
     };
-    let (mounts, errors) = parse_mountinfo(&text);
+    let (mounts, errors) = parse_mountinfo_bytes(&text);
     Ok(MountTable {
         path,
         mounts,
@@ -196,6 +252,29 @@ pub fn read_mountinfo(proc_root: &Path) -> Result<MountTable, ReadError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_mount_point_that_is_not_utf8_is_kept_exactly_and_labelled_with_escapes() {
+        let text = b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                     2 1 8:17 / /mnt/b\xff\\040x rw - ext4 /dev/sdb1 rw\n\
+                     3 1 8:2 / /data rw - ext4 /dev/sda2 rw\n";
+        let (m, e) = parse_mountinfo_bytes(text);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(m.len(), 3, "the other lines are unaffected");
+        assert_eq!(m[1].mount_point, "/mnt/b\\xff x");
+        assert_eq!(
+            std::os::unix::ffi::OsStrExt::as_bytes(m[1].mount_path.as_os_str()),
+            b"/mnt/b\xff x"
+        );
+        assert_eq!(m[2].mount_point, "/data");
+    }
+
+    #[test]
+    fn label_form_escapes_only_invalid_bytes() {
+        assert_eq!(label_form("/srv/pg data".as_bytes()), "/srv/pg data");
+        assert_eq!(label_form("/mnt/été".as_bytes()), "/mnt/été");
+        assert_eq!(label_form(b"/a\xc3(\xff"), "/a\\xc3(\\xff");
+    }
 
     #[test]
     fn kernel_documentation_example() {

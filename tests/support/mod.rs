@@ -235,11 +235,11 @@ pub fn mounted(path: &Path) -> bool {
 }
 
 fn listed_in(table: &str, path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(table) else {
+    let Ok(text) = std::fs::read(table) else {
         return false;
     };
-    let (mounts, _) = ssdwatch::procfs::mountinfo::parse_mountinfo(&text);
-    mounts.iter().any(|m| Path::new(&m.mount_point) == path)
+    let (mounts, _) = ssdwatch::procfs::mountinfo::parse_mountinfo_bytes(&text);
+    mounts.iter().any(|m| m.mount_path == path)
 }
 
 /// Roots for an in-process daemon that must see the mounts this test made. The daemon reads pid

@@ -19,7 +19,6 @@ use select::{
     DEFAULT_FS_TYPES_EXCLUDE, DEFAULT_MOUNT_POINTS_EXCLUDE, Filters, SelectedMount, select_mounts,
 };
 use serde::Deserialize;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,7 +216,7 @@ impl Collector for FilesystemCollector {
             .map(|m| {
                 (
                     m.info.mount_point.clone(),
-                    ctx.roots.in_rootfs(Path::new(&m.info.mount_point)),
+                    ctx.roots.in_rootfs(&m.info.mount_path),
                 )
             })
             .collect();
@@ -418,6 +417,7 @@ pub fn filesystem_metrics(
 mod tests {
     use super::*;
     use crate::procfs::mountinfo::parse_mountinfo;
+    use std::path::Path;
 
     #[test]
     fn mount_point_filters_take_a_string_or_a_list() {
