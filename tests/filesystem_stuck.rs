@@ -12,23 +12,105 @@ use ssdwatch::config::Config;
 use std::time::{Duration, Instant};
 use support::*;
 
-#[test]
-fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
-    if !require_root("hung FUSE mount") {
-        return;
+/// Root, /dev/fuse and fusepy, or a skip saying which is missing.
+fn fuse_available(test: &str) -> bool {
+    if !require_root(test) {
+        return false;
     }
     if !std::path::Path::new("/dev/fuse").exists() {
-        skip(
-            "hung FUSE mount",
+        return skip(
+            test,
             "no /dev/fuse (FUSE not available in this kernel/container)",
         );
-        return;
     }
     if Command::new(system_python()).args([
             "-c",
             "import importlib.util as u, sys; sys.exit(0 if u.find_spec('fusepy') or u.find_spec('fuse') else 1)",
         ]).status().map(|s| !s.success()).unwrap_or(true) {
-        skip("hung FUSE mount", "python3 fusepy missing (apt-get install python3-fusepy)");
+        return skip(test, "python3 fusepy missing (apt-get install python3-fusepy)");
+    }
+    true
+}
+
+/// More hung mounts than the guard ever holds threads for mounts that hung before (32): the
+/// healthy filesystem keeps its size in every scrape, each hung mount shows as stuck, and the
+/// collector's health counts them.
+#[test]
+fn forty_hung_fuse_mounts_never_hide_the_healthy_filesystem() {
+    if !fuse_available("forty hung FUSE mounts") {
+        return;
+    }
+    const HUNG: usize = 40;
+    let healthy = LoopFs::new(32);
+    let hung: Vec<HungFuse> = (0..HUNG).map(|_| HungFuse::new()).collect();
+    let hung_mps: Vec<std::path::PathBuf> = hung
+        .iter()
+        .map(|h| h.mountpoint.canonicalize().unwrap_or(h.mountpoint.clone()))
+        .collect();
+    let mut include = vec![format!("^{}$", regex::escape(healthy.mp()))];
+    include.extend(
+        hung_mps
+            .iter()
+            .map(|p| format!("^{}$", regex::escape(p.to_str().unwrap()))),
+    );
+    let mut config = Config::default();
+    config.state_dir = healthy.dir.path().join("state");
+    config.collectors.smart.enabled = false;
+    config.collectors.probe.enabled = false;
+    config.collectors.filesystem = FilesystemConfig {
+        interval: Duration::from_secs(1),
+        statfs_timeout: Duration::from_millis(200),
+        mount_points_include: Some(include),
+        fs_types_exclude: vec![],
+        ..FilesystemConfig::default()
+    };
+    let mut seen: Vec<&std::path::Path> = vec![&healthy.mountpoint];
+    seen.extend(hung_mps.iter().map(|p| p.as_path()));
+    let daemon = Daemon::start(config, roots_seeing(&seen));
+    let healthy_label = format!("mountpoint=\"{}\"", healthy.mp());
+    let stuck = |m: &str| {
+        hung_mps
+            .iter()
+            .filter(|p| {
+                value_matching(
+                    m,
+                    "ssdwatch_filesystem_stuck",
+                    &format!("mountpoint=\"{}\"", p.display()),
+                ) == Some(1.0)
+            })
+            .count()
+    };
+    daemon.wait_metrics("every hung mount stuck", Duration::from_secs(30), |m| {
+        stuck(m) == HUNG
+    });
+    // From then on, ten seconds of scrapes: the healthy filesystem has its size every time.
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        let m = daemon.get("/metrics");
+        assert!(
+            value_matching(&m, "ssdwatch_filesystem_avail_bytes", &healthy_label)
+                .is_some_and(|v| v > 0.0),
+            "the healthy filesystem lost its series:\n{m}"
+        );
+        assert_eq!(stuck(&m), HUNG);
+        assert_eq!(
+            value(&m, "ssdwatch_filesystem_statfs_hung_threads"),
+            Some(HUNG as f64)
+        );
+        assert_eq!(
+            value(
+                &m,
+                "ssdwatch_collector_failing_items{collector=\"filesystem\"}"
+            ),
+            Some(HUNG as f64)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
+    if !fuse_available("hung FUSE mount") {
         return;
     }
     let healthy = LoopFs::new(32);

@@ -51,24 +51,33 @@ pub enum StatvfsError {
 /// runtime worker: the waiting is async. `outstanding` holds mounts whose call hasn't returned.
 ///
 /// Threads: at most `max_workers` per batch, and they end with the batch unless a call hangs.
-/// A hung thread stays with its mount (one per mount, never retried meanwhile); once `max_hung`
-/// calls hang no new one starts, so even a flood of dead NFS mounts costs a bounded number of
-/// threads (a systemd unit's TasksMax counts them).
+/// A hung thread stays with its mount (one per mount, never retried meanwhile), so threads are
+/// bounded by the number of mounts that hang at once. Healthy mounts are never starved by hung
+/// ones: each batch takes first the mounts that answered before, then new ones, and last the
+/// mounts that hung before (their call has returned since); those are retried only while fewer
+/// than `max_hung` calls are held, so a flapping NFS server can't eat the threads healthy mounts
+/// need.
 pub struct StatGuard {
     outstanding: Arc<Mutex<HashSet<String>>>,
+    /// Mounts whose call ran past a deadline at least once.
+    ever_hung: Mutex<HashSet<String>>,
+    /// Mounts that have answered (in time) at least once.
+    answered: Mutex<HashSet<String>>,
     max_workers: usize,
     max_hung: usize,
 }
 
 /// Threads taking mounts in one sample.
 pub const STATFS_WORKERS: usize = 8;
-/// Hung statvfs calls tolerated before no new call is started.
+/// Hung statvfs calls held before mounts that hung before are no longer retried.
 pub const MAX_HUNG_STATFS: usize = 32;
 
 impl StatGuard {
     pub fn new(max_workers: usize, max_hung: usize) -> Self {
         StatGuard {
             outstanding: Arc::new(Mutex::new(HashSet::new())),
+            ever_hung: Mutex::new(HashSet::new()),
+            answered: Mutex::new(HashSet::new()),
             max_workers: max_workers.max(1),
             max_hung: max_hung.max(1),
         }
@@ -90,30 +99,45 @@ impl StatGuard {
     ) -> HashMap<String, StatResult> {
         let mut results = HashMap::with_capacity(jobs.len());
         let busy = self.outstanding();
-        let mut queue = VecDeque::new();
+        let (known_good, suspects) = {
+            let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+            let ever_hung = self.ever_hung.lock().unwrap_or_else(|e| e.into_inner());
+            (answered.clone(), ever_hung.clone())
+        };
+        // Mounts that answered before first, then new ones, then those that hung before.
+        let mut good = VecDeque::new();
+        let mut new = VecDeque::new();
+        let mut risky = VecDeque::new();
         for (mp, path) in jobs {
             if busy.contains(&mp) {
                 results.insert(mp, StatResult::Stuck); // not retried until the hung call returns
+            } else if suspects.contains(&mp) {
+                risky.push_back((mp, path));
+            } else if known_good.contains(&mp) {
+                good.push_back((mp, path));
             } else {
-                queue.push_back((mp, path));
+                new.push_back((mp, path));
             }
         }
-        let n = queue.len();
-        // Each worker of this batch may hang too: never more than max_hung threads in all.
-        let workers = self
-            .max_workers
-            .min(n)
-            .min(self.max_hung.saturating_sub(busy.len()));
-        if workers == 0 {
-            for (mp, _) in queue {
-                results.insert(mp, StatResult::NotStarted);
-            }
-            return results;
+        // A mount that hung before is retried only while fewer than max_hung calls are held.
+        let retry = self.max_hung.saturating_sub(busy.len()).min(risky.len());
+        for (mp, _) in risky.drain(retry..) {
+            results.insert(mp, StatResult::NotStarted);
         }
-        let queue = Arc::new(Mutex::new(queue));
+        // Two pools: mounts that answered before have workers of their own, so new or suspect
+        // mounts that hang can never hold up the healthy ones.
+        let mut untried = new;
+        untried.extend(risky);
+        let n = good.len() + untried.len();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        for _ in 0..workers {
-            let queue = queue.clone();
+        let queues = [good, untried].map(|q| Arc::new(Mutex::new(q)));
+        let spawns = queues.iter().flat_map(|q| {
+            let workers = self
+                .max_workers
+                .min(q.lock().unwrap_or_else(|e| e.into_inner()).len());
+            std::iter::repeat_n(q.clone(), workers)
+        });
+        for queue in spawns.collect::<Vec<_>>() {
             let tx = tx.clone();
             let outstanding = self.outstanding.clone();
             let source = source.clone();
@@ -167,20 +191,39 @@ impl StatGuard {
             }
         }
         // Whatever is left: still queued (never started) or running past the deadline (stuck).
-        let left: Vec<(String, PathBuf)> = queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-            .collect();
-        for (mp, _) in left {
-            results.insert(mp, StatResult::NotStarted);
+        for queue in &queues {
+            let left: Vec<(String, PathBuf)> = queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+                .collect();
+            for (mp, _) in left {
+                results.insert(mp, StatResult::NotStarted);
+            }
         }
-        for mp in self.outstanding() {
-            results.entry(mp).or_insert(StatResult::Stuck);
+        let stuck_now = self.outstanding();
+        for mp in &stuck_now {
+            results.entry(mp.clone()).or_insert(StatResult::Stuck);
         }
         // Calls that finished between the deadline and now.
         while let Ok((mp, r)) = rx.try_recv() {
             results.insert(mp, StatResult::Done(r));
+        }
+        // Remember who answered and who hung, for the mounts of this batch only (mounts come and
+        // go: containers, automounts), so the memory is bounded by the mount table.
+        let mut ever_hung = self.ever_hung.lock().unwrap_or_else(|e| e.into_inner());
+        let mut answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        ever_hung.retain(|mp| results.contains_key(mp) || stuck_now.contains(mp));
+        answered.retain(|mp| results.contains_key(mp));
+        for (mp, r) in &results {
+            if stuck_now.contains(mp) {
+                // Past the deadline (whether or not it answered just after).
+                ever_hung.insert(mp.clone());
+                answered.remove(mp);
+            } else if matches!(r, StatResult::Done(_)) {
+                answered.insert(mp.clone());
+                ever_hung.remove(mp); // it came back in time
+            }
         }
         results
     }
@@ -251,18 +294,90 @@ mod tests {
         assert_eq!(guard.outstanding().len(), 5);
     }
 
+    fn ok(map: &mut BTreeMap<String, FixtureAnswer>, mp: &str) {
+        map.insert(
+            mp.to_string(),
+            FixtureAnswer::Stat(FsStat {
+                frsize: 4096,
+                blocks: 10,
+                ..Default::default()
+            }),
+        );
+    }
+
+    /// 100 dead NFS mounts listed before the healthy ones: once the healthy ones have answered,
+    /// they answer in every round, and each dead mount holds one thread, never more.
     #[tokio::test]
-    async fn once_the_hung_limit_is_reached_no_new_call_starts() {
-        let (src, jobs) = hung_mounts(6);
-        let guard = StatGuard::new(8, 3);
-        for _ in 0..3 {
-            let r = guard
-                .run(&src, jobs.clone(), Duration::from_millis(300))
-                .await;
-            let stuck = count(&r, |v| matches!(v, StatResult::Stuck));
-            let not_started = count(&r, |v| matches!(v, StatResult::NotStarted));
-            assert_eq!((stuck, not_started), (3, 3));
+    async fn healthy_mounts_are_sampled_every_round_with_100_hung_ones_present() {
+        let mut map = BTreeMap::new();
+        let mut jobs = Vec::new();
+        for i in 0..100 {
+            let mp = format!("/mnt/nfs{i:03}");
+            map.insert(mp.clone(), FixtureAnswer::Hang);
+            jobs.push((mp.clone(), PathBuf::from(mp)));
         }
+        for mp in ["/srv/pg", "/srv/wal", "/"] {
+            ok(&mut map, mp);
+            jobs.push((mp.to_string(), PathBuf::from(mp)));
+        }
+        let src = StatSource::Fixture(Arc::new(map));
+        let guard = StatGuard::new(8, 32);
+        let healthy_done = |r: &HashMap<String, StatResult>| {
+            ["/srv/pg", "/srv/wal", "/"]
+                .iter()
+                .filter(|mp| matches!(r[**mp], StatResult::Done(Ok(_))))
+                .count()
+        };
+        let mut rounds_to_first_answer = None;
+        for round in 0..20 {
+            let r = guard
+                .run(&src, jobs.clone(), Duration::from_millis(100))
+                .await;
+            assert_eq!(r.len(), 103);
+            match rounds_to_first_answer {
+                None if healthy_done(&r) == 3 => rounds_to_first_answer = Some(round),
+                None => {}
+                Some(_) => assert_eq!(healthy_done(&r), 3, "round {round}: {r:?}"),
+            }
+            assert!(guard.outstanding().len() <= 100);
+        }
+        // New mounts are tried 8 at a time until every dead one is known; then the healthy
+        // ones, which from then on have workers of their own.
+        assert!(
+            rounds_to_first_answer.is_some_and(|r| r <= 13),
+            "{rounds_to_first_answer:?}"
+        );
+        assert_eq!(guard.outstanding().len(), 100, "one thread per hung mount");
+    }
+
+    /// A mount that hung and came back is retried only while fewer than `max_hung` calls are
+    /// held; mounts that answered before never wait for it.
+    #[tokio::test]
+    async fn a_mount_that_hung_before_waits_while_the_hung_limit_is_reached() {
+        let mut map = BTreeMap::new();
+        map.insert("/mnt/slow".to_string(), FixtureAnswer::SlowMs(300));
+        ok(&mut map, "/");
+        for i in 0..3 {
+            map.insert(format!("/mnt/dead{i}"), FixtureAnswer::Hang);
+        }
+        let src = StatSource::Fixture(Arc::new(map.clone()));
+        let jobs: Vec<(String, PathBuf)> = map
+            .keys()
+            .map(|mp| (mp.clone(), PathBuf::from(mp)))
+            .collect();
+        let guard = StatGuard::new(8, 3);
+        // Round 1: everything new; the dead ones and the slow one run past the deadline.
+        let r = guard
+            .run(&src, jobs.clone(), Duration::from_millis(100))
+            .await;
+        assert!(matches!(r["/mnt/slow"], StatResult::Stuck));
+        assert!(matches!(r["/"], StatResult::Done(Ok(_))));
+        std::thread::sleep(Duration::from_millis(400)); // the slow call returns
+        // Round 2: three calls held (the dead ones) = max_hung: the slow mount is not retried,
+        // and the healthy one answers as ever.
+        let r = guard.run(&src, jobs, Duration::from_millis(100)).await;
+        assert!(matches!(r["/mnt/slow"], StatResult::NotStarted), "{r:?}");
+        assert!(matches!(r["/"], StatResult::Done(Ok(_))));
         assert_eq!(guard.outstanding().len(), 3);
     }
 }

@@ -44,6 +44,8 @@ pub enum FixtureAnswer {
     Errno(i32),
     /// statvfs never returns.
     Hang,
+    /// statvfs answers (with zeros) after this many milliseconds: a slow mount that comes back.
+    SlowMs(u64),
 }
 
 /// A `statvfs.yaml` fixture that can't be used; names the file (and the mount point).
@@ -116,6 +118,10 @@ impl StatSource {
                 Some(FixtureAnswer::Hang) => loop {
                     std::thread::park();
                 },
+                Some(FixtureAnswer::SlowMs(ms)) => {
+                    std::thread::sleep(std::time::Duration::from_millis(*ms));
+                    Ok(FsStat::default())
+                }
                 None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
             },
         }

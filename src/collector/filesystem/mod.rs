@@ -211,8 +211,12 @@ impl Collector for FilesystemCollector {
         });
         let mounts = table.mounts;
         let selected = select_mounts(&mounts, &self.filters, &topo);
-        let jobs = selected
-            .iter()
+        // Block-device filesystems first, network and FUSE ones last: on a first sample nothing
+        // is known of any mount, and the guard tries new mounts in this order.
+        let mut order: Vec<&SelectedMount> = selected.iter().collect();
+        order.sort_by_key(|m| m.device.is_none());
+        let jobs = order
+            .into_iter()
             .map(|m| {
                 (
                     m.info.mount_point.clone(),
