@@ -503,3 +503,110 @@ fn a_failing_drive_is_one_fault_under_its_device_label() {
             .starts_with("device sda: cannot run /nonexistent/smartctl")
     );
 }
+
+/// A smartctl stuck in the kernel on one failing drive (uninterruptible: SIGKILL can't end it)
+/// delays no other drive: the sample ends after the timeout and a short grace, the drive shows
+/// as stuck and is not run again until the stuck process is gone, and its data goes on ageing
+/// truthfully. Made real with a FUSE mount whose statfs never returns.
+#[test]
+fn a_smartctl_stuck_in_the_kernel_freezes_no_other_drive() {
+    if !support::require_root("smartctl in D state") {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        support::skip("smartctl in D state", "no /dev/fuse");
+        return;
+    }
+    let mut hung = support::HungFuse::new();
+    let fake = Fake::new();
+    fake.mode("sda", &format!("dstate {}", hung.mountpoint.display()));
+    fake.ok("sdb", "ata-samsung-860evo.json");
+    let mut c = SmartCollector::new(&fake.config(&["sda", "sdb"])).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ctx = ctx();
+    let run = |c: &mut SmartCollector| {
+        let t = std::time::Instant::now();
+        let s = rt.block_on(c.sample(&ctx)).unwrap();
+        (
+            support::exposition(&s),
+            s.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            t.elapsed(),
+        )
+    };
+    let (text, errors, took) = run(&mut c);
+    // 0.7 s timeout + 5 s grace, then the sample goes on without it.
+    assert!(
+        took < Duration::from_secs(8),
+        "the first sample took {took:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("device sda") && e.contains("stuck in the kernel")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        val(&text, "ssdwatch_device_smartctl_stuck", &["device=\"sda\""]),
+        Some(1.0)
+    );
+    assert_eq!(
+        val(&text, "ssdwatch_device_smartctl_stuck", &["device=\"sdb\""]),
+        Some(0.0)
+    );
+    assert_eq!(
+        val(
+            &text,
+            "ssdwatch_device_wear_used_ratio",
+            &["device=\"sdb\""]
+        ),
+        Some(WEAR_860EVO)
+    );
+    // The next sample does not start another smartctl on sda, and takes no time for it.
+    let (text, errors, took) = run(&mut c);
+    assert!(
+        took < Duration::from_secs(2),
+        "the second sample took {took:?}"
+    );
+    assert_eq!(
+        fake.argv("sda").lines().count(),
+        1,
+        "no second smartctl on the stuck drive"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("still stuck in the kernel")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        val(
+            &text,
+            "ssdwatch_device_wear_used_ratio",
+            &["device=\"sdb\""]
+        ),
+        Some(WEAR_860EVO)
+    );
+    assert_eq!(fake.argv("sdb").lines().count(), 2);
+    // The drive's I/O returns (the FUSE server dies): the stuck process goes, is reaped, and
+    // the drive is run again.
+    hung.kill_server_only();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (text, _, _) = run(&mut c);
+        if val(&text, "ssdwatch_device_smartctl_stuck", &["device=\"sda\""]) == Some(0.0)
+            && fake.argv("sda").lines().count() >= 2
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sda never ran again:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(zombie_children().is_empty(), "{:?}", zombie_children());
+}

@@ -168,6 +168,8 @@ impl SmartConfig {
 pub struct SmartCollector {
     cfg: SmartConfig,
     drives: BTreeMap<String, DriveState>,
+    /// Per drive: set while a killed smartctl of it is still stuck in the kernel.
+    in_kernel: BTreeMap<String, Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl SmartCollector {
@@ -175,6 +177,7 @@ impl SmartCollector {
         Ok(SmartCollector {
             cfg: cfg.clone(),
             drives: BTreeMap::new(),
+            in_kernel: BTreeMap::new(),
         })
     }
 
@@ -262,6 +265,10 @@ impl Collector for SmartCollector {
         let targets = self.targets(topo.as_deref());
         self.drives
             .retain(|label, _| targets.iter().any(|t| &t.label == label));
+        self.in_kernel.retain(|label, stuck| {
+            targets.iter().any(|t| &t.label == label)
+                || stuck.load(std::sync::atomic::Ordering::Acquire)
+        });
 
         let now = Instant::now();
         let sem = Arc::new(Semaphore::new(self.cfg.parallelism.max(1)));
@@ -271,6 +278,18 @@ impl Collector for SmartCollector {
         for t in &targets {
             let st = self.drives.entry(t.label.clone()).or_default();
             if st.next_due.is_some_and(|due| due > now) {
+                continue;
+            }
+            let in_kernel = self.in_kernel.entry(t.label.clone()).or_default().clone();
+            if in_kernel.load(std::sync::atomic::Ordering::Acquire) {
+                // Its last smartctl is still stuck in the kernel: another would only join it.
+                sample.error(ItemError::new(
+                    t.label.clone(),
+                    format!(
+                        "device {}: smartctl on {} is still stuck in the kernel (D state); not starting another",
+                        t.label, t.path
+                    ),
+                ));
                 continue;
             }
             let args = smartctl_args(
@@ -284,7 +303,7 @@ impl Collector for SmartCollector {
             let sem = sem.clone();
             let task = set.spawn(async move {
                 let _permit = sem.acquire_owned().await;
-                runner::run_smartctl(&bin, &args, timeout).await
+                runner::run_smartctl(&bin, &args, timeout, &in_kernel).await
             });
             task_label.insert(task.id(), t.label.clone());
         }
@@ -322,6 +341,17 @@ impl Collector for SmartCollector {
 
         let now_unix = unix_now();
         for t in &targets {
+            let stuck = self
+                .in_kernel
+                .get(&t.label)
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire));
+            sample
+                .metrics
+                .gauge(
+                    "ssdwatch_device_smartctl_stuck",
+                    "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.",
+                )
+                .push(&[("device", t.label.as_str())], if stuck { 1.0 } else { 0.0 });
             if let Some(st) = self.drives.get(&t.label) {
                 let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
                 render::render_drive(t, st, every, now_unix, &mut sample.metrics);

@@ -97,7 +97,19 @@ pub enum RunError {
     /// The task that ran it did not complete (it panicked or was cancelled).
     #[error("the smartctl task did not complete: {cause}")]
     Task { cause: String },
+    /// Killed at the deadline but still not gone: stuck in the kernel (uninterruptible sleep on
+    /// a failing drive or controller). It is reaped in the background when it ends; no other
+    /// run of that drive starts meanwhile.
+    #[error(
+        "timed out after {}, killed, and still not gone after {}: stuck in the kernel (D state); no new run of this drive until it ends",
+        humantime::format_duration(*after),
+        humantime::format_duration(REAP_GRACE)
+    )]
+    Stuck { after: Duration },
 }
+
+/// How long a killed smartctl may take to go before it counts as stuck in the kernel.
+pub const REAP_GRACE: Duration = Duration::from_secs(5);
 
 /// The outcome of one smartctl run.
 #[derive(Debug)]
@@ -110,8 +122,15 @@ pub enum RunOutcome {
 const MAX_OUTPUT: u64 = 4 << 20;
 
 /// Runs smartctl once in its own process group; on timeout the whole group is killed and
-/// reaped, so nothing it started survives.
-pub async fn run_smartctl(bin: &Path, args: &[String], timeout: Duration) -> RunOutcome {
+/// reaped, so nothing it started survives. Never waits on it longer than `timeout` plus
+/// [`REAP_GRACE`]: one that won't die is left to a background reaper and `in_kernel` stays set
+/// until it is gone.
+pub async fn run_smartctl(
+    bin: &Path,
+    args: &[String],
+    timeout: Duration,
+    in_kernel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> RunOutcome {
     let mut cmd = tokio::process::Command::new(bin);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -131,28 +150,45 @@ pub async fn run_smartctl(bin: &Path, args: &[String], timeout: Duration) -> Run
     };
     let pid = child.id();
     let stdout = child.stdout.take();
+    // What has been read so far, kept outside the reader so that a grandchild holding the pipe
+    // (one that left the group with setsid) costs neither the output nor the descriptor.
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = got.clone();
     let reader = tokio::spawn(async move {
-        let mut buf = Vec::new();
-        if let Some(out) = stdout {
-            let _ = out.take(MAX_OUTPUT).read_to_end(&mut buf).await;
+        if let Some(mut out) = stdout {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match out.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let mut g = sink.lock().unwrap_or_else(|e| e.into_inner());
+                        if g.len() as u64 + n as u64 > MAX_OUTPUT {
+                            break;
+                        }
+                        g.extend_from_slice(&chunk[..n]);
+                    }
+                }
+            }
         }
-        buf
     });
+    let take = || std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
     match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(status)) => {
-            // The pipe closes when the last holder exits; a grandchild that keeps it open
-            // must not hang us past the deadline either.
+            // The pipe closes when the last holder exits. smartctl wrote everything before it
+            // exited; a descendant still holding the pipe gets a short grace, then we keep what
+            // was written and close our end (aborting the reader drops it).
             // (Killing the group only here: while a member holds the pipe the group exists, so
             // its id cannot have been reused by an unrelated process.)
-            let stdout = match tokio::time::timeout(Duration::from_secs(2), reader).await {
-                Ok(Ok(b)) => b,
-                _ => {
-                    kill_group(pid);
-                    Vec::new()
-                }
-            };
+            let mut reader = reader;
+            if tokio::time::timeout(Duration::from_millis(500), &mut reader)
+                .await
+                .is_err()
+            {
+                kill_group(pid);
+                reader.abort();
+            }
             RunOutcome::Output {
-                stdout,
+                stdout: take(),
                 exit: Exit::from_status(status),
             }
         }
@@ -166,10 +202,19 @@ pub async fn run_smartctl(bin: &Path, args: &[String], timeout: Duration) -> Run
         }
         Err(_) => {
             kill_group(pid);
-            // Reap: no zombie is left behind.
-            let _ = child.wait().await;
             reader.abort();
-            RunOutcome::Failed(RunError::TimedOut { after: timeout })
+            // Reap: no zombie is left behind. A process stuck in the kernel ignores even
+            // SIGKILL until its I/O returns: hand it to a reaper instead of waiting on it.
+            if tokio::time::timeout(REAP_GRACE, child.wait()).await.is_ok() {
+                return RunOutcome::Failed(RunError::TimedOut { after: timeout });
+            }
+            in_kernel.store(true, std::sync::atomic::Ordering::Release);
+            let flag = in_kernel.clone();
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+                flag.store(false, std::sync::atomic::Ordering::Release);
+            });
+            RunOutcome::Failed(RunError::Stuck { after: timeout })
         }
     }
 }
