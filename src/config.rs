@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 /// default exporter port allocations (see README, "Listen port").
 pub const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:10150";
 
+/// The largest config file read: the commented example is about 10 KiB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -53,6 +56,8 @@ pub enum ConfigError {
     /// serde_yaml_ng's message names the key path and the line/column.
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
+    #[error("config file {path}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")]
+    TooLarge { path: PathBuf },
     #[error("config file {path}: {key}: {message}")]
     Invalid {
         path: PathBuf,
@@ -67,9 +72,29 @@ impl Config {
         let Some(path) = path else {
             return Ok(Config::default());
         };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let read_err = |source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
+        };
+        // Read with a cap: `--config /dev/zero` (or a log file by mistake) must not read until
+        // memory runs out.
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(read_err)?,
+                MAX_CONFIG_BYTES + 1,
+            ),
+            &mut bytes,
+        )
+        .map_err(read_err)?;
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge {
+                path: path.to_path_buf(),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
         })?;
         Self::parse(&text, path)
     }
@@ -166,6 +191,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("/nonexistent/ssdwatch.yaml"), "{err}");
+    }
+
+    #[test]
+    fn an_endless_or_huge_file_is_refused_naming_it_without_reading_it_all() {
+        let err = Config::load(Some(Path::new("/dev/zero")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/dev/zero") && err.contains("larger than"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("binary.yaml");
+        std::fs::write(&bin, b"web:\n  listen_address: \xff\n").unwrap();
+        let err = Config::load(Some(&bin)).unwrap_err().to_string();
+        assert!(
+            err.contains("binary.yaml") && err.contains("not UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::procfs::mountinfo::read_mountinfo;
 use crate::statfs::StatSource;
 use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError};
 use crate::sysfs::topology::Topology;
-use crate::validate::{Invalid, check_interval};
+use crate::validate::{Invalid, check_duration, check_interval};
 use anyhow::Context as _;
 use regex::Regex;
 use select::{
@@ -83,12 +83,12 @@ impl FilesystemConfig {
 
     pub fn validate(&self, key: &str) -> Result<(), Invalid> {
         check_interval(key, self.interval, Duration::from_secs(1))?;
-        if self.statfs_timeout < Duration::from_millis(10) {
-            return Err(Invalid::new(
-                format!("{key}.statfs_timeout"),
-                "must be at least 10ms",
-            ));
-        }
+        check_duration(
+            &format!("{key}.statfs_timeout"),
+            self.statfs_timeout,
+            Duration::from_millis(10),
+            Duration::from_secs(300),
+        )?;
         check_regexes(key, "mount_points_exclude", &self.mount_points_exclude)?;
         if let Some(inc) = &self.mount_points_include {
             check_regexes(key, "mount_points_include", inc)?;

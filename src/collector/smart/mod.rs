@@ -14,7 +14,7 @@ pub use runner::smartctl_args;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
-use crate::validate::{Invalid, check_interval};
+use crate::validate::{Invalid, check_duration, check_interval};
 use drive::{DriveState, Run, Target};
 use regex::Regex;
 use runner::{RunError, RunOutcome};
@@ -126,10 +126,16 @@ impl SmartConfig {
                 )?;
             }
         }
-        if self.timeout < Duration::from_millis(100) {
+        check_duration(
+            &format!("{key}.timeout"),
+            self.timeout,
+            Duration::from_millis(100),
+            Duration::from_secs(600),
+        )?;
+        if self.devices.len() > 1024 {
             return Err(Invalid::new(
-                format!("{key}.timeout"),
-                "must be at least 100ms",
+                format!("{key}.devices"),
+                format!("{} entries; at most 1024", self.devices.len()),
             ));
         }
         if !(1..=64).contains(&self.parallelism) {
