@@ -9,7 +9,10 @@ pub mod plan;
 pub mod replay;
 pub mod run;
 
-pub use plan::{Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, floor_bytes, plan};
+pub use plan::{
+    FILE_FRACTION, Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, floor_bytes,
+    overwrites_in_place, plan, probe_file_bytes,
+};
 pub use run::{PlaceError, RunError, RunInputs, place, run_target};
 
 use serde::{Deserialize, Serialize};
@@ -77,7 +80,8 @@ pub struct TargetConfig {
     pub queue_depth: u32,
     pub seq_write_bytes: u64,
     pub seq_write_block_bytes: u64,
-    /// Size of the preallocated probe file.
+    /// Size of the preallocated probe file; at most 1/32 of the filesystem (rounded down to
+    /// `seq_write_block_bytes`, at least one block), so a small filesystem gets a small file.
     pub file_size_bytes: u64,
     /// Cap on bytes written per UTC day (probe file creation included).
     pub budget_bytes_per_day: u64,
@@ -86,9 +90,14 @@ pub struct TargetConfig {
     pub budget_time_per_hour: Duration,
     /// Skip (reason busy) when the drive was busier than this (0..1).
     pub busy_threshold: f64,
-    /// Free-space floor: the larger of this fraction of the filesystem and `free_floor_bytes`.
+    /// Free-space floor for a run that consumes space (creating the probe file, or any write on a
+    /// copy-on-write or log-structured filesystem): the larger of this fraction of the filesystem
+    /// and `free_floor_bytes`.
     pub free_floor_ratio: f64,
     pub free_floor_bytes: u64,
+    /// What a run that consumes no space (rewriting the existing, fully allocated probe file on
+    /// ext4 or XFS) leaves free at least: a margin for the filesystem's own metadata.
+    pub rewrite_reserve_bytes: u64,
     /// Use the idle I/O scheduling class.
     pub idle_priority: bool,
     /// A run not finished by then is reported as an error and its thread left to finish alone.
@@ -113,7 +122,8 @@ impl Default for TargetConfig {
             budget_time_per_hour: Duration::from_secs(60),
             busy_threshold: 0.5,
             free_floor_ratio: 0.05,
-            free_floor_bytes: 1 << 30,
+            free_floor_bytes: 64 * MIB,
+            rewrite_reserve_bytes: 4 * MIB,
             idle_priority: true,
             timeout: Duration::from_secs(120),
         }
@@ -162,6 +172,20 @@ impl TargetConfig {
                 format!("{key}.free_floor_ratio"),
                 "must be in 0..1",
             ));
+        }
+        // Floors and reserves beyond any filesystem are refused, not left to overflow.
+        for (k, v) in [
+            ("free_floor_bytes", self.free_floor_bytes),
+            ("rewrite_reserve_bytes", self.rewrite_reserve_bytes),
+        ] {
+            if v > 1 << 50 {
+                return Err(Invalid::new(format!("{key}.{k}"), "must be at most 1 PiB"));
+            }
+        }
+        for (k, v) in [("write_ops", self.write_ops), ("read_ops", self.read_ops)] {
+            if v == 0 || v > 1_000_000 {
+                return Err(Invalid::new(format!("{key}.{k}"), "must be 1..1000000"));
+            }
         }
         if self.queue_depth == 0 || self.queue_depth > 64 {
             return Err(Invalid::new(format!("{key}.queue_depth"), "must be 1..64"));

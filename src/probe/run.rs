@@ -332,6 +332,8 @@ impl Run {
                     self.file = Some(fd);
                     ProbeFile::Sound {
                         size: st.st_size as u64,
+                        // st_blocks counts 512-byte units whatever the filesystem's block size.
+                        allocated: (st.st_blocks as u64).saturating_mul(512),
                     }
                 }
                 Err(e) => ProbeFile::Refused(e),
@@ -428,7 +430,7 @@ impl Run {
         let mut written = 0u64;
         let fd = match self.file.take() {
             Some(fd) => fd,
-            None => match create_probe_file(t, dir, &file_shown, &mut rng) {
+            None => match create_probe_file(p.file_bytes, dir, &file_shown, &mut rng) {
                 Ok(fd) => {
                     written += p.create_bytes;
                     fd
@@ -448,11 +450,11 @@ impl Run {
         };
         // A few untimed reads first: the first I/Os of a process that was idle pay for waking
         // the I/O path up, which a busy database does not (fio's ramp_time serves the same end).
-        let mut failure = io::rand_read(&fd, t.file_size_bytes, WARM_UP_READS, &mut rng)
+        let mut failure = io::rand_read(&fd, p.file_bytes, WARM_UP_READS, &mut rng)
             .err()
             .map(|e| io_err("warm-up read", e));
         for k in p.kinds.into_iter().filter(|_| failure.is_none()) {
-            match run_kind(t, k, &fd, dir, &mut rng) {
+            match run_kind(t, p.file_bytes, k, &fd, dir, &mut rng) {
                 Ok(r) => {
                     written += r.bytes_written;
                     results.push(r);
@@ -493,7 +495,7 @@ impl Run {
 /// Creates the probe file under a temporary name, preallocates and fills it, then renames it:
 /// a crash leaves only the partial file, which the next start removes.
 fn create_probe_file(
-    t: &TargetConfig,
+    size: u64,
     dir: &OwnedFd,
     file_shown: &str,
     rng: &mut io::Rng,
@@ -511,14 +513,14 @@ fn create_probe_file(
         0o600,
     )
     .map_err(|e| err("create", e))?;
-    let len = t.file_size_bytes as libc::off_t;
+    let len = size as libc::off_t;
     // SAFETY: valid fd.
     let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len) };
     if r != 0 {
         let _ = fsafe::unlinkat(dir, partial);
         return Err(err("fallocate", std::io::Error::from_raw_os_error(r)));
     }
-    if let Err(e) = io::fill(&fd, t.file_size_bytes, rng) {
+    if let Err(e) = io::fill(&fd, size, rng) {
         let _ = fsafe::unlinkat(dir, partial);
         return Err(err("filling", e));
     }
@@ -529,12 +531,12 @@ fn create_probe_file(
 
 fn run_kind(
     t: &TargetConfig,
+    size: u64,
     k: ProbeKind,
     fd: &OwnedFd,
     dir: &OwnedFd,
     rng: &mut io::Rng,
 ) -> std::io::Result<KindResult> {
-    let size = t.file_size_bytes;
     let (lat, throughput) = match k {
         ProbeKind::SyncWrite4k => {
             // A second descriptor with O_DSYNC on the same checked file: a durable write each time.
