@@ -108,13 +108,18 @@ fn print_human(o: &Outcome) {
                 opt(c.utilization_ratio, 100.0, "%"),
             );
             for k in &r.results {
+                // A quantile the run is too short to measure is left out (see probe::measurable).
+                let q = |name: &str, v: Option<f64>| match v {
+                    Some(v) => format!("  {name} {:>9.1} us", v * 1e6),
+                    None => format!("  {name} {:>9}   ", "-"),
+                };
                 print!(
-                    "{:<14} {:>5} ops  p50 {:>9.1} us  p99 {:>9.1} us  max {:>9.1} us",
+                    "{:<14} {:>5} ops{}{}{}",
                     k.probe.as_str(),
                     k.ops,
-                    k.p50_seconds * 1e6,
-                    k.p99_seconds * 1e6,
-                    k.max_seconds * 1e6
+                    q("p50", k.p50_seconds),
+                    q("p99", k.p99_seconds),
+                    q("max", Some(k.max_seconds)),
                 );
                 match k.throughput_bytes_per_second {
                     Some(t) => println!("  {:.1} MiB/s", t / MIB as f64),

@@ -5,7 +5,7 @@
 use super::plan::{Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, plan};
 use super::{
     KindResult, Outcome, Placement, ProbeKind, RunContext, RunReport, Skip, SkipReason,
-    TargetConfig, WARM_UP_READS, budget, fsafe, io, quantile,
+    TargetConfig, WARM_UP_READS, budget, fsafe, io, measurable, quantile,
 };
 use crate::Roots;
 use crate::snapshot::{Shared, unix_now};
@@ -567,8 +567,8 @@ fn run_kind(
         probe: k,
         ops: lat.len(),
         bytes_written: t.planned_bytes(k),
-        p50_seconds: quantile(&sorted, 0.5),
-        p99_seconds: quantile(&sorted, 0.99),
+        p50_seconds: measurable(sorted.len(), 0.5).then(|| quantile(&sorted, 0.5)),
+        p99_seconds: measurable(sorted.len(), 0.99).then(|| quantile(&sorted, 0.99)),
         max_seconds: quantile(&sorted, 1.0),
         throughput_bytes_per_second: throughput,
         latencies: lat,
