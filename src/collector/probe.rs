@@ -459,6 +459,7 @@ impl Collector for ProbeCollector {
                         topology,
                         kinds,
                         busy_window,
+                        hand: false,
                     };
                     let o = runner(&cfg, &inputs);
                     drop(running);

@@ -508,11 +508,14 @@ mod tests {
             |g| {
                 g.o.dir = ProbeDir::Refused(SafetyError::WrongOwner {
                     path: "/data/.ssdwatch-probe".into(),
-                    uid: 1000,
+                    uid: 54321,
                     ours: 0,
                 })
             },
-            Want::Skip(SkipReason::Unsafe, "owned by uid 1000, not by us (uid 0)"),
+            Want::Skip(
+                SkipReason::Unsafe,
+                "owned by uid 54321, but this runs as root (uid 0): `chown -R 0: /data/.ssdwatch-probe` gives it over",
+            ),
         ),
         (
             "a probe directory writable by others",

@@ -10,7 +10,7 @@ use super::{
 use crate::Roots;
 use crate::snapshot::{Shared, unix_now};
 use crate::statfs::{self, FsStat};
-use crate::sysfs::topology::Topology;
+use crate::sysfs::topology::{Topology, resolve_device};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +27,8 @@ pub struct RunInputs<'a> {
     pub kinds: Vec<ProbeKind>,
     /// How long to watch the drive before the run for the busy gate.
     pub busy_window: Duration,
+    /// A run by hand (`ssdwatch probe run`): budgeted apart from the daemon's ([`budget::key`]).
+    pub hand: bool,
 }
 
 /// Why a target could not be placed on its drives.
@@ -112,14 +114,22 @@ pub fn place(
             &read
         }
     };
-    let dev = topo
-        .by_devnum(major, minor)
-        .ok_or_else(|| PlaceError::NotBlock {
-            dir: dir.to_path_buf(),
-            major,
-            minor,
-            sys: roots.sys.clone(),
-        })?;
+    let not_block = || PlaceError::NotBlock {
+        dir: dir.to_path_buf(),
+        major,
+        minor,
+        sys: roots.sys.clone(),
+    };
+    let by_mount;
+    let dev = match topo.by_devnum(major, minor) {
+        Some(d) => d,
+        // btrfs gives its files an anonymous device number (0:N, one per subvolume): the block
+        // device is the source of the mount the directory is on.
+        None => {
+            by_mount = mount_device(dir, roots, topo).ok_or_else(not_block)?;
+            topo.get(&by_mount).ok_or_else(not_block)?
+        }
+    };
     let drives: Vec<String> = topo
         .physical_drives(&dev.name)
         .into_iter()
@@ -135,6 +145,19 @@ pub fn place(
         mountpoint: mp.to_string_lossy().into_owned(),
         drives,
     })
+}
+
+/// The kernel name of the block device behind the deepest mount holding `dir`, by the mount
+/// table's source (see [`resolve_device`]).
+fn mount_device(dir: &Path, roots: &Roots, topo: &Topology) -> Option<String> {
+    let table = crate::procfs::mountinfo::read_mountinfo(&roots.proc).ok()?;
+    let dir = std::fs::canonicalize(dir).ok()?;
+    table
+        .mounts
+        .iter()
+        .filter(|m| dir.starts_with(&m.mount_point))
+        .max_by_key(|m| m.mount_point.len())
+        .and_then(|m| resolve_device(m, topo))
 }
 
 /// io_ticks (ms the drive had I/O in flight) of each drive; None when any can't be read or
@@ -216,6 +239,8 @@ fn error(t: &TargetConfig, placement: Option<Placement>, e: RunError) -> Outcome
 /// A run in progress: what it holds open and what it has seen.
 struct Run {
     shown: String,
+    /// Where this run's budget usage is kept.
+    budget_key: String,
     target: OwnedFd,
     /// The probe directory, opened and locked (the lock goes with it).
     dir: Option<OwnedFd>,
@@ -270,6 +295,7 @@ impl Run {
                 dir: ProbeDir::Unopened { exists },
                 utilization_before: None,
             },
+            budget_key: budget::key(&shown, inp.hand),
             shown,
             target,
             dir: None,
@@ -343,7 +369,7 @@ impl Run {
             Err(e) => ProbeFile::Unopenable(e),
         };
         let usage = budget::load(state_dir).map(|b| {
-            let u = b.targets.get(&self.shown).cloned().unwrap_or_default();
+            let u = b.targets.get(&self.budget_key).cloned().unwrap_or_default();
             u.at(self.now)
         });
         self.dir = Some(dir);
@@ -437,7 +463,7 @@ impl Run {
                 }
                 Err(e) => {
                     let secs = t0.elapsed().as_secs_f64();
-                    let _ = budget::record(inp.state_dir, &self.shown, self.now, 0, secs);
+                    let _ = budget::record(inp.state_dir, &self.budget_key, self.now, 0, secs);
                     return error(t, pl, e);
                 }
             },
@@ -471,7 +497,8 @@ impl Run {
         {
             self.context.utilization_ratio = utilization(&b, &a, duration);
         }
-        if let Err(e) = budget::record(inp.state_dir, &self.shown, self.now, written, duration) {
+        if let Err(e) = budget::record(inp.state_dir, &self.budget_key, self.now, written, duration)
+        {
             tracing::warn!("probe budget not saved: {e}");
         }
         if let Some(e) = failure {
