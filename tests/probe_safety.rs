@@ -796,3 +796,40 @@ fn a_hand_run_as_root_leaves_the_probe_directory_to_the_daemons_user() {
     assert!(!b.targets.contains_key(fs.mp()), "{b:?}");
     assert!(b.targets[&ssdwatch::probe::budget::key(fs.mp(), true)].written_bytes > 0);
 }
+
+/// benches/probe_runlength.sh (the README's run-length figures) still works: its short mode on a
+/// loop device, through this build's binary, gives a coefficient of variation per kind and count
+/// and the bytes per day of each count.
+#[test]
+fn the_run_length_bench_runs_in_its_short_mode() {
+    if !require_root("probe_runlength.sh") {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/probe_runlength.sh");
+    let out = std::process::Command::new("sh")
+        .arg(script)
+        .env("SHORT", "1")
+        .env("SSDWATCH", bin())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for kind in ["sync_write_4k", "rand_read_4k", "rand_write_4k"] {
+        for n in [4, 8] {
+            let line = format!("CV {kind} {n} ");
+            let cv: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&line))
+                .and_then(|rest| rest.split(' ').next()?.parse().ok())
+                .unwrap_or_else(|| panic!("no {line:?} in\n{text}"));
+            assert!(cv.is_finite() && cv >= 0.0, "{line}{cv}");
+        }
+    }
+    // Two 4 KiB writers of 8 I/Os, 288 runs a day, plus one 16 MiB burst.
+    let day = 2 * 8 * 4096 * 288 + (16 << 20);
+    assert!(text.contains(&format!("BYTES_PER_DAY 8 {day}")), "{text}");
+}

@@ -324,7 +324,8 @@ mod tests {
 
     /// What a case starts from: a 100 GiB ext4 half full (so a 5 GiB floor), the probe
     /// directory entered with a sound probe file of the configured 32 MiB, nothing spent, the
-    /// drive not measured; the default target at /data asking for every kind.
+    /// drive not measured; the default target at /data (but 16 writes per kind and 64 MiB a day)
+    /// asking for every kind.
     struct Given {
         o: Observed,
         t: TargetConfig,
@@ -346,8 +347,11 @@ mod tests {
     }
 
     fn given() -> Given {
+        // Round figures for the budget cases: 16 writes per kind, 64 MiB a day.
         let t = TargetConfig {
             path: "/data".into(),
+            write_ops: 16,
+            budget_bytes_per_day: 64 * MIB,
             ..TargetConfig::default()
         };
         Given {
