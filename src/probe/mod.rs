@@ -553,6 +553,24 @@ mod tests {
     }
 
     #[test]
+    fn a_quantile_a_run_cant_measure_is_left_out_of_its_json() {
+        let k = KindResult {
+            probe: ProbeKind::SyncWrite4k,
+            ops: 64,
+            bytes_written: 64 * 4096,
+            p50_seconds: Some(0.0002),
+            p99_seconds: None,
+            max_seconds: 0.002,
+            throughput_bytes_per_second: None,
+            latencies: vec![],
+        };
+        let v = serde_json::to_value(&k).unwrap();
+        assert_eq!(v["p50_seconds"], 0.0002);
+        assert!(v.get("p99_seconds").is_none(), "{v}");
+        assert_eq!(serde_json::from_value::<KindResult>(v).unwrap(), k);
+    }
+
+    #[test]
     fn a_run_names_only_the_quantiles_it_can_measure() {
         assert!(measurable(2, 0.5));
         assert!(!measurable(1, 0.5));
