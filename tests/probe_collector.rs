@@ -556,23 +556,35 @@ async fn recorded_outcomes_of_a_run_and_a_skip_show_as_reviewed() {
     }
 }
 
+/// A collector of one target, /data, due every second, whose runs are `run(n, target)` for the
+/// n-th call (from 0); and the count of calls so far.
+fn numbered_runs(
+    state: &std::path::Path,
+    run: impl Fn(u32, &ssdwatch::probe::TargetConfig) -> Outcome + Send + Sync + 'static,
+) -> (ProbeCollector, Arc<std::sync::atomic::AtomicU32>) {
+    let mut cfg = config(std::path::Path::new("/data"), Duration::ZERO);
+    cfg.interval = Duration::from_secs(1);
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = calls.clone();
+    let c = ProbeCollector::with_runner(&cfg, state, move |t, _| {
+        run(counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst), t)
+    })
+    .unwrap();
+    (c, calls)
+}
+
 /// A run whose thread panics is an error of its target, and the target runs again when next due
 /// (nothing is left believing the run is still out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_panics_is_an_error_and_the_target_runs_again_when_due() {
     let fixture = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut cfg = config(std::path::Path::new("/data"), Duration::ZERO);
-    cfg.interval = Duration::from_secs(1);
-    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let counted = calls.clone();
-    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
-        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+    let (mut c, calls) = numbered_runs(state.path(), |n, t| {
+        if n == 0 {
             panic!("a bug in the run");
         }
         recorded(&t.path)
-    })
-    .unwrap();
+    });
     let ctx = Context::new(
         ssdwatch::Roots::fixture(fixture.path()),
         Duration::from_secs(60),
@@ -609,12 +621,8 @@ fn failing(text: &str, reason: &str) -> Option<f64> {
 async fn a_target_that_keeps_failing_shows_as_failing_with_its_reason_until_it_runs() {
     let fixture = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut cfg = config(std::path::Path::new("/data"), Duration::ZERO);
-    cfg.interval = Duration::from_secs(1);
-    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let counted = calls.clone();
-    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
-        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3 {
+    let (mut c, _) = numbered_runs(state.path(), |n, t| {
+        if n < 3 {
             return Outcome::Skipped(Skip {
                 target: t.path.clone(),
                 placement: None,
@@ -623,8 +631,7 @@ async fn a_target_that_keeps_failing_shows_as_failing_with_its_reason_until_it_r
             });
         }
         recorded(&t.path)
-    })
-    .unwrap();
+    });
     let ctx = Context::new(
         ssdwatch::Roots::fixture(fixture.path()),
         Duration::from_secs(60),

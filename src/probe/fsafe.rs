@@ -54,8 +54,8 @@ pub fn who(uid: u32) -> String {
     }
 }
 
-/// The owner of `name` in `dir` (symlinks not followed), when it can be seen.
-fn owner_at(dir: &OwnedFd, name: &str) -> Option<u32> {
+/// `fstatat` of `name` in `dir`, symlinks not followed; None when it can't be seen.
+fn lstat_at(dir: &OwnedFd, name: &str) -> Option<libc::stat> {
     let c = cstr(name).ok()?;
     // SAFETY: zeroed stat is a valid out-buffer; valid fd and string.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -67,7 +67,7 @@ fn owner_at(dir: &OwnedFd, name: &str) -> Option<u32> {
             libc::AT_SYMLINK_NOFOLLOW,
         )
     };
-    (r == 0).then_some(st.st_uid)
+    (r == 0).then_some(st)
 }
 
 fn cstr(name: &str) -> io::Result<CString> {
@@ -165,18 +165,7 @@ pub fn flock_exclusive(fd: RawFd, wait: bool) -> io::Result<bool> {
 
 /// Whether `name` exists in `dir` (as anything, symlinks not followed).
 pub fn exists_at(dir: &OwnedFd, name: &str) -> bool {
-    let Ok(c) = cstr(name) else { return false };
-    // SAFETY: zeroed stat is a valid out-buffer; valid fd and string.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    r == 0
+    lstat_at(dir, name).is_some()
 }
 
 /// Opens (creating when absent) `<target>/.ssdwatch-probe` relative to the target's fd and checks
@@ -208,7 +197,7 @@ pub fn open_probe_dir(target: &OwnedFd, target_name: &str) -> Result<OwnedFd, Sa
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
             // SAFETY: geteuid has no preconditions.
             let ours = unsafe { libc::geteuid() };
-            return Err(match owner_at(target, PROBE_DIR) {
+            return Err(match lstat_at(target, PROBE_DIR).map(|st| st.st_uid) {
                 Some(uid) if uid != ours => SafetyError::WrongOwner {
                     path: shown,
                     uid,
