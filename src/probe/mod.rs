@@ -593,5 +593,17 @@ mod tests {
             ..TargetConfig::default()
         };
         assert_eq!(t.validate("x").unwrap_err().key, "x.path");
+        let t = TargetConfig {
+            path: "/data".into(),
+            write_ops: 0,
+            ..TargetConfig::default()
+        };
+        assert_eq!(t.validate("x").unwrap_err().key, "x.write_ops");
+        let t = TargetConfig {
+            path: "/data".into(),
+            rewrite_reserve_bytes: u64::MAX,
+            ..TargetConfig::default()
+        };
+        assert_eq!(t.validate("x").unwrap_err().key, "x.rewrite_reserve_bytes");
     }
 }
