@@ -145,7 +145,10 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
         Some(2.0)
     );
 
-    let expected = target.file_size_bytes
+    // The probe file as sized for this filesystem (at most 1/32 of it).
+    let v = nix::sys::statvfs::statvfs(&fs.mountpoint).unwrap();
+    let fs_bytes = v.blocks() as u64 * v.fragment_size() as u64;
+    let expected = ssdwatch::probe::probe_file_bytes(&target, fs_bytes)
         + 2 * 2 * u64::from(target.write_ops) * 4096
         + target.seq_write_bytes;
     let written = value(
@@ -492,8 +495,8 @@ fn recorded(target: &std::path::Path) -> Outcome {
             probe: ProbeKind::SyncWrite4k,
             ops: 4,
             bytes_written: 4 * 4096,
-            p50_seconds: 0.0002,
-            p99_seconds: 0.002,
+            p50_seconds: Some(0.0002),
+            p99_seconds: None,
             max_seconds: 0.002,
             throughput_bytes_per_second: None,
             latencies: vec![0.0001, 0.0002, 0.0004, 0.002],
@@ -554,23 +557,35 @@ async fn recorded_outcomes_of_a_run_and_a_skip_show_as_reviewed() {
     }
 }
 
+/// A collector of one target, /data, due every second, whose runs are `run(n, target)` for the
+/// n-th call (from 0); and the count of calls so far.
+fn numbered_runs(
+    state: &std::path::Path,
+    run: impl Fn(u32, &ssdwatch::probe::TargetConfig) -> Outcome + Send + Sync + 'static,
+) -> (ProbeCollector, Arc<std::sync::atomic::AtomicU32>) {
+    let mut cfg = config(std::path::Path::new("/data"), Duration::ZERO);
+    cfg.interval = Duration::from_secs(1);
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = calls.clone();
+    let c = ProbeCollector::with_runner(&cfg, state, move |t, _| {
+        run(counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst), t)
+    })
+    .unwrap();
+    (c, calls)
+}
+
 /// A run whose thread panics is an error of its target, and the target runs again when next due
 /// (nothing is left believing the run is still out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_panics_is_an_error_and_the_target_runs_again_when_due() {
     let fixture = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut cfg = config(std::path::Path::new("/data"), Duration::ZERO);
-    cfg.interval = Duration::from_secs(1);
-    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let counted = calls.clone();
-    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
-        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+    let (mut c, calls) = numbered_runs(state.path(), |n, t| {
+        if n == 0 {
             panic!("a bug in the run");
         }
         recorded(&t.path)
-    })
-    .unwrap();
+    });
     let ctx = Context::new(
         ssdwatch::Roots::fixture(fixture.path()),
         Duration::from_secs(60),
@@ -589,4 +604,57 @@ async fn a_run_that_panics_is_an_error_and_the_target_runs_again_when_due() {
         Some(1.0),
         "{text}"
     );
+}
+
+/// The value of `ssdwatch_probe_target_failing` for one reason.
+fn failing(text: &str, reason: &str) -> Option<f64> {
+    value_matching(
+        text,
+        "ssdwatch_probe_target_failing",
+        &format!("reason=\"{reason}\""),
+    )
+}
+
+/// A typo'd target path: every attempt is an error. After three attempts in a row the target
+/// shows as failing, with the reason, and only that reason; once the path is fixed and a run
+/// completes it clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_keeps_failing_shows_as_failing_with_its_reason_until_it_runs() {
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (mut c, _) = numbered_runs(state.path(), |n, t| {
+        if n < 3 {
+            return Outcome::Skipped(Skip {
+                target: t.path.clone(),
+                placement: None,
+                reason: SkipReason::Error,
+                detail: "/data: No such file or directory (os error 2)".into(),
+            });
+        }
+        recorded(&t.path)
+    });
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let mut texts = Vec::new();
+    for i in 0..4 {
+        if i > 0 {
+            tokio::time::sleep(c.next_delay()).await;
+        }
+        texts.push(exposition(&c.sample(&ctx).await.unwrap()));
+    }
+    for (i, text) in texts.iter().enumerate().take(2) {
+        assert_eq!(
+            failing(text, "error"),
+            Some(0.0),
+            "attempt {}: {text}",
+            i + 1
+        );
+    }
+    assert_eq!(failing(&texts[2], "error"), Some(1.0), "{}", texts[2]);
+    for r in SkipReason::ALL.iter().filter(|r| **r != SkipReason::Error) {
+        assert_eq!(failing(&texts[2], r.as_str()), Some(0.0), "{r:?}");
+    }
+    assert_eq!(failing(&texts[3], "error"), Some(0.0), "{}", texts[3]);
 }

@@ -25,6 +25,7 @@ fn probe_once(t: &TargetConfig, state: &Path, window: Duration) -> Outcome {
             topology: None,
             kinds: t.kinds.clone(),
             busy_window: window,
+            hand: false,
         },
     )
 }
@@ -103,13 +104,16 @@ fn utc_day() -> u64 {
 }
 
 #[test]
-fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_the_floor() {
+fn a_nearly_full_tiny_filesystem_gets_no_probe_file_under_the_floor_and_rewrites_stop_at_the_reserve()
+ {
     let Some(fs) = loop_fs("low_space", 64) else {
         return;
     };
     let state = tempfile::tempdir().unwrap();
-    let mut t = small_target(&fs.mountpoint);
-    t.file_size_bytes = 16 << 20;
+    let t = small_target(&fs.mountpoint);
+    // A 64 MiB filesystem gets a 1 MiB probe file (at most 1/32 of it, in whole 1 MiB blocks).
+    let file = ssdwatch::probe::probe_file_bytes(&t, fs_bytes(&fs));
+    assert_eq!(file, 1 << 20);
     // Under the floor before the first run: not even the probe directory is made.
     let above = ssdwatch::probe::TargetConfig {
         free_floor_bytes: fs.avail() + (1 << 20),
@@ -118,16 +122,8 @@ fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_t
     let o = probe_once(&above, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
     assert!(!fs.probe_dir().exists(), "no probe directory created");
-    // Leave 20 MiB: a 16 MiB probe file would take the filesystem under the 8 MiB floor.
-    let filler = fs.avail() - (20 << 20);
-    run(
-        "fallocate",
-        &[
-            "-l",
-            &filler.to_string(),
-            fs.mountpoint.join("db").to_str().unwrap(),
-        ],
-    );
+    // Half the probe file above the 8 MiB floor: making it would go under.
+    fill_to(&fs, "db", t.free_floor_bytes + file / 2);
     let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
     assert!(
@@ -136,22 +132,21 @@ fn a_nearly_full_tiny_filesystem_is_skipped_for_low_space_and_never_goes_below_t
     );
     assert!(fs.avail() >= t.free_floor_bytes);
 
-    // With a small enough file it fits, and stays above the floor.
-    t.file_size_bytes = 4 << 20;
+    // Room for it: made, and the floor still free.
+    std::fs::remove_file(fs.mountpoint.join("db")).unwrap();
+    fill_to(&fs, "db", t.free_floor_bytes + file + (1 << 20));
     let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), None, "{o:?}");
     assert!(fs.avail() >= t.free_floor_bytes, "avail {}", fs.avail());
 
-    // The database grows past the floor: even the existing file is no longer exercised.
-    let more = fs.avail() - (4 << 20);
-    run(
-        "fallocate",
-        &[
-            "-l",
-            &more.to_string(),
-            fs.mountpoint.join("db2").to_str().unwrap(),
-        ],
-    );
+    // The database grows past the floor: the existing file is still rewritten (that takes no
+    // space on ext4) down to the 4 MiB reserve, and not under it.
+    fill_to(&fs, "db2", t.rewrite_reserve_bytes + (1 << 20));
+    let before = fs.avail();
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), None, "{o:?}");
+    assert_eq!(fs.avail(), before);
+    fill_to(&fs, "db3", t.rewrite_reserve_bytes - (1 << 20));
     let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
 }
@@ -215,7 +210,7 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
         // Room for the probe file and one run of the 4 KiB writers, not two.
         let mut t = small_target(&fs.mountpoint);
         t.kinds = vec![ProbeKind::SyncWrite4k, ProbeKind::RandWrite4k];
-        t.budget_bytes_per_day = t.file_size_bytes
+        t.budget_bytes_per_day = ssdwatch::probe::probe_file_bytes(&t, fs_bytes(&fs))
             + 2 * t.planned_bytes(ProbeKind::SyncWrite4k)
             + t.planned_bytes(ProbeKind::RandWrite4k);
         // Each invocation is a new process: only the state file carries the budget over.
@@ -224,7 +219,7 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
         let saved = ssdwatch::probe::budget::load(state.path())
             .unwrap()
             .targets
-            .remove(fs.mp());
+            .remove(&ssdwatch::probe::budget::key(fs.mp(), true));
         let library = probe_once(&t, state.path(), Duration::ZERO);
         if utc_day() != day {
             eprintln!("note: the UTC day changed during the budget scenario; running it again");
@@ -249,8 +244,17 @@ fn an_exhausted_budget_is_skipped_as_budget_and_survives_a_restart() {
         assert_eq!(saved.day, day);
         // All of it spent: the probe file, two runs of sync_write_4k, one of rand_write_4k.
         assert_eq!(saved.written_bytes, t.budget_bytes_per_day);
-        // The library path (the daemon's) sees the same state.
-        assert_eq!(reason(&library), Some(SkipReason::Budget), "{library:?}");
+        // Runs by hand have a budget of their own: the daemon's probes (the library path) still
+        // have all of theirs, and what they spend is kept apart.
+        assert_eq!(reason(&library), None, "{library:?}");
+        let budgets = ssdwatch::probe::budget::load(state.path()).unwrap();
+        assert_eq!(
+            budgets.targets[fs.mp()].written_bytes,
+            2 * t.planned_bytes(ProbeKind::SyncWrite4k),
+            "{budgets:?}"
+        );
+        let hand = &budgets.targets[&ssdwatch::probe::budget::key(fs.mp(), true)];
+        assert_eq!(hand.written_bytes, t.budget_bytes_per_day);
         return;
     }
     panic!("the UTC day changed during both runs of the budget scenario");
@@ -291,7 +295,8 @@ fn a_probe_killed_mid_run_leaves_leftovers_that_the_next_start_removes() {
     // fast disk. Should one step still cover the whole creation (this thread descheduled for
     // that long), that attempt proves nothing and is done again.
     for attempt in 1..=3 {
-        let Some(fs) = loop_fs("kill -9", 128) else {
+        // Large enough for a 64 MiB probe file (at most 1/32 of the filesystem).
+        let Some(fs) = loop_fs("kill -9", 2176) else {
             return;
         };
         let state = tempfile::tempdir().unwrap();
@@ -547,4 +552,292 @@ fn a_second_run_on_a_target_in_use_is_skipped_as_busy_and_leaves_its_files_alone
     let o = probe_once(&t, state.path(), Duration::ZERO);
     let Outcome::Ran(r) = o else { panic!("{o:?}") };
     assert_eq!(r.removed_leftovers, vec!["running"]);
+}
+
+/// Bytes of the filesystem (statvfs blocks × fragment size), as the plan sizes the probe file by.
+fn fs_bytes(fs: &LoopFs) -> u64 {
+    let v = nix::sys::statvfs::statvfs(&fs.mountpoint).unwrap();
+    v.blocks() as u64 * v.fragment_size() as u64
+}
+
+/// Fills `fs` with a database-like file until `avail` bytes are left (fallocate: allocated, as
+/// a database's own files are).
+fn fill_to(fs: &LoopFs, name: &str, avail: u64) {
+    let more = fs.avail().saturating_sub(avail);
+    if more > 0 {
+        run(
+            "fallocate",
+            &[
+                "-l",
+                &more.to_string(),
+                fs.mountpoint.join(name).to_str().unwrap(),
+            ],
+        );
+    }
+}
+
+/// The default target on `fs`: its 64 MiB floor, 4 MiB rewrite reserve and 1/32 file cap.
+fn default_target(fs: &LoopFs) -> TargetConfig {
+    TargetConfig {
+        path: fs.mountpoint.clone(),
+        ..TargetConfig::default()
+    }
+}
+
+/// On a filesystem that overwrites in place, a run that finds its probe file allocated consumes
+/// nothing: at 97% used it runs and leaves `avail` exactly as it found it; it stops only under
+/// the 4 MiB reserve, and never creates anything under the floor. The 512 MiB filesystem gets a
+/// probe file of at most 1/32 of it.
+fn full_in_place_filesystem_is_probed_and_loses_no_space(test: &str, fs: LoopFs, slack: u64) {
+    let state = tempfile::tempdir().unwrap();
+    let t = default_target(&fs);
+    let total = fs_bytes(&fs);
+    let floor = ssdwatch::probe::floor_bytes(&t, total);
+    // At 97% with no probe file yet: making one would go under the floor.
+    let nearly_full = total * 3 / 100;
+    assert!(nearly_full < floor, "{test}: 3% must be under the floor");
+    let filler_name = "db";
+    fill_to(&fs, filler_name, nearly_full);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{test}: {o:?}");
+    assert!(!fs.probe_dir().exists(), "{test}: nothing created");
+    // Room again: the probe file is made, sized to the filesystem.
+    std::fs::remove_file(fs.mountpoint.join(filler_name)).unwrap();
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    let Outcome::Ran(r) = &o else {
+        panic!("{test}: {o:?}")
+    };
+    let file_bytes = ssdwatch::probe::probe_file_bytes(&t, total);
+    // 512 MiB of device is a little less of filesystem: 14-15 MiB, in whole 1 MiB blocks.
+    assert!(
+        file_bytes <= total / 32 && file_bytes >= 14 << 20,
+        "{test}: {file_bytes}"
+    );
+    assert_eq!(r.file_created_bytes, file_bytes, "{test}");
+    let meta = std::fs::metadata(fs.probe_dir().join("probe.dat")).unwrap();
+    assert_eq!(meta.len(), file_bytes, "{test}");
+
+    // The database fills the filesystem to 97%: the probes keep running and take nothing.
+    fill_to(&fs, filler_name, nearly_full);
+    for _ in 0..3 {
+        let before = fs.avail();
+        let o = probe_once(&t, state.path(), Duration::ZERO);
+        let Outcome::Ran(r) = &o else {
+            panic!("{test}: {o:?}")
+        };
+        // Each kind names only the quantiles its I/Os can tell: 64 writes a p50, 128 reads a p99.
+        for k in &r.results {
+            assert_eq!(k.p50_seconds.is_some(), k.ops >= 2, "{test}: {k:?}");
+            assert_eq!(k.p99_seconds.is_some(), k.ops >= 100, "{test}: {k:?}");
+        }
+        assert!(r.results.iter().any(|k| k.p99_seconds.is_some()), "{test}");
+        // Space a run would have taken shows at once (no delayed allocation: O_DIRECT into
+        // allocated blocks; the run marker is an empty file).
+        let after = fs.avail();
+        assert!(
+            after + slack >= before,
+            "{test}: a rewrite consumed {} bytes",
+            before - after
+        );
+    }
+    // Under the reserve: skipped, and still nothing taken.
+    fill_to(&fs, "db2", t.rewrite_reserve_bytes - (1 << 20));
+    let before = fs.avail();
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{test}: {o:?}");
+    assert_eq!(fs.avail(), before, "{test}");
+}
+
+#[test]
+fn ext4_at_97_percent_used_is_still_probed_and_loses_no_space() {
+    let Some(fs) = loop_fs("ext4 97%", 512) else {
+        return;
+    };
+    full_in_place_filesystem_is_probed_and_loses_no_space("ext4", fs, 0);
+}
+
+#[test]
+fn xfs_at_97_percent_used_is_still_probed_and_loses_no_space() {
+    if !require_root("xfs 97%") || !require_cmd("xfs 97%", "mkfs.xfs", "xfsprogs") {
+        return;
+    }
+    let fs = LoopFs::of_type(512, "mkfs.xfs", &["-q", "-f"]);
+    // XFS moves avail by a few blocks either way on its own: the run marker's inode may need an
+    // inode chunk, and inodes are freed by deferred inactivation. Data blocks are never taken.
+    full_in_place_filesystem_is_probed_and_loses_no_space("xfs", fs, 64 << 10);
+}
+
+/// btrfs copies on write: every probe write lands in new blocks until the old ones are freed, so
+/// a run there keeps the floor with its own bytes counted, at any fill, and never takes the
+/// filesystem under it.
+#[test]
+fn btrfs_keeps_the_floor_for_every_run_and_never_goes_under_it() {
+    let test = "btrfs floor";
+    if !require_root(test) || !require_cmd(test, "mkfs.btrfs", "btrfs-progs") {
+        return;
+    }
+    let fs = LoopFs::of_type(512, "mkfs.btrfs", &["-q", "-f"]);
+    let state = tempfile::tempdir().unwrap();
+    let t = default_target(&fs);
+    let floor = ssdwatch::probe::floor_bytes(&t, fs_bytes(&fs));
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), None, "{o:?}");
+    assert!(fs.avail() >= floor, "avail {} under {floor}", fs.avail());
+    // A database at 97% (well, under the floor): the existing file is not rewritten.
+    fill_to(&fs, "db", fs_bytes(&fs) * 3 / 100);
+    run("sync", &[]);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
+    let Outcome::Skipped(s) = &o else {
+        unreachable!()
+    };
+    assert!(s.detail.contains("under the floor"), "{}", s.detail);
+    // Just above the floor, but not by the run's own writes: skipped too.
+    std::fs::remove_file(fs.mountpoint.join("db")).unwrap();
+    run("sync", &[]);
+    fill_to(&fs, "db", floor + (1 << 20));
+    run("sync", &[]);
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
+    let Outcome::Skipped(s) = &o else {
+        unreachable!()
+    };
+    assert!(
+        s.detail.contains("btrfs every write allocates"),
+        "{}",
+        s.detail
+    );
+    assert!(fs.avail() >= floor, "avail {} under {floor}", fs.avail());
+}
+
+/// The daemon's user in these tests: nobody, so no account needs creating.
+const DAEMON_UID: u32 = 65534;
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
+
+fn owner(path: &Path) -> u32 {
+    std::os::unix::fs::MetadataExt::uid(&std::fs::symlink_metadata(path).unwrap())
+}
+
+/// Following the README ("try a target by hand first") as root: the hand run leaves a probe
+/// directory the daemon's user can use, not a root-owned one that refuses it for good; a
+/// root-owned one left by an older version is reported with its owner and the chown that fixes
+/// it; and the hand runs don't spend the daemon's budget.
+#[test]
+fn a_hand_run_as_root_leaves_the_probe_directory_to_the_daemons_user() {
+    let Some(fs) = loop_fs("probe run as root", 64) else {
+        return;
+    };
+    // The daemon's user owns its state directory (systemd's StateDirectory=) and the target.
+    std::fs::set_permissions(
+        fs.dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    chown(&fs.mountpoint, DAEMON_UID);
+    let state = tempfile::tempdir().unwrap();
+    let t = small_target(&fs.mountpoint);
+    let as_daemon = |state: &Path| {
+        let mut c = probe_cli(state, &t);
+        std::os::unix::process::CommandExt::uid(&mut c, DAEMON_UID);
+        std::os::unix::process::CommandExt::gid(&mut c, DAEMON_UID);
+        c.output().unwrap()
+    };
+    std::fs::set_permissions(
+        state.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+
+    // What an older version did: a root-owned .ssdwatch-probe (0700). The daemon's user is told
+    // whose it is and how to fix it, not a bare "Permission denied".
+    std::fs::create_dir(fs.probe_dir()).unwrap();
+    std::fs::set_permissions(
+        fs.probe_dir(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let daemon_state = tempfile::tempdir().unwrap();
+    chown(daemon_state.path(), DAEMON_UID);
+    std::fs::set_permissions(
+        daemon_state.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = as_daemon(daemon_state.path());
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reason"], "unsafe", "{v}");
+    let detail = v["detail"].as_str().unwrap();
+    let dir = fs.probe_dir().display().to_string();
+    assert!(
+        detail.contains(&format!("{dir} is owned by root (uid 0)"))
+            && detail.contains(&format!("`chown -R {DAEMON_UID}: {dir}`")),
+        "{detail}"
+    );
+    std::fs::remove_dir(fs.probe_dir()).unwrap();
+
+    // Now by hand, as root, with the state directory the daemon's: the run happens as the
+    // daemon's user, so what it makes is the daemon's.
+    chown(state.path(), DAEMON_UID);
+    let out = probe_cli(state.path(), &t).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("running as"), "{stderr}");
+    assert_eq!(owner(&fs.probe_dir()), DAEMON_UID);
+    assert_eq!(owner(&fs.probe_dir().join("probe.dat")), DAEMON_UID);
+    assert_eq!(
+        owner(&ssdwatch::probe::budget::path(state.path())),
+        DAEMON_UID
+    );
+    // And the daemon's user runs there afterwards.
+    let out = as_daemon(state.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Both were hand runs: the daemon's own budget is untouched.
+    let b = ssdwatch::probe::budget::load(state.path()).unwrap();
+    assert!(!b.targets.contains_key(fs.mp()), "{b:?}");
+    assert!(b.targets[&ssdwatch::probe::budget::key(fs.mp(), true)].written_bytes > 0);
+}
+
+/// benches/probe_runlength.sh (the README's run-length figures) still works: its short mode on a
+/// loop device, through this build's binary, gives a coefficient of variation per kind and count
+/// and the bytes per day of each count.
+#[test]
+fn the_run_length_bench_runs_in_its_short_mode() {
+    if !require_root("probe_runlength.sh") {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/probe_runlength.sh");
+    let out = std::process::Command::new("sh")
+        .arg(script)
+        .env("SHORT", "1")
+        .env("SSDWATCH", bin())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for kind in ["sync_write_4k", "rand_read_4k", "rand_write_4k"] {
+        for n in [4, 8] {
+            let line = format!("CV {kind} {n} ");
+            let cv: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&line))
+                .and_then(|rest| rest.split(' ').next()?.parse().ok())
+                .unwrap_or_else(|| panic!("no {line:?} in\n{text}"));
+            assert!(cv.is_finite() && cv >= 0.0, "{line}{cv}");
+        }
+    }
+    // Two 4 KiB writers of 8 I/Os, 288 runs a day, plus one 16 MiB burst.
+    let day = 2 * 8 * 4096 * 288 + (16 << 20);
+    assert!(text.contains(&format!("BYTES_PER_DAY 8 {day}")), "{text}");
 }

@@ -31,7 +31,7 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     ),
     (
         "ssdwatch-degradation.json",
-        "p99 more than 1 day after a TRIM",
+        "Run maximum more than 1 day after a TRIM",
         "needs probe runs more than a day after a discard",
     ),
     (

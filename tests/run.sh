@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs util-linux python3 python3-fusepy
+APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs util-linux python3 python3-fusepy
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm)
 
 need=()

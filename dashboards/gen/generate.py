@@ -343,22 +343,24 @@ def degradation():
                              (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[30m])))", "{{probe}} {{mountpoint}} p99"),
                              (f"ssdwatch_probe_context_fill_ratio{{{ctx}}}", "{{mountpoint}} fill")),
                      unit="s", overrides=[right_axis(".* fill", "percentunit")]), w=24, h=10)
-    L.add(timeseries("Last run latency", "p50 and p99 of each probe's last run (ssdwatch_probe_last_latency_seconds).",
-                     targets((f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile=~"0.5|0.99"}}', "{{probe}} {{mountpoint}} q{{quantile}}")), unit="s", min_=0))
+    L.add(timeseries("Last run latency", "p50 and maximum (q1) of each probe's last run (ssdwatch_probe_last_latency_seconds). A run reports only the quantiles it can measure (a p99 needs 100 I/Os), so the p99 comes from the histogram in the panel above.",
+                     targets((f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile=~"0.5|1"}}', "{{probe}} {{mountpoint}} q{{quantile}}")), unit="s", min_=0))
     L.add(timeseries("Sequential write throughput", "Throughput of the seq_write probe's last burst.",
                      targets((f"ssdwatch_probe_throughput_bytes_per_second{{{sel}}}", "{{probe}} {{mountpoint}}")), unit="Bps", min_=0))
 
     L.row("Latency vs fill and TRIM")
-    L.add(xychart("p99 latency vs fill ratio", "Each point is a probe run of the selected probe: the filesystem's fill ratio then (x) against the run's p99 (y). A curve bending up past a fill ratio is the drive running out of clean blocks.",
+    # A run is too short for a p99 of its own (16-64 I/Os): the p99 here is the histogram's over
+    # the last hour (ssdwatch:probe_latency_seconds:p99_1h, a dozen runs at the default interval).
+    L.add(xychart("p99 latency vs fill ratio", "Each point: the filesystem's fill ratio (x) against the selected probe's p99 over the hour before (y, from the histogram). A curve bending up past a fill ratio is the drive running out of clean blocks.",
                   f"ssdwatch_probe_context_fill_ratio{{{ctx}}}", "fill ratio",
-                  f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}}', "p99 latency", "percentunit", "s"))
-    L.add(xychart("p99 latency vs time since TRIM", "Each point is a probe run: hours since the drive's last discard (x) against the run's p99 (y).",
+                  f"ssdwatch:probe_latency_seconds:p99_1h{{{sel}}}", "p99 latency (1 h)", "percentunit", "s"))
+    L.add(xychart("p99 latency vs time since TRIM", "Each point: hours since the drive's last discard (x) against the probe's p99 over the hour before (y, from the histogram).",
                   f"ssdwatch_probe_context_since_discard_seconds{{{ctx}}} / 3600", "hours since TRIM",
-                  f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}}', "p99 latency", "h", "s"))
-    L.add(stat("p99 within 1 h after a TRIM", "Mean p99 of the runs in the time range that ran less than an hour after the drive's last discard.",
-               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} < 3600))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
-    L.add(stat("p99 more than 1 day after a TRIM", "Mean p99 of the runs in the time range that ran more than a day after the drive's last discard: compare with the panel on the left.",
-               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.99"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} > 86400))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
+                  f"ssdwatch:probe_latency_seconds:p99_1h{{{sel}}}", "p99 latency (1 h)", "h", "s"))
+    L.add(stat("Run maximum within 1 h after a TRIM", "Mean of each run's slowest I/O (quantile 1, which every run reports) over the runs in the time range that ran less than an hour after the drive's last discard.",
+               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="1"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} < 3600))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
+    L.add(stat("Run maximum more than 1 day after a TRIM", "Mean of each run's slowest I/O over the runs in the time range that ran more than a day after the drive's last discard: compare with the panel on the left.",
+               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="1"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} > 86400))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
 
     L.row("Drive activity: discards and idle time")
     L.add(timeseries("Discard bursts", "Discarded bytes per second per drive: each fstrim is a burst.",

@@ -2,7 +2,8 @@
 
 use crate::Roots;
 use crate::config::Config;
-use crate::probe::{MIB, Outcome, ProbeKind, RunInputs, run_target};
+use crate::probe::{MIB, Outcome, ProbeKind, RunInputs, budget, fsafe, run_target};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 /// Arguments of `ssdwatch probe run`.
@@ -17,14 +18,13 @@ pub struct RunArgs {
 /// The target's settings come from the config when it lists that path, else the defaults.
 /// Returns the exit code: 0 ran, 1 skipped, 2 bad arguments.
 pub fn run(args: &RunArgs, config: &Config, roots: &Roots) -> i32 {
-    let mut t = config
+    let listed = config
         .collectors
         .probe
         .targets
         .iter()
-        .find(|t| t.path == args.target)
-        .cloned()
-        .unwrap_or_default();
+        .find(|t| t.path == args.target);
+    let mut t = listed.cloned().unwrap_or_default();
     t.path = match std::path::absolute(&args.target) {
         Ok(p) => p,
         Err(e) => {
@@ -51,6 +51,27 @@ pub fn run(args: &RunArgs, config: &Config, roots: &Roots) -> i32 {
         eprintln!("ssdwatch probe run: {}: {}", e.key, e.message);
         return 2;
     }
+    // As root on a target the daemon probes: run as the daemon's user, or the probe directory
+    // made now would be root's (0700) and refuse the daemon for good.
+    if listed.is_some()
+        && let Some((uid, gid)) = daemon_user(config)
+    {
+        if let Err(e) = become_user(uid, gid) {
+            eprintln!(
+                "ssdwatch probe run: cannot switch to {}, the owner of {} (the daemon's user): {e}; refusing to run as root, which would leave {}/{} owned by root",
+                fsafe::who(uid),
+                config.state_dir.display(),
+                t.path.display(),
+                fsafe::PROBE_DIR
+            );
+            return 1;
+        }
+        eprintln!(
+            "ssdwatch probe run: running as {}, the owner of {}, as the daemon does",
+            fsafe::who(uid),
+            config.state_dir.display()
+        );
+    }
     let inputs = RunInputs {
         roots,
         state_dir: &config.state_dir,
@@ -58,6 +79,7 @@ pub fn run(args: &RunArgs, config: &Config, roots: &Roots) -> i32 {
         topology: None,
         kinds,
         busy_window: config.collectors.probe.busy_window,
+        hand: true,
     };
     let outcome = run_target(&t, &inputs);
     if args.json {
@@ -67,10 +89,47 @@ pub fn run(args: &RunArgs, config: &Config, roots: &Roots) -> i32 {
         }
     } else {
         print_human(&outcome);
+        print_budget(config, &t);
     }
     match outcome {
         Outcome::Ran(_) => 0,
         Outcome::Skipped(_) => 1,
+    }
+}
+
+/// The daemon's user, when this runs as root: the owner of the state directory (the shipped
+/// unit's `StateDirectory=` gives it to `User=`), if that is not root.
+fn daemon_user(config: &Config) -> Option<(u32, u32)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let m = std::fs::metadata(&config.state_dir).ok()?;
+    (m.uid() != 0).then_some((m.uid(), m.gid()))
+}
+
+/// Drops root for `uid`/`gid` (supplementary groups too), for good.
+fn become_user(uid: u32, gid: u32) -> nix::Result<()> {
+    use nix::unistd::{Gid, Uid, setgid, setgroups, setuid};
+    setgroups(&[Gid::from_raw(gid)])?;
+    setgid(Gid::from_raw(gid))?;
+    setuid(Uid::from_raw(uid))
+}
+
+/// What runs by hand have spent today: they have a budget of their own, apart from the daemon's.
+fn print_budget(config: &Config, t: &crate::probe::TargetConfig) {
+    let key = budget::key(&t.path.display().to_string(), true);
+    if let Ok(b) = budget::load(&config.state_dir) {
+        let u = b
+            .targets
+            .get(&key)
+            .cloned()
+            .unwrap_or_default()
+            .at(crate::snapshot::unix_now());
+        println!(
+            "budget: runs by hand wrote {} of their {} bytes today (kept apart from the daemon's)",
+            u.written_bytes, t.budget_bytes_per_day
+        );
     }
 }
 
@@ -108,13 +167,18 @@ fn print_human(o: &Outcome) {
                 opt(c.utilization_ratio, 100.0, "%"),
             );
             for k in &r.results {
+                // A quantile the run is too short to measure is left out (see probe::measurable).
+                let q = |name: &str, v: Option<f64>| match v {
+                    Some(v) => format!("  {name} {:>9.1} us", v * 1e6),
+                    None => format!("  {name} {:>9}   ", "-"),
+                };
                 print!(
-                    "{:<14} {:>5} ops  p50 {:>9.1} us  p99 {:>9.1} us  max {:>9.1} us",
+                    "{:<14} {:>5} ops{}{}{}",
                     k.probe.as_str(),
                     k.ops,
-                    k.p50_seconds * 1e6,
-                    k.p99_seconds * 1e6,
-                    k.max_seconds * 1e6
+                    q("p50", k.p50_seconds),
+                    q("p99", k.p99_seconds),
+                    q("max", Some(k.max_seconds)),
                 );
                 match k.throughput_bytes_per_second {
                     Some(t) => println!("  {:.1} MiB/s", t / MIB as f64),

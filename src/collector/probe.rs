@@ -4,7 +4,7 @@
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::probe::{
-    BUCKETS, KindResult, Outcome, Placement, ProbeKind, RunContext, RunInputs, SkipReason,
+    BUCKET_COUNT, KindResult, Outcome, Placement, ProbeKind, RunContext, RunInputs, SkipReason,
     TargetConfig, run_target,
 };
 use crate::validate::{Invalid, check_interval};
@@ -18,6 +18,11 @@ use std::time::{Duration, Instant};
 
 /// Between samples unless the config says otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+
+/// Attempts in a row without a completed run after which a target counts as failing
+/// (`ssdwatch_probe_target_failing`): one skip is a gate doing its job, three are a target that
+/// has stopped being measured.
+pub const FAILING_AFTER: u32 = 3;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -77,19 +82,29 @@ impl ProbeConfig {
 }
 
 /// Cumulative histogram of one probe kind.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Hist {
-    buckets: [u64; BUCKETS.len()],
+    buckets: Vec<u64>,
     sum: f64,
     count: u64,
 }
 
+impl Default for Hist {
+    fn default() -> Self {
+        Hist {
+            buckets: vec![0; BUCKET_COUNT],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+}
+
 impl Hist {
     fn observe(&mut self, v: f64) {
-        for (i, le) in BUCKETS.iter().enumerate() {
-            if v <= *le {
-                self.buckets[i] += 1;
-            }
+        // Cumulative: every bucket from the first bound at or above v.
+        let first = crate::probe::buckets().partition_point(|le| *le < v);
+        for b in &mut self.buckets[first..] {
+            *b += 1;
         }
         self.sum += v;
         self.count += 1;
@@ -112,6 +127,23 @@ struct TargetState {
     written: u64,
     last_run_unix: Option<f64>,
     unsafe_now: bool,
+    /// Attempts since the last completed run, and why the latest one didn't run.
+    missed: u32,
+    last_reason: Option<SkipReason>,
+}
+
+impl TargetState {
+    /// An attempt that didn't run, for `reason`.
+    fn missed(&mut self, reason: SkipReason) {
+        *self.skipped.entry(reason).or_default() += 1;
+        self.missed = self.missed.saturating_add(1);
+        self.last_reason = Some(reason);
+    }
+
+    /// The reason the target is failing for, once it has missed [`FAILING_AFTER`] attempts.
+    fn failing(&self) -> Option<SkipReason> {
+        self.last_reason.filter(|_| self.missed >= FAILING_AFTER)
+    }
 }
 
 /// What carries out one run on one target: [`run_target`] unless a test records its own outcomes.
@@ -169,6 +201,8 @@ impl ProbeCollector {
                     written: 0,
                     last_run_unix: None,
                     unsafe_now: false,
+                    missed: 0,
+                    last_reason: None,
                 }
             })
             .collect();
@@ -196,7 +230,7 @@ impl ProbeCollector {
             };
             let base = [("mountpoint", mp), ("device", dev)];
             for (k, h) in &t.hist {
-                let buckets: Vec<(f64, u64)> = BUCKETS
+                let buckets: Vec<(f64, u64)> = crate::probe::buckets()
                     .iter()
                     .copied()
                     .zip(h.buckets.iter().copied())
@@ -217,12 +251,13 @@ impl ProbeCollector {
                     "ssdwatch_probe_last_latency_seconds",
                     "Latency quantiles of the last run of each probe (seconds); quantile 1 is the maximum.",
                 );
+                // Only what the run could measure: a p99 of 16 I/Os would be their maximum.
                 for (q, v) in [
                     ("0.5", r.p50_seconds),
                     ("0.99", r.p99_seconds),
-                    ("1", r.max_seconds),
+                    ("1", Some(r.max_seconds)),
                 ] {
-                    fam.push(
+                    fam.push_opt(
                         &[("probe", k.as_str()), base[0], base[1], ("quantile", q)],
                         v,
                     );
@@ -261,6 +296,15 @@ impl ProbeCollector {
                 "1 when the last attempt refused the probe directory or file (symlink, owner, links).",
             )
             .push(&base, if t.unsafe_now { 1.0 } else { 0.0 });
+            let failing = t.failing();
+            let fam = m.gauge(
+                "ssdwatch_probe_target_failing",
+                "1 for the reason of the last attempt once a target has gone 3 attempts in a row without a completed run; 0 otherwise.",
+            );
+            for r in SkipReason::ALL {
+                let v = if failing == Some(r) { 1.0 } else { 0.0 };
+                fam.push(&[base[0], base[1], ("reason", r.as_str())], v);
+            }
             if let Some(c) = &t.context {
                 m.gauge(
                     "ssdwatch_probe_context_fill_ratio",
@@ -308,6 +352,8 @@ fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
     match o {
         Outcome::Ran(r) => {
             t.unsafe_now = false;
+            t.missed = 0;
+            t.last_reason = None;
             t.runs += 1;
             t.written += r.written_bytes;
             t.last_run_unix = Some(r.started_unix);
@@ -330,7 +376,7 @@ fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
             if s.placement.is_some() {
                 t.placement = s.placement;
             }
-            *t.skipped.entry(s.reason).or_default() += 1;
+            t.missed(s.reason);
             match s.reason {
                 SkipReason::Unsafe | SkipReason::Error => {
                     Some(ItemError::new(t.cfg.path.to_string_lossy(), s.detail))
@@ -381,7 +427,7 @@ impl Collector for ProbeCollector {
             let item = t.cfg.path.to_string_lossy().into_owned();
             let fault = |what: &str| ItemError::new(&item, format!("{item}: {what}"));
             if t.running.load(Ordering::Acquire) {
-                *t.skipped.entry(SkipReason::Error).or_default() += 1;
+                t.missed(SkipReason::Error);
                 errors.push(fault(
                     "previous probe run still hasn't returned; not starting another",
                 ));
@@ -418,6 +464,7 @@ impl Collector for ProbeCollector {
                         topology,
                         kinds,
                         busy_window,
+                        hand: false,
                     };
                     let o = runner(&cfg, &inputs);
                     drop(running);
@@ -440,11 +487,11 @@ impl Collector for ProbeCollector {
                     }
                 }
                 Ok(Err(_)) => {
-                    *t.skipped.entry(SkipReason::Error).or_default() += 1;
+                    t.missed(SkipReason::Error);
                     errors.push(fault("probe thread ended without a result"));
                 }
                 Err(_) => {
-                    *t.skipped.entry(SkipReason::Error).or_default() += 1;
+                    t.missed(SkipReason::Error);
                     errors.push(fault(&format!(
                         "probe run not finished after {}; left to finish in the background",
                         humantime::format_duration(t.cfg.timeout)

@@ -68,6 +68,17 @@ impl Usage {
     }
 }
 
+/// The key a target's usage is kept under: its configured path for the daemon's runs, the path
+/// with ` (probe run)` for runs by hand, which have a budget of their own (the same caps, apart),
+/// so trying a target out doesn't spend the day's budget of the daemon's probes.
+pub fn key(target: &str, hand: bool) -> String {
+    if hand {
+        format!("{target} (probe run)")
+    } else {
+        target.to_string()
+    }
+}
+
 pub fn path(state_dir: &Path) -> PathBuf {
     state_dir.join(BUDGET_FILE)
 }

@@ -20,7 +20,8 @@ pub const RUN_MARKER: &str = "running";
 pub enum SafetyError {
     #[error("{0} is a symlink or not a directory; refusing to use it")]
     NotADirectory(String),
-    #[error("{path} is owned by uid {uid}, not by us (uid {ours})")]
+    /// Typically left by a `probe run` as root before the daemon's user ran: the fix is named.
+    #[error("{path} is owned by {}, but this runs as {}: `chown -R {ours}: {path}` gives it over (or remove it)", who(*uid), who(*ours))]
     WrongOwner { path: String, uid: u32, ours: u32 },
     #[error("{0} is writable by group or others")]
     Permissive(String),
@@ -43,6 +44,30 @@ pub enum LeftoverError {
         name: String,
         source: io::Error,
     },
+}
+
+/// A user as a message names it: `ssdwatch (uid 998)`, or `uid 998` when it has no name.
+pub fn who(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => format!("{} (uid {uid})", u.name),
+        _ => format!("uid {uid}"),
+    }
+}
+
+/// `fstatat` of `name` in `dir`, symlinks not followed; None when it can't be seen.
+fn lstat_at(dir: &OwnedFd, name: &str) -> Option<libc::stat> {
+    let c = cstr(name).ok()?;
+    // SAFETY: zeroed stat is a valid out-buffer; valid fd and string.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    (r == 0).then_some(st)
 }
 
 fn cstr(name: &str) -> io::Result<CString> {
@@ -140,18 +165,7 @@ pub fn flock_exclusive(fd: RawFd, wait: bool) -> io::Result<bool> {
 
 /// Whether `name` exists in `dir` (as anything, symlinks not followed).
 pub fn exists_at(dir: &OwnedFd, name: &str) -> bool {
-    let Ok(c) = cstr(name) else { return false };
-    // SAFETY: zeroed stat is a valid out-buffer; valid fd and string.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    r == 0
+    lstat_at(dir, name).is_some()
 }
 
 /// Opens (creating when absent) `<target>/.ssdwatch-probe` relative to the target's fd and checks
@@ -177,6 +191,23 @@ pub fn open_probe_dir(target: &OwnedFd, target_name: &str) -> Result<OwnedFd, Sa
         Ok(d) => d,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
             return Err(SafetyError::NotADirectory(shown));
+        }
+        // Another user's directory we may not even open (root's 0700 one, made by a `probe run`
+        // as root): say whose it is and how to fix it, not a bare "Permission denied".
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            // SAFETY: geteuid has no preconditions.
+            let ours = unsafe { libc::geteuid() };
+            return Err(match lstat_at(target, PROBE_DIR).map(|st| st.st_uid) {
+                Some(uid) if uid != ours => SafetyError::WrongOwner {
+                    path: shown,
+                    uid,
+                    ours,
+                },
+                _ => SafetyError::Io {
+                    path: shown,
+                    source: e,
+                },
+            });
         }
         Err(source) => {
             return Err(SafetyError::Io {

@@ -9,7 +9,10 @@ pub mod plan;
 pub mod replay;
 pub mod run;
 
-pub use plan::{Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, floor_bytes, plan};
+pub use plan::{
+    FILE_FRACTION, Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, floor_bytes,
+    overwrites_in_place, plan, probe_file_bytes,
+};
 pub use run::{PlaceError, RunError, RunInputs, place, run_target};
 
 use serde::{Deserialize, Serialize};
@@ -77,7 +80,8 @@ pub struct TargetConfig {
     pub queue_depth: u32,
     pub seq_write_bytes: u64,
     pub seq_write_block_bytes: u64,
-    /// Size of the preallocated probe file.
+    /// Size of the preallocated probe file; at most 1/32 of the filesystem (rounded down to
+    /// `seq_write_block_bytes`, at least one block), so a small filesystem gets a small file.
     pub file_size_bytes: u64,
     /// Cap on bytes written per UTC day (probe file creation included).
     pub budget_bytes_per_day: u64,
@@ -86,9 +90,14 @@ pub struct TargetConfig {
     pub budget_time_per_hour: Duration,
     /// Skip (reason busy) when the drive was busier than this (0..1).
     pub busy_threshold: f64,
-    /// Free-space floor: the larger of this fraction of the filesystem and `free_floor_bytes`.
+    /// Free-space floor for a run that consumes space (creating the probe file, or any write on a
+    /// copy-on-write or log-structured filesystem): the larger of this fraction of the filesystem
+    /// and `free_floor_bytes`.
     pub free_floor_ratio: f64,
     pub free_floor_bytes: u64,
+    /// What a run that consumes no space (rewriting the existing, fully allocated probe file on
+    /// ext4 or XFS) leaves free at least: a margin for the filesystem's own metadata.
+    pub rewrite_reserve_bytes: u64,
     /// Use the idle I/O scheduling class.
     pub idle_priority: bool,
     /// A run not finished by then is reported as an error and its thread left to finish alone.
@@ -103,17 +112,21 @@ impl Default for TargetConfig {
             kinds: ProbeKind::ALL.to_vec(),
             interval: None,
             seq_write_interval: Duration::from_secs(24 * 3600),
-            write_ops: 16,
-            read_ops: 64,
+            // 64 writes: the median's own sampling error is half that of 16 (1/√N), for 160 MiB
+            // a day; 128 reads (unbudgeted) also give each run a p99 of its own (README, and
+            // benches/probe_runlength.sh).
+            write_ops: 64,
+            read_ops: 128,
             queue_depth: 4,
             seq_write_bytes: 16 * MIB,
             seq_write_block_bytes: MIB,
             file_size_bytes: 32 * MIB,
-            budget_bytes_per_day: 64 * MIB,
+            budget_bytes_per_day: 256 * MIB,
             budget_time_per_hour: Duration::from_secs(60),
             busy_threshold: 0.5,
             free_floor_ratio: 0.05,
-            free_floor_bytes: 1 << 30,
+            free_floor_bytes: 64 * MIB,
+            rewrite_reserve_bytes: 4 * MIB,
             idle_priority: true,
             timeout: Duration::from_secs(120),
         }
@@ -162,6 +175,20 @@ impl TargetConfig {
                 format!("{key}.free_floor_ratio"),
                 "must be in 0..1",
             ));
+        }
+        // Floors and reserves beyond any filesystem are refused, not left to overflow.
+        for (k, v) in [
+            ("free_floor_bytes", self.free_floor_bytes),
+            ("rewrite_reserve_bytes", self.rewrite_reserve_bytes),
+        ] {
+            if v > 1 << 50 {
+                return Err(Invalid::new(format!("{key}.{k}"), "must be at most 1 PiB"));
+            }
+        }
+        for (k, v) in [("write_ops", self.write_ops), ("read_ops", self.read_ops)] {
+            if v == 0 || v > 1_000_000 {
+                return Err(Invalid::new(format!("{key}.{k}"), "must be 1..1000000"));
+            }
         }
         if self.queue_depth == 0 || self.queue_depth > 64 {
             return Err(Invalid::new(format!("{key}.queue_depth"), "must be 1..64"));
@@ -253,8 +280,12 @@ pub struct KindResult {
     pub probe: ProbeKind,
     pub ops: usize,
     pub bytes_written: u64,
-    pub p50_seconds: f64,
-    pub p99_seconds: f64,
+    /// The median; absent when the run was too short to have one ([`measurable`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_seconds: Option<f64>,
+    /// Absent unless the run made at least 100 I/Os ([`measurable`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_seconds: Option<f64>,
     pub max_seconds: f64,
     pub throughput_bytes_per_second: Option<f64>,
     /// Every operation's latency, for histograms; not printed (a recorded outcome may carry it).
@@ -294,11 +325,41 @@ pub enum Outcome {
     Skipped(Skip),
 }
 
-/// Histogram upper bounds: 10 µs to 10 s, 1-2.5-5 per decade.
-pub const BUCKETS: [f64; 19] = [
-    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0,
+/// Mantissas of the histogram's bounds within a decade: 10^(i/20) to three significant digits.
+/// Neighbouring bounds are at most 12.7% apart (178/158), so histogram_quantile, which
+/// interpolates inside the bucket where the quantile falls, is never off by more than that from
+/// the recorded samples' own quantile, whatever their spread (1-2.5-5 per decade was off by up
+/// to 150%; 10 per decade by up to 26%).
+const BUCKET_MANTISSAS: [u32; 20] = [
+    100, 112, 126, 141, 158, 178, 200, 224, 251, 282, 316, 355, 398, 447, 501, 562, 631, 708, 794,
+    891,
 ];
+
+/// Decades covered: 10 µs (1e-5 s) up to 10 s.
+const BUCKET_DECADES: std::ops::Range<i32> = -5..1;
+
+/// How many finite bounds the latency histogram has: 20 per decade over six decades, plus 10 s.
+pub const BUCKET_COUNT: usize = BUCKET_MANTISSAS.len() * 6 + 1;
+
+/// Histogram upper bounds (seconds), 10 µs to 10 s, 20 per decade (see [`BUCKET_MANTISSAS`]).
+pub fn buckets() -> &'static [f64; BUCKET_COUNT] {
+    static B: std::sync::LazyLock<[f64; BUCKET_COUNT]> = std::sync::LazyLock::new(|| {
+        let mut b = [10.0; BUCKET_COUNT];
+        let bounds = BUCKET_DECADES.flat_map(|d| BUCKET_MANTISSAS.iter().map(move |m| (*m, d)));
+        for (slot, (m, d)) in b.iter_mut().zip(bounds) {
+            // Parsed from decimal text so a bound prints as written (1.12e-05, not 1.1200000000000001e-05).
+            *slot = format!("{m}e{}", d - 2).parse().unwrap_or(f64::NAN);
+        }
+        b
+    });
+    &B
+}
+
+/// Whether a run of `ops` I/Os can tell quantile `q`: only when at least one I/O lies above it
+/// (`ops × (1 − q) ≥ 1`). A p99 of 16 writes would be their maximum under another name.
+pub fn measurable(ops: usize, q: f64) -> bool {
+    ops as f64 * (1.0 - q) >= 1.0 - 1e-9
+}
 
 /// Nearest-rank quantile of a sorted slice.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -329,11 +390,198 @@ mod tests {
         let per_run =
             t.planned_bytes(ProbeKind::SyncWrite4k) + t.planned_bytes(ProbeKind::RandWrite4k);
         let runs = 86400 / 300;
-        // Steady state; the probe file's one-time creation comes on top on the first day.
+        // Steady state: 160 MiB; the probe file's one-time creation comes on top on the first
+        // day and fits too.
         let day = per_run * runs + t.planned_bytes(ProbeKind::SeqWrite);
-        assert!(day <= t.budget_bytes_per_day, "{day}");
-        assert_eq!(BUCKETS.first(), Some(&1e-5));
-        assert_eq!(BUCKETS.last(), Some(&10.0));
+        assert_eq!(day, 160 * MIB);
+        assert!(day + t.file_size_bytes <= t.budget_bytes_per_day, "{day}");
+        // Reads give each run a p99; writes a p50.
+        assert!(measurable(t.read_ops as usize, 0.99));
+        assert!(measurable(t.write_ops as usize, 0.5));
+        assert_eq!(buckets().first(), Some(&1e-5));
+        assert_eq!(buckets().last(), Some(&10.0));
+    }
+
+    #[test]
+    fn bounds_rise_by_at_most_thirteen_percent_and_print_as_written() {
+        let b = buckets();
+        for w in b.windows(2) {
+            assert!(w[1] / w[0] > 1.1 && w[1] / w[0] < 1.13, "{w:?}");
+        }
+        assert_eq!(b[1].to_string(), "0.0000112");
+        assert_eq!(b[BUCKET_COUNT - 2], 8.91);
+    }
+
+    /// Prometheus's histogram_quantile (promql/quantile.go, bucketQuantile) on cumulative
+    /// counts per bound, the +Inf bucket being `count`: find the first bucket whose count reaches
+    /// rank q·count and interpolate linearly inside it.
+    fn histogram_quantile(q: f64, bounds: &[f64], cumulative: &[u64], count: u64) -> f64 {
+        let rank = q * count as f64;
+        let b = cumulative.partition_point(|c| (*c as f64) < rank);
+        if b == bounds.len() {
+            return bounds[bounds.len() - 1];
+        }
+        let (start, below) = if b == 0 {
+            (0.0, 0)
+        } else {
+            (bounds[b - 1], cumulative[b - 1])
+        };
+        let in_bucket = (cumulative[b] - below) as f64;
+        start + (bounds[b] - start) * ((rank - below as f64) / in_bucket)
+    }
+
+    fn cumulative(bounds: &[f64], samples: &[f64]) -> Vec<u64> {
+        bounds
+            .iter()
+            .map(|le| samples.iter().filter(|v| *v <= le).count() as u64)
+            .collect()
+    }
+
+    /// The largest relative error of histogram_quantile against the samples' own nearest-rank
+    /// quantiles, for p50, p90 and p99, over windows of 1 to 48 consecutive runs (what a
+    /// rate(...[w]) over a scrape history sees) of `runs`.
+    fn worst_error(bounds: &[f64], runs: &[Vec<f64>]) -> (f64, String) {
+        let mut worst = (0.0, String::new());
+        for w in [1, 2, 3, 6, 12, 48] {
+            for start in (0..runs.len().saturating_sub(w - 1)).step_by(w.max(3)) {
+                let mut s: Vec<f64> = runs[start..start + w].concat();
+                s.sort_by(f64::total_cmp);
+                let cum = cumulative(bounds, &s);
+                for q in [0.5, 0.9, 0.99] {
+                    if !measurable(s.len(), q) {
+                        continue;
+                    }
+                    let truth = quantile(&s, q);
+                    let est = histogram_quantile(q, bounds, &cum, s.len() as u64);
+                    let e = (est - truth).abs() / truth;
+                    if e > worst.0 {
+                        worst = (
+                            e,
+                            format!("q{q} over {w} runs from {start}: {est} vs {truth}"),
+                        );
+                    }
+                }
+            }
+        }
+        worst
+    }
+
+    /// Deterministic latencies: lognormal around `median` with log-spread `sigma`.
+    fn lognormal(seed: &mut u64, median: f64, sigma: f64) -> f64 {
+        let mut unit = || {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((*seed >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let (u1, u2) = (unit(), unit());
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        median * (sigma * z).exp()
+    }
+
+    /// Recorded distributions shaped like real runs: 200 runs of 16 (writes) or 64 (reads) I/Os.
+    fn distributions() -> Vec<(&'static str, Vec<Vec<f64>>)> {
+        let mut seed = 42u64;
+        let mut runs = |n: usize, f: &mut dyn FnMut(&mut u64, usize) -> f64| -> Vec<Vec<f64>> {
+            (0..200)
+                .map(|r| (0..n).map(|_| f(&mut seed, r)).collect())
+                .collect()
+        };
+        vec![
+            // The example: whole runs at 6.0 ms and at 9.9 ms, alternating.
+            (
+                "runs at 6.0 and 9.9 ms",
+                runs(16, &mut |_, r| if r % 2 == 0 { 0.006 } else { 0.0099 }),
+            ),
+            (
+                "NVMe O_DSYNC writes, narrow (σ 0.15 around 210 µs)",
+                runs(16, &mut |s, _| lognormal(s, 210e-6, 0.15)),
+            ),
+            (
+                "SATA reads, wide (σ 0.8 around 120 µs)",
+                runs(64, &mut |s, _| lognormal(s, 120e-6, 0.8)),
+            ),
+            (
+                "bimodal: 85% at 90 µs, 15% stalled at 4 ms (GC)",
+                runs(64, &mut |s, _| {
+                    let stalled = lognormal(s, 1.0, 1.0) > 2.8;
+                    lognormal(s, if stalled { 4e-3 } else { 90e-6 }, 0.1)
+                }),
+            ),
+            (
+                "a drive degrading over the day (median 0.3 ms to 3 ms)",
+                runs(16, &mut |s, r| {
+                    lognormal(s, 3e-4 * 10f64.powf(r as f64 / 200.0), 0.3)
+                }),
+            ),
+        ]
+    }
+
+    #[test]
+    fn histogram_quantile_is_within_15_percent_of_the_recorded_samples_quantile() {
+        for (name, runs) in distributions() {
+            let (e, at) = worst_error(buckets(), &runs);
+            assert!(e <= 0.15, "{name}: {:.1}% off at {at}", e * 100.0);
+            println!("{name}: worst {:.1}%", e * 100.0);
+        }
+    }
+
+    #[test]
+    fn the_old_bucket_layouts_missed_by_more_than_15_percent() {
+        let old = [
+            1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
+            0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ];
+        let ten: Vec<f64> = (-50..=10)
+            .map(|i| 10f64.powf(f64::from(i) / 10.0))
+            .collect();
+        let dists = distributions();
+        let (e, at) = worst_error(&old, &dists[0].1);
+        assert!(e > 0.15, "{at}");
+        println!(
+            "1-2.5-5 per decade, {}: worst {:.1}% ({at})",
+            dists[0].0,
+            e * 100.0
+        );
+        // Ten per decade falls short on some of them too: a bucket 26% wide.
+        let worst = dists
+            .iter()
+            .map(|(n, r)| (worst_error(&ten, r).0, *n))
+            .fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a });
+        assert!(worst.0 > 0.15, "{worst:?}");
+        println!(
+            "10 per decade: worst {:.1}% on {}",
+            worst.0 * 100.0,
+            worst.1
+        );
+    }
+
+    #[test]
+    fn a_quantile_a_run_cant_measure_is_left_out_of_its_json() {
+        let k = KindResult {
+            probe: ProbeKind::SyncWrite4k,
+            ops: 64,
+            bytes_written: 64 * 4096,
+            p50_seconds: Some(0.0002),
+            p99_seconds: None,
+            max_seconds: 0.002,
+            throughput_bytes_per_second: None,
+            latencies: vec![],
+        };
+        let v = serde_json::to_value(&k).unwrap();
+        assert_eq!(v["p50_seconds"], 0.0002);
+        assert!(v.get("p99_seconds").is_none(), "{v}");
+        assert_eq!(serde_json::from_value::<KindResult>(v).unwrap(), k);
+    }
+
+    #[test]
+    fn a_run_names_only_the_quantiles_it_can_measure() {
+        assert!(measurable(2, 0.5));
+        assert!(!measurable(1, 0.5));
+        assert!(!measurable(16, 0.99));
+        assert!(!measurable(99, 0.99));
+        assert!(measurable(100, 0.99));
+        assert!(measurable(1000, 0.999));
     }
 
     #[test]
@@ -349,5 +597,17 @@ mod tests {
             ..TargetConfig::default()
         };
         assert_eq!(t.validate("x").unwrap_err().key, "x.path");
+        let t = TargetConfig {
+            path: "/data".into(),
+            write_ops: 0,
+            ..TargetConfig::default()
+        };
+        assert_eq!(t.validate("x").unwrap_err().key, "x.write_ops");
+        let t = TargetConfig {
+            path: "/data".into(),
+            rewrite_reserve_bytes: u64::MAX,
+            ..TargetConfig::default()
+        };
+        assert_eq!(t.validate("x").unwrap_err().key, "x.rewrite_reserve_bytes");
     }
 }

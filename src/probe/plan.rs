@@ -3,10 +3,16 @@
 //!
 //! The gates, in order: read-only; short of space with no probe directory yet (not even the
 //! directory is made); the probe directory refused, read-only, locked by another run or not
-//! cleared of leftovers; short of space once leftovers are gone; the probe file refused or
-//! unreadable (one of another size is removed and made anew); creating the probe file would go
-//! under the floor; the budget file unreadable; this hour's time budget; today's byte budget for
+//! cleared of leftovers; the probe file refused or unreadable (one of another size is removed and
+//! made anew); space; the budget file unreadable; this hour's time budget; today's byte budget for
 //! the probe file, then for each kind; the drive busy.
+//!
+//! The space gate guards what a run consumes. Rewriting the existing, fully allocated probe file
+//! on a filesystem that overwrites in place (ext4, XFS) consumes nothing: it runs while at least
+//! `rewrite_reserve_bytes` stay available, so the probes keep watching a drive at 97% full, where
+//! drives degrade most. Anything that allocates (creating the probe file, or every write on a
+//! copy-on-write or log-structured filesystem, where an overwrite lands in new blocks) must leave
+//! the floor, `max(free_floor_ratio × size, free_floor_bytes)`, free once its bytes are taken.
 
 use super::budget::{BudgetError, Usage};
 use super::fsafe::{self, LeftoverError, SafetyError};
@@ -61,9 +67,11 @@ pub enum ProbeDir {
 #[derive(Debug)]
 pub enum ProbeFile {
     Absent,
-    /// Regular, ours, one link, of this many bytes.
+    /// Regular, ours, one link, of this many bytes, `allocated` of them backed by blocks
+    /// (st_blocks × 512).
     Sound {
         size: u64,
+        allocated: u64,
     },
     /// A symlink stands in its place.
     Symlink,
@@ -93,11 +101,33 @@ pub struct RunPlan {
     pub budget_skipped: Vec<ProbeKind>,
     /// Bytes of probe file to create before the run; 0 when the existing one serves.
     pub create_bytes: u64,
+    /// The probe file's size on this filesystem ([`probe_file_bytes`]).
+    pub file_bytes: u64,
 }
 
-/// The space floor of a filesystem of `total` bytes.
+/// The probe file is at most this fraction (1/FILE_FRACTION) of its filesystem.
+pub const FILE_FRACTION: u64 = 32;
+
+/// The space floor, for a run that allocates, of a filesystem of `total` bytes.
 pub fn floor_bytes(t: &TargetConfig, total: u64) -> u64 {
     ((total as f64 * t.free_floor_ratio) as u64).max(t.free_floor_bytes)
+}
+
+/// The probe file's size on a filesystem of `total` bytes: the configured size, capped at
+/// 1/[`FILE_FRACTION`] of the filesystem rounded down to whole `seq_write_block_bytes`, and at
+/// least one such block (a sequential burst never writes past the file's end).
+pub fn probe_file_bytes(t: &TargetConfig, total: u64) -> u64 {
+    let block = t.seq_write_block_bytes.max(1);
+    let cap = (total / FILE_FRACTION) / block * block;
+    t.file_size_bytes.min(cap.max(block))
+}
+
+/// Whether an overwrite of allocated blocks stays in those blocks. ext4 (ext2/3 share its magic)
+/// and XFS overwrite in place; btrfs, ZFS and bcachefs copy on write, f2fs is log-structured
+/// (overwrites go to new segments), and a filesystem we don't know is taken to allocate too.
+/// (XFS with a reflinked copy of the probe file would copy on write; ssdwatch never makes one.)
+pub fn overwrites_in_place(fs: FsType) -> bool {
+    matches!(fs, FsType::EXT4 | FsType::XFS)
 }
 
 /// The next step of a run on what has been observed so far, or why it doesn't happen.
@@ -150,16 +180,11 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
         ProbeDir::Uncleared(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
         ProbeDir::Ready { stat, file, usage } => (stat, file, usage),
     };
-    // Judged once leftovers are gone: a half-created probe file may be what filled it.
-    let avail = stat.avail_bytes();
-    if avail < floor {
-        return Err(low_space(avail));
-    }
-
-    let create_bytes = match file {
-        ProbeFile::Absent => t.file_size_bytes,
-        ProbeFile::Sound { size } if *size == t.file_size_bytes => 0,
-        // Resized in the config: removed, then judged as a new file.
+    let file_bytes = probe_file_bytes(t, stat.size_bytes());
+    let (create_bytes, allocated) = match file {
+        ProbeFile::Absent => (file_bytes, 0),
+        ProbeFile::Sound { size, allocated } if *size == file_bytes => (0, *allocated),
+        // Resized in the config (or the filesystem): removed, then judged as a new file.
         ProbeFile::Sound { .. } => return Ok(Plan::RemoveStale),
         ProbeFile::Symlink => {
             return Err(skip(
@@ -172,7 +197,24 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
             return Err(skip(SkipReason::Error, format!("{file_shown}: {e}")));
         }
     };
-    if create_bytes > 0 && avail.saturating_sub(create_bytes) < floor {
+
+    // Judged once leftovers are gone (a half-created probe file may be what filled it), on what
+    // this run would consume.
+    let avail = stat.avail_bytes();
+    let in_place = overwrites_in_place(o.fs_type);
+    if create_bytes == 0 && in_place && allocated >= file_bytes {
+        let reserve = t.rewrite_reserve_bytes;
+        if avail < reserve {
+            return Err(skip(
+                SkipReason::LowSpace,
+                format!(
+                    "{shown}: {avail} bytes available, under the reserve of {reserve} kept even for rewriting the probe file in place"
+                ),
+            ));
+        }
+    } else if avail < floor {
+        return Err(low_space(avail));
+    } else if create_bytes > 0 && avail.saturating_sub(create_bytes) < floor {
         return Err(skip(
             SkipReason::LowSpace,
             format!(
@@ -180,6 +222,21 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
                 avail.saturating_sub(create_bytes)
             ),
         ));
+    } else if !in_place {
+        // Every write allocates here (until the old blocks are freed after the commit): the
+        // run's own bytes count as well as the file's.
+        let writes: u64 = spec.kinds.iter().map(|k| t.planned_bytes(*k)).sum();
+        let left = avail.saturating_sub(create_bytes + writes);
+        if left < floor {
+            return Err(skip(
+                SkipReason::LowSpace,
+                format!(
+                    "{shown}: on {} every write allocates; the run's {} bytes would leave {left} bytes, under the floor of {floor}",
+                    fs_name(o.fs_type),
+                    create_bytes + writes
+                ),
+            ));
+        }
     }
 
     // Budget: time per hour, then bytes per day. A budget that can't be read stops the probes:
@@ -245,7 +302,14 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
         kinds,
         budget_skipped,
         create_bytes,
+        file_bytes,
     }))
+}
+
+fn fs_name(fs: FsType) -> String {
+    fs.name()
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("filesystem type {:#x}", fs.0))
 }
 
 #[cfg(test)]
@@ -260,7 +324,8 @@ mod tests {
 
     /// What a case starts from: a 100 GiB ext4 half full (so a 5 GiB floor), the probe
     /// directory entered with a sound probe file of the configured 32 MiB, nothing spent, the
-    /// drive not measured; the default target at /data asking for every kind.
+    /// drive not measured; the default target at /data (but 16 writes per kind and 64 MiB a day)
+    /// asking for every kind.
     struct Given {
         o: Observed,
         t: TargetConfig,
@@ -268,9 +333,13 @@ mod tests {
     }
 
     fn stat(avail: u64) -> FsStat {
+        stat_of(100 * GIB, avail)
+    }
+
+    fn stat_of(total: u64, avail: u64) -> FsStat {
         FsStat {
             frsize: 4096,
-            blocks: 100 * GIB / 4096,
+            blocks: total / 4096,
             bfree: avail / 4096,
             bavail: avail / 4096,
             ..FsStat::default()
@@ -278,8 +347,11 @@ mod tests {
     }
 
     fn given() -> Given {
+        // Round figures for the budget cases: 16 writes per kind, 64 MiB a day.
         let t = TargetConfig {
             path: "/data".into(),
+            write_ops: 16,
+            budget_bytes_per_day: 64 * MIB,
             ..TargetConfig::default()
         };
         Given {
@@ -294,6 +366,7 @@ mod tests {
                     stat: stat(50 * GIB),
                     file: ProbeFile::Sound {
                         size: t.file_size_bytes,
+                        allocated: t.file_size_bytes,
                     },
                     usage: Ok(Usage::default()),
                 },
@@ -409,13 +482,18 @@ mod tests {
         (
             "the floor is free_floor_bytes on a small filesystem",
             |g| {
-                g.o.stat = FsStat {
-                    blocks: 10 * GIB / 4096,
-                    ..stat(GIB - 4096)
-                };
+                g.o.stat = stat_of(GIB, 32 * MIB);
                 g.o.dir = ProbeDir::Unopened { exists: false };
             },
-            Want::Skip(SkipReason::LowSpace, "under the floor of 1073741824"),
+            Want::Skip(SkipReason::LowSpace, "under the floor of 67108864"),
+        ),
+        (
+            "ext4 at 97% with no probe directory: the file would have to be made, under the floor",
+            |g| {
+                g.o.stat = stat(3 * GIB);
+                g.o.dir = ProbeDir::Unopened { exists: false };
+            },
+            Want::Skip(SkipReason::LowSpace, "under the floor of 5368709120"),
         ),
         // The probe directory.
         (
@@ -434,11 +512,14 @@ mod tests {
             |g| {
                 g.o.dir = ProbeDir::Refused(SafetyError::WrongOwner {
                     path: "/data/.ssdwatch-probe".into(),
-                    uid: 1000,
+                    uid: 54321,
                     ours: 0,
                 })
             },
-            Want::Skip(SkipReason::Unsafe, "owned by uid 1000, not by us (uid 0)"),
+            Want::Skip(
+                SkipReason::Unsafe,
+                "owned by uid 54321, but this runs as root (uid 0): `chown -R 0: /data/.ssdwatch-probe` gives it over",
+            ),
         ),
         (
             "a probe directory writable by others",
@@ -507,6 +588,7 @@ mod tests {
         (
             "still short of space once leftovers are gone",
             |g| {
+                g.o.fs_type = FsType::BTRFS;
                 g.o.stat = stat(GIB);
                 avail_inside(g, 2 * GIB);
             },
@@ -521,12 +603,123 @@ mod tests {
             ALL_RUN,
         ),
         (
-            "space is judged before the probe file",
+            "an unsafe probe file is judged before space",
             |g| {
-                avail_inside(g, GIB);
+                avail_inside(g, 0);
                 file(g, ProbeFile::Symlink);
             },
-            Want::Skip(SkipReason::LowSpace, "bytes available, under the floor"),
+            Want::Skip(SkipReason::Unsafe, "is a symlink"),
+        ),
+        // What a run consumes decides the space it needs.
+        (
+            "ext4 at 97%: rewriting the existing probe file consumes nothing and runs",
+            |g| avail_inside(g, 3 * GIB),
+            ALL_RUN,
+        ),
+        (
+            "XFS at 97% too",
+            |g| {
+                g.o.fs_type = FsType::XFS;
+                avail_inside(g, 3 * GIB);
+            },
+            ALL_RUN,
+        ),
+        (
+            "a rewrite runs down to the reserve",
+            |g| avail_inside(g, 4 * MIB),
+            ALL_RUN,
+        ),
+        (
+            "a rewrite stops under the reserve",
+            |g| avail_inside(g, 4 * MIB - 4096),
+            Want::Skip(
+                SkipReason::LowSpace,
+                "/data: 4190208 bytes available, under the reserve of 4194304 kept even for rewriting",
+            ),
+        ),
+        (
+            "the reserve is the target's",
+            |g| {
+                g.t.rewrite_reserve_bytes = GIB;
+                avail_inside(g, GIB - 4096);
+            },
+            Want::Skip(SkipReason::LowSpace, "under the reserve of 1073741824"),
+        ),
+        (
+            "a probe file with holes would allocate: it keeps the floor",
+            |g| {
+                file(
+                    g,
+                    ProbeFile::Sound {
+                        size: 32 * MIB,
+                        allocated: 16 * MIB,
+                    },
+                );
+                avail_inside(g, 3 * GIB);
+            },
+            Want::Skip(SkipReason::LowSpace, "under the floor of 5368709120"),
+        ),
+        (
+            "btrfs at 97% keeps the floor: an overwrite lands in new blocks",
+            |g| {
+                g.o.fs_type = FsType::BTRFS;
+                avail_inside(g, 3 * GIB);
+            },
+            Want::Skip(SkipReason::LowSpace, "under the floor of 5368709120"),
+        ),
+        (
+            "on btrfs the run's own writes must fit above the floor",
+            |g| {
+                g.o.fs_type = FsType::BTRFS;
+                avail_inside(g, 5 * GIB + 100 * 1024);
+            },
+            Want::Skip(
+                SkipReason::LowSpace,
+                "/data: on btrfs every write allocates; the run's 16908288 bytes would leave",
+            ),
+        ),
+        (
+            "on a type we don't know the message gives its number",
+            |g| {
+                g.o.fs_type = FsType(0x1234);
+                avail_inside(g, 5 * GIB);
+            },
+            Want::Skip(
+                SkipReason::LowSpace,
+                "on filesystem type 0x1234 every write",
+            ),
+        ),
+        (
+            "btrfs with room runs",
+            |g| g.o.fs_type = FsType::BTRFS,
+            ALL_RUN,
+        ),
+        (
+            "a 512 MiB filesystem gets a 16 MiB probe file (1/32 of it)",
+            |g| {
+                file(g, ProbeFile::Absent);
+                g.o.stat = stat_of(512 * MIB, 400 * MIB);
+                avail_inside(g, 0);
+                if let ProbeDir::Ready { stat: s, .. } = &mut g.o.dir {
+                    *s = g.o.stat;
+                }
+            },
+            Want::Run {
+                kinds: &ProbeKind::ALL,
+                budget_skipped: &[],
+                create_bytes: 16 * MIB,
+            },
+        ),
+        (
+            "a probe file of the configured size on a 512 MiB filesystem is remade smaller",
+            |g| {
+                g.o.stat = stat_of(512 * MIB, 400 * MIB);
+                avail_inside(g, 0);
+                if let ProbeDir::Ready { stat: s, .. } = &mut g.o.dir {
+                    *s = g.o.stat;
+                }
+            },
+            Want::RemoveStale,
         ),
         // The probe file.
         (
@@ -588,13 +781,27 @@ mod tests {
         ),
         (
             "a probe file of another size is removed first",
-            |g| file(g, ProbeFile::Sound { size: 16 * MIB }),
+            |g| {
+                file(
+                    g,
+                    ProbeFile::Sound {
+                        size: 16 * MIB,
+                        allocated: 16 * MIB,
+                    },
+                )
+            },
             Want::RemoveStale,
         ),
         (
             "a probe file of another size is removed even when the budget is spent",
             |g| {
-                file(g, ProbeFile::Sound { size: 16 * MIB });
+                file(
+                    g,
+                    ProbeFile::Sound {
+                        size: 16 * MIB,
+                        allocated: 16 * MIB,
+                    },
+                );
                 *usage(g) = Ok(Usage {
                     written_bytes: 64 * MIB,
                     ..Usage::default()
@@ -856,9 +1063,44 @@ mod tests {
     }
 
     #[test]
+    fn every_filesystem_but_ext4_and_xfs_keeps_the_floor_at_97_percent() {
+        // Copy-on-write (btrfs, ZFS, bcachefs), log-structured (f2fs) or unknown: an overwrite
+        // may land in new blocks, so even rewriting the existing file allocates.
+        for fs in [
+            FsType::BTRFS,
+            FsType::ZFS,
+            FsType::BCACHEFS,
+            FsType::F2FS,
+            FsType::TMPFS,
+            FsType(0x1234),
+        ] {
+            let mut g = given();
+            g.o.fs_type = fs;
+            avail_inside(&mut g, 3 * GIB);
+            let spec = Spec {
+                target: &g.t,
+                kinds: &g.kinds,
+            };
+            let want = Want::Skip(SkipReason::LowSpace, "under the floor of 5368709120");
+            check(&format!("{fs:?}"), plan(&g.o, &spec), &want);
+        }
+    }
+
+    #[test]
     fn floor_is_the_larger_of_ratio_and_bytes() {
         let t = TargetConfig::default();
-        assert_eq!(floor_bytes(&t, 10 << 30), 1 << 30);
-        assert_eq!(floor_bytes(&t, 100 << 30), 5 << 30);
+        assert_eq!(floor_bytes(&t, GIB), 64 * MIB);
+        assert_eq!(floor_bytes(&t, 100 * GIB), 5 * GIB);
+    }
+
+    #[test]
+    fn the_probe_file_is_at_most_a_32nd_of_its_filesystem_in_whole_blocks() {
+        let t = TargetConfig::default();
+        assert_eq!(probe_file_bytes(&t, 100 * GIB), 32 * MIB);
+        assert_eq!(probe_file_bytes(&t, GIB), 32 * MIB);
+        assert_eq!(probe_file_bytes(&t, 512 * MIB), 16 * MIB);
+        assert_eq!(probe_file_bytes(&t, 100 * MIB), 3 * MIB);
+        // Never under one sequential-write block, so a burst stays inside the file.
+        assert_eq!(probe_file_bytes(&t, 8 * MIB), MIB);
     }
 }

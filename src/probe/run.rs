@@ -5,12 +5,12 @@
 use super::plan::{Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, plan};
 use super::{
     KindResult, Outcome, Placement, ProbeKind, RunContext, RunReport, Skip, SkipReason,
-    TargetConfig, WARM_UP_READS, budget, fsafe, io, quantile,
+    TargetConfig, WARM_UP_READS, budget, fsafe, io, measurable, quantile,
 };
 use crate::Roots;
 use crate::snapshot::{Shared, unix_now};
 use crate::statfs;
-use crate::sysfs::topology::Topology;
+use crate::sysfs::topology::{Topology, resolve_device};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +27,8 @@ pub struct RunInputs<'a> {
     pub kinds: Vec<ProbeKind>,
     /// How long to watch the drive before the run for the busy gate.
     pub busy_window: Duration,
+    /// A run by hand (`ssdwatch probe run`): budgeted apart from the daemon's ([`budget::key`]).
+    pub hand: bool,
 }
 
 /// Why a target could not be placed on its drives.
@@ -112,14 +114,22 @@ pub fn place(
             &read
         }
     };
-    let dev = topo
-        .by_devnum(major, minor)
-        .ok_or_else(|| PlaceError::NotBlock {
-            dir: dir.to_path_buf(),
-            major,
-            minor,
-            sys: roots.sys.clone(),
-        })?;
+    let not_block = || PlaceError::NotBlock {
+        dir: dir.to_path_buf(),
+        major,
+        minor,
+        sys: roots.sys.clone(),
+    };
+    let by_mount;
+    let dev = match topo.by_devnum(major, minor) {
+        Some(d) => d,
+        // btrfs gives its files an anonymous device number (0:N, one per subvolume): the block
+        // device is the source of the mount the directory is on.
+        None => {
+            by_mount = mount_device(dir, roots, topo).ok_or_else(not_block)?;
+            topo.get(&by_mount).ok_or_else(not_block)?
+        }
+    };
     let drives: Vec<String> = topo
         .physical_drives(&dev.name)
         .into_iter()
@@ -135,6 +145,19 @@ pub fn place(
         mountpoint: mp.to_string_lossy().into_owned(),
         drives,
     })
+}
+
+/// The kernel name of the block device behind the deepest mount holding `dir`, by the mount
+/// table's source (see [`resolve_device`]).
+fn mount_device(dir: &Path, roots: &Roots, topo: &Topology) -> Option<String> {
+    let table = crate::procfs::mountinfo::read_mountinfo(&roots.proc).ok()?;
+    let dir = std::fs::canonicalize(dir).ok()?;
+    table
+        .mounts
+        .iter()
+        .filter(|m| dir.starts_with(&m.mount_point))
+        .max_by_key(|m| m.mount_point.len())
+        .and_then(|m| resolve_device(m, topo))
 }
 
 /// io_ticks (ms the drive had I/O in flight) of each drive; None when any can't be read or
@@ -210,6 +233,8 @@ fn error(t: &TargetConfig, placement: Option<Placement>, e: RunError) -> Outcome
 /// A run in progress: what it holds open and what it has seen.
 struct Run {
     shown: String,
+    /// Where this run's budget usage is kept.
+    budget_key: String,
     target: OwnedFd,
     /// The probe directory, opened and locked (the lock goes with it).
     dir: Option<OwnedFd>,
@@ -264,6 +289,7 @@ impl Run {
                 dir: ProbeDir::Unopened { exists },
                 utilization_before: None,
             },
+            budget_key: budget::key(&shown, inp.hand),
             shown,
             target,
             dir: None,
@@ -326,6 +352,8 @@ impl Run {
                     self.file = Some(fd);
                     ProbeFile::Sound {
                         size: st.st_size as u64,
+                        // st_blocks counts 512-byte units whatever the filesystem's block size.
+                        allocated: (st.st_blocks as u64).saturating_mul(512),
                     }
                 }
                 Err(e) => ProbeFile::Refused(e),
@@ -335,7 +363,7 @@ impl Run {
             Err(e) => ProbeFile::Unopenable(e),
         };
         let usage = budget::load(state_dir).map(|b| {
-            let u = b.targets.get(&self.shown).cloned().unwrap_or_default();
+            let u = b.targets.get(&self.budget_key).cloned().unwrap_or_default();
             u.at(self.now)
         });
         self.dir = Some(dir);
@@ -423,14 +451,14 @@ impl Run {
         let mut written = 0u64;
         let fd = match self.file.take() {
             Some(fd) => fd,
-            None => match create_probe_file(t, dir, &file_shown, &mut rng) {
+            None => match create_probe_file(p.file_bytes, dir, &file_shown, &mut rng) {
                 Ok(fd) => {
                     written += p.create_bytes;
                     fd
                 }
                 Err(e) => {
                     let secs = t0.elapsed().as_secs_f64();
-                    let _ = budget::record(inp.state_dir, &self.shown, self.now, 0, secs);
+                    let _ = budget::record(inp.state_dir, &self.budget_key, self.now, 0, secs);
                     return error(t, pl, e);
                 }
             },
@@ -443,11 +471,11 @@ impl Run {
         };
         // A few untimed reads first: the first I/Os of a process that was idle pay for waking
         // the I/O path up, which a busy database does not (fio's ramp_time serves the same end).
-        let mut failure = io::rand_read(&fd, t.file_size_bytes, WARM_UP_READS, &mut rng)
+        let mut failure = io::rand_read(&fd, p.file_bytes, WARM_UP_READS, &mut rng)
             .err()
             .map(|e| io_err("warm-up read", e));
         for k in p.kinds.into_iter().filter(|_| failure.is_none()) {
-            match run_kind(t, k, &fd, dir, &mut rng) {
+            match run_kind(t, p.file_bytes, k, &fd, dir, &mut rng) {
                 Ok(r) => {
                     written += r.bytes_written;
                     results.push(r);
@@ -464,7 +492,8 @@ impl Run {
         {
             self.context.utilization_ratio = utilization(&b, &a, duration);
         }
-        if let Err(e) = budget::record(inp.state_dir, &self.shown, self.now, written, duration) {
+        if let Err(e) = budget::record(inp.state_dir, &self.budget_key, self.now, written, duration)
+        {
             tracing::warn!("probe budget not saved: {e}");
         }
         if let Some(e) = failure {
@@ -488,7 +517,7 @@ impl Run {
 /// Creates the probe file under a temporary name, preallocates and fills it, then renames it:
 /// a crash leaves only the partial file, which the next start removes.
 fn create_probe_file(
-    t: &TargetConfig,
+    size: u64,
     dir: &OwnedFd,
     file_shown: &str,
     rng: &mut io::Rng,
@@ -506,14 +535,14 @@ fn create_probe_file(
         0o600,
     )
     .map_err(|e| err("create", e))?;
-    let len = t.file_size_bytes as libc::off_t;
+    let len = size as libc::off_t;
     // SAFETY: valid fd.
     let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len) };
     if r != 0 {
         let _ = fsafe::unlinkat(dir, partial);
         return Err(err("fallocate", std::io::Error::from_raw_os_error(r)));
     }
-    if let Err(e) = io::fill(&fd, t.file_size_bytes, rng) {
+    if let Err(e) = io::fill(&fd, size, rng) {
         let _ = fsafe::unlinkat(dir, partial);
         return Err(err("filling", e));
     }
@@ -524,12 +553,12 @@ fn create_probe_file(
 
 fn run_kind(
     t: &TargetConfig,
+    size: u64,
     k: ProbeKind,
     fd: &OwnedFd,
     dir: &OwnedFd,
     rng: &mut io::Rng,
 ) -> std::io::Result<KindResult> {
-    let size = t.file_size_bytes;
     let (lat, throughput) = match k {
         ProbeKind::SyncWrite4k => {
             // A second descriptor with O_DSYNC on the same checked file: a durable write each time.
@@ -560,8 +589,8 @@ fn run_kind(
         probe: k,
         ops: lat.len(),
         bytes_written: t.planned_bytes(k),
-        p50_seconds: quantile(&sorted, 0.5),
-        p99_seconds: quantile(&sorted, 0.99),
+        p50_seconds: measurable(sorted.len(), 0.5).then(|| quantile(&sorted, 0.5)),
+        p99_seconds: measurable(sorted.len(), 0.99).then(|| quantile(&sorted, 0.99)),
         max_seconds: quantile(&sorted, 1.0),
         throughput_bytes_per_second: throughput,
         latencies: lat,

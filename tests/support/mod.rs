@@ -82,16 +82,21 @@ impl LoopFs {
     }
 
     pub fn with_mkfs(size_mib: u64, mkfs_args: &[&str]) -> LoopFs {
-        Self::build(size_mib, mkfs_args, "mnt")
+        Self::build(size_mib, "mkfs.ext4", mkfs_args, "mnt")
+    }
+
+    /// Another filesystem: `mkfs` (mkfs.xfs, mkfs.btrfs) with its own arguments.
+    pub fn of_type(size_mib: u64, mkfs: &str, mkfs_args: &[&str]) -> LoopFs {
+        Self::build(size_mib, mkfs, mkfs_args, "mnt")
     }
 
     /// Mounted on a directory of the given name (e.g. with a space, which the kernel escapes as
     /// `\040` in mountinfo).
     pub fn named(size_mib: u64, mount_dir: &str) -> LoopFs {
-        Self::build(size_mib, &["-q", "-F"], mount_dir)
+        Self::build(size_mib, "mkfs.ext4", &["-q", "-F"], mount_dir)
     }
 
-    fn build(size_mib: u64, mkfs_args: &[&str], mount_dir: &str) -> LoopFs {
+    fn build(size_mib: u64, mkfs: &str, mkfs_args: &[&str], mount_dir: &str) -> LoopFs {
         let dir = tempfile::tempdir().expect("tempdir");
         let image = dir.path().join("disk.img");
         let f = std::fs::File::create(&image).expect("create image");
@@ -110,7 +115,7 @@ impl LoopFs {
         };
         let mut args: Vec<&str> = mkfs_args.to_vec();
         args.push(&fs.device);
-        run("mkfs.ext4", &args);
+        run(mkfs, &args);
         run("mount", &[&fs.device, fs.mountpoint.to_str().unwrap()]);
         fs.mountpoint = fs.mountpoint.canonicalize().unwrap();
         fs

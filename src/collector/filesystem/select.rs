@@ -143,24 +143,7 @@ pub fn select_mounts(
     out
 }
 
-/// The kernel name of the block device behind a mount: by major:minor, else by the source path
-/// (btrfs reports an anonymous device number; /dev/mapper names map to dm devices).
-pub fn resolve_device(m: &MountInfo, topo: &Topology) -> Option<String> {
-    if m.major != 0
-        && let Some(d) = topo.by_devnum(m.major, m.minor)
-    {
-        return Some(d.name.clone());
-    }
-    let src = m.source.strip_prefix("/dev/")?;
-    if let Some(dm) = src.strip_prefix("mapper/") {
-        return topo
-            .devices
-            .values()
-            .find(|d| d.dm_name.as_deref() == Some(dm))
-            .map(|d| d.name.clone());
-    }
-    topo.get(src).map(|d| d.name.clone())
-}
+pub use crate::sysfs::topology::resolve_device;
 
 #[cfg(test)]
 mod tests {
