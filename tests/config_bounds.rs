@@ -86,6 +86,7 @@ const TARGET_KEYS: &[&str] = &[
     "busy_threshold",
     "free_floor_ratio",
     "free_floor_bytes",
+    "rewrite_reserve_bytes",
     "idle_priority",
     "timeout",
 ];
