@@ -6,7 +6,6 @@ pub mod collector;
 pub mod config;
 pub mod daemon;
 pub mod fault;
-pub mod http;
 pub mod metrics;
 pub mod probe;
 pub mod procfs;
@@ -17,6 +16,7 @@ pub mod snapshot;
 pub mod statfs;
 pub mod sysfs;
 pub mod validate;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 
