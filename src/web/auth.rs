@@ -149,7 +149,8 @@ mod tests {
         assert!(!users.check(None).await);
         // Cached: no bcrypt needed even with the gate held.
         let _held = users.bcrypt_gate.acquire().await.unwrap();
-        let check = users.check(Some(&header("alice", "s3cret")));
+        let right = header("alice", "s3cret");
+        let check = users.check(Some(&right));
         let ok = tokio::time::timeout(Duration::from_secs(1), check).await;
         assert_eq!(ok, Ok(true));
     }

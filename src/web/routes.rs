@@ -141,4 +141,40 @@ mod tests {
         store.publish("smart", published(None));
         assert_eq!(status(&store).await, StatusCode::OK);
     }
+
+    /// --web.max-requests 1: while one scrape is in flight, the next gets 503 at once, and
+    /// once it is done the next scrape gets through.
+    #[tokio::test]
+    async fn a_scrape_over_max_requests_gets_503_at_once() {
+        use tower_service::Service;
+        let release = Arc::new(tokio::sync::Notify::new());
+        let r = release.clone();
+        let slow = move || {
+            let r = r.clone();
+            async move {
+                r.notified().await;
+                "done"
+            }
+        };
+        let slots = Some(Arc::new(Semaphore::new(1)));
+        let mut app: Router = Router::new().route(
+            "/metrics",
+            get(slow).route_layer(middleware::from_fn_with_state(slots, scrape_slot)),
+        );
+        let req = || {
+            Request::get("/metrics")
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        let first = tokio::spawn(app.call(req()));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let second = app.call(req()).await.unwrap();
+        assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+        release.notify_one();
+        assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+        let third = tokio::spawn(app.call(req()));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.notify_one();
+        assert_eq!(third.await.unwrap().unwrap().status(), StatusCode::OK);
+    }
 }
