@@ -208,17 +208,19 @@ pub fn main() -> ExitCode {
         };
     }
 
-    let web = match web_setup(&cli) {
+    // SIGHUP is caught from here on, before the web config is loaded.
+    let reload = {
+        let _in_runtime = rt.enter();
+        reload_on_sighup()
+    };
+    let web = match web_setup(&cli, reload) {
         Ok(w) => w,
         Err(message) => {
             eprintln!("ssdwatch: {message}");
             return ExitCode::from(2);
         }
     };
-    let result = rt.block_on(async {
-        let (shutdown, web) = signals(web);
-        crate::run(config, roots, web, shutdown).await
-    });
+    let result = rt.block_on(crate::run(config, roots, web, shutdown_signal()));
     // A collector's blocking call stuck in the kernel (a hung mount) must not hold the exit.
     rt.shutdown_timeout(Duration::from_millis(500));
     match result {
@@ -232,7 +234,7 @@ pub fn main() -> ExitCode {
 
 /// The web layer as the flags say: limits checked and fitted to the open-files limit (raised
 /// first), the web config loaded and checked. Errors are for exit status 2.
-fn web_setup(cli: &Cli) -> Result<WebSetup, String> {
+fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> {
     let mut limits = Limits {
         max_connections: cli.max_connections,
         max_requests: cli.max_requests,
@@ -266,34 +268,27 @@ fn web_setup(cli: &Cli) -> Result<WebSetup, String> {
         config_file: cli.web_config_file.clone(),
         active,
         limits,
-        reload: mpsc::channel(1).1,
+        reload,
     })
 }
 
-/// Installs the daemon's signal handling: SIGINT/SIGTERM resolve the returned future, SIGHUP
-/// asks the web layer to reload (it never ends the process). Must run inside the runtime.
-fn signals(
-    mut web: WebSetup,
-) -> (
-    impl std::future::Future<Output = ()> + Send + 'static,
-    WebSetup,
-) {
+/// SIGHUP asks the web layer to reload (it never ends the process): the receiver gets one
+/// message per SIGHUP, coalesced while a reload is pending. Must run inside the runtime.
+fn reload_on_sighup() -> mpsc::Receiver<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let (tx, rx) = mpsc::channel(1);
-    web.reload = rx;
     match signal(SignalKind::hangup()) {
         Ok(mut hup) => {
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
                     tracing::info!("SIGHUP: reloading the web config");
-                    // A reload already pending covers this one too.
                     let _ = tx.try_send(());
                 }
             });
         }
         Err(e) => tracing::error!("cannot listen for SIGHUP: {e}"),
     }
-    (shutdown_signal(), web)
+    rx
 }
 
 /// The log filter of `--log.level`: a level name, or tracing directives that each name a level
