@@ -235,3 +235,60 @@ fn an_unknown_key_stops_the_start_with_its_line() {
         &["cert_fiel", "line 4"],
     );
 }
+
+#[test]
+fn a_node_exporter_web_config_using_every_documented_key_loads_and_serves() {
+    // Every key of exporter-toolkit's web-configuration.md that applies to a file-based setup,
+    // spelled as documented.
+    let d = start(&format!(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+         client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n  \
+         client_allowed_sans:\n    - scraper.example\n  \
+         min_version: TLS12\n  max_version: TLS13\n  \
+         cipher_suites:\n    - TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n    - TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305\n  \
+         prefer_server_cipher_suites: true\n  \
+         curve_preferences:\n    - X25519\n    - CurveP256\n\
+         http_server_config:\n  http2: true\n  headers:\n    \
+         Content-Security-Policy: default-src 'self'\n    X-Frame-Options: sameorigin\n    \
+         X-Content-Type-Options: nosniff\n    X-XSS-Protection: \"1; mode=block\"\n    \
+         Strict-Transport-Security: max-age=31536000\n\
+         basic_auth_users:\n  prometheus: {}\n\
+         rate_limit:\n  interval: 100ms\n  burst: 20\n",
+        htpasswd("s3cret")
+    ));
+    let dir = d.dir.path();
+    let cert = dir.join("client.crt");
+    let key = dir.join("client.key");
+    let out = curl(
+        &d,
+        "/metrics",
+        &[
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+            "-u",
+            "prometheus:s3cret",
+            "--tls-max",
+            "1.2",
+        ],
+    );
+    assert_eq!(curl_status(&out), 200, "{out:?}");
+    let headers = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(
+        headers.contains("strict-transport-security: max-age=31536000"),
+        "{headers}"
+    );
+    assert!(
+        headers.contains("x-xss-protection: 1; mode=block"),
+        "{headers}"
+    );
+}
+
+#[test]
+fn rate_limit_answers_429_once_the_burst_is_spent() {
+    let d = start("rate_limit:\n  interval: 1h\n  burst: 2\n");
+    assert_eq!(d.get_status("/-/healthy"), 200);
+    assert_eq!(d.get_status("/-/healthy"), 200);
+    assert_eq!(d.get_status("/-/healthy"), 429);
+}
