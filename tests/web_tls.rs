@@ -292,3 +292,43 @@ fn rate_limit_answers_429_once_the_burst_is_spent() {
     assert_eq!(d.get_status("/-/healthy"), 200);
     assert_eq!(d.get_status("/-/healthy"), 429);
 }
+
+#[test]
+fn verify_if_given_takes_no_certificate_but_refuses_one_from_another_ca() {
+    let d = start(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+         client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n",
+    );
+    assert_eq!(curl_status(&curl(&d, "/metrics", &[])), 200);
+    let other = d.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    make_certs(&other);
+    let (cert, key) = (other.join("client.crt"), other.join("client.key"));
+    let foreign = [
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ];
+    assert_eq!(curl_status(&curl(&d, "/metrics", &foreign)), 0);
+}
+
+#[test]
+fn require_any_takes_a_certificate_from_any_ca_but_not_none() {
+    let d = start(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+         client_auth_type: RequireAnyClientCert\n",
+    );
+    assert_eq!(curl_status(&curl(&d, "/metrics", &[])), 0);
+    let other = d.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    make_certs(&other);
+    let (cert, key) = (other.join("client.crt"), other.join("client.key"));
+    let foreign = [
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ];
+    assert_eq!(curl_status(&curl(&d, "/metrics", &foreign)), 200);
+}

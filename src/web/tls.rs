@@ -137,8 +137,10 @@ fn client_verifier(
     provider: &Arc<CryptoProvider>,
 ) -> Result<Arc<dyn ClientCertVerifier>, Invalid> {
     let auth = t.client_auth_type.unwrap_or_default();
-    let algs = provider.signature_verification_algorithms;
-    let verifier: Arc<dyn ClientCertVerifier> = if auth.verifies() {
+    if auth == ClientAuthType::NoClientCert {
+        return Ok(WebPkiClientVerifier::no_client_auth());
+    }
+    let ca = if auth.verifies() {
         let pem = pem_source(&t.client_ca, &t.client_ca_file, "client_ca_file", dir)?;
         let mut roots = RootCertStore::empty();
         for c in certs(&pem, "client_ca_file")? {
@@ -146,57 +148,69 @@ fn client_verifier(
                 Invalid::new(key("client_ca_file"), format!("not a CA certificate: {e}"))
             })?;
         }
-        let builder =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-        let builder = if auth == ClientAuthType::VerifyClientCertIfGiven {
-            builder.allow_unauthenticated()
-        } else {
-            builder
-        };
-        builder
-            .build()
-            .map_err(|e| Invalid::new(key("client_ca_file"), e.to_string()))?
+        // allow_unauthenticated only matters for VerifyClientCertIfGiven: whether a
+        // certificate is required is `ClientPolicy::mandatory`'s answer.
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| Invalid::new(key("client_ca_file"), e.to_string()))?;
+        Some(verifier)
     } else {
-        match auth {
-            ClientAuthType::NoClientCert => WebPkiClientVerifier::no_client_auth(),
-            _ => Arc::new(AnyCert {
-                mandatory: auth.requires_cert(),
-                algs,
-            }),
-        }
+        None
     };
-    Ok(match &t.client_allowed_sans {
-        Some(sans) => Arc::new(SanCheck {
-            inner: verifier,
-            sans: sans.clone(),
-        }),
-        None => verifier,
-    })
+    Ok(Arc::new(ClientPolicy {
+        mandatory: auth.requires_cert(),
+        ca,
+        sans: t.client_allowed_sans.clone(),
+        algs: provider.signature_verification_algorithms,
+    }))
 }
 
-/// RequestClientCert / RequireAnyClientCert: a certificate is asked for (or required) but not
-/// checked against a CA, as in Go; the handshake signature is still verified.
+/// A client-certificate policy of Go's: a certificate asked for, or required (`mandatory`);
+/// checked against the client CA when there is one (`ca`: the Verify* types; the others take
+/// any certificate, as in Go); then, with `client_allowed_sans`, it must carry one of those
+/// DNS or URI SANs, compared exactly. The handshake signature is always verified.
 #[derive(Debug)]
-struct AnyCert {
+struct ClientPolicy {
     mandatory: bool,
+    ca: Option<Arc<dyn ClientCertVerifier>>,
+    sans: Option<Vec<String>>,
     algs: WebPkiSupportedAlgorithms,
 }
 
-impl ClientCertVerifier for AnyCert {
+impl ClientCertVerifier for ClientPolicy {
     fn client_auth_mandatory(&self) -> bool {
         self.mandatory
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
+        self.ca.as_ref().map_or(&[], |ca| ca.root_hint_subjects())
     }
 
     fn verify_client_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
+        if let Some(ca) = &self.ca {
+            ca.verify_client_cert(end_entity, intermediates, now)?;
+        }
+        if let Some(sans) = &self.sans {
+            let cert = webpki::EndEntityCert::try_from(end_entity).map_err(|_| {
+                rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
+            })?;
+            let found = cert
+                .valid_dns_names()
+                .chain(cert.valid_uri_names())
+                .any(|n| sans.iter().any(|s| s == n));
+            if !found {
+                return Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName,
+                ));
+            }
+        }
         Ok(ClientCertVerified::assertion())
     }
 
@@ -220,74 +234,5 @@ impl ClientCertVerifier for AnyCert {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algs.supported_schemes()
-    }
-}
-
-/// `client_allowed_sans`: after the inner policy, the client certificate must carry one of
-/// the listed DNS or URI SANs, compared exactly (exporter-toolkit's rule).
-#[derive(Debug)]
-struct SanCheck {
-    inner: Arc<dyn ClientCertVerifier>,
-    sans: Vec<String>,
-}
-
-impl ClientCertVerifier for SanCheck {
-    fn offer_client_auth(&self) -> bool {
-        self.inner.offer_client_auth()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.inner.client_auth_mandatory()
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self
-            .inner
-            .verify_client_cert(end_entity, intermediates, now)?;
-        let cert = webpki::EndEntityCert::try_from(end_entity).map_err(|_| {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-        })?;
-        let found = cert
-            .valid_dns_names()
-            .chain(cert.valid_uri_names())
-            .any(|n| self.sans.iter().any(|s| s == n));
-        if found {
-            Ok(verified)
-        } else {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::NotValidForName,
-            ))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
     }
 }
