@@ -23,6 +23,29 @@ fn start(web_config: &str) -> Daemon {
     Daemon::start_in(dir, &["--web.config.file", web.to_str().unwrap()])
 }
 
+/// curl's arguments for the client certificate and key made in `dir`.
+fn client_cert(dir: &std::path::Path) -> Vec<String> {
+    let arg = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    vec![
+        "--cert".into(),
+        arg("client.crt"),
+        "--key".into(),
+        arg("client.key"),
+    ]
+}
+
+/// A client certificate from a CA of its own, which the daemon's CA never signed.
+fn foreign_client_cert(d: &Daemon) -> Vec<String> {
+    let other = d.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    make_certs(&other);
+    client_cert(&other)
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 #[test]
 fn tls_with_basic_auth_lets_the_right_password_in_and_nobody_else() {
     // exporter-toolkit's documented format, paths relative to the web config's directory.
@@ -69,19 +92,9 @@ fn a_required_client_certificate_refuses_the_handshake_without_one() {
         "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
          client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n",
     );
-    let dir = d.dir.path();
     let without = curl(&d, "/metrics", &[]);
     assert_eq!(curl_status(&without), 0, "{without:?}");
-    let with = curl(
-        &d,
-        "/metrics",
-        &[
-            "--cert",
-            dir.join("client.crt").to_str().unwrap(),
-            "--key",
-            dir.join("client.key").to_str().unwrap(),
-        ],
-    );
+    let with = curl(&d, "/metrics", &strs(&client_cert(d.dir.path())));
     assert_eq!(curl_status(&with), 200, "{with:?}");
 }
 
@@ -93,14 +106,8 @@ fn client_allowed_sans_refuses_a_valid_certificate_with_another_name() {
          client_allowed_sans: [other.example]\n",
     );
     let dir = d.dir.path();
-    let cert = dir.join("client.crt");
-    let key = dir.join("client.key");
-    let args = [
-        "--cert",
-        cert.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ];
+    let owned = client_cert(dir);
+    let args = strs(&owned);
     assert_eq!(curl_status(&curl(&d, "/metrics", &args)), 0);
     std::fs::write(
         dir.join("web.yml"),
@@ -256,23 +263,9 @@ fn a_node_exporter_web_config_using_every_documented_key_loads_and_serves() {
          rate_limit:\n  interval: 100ms\n  burst: 20\n",
         htpasswd("s3cret")
     ));
-    let dir = d.dir.path();
-    let cert = dir.join("client.crt");
-    let key = dir.join("client.key");
-    let out = curl(
-        &d,
-        "/metrics",
-        &[
-            "--cert",
-            cert.to_str().unwrap(),
-            "--key",
-            key.to_str().unwrap(),
-            "-u",
-            "prometheus:s3cret",
-            "--tls-max",
-            "1.2",
-        ],
-    );
+    let mut args = client_cert(d.dir.path());
+    args.extend(["-u", "prometheus:s3cret", "--tls-max", "1.2"].map(String::from));
+    let out = curl(&d, "/metrics", &strs(&args));
     assert_eq!(curl_status(&out), 200, "{out:?}");
     let headers = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
     assert!(
@@ -300,17 +293,8 @@ fn verify_if_given_takes_no_certificate_but_refuses_one_from_another_ca() {
          client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n",
     );
     assert_eq!(curl_status(&curl(&d, "/metrics", &[])), 200);
-    let other = d.dir.path().join("other");
-    std::fs::create_dir(&other).unwrap();
-    make_certs(&other);
-    let (cert, key) = (other.join("client.crt"), other.join("client.key"));
-    let foreign = [
-        "--cert",
-        cert.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ];
-    assert_eq!(curl_status(&curl(&d, "/metrics", &foreign)), 0);
+    let foreign = foreign_client_cert(&d);
+    assert_eq!(curl_status(&curl(&d, "/metrics", &strs(&foreign))), 0);
 }
 
 #[test]
@@ -320,15 +304,6 @@ fn require_any_takes_a_certificate_from_any_ca_but_not_none() {
          client_auth_type: RequireAnyClientCert\n",
     );
     assert_eq!(curl_status(&curl(&d, "/metrics", &[])), 0);
-    let other = d.dir.path().join("other");
-    std::fs::create_dir(&other).unwrap();
-    make_certs(&other);
-    let (cert, key) = (other.join("client.crt"), other.join("client.key"));
-    let foreign = [
-        "--cert",
-        cert.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ];
-    assert_eq!(curl_status(&curl(&d, "/metrics", &foreign)), 200);
+    let foreign = foreign_client_cert(&d);
+    assert_eq!(curl_status(&curl(&d, "/metrics", &strs(&foreign))), 200);
 }
