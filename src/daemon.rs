@@ -1,4 +1,4 @@
-//! Wires collectors, the scheduler and the HTTP server together, and shuts them down.
+//! Wires collectors, the scheduler and the web layer together, and shuts them down.
 
 use crate::Roots;
 use crate::collector::{self, Collector, Context};
@@ -6,9 +6,12 @@ use crate::config::Config;
 use crate::fault::Faults;
 use crate::registry::{self, BuildEnv};
 use crate::snapshot::Store;
+use crate::web::WebSetup;
+use crate::web::reload::{self, Current};
 use anyhow::Context as _;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -16,42 +19,78 @@ use tokio::sync::watch;
 pub async fn run(
     config: Config,
     roots: Roots,
+    web: WebSetup,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = config.web.listen_address.clone();
     let listener = TcpListener::bind(&addr).await.with_context(|| {
         format!("listening on {addr} (web.listen_address / --web.listen-address)")
     })?;
-    run_with_listener(config, roots, listener, shutdown).await
+    serve(config, roots, listener, web, shutdown).await
 }
 
-/// Runs the daemon on an already bound listener (tests bind port 0 and read the address).
+/// Runs the daemon on an already bound listener with plain HTTP and default limits (tests bind
+/// port 0 and read the address).
 pub async fn run_with_listener(
     config: Config,
     roots: Roots,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve(config, roots, listener, WebSetup::default(), shutdown).await
+}
+
+/// Runs the daemon on `listener` as `web` says until `shutdown` resolves; then the web layer
+/// gets `web.limits.shutdown_timeout` and the collectors one more short deadline.
+pub async fn serve(
+    config: Config,
+    roots: Roots,
+    listener: TcpListener,
+    web: WebSetup,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let (collectors, ctx) = build(&config, roots, true)?;
     let store = Arc::new(Store::new());
     let (stop_tx, stop_rx) = watch::channel(false);
-    let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx);
+    let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx.clone());
+    let scheme = if web.active.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     match listener.local_addr() {
-        Ok(a) => tracing::info!(address = %a, "serving /metrics"),
-        Err(_) => tracing::info!("serving /metrics"),
+        Ok(a) => {
+            tracing::info!(address = %a, scheme, max_connections = web.limits.max_connections, "serving /metrics")
+        }
+        Err(_) => tracing::info!(scheme, "serving /metrics"),
     }
-    let app = crate::http::router(store);
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("HTTP server");
-    let _ = stop_tx.send(true);
+    let current = Arc::new(Current::new(web.active));
+    let watcher = tokio::spawn(reload::watch(
+        current.clone(),
+        web.config_file,
+        web.reload,
+        stop_rx,
+    ));
+    let app = crate::web::routes::router(store, current.clone(), web.limits.max_requests);
+    // Collectors are told to stop when the signal comes, so they wind down while the web
+    // layer drains its connections.
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    crate::web::serve(listener, app, current, web.limits, shutdown).await;
+    let _ = watcher.await;
+    // Collectors stop at their next await point; one deadline for all of them, so a stuck
+    // blocking call (left behind) can't stretch the exit.
+    let deadline = tokio::time::Instant::now() + COLLECTOR_STOP_DEADLINE;
     for t in tasks {
-        // Collectors stop at their next await point; a stuck blocking call is left behind.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), t).await;
+        let _ = tokio::time::timeout_at(deadline, t).await;
     }
-    result
+    Ok(())
 }
+
+/// How long collectors still get once the web layer has stopped.
+const COLLECTOR_STOP_DEADLINE: Duration = Duration::from_secs(1);
 
 /// One-shot mode: samples every enabled collector once (concurrently) and renders the
 /// exposition. Returns the text and whether every collector succeeded.

@@ -6,7 +6,6 @@ pub mod collector;
 pub mod config;
 pub mod daemon;
 pub mod fault;
-pub mod http;
 pub mod metrics;
 pub mod probe;
 pub mod procfs;
@@ -20,6 +19,7 @@ pub mod sysfs;
 #[cfg(test)]
 mod testing;
 pub mod validate;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 

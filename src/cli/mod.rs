@@ -6,9 +6,12 @@ mod smart;
 
 use crate::Roots;
 use crate::config::Config;
+use crate::web::{self, Limits, WebSetup};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+use tokio::sync::mpsc;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -23,6 +26,30 @@ pub struct Cli {
     /// Address to listen on; overrides web.listen_address.
     #[arg(long = "web.listen-address", global = true)]
     listen_address: Option<String>,
+    /// Web config file (exporter-toolkit format): TLS, basic auth users, response headers,
+    /// rate limit. Reloaded on SIGHUP and when it or a file it names changes.
+    #[arg(long = "web.config.file", global = true)]
+    web_config_file: Option<PathBuf>,
+    /// Concurrent /metrics requests; more get 503 at once. 0: no cap.
+    #[arg(long = "web.max-requests", default_value_t = web::limits::DEFAULT_MAX_REQUESTS, global = true)]
+    max_requests: usize,
+    /// Open HTTP connections at once; more wait in the kernel's accept queue. Lowered to fit
+    /// the open-files limit.
+    #[arg(long = "web.max-connections", default_value_t = web::limits::DEFAULT_MAX_CONNECTIONS, global = true)]
+    max_connections: usize,
+    /// Time for a client to send its request headers (and TLS handshake), from connecting or
+    /// from its previous response: an idle keep-alive connection closes after it too.
+    #[arg(long = "web.read-header-timeout", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    read_header_timeout: Duration,
+    /// A connection where no byte moves either way for this long is closed.
+    #[arg(long = "web.idle-timeout", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
+    idle_timeout: Duration,
+    /// Largest request head in bytes; larger gets 431.
+    #[arg(long = "web.max-header-bytes", default_value_t = web::limits::DEFAULT_MAX_HEADER_BYTES, global = true)]
+    max_header_bytes: usize,
+    /// On SIGTERM, open connections get this long to finish before they are dropped.
+    #[arg(long = "web.shutdown-timeout", default_value = "3s", value_parser = humantime::parse_duration, global = true)]
+    shutdown_timeout: Duration,
     /// Log level: error, warn, info, debug, trace (or a tracing filter).
     #[arg(long = "log.level", default_value = "info", global = true)]
     log_level: String,
@@ -168,8 +195,8 @@ pub fn main() -> ExitCode {
         }
     };
 
-    match cli.command {
-        Some(Command::Sample) => match rt.block_on(crate::sample_once(&config, roots)) {
+    if let Some(Command::Sample) = cli.command {
+        return match rt.block_on(crate::sample_once(&config, roots)) {
             Ok((text, ok)) => {
                 print!("{text}");
                 if ok {
@@ -182,15 +209,90 @@ pub fn main() -> ExitCode {
                 eprintln!("ssdwatch: {e:#}");
                 ExitCode::from(1)
             }
-        },
-        _ => match rt.block_on(crate::run(config, roots, shutdown_signal())) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("ssdwatch: {e:#}");
-                ExitCode::from(1)
-            }
-        },
+        };
     }
+
+    // SIGHUP is caught from here on, before the web config is loaded.
+    let reload = {
+        let _in_runtime = rt.enter();
+        reload_on_sighup()
+    };
+    let web = match web_setup(&cli, reload) {
+        Ok(w) => w,
+        Err(message) => {
+            eprintln!("ssdwatch: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = rt.block_on(crate::run(config, roots, web, shutdown_signal()));
+    // A collector's blocking call stuck in the kernel (a hung mount) must not hold the exit.
+    rt.shutdown_timeout(Duration::from_millis(500));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ssdwatch: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The web layer as the flags say: limits checked and fitted to the open-files limit (raised
+/// first), the web config loaded and checked. Errors are for exit status 2.
+fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> {
+    let mut limits = Limits {
+        max_connections: cli.max_connections,
+        max_requests: cli.max_requests,
+        read_header_timeout: cli.read_header_timeout,
+        idle_timeout: cli.idle_timeout,
+        max_header_bytes: cli.max_header_bytes,
+        shutdown_timeout: cli.shutdown_timeout,
+    };
+    limits.validate().map_err(|i| i.to_string())?;
+    match web::limits::raise_nofile() {
+        Ok((before, after)) => {
+            if after != before {
+                tracing::info!("raised the open-files limit from {before} to {after}");
+            }
+            let (cap, lowered) = web::limits::connection_cap(limits.max_connections, after);
+            if lowered {
+                tracing::warn!(
+                    "--web.max-connections {} lowered to {cap} to leave file descriptors for the collectors (open-files limit {after})",
+                    limits.max_connections
+                );
+            }
+            limits.max_connections = cap;
+        }
+        Err(e) => tracing::warn!("reading the open-files limit: {e}"),
+    }
+    let active = match &cli.web_config_file {
+        Some(path) => web::load(path).map_err(|e| e.to_string())?,
+        None => web::Active::default(),
+    };
+    Ok(WebSetup {
+        config_file: cli.web_config_file.clone(),
+        active,
+        limits,
+        reload,
+    })
+}
+
+/// SIGHUP asks the web layer to reload (it never ends the process): the receiver gets one
+/// message per SIGHUP, coalesced while a reload is pending. Must run inside the runtime.
+fn reload_on_sighup() -> mpsc::Receiver<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (tx, rx) = mpsc::channel(1);
+    match signal(SignalKind::hangup()) {
+        Ok(mut hup) => {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    tracing::info!("SIGHUP: reloading the web config");
+                    let _ = tx.try_send(());
+                }
+            });
+        }
+        Err(e) => tracing::error!("cannot listen for SIGHUP: {e}"),
+    }
+    rx
 }
 
 /// The log filter of `--log.level`: a level name, or tracing directives that each name a level

@@ -1,0 +1,41 @@
+//! The daemon's web layer, safe to expose: routes, exporter-toolkit's web config (TLS, basic
+//! auth, headers, rate limit) with live reloads, and limits nothing outside can exhaust.
+//! It renders snapshots only; it never touches a device.
+
+pub mod auth;
+pub mod config;
+pub mod limits;
+pub mod reload;
+pub mod routes;
+mod server;
+pub mod tls;
+
+pub use config::WebConfigError;
+pub use limits::Limits;
+pub use reload::{Active, Current, load};
+pub use server::serve;
+
+use std::path::PathBuf;
+use tokio::sync::mpsc;
+
+/// How the daemon serves: the web config (already loaded, so a bad one stops the start), the
+/// limits, and where reload requests (SIGHUP) come from.
+#[derive(Debug)]
+pub struct WebSetup {
+    pub config_file: Option<PathBuf>,
+    pub active: Active,
+    pub limits: Limits,
+    pub reload: mpsc::Receiver<()>,
+}
+
+impl Default for WebSetup {
+    /// Plain HTTP, no auth, default limits, no reloads.
+    fn default() -> Self {
+        WebSetup {
+            config_file: None,
+            active: Active::default(),
+            limits: Limits::default(),
+            reload: mpsc::channel(1).1,
+        }
+    }
+}

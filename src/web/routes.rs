@@ -1,0 +1,180 @@
+//! HTTP routes: /metrics renders the snapshot store, never a device; plus /, /-/healthy, /-/ready.
+//! Every request first passes the web config's gate (headers, rate limit, basic auth); /metrics
+//! also the cap on concurrent scrapes.
+
+use crate::render::CONTENT_TYPE;
+use crate::snapshot::Store;
+use crate::web::reload::Current;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// The routes behind the gate of `current`; `max_requests` concurrent /metrics (0: no cap).
+pub fn router(store: Arc<Store>, current: Arc<Current>, max_requests: usize) -> Router {
+    let slots = (max_requests > 0).then(|| Arc::new(Semaphore::new(max_requests)));
+    Router::new()
+        .route(
+            "/metrics",
+            get(metrics).route_layer(middleware::from_fn_with_state(slots, scrape_slot)),
+        )
+        .route("/", get(landing))
+        .route("/-/healthy", get(healthy))
+        .route("/-/ready", get(ready))
+        .with_state(store)
+        .layer(middleware::from_fn_with_state(current, gate))
+}
+
+/// node_exporter's --web.max-requests: a scrape over the cap gets 503 at once rather than
+/// queueing behind the others.
+async fn scrape_slot(
+    State(slots): State<Option<Arc<Semaphore>>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let _permit = match &slots {
+        Some(s) => match s.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Too many concurrent scrapes (--web.max-requests)\n",
+                )
+                    .into_response();
+            }
+        },
+        None => None,
+    };
+    next.run(req).await
+}
+
+/// The web config's rules for every request, in exporter-toolkit's order: its extra headers
+/// go on every response (401 and 429 too), then the rate limit, then basic auth.
+async fn gate(State(current): State<Arc<Current>>, req: Request, next: Next) -> Response {
+    let active = current.get();
+    let mut resp = if active.rate_limit.as_ref().is_some_and(|r| !r.allow()) {
+        (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response()
+    } else if let Some(users) = &active.users
+        && !users
+            .check(
+                req.headers()
+                    .get(header::AUTHORIZATION)
+                    .map(|v| v.as_bytes()),
+            )
+            .await
+    {
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Basic")],
+            "Unauthorized\n",
+        )
+            .into_response()
+    } else {
+        next.run(req).await
+    };
+    for (name, value) in &active.headers {
+        resp.headers_mut().insert(name.clone(), value.clone());
+    }
+    resp
+}
+
+async fn metrics(State(store): State<Arc<Store>>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], store.render())
+}
+
+async fn healthy() -> &'static str {
+    "OK\n"
+}
+
+async fn ready(State(store): State<Arc<Store>>) -> impl IntoResponse {
+    if store.ready() {
+        (StatusCode::OK, "Ready\n")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not ready: waiting for the first sample of every collector\n",
+        )
+    }
+}
+
+async fn landing() -> Html<String> {
+    Html(format!(
+        "<!DOCTYPE html>\n<html><head><title>ssdwatch</title></head><body>\n\
+         <h1>ssdwatch {}</h1>\n<p>SSD wear, fill, TRIM and latency exporter.</p>\n<ul>\n\
+         <li><a href=\"metrics\">Metrics</a></li>\n\
+         <li><a href=\"-/healthy\">Health</a></li>\n\
+         <li><a href=\"-/ready\">Readiness</a></li>\n</ul>\n</body></html>\n",
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Published;
+    use std::time::Duration;
+
+    /// /-/ready answers 503 until every registered collector has published a first sample
+    /// (even a failed one: the daemon is up and reporting), then 200.
+    #[tokio::test]
+    async fn ready_is_503_until_every_collector_has_sampled_once() {
+        let store = Arc::new(Store::new());
+        store.register("topology");
+        store.register("smart");
+        let status = |s: &Arc<Store>| {
+            let s = s.clone();
+            async move { ready(State(s)).await.into_response().status() }
+        };
+        assert_eq!(status(&store).await, StatusCode::SERVICE_UNAVAILABLE);
+        let published = |metrics| Published {
+            failing_items: 0,
+            metrics,
+            duration: Duration::from_millis(1),
+            errors: 0,
+        };
+        store.publish("topology", published(Some(Default::default())));
+        assert_eq!(status(&store).await, StatusCode::SERVICE_UNAVAILABLE);
+        store.publish("smart", published(None));
+        assert_eq!(status(&store).await, StatusCode::OK);
+    }
+
+    /// --web.max-requests 1: while one scrape is in flight, the next gets 503 at once, and
+    /// once it is done the next scrape gets through.
+    #[tokio::test]
+    async fn a_scrape_over_max_requests_gets_503_at_once() {
+        use tower_service::Service;
+        let release = Arc::new(tokio::sync::Notify::new());
+        let r = release.clone();
+        let slow = move || {
+            let r = r.clone();
+            async move {
+                r.notified().await;
+                "done"
+            }
+        };
+        let slots = Some(Arc::new(Semaphore::new(1)));
+        let mut app: Router = Router::new().route(
+            "/metrics",
+            get(slow).route_layer(middleware::from_fn_with_state(slots, scrape_slot)),
+        );
+        let req = || {
+            Request::get("/metrics")
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        let first = tokio::spawn(app.call(req()));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let second = app.call(req()).await.unwrap();
+        assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+        release.notify_one();
+        assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+        let third = tokio::spawn(app.call(req()));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.notify_one();
+        assert_eq!(third.await.unwrap().unwrap().status(), StatusCode::OK);
+    }
+}
