@@ -221,12 +221,27 @@ fn idle_time_brings_part_of_the_speed_back() {
         .parse()
         .expect("idle seconds");
     // The model's background GC ran (the drive saw no I/O for longer than its threshold) and
-    // refilled part of the clean pool: faster than before the rest, but the live data it cannot
-    // drop (deleted, not trimmed) leaves it short of the empty drive.
-    let ctx = step("idle").must("ssdwatch_probe_context_idle_seconds", &[&mp()]);
+    // refilled part of the clean pool (ftl.log: "idle gc after S s idle: clean pool A -> B
+    // blocks, …"): faster than before the rest, but the live data it cannot drop (deleted, not
+    // trimmed) leaves it short of the empty drive.
+    let gc: Vec<(f64, u64, u64)> = read("ftl.log")
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split_once("idle gc after ")?.1;
+            let (secs, rest) = rest.split_once(" s idle: clean pool ")?;
+            let (before, rest) = rest.split_once(" -> ")?;
+            let after = rest.split_whitespace().next()?;
+            Some((
+                secs.parse().ok()?,
+                before.parse().ok()?,
+                after.parse().ok()?,
+            ))
+        })
+        .collect();
     assert!(
-        ctx >= idle_s,
-        "the first run after the rest saw the drive idle {ctx} s, less than the model's {idle_s} s"
+        gc.iter()
+            .any(|&(secs, before, after)| secs >= idle_s && after > before),
+        "the model logged no background GC after {idle_s} s idle that refilled its pool: {gc:?}"
     );
     assert!(
         idle < 0.8 * deleted,
@@ -340,4 +355,358 @@ fn the_scenario_fits_its_time_budget() {
     );
     // The target is four minutes under TCG; this bound catches a scenario that has grown.
     assert!(secs <= 360.0, "the scenario took {secs} s");
+}
+
+// --- the run in a real Prometheus --------------------------------------------------------------
+
+const INSTANCE: &str = "ftl-guest:10150";
+
+/// Every scrape as one OpenMetrics exposition with timestamps, the labels a Prometheus scrape
+/// would have added (job, instance), families kept together as OpenMetrics requires.
+fn openmetrics(scrapes: &[Scrape]) -> String {
+    use std::collections::BTreeMap;
+    // family -> series (labels) -> [(time, value)]
+    let mut fam: BTreeMap<String, BTreeMap<String, Vec<(f64, String)>>> = BTreeMap::new();
+    for s in scrapes {
+        for l in s
+            .text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            let (series, value) = l.rsplit_once(' ').expect("sample line");
+            let (name, labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}').to_string()),
+                None => (series, String::new()),
+            };
+            let extra = format!(r#"instance="{INSTANCE}",job="ssdwatch""#);
+            let labels = if labels.is_empty() {
+                extra
+            } else {
+                format!("{labels},{extra}")
+            };
+            fam.entry(name.to_string())
+                .or_default()
+                .entry(labels)
+                .or_default()
+                .push((s.time, value.to_string()));
+        }
+    }
+    let mut out = String::new();
+    for (name, series) in fam {
+        for (labels, points) in series {
+            for (t, v) in points {
+                out += &format!("{name}{{{labels}}} {v} {t}\n");
+            }
+        }
+    }
+    out + "# EOF\n"
+}
+
+/// A Prometheus serving a TSDB built from the run's scrapes; killed (by its pid) on drop.
+struct Prometheus {
+    base: String,
+    _child: support::KillOnDrop,
+    _dir: tempfile::TempDir,
+}
+
+fn prometheus_with(scrapes: &[Scrape]) -> Prometheus {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let om = dir.path().join("scrapes.om");
+    std::fs::write(&om, openmetrics(scrapes)).expect("writing scrapes.om");
+    let tsdb = dir.path().join("tsdb");
+    let out = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(&tsdb)
+        .output()
+        .expect("promtool (apt-get install prometheus)");
+    assert!(
+        out.status.success(),
+        "promtool tsdb create-blocks-from openmetrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let cfg = dir.path().join("prometheus.yml");
+    std::fs::write(&cfg, "global:\n  scrape_interval: 1m\n").expect("prometheus.yml");
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        // The blocks hold minutes that may be older than the default retention allows for.
+        .arg("--storage.tsdb.retention.time=10y")
+        .arg("--log.level=warn")
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("prometheus (apt-get install prometheus)");
+    let p = Prometheus {
+        base: format!("http://127.0.0.1:{port}"),
+        _child: support::KillOnDrop(child),
+        _dir: dir,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ureq::get(&format!("{}/-/ready", p.base)).call().is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "prometheus did not become ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    p
+}
+
+impl Prometheus {
+    fn api(&self, path: &str, params: &[(&str, String)]) -> serde_json::Value {
+        let mut req = ureq::get(&format!("{}{path}", self.base));
+        for (k, v) in params {
+            req = req.query(k, v);
+        }
+        let body = req
+            .call()
+            .unwrap_or_else(|e| panic!("{path} {params:?}: {e}"))
+            .body_mut()
+            .read_to_string()
+            .expect("body");
+        let j: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(j["status"], "success", "{path} {params:?}: {body}");
+        j["data"].clone()
+    }
+
+    /// Instant query at `time`: (labels, value) of each series.
+    fn query(&self, expr: &str, time: f64) -> Vec<(serde_json::Value, f64)> {
+        let d = self.api(
+            "/api/v1/query",
+            &[("query", expr.to_string()), ("time", format!("{time:.3}"))],
+        );
+        d["result"]
+            .as_array()
+            .expect("vector")
+            .iter()
+            .map(|r| {
+                let v = r["value"][1]
+                    .as_str()
+                    .expect("value")
+                    .parse()
+                    .expect("number");
+                (r["metric"].clone(), v)
+            })
+            .collect()
+    }
+
+    /// A template variable's query, `label_values(SELECTOR, LABEL)`, as Grafana evaluates it
+    /// over the dashboard's time range.
+    fn label_values(&self, def: &str, start: f64, end: f64) -> Vec<String> {
+        let inner = def
+            .strip_prefix("label_values(")
+            .and_then(|s| s.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("unexpected variable query {def}"));
+        let (selector, label) = inner
+            .rsplit_once(',')
+            .expect("label_values(selector, label)");
+        let d = self.api(
+            &format!("/api/v1/label/{}/values", label.trim()),
+            &[
+                ("match[]", selector.trim().to_string()),
+                ("start", format!("{start:.3}")),
+                ("end", format!("{end:.3}")),
+            ],
+        );
+        d.as_array()
+            .expect("values")
+            .iter()
+            .map(|v| v.as_str().expect("string").to_string())
+            .collect()
+    }
+}
+
+fn dashboard() -> serde_json::Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/ssdwatch-degradation.json");
+    serde_json::from_str(&std::fs::read_to_string(&p).expect("dashboard")).expect("json")
+}
+
+/// The expression of panel `title`'s target whose legend contains `legend`.
+fn panel_expr(d: &serde_json::Value, title: &str, legend: &str) -> String {
+    d["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .filter(|p| p["title"] == title)
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .find(|t| t["legendFormat"].as_str().unwrap_or("").contains(legend))
+        .and_then(|t| t["expr"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("the dashboard has no panel '{title}' with a '{legend}' target"))
+}
+
+/// The dashboard's variables, each from its own query over the run (or `.*` where the query
+/// finds nothing, which the returned list of notes says).
+fn variables(
+    p: &Prometheus,
+    d: &serde_json::Value,
+    start: f64,
+    end: f64,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut vars: Vec<(String, String)> = Vec::new();
+    let mut notes = Vec::new();
+    for v in d["templating"]["list"].as_array().expect("templating") {
+        if v["type"] != "query" {
+            continue;
+        }
+        let name = v["name"].as_str().expect("name").to_string();
+        let mut def = v["definition"].as_str().expect("definition").to_string();
+        for (k, val) in &vars {
+            def = def.replace(&format!("${k}"), val);
+        }
+        let values = p.label_values(&def, start, end);
+        let value = match values.as_slice() {
+            [] => {
+                notes.push(format!("${name}: {def} finds no values"));
+                ".*".to_string()
+            }
+            [one] => one.clone(),
+            many => many.join("|"),
+        };
+        vars.push((name, value));
+    }
+    (vars, notes)
+}
+
+fn substitute(expr: &str, vars: &[(String, String)]) -> String {
+    let mut s = expr
+        .replace("$__rate_interval", "1m")
+        .replace("$__interval", "15s")
+        .replace("$__range", "10m");
+    for (k, v) in vars {
+        s = s.replace(&format!("${k}"), v);
+    }
+    assert!(
+        !s.contains('$') || s.contains("\"$1\""),
+        "unsubstituted variable in {s}"
+    );
+    s
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm_degrade -- --ignored"]
+fn the_degradation_dashboard_tells_the_story_from_a_real_prometheus() {
+    let all = scrapes();
+    let p = prometheus_with(all);
+    let d = dashboard();
+    let (start, end) = (all[0].time - 60.0, all[all.len() - 1].time + 1.0);
+    let (vars, notes) = variables(&p, &d, start, end);
+    let instance = vars
+        .iter()
+        .find(|(k, _)| k == "instance")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(instance, Some(INSTANCE), "the $instance variable: {vars:?}");
+    for n in &notes {
+        println!("dashboard variable: {n}");
+    }
+    let sync = |r: &[(serde_json::Value, f64)]| -> f64 {
+        r.iter()
+            .find(|(m, _)| m["probe"] == "sync_write_4k" && m["mountpoint"] == MOUNTPOINT)
+            .map(|(_, v)| *v)
+            .unwrap_or(f64::NAN)
+    };
+    // "Last run latency", its p50: the story's whole shape, at the time of every scrape.
+    let last = substitute(&panel_expr(&d, "Last run latency", "q{{quantile}}"), &vars);
+    let at = |name: &str| {
+        let s = step(name);
+        let r = p.query(&last, s.time);
+        let r: Vec<_> = r
+            .into_iter()
+            .filter(|(m, _)| m["quantile"] == "0.5")
+            .collect();
+        sync(&r)
+    };
+    let curve: Vec<(String, f64)> = all.iter().map(|s| (s.step.clone(), at(&s.step))).collect();
+    println!("Last run latency p50 from Prometheus: {curve:?}");
+    let v = |n: &str| curve.iter().find(|(s, _)| s == n).map(|(_, v)| *v).unwrap();
+    // The daemon's own numbers, unchanged through the TSDB.
+    for s in all {
+        assert_eq!(
+            v(&s.step),
+            s.p50(),
+            "{}: Prometheus and the scrape disagree",
+            s.file
+        );
+    }
+    assert!(
+        v("fill95") >= SLOWDOWN * v("empty"),
+        "rising with fill: {curve:?}"
+    );
+    assert!(v("fill90") > v("fill60"), "rising with fill: {curve:?}");
+    assert!(
+        v("deleted") >= SLOWDOWN * v("empty"),
+        "high after the delete: {curve:?}"
+    );
+    assert!(
+        v("trimmed") <= 1.5 * v("empty"),
+        "falling after the trim: {curve:?}"
+    );
+
+    // "Probe latency p50 / p99 with fill ratio", its p50: a histogram_quantile over a 30 m rate
+    // window, so within a run of minutes it can show the rise but not the fall after the trim
+    // (every sample since the start is in the window): held to what it can show.
+    let hist = substitute(
+        &panel_expr(&d, "Probe latency p50 / p99 with fill ratio", "p50"),
+        &vars,
+    );
+    let h = |n: &str| sync(&p.query(&hist, step(n).time));
+    let (h20, h95, hdel) = (h("fill20"), h("fill95"), h("deleted"));
+    println!(
+        "p50 panel (histogram, 30m window): fill20 {h20}, fill95 {h95}, deleted {hdel}, trimmed2 {}",
+        h("trimmed2")
+    );
+    assert!(
+        h95 > h20,
+        "the p50 panel does not rise with fill: {h20} -> {h95}"
+    );
+    assert!(
+        hdel >= h95,
+        "the p50 panel falls after an untrimmed delete: {h95} -> {hdel}"
+    );
+    // Its fill ratio series follows the steps.
+    let fill = substitute(
+        &panel_expr(&d, "Probe latency p50 / p99 with fill ratio", "fill"),
+        &vars,
+    );
+    let f = |n: &str| {
+        p.query(&fill, step(n).time)
+            .iter()
+            .find(|(m, _)| m["mountpoint"] == MOUNTPOINT)
+            .map(|(_, v)| *v)
+            .unwrap_or(f64::NAN)
+    };
+    assert!(
+        f("fill95") > f("fill60") && f("fill60") > f("fill20"),
+        "fill ratio in Prometheus"
+    );
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm_degrade -- --ignored"]
+fn the_latency_vs_fill_curve_is_drawn() {
+    // docs/degradation-curve.png is this picture from a reviewed run.
+    let png = guest().join("degradation-curve.png");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/plot_curve.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(guest())
+        .arg(&png)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&png).expect("the PNG");
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000);
+    println!("curve: {}", png.display());
 }

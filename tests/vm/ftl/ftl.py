@@ -49,6 +49,8 @@ class Ftl:
         self.last_io = clock()
         # Counters, for tests and the plugin's log.
         self.host_pages = self.relocated = self.erased = 0
+        # (idle seconds, pool before, pool after, pages moved) of every background GC run.
+        self.idle_gc_runs = []
 
     # --- state ---------------------------------------------------------------------------
 
@@ -137,12 +139,14 @@ class Ftl:
         if idle <= 0:
             return
         budget = idle * self.bg_pages_per_s
+        pool, moved = len(self.clean), self.relocated
         while budget > 0:
             b = self._victim()
             if b is None or self.live[b] == self.n:
                 break
             budget -= self.live[b]
             self._collect()
+        self.idle_gc_runs.append((now - self.last_io, pool, len(self.clean), self.relocated - moved))
 
     def _touch(self):
         now = self.clock()
@@ -197,9 +201,21 @@ class Ftl:
         advisory). Returns seconds: none, TRIM only updates the map."""
         self._touch()
         first, end = -(-offset // PAGE), (offset + count) // PAGE
+        emptied = set()
         for lpn in range(first, max(first, end)):
+            ppn = self.l2p[lpn]
             self._invalidate(lpn)
             self.data.pop(lpn, None)
+            if ppn >= 0 and self.live[ppn // self.n] == 0:
+                emptied.add(ppn // self.n)
+        # A full block the TRIM left without a live page has nothing to relocate: the firmware
+        # erases it in the background right away, whatever the idle time.
+        for b in emptied & self.full:
+            self.full.discard(b)
+            for ppn in range(b * self.n, (b + 1) * self.n):
+                self.p2l[ppn] = -1
+            self.clean.insert(0, b)
+            self.erased += 1
         return 0.0
 
     def zero(self, offset, count):
@@ -307,8 +323,16 @@ def can_multi_conn(h):
     return True
 
 
+def _note_idle_gc():
+    if _ftl.idle_gc_runs:
+        idle, before, after, moved = _ftl.idle_gc_runs.pop()
+        _log(f"idle gc after {idle:.1f} s idle: clean pool {before} -> {after} blocks,"
+             f" {moved} pages moved: {_ftl.stats()}")
+
+
 def pread(h, buf, offset, flags):
     data, cost = _ftl.read(offset, len(buf))
+    _note_idle_gc()
     buf[:] = data
     time.sleep(cost)
 
@@ -318,6 +342,7 @@ _writes = [0]
 
 def pwrite(h, buf, offset, flags):
     cost = _ftl.write(offset, buf)
+    _note_idle_gc()
     time.sleep(cost)
     _writes[0] += 1
     if _writes[0] % 2000 == 0:
@@ -331,6 +356,7 @@ def flush(h, flags):
 
 def trim(h, count, offset, flags):
     _ftl.trim(offset, count)
+    _note_idle_gc()
     _log(f"trim {offset}+{count}: {_ftl.stats()}")
 
 
