@@ -686,6 +686,25 @@ fn the_degradation_dashboard_tells_the_story_from_a_real_prometheus() {
         f("fill95") > f("fill60") && f("fill60") > f("fill20"),
         "fill ratio in Prometheus"
     );
+
+    // The "TRIM events" annotation marks the trim and nothing before it (no other discards).
+    let ann = d["annotations"]["list"]
+        .as_array()
+        .expect("annotations")
+        .iter()
+        .find(|a| a["name"] == "TRIM events")
+        .and_then(|a| a["expr"].as_str())
+        .expect("a TRIM events annotation");
+    let ann = substitute(ann, &vars);
+    let dev = read("device.txt").trim().to_string();
+    let marks = |n: &str| {
+        p.query(&ann, step(n).time)
+            .iter()
+            .filter(|(m, _)| m["device"] == dev.as_str())
+            .count()
+    };
+    assert_eq!(marks("fill95"), 0, "a TRIM event before the trim");
+    assert_eq!(marks("trimmed2"), 1, "no TRIM event after fstrim");
 }
 
 #[test]

@@ -90,7 +90,7 @@ def main(results, out):
         if step != "trimmed2" and p50 is not None and fill is not None:
             points.append((step, 100 * fill, 1e3 * p50))
     ymax = max(p for _, _, p in points)
-    ytop = next(v for v in (1, 2, 5, 10, 20, 25, 50, 100, 200, 500) if v >= ymax * 1.1)
+    ytop = next(v for v in (1, 2, 5, 10, 20, 25, 30, 40, 50, 100, 200, 500) if v >= ymax * 1.1)
     c = Canvas(W, H)
     px = lambda f: L + (W - L - R) * f / 100.0  # noqa: E731
     py = lambda ms: H - B - (H - T - B) * ms / ytop  # noqa: E731
