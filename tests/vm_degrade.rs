@@ -257,18 +257,23 @@ fn idle_time_brings_part_of_the_speed_back() {
     );
 }
 
-/// Bytes fstrim -v reported: "/mnt/ftl: 93.4 MiB (97935360 bytes) trimmed" (util-linux).
-fn fstrim_bytes() -> f64 {
-    let text = read("fstrim.txt");
+/// Bytes fstrim -v reported: "/mnt/ftl: 109.9 MiB (115282944 bytes) trimmed" (util-linux),
+/// "/mnt/ftl: 115282944 bytes trimmed" (busybox); None for anything else.
+fn parse_fstrim(text: &str) -> Option<f64> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let at = words
         .iter()
-        .position(|w| w.trim_end_matches(')') == "bytes")
-        .unwrap_or_else(|| panic!("fstrim.txt: no byte count: {text}"));
-    words[at - 1]
+        .position(|w| w.trim_end_matches(')') == "bytes")?;
+    words
+        .get(at.checked_sub(1)?)?
         .trim_start_matches('(')
         .parse()
-        .unwrap_or_else(|e| panic!("fstrim.txt: {text}: {e}"))
+        .ok()
+}
+
+fn fstrim_bytes() -> f64 {
+    let text = read("fstrim.txt");
+    parse_fstrim(&text).unwrap_or_else(|| panic!("fstrim.txt: no byte count: {text}"))
 }
 
 #[test]
@@ -728,4 +733,67 @@ fn the_latency_vs_fill_curve_is_drawn() {
     let bytes = std::fs::read(&png).expect("the PNG");
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000);
     println!("curve: {}", png.display());
+}
+
+#[test]
+fn scrapes_become_openmetrics_that_promtool_turns_into_a_tsdb() {
+    let s = |step: &str, time: f64, text: &str| Scrape {
+        step: step.into(),
+        file: format!("{step}.prom"),
+        time,
+        text: text.into(),
+    };
+    let scrapes = [
+        s(
+            "a",
+            100.0,
+            "# HELP x y\n# TYPE x gauge\nx{k=\"1\"} 1\ny_total 5\nx{k=\"2\"} 2\n",
+        ),
+        s("b", 103.5, "x{k=\"1\"} 3\ny_total 6\nx{k=\"2\"} 4\n"),
+    ];
+    let om = openmetrics(&scrapes);
+    // One family after the other, each series' samples in time order, scrape labels added.
+    assert_eq!(
+        om,
+        "x{k=\"1\",instance=\"ftl-guest:10150\",job=\"ssdwatch\"} 1 100\n\
+         x{k=\"1\",instance=\"ftl-guest:10150\",job=\"ssdwatch\"} 3 103.5\n\
+         x{k=\"2\",instance=\"ftl-guest:10150\",job=\"ssdwatch\"} 2 100\n\
+         x{k=\"2\",instance=\"ftl-guest:10150\",job=\"ssdwatch\"} 4 103.5\n\
+         y_total{instance=\"ftl-guest:10150\",job=\"ssdwatch\"} 5 100\n\
+         y_total{instance=\"ftl-guest:10150\",job=\"ssdwatch\"} 6 103.5\n\
+         # EOF\n"
+    );
+    if !support::require_cmd("openmetrics to tsdb", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("s.om");
+    std::fs::write(&f, &om).expect("write");
+    let out = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&f)
+        .arg(dir.path().join("tsdb"))
+        .output()
+        .expect("promtool");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn fstrim_byte_counts_are_read_from_util_linux() {
+    assert_eq!(
+        parse_fstrim("/mnt/ftl: 109.9 MiB (115282944 bytes) trimmed\n"),
+        Some(115_282_944.0)
+    );
+    assert_eq!(
+        parse_fstrim("/mnt/ftl: 115282944 bytes trimmed\n"),
+        Some(115_282_944.0)
+    );
+    assert_eq!(
+        parse_fstrim("fstrim: /mnt/ftl: the discard operation is not supported\n"),
+        None
+    );
 }

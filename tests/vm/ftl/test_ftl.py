@@ -170,6 +170,14 @@ class DataIsStoredForReal(unittest.TestCase):
                 self.assertEqual(f.p2l[ppn], lpn)
         self.assertEqual(sum(f.live), f.live_pages())
 
+    def test_write_zeroes_frees_the_whole_pages_and_writes_the_ends(self):
+        f, _ = drive(MIB)
+        f.write(0, b"\xff" * (8 * PAGE))
+        f.zero(PAGE // 2, 4 * PAGE)  # half a page, three whole pages, half a page
+        self.assertEqual(f.live_pages(), 8 - 3)
+        data, _ = f.read(0, 8 * PAGE)
+        self.assertEqual(data, b"\xff" * (PAGE // 2) + bytes(4 * PAGE) + b"\xff" * (3 * PAGE + PAGE // 2))
+
     def test_io_beyond_the_end_is_refused(self):
         f, _ = drive(MIB)
         with self.assertRaises(ValueError):
