@@ -127,7 +127,7 @@ metric() {
 SCRAPE=$R/poll.prom
 get() { timeout 20 wget -q -O $SCRAPE http://127.0.0.1:10150/metrics 2>/dev/null; }
 runs() { metric $SCRAPE ssdwatch_probe_runs_total "mountpoint=\"$MP\""; }
-# wait_runs N: until N more sync_write_4k runs finished than when called.
+# wait_runs N: until the target has N more completed probe runs (every kind, each) than when called.
 wait_runs() {
   want=$1; t0=$(uptime_s); from=
   while :; do
