@@ -253,7 +253,7 @@ impl Collector for FilesystemCollector {
                 s.metrics
                     .gauge(
                         "ssdwatch_filesystem_freed_untrimmed_bytes",
-                        "Estimate of bytes freed since the last discard reached the filesystem's drives (deleted, not trimmed): the fall in used bytes from their peak since then.",
+                        "Estimate of bytes freed since the last discard reached the filesystem's drives (deleted, not trimmed): the fall in used bytes from their peak since then, or since the daemon started when no discard is known.",
                     )
                     .push_opt(
                         &[
@@ -261,7 +261,7 @@ impl Collector for FilesystemCollector {
                             ("device", m.device.as_deref().unwrap_or(m.info.source.as_str())),
                             ("fstype", m.info.fstype.as_str()),
                         ],
-                        estimate.map(|b| b as f64),
+                        Some(estimate as f64),
                     );
             }
             threshold_metrics(

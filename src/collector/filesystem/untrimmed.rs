@@ -16,25 +16,24 @@ pub struct Untrimmed {
 /// their highest point since that discard. Conservative by design: space freed and then written
 /// again is not counted (the drive sees those blocks overwritten), nor what was freed before the
 /// daemon started watching. A discard on any filesystem of the same drive counts as a new start
-/// (the drive's counters can't tell whose it was). Unknown (None) while no discard is known.
+/// (the drive's counters can't tell whose it was). While no discard of its drives is known (a
+/// filesystem made without discarding, a daemon that never saw one), it counts from the first
+/// sample: a delete since then is still "not trimmed", which is what matters.
 pub fn advance(
     prev: Option<&Untrimmed>,
     newest_discard: Option<f64>,
     used: u64,
-) -> (Untrimmed, Option<u64>) {
-    let Some(at) = newest_discard else {
-        return (Untrimmed::default(), None);
-    };
+) -> (Untrimmed, u64) {
     let peak = match prev {
-        Some(p) if p.discard_at == Some(at) => p.peak_used.max(used),
+        Some(p) if p.discard_at == newest_discard => p.peak_used.max(used),
         _ => used,
     };
     (
         Untrimmed {
-            discard_at: Some(at),
+            discard_at: newest_discard,
             peak_used: peak,
         },
-        Some(peak - used),
+        peak - used,
     )
 }
 
@@ -45,20 +44,23 @@ mod tests {
     #[test]
     fn a_delete_after_a_trim_shows_until_the_next_trim() {
         const G: u64 = 1 << 30;
-        // No discard known: no estimate.
+        // No discard known: counted from the first sample.
         let (s, e) = advance(None, None, 10 * G);
-        assert_eq!(e, None);
-        // fstrim at t=100, the database then grows to 80 GiB and deletes 60 GiB.
+        assert_eq!(e, 0);
+        let (s, _) = advance(Some(&s), None, 30 * G);
+        let (s, e) = advance(Some(&s), None, 12 * G);
+        assert_eq!(e, 18 * G, "a delete with no discard known is not trimmed");
+        // fstrim at t=100 starts over; the database then grows to 80 GiB and deletes 60 GiB.
         let (s, e) = advance(Some(&s), Some(100.0), 10 * G);
-        assert_eq!(e, Some(0));
+        assert_eq!(e, 0);
         let (s, _) = advance(Some(&s), Some(100.0), 80 * G);
         let (s, e) = advance(Some(&s), Some(100.0), 20 * G);
-        assert_eq!(e, Some(60 * G), "deleted, not trimmed");
+        assert_eq!(e, 60 * G, "deleted, not trimmed");
         // Growth again: the estimate shrinks as freed space is written again.
         let (s, e) = advance(Some(&s), Some(100.0), 50 * G);
-        assert_eq!(e, Some(30 * G));
+        assert_eq!(e, 30 * G);
         // The next fstrim starts over.
         let (_, e) = advance(Some(&s), Some(900.0), 50 * G);
-        assert_eq!(e, Some(0));
+        assert_eq!(e, 0);
     }
 }
