@@ -14,7 +14,8 @@
 //! - `probe(target, t, kind, drive, ops, p50_ns, p99_ns, max_ns, throughput, fill_ppm,
 //!   since_discard_s, idle_s, util_ppm, util_before_ppm, written_since_discard)`, with
 //!   `probe_target(id, path)` and `probe_kind(id, name)`: probe results at full resolution.
-//! - `discard(drive, t, bytes)` and `idle(drive, start, seconds)`: events.
+//! - `discard(drive, t, bytes)` and `idle(drive, start, seconds)`: events, keyed by time
+//!   first (appends fill whole pages; retention deletes a prefix).
 //!
 //! Ratios are stored as integer parts per million, temperatures in milli-degrees Celsius and
 //! latencies in nanoseconds: SQLite stores small integers in 1-4 bytes and a REAL in 8.
@@ -112,13 +113,13 @@ CREATE TABLE discard (
     drive INTEGER NOT NULL,
     t INTEGER NOT NULL,
     bytes INTEGER NOT NULL,
-    PRIMARY KEY (drive, t)
+    PRIMARY KEY (t, drive)
 ) WITHOUT ROWID;
 CREATE TABLE idle (
     drive INTEGER NOT NULL,
     start INTEGER NOT NULL,
     seconds INTEGER NOT NULL,
-    PRIMARY KEY (drive, start)
+    PRIMARY KEY (start, drive)
 ) WITHOUT ROWID;
 ";
 
@@ -930,7 +931,36 @@ impl Store {
         })
     }
 
+    fn series_ids(&self, kind: Kind) -> Result<Vec<i64>, StoreError> {
+        let table = match kind {
+            Kind::Fs => "fs",
+            Kind::Drive => "drive",
+        };
+        let mut st = self
+            .conn
+            .prepare_cached(&format!("SELECT id FROM {table} ORDER BY id"))
+            .map_err(self.err("listing series"))?;
+        st.query_map([], |r| r.get(0))
+            .and_then(|it| it.collect())
+            .map_err(self.err("listing series"))
+    }
+
+    /// Rolls each series' raw rows before `cut` into its day chunks. Works series by series
+    /// on the (series, t) key, so a pass costs what is due, not the size of the table.
     fn roll(&mut self, kind: Kind, cut: i64, m: &mut Maintenance) -> Result<(), StoreError> {
+        for id in self.series_ids(kind)? {
+            self.roll_series(kind, id, cut, m)?;
+        }
+        Ok(())
+    }
+
+    fn roll_series(
+        &mut self,
+        kind: Kind,
+        id: i64,
+        cut: i64,
+        m: &mut Maintenance,
+    ) -> Result<(), StoreError> {
         let layout = kind.layout();
         let nf = layout.fields();
         // (series, hour) -> raw rows, in time order.
@@ -938,11 +968,14 @@ impl Store {
         {
             let mut st = self
                 .conn
-                .prepare(&format!("{} WHERE t < ?1 ORDER BY 1, t", kind.raw_select()))
+                .prepare_cached(&format!(
+                    "{} WHERE {} = ?1 AND t < ?2 ORDER BY t",
+                    kind.raw_select(),
+                    kind.series_col()
+                ))
                 .map_err(self.err("reading raw rows"))?;
-            let mut rows = st.query([cut]).map_err(self.err("reading raw rows"))?;
+            let mut rows = st.query([id, cut]).map_err(self.err("reading raw rows"))?;
             while let Some(r) = rows.next().map_err(self.err("reading raw rows"))? {
-                let id: i64 = r.get(0).map_err(self.err("reading raw rows"))?;
                 let t: i64 = r.get(1).map_err(self.err("reading raw rows"))?;
                 let mut v = Vec::with_capacity(nf);
                 for i in 0..nf {
@@ -954,6 +987,9 @@ impl Store {
                     .push(v);
                 m.raw_rolled += 1;
             }
+        }
+        if hours.is_empty() {
+            return Ok(());
         }
         let mut days: BTreeMap<(i64, i64), Vec<Row>> = BTreeMap::new();
         for ((id, hour), rows) in &hours {
@@ -974,10 +1010,12 @@ impl Store {
             self.store_day(kind, id, day, &rows)?;
         }
         self.conn
-            .execute(
-                &format!("DELETE FROM {} WHERE t < ?1", kind.raw_table()),
-                [cut],
-            )
+            .prepare_cached(&format!(
+                "DELETE FROM {} WHERE {} = ?1 AND t < ?2",
+                kind.raw_table(),
+                kind.series_col()
+            ))
+            .and_then(|mut st| st.execute([id, cut]))
             .map_err(self.err("deleting rolled raw rows"))?;
         Ok(())
     }
@@ -986,16 +1024,20 @@ impl Store {
         let table = kind.hourly_table();
         let col = kind.series_col();
         let cut_day = cut.div_euclid(DAY);
-        // Whole days first: count their rows, then delete.
-        let old: Vec<(i64, i64)> = {
+        let mut old: Vec<(i64, i64)> = Vec::new();
+        for id in self.series_ids(kind)? {
             let mut st = self
                 .conn
-                .prepare(&format!("SELECT {col}, day FROM {table} WHERE day <= ?1"))
+                .prepare_cached(&format!(
+                    "SELECT day FROM {table} WHERE {col} = ?1 AND day <= ?2"
+                ))
                 .map_err(self.err("reading old hourly rows"))?;
-            st.query_map([cut_day], |r| Ok((r.get(0)?, r.get(1)?)))
+            let days: Vec<i64> = st
+                .query_map([id, cut_day], |r| r.get(0))
                 .and_then(|it| it.collect())
-                .map_err(self.err("reading old hourly rows"))?
-        };
+                .map_err(self.err("reading old hourly rows"))?;
+            old.extend(days.into_iter().map(|d| (id, d)));
+        }
         for (id, day) in old {
             let rows = self.load_day(kind, id, day)?;
             let keep: Vec<Row> = rows.iter().filter(|r| r.t >= cut).cloned().collect();
@@ -1293,6 +1335,17 @@ impl Store {
         })
         .and_then(|it| it.collect())
         .map_err(self.err("reading idle periods"))
+    }
+
+    /// Bytes each table and index takes in the file, largest first (SQLite's dbstat).
+    pub fn table_sizes(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
+            .map_err(self.err("reading table sizes"))?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+            .and_then(|it| it.collect())
+            .map_err(self.err("reading table sizes"))
     }
 
     /// The file's size in bytes (pages in use, WAL excluded).
