@@ -335,7 +335,16 @@ fn drive_point(t: i64, hourly: bool, v: &[Option<i64>]) -> DrivePoint {
 
 /// A raw row as hourly-shaped columns (each gauge's four aggregates equal), for reading.
 fn raw_as_hourly(layout: &Layout, raw: &[Option<i64>]) -> Vec<Option<i64>> {
-    aggregate(layout, 0, std::slice::from_ref(&raw.to_vec())).vals
+    let mut vals = Vec::with_capacity(layout.hourly_cols());
+    for (f, v) in raw.iter().enumerate() {
+        if f < layout.gauges {
+            vals.extend([*v; 4]);
+        } else {
+            vals.push(*v);
+        }
+    }
+    vals.push(Some(1));
+    vals
 }
 
 /// A point read back: time, whether it is an hourly row, hourly-shaped columns.
