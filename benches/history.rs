@@ -261,6 +261,39 @@ fn probe_cost(dir: &std::path::Path, days: i64) -> (u64, usize) {
     (store.size_bytes().expect("size"), n)
 }
 
+/// Where the bytes go: pages per table and kind, their unused bytes, rows and payload.
+fn page_report(path: &std::path::Path) {
+    let conn = rusqlite::Connection::open(path).expect("open for the page report");
+    let mut st = conn
+        .prepare(
+            "SELECT name, pagetype, count(*), sum(pgsize), sum(unused), sum(ncell), sum(payload) \
+             FROM dbstat GROUP BY name, pagetype ORDER BY sum(pgsize) DESC LIMIT 12",
+        )
+        .expect("dbstat");
+    let rows = st
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+            ))
+        })
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .expect("dbstat rows");
+    for (name, kind, pages, bytes, unused, cells, payload) in rows {
+        eprintln!(
+            "history:   {name:<14} {kind:<9} {pages:>7} pages {:>7.2} MiB, {:>3.0}% unused, {cells:>8} cells, {:>6.1} B payload/cell",
+            bytes as f64 / (1 << 20) as f64,
+            100.0 * unused as f64 / bytes.max(1) as f64,
+            payload as f64 / cells.max(1) as f64
+        );
+    }
+}
+
 /// Reads every series and forecasts it, as the daemon does every `forecast_interval`.
 fn forecast_pass(store: &Store) -> usize {
     let mut n = 0;
@@ -304,20 +337,45 @@ fn history(c: &mut Criterion) {
         mib(sim.store.size_bytes().unwrap()),
         mib(file)
     );
-    match sim.store.table_sizes() {
-        Ok(t) => {
-            for (name, bytes) in t.iter().take(8) {
-                eprintln!("history:   {name:<28} {:>8.2} MiB", mib(*bytes));
-            }
-        }
-        Err(e) => eprintln!("history: no table sizes: {e}"),
-    }
+    page_report(&dir.path().join("history.db"));
+    let reopen = Instant::now();
+    drop(Store::open(dir.path(), &HistoryConfig::default()).expect("reopen"));
+    eprintln!(
+        "history: opening it again (integrity check included): {:.0} ms",
+        reopen.elapsed().as_secs_f64() * 1e3
+    );
     let pdir = tempfile::tempdir().unwrap();
     let (pbytes, pn) = probe_cost(pdir.path(), days.min(if full_mode() { 60 } else { 2 }));
     eprintln!(
         "history: probe results {:.1} bytes each; one target at defaults (≈866 a day) takes {:.1} MiB over 730 days",
         pbytes as f64 / pn as f64,
         mib((pbytes as f64 / pn as f64 * 866.0 * 730.0) as u64)
+    );
+    let (mut fs_read, mut drive_read, mut compute) = (0.0, 0.0, 0.0);
+    let mut points = 0;
+    for f in sim.store.filesystems().unwrap() {
+        let t = Instant::now();
+        let pts = sim.store.fs_series(f.id, NOW - 60 * DAY, NOW).unwrap();
+        fs_read += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        std::hint::black_box(forecast_filesystem(&pts, NOW));
+        compute += t.elapsed().as_secs_f64();
+        points += pts.len();
+    }
+    for d in sim.store.drives().unwrap() {
+        let t = Instant::now();
+        let pts = sim.store.drive_series(d.id, 0, NOW).unwrap();
+        drive_read += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        std::hint::black_box(forecast_drive(&pts, NOW, None));
+        compute += t.elapsed().as_secs_f64();
+        points += pts.len();
+    }
+    eprintln!(
+        "history: forecast pass parts: filesystem reads {:.1} ms, drive reads {:.1} ms, forecasts {:.1} ms ({points} points)",
+        fs_read * 1e3,
+        drive_read * 1e3,
+        compute * 1e3
     );
     let t = Instant::now();
     let n = forecast_pass(&sim.store);

@@ -88,7 +88,8 @@ fn median(v: &mut [f64]) -> Option<f64> {
 
 /// `now + days`, or `None` when not finite, negative or beyond the horizon.
 fn date_in(now: i64, days: f64) -> Option<i64> {
-    (days.is_finite() && (0.0..=HORIZON_DAYS).contains(&days)).then(|| now + (days * DAY) as i64)
+    (days.is_finite() && (0.0..=HORIZON_DAYS).contains(&days))
+        .then(|| now.saturating_add((days * DAY) as i64))
 }
 
 /// One UTC day of a filesystem: low and high of used bytes, and the size.
@@ -187,8 +188,8 @@ fn slope_over(days: &[DayUse], ys: &[f64], today: i64, window: i64, min: usize) 
     (xs.len() >= min).then(|| theil_sen(&xs, &ys).map(|f| f.0))?
 }
 
-/// Growth and predicted full date of one filesystem from its points (any order of raw and
-/// hourly, in time order), as of `now`.
+/// Growth and predicted full date of one filesystem from its points (raw and hourly, in time
+/// order), as of `now`. Only the last 60 days are used; pass at least those.
 pub fn forecast_filesystem(points: &[FsPoint], now: i64) -> FsForecast {
     let all = daily_use(points);
     let today = now.div_euclid(86_400);
