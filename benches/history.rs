@@ -15,7 +15,7 @@
 //! test mode runs each benchmark once) simulates 16; HISTORY_BENCH_DAYS overrides both.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ssdwatch::history::forecast::{Endurance, forecast_drive, forecast_filesystem};
+use ssdwatch::history::forecast::{Endurance, forecast_drive, forecast_filesystem_days};
 use ssdwatch::history::{
     DiscardEvent, DriveKey, DriveSample, FsKey, FsSample, HistoryConfig, IdlePeriod, ProbeRecord,
     Store,
@@ -294,18 +294,17 @@ fn page_report(path: &std::path::Path) {
     }
 }
 
-/// Reads every series and forecasts it, as the daemon does every `forecast_interval`.
+/// Reads every series' daily summaries and forecasts it, as the daemon would every
+/// `forecast_interval`.
 fn forecast_pass(store: &Store) -> usize {
     let mut n = 0;
     for f in store.filesystems().expect("filesystems") {
-        let pts = store
-            .fs_series(f.id, NOW - 60 * DAY, NOW)
-            .expect("fs series");
-        std::hint::black_box(forecast_filesystem(&pts, NOW));
+        let days = store.fs_days(f.id, NOW - 60 * DAY, NOW).expect("fs days");
+        std::hint::black_box(forecast_filesystem_days(&days, NOW));
         n += 1;
     }
     for d in store.drives().expect("drives") {
-        let pts = store.drive_series(d.id, 0, NOW).expect("drive series");
+        let pts = store.drive_days(d.id, 0, NOW).expect("drive days");
         let e = Endurance::Dwpd {
             dwpd: 1.0,
             capacity_bytes: 3.84e12,
@@ -355,16 +354,16 @@ fn history(c: &mut Criterion) {
     let mut points = 0;
     for f in sim.store.filesystems().unwrap() {
         let t = Instant::now();
-        let pts = sim.store.fs_series(f.id, NOW - 60 * DAY, NOW).unwrap();
+        let pts = sim.store.fs_days(f.id, NOW - 60 * DAY, NOW).unwrap();
         fs_read += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        std::hint::black_box(forecast_filesystem(&pts, NOW));
+        std::hint::black_box(forecast_filesystem_days(&pts, NOW));
         compute += t.elapsed().as_secs_f64();
         points += pts.len();
     }
     for d in sim.store.drives().unwrap() {
         let t = Instant::now();
-        let pts = sim.store.drive_series(d.id, 0, NOW).unwrap();
+        let pts = sim.store.drive_days(d.id, 0, NOW).unwrap();
         drive_read += t.elapsed().as_secs_f64();
         let t = Instant::now();
         std::hint::black_box(forecast_drive(&pts, NOW, None));
@@ -372,10 +371,26 @@ fn history(c: &mut Criterion) {
         points += pts.len();
     }
     eprintln!(
-        "history: forecast pass parts: filesystem reads {:.1} ms, drive reads {:.1} ms, forecasts {:.1} ms ({points} points)",
+        "history: forecast pass parts: filesystem days {:.1} ms, drive days {:.1} ms, forecasts {:.1} ms ({points} days)",
         fs_read * 1e3,
         drive_read * 1e3,
         compute * 1e3
+    );
+    let t = Instant::now();
+    let mut all_points = 0;
+    for f in sim.store.filesystems().unwrap() {
+        all_points += sim
+            .store
+            .fs_series(f.id, NOW - 60 * DAY, NOW)
+            .unwrap()
+            .len();
+    }
+    for d in sim.store.drives().unwrap() {
+        all_points += sim.store.drive_series(d.id, 0, NOW).unwrap().len();
+    }
+    eprintln!(
+        "history: reading every point instead (60 days a filesystem, all of a drive): {:.1} ms ({all_points} points)",
+        t.elapsed().as_secs_f64() * 1e3
     );
     let t = Instant::now();
     let n = forecast_pass(&sim.store);

@@ -191,7 +191,13 @@ fn slope_over(days: &[DayUse], ys: &[f64], today: i64, window: i64, min: usize) 
 /// Growth and predicted full date of one filesystem from its points (raw and hourly, in time
 /// order), as of `now`. Only the last 60 days are used; pass at least those.
 pub fn forecast_filesystem(points: &[FsPoint], now: i64) -> FsForecast {
-    let all = daily_use(points);
+    forecast_filesystem_days(&daily_use(points), now)
+}
+
+/// [`forecast_filesystem`] from daily lows and highs (as [`daily_use`] or the store's
+/// `fs_days` give them, in day order).
+pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
+    let all = days.to_vec();
     let today = now.div_euclid(86_400);
     let all: Vec<DayUse> = all
         .into_iter()
