@@ -1321,8 +1321,8 @@ impl Store {
             .collect())
     }
 
-    /// A filesystem's daily low and high of used bytes (`size - avail`) and size for the days
-    /// from `from`'s to `to`'s: what [`super::forecast::forecast_filesystem_days`] needs, read from
+    /// A filesystem's daily low and high of used bytes (`size - avail`) and size from `from`
+    /// to `to` (days kept hourly count whole): what [`super::forecast::forecast_filesystem_days`] needs, read from
     /// the day summaries and an aggregate over raw rows instead of every point. Equal to
     /// [`super::forecast::daily_use`] of [`Store::fs_series`] over whole days.
     pub fn fs_days(&self, fs: FsId, from: i64, to: i64) -> Result<Vec<DayUse>, StoreError> {
@@ -1360,25 +1360,42 @@ impl Store {
                 );
             }
         }
+        // Raw days one range query each: the (fs, t) key orders them, where a GROUP BY on
+        // the day would sort every row (measured 5x slower over 14 days of 50 filesystems).
+        let first: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT min(t) FROM fs_raw WHERE fs = ?1 AND t >= ?2 AND t <= ?3")
+            .and_then(|mut st| st.query_row([fs.0, from.max(0), to], |r| r.get(0)))
+            .map_err(&e)?;
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT t / 86400, min(size - avail), max(size - avail), max(size) FROM fs_raw \
-                 WHERE fs = ?1 AND t >= ?2 AND t <= ?3 GROUP BY 1 ORDER BY 1",
+                "SELECT min(size - avail), max(size - avail), max(size) FROM fs_raw \
+                 WHERE fs = ?1 AND t >= ?2 AND t < ?3",
             )
             .map_err(&e)?;
-        let from_day = from.div_euclid(DAY).max(0) * DAY;
-        let to_day = to.div_euclid(DAY).saturating_add(1).saturating_mul(DAY) - 1;
-        let rows = st.query_map([fs.0, from_day, to_day], |r| {
-            Ok(DayUse {
-                day: r.get(0)?,
-                low: r.get::<_, i64>(1)? as f64,
-                high: r.get::<_, i64>(2)? as f64,
-                size: r.get::<_, i64>(3)? as f64,
-            })
-        });
-        for row in rows.map_err(&e)? {
-            let d = row.map_err(&e)?;
+        let first_day = first.map(|t| t.div_euclid(DAY)).unwrap_or(i64::MAX);
+        let last_day = to.div_euclid(DAY).min(MAX_DAY);
+        for day in first_day..=last_day {
+            let (lo, hi) = (day * DAY, (day + 1) * DAY);
+            let row = st
+                .query_row([fs.0, lo.max(from), hi.min(to.saturating_add(1))], |r| {
+                    Ok((
+                        r.get::<_, Option<i64>>(0)?,
+                        r.get::<_, Option<i64>>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                    ))
+                })
+                .map_err(&e)?;
+            let (Some(low), Some(high), Some(size)) = row else {
+                continue;
+            };
+            let d = DayUse {
+                day,
+                low: low as f64,
+                high: high as f64,
+                size: size as f64,
+            };
             days.entry(d.day)
                 .and_modify(|h| {
                     h.low = h.low.min(d.low);
@@ -1516,17 +1533,7 @@ impl Store {
         from: i64,
         to: i64,
     ) -> Result<Vec<(i64, u64)>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT t, bytes FROM discard WHERE drive = ?1 AND t >= ?2 AND t <= ?3 ORDER BY t",
-            )
-            .map_err(self.err("reading discard events"))?;
-        st.query_map([drive.0, from, to], |r| {
-            Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64))
-        })
-        .and_then(|it| it.collect())
-        .map_err(self.err("reading discard events"))
+        self.drive_events("discard", "t", "bytes", drive, from, to)
     }
 
     /// Idle periods of one drive starting in `from..=to`, as (start, seconds).
@@ -1536,17 +1543,31 @@ impl Store {
         from: i64,
         to: i64,
     ) -> Result<Vec<(i64, u64)>, StoreError> {
+        self.drive_events("idle", "start", "seconds", drive, from, to)
+    }
+
+    /// (time, value) rows of an event table for one drive, in time order.
+    fn drive_events(
+        &self,
+        table: &str,
+        t: &str,
+        value: &str,
+        drive: DriveId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(i64, u64)>, StoreError> {
+        let e = self.err("reading events");
         let mut st = self
             .conn
-            .prepare_cached(
-                "SELECT start, seconds FROM idle WHERE drive = ?1 AND start >= ?2 AND start <= ?3 ORDER BY start",
-            )
-            .map_err(self.err("reading idle periods"))?;
+            .prepare_cached(&format!(
+                "SELECT {t}, {value} FROM {table} WHERE drive = ?1 AND {t} >= ?2 AND {t} <= ?3 ORDER BY {t}"
+            ))
+            .map_err(&e)?;
         st.query_map([drive.0, from, to], |r| {
             Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64))
         })
         .and_then(|it| it.collect())
-        .map_err(self.err("reading idle periods"))
+        .map_err(&e)
     }
 
     /// Bytes each table and index takes in the file, largest first (SQLite's dbstat).
