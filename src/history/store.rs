@@ -932,31 +932,40 @@ impl Store {
 
     /// Records discard bursts.
     pub fn record_discards(&mut self, events: &[DiscardEvent]) -> Result<(), StoreError> {
-        self.in_tx("recording discard events", |s| {
-            for ev in events {
-                let id = s.drive_id_quiet(&ev.drive, ev.t)?;
-                s.conn
-                    .prepare_cached(
-                        "INSERT OR REPLACE INTO discard (drive, t, bytes) VALUES (?1, ?2, ?3)",
-                    )
-                    .and_then(|mut st| st.execute(params![id, ev.t, to_i64(ev.bytes)]))
-                    .map_err(s.err("recording a discard event"))?;
-            }
-            Ok(())
-        })
+        let rows = events.iter().map(|e| (&e.drive, e.t, e.bytes));
+        self.record_drive_events(
+            "recording discard events",
+            "discard (drive, t, bytes)",
+            rows,
+        )
     }
 
     /// Records idle periods.
     pub fn record_idle(&mut self, periods: &[IdlePeriod]) -> Result<(), StoreError> {
-        self.in_tx("recording idle periods", |s| {
-            for p in periods {
-                let id = s.drive_id_quiet(&p.drive, p.start)?;
+        let rows = periods.iter().map(|p| (&p.drive, p.start, p.seconds));
+        self.record_drive_events(
+            "recording idle periods",
+            "idle (drive, start, seconds)",
+            rows,
+        )
+    }
+
+    /// (drive, time, value) rows into an event table, in one transaction.
+    fn record_drive_events<'a>(
+        &mut self,
+        op: &'static str,
+        table: &str,
+        rows: impl Iterator<Item = (&'a DriveKey, i64, u64)>,
+    ) -> Result<(), StoreError> {
+        self.in_tx(op, |s| {
+            for (drive, t, value) in rows {
+                let id = s.drive_id_quiet(drive, t)?;
                 s.conn
-                    .prepare_cached(
-                        "INSERT OR REPLACE INTO idle (drive, start, seconds) VALUES (?1, ?2, ?3)",
-                    )
-                    .and_then(|mut st| st.execute(params![id, p.start, to_i64(p.seconds)]))
-                    .map_err(s.err("recording an idle period"))?;
+                    .prepare_cached(&format!(
+                        "INSERT OR REPLACE INTO {table} VALUES (?1, ?2, ?3)"
+                    ))
+                    .and_then(|mut st| st.execute(params![id, t, to_i64(value)]))
+                    .map_err(s.err(op))?;
             }
             Ok(())
         })
