@@ -6,6 +6,7 @@ pub mod collector;
 pub mod config;
 pub mod daemon;
 pub mod fault;
+pub mod history;
 pub mod metrics;
 pub mod probe;
 pub mod procfs;

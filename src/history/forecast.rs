@@ -1,0 +1,714 @@
+//! Forecasts from history series: filesystem growth and when it fills, drive wear rate and
+//! wear-out, host writes, write amplification and rated endurance. Pure functions of the
+//! points they are given and `now`: no SQL, no clock.
+//!
+//! ## Filesystems: Theil–Sen over a 7-day low envelope, since the last big drop
+//! A database filesystem's usage is not a line: WAL and logs grow and are rotated or vacuumed
+//! (a sawtooth), bulk loads start and stop, and a big `DROP`/`DELETE` moves the level down once.
+//! What fills the disk is the floor under the sawtooth rising, so:
+//! 1. Each UTC day gives its low point (min of used) and high point (max of used); used is
+//!    `size - avail`, so "full" means nothing left for unprivileged writers.
+//! 2. A day whose low falls below every low of the 14 days before it by more than 5% of the
+//!    size is a big drop: the trend restarts there. A sawtooth's trough never undercuts the
+//!    troughs before it unless the floor itself shrinks, so rotation is not taken for a drop.
+//! 3. A running 7-day minimum of the lows (the envelope) turns a weekly sawtooth into a
+//!    staircase with the floor's slope; on a plain line it is the line, 6 days late. Only
+//!    days with 7 days of the trend behind them count (after a restart the first days would
+//!    read as flat); until 7 such days exist, the lows themselves are fitted.
+//! 4. Theil–Sen (the median of all pairwise slopes) fits the envelope: it ignores up to ~29%
+//!    of outlying points, where least squares is pulled by every rotation and by the end of a
+//!    bulk load. The growth figures are its slopes over the last 7 days (lows) and 30 days
+//!    (envelope); with fewer than 4 or 7 days since the trend start there is no figure.
+//! 5. A date is predicted only when the envelope still rises over the last 14 days (a bulk
+//!    load that ended is flat) by at least 1e-5 of the size a day, from the fitted floor now
+//!    plus the largest excursion above it in the last 7 days (the sawtooth's teeth fill the
+//!    disk first), and only within 10 years: flat or shrinking usage has no date, never one in
+//!    the past and never year 9999.
+//!
+//! ## Drives: least squares over a recent window that widens until the counter has moved
+//! SMART's percentage used moves in whole percent steps, where Theil–Sen on a few weeks sees
+//! mostly flat pairs and answers 0. Least squares over the daily values of a window is the
+//! better fit for a monotone, noise-free staircase, provided the window holds several steps:
+//! it starts at 60 days and doubles until the value has taken at least 4 levels. Acceleration
+//! (wear speeding up as a drive ages or its workload grows) is followed because only that
+//! recent window is fitted, so the date moves earlier as the rate rises; the acceleration
+//! itself is not extrapolated (a curve fitted to a few 1% steps would be noise).
+
+use super::record::{DrivePoint, FsPoint};
+
+const DAY: f64 = 86_400.0;
+/// Predictions beyond this many days are "not in sight" (no date).
+pub const HORIZON_DAYS: f64 = 3652.5;
+
+/// Median of pairwise slopes and the median intercept; `None` with fewer than 2 distinct xs.
+pub fn theil_sen(xs: &[f64], ys: &[f64]) -> Option<(f64, f64)> {
+    let mut slopes = Vec::with_capacity(xs.len() * xs.len() / 2);
+    for i in 0..xs.len() {
+        for j in i + 1..xs.len() {
+            let dx = xs[j] - xs[i];
+            if dx != 0.0 {
+                slopes.push((ys[j] - ys[i]) / dx);
+            }
+        }
+    }
+    let slope = median(&mut slopes)?;
+    let mut icepts: Vec<f64> = xs.iter().zip(ys).map(|(x, y)| y - slope * x).collect();
+    Some((slope, median(&mut icepts)?))
+}
+
+/// Ordinary least squares: slope and intercept; `None` with fewer than 2 distinct xs.
+pub fn least_squares(xs: &[f64], ys: &[f64]) -> Option<(f64, f64)> {
+    let n = xs.len() as f64;
+    if xs.len() < 2 {
+        return None;
+    }
+    let mx = xs.iter().sum::<f64>() / n;
+    let my = ys.iter().sum::<f64>() / n;
+    let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+    if sxx == 0.0 {
+        return None;
+    }
+    let sxy: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let slope = sxy / sxx;
+    Some((slope, my - slope * mx))
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+/// `now + days`, or `None` when not finite, negative or beyond the horizon.
+fn date_in(now: i64, days: f64) -> Option<i64> {
+    (days.is_finite() && (0.0..=HORIZON_DAYS).contains(&days))
+        .then(|| now.saturating_add((days * DAY) as i64))
+}
+
+/// One UTC day of a filesystem: low and high of used bytes, and the size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DayUse {
+    pub day: i64,
+    pub low: f64,
+    pub high: f64,
+    pub size: f64,
+}
+
+/// Daily low and high of used (`size - avail`) from raw and hourly points, in day order.
+pub fn daily_use(points: &[FsPoint]) -> Vec<DayUse> {
+    let mut out: Vec<DayUse> = Vec::new();
+    for p in points {
+        let day = p.t.div_euclid(86_400);
+        let low = p.size.last - p.avail.max;
+        let high = p.size.last - p.avail.min;
+        match out.last_mut() {
+            Some(d) if d.day == day => {
+                d.low = d.low.min(low);
+                d.high = d.high.max(high);
+                d.size = p.size.last;
+            }
+            _ => out.push(DayUse {
+                day,
+                low,
+                high,
+                size: p.size.last,
+            }),
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FsForecast {
+    /// Growth of the daily lows over the last 7 days (Theil–Sen), bytes a day.
+    pub growth_7d_bytes_per_day: Option<f64>,
+    /// Growth of the 7-day low envelope over the last 30 days (Theil–Sen), bytes a day.
+    pub growth_30d_bytes_per_day: Option<f64>,
+    /// When avail is predicted to reach 0 (Unix seconds); `None` when not growing or beyond
+    /// 10 years.
+    pub predicted_full_unix: Option<i64>,
+    /// Start of the day the trend starts at (after the last big drop).
+    pub trend_since_unix: Option<i64>,
+}
+
+/// The index of the first day of the current trend (after the last big drop).
+fn trend_start(days: &[DayUse]) -> usize {
+    let mut start = 0;
+    for i in 1..days.len() {
+        let from = i.saturating_sub(14).max(start);
+        let prior = days[from..i]
+            .iter()
+            .map(|d| d.low)
+            .fold(f64::INFINITY, f64::min);
+        if days[i].low < prior - 0.05 * days[i].size {
+            start = i;
+        }
+    }
+    start
+}
+
+/// Running minimum of the lows over the 7 days ending at each day, for days with 7 days of
+/// the trend behind them (a trend's first days would read as flat); when fewer than 7 days
+/// have that, the lows themselves.
+fn envelope(days: &[DayUse]) -> (Vec<DayUse>, Vec<f64>) {
+    let full: Vec<(DayUse, f64)> = (0..days.len())
+        .filter(|&i| days[i].day - days[0].day >= 6)
+        .map(|i| {
+            let low = days[..=i]
+                .iter()
+                .rev()
+                .take_while(|d| d.day > days[i].day - 7)
+                .map(|d| d.low)
+                .fold(f64::INFINITY, f64::min);
+            (days[i], low)
+        })
+        .collect();
+    if full.len() >= 7 {
+        full.into_iter().unzip()
+    } else {
+        (days.to_vec(), days.iter().map(|d| d.low).collect())
+    }
+}
+
+/// Theil–Sen of `ys` over the days within `window` days before `today`, if at least `min` days.
+fn slope_over(days: &[DayUse], ys: &[f64], today: i64, window: i64, min: usize) -> Option<f64> {
+    let (xs, ys): (Vec<f64>, Vec<f64>) = days
+        .iter()
+        .zip(ys)
+        .filter(|(d, _)| d.day > today - window)
+        .map(|(d, y)| (d.day as f64, *y))
+        .unzip();
+    (xs.len() >= min).then(|| theil_sen(&xs, &ys).map(|f| f.0))?
+}
+
+/// Growth and predicted full date of one filesystem from its points (raw and hourly, in time
+/// order), as of `now`. Only the last 60 days are used; pass at least those.
+pub fn forecast_filesystem(points: &[FsPoint], now: i64) -> FsForecast {
+    forecast_filesystem_days(&daily_use(points), now)
+}
+
+/// [`forecast_filesystem`] from daily lows and highs (as [`daily_use`] or the store's
+/// `fs_days` give them, in day order).
+pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
+    let all = days.to_vec();
+    let today = now.div_euclid(86_400);
+    let all: Vec<DayUse> = all
+        .into_iter()
+        .filter(|d| d.day <= today && d.day > today - 60)
+        .collect();
+    if all.is_empty() {
+        return FsForecast::default();
+    }
+    let days = &all[trend_start(&all)..];
+    let lows: Vec<f64> = days.iter().map(|d| d.low).collect();
+    let (env_days, env) = envelope(days);
+    let growth_7d = slope_over(days, &lows, today, 7, 4);
+    let growth_30d = slope_over(&env_days, &env, today, 30, 7);
+    let size = days[days.len() - 1].size;
+    let min_slope = size * 1e-5;
+    let recent = slope_over(&env_days, &env, today, 14, 7);
+    let predicted_full = match (growth_30d, recent) {
+        (Some(slope), Some(r)) if slope >= min_slope && r >= min_slope => {
+            let in_window: Vec<(f64, f64)> = env_days
+                .iter()
+                .zip(&env)
+                .filter(|(d, _)| d.day > today - 30)
+                .map(|(d, e)| (d.day as f64, *e))
+                .collect();
+            let mut icepts: Vec<f64> = in_window.iter().map(|(x, y)| y - slope * x).collect();
+            let icept = median(&mut icepts).unwrap_or(0.0);
+            let floor_at = |day: f64| icept + slope * day;
+            let excursion = days
+                .iter()
+                .filter(|d| d.day > today - 7)
+                .map(|d| d.high - floor_at(d.day as f64))
+                .fold(0.0, f64::max);
+            let now_days = now as f64 / DAY;
+            let headroom = size - floor_at(now_days) - excursion;
+            date_in(now, (headroom / slope).max(0.0))
+        }
+        _ => None,
+    };
+    FsForecast {
+        growth_7d_bytes_per_day: growth_7d,
+        growth_30d_bytes_per_day: growth_30d,
+        predicted_full_unix: predicted_full,
+        trend_since_unix: Some(days[0].day * 86_400),
+    }
+}
+
+/// A drive's rated write endurance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Endurance {
+    /// Terabytes written, in bytes.
+    Tbw { bytes: f64 },
+    /// Drive writes per day over the warranty.
+    Dwpd {
+        dwpd: f64,
+        capacity_bytes: f64,
+        warranty_years: f64,
+    },
+}
+
+impl Endurance {
+    pub fn rated_bytes(self) -> f64 {
+        match self {
+            Endurance::Tbw { bytes } => bytes,
+            Endurance::Dwpd {
+                dwpd,
+                capacity_bytes,
+                warranty_years,
+            } => dwpd * capacity_bytes * warranty_years * 365.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DriveForecast {
+    /// Wear used ratio a day.
+    pub wear_rate_per_day: Option<f64>,
+    /// When the wear used ratio is predicted to reach 1.0.
+    pub predicted_wear_out_unix: Option<i64>,
+    pub host_bytes_per_day_1d: Option<f64>,
+    pub host_bytes_per_day_30d: Option<f64>,
+    /// NAND bytes written / host bytes written over the window, where NAND is reported.
+    pub write_amplification_1d: Option<f64>,
+    pub write_amplification_30d: Option<f64>,
+    /// Host bytes written / rated endurance.
+    pub endurance_consumed_ratio: Option<f64>,
+    /// When host writes are predicted to reach the rated endurance (30-day rate).
+    pub predicted_endurance_exhausted_unix: Option<i64>,
+}
+
+/// Wear rate (ratio a day) and the fitted level now, from (t, wear) points in time order.
+pub fn wear_fit(points: &[(i64, f64)], now: i64) -> Option<(f64, f64)> {
+    // The last value of each day.
+    let mut daily: Vec<(f64, f64)> = Vec::new();
+    for &(t, w) in points {
+        let d = t.div_euclid(86_400) as f64;
+        match daily.last_mut() {
+            Some(last) if last.0 == d => last.1 = w,
+            _ => daily.push((d, w)),
+        }
+    }
+    let last_day = daily.last()?.0;
+    let first_day = daily.first()?.0;
+    let mut window = 60.0;
+    let in_window = loop {
+        let w: Vec<(f64, f64)> = daily
+            .iter()
+            .copied()
+            .filter(|(d, _)| *d > last_day - window)
+            .collect();
+        let mut levels: Vec<f64> = w.iter().map(|p| p.1).collect();
+        levels.dedup();
+        if levels.len() >= 4 || last_day - window <= first_day {
+            break w;
+        }
+        window *= 2.0;
+    };
+    let (xs, ys): (Vec<f64>, Vec<f64>) = in_window.into_iter().unzip();
+    let (slope, icept) = least_squares(&xs, &ys)?;
+    Some((slope, icept + slope * (now as f64 / DAY)))
+}
+
+/// Increase of a counter per day over the `window_days` before its last point, from the
+/// point at or before the window's start; `None` without such a point or across a reset.
+fn counter_delta(points: &[(i64, f64)], window_days: f64) -> Option<(f64, f64)> {
+    let &(t1, v1) = points.last()?;
+    let start = t1 - (window_days * DAY) as i64;
+    let &(t0, v0) = points.iter().rev().find(|(t, _)| *t <= start)?;
+    let span = points.iter().filter(|(t, _)| *t >= t0);
+    let monotone = span.clone().zip(span.skip(1)).all(|(a, b)| b.1 >= a.1);
+    (monotone && t1 > t0).then(|| (v1 - v0, (t1 - t0) as f64 / DAY))
+}
+
+/// Wear, host writes, write amplification and endurance of one drive as of `now`.
+pub fn forecast_drive(
+    points: &[DrivePoint],
+    now: i64,
+    endurance: Option<Endurance>,
+) -> DriveForecast {
+    let wear: Vec<(i64, f64)> = points
+        .iter()
+        .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
+        .collect();
+    let host: Vec<(i64, f64)> = points
+        .iter()
+        .filter_map(|p| Some((p.t, p.host_written_bytes?)))
+        .collect();
+    let both: Vec<(i64, f64, f64)> = points
+        .iter()
+        .filter_map(|p| Some((p.t, p.host_written_bytes?, p.nand_written_bytes?)))
+        .collect();
+    let mut f = DriveForecast::default();
+    if let Some((rate, level)) = wear_fit(&wear, now) {
+        f.wear_rate_per_day = Some(rate);
+        let level = level.max(wear.last().map(|w| w.1).unwrap_or(level));
+        if rate > 1e-7 {
+            f.predicted_wear_out_unix = date_in(now, ((1.0 - level) / rate).max(0.0));
+        }
+    }
+    let rate = |w: f64| counter_delta(&host, w).map(|(d, days)| d / days);
+    f.host_bytes_per_day_1d = rate(1.0);
+    f.host_bytes_per_day_30d = rate(30.0);
+    let wa = |w: f64| {
+        let h: Vec<(i64, f64)> = both.iter().map(|x| (x.0, x.1)).collect();
+        let n: Vec<(i64, f64)> = both.iter().map(|x| (x.0, x.2)).collect();
+        let (dh, _) = counter_delta(&h, w)?;
+        let (dn, _) = counter_delta(&n, w)?;
+        (dh > 0.0).then(|| dn / dh)
+    };
+    f.write_amplification_1d = wa(1.0);
+    f.write_amplification_30d = wa(30.0);
+    if let (Some(e), Some(&(_, written))) = (endurance, host.last()) {
+        let rated = e.rated_bytes();
+        if rated > 0.0 {
+            f.endurance_consumed_ratio = Some(written / rated);
+            if let Some(r) = f.host_bytes_per_day_30d.filter(|r| *r > 0.0) {
+                f.predicted_endurance_exhausted_unix = date_in(now, (rated - written) / r);
+            }
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::record::Stat;
+
+    const G: f64 = 1e9;
+    const SIZE: f64 = 1000.0 * G;
+    const NOW_DAY: f64 = 60.0;
+    const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+    fn at(d: f64) -> i64 {
+        T0 + (d * DAY) as i64
+    }
+
+    /// Hourly points of used bytes `used(day)` for days 0..60, with a ±2 GB daily cycle.
+    fn series(used: impl Fn(f64) -> f64) -> Vec<FsPoint> {
+        (0..(NOW_DAY as i64 * 24))
+            .map(|h| {
+                let d = h as f64 / 24.0;
+                let u = used(d) + 2.0 * G * (2.0 * std::f64::consts::PI * d).sin();
+                FsPoint {
+                    t: at(d),
+                    hourly: true,
+                    size: Stat::one(SIZE),
+                    avail: Stat::one(SIZE - u),
+                    free: Stat::one(SIZE - u),
+                    files_free: None,
+                }
+            })
+            .collect()
+    }
+
+    /// The first hour after now at which the shape (cycle included) reaches the size.
+    fn truth(used: &dyn Fn(f64) -> f64) -> Option<i64> {
+        (0..(HORIZON_DAYS as i64 * 24))
+            .map(|h| NOW_DAY + h as f64 / 24.0)
+            .find(|&d| used(d) + 2.0 * G * (2.0 * std::f64::consts::PI * d).sin() >= SIZE)
+            .map(at)
+    }
+
+    /// The plain alternative: least squares over every point of the last 30 days.
+    fn least_squares_full(points: &[FsPoint], now: i64) -> (Option<f64>, Option<i64>) {
+        let (xs, ys): (Vec<f64>, Vec<f64>) = points
+            .iter()
+            .filter(|p| p.t > now - 30 * 86_400)
+            .map(|p| (p.t as f64 / DAY, p.size.last - p.avail.last))
+            .unzip();
+        let Some((slope, icept)) = least_squares(&xs, &ys) else {
+            return (None, None);
+        };
+        let level = icept + slope * now as f64 / DAY;
+        let date = (slope > 0.0)
+            .then(|| date_in(now, ((SIZE - level) / slope).max(0.0)))
+            .flatten();
+        (Some(slope), date)
+    }
+
+    /// Error of a predicted date in days; a date where none comes (or none where one does)
+    /// counts as the whole horizon.
+    fn err_days(pred: Option<i64>, truth: Option<i64>) -> f64 {
+        match (pred, truth) {
+            (None, None) => 0.0,
+            (Some(p), Some(t)) => (p - t).abs() as f64 / DAY,
+            _ => HORIZON_DAYS,
+        }
+    }
+
+    struct Case {
+        name: &'static str,
+        used: Box<dyn Fn(f64) -> f64>,
+        /// The floor's true growth now, bytes a day.
+        growth: f64,
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            Case {
+                name: "linear growth",
+                used: Box::new(|d| 200.0 * G + 10.0 * G * d),
+                growth: 10.0 * G,
+            },
+            Case {
+                name: "weekly delete sawtooth",
+                // Data grows 5 GB a day; logs add 20 GB a day and are deleted every 7 days.
+                used: Box::new(|d| 300.0 * G + 5.0 * G * d + 20.0 * G * d.rem_euclid(7.0)),
+                growth: 5.0 * G,
+            },
+            Case {
+                name: "bulk load then flat",
+                used: Box::new(|d| 100.0 * G + 40.0 * G * (d.clamp(20.0, 35.0) - 20.0)),
+                growth: 0.0,
+            },
+            Case {
+                name: "big delete then slow growth",
+                used: Box::new(|d| {
+                    if d < 40.0 {
+                        200.0 * G + 10.0 * G * d
+                    } else {
+                        150.0 * G + 2.0 * G * (d - 40.0)
+                    }
+                }),
+                growth: 2.0 * G,
+            },
+            Case {
+                name: "flat",
+                used: Box::new(|_| 500.0 * G),
+                growth: 0.0,
+            },
+            Case {
+                name: "shrinking",
+                used: Box::new(|d| 800.0 * G - 3.0 * G * d),
+                growth: -3.0 * G,
+            },
+        ]
+    }
+
+    #[test]
+    fn filesystem_forecasts_against_least_squares_on_known_shapes() {
+        let now = at(NOW_DAY);
+        eprintln!(
+            "{:<28} {:>10} {:>10} {:>10} {:>12} {:>12}",
+            "shape", "true GB/d", "ours GB/d", "LS GB/d", "ours err d", "LS err d"
+        );
+        for c in cases() {
+            let pts = series(&c.used);
+            let f = forecast_filesystem(&pts, now);
+            let t = truth(&c.used);
+            let (ls_slope, ls_date) = least_squares_full(&pts, now);
+            let ours = err_days(f.predicted_full_unix, t);
+            let ls = err_days(ls_date, t);
+            let g30 = f.growth_30d_bytes_per_day.unwrap_or(f64::NAN);
+            eprintln!(
+                "{:<28} {:>10.2} {:>10.2} {:>10.2} {:>12.1} {:>12.1}",
+                c.name,
+                c.growth / G,
+                g30 / G,
+                ls_slope.unwrap_or(f64::NAN) / G,
+                ours,
+                ls
+            );
+            if let Some(p) = f.predicted_full_unix {
+                assert!(p >= now, "{}: a date in the past", c.name);
+            }
+            match c.name {
+                "linear growth" => {
+                    assert!((g30 - c.growth).abs() < 0.02 * c.growth, "{}", g30 / G);
+                    let g7 = f.growth_7d_bytes_per_day.unwrap();
+                    assert!((g7 - c.growth).abs() < 0.02 * c.growth, "{}", g7 / G);
+                    assert!(ours <= 2.0, "{ours}");
+                    assert!(ls <= 2.0, "{ls}");
+                }
+                "weekly delete sawtooth" => {
+                    assert!((g30 - c.growth).abs() < 0.2 * c.growth, "{}", g30 / G);
+                    // The disk fills at the top of a tooth, so the true date moves in weekly
+                    // steps: within one tooth is as close as a trend can be.
+                    assert!(ours <= 7.0, "{ours}");
+                    assert!(ours < ls, "ours {ours} LS {ls}");
+                }
+                "bulk load then flat" => {
+                    assert_eq!(t, None);
+                    assert_eq!(f.predicted_full_unix, None);
+                    // The 30-day figure still holds the load's last days; the week is flat.
+                    let g7 = f.growth_7d_bytes_per_day.unwrap();
+                    assert!(g7.abs() < 0.1 * G, "{}", g7 / G);
+                    assert!(ls > ours, "least squares still sees the load: {ls}");
+                }
+                "big delete then slow growth" => {
+                    assert_eq!(f.trend_since_unix, Some(at(40.0)));
+                    assert!((g30 - c.growth).abs() < 0.1 * c.growth, "{}", g30 / G);
+                    let horizon = (t.unwrap() - now) as f64 / DAY;
+                    assert!(ours <= 0.05 * horizon, "{ours} of {horizon}");
+                    assert!(ours < ls, "ours {ours} LS {ls}");
+                }
+                "flat" | "shrinking" => {
+                    assert_eq!(t, None);
+                    assert_eq!(f.predicted_full_unix, None, "{}", c.name);
+                    assert!((g30 - c.growth).abs() < 0.1 * G, "{}", g30 / G);
+                }
+                _ => unreachable!(),
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_filesystem_is_full_now_not_in_the_past() {
+        let now = at(NOW_DAY);
+        let pts = series(|d| 400.0 * G + 12.0 * G * d);
+        let f = forecast_filesystem(&pts, now);
+        assert_eq!(f.predicted_full_unix, Some(now));
+        assert_eq!(forecast_filesystem(&[], now), FsForecast::default());
+        assert_eq!(
+            forecast_filesystem(&pts[..24 * 3], at(3.0)).predicted_full_unix,
+            None,
+            "three days are too few for a date"
+        );
+    }
+
+    fn drive_points(days: i64, wear: impl Fn(f64) -> f64) -> Vec<DrivePoint> {
+        (0..=days * 24)
+            .map(|h| {
+                let d = h as f64 / 24.0;
+                // SMART reports whole percents.
+                let w = (wear(d) * 100.0).floor() / 100.0;
+                DrivePoint {
+                    t: at(d),
+                    hourly: true,
+                    wear_used_ratio: Some(Stat::one(w)),
+                    spare_ratio: None,
+                    temperature_celsius: None,
+                    host_written_bytes: Some(100e12 + 100.0 * G * d),
+                    nand_written_bytes: Some(250e12 + 250.0 * G * d),
+                    media_errors: Some(0.0),
+                    power_on_hours: Some(h as f64),
+                    discarded_bytes: None,
+                }
+            })
+            .collect()
+    }
+
+    /// Wear-out from least squares over the whole history, for comparison.
+    fn wear_least_squares(points: &[DrivePoint], now: i64) -> Option<i64> {
+        let (xs, ys): (Vec<f64>, Vec<f64>) = points
+            .iter()
+            .map(|p| (p.t as f64 / DAY, p.wear_used_ratio.unwrap().last))
+            .unzip();
+        let (slope, icept) = least_squares(&xs, &ys)?;
+        date_in(now, (1.0 - icept - slope * now as f64 / DAY) / slope)
+    }
+
+    #[test]
+    fn wear_out_on_linear_and_accelerating_series_against_least_squares() {
+        let now_day = 400.0;
+        let now = at(now_day);
+        let wear_truth = |w: &dyn Fn(f64) -> f64| {
+            (0..HORIZON_DAYS as i64 * 24)
+                .map(|h| now_day + h as f64 / 24.0)
+                .find(|&d| w(d) >= 1.0)
+                .map(at)
+        };
+        let linear = |d: f64| 0.05 + 0.001 * d;
+        let accelerating = |d: f64| 0.05 + 0.0003 * d + 0.000_002 * d * d;
+        eprintln!(
+            "{:<14} {:>12} {:>12} {:>12}",
+            "wear", "truth d", "ours err d", "LS err d"
+        );
+        for (name, w) in [
+            ("linear", &linear as &dyn Fn(f64) -> f64),
+            ("accelerating", &accelerating),
+        ] {
+            let pts = drive_points(now_day as i64, w);
+            let f = forecast_drive(&pts, now, None);
+            let t = wear_truth(w);
+            let ours = err_days(f.predicted_wear_out_unix, t);
+            let ls = err_days(wear_least_squares(&pts, now), t);
+            let horizon = (t.unwrap() - now) as f64 / DAY;
+            eprintln!("{name:<14} {horizon:>12.0} {ours:>12.1} {ls:>12.1}");
+            if name == "linear" {
+                let rate = f.wear_rate_per_day.unwrap();
+                assert!((rate - 0.001).abs() < 0.000_05, "{rate}");
+                assert!(ours <= 10.0, "{ours}");
+                assert!(ls <= 10.0, "{ls}");
+            } else {
+                assert!(ours < 0.35 * horizon, "{ours} of {horizon}");
+                assert!(ours < ls / 2.0, "ours {ours} LS {ls}");
+            }
+        }
+    }
+
+    #[test]
+    fn host_writes_write_amplification_and_endurance() {
+        let now = at(100.0);
+        let pts = drive_points(100, |_| 0.1);
+        let f = forecast_drive(
+            &pts,
+            now,
+            Some(Endurance::Tbw {
+                bytes: 200e12 - 100.0 * G * 100.0,
+            }),
+        );
+        let close = |a: Option<f64>, b: f64| (a.unwrap() - b).abs() < 1e-6 * b.abs().max(1.0);
+        assert!(close(f.host_bytes_per_day_1d, 100.0 * G), "{f:?}");
+        assert!(close(f.host_bytes_per_day_30d, 100.0 * G), "{f:?}");
+        assert!(close(f.write_amplification_1d, 2.5), "{f:?}");
+        assert!(close(f.write_amplification_30d, 2.5), "{f:?}");
+        // Written 110 TB of 190 TB: 800 days at 100 GB a day.
+        assert!(close(f.endurance_consumed_ratio, 110.0 / 190.0), "{f:?}");
+        assert_eq!(
+            f.predicted_endurance_exhausted_unix,
+            Some(now + 800 * 86_400)
+        );
+        assert_eq!(f.wear_rate_per_day, Some(0.0));
+        assert_eq!(f.predicted_wear_out_unix, None, "flat wear: no date");
+        let dwpd = Endurance::Dwpd {
+            dwpd: 1.0,
+            capacity_bytes: 3.84e12,
+            warranty_years: 5.0,
+        };
+        assert!((dwpd.rated_bytes() - 7008e12).abs() < 1e6);
+        // Exhausted already: the ratio says so, no date in the past.
+        let f = forecast_drive(&pts, now, Some(Endurance::Tbw { bytes: 50e12 }));
+        assert!(f.endurance_consumed_ratio.unwrap() > 1.0);
+        assert_eq!(f.predicted_endurance_exhausted_unix, None);
+    }
+
+    #[test]
+    fn a_counter_reset_or_missing_nand_gives_no_rate() {
+        let mut pts = drive_points(40, |_| 0.1);
+        let n = pts.len();
+        pts[n - 5].host_written_bytes = Some(1.0);
+        for p in &mut pts {
+            p.nand_written_bytes = None;
+        }
+        let f = forecast_drive(&pts, at(40.0), None);
+        assert_eq!(f.host_bytes_per_day_1d, None);
+        assert_eq!(f.host_bytes_per_day_30d, None);
+        assert_eq!(f.write_amplification_30d, None);
+    }
+
+    #[test]
+    fn theil_sen_ignores_outliers_that_pull_least_squares() {
+        let xs: Vec<f64> = (0..20).map(f64::from).collect();
+        let mut ys: Vec<f64> = xs.iter().map(|x| 3.0 * x + 1.0).collect();
+        ys[19] = -100.0;
+        ys[3] = 500.0;
+        let (s, i) = theil_sen(&xs, &ys).unwrap();
+        assert!((s - 3.0).abs() < 1e-9 && (i - 1.0).abs() < 1e-9, "{s} {i}");
+        let (ls, _) = least_squares(&xs, &ys).unwrap();
+        assert!((ls - 3.0).abs() > 1.0, "{ls}");
+        assert_eq!(theil_sen(&[1.0], &[1.0]), None);
+        assert_eq!(least_squares(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! Long-term history: an embedded SQLite store of filesystem, drive and probe records, its
+//! downsampling, and forecasts (growth, full, wear-out) computed from what it holds.
+//! It knows no collector and renders no metric: the daemon hands it plain records and reads
+//! plain series back.
+
+pub mod codec;
+pub mod forecast;
+pub mod record;
+pub mod store;
+
+pub use record::{
+    DiscardEvent, DriveId, DriveInfo, DriveKey, DrivePoint, DriveSample, FsId, FsInfo, FsKey,
+    FsPoint, FsSample, IdlePeriod, ProbeRecord, Stat,
+};
+pub use store::{Maintenance, Store, StoreError};
+
+use crate::validate::{Invalid, check_duration};
+use serde::Deserialize;
+use std::time::Duration;
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// The `history` section of the config.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryConfig {
+    pub enabled: bool,
+    /// How long samples are kept as they were taken before being rolled into hourly rows.
+    #[serde(with = "humantime_serde")]
+    pub retention_raw: Duration,
+    /// How long hourly rows, probe results, discard events and idle periods are kept.
+    #[serde(with = "humantime_serde")]
+    pub retention_hourly: Duration,
+    /// How often the daemon recomputes forecasts from the store.
+    #[serde(with = "humantime_serde")]
+    pub forecast_interval: Duration,
+    /// A series keeps at most one raw sample per this interval; samples in between are not
+    /// stored. Prometheus keeps the 15 s resolution; this store is for months and years. 50
+    /// filesystems take 8 MiB of raw rows over 14 days at 5 min (benches/history.rs), so one
+    /// sample a minute would alone take ~40 MiB of the 50 MiB budget.
+    #[serde(with = "humantime_serde")]
+    pub raw_interval: Duration,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            enabled: true,
+            retention_raw: 14 * DAY,
+            retention_hourly: 730 * DAY,
+            forecast_interval: HOUR,
+            raw_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+impl HistoryConfig {
+    pub fn validate(&self, key: &str) -> Result<(), Invalid> {
+        check_duration(
+            &format!("{key}.retention_raw"),
+            self.retention_raw,
+            HOUR,
+            90 * DAY,
+        )?;
+        // Ten years bounds every timestamp subtraction the store does with it.
+        check_duration(
+            &format!("{key}.retention_hourly"),
+            self.retention_hourly,
+            DAY,
+            3653 * DAY,
+        )?;
+        if self.retention_hourly < self.retention_raw {
+            return Err(Invalid::new(
+                format!("{key}.retention_hourly"),
+                "must be at least retention_raw (hourly rows are made from raw ones)",
+            ));
+        }
+        check_duration(
+            &format!("{key}.forecast_interval"),
+            self.forecast_interval,
+            Duration::from_secs(60),
+            DAY,
+        )?;
+        check_duration(
+            &format!("{key}.raw_interval"),
+            self.raw_interval,
+            Duration::from_secs(1),
+            HOUR,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_parse_from_an_empty_section() {
+        let c: HistoryConfig = serde_yaml_ng::from_str("{}").unwrap();
+        assert_eq!(c, HistoryConfig::default());
+        c.validate("history").unwrap();
+    }
+
+    #[test]
+    fn humantime_values_and_unknown_keys() {
+        let c: HistoryConfig =
+            serde_yaml_ng::from_str("retention_raw: 7d\nretention_hourly: 1y\n").unwrap();
+        assert_eq!(c.retention_raw, 7 * DAY);
+        c.validate("history").unwrap();
+        let e = serde_yaml_ng::from_str::<HistoryConfig>("retention: 7d\n").unwrap_err();
+        assert!(e.to_string().contains("retention"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_key() {
+        let mut c = HistoryConfig {
+            retention_raw: Duration::from_secs(60),
+            ..Default::default()
+        };
+        assert_eq!(
+            c.validate("history").unwrap_err().key,
+            "history.retention_raw"
+        );
+        c.retention_raw = 30 * DAY;
+        c.retention_hourly = 20 * DAY;
+        assert_eq!(
+            c.validate("history").unwrap_err().key,
+            "history.retention_hourly"
+        );
+        c.retention_hourly = 100 * 365 * DAY;
+        assert_eq!(
+            c.validate("history").unwrap_err().key,
+            "history.retention_hourly"
+        );
+        c.retention_hourly = 365 * DAY;
+        c.forecast_interval = Duration::ZERO;
+        assert_eq!(
+            c.validate("history").unwrap_err().key,
+            "history.forecast_interval"
+        );
+        c.forecast_interval = HOUR;
+        c.raw_interval = DAY;
+        assert_eq!(
+            c.validate("history").unwrap_err().key,
+            "history.raw_interval"
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The plain records the history store takes and gives back: no SQL, no collector types.
+//! Times are Unix seconds (UTC); sizes are bytes; ratios are 0..1.
+
+use crate::probe::ProbeKind;
+
+/// What identifies a filesystem across reboots: its mount point and, when known, its UUID.
+/// The device name is not part of it, so a remount under another device name (dm-3 becoming
+/// dm-5) continues the same series; a new UUID at the same mount point (a reformat) starts one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FsKey {
+    pub mountpoint: String,
+    pub uuid: Option<String>,
+}
+
+/// What identifies a drive: its WWN, else its serial number (with the model when known), never
+/// the kernel name (nvme0n1 and sda are reassigned at boot).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct DriveKey {
+    pub wwn: Option<String>,
+    pub serial: Option<String>,
+    pub model: Option<String>,
+}
+
+/// The store's integer id of a filesystem series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FsId(pub i64);
+
+/// The store's integer id of a drive series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DriveId(pub i64);
+
+/// One statvfs reading of a filesystem.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsSample {
+    pub key: FsKey,
+    /// The device it is mounted from now (informational; updated on every insert).
+    pub device: String,
+    pub t: i64,
+    pub size_bytes: u64,
+    pub avail_bytes: u64,
+    pub free_bytes: u64,
+    /// Unknown on filesystems without a fixed inode table (btrfs reports 0).
+    pub files_free: Option<u64>,
+}
+
+/// One SMART reading of a drive, normalized. An unknown value stays `None`, never 0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DriveSample {
+    pub key: DriveKey,
+    /// The kernel name it has now (informational; updated on every insert).
+    pub kernel_name: String,
+    pub capacity_bytes: Option<u64>,
+    pub t: i64,
+    pub wear_used_ratio: Option<f64>,
+    pub spare_ratio: Option<f64>,
+    pub host_written_bytes: Option<u64>,
+    pub nand_written_bytes: Option<u64>,
+    pub media_errors: Option<u64>,
+    pub power_on_hours: Option<u64>,
+    pub temperature_celsius: Option<f64>,
+    pub discarded_bytes: Option<u64>,
+}
+
+/// One probe kind's result with the context it ran in, kept at full resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeRecord {
+    /// The configured target directory.
+    pub target: String,
+    /// The drive the target sits on, when known.
+    pub drive: Option<DriveKey>,
+    pub t: i64,
+    pub kind: ProbeKind,
+    pub ops: u64,
+    /// Latencies are stored in whole nanoseconds.
+    pub p50_seconds: f64,
+    pub p99_seconds: f64,
+    pub max_seconds: f64,
+    pub throughput_bytes_per_second: Option<f64>,
+    /// Ratios are stored in parts per million.
+    pub fill_ratio: Option<f64>,
+    pub since_discard_seconds: Option<f64>,
+    pub idle_seconds: Option<f64>,
+    pub utilization_ratio: Option<f64>,
+    pub utilization_before_ratio: Option<f64>,
+    pub written_since_discard_bytes: Option<u64>,
+}
+
+/// A burst of discards seen on a drive: when it started and how many bytes it discarded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscardEvent {
+    pub drive: DriveKey,
+    pub t: i64,
+    pub bytes: u64,
+}
+
+/// A stretch of time in which a drive did no I/O.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdlePeriod {
+    pub drive: DriveKey,
+    pub start: i64,
+    pub seconds: u64,
+}
+
+/// Min, max, mean and last of a value over a point's span; all four equal for a raw sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stat {
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub last: f64,
+}
+
+impl Stat {
+    pub fn one(v: f64) -> Stat {
+        Stat {
+            min: v,
+            max: v,
+            mean: v,
+            last: v,
+        }
+    }
+}
+
+/// A filesystem series point: a raw sample, or an hour (`t` = the hour's start).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsPoint {
+    pub t: i64,
+    pub hourly: bool,
+    pub size: Stat,
+    pub avail: Stat,
+    pub free: Stat,
+    pub files_free: Option<Stat>,
+}
+
+/// A drive series point. Gauges carry min/max/mean/last; counters only their last value (an
+/// hour's increase is the difference of two lasts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrivePoint {
+    pub t: i64,
+    pub hourly: bool,
+    pub wear_used_ratio: Option<Stat>,
+    pub spare_ratio: Option<Stat>,
+    pub temperature_celsius: Option<Stat>,
+    pub host_written_bytes: Option<f64>,
+    pub nand_written_bytes: Option<f64>,
+    pub media_errors: Option<f64>,
+    pub power_on_hours: Option<f64>,
+    pub discarded_bytes: Option<f64>,
+}
+
+/// A filesystem series as the store knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsInfo {
+    pub id: FsId,
+    pub key: FsKey,
+    pub device: Option<String>,
+    pub first_seen: i64,
+}
+
+/// A drive series as the store knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveInfo {
+    pub id: DriveId,
+    pub key: DriveKey,
+    pub kernel_name: Option<String>,
+    pub capacity_bytes: Option<u64>,
+    pub first_seen: i64,
+}
