@@ -346,6 +346,14 @@ fn chunk_id(series: i64, day: i64) -> i64 {
         .saturating_add(day.clamp(0, MAX_DAY))
 }
 
+/// The rowids of a series' day chunks from `from`'s day to `to`'s.
+fn chunk_range(series: i64, from: i64, to: i64) -> [i64; 2] {
+    [
+        chunk_id(series, from.div_euclid(DAY)),
+        chunk_id(series, to.div_euclid(DAY)),
+    ]
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -1320,10 +1328,7 @@ impl Store {
                     kind.hourly_table(),
                 ))
                 .map_err(self.err("reading hourly rows"))?;
-            let range = [
-                chunk_id(id, from.div_euclid(DAY)),
-                chunk_id(id, to.div_euclid(DAY)),
-            ];
+            let range = chunk_range(id, from, to);
             st.query_map(range, |r| Ok((r.get(0)?, r.get(1)?)))
                 .and_then(|it| it.collect())
                 .map_err(self.err("reading hourly rows"))?
@@ -1365,8 +1370,9 @@ impl Store {
     }
 
     /// A filesystem's daily low and high of used bytes (`size - avail`) and size for the days
-    /// from `from`'s to `to`'s (whole days): what [`super::forecast::forecast_filesystem_days`] needs, read from
-    /// the day summaries and an aggregate over raw rows instead of every point. Equal to
+    /// from `from`'s to `to`'s (whole days): what
+    /// [`super::forecast::forecast_filesystem_days`] needs, read from the hourly chunks' day
+    /// summaries and `fs_raw_day` instead of every point. Equal to
     /// [`super::forecast::daily_use`] of [`Store::fs_series`] over whole days.
     pub fn fs_days(&self, fs: FsId, from: i64, to: i64) -> Result<Vec<DayUse>, StoreError> {
         let mut days: BTreeMap<i64, DayUse> = BTreeMap::new();
@@ -1378,10 +1384,7 @@ impl Store {
                  WHERE id >= ?1 AND id <= ?2 ORDER BY id",
             )
             .map_err(&e)?;
-        let range = [
-            chunk_id(fs.0, from.div_euclid(DAY)),
-            chunk_id(fs.0, to.div_euclid(DAY)),
-        ];
+        let range = chunk_range(fs.0, from, to);
         let rows = st.query_map(range, |r| {
             Ok((
                 r.get::<_, i64>(0)?,
@@ -1463,10 +1466,7 @@ impl Store {
                  WHERE id >= ?1 AND id <= ?2 ORDER BY id",
             )
             .map_err(&e)?;
-        let range = [
-            chunk_id(drive.0, from.div_euclid(DAY)),
-            chunk_id(drive.0, to.div_euclid(DAY)),
-        ];
+        let range = chunk_range(drive.0, from, to);
         let rows = st.query_map(range, |r| {
             Ok(point(r.get(0)?, true, r.get(1)?, r.get(2)?, r.get(3)?))
         });
