@@ -17,9 +17,12 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub web: WebConfig,
-    /// Where the daemon keeps state that must survive restarts (probe budgets, later history).
+    /// Where the daemon keeps state that must survive restarts (probe budgets, discard
+    /// history, the history store).
     pub state_dir: PathBuf,
     pub collectors: CollectorsConfig,
+    /// The long-term history store on the host and its forecasts.
+    pub history: crate::history::HistoryConfig,
 }
 
 impl Default for Config {
@@ -28,6 +31,7 @@ impl Default for Config {
             web: WebConfig::default(),
             state_dir: PathBuf::from("/var/lib/ssdwatch"),
             collectors: CollectorsConfig::default(),
+            history: crate::history::HistoryConfig::default(),
         }
     }
 }
@@ -140,7 +144,8 @@ impl Config {
         if !self.state_dir.is_absolute() {
             return Err(Invalid::new("state_dir", "must be an absolute path"));
         }
-        self.collectors.validate()
+        self.collectors.validate()?;
+        self.history.validate("history")
     }
 }
 

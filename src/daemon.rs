@@ -4,6 +4,7 @@ use crate::Roots;
 use crate::collector::{self, Collector, Context};
 use crate::config::Config;
 use crate::fault::Faults;
+use crate::history;
 use crate::registry::{self, BuildEnv};
 use crate::snapshot::Store;
 use crate::web::WebSetup;
@@ -49,8 +50,10 @@ pub async fn serve(
     web: WebSetup,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (collectors, ctx) = build(&config, roots, true)?;
+    let (collectors, mut ctx) = build(&config, roots, true)?;
     let store = Arc::new(Store::new());
+    let history = start_history(&config, store.clone())?;
+    ctx.history = history.as_ref().map(|(sink, _)| sink.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx.clone());
     let scheme = if web.active.tls.is_some() {
@@ -86,6 +89,12 @@ pub async fn serve(
     for t in tasks {
         let _ = tokio::time::timeout_at(deadline, t).await;
     }
+    if let Some((_, service)) = history {
+        // Flush what the collectors handed over; a store stuck on a dead disk is left behind.
+        tokio::task::spawn_blocking(move || service.stop(Duration::from_secs(2)))
+            .await
+            .ok();
+    }
     Ok(())
 }
 
@@ -120,6 +129,31 @@ pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(Strin
         h.await.context("collector task panicked")?;
     }
     Ok((store.render(), store.all_succeeded()))
+}
+
+/// The history store's thread, when `history.enabled`.
+fn start_history(
+    config: &Config,
+    store: Arc<Store>,
+) -> anyhow::Result<Option<(history::service::Sink, history::service::Service)>> {
+    if !config.history.enabled {
+        return Ok(None);
+    }
+    let rules = config
+        .history
+        .endurance
+        .iter()
+        .map(|e| e.rule())
+        .collect::<Result<Vec<_>, _>>()
+        .context("history.endurance")?;
+    let started = history::service::start(
+        config.history.clone(),
+        config.state_dir.clone(),
+        rules,
+        store,
+    )
+    .context("starting the history thread")?;
+    Ok(Some(started))
 }
 
 /// The enabled collectors and the context they share.

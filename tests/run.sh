@@ -34,8 +34,8 @@ if ! command -v cargo >/dev/null 2>&1 && [ -n "${SUDO_USER:-}" ]; then
 fi
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust 1.88+ with rustup (https://rustup.rs)" >&2; exit 2; }
 rust_minor=$(cargo --version | sed -n 's/^cargo 1\.\([0-9]*\).*/\1/p')
-if [ -z "$rust_minor" ] || [ "$rust_minor" -lt 88 ]; then
-  echo "$(command -v cargo) is $(cargo --version); ssdwatch needs Rust 1.88+ (rustup: https://rustup.rs)" >&2
+if [ -z "$rust_minor" ] || [ "$rust_minor" -lt 89 ]; then
+  echo "$(command -v cargo) is $(cargo --version); ssdwatch needs Rust 1.89+ (rustup: https://rustup.rs)" >&2
   exit 2
 fi
 

@@ -88,6 +88,7 @@ fn ctx() -> Context {
         roots: Arc::new(ssdwatch::Roots::fixture(&empty)),
         shared: Arc::new(Shared::default()),
         topology_max_age: std::time::Duration::from_secs(60),
+        history: None,
     }
 }
 

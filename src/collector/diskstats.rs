@@ -3,6 +3,8 @@
 //! Partitions are left out (their disk carries the same I/O); dm, md and loop devices are in.
 
 use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::history::service::Record;
+use crate::history::{DiscardEvent, DriveKey, IdlePeriod};
 use crate::metrics::MetricSet;
 use crate::snapshot::{DiskActivity, unix_now};
 use crate::sysfs::blockstat::{BlockStat, DeviceStat, STAT_SECTOR_BYTES, read_one};
@@ -215,6 +217,19 @@ fn identity(name: &str, topo: Option<&Topology>) -> String {
         (_, Some(s)) if !s.is_empty() => format!("serial:{s}"),
         _ => format!("name:{name}"),
     }
+}
+
+/// A physical drive's identity for the history store (WWN, serial, model from /sys); None for
+/// devices without one (dm, md, loop), whose events the history does not keep.
+fn drive_key(name: &str, topo: Option<&Topology>) -> Option<DriveKey> {
+    let d = topo?.get(name)?;
+    let nonempty = |s: &Option<String>| s.clone().filter(|v| !v.is_empty());
+    let key = DriveKey {
+        wwn: nonempty(&d.wwn),
+        serial: nonempty(&d.serial),
+        model: nonempty(&d.model),
+    };
+    (key.wwn.is_some() || key.serial.is_some()).then_some(key)
 }
 
 /// What a sample reads besides the stat files: the boot id and the fstrim timer's last run.
@@ -519,6 +534,29 @@ impl Collector for DiskstatsCollector {
                     updated_unix: now,
                 },
             );
+            // The history keeps each drive's discard bursts and idle stretches once they end.
+            if ctx.history.is_some()
+                && let (Some(p), Some(h)) = (prev, h)
+                && let Some(drive) = drive_key(&name, topo.as_deref())
+            {
+                if p.discards.burst_open
+                    && !h.discards.burst_open
+                    && let (Some((t, _)), Some(bytes)) = (p.discards.last, p.discards.burst_bytes)
+                {
+                    s.records.push(Record::Discard(DiscardEvent {
+                        drive: drive.clone(),
+                        t: t as i64,
+                        bytes,
+                    }));
+                }
+                if let (Some(start), None) = (p.idle_since, h.idle_since) {
+                    s.records.push(Record::Idle(IdlePeriod {
+                        drive,
+                        start: start as i64,
+                        seconds: (now - start).max(0.0) as u64,
+                    }));
+                }
+            }
             if let Some((h, _)) = derived {
                 if let Some((t, DiscardSource::Observed | DiscardSource::State)) = h.discards.last {
                     let record = SavedDiscards {
@@ -574,6 +612,7 @@ mod tests {
             roots: std::sync::Arc::new(crate::Roots::fixture(dir)),
             shared: Default::default(),
             topology_max_age: std::time::Duration::from_secs(60),
+            history: None,
         };
         (
             DiskstatsCollector::new(&DiskstatsConfig::default(), &dir.join("state"), true).unwrap(),

@@ -27,6 +27,8 @@ pub struct Context {
     /// topology collector's interval, so /sys/block is walked once per cycle, not once per
     /// collector.
     pub topology_max_age: Duration,
+    /// Where collectors hand records to the history store, when it is on.
+    pub history: Option<crate::history::service::Sink>,
 }
 
 impl Context {
@@ -35,6 +37,7 @@ impl Context {
             roots: Arc::new(roots),
             shared: Arc::new(Shared::default()),
             topology_max_age,
+            history: None,
         }
     }
 
@@ -65,6 +68,8 @@ impl Context {
 pub struct Sample {
     pub metrics: MetricSet,
     pub errors: Vec<ItemError>,
+    /// What the history store keeps of this sample (handed over, never waited on).
+    pub records: Vec<crate::history::service::Record>,
 }
 
 impl Sample {
@@ -101,7 +106,12 @@ pub async fn sample_once(
     let result = c.sample(ctx).await;
     let duration = start.elapsed();
     match result {
-        Ok(s) => {
+        Ok(mut s) => {
+            if let Some(h) = &ctx.history {
+                for r in s.records.drain(..) {
+                    h.send(r);
+                }
+            }
             faults.sample_failed(name, None);
             let failing = faults.items(name, &s.errors);
             store.publish(

@@ -2,11 +2,14 @@
 //! each, and turns their results into metrics. The I/O and the safety gates live in `crate::probe`.
 
 use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::history::service::Record;
+use crate::history::{DriveKey, ProbeRecord};
 use crate::metrics::MetricSet;
 use crate::probe::{
     BUCKET_COUNT, KindResult, Outcome, Placement, ProbeKind, RunContext, RunInputs, SkipReason,
     TargetConfig, run_target,
 };
+use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, check_interval};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -348,6 +351,40 @@ impl Drop for Running {
 }
 
 /// Applies a run's outcome to a target's state; returns an error for a skip worth logging.
+/// What the history store keeps of a run: each kind's figures with the run's context, and the
+/// drive it ran on by its identity (WWN, serial), not its kernel name.
+fn history_records(r: &crate::probe::RunReport, topo: Option<&Topology>) -> Vec<Record> {
+    let d = topo.and_then(|t| t.get(r.placement.device()));
+    let drive = d.map(|d| DriveKey {
+        wwn: d.wwn.clone().filter(|s| !s.is_empty()),
+        serial: d.serial.clone().filter(|s| !s.is_empty()),
+        model: d.model.clone().filter(|s| !s.is_empty()),
+    });
+    let c = &r.context;
+    r.results
+        .iter()
+        .map(|k| {
+            Record::Probe(ProbeRecord {
+                target: r.target.to_string_lossy().into_owned(),
+                drive: drive.clone(),
+                t: r.started_unix as i64,
+                kind: k.probe,
+                ops: k.ops as u64,
+                p50_seconds: k.p50_seconds.unwrap_or(k.max_seconds),
+                p99_seconds: k.p99_seconds.unwrap_or(k.max_seconds),
+                max_seconds: k.max_seconds,
+                throughput_bytes_per_second: k.throughput_bytes_per_second,
+                fill_ratio: c.fill_ratio,
+                since_discard_seconds: c.since_discard_seconds,
+                idle_seconds: c.idle_seconds,
+                utilization_ratio: c.utilization_ratio,
+                utilization_before_ratio: c.utilization_before_ratio,
+                written_since_discard_bytes: c.written_since_discard_bytes,
+            })
+        })
+        .collect()
+}
+
 fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
     match o {
         Outcome::Ran(r) => {
@@ -414,6 +451,7 @@ impl Collector for ProbeCollector {
         } else {
             None
         };
+        let mut records = Vec::new();
         for i in 0..self.targets.len() {
             let now = Instant::now();
             if self.targets[i].next_due > now {
@@ -447,7 +485,7 @@ impl Collector for ProbeCollector {
             let cfg = t.cfg.clone();
             let roots = ctx.roots.clone();
             let shared = ctx.shared.clone();
-            let topology = topology.clone();
+            let run_topology = topology.clone();
             let state_dir = self.state_dir.clone();
             let busy_window = self.busy_window;
             let running = t.running.clone();
@@ -461,7 +499,7 @@ impl Collector for ProbeCollector {
                         roots: &roots,
                         state_dir: &state_dir,
                         shared: Some(&shared),
-                        topology,
+                        topology: run_topology,
                         kinds,
                         busy_window,
                         hand: false,
@@ -477,10 +515,11 @@ impl Collector for ProbeCollector {
             }
             match tokio::time::timeout(t.cfg.timeout, rx).await {
                 Ok(Ok(o)) => {
-                    if let Outcome::Ran(r) = &o
-                        && r.results.iter().any(|k| k.probe == ProbeKind::SeqWrite)
-                    {
-                        t.last_seq = Some(now);
+                    if let Outcome::Ran(r) = &o {
+                        if r.results.iter().any(|k| k.probe == ProbeKind::SeqWrite) {
+                            t.last_seq = Some(now);
+                        }
+                        records.extend(history_records(r, topology.as_deref()));
                     }
                     if let Some(e) = apply(t, o) {
                         errors.push(e);
@@ -502,6 +541,7 @@ impl Collector for ProbeCollector {
         Ok(Sample {
             metrics: self.render(),
             errors,
+            records,
         })
     }
 }

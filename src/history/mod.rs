@@ -6,6 +6,7 @@
 pub mod codec;
 pub mod forecast;
 pub mod record;
+pub mod service;
 pub mod store;
 
 pub use record::{
@@ -41,6 +42,67 @@ pub struct HistoryConfig {
     /// sample a minute would alone take ~40 MiB of the 50 MiB budget.
     #[serde(with = "humantime_serde")]
     pub raw_interval: Duration,
+    /// How often queued records are committed (one transaction each time): fewer, larger
+    /// writes are kinder to the drive being watched.
+    #[serde(with = "humantime_serde")]
+    pub flush_interval: Duration,
+    /// Rated endurance per drive model, for the endurance-used share and its date.
+    pub endurance: Vec<EnduranceConfig>,
+}
+
+/// One `history.endurance` entry: a model pattern and its rating, as TBW or as DWPD over the
+/// warranty (from the vendor's data sheet).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EnduranceConfig {
+    /// A regular expression searched in the drive's model (`^SAMSUNG MZQL2`).
+    pub models: String,
+    /// Rated terabytes written, in bytes.
+    #[serde(default)]
+    pub tbw_bytes: Option<u64>,
+    /// Rated drive writes per day...
+    #[serde(default)]
+    pub dwpd: Option<f64>,
+    /// ...over this many years of warranty.
+    #[serde(default)]
+    pub warranty_years: Option<f64>,
+}
+
+impl EnduranceConfig {
+    fn validate(&self, key: &str) -> Result<(), Invalid> {
+        regex::Regex::new(&self.models).map_err(|e| {
+            Invalid::new(
+                format!("{key}.models"),
+                format!("bad regular expression {:?}: {e}", self.models),
+            )
+        })?;
+        match (self.tbw_bytes, self.dwpd, self.warranty_years) {
+            (Some(b), None, None) if b > 0 => Ok(()),
+            (None, Some(d), Some(y)) if d > 0.0 && d <= 100.0 && y > 0.0 && y <= 20.0 => Ok(()),
+            _ => Err(Invalid::new(
+                key,
+                "give tbw_bytes (> 0), or dwpd (0..100] with warranty_years (0..20]",
+            )),
+        }
+    }
+
+    /// The compiled rule for the service.
+    pub fn rule(&self) -> Result<service::EnduranceRule, regex::Error> {
+        let rating = match (self.tbw_bytes, self.dwpd, self.warranty_years) {
+            (Some(b), _, _) => service::Rating::Tbw { bytes: b as f64 },
+            (None, Some(dwpd), Some(warranty_years)) => service::Rating::Dwpd {
+                dwpd,
+                warranty_years,
+            },
+            _ => service::Rating::Tbw {
+                bytes: f64::INFINITY,
+            },
+        };
+        Ok(service::EnduranceRule {
+            model: regex::Regex::new(&self.models)?,
+            rating,
+        })
+    }
 }
 
 impl Default for HistoryConfig {
@@ -51,6 +113,8 @@ impl Default for HistoryConfig {
             retention_hourly: 730 * DAY,
             forecast_interval: HOUR,
             raw_interval: Duration::from_secs(300),
+            flush_interval: Duration::from_secs(60),
+            endurance: Vec::new(),
         }
     }
 }
@@ -87,7 +151,17 @@ impl HistoryConfig {
             self.raw_interval,
             Duration::from_secs(1),
             HOUR,
-        )
+        )?;
+        check_duration(
+            &format!("{key}.flush_interval"),
+            self.flush_interval,
+            Duration::from_secs(1),
+            Duration::from_secs(600),
+        )?;
+        for (i, e) in self.endurance.iter().enumerate() {
+            e.validate(&format!("{key}.endurance[{i}]"))?;
+        }
+        Ok(())
     }
 }
 

@@ -7,8 +7,11 @@ pub mod thresholds;
 pub mod untrimmed;
 
 use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::history::service::Record;
+use crate::history::{FsKey, FsSample};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::read_mountinfo;
+use crate::snapshot::unix_now;
 use crate::statfs::StatSource;
 use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError};
 use crate::sysfs::topology::Topology;
@@ -192,8 +195,14 @@ impl Collector for FilesystemCollector {
         }
         let source = self.source.clone().unwrap_or(StatSource::Kernel);
         let roots = ctx.roots.clone();
-        // /proc is in-memory and does not hang, unlike statvfs: a plain blocking task.
-        let table = tokio::task::spawn_blocking(move || read_mountinfo(&roots.proc)).await??;
+        // /proc is in-memory and does not hang, unlike statvfs: a plain blocking task. So is
+        // /dev/disk/by-uuid (udev's links), which gives the filesystem UUIDs the history keys on.
+        let (table, uuids) = tokio::task::spawn_blocking(move || {
+            let table = read_mountinfo(&roots.proc)?;
+            let uuids = fs_uuids(&roots.in_rootfs(std::path::Path::new("/dev/disk/by-uuid")));
+            Ok::<_, crate::procfs::mountinfo::ReadError>((table, uuids))
+        })
+        .await??;
         // A bad line is a fault of the table, not of a mount: one item, the file.
         let path = table.path.display().to_string();
         let mut errors: Vec<ItemError> = table
@@ -238,6 +247,20 @@ impl Collector for FilesystemCollector {
                 .remove(&m.info.mount_point)
                 .unwrap_or(StatResult::NotStarted);
             if let StatResult::Done(Ok(st)) = &r {
+                if ctx.history.is_some() {
+                    s.records.push(Record::Fs(FsSample {
+                        key: FsKey {
+                            mountpoint: m.info.mount_point.clone(),
+                            uuid: m.device.as_ref().and_then(|d| uuids.get(d).cloned()),
+                        },
+                        device: m.device.clone().unwrap_or_else(|| m.info.source.clone()),
+                        t: unix_now() as i64,
+                        size_bytes: st.size_bytes(),
+                        avail_bytes: st.avail_bytes(),
+                        free_bytes: st.free_bytes(),
+                        files_free: (st.files > 0).then_some(st.ffree),
+                    }));
+                }
                 // The newest discard any drive under the filesystem received (diskstats).
                 let newest = m.device.as_deref().and_then(|d| {
                     topo.physical_drives(d)
@@ -277,6 +300,22 @@ impl Collector for FilesystemCollector {
         s.errors = errors;
         Ok(s)
     }
+}
+
+/// Filesystem UUIDs by the kernel name of the device they are on, from udev's
+/// `/dev/disk/by-uuid` links; empty where there is none (a container without /dev, a fixture).
+fn fs_uuids(dir: &std::path::Path) -> std::collections::HashMap<String, String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let target = std::fs::read_link(e.path()).ok()?;
+            let dev = target.file_name()?.to_str()?.to_string();
+            Some((dev, e.file_name().to_str()?.to_string()))
+        })
+        .collect()
 }
 
 /// The low-space thresholds of one mount point, one series per severity.
@@ -482,6 +521,7 @@ mod tests {
             roots: Arc::new(roots),
             shared: Arc::new(crate::snapshot::Shared::default()),
             topology_max_age: std::time::Duration::from_secs(60),
+            history: None,
         };
         let mut c = FilesystemCollector::new(&cfg).unwrap();
         c.sample(&ctx).await.unwrap()

@@ -12,6 +12,8 @@ pub use drive::waf_over_window;
 pub use runner::smartctl_args;
 
 use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::history::service::Record;
+use crate::history::{DriveKey, DriveSample};
 use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
 use crate::validate::{Invalid, check_duration, check_interval};
@@ -334,8 +336,40 @@ impl Collector for SmartCollector {
             let every = |protocol: Option<&str>| self.cfg.class_interval(protocol, kind);
             let st = self.drives.entry(label.clone()).or_default();
             let prev = std::mem::take(st);
-            let step = drive::step(prev, &run, outcome, Instant::now(), unix_now(), &every);
+            let run_unix = unix_now();
+            let step = drive::step(prev, &run, outcome, Instant::now(), run_unix, &every);
             *st = step.state;
+            // A fresh reading goes to the history store, keyed by the drive's identity.
+            if ctx.history.is_some()
+                && st.last_ok_unix == Some(run_unix)
+                && let Some(h) = &st.last
+            {
+                let serial = h
+                    .serial
+                    .clone()
+                    .or_else(|| target.and_then(|t| t.serial.clone()));
+                let wwn = target.and_then(|t| t.wwn.clone()).or_else(|| h.wwn.clone());
+                if serial.is_some() || wwn.is_some() {
+                    sample.records.push(Record::Drive(DriveSample {
+                        key: DriveKey {
+                            wwn,
+                            serial,
+                            model: h.model.clone(),
+                        },
+                        kernel_name: label.clone(),
+                        capacity_bytes: h.capacity_bytes,
+                        t: run_unix as i64,
+                        wear_used_ratio: h.wear_used_ratio,
+                        spare_ratio: h.spare_available_ratio,
+                        host_written_bytes: h.host_written_bytes,
+                        nand_written_bytes: h.nand_written_bytes,
+                        media_errors: h.media_errors,
+                        power_on_hours: h.power_on_seconds.map(|s| s / 3600),
+                        temperature_celsius: h.temperature_celsius,
+                        discarded_bytes: None,
+                    }));
+                }
+            }
             // The solid-state decision (topology collector) trusts the drive's own word.
             if let Some(rpm) = st.last.as_ref().and_then(|h| h.rotation_rate_rpm) {
                 ctx.shared.set_rotation_rate(&label, rpm);

@@ -1,0 +1,450 @@
+//! The history store in the running daemon: one thread that takes the records collectors hand
+//! over (never blocking them: a full queue drops and counts), writes them in one transaction a
+//! minute, downsamples hourly, recomputes forecasts every `forecast_interval`, and publishes
+//! them with its own health as the `history` collector. A store that can't be opened or written
+//! (a read-only or full state directory) is an error of this collector only.
+
+use super::forecast::{Endurance, forecast_drive, forecast_filesystem_days};
+use super::{DiscardEvent, DriveSample, FsSample, HistoryConfig, IdlePeriod, ProbeRecord, Store};
+use crate::metrics::MetricSet;
+use crate::snapshot::{Published, Store as Snapshot, unix_now};
+use regex::Regex;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The collector name the history publishes its health and forecasts under.
+pub const NAME: &str = "history";
+
+/// Records waiting to be written; beyond this a record is dropped (and counted) rather than
+/// making a collector wait.
+const QUEUE: usize = 20_000;
+/// Downsampling and retention this often.
+const MAINTAIN_EVERY: Duration = Duration::from_secs(3600);
+/// A store that could not be opened is tried again this often.
+const REOPEN_EVERY: Duration = Duration::from_secs(60);
+const DAY: i64 = 86_400;
+
+/// One thing a collector saw that the history keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Fs(FsSample),
+    Drive(DriveSample),
+    Probe(ProbeRecord),
+    Discard(DiscardEvent),
+    Idle(IdlePeriod),
+}
+
+/// The collectors' end of the queue: cheap to clone, never blocks.
+#[derive(Clone, Debug)]
+pub struct Sink {
+    tx: SyncSender<Record>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Sink {
+    /// Hands a record over; when the queue is full it is dropped and counted.
+    pub fn send(&self, r: Record) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(r) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A drive model's rated endurance, from the config (`history.endurance`).
+#[derive(Debug, Clone)]
+pub struct EnduranceRule {
+    pub model: Regex,
+    pub rating: Rating,
+}
+
+/// How a rating is given.
+#[derive(Debug, Clone, Copy)]
+pub enum Rating {
+    Tbw { bytes: f64 },
+    Dwpd { dwpd: f64, warranty_years: f64 },
+}
+
+/// The running history: stop it to flush and end the thread.
+pub struct Service {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Service {
+    /// Flushes what is queued and ends the thread (waits at most `deadline`).
+    pub fn stop(mut self, deadline: Duration) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let until = Instant::now() + deadline;
+            while !t.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Starts the history thread; records go in through the returned sink.
+pub fn start(
+    cfg: HistoryConfig,
+    state_dir: PathBuf,
+    endurance: Vec<EnduranceRule>,
+    snapshot: Arc<Snapshot>,
+) -> std::io::Result<(Sink, Service)> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    snapshot.register(NAME);
+    let mut w = Worker {
+        cfg,
+        state_dir,
+        endurance,
+        snapshot,
+        dropped: dropped.clone(),
+        stop: stop.clone(),
+        store: None,
+        next_open: Instant::now(),
+        written: 0,
+        errors: Mutex::new(Vec::new()),
+        forecasts: MetricSet::new(),
+        last_write_unix: None,
+        last_ok: None,
+    };
+    let thread = std::thread::Builder::new()
+        .name("ssdwatch-history".into())
+        .spawn(move || w.run(rx))?;
+    Ok((
+        Sink { tx, dropped },
+        Service {
+            stop,
+            thread: Some(thread),
+        },
+    ))
+}
+
+struct Worker {
+    cfg: HistoryConfig,
+    state_dir: PathBuf,
+    endurance: Vec<EnduranceRule>,
+    snapshot: Arc<Snapshot>,
+    dropped: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    store: Option<Store>,
+    next_open: Instant,
+    written: u64,
+    /// Errors since the last publish (each also logged when it starts and clears).
+    errors: Mutex<Vec<String>>,
+    forecasts: MetricSet,
+    last_write_unix: Option<f64>,
+    /// Whether the last open/write/maintenance succeeded.
+    last_ok: Option<bool>,
+}
+
+impl Worker {
+    fn run(&mut self, rx: Receiver<Record>) {
+        let mut batch = Vec::new();
+        let flush_every = self.cfg.flush_interval;
+        let mut next_flush = Instant::now() + flush_every;
+        let mut next_maintain = Instant::now() + Duration::from_secs(120);
+        let mut next_forecast =
+            Instant::now() + self.cfg.forecast_interval.min(Duration::from_secs(30));
+        let mut faults = crate::fault::Faults::default();
+        self.ensure_open();
+        self.publish(&mut faults, Duration::ZERO);
+        loop {
+            let stopping = self.stop.load(Ordering::Acquire);
+            match rx.recv_timeout(Duration::from_millis(500)) {
+                Ok(r) => {
+                    batch.push(r);
+                    // Drain what is queued without waiting.
+                    while let Ok(r) = rx.try_recv() {
+                        batch.push(r);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {}
+            }
+            let now = Instant::now();
+            let mut worked = false;
+            let t0 = Instant::now();
+            if now >= next_flush || stopping || batch.len() >= QUEUE / 2 {
+                self.ensure_open();
+                if !batch.is_empty() {
+                    self.write(&mut batch);
+                }
+                next_flush = now + flush_every;
+                worked = true;
+            }
+            if now >= next_maintain {
+                self.maintain();
+                next_maintain = now + MAINTAIN_EVERY;
+                worked = true;
+            }
+            if now >= next_forecast {
+                self.forecast();
+                next_forecast = now + self.cfg.forecast_interval;
+                worked = true;
+            }
+            if worked {
+                self.publish(&mut faults, t0.elapsed());
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    fn error(&mut self, e: impl std::fmt::Display) {
+        self.errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(e.to_string());
+        self.last_ok = Some(false);
+    }
+
+    fn ensure_open(&mut self) {
+        if self.store.is_some() || Instant::now() < self.next_open {
+            return;
+        }
+        self.next_open = Instant::now() + REOPEN_EVERY;
+        match Store::open_or_recover(&self.state_dir, &self.cfg, unix_now() as i64) {
+            Ok((store, aside)) => {
+                if let Some(p) = aside {
+                    tracing::error!(
+                        "history store {} was damaged: moved aside to {}; a new store starts",
+                        store.path().display(),
+                        p.display()
+                    );
+                }
+                self.store = Some(store);
+                self.last_ok = Some(true);
+            }
+            Err(e) => self.error(format!("{e} (history not kept; retried every minute)")),
+        }
+    }
+
+    fn write(&mut self, batch: &mut Vec<Record>) {
+        let Some(store) = self.store.as_mut() else {
+            // Not open: what can't be written is dropped, and counted.
+            self.dropped
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            batch.clear();
+            return;
+        };
+        let (mut fs, mut drives, mut probes, mut discards, mut idle) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for r in batch.drain(..) {
+            match r {
+                Record::Fs(s) => fs.push(s),
+                Record::Drive(s) => drives.push(s),
+                Record::Probe(p) => probes.push(p),
+                Record::Discard(d) => discards.push(d),
+                Record::Idle(i) => idle.push(i),
+            }
+        }
+        let n = (fs.len() + drives.len() + probes.len() + discards.len() + idle.len()) as u64;
+        let result = store
+            .record_fs(&fs)
+            .and_then(|_| store.record_drives(&drives))
+            .and_then(|_| store.record_probes(&probes))
+            .and_then(|_| store.record_discards(&discards))
+            .and_then(|_| store.record_idle(&idle));
+        match result {
+            Ok(()) => {
+                self.written += n;
+                self.last_write_unix = Some(unix_now());
+                self.last_ok = Some(true);
+            }
+            Err(e) => {
+                self.dropped.fetch_add(n, Ordering::Relaxed);
+                let corrupt = e.is_corrupt();
+                self.error(e);
+                if corrupt {
+                    // Reopen: open_or_recover moves the damaged file aside.
+                    self.store = None;
+                    self.next_open = Instant::now();
+                }
+            }
+        }
+    }
+
+    fn maintain(&mut self) {
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        if let Err(e) = store.downsample(unix_now() as i64) {
+            self.error(e);
+        }
+    }
+
+    fn forecast(&mut self) {
+        let Some(store) = self.store.as_ref() else {
+            return;
+        };
+        let now = unix_now() as i64;
+        let mut m = MetricSet::new();
+        let result = (|| -> Result<(), super::StoreError> {
+            for f in store.filesystems()? {
+                let days = store.fs_days(f.id, now - 60 * DAY, now)?;
+                // Only filesystems seen in the last two days: an old mount point has no future.
+                if days.last().is_none_or(|d| d.day * DAY < now - 2 * DAY) {
+                    continue;
+                }
+                let fc = forecast_filesystem_days(&days, now);
+                let dev = f.device.clone().unwrap_or_default();
+                let l = [
+                    ("mountpoint", f.key.mountpoint.as_str()),
+                    ("device", dev.as_str()),
+                ];
+                for (window, v) in [
+                    ("7d", fc.growth_7d_bytes_per_day),
+                    ("30d", fc.growth_30d_bytes_per_day),
+                ] {
+                    m.gauge(
+                        "ssdwatch_filesystem_growth_bytes_per_day",
+                        "Growth of used bytes a day over the window, a robust slope (Theil-Sen) of daily low points since the last big drop; from the daemon's history.",
+                    )
+                    .push_opt(&[l[0], l[1], ("window", window)], v);
+                }
+                m.gauge(
+                    "ssdwatch_filesystem_predicted_full_timestamp_seconds",
+                    "When the filesystem is predicted full (Unix time), from the daemon's history; absent when it is flat, shrinking or too new to tell.",
+                )
+                .push_opt(&l, fc.predicted_full_unix.map(|t| t as f64));
+            }
+            for d in store.drives()? {
+                let pts = store.drive_days(d.id, 0, now)?;
+                // Only drives seen in the last two days.
+                if pts.last().is_none_or(|p| p.t < now - 2 * DAY) {
+                    continue;
+                }
+                let endurance = self.rating(d.key.model.as_deref(), d.capacity_bytes);
+                let fc = forecast_drive(&pts, now, endurance);
+                let dev = d.kernel_name.clone().unwrap_or_default();
+                let serial = d.key.serial.clone().unwrap_or_default();
+                let wwn = d.key.wwn.clone().unwrap_or_default();
+                let l = [
+                    ("device", dev.as_str()),
+                    ("serial", serial.as_str()),
+                    ("wwn", wwn.as_str()),
+                ];
+                m.gauge(
+                    "ssdwatch_device_wear_rate_ratio_per_day",
+                    "Rated endurance used a day (wear ratio per day) over the recent window, from the daemon's history.",
+                )
+                .push_opt(&l, fc.wear_rate_per_day);
+                m.gauge(
+                    "ssdwatch_device_predicted_wearout_timestamp_seconds",
+                    "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the daemon's history.",
+                )
+                .push_opt(&l, fc.predicted_wear_out_unix.map(|t| t as f64));
+                for (window, v) in [
+                    ("1d", fc.host_bytes_per_day_1d),
+                    ("30d", fc.host_bytes_per_day_30d),
+                ] {
+                    m.gauge(
+                        "ssdwatch_device_host_written_bytes_per_day",
+                        "Bytes the host wrote to the drive a day over the window, from the daemon's history.",
+                    )
+                    .push_opt(&[l[0], l[1], l[2], ("window", window)], v);
+                }
+                for (window, v) in [
+                    ("1d", fc.write_amplification_1d),
+                    ("30d", fc.write_amplification_30d),
+                ] {
+                    m.gauge(
+                        "ssdwatch_device_recent_write_amplification_ratio",
+                        "NAND bytes / host bytes written over the window, from the daemon's history (drives that report NAND writes).",
+                    )
+                    .push_opt(&[l[0], l[1], l[2], ("window", window)], v);
+                }
+                m.gauge(
+                    "ssdwatch_device_endurance_used_ratio",
+                    "Share of the rated endurance (history.endurance in the config: TBW, or DWPD over the warranty) the host has written.",
+                )
+                .push_opt(&l, fc.endurance_consumed_ratio);
+                m.gauge(
+                    "ssdwatch_device_predicted_endurance_timestamp_seconds",
+                    "When the host's writes are predicted to reach the rated endurance (Unix time).",
+                )
+                .push_opt(&l, fc.predicted_endurance_exhausted_unix.map(|t| t as f64));
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => self.forecasts = m,
+            Err(e) => self.error(e),
+        }
+    }
+
+    fn rating(&self, model: Option<&str>, capacity: Option<u64>) -> Option<Endurance> {
+        let model = model?;
+        let rule = self.endurance.iter().find(|r| r.model.is_match(model))?;
+        Some(match rule.rating {
+            Rating::Tbw { bytes } => Endurance::Tbw { bytes },
+            Rating::Dwpd {
+                dwpd,
+                warranty_years,
+            } => Endurance::Dwpd {
+                dwpd,
+                capacity_bytes: capacity? as f64,
+                warranty_years,
+            },
+        })
+    }
+
+    fn publish(&mut self, faults: &mut crate::fault::Faults, took: Duration) {
+        let errors: Vec<String> =
+            std::mem::take(&mut *self.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        let items: Vec<crate::fault::ItemError> = errors
+            .iter()
+            .map(|e| {
+                crate::fault::ItemError::new(
+                    self.state_dir.join("history.db").display().to_string(),
+                    e.clone(),
+                )
+            })
+            .collect();
+        let failing = faults.items(NAME, &items);
+        let mut m = self.forecasts.clone();
+        let size = self.store.as_ref().and_then(|s| s.size_bytes().ok());
+        m.gauge(
+            "ssdwatch_history_store_bytes",
+            "Size of the history store (state_dir/history.db and its WAL).",
+        )
+        .push_opt(&[], size.map(|b| b as f64));
+        m.counter(
+            "ssdwatch_history_records_written_total",
+            "Records the history store has written since the daemon started.",
+        )
+        .push(&[], self.written as f64);
+        m.counter(
+            "ssdwatch_history_records_dropped_total",
+            "Records not kept: the queue was full, or the store could not be opened or written.",
+        )
+        .push(&[], self.dropped.load(Ordering::Relaxed) as f64);
+        m.gauge(
+            "ssdwatch_history_last_write_timestamp_seconds",
+            "When the history store last committed records (Unix time).",
+        )
+        .push_opt(&[], self.last_write_unix);
+        let ok = self.last_ok != Some(false) && self.store.is_some();
+        self.snapshot.publish(
+            NAME,
+            Published {
+                metrics: ok.then_some(m),
+                duration: took,
+                errors: errors.len() as u64,
+                failing_items: failing,
+            },
+        );
+        if ok {
+            self.last_ok = Some(true);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The history store inside the running daemon, on this machine's real filesystems: it keeps
+//! what the collectors see (readable with the store's own API while the daemon writes), reports
+//! its health as the `history` collector, and a state directory it can't write or a damaged
+//! file costs the history only: every other collector goes on.
+
+// Tests build configs field by field from the defaults; that reads better than one literal.
+#![allow(clippy::field_reassign_with_default)]
+
+mod support;
+
+use ssdwatch::config::Config;
+use ssdwatch::history::Store;
+use std::time::Duration;
+use support::*;
+
+fn config(state_dir: &std::path::Path) -> Config {
+    let mut c = Config::default();
+    c.state_dir = state_dir.to_path_buf();
+    c.collectors.smart.enabled = false;
+    c.collectors.probe.enabled = false;
+    c.collectors.filesystem.interval = Duration::from_secs(1);
+    c.collectors.diskstats.interval = Duration::from_secs(1);
+    c.history.flush_interval = Duration::from_secs(1);
+    c.history.raw_interval = Duration::from_secs(1);
+    c
+}
+
+fn success(m: &str, collector: &str) -> Option<f64> {
+    value(
+        m,
+        &format!("ssdwatch_collector_success{{collector=\"{collector}\"}}"),
+    )
+}
+
+#[test]
+fn the_daemon_keeps_the_filesystems_it_sees_in_its_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(config(dir.path()), ssdwatch::Roots::default());
+    let m = daemon.wait_metrics("records written", Duration::from_secs(20), |m| {
+        value(m, "ssdwatch_history_records_written_total").is_some_and(|n| n > 0.0)
+    });
+    assert_eq!(success(&m, "history"), Some(1.0), "{m}");
+    assert!(value(&m, "ssdwatch_history_store_bytes").is_some_and(|b| b > 0.0));
+    // Read while the daemon writes (WAL: readers never block the writer).
+    let store = Store::open(dir.path(), &Default::default()).expect("open the store");
+    let fs = store.filesystems().unwrap();
+    assert!(
+        fs.iter().any(|f| f.key.mountpoint == "/"),
+        "the root filesystem is kept: {fs:?}"
+    );
+    let root = fs.iter().find(|f| f.key.mountpoint == "/").unwrap();
+    let points = store.fs_series(root.id, 0, i64::MAX).unwrap();
+    assert!(!points.is_empty());
+    assert!(points.iter().all(|p| p.size.last > 0.0));
+}
+
+#[test]
+fn a_state_dir_that_cannot_be_written_costs_only_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory under a regular file can't be made, root or not.
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    let daemon = Daemon::start(config(&file.join("state")), ssdwatch::Roots::default());
+    let m = daemon.wait_metrics("the history to report", Duration::from_secs(20), |m| {
+        success(m, "history") == Some(0.0) && success(m, "filesystem") == Some(1.0)
+    });
+    assert!(
+        value(&m, "ssdwatch_collector_errors_total{collector=\"history\"}")
+            .is_some_and(|n| n >= 1.0),
+        "{m}"
+    );
+    assert!(
+        m.contains("ssdwatch_filesystem_size_bytes{mountpoint=\"/\""),
+        "{m}"
+    );
+    assert_eq!(daemon.get("/-/healthy").trim(), "OK");
+}
+
+#[test]
+fn a_damaged_store_is_moved_aside_and_a_new_one_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("history.db"), vec![0x5a; 64 << 10]).unwrap();
+    let daemon = Daemon::start(config(dir.path()), ssdwatch::Roots::default());
+    let m = daemon.wait_metrics("a new store", Duration::from_secs(20), |m| {
+        value(m, "ssdwatch_history_records_written_total").is_some_and(|n| n > 0.0)
+    });
+    assert_eq!(success(&m, "history"), Some(1.0), "{m}");
+    let aside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("history.db.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+}
