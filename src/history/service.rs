@@ -42,9 +42,16 @@ pub enum Record {
 pub struct Sink {
     tx: SyncSender<Record>,
     dropped: Arc<AtomicU64>,
+    raw_interval: Duration,
 }
 
 impl Sink {
+    /// The store keeps at most one raw sample per series this often: a collector sampling
+    /// faster sends no more than that (the queue, and the daemon's memory, stay small).
+    pub fn raw_interval(&self) -> Duration {
+        self.raw_interval
+    }
+
     /// Hands a record over; when the queue is full it is dropped and counted.
     pub fn send(&self, r: Record) {
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(r) {
@@ -97,6 +104,7 @@ pub fn start(
     snapshot: Arc<Snapshot>,
 ) -> std::io::Result<(Sink, Service)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+    let raw_interval = cfg.raw_interval;
     let dropped = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     snapshot.register(NAME);
@@ -119,7 +127,11 @@ pub fn start(
         .name("ssdwatch-history".into())
         .spawn(move || w.run(rx))?;
     Ok((
-        Sink { tx, dropped },
+        Sink {
+            tx,
+            dropped,
+            raw_interval,
+        },
         Service {
             stop,
             thread: Some(thread),

@@ -572,6 +572,11 @@ impl Store {
         self.conn
             .pragma_update(None, "synchronous", "NORMAL")
             .map_err(e("setting synchronous"))?;
+        // A small page cache (512 KiB, SQLite's default is 2 MiB): the daemon writes once a
+        // minute and reads for a forecast once an hour; its memory matters more than the I/O.
+        self.conn
+            .pragma_update(None, "cache_size", -512)
+            .map_err(e("setting the cache size"))?;
         self.conn
             .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(e("setting busy timeout"))?;

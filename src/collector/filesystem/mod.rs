@@ -158,6 +158,8 @@ pub struct FilesystemCollector {
     guard: StatGuard,
     source: Option<StatSource>,
     thresholds: thresholds::Compiled,
+    /// Per mount point: when a sample last went to the history store.
+    history_sent: std::collections::HashMap<String, f64>,
     /// Per mount point: the "freed but not trimmed" estimate's state.
     untrimmed: std::collections::HashMap<String, untrimmed::Untrimmed>,
 }
@@ -172,6 +174,7 @@ impl FilesystemCollector {
             guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS),
             source: None,
             untrimmed: Default::default(),
+            history_sent: Default::default(),
             thresholds: cfg.alert_thresholds.compile()?,
         })
     }
@@ -247,14 +250,21 @@ impl Collector for FilesystemCollector {
                 .remove(&m.info.mount_point)
                 .unwrap_or(StatResult::NotStarted);
             if let StatResult::Done(Ok(st)) = &r {
-                if ctx.history.is_some() {
+                let now_unix = unix_now();
+                let due = ctx.history.as_ref().is_some_and(|h| {
+                    self.history_sent
+                        .get(&m.info.mount_point)
+                        .is_none_or(|t| now_unix - t >= h.raw_interval().as_secs_f64())
+                });
+                if due {
+                    self.history_sent.insert(m.info.mount_point.clone(), now_unix);
                     s.records.push(Record::Fs(FsSample {
                         key: FsKey {
                             mountpoint: m.info.mount_point.clone(),
                             uuid: m.device.as_ref().and_then(|d| uuids.get(d).cloned()),
                         },
                         device: m.device.clone().unwrap_or_else(|| m.info.source.clone()),
-                        t: unix_now() as i64,
+                        t: now_unix as i64,
                         size_bytes: st.size_bytes(),
                         avail_bytes: st.avail_bytes(),
                         free_bytes: st.free_bytes(),
@@ -297,6 +307,8 @@ impl Collector for FilesystemCollector {
             }
         }
         self.untrimmed = untrimmed;
+        self.history_sent
+            .retain(|mp, _| selected.iter().any(|m| &m.info.mount_point == mp));
         s.errors = errors;
         Ok(s)
     }
