@@ -11,7 +11,6 @@ mod support;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// NVMe SMART data units are thousands of 512-byte sectors.
@@ -22,32 +21,7 @@ const MOUNTS: [&str; 3] = ["/mnt/nvme", "/mnt/sata", "/mnt/virtio"];
 /// `SSDWATCH_VM_RESULTS=DIR` checks the results a previous run left in DIR instead of booting.
 fn guest() -> &'static Path {
     static RESULTS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let r = RESULTS.get_or_init(|| {
-        if let Some(dir) = std::env::var_os("SSDWATCH_VM_RESULTS") {
-            return Ok(PathBuf::from(dir));
-        }
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vm-e2e");
-        let _ = std::fs::remove_dir_all(&out);
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/run.sh");
-        let status = Command::new(&script)
-            .arg(env!("CARGO_BIN_EXE_ssdwatch"))
-            .arg(&out)
-            .status()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        match status.code() {
-            Some(0) => Ok(out),
-            Some(77) => Err(format!(
-                "{} found a prerequisite missing (see its message above)",
-                script.display()
-            )),
-            _ => Err(format!(
-                "{} failed ({status}); console log: {}",
-                script.display(),
-                out.join("console.log").display()
-            )),
-        }
-    });
-    match r {
+    match RESULTS.get_or_init(|| support::run_guest("run.sh", "SSDWATCH_VM_RESULTS", "vm-e2e")) {
         Ok(p) => p,
         Err(e) => panic!("the end-to-end guest did not run: {e}"),
     }

@@ -21,32 +21,9 @@ const SLOWDOWN: f64 = 5.0;
 
 fn guest() -> &'static Path {
     static RESULTS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let r = RESULTS.get_or_init(|| {
-        if let Some(dir) = std::env::var_os("SSDWATCH_VM_DEGRADE_RESULTS") {
-            return Ok(PathBuf::from(dir));
-        }
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vm-degrade");
-        let _ = std::fs::remove_dir_all(&out);
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/degrade.sh");
-        let status = Command::new(&script)
-            .arg(env!("CARGO_BIN_EXE_ssdwatch"))
-            .arg(&out)
-            .status()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        match status.code() {
-            Some(0) => Ok(out),
-            Some(77) => Err(format!(
-                "{} found a prerequisite missing (see its message above)",
-                script.display()
-            )),
-            _ => Err(format!(
-                "{} failed ({status}); console log: {}",
-                script.display(),
-                out.join("console.log").display()
-            )),
-        }
-    });
-    match r {
+    match RESULTS.get_or_init(|| {
+        support::run_guest("degrade.sh", "SSDWATCH_VM_DEGRADE_RESULTS", "vm-degrade")
+    }) {
         Ok(p) => p,
         Err(e) => panic!("the degradation guest did not run: {e}"),
     }

@@ -527,3 +527,34 @@ pub fn assert_promtool_clean(what: &str, text: &str) {
         "{what}: promtool check metrics complains:\n{said}"
     );
 }
+
+/// Runs a QEMU guest script once (`tests/vm/<script>` BINARY OUT) and returns where it left its
+/// results, or why not; `results_env` names a variable that points at the results of an earlier
+/// run instead (no boot).
+pub fn run_guest(script: &str, results_env: &str, out_name: &str) -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os(results_env) {
+        return Ok(PathBuf::from(dir));
+    }
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(out_name);
+    let _ = std::fs::remove_dir_all(&out);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/vm")
+        .join(script);
+    let status = Command::new(&script)
+        .arg(env!("CARGO_BIN_EXE_ssdwatch"))
+        .arg(&out)
+        .status()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    match status.code() {
+        Some(0) => Ok(out),
+        Some(77) => Err(format!(
+            "{} found a prerequisite missing (see its message above)",
+            script.display()
+        )),
+        _ => Err(format!(
+            "{} failed ({status}); console log: {}",
+            script.display(),
+            out.join("console.log").display()
+        )),
+    }
+}

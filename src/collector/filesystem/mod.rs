@@ -257,7 +257,8 @@ impl Collector for FilesystemCollector {
                         .is_none_or(|t| now_unix - t >= h.raw_interval().as_secs_f64())
                 });
                 if due {
-                    self.history_sent.insert(m.info.mount_point.clone(), now_unix);
+                    self.history_sent
+                        .insert(m.info.mount_point.clone(), now_unix);
                     s.records.push(Record::Fs(FsSample {
                         key: FsKey {
                             mountpoint: m.info.mount_point.clone(),
