@@ -374,3 +374,69 @@ fn the_fleet_dashboard_reads_no_raw_history() {
         assert!(!e.contains('['), "fleet query over a range: {e}");
     }
 }
+
+/// One definition of fill: on this machine's root filesystem, as `ssdwatch sample` reads it,
+/// the `ssdwatch:filesystem_used_ratio` rule (evaluated by promtool) and the daemon's own
+/// `FsStat::fill_ratio` (what the probe context reports) give the same figure.
+#[test]
+fn the_fill_rule_and_the_daemon_agree_on_the_same_filesystem() {
+    if !require_cmd("fill rule vs daemon", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n  probe:\n    enabled: false\n",
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ssdwatch"))
+        .args(["--log.level=error", "--config"])
+        .arg(&cfg)
+        .arg("sample")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let series = |name: &str| -> (String, f64) {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{mountpoint=\"/\",")))
+            .unwrap_or_else(|| panic!("no {name} for / in:\n{text}"));
+        let (labels, v) = line.rsplit_once(' ').unwrap();
+        (labels[name.len()..].to_string(), v.parse().unwrap())
+    };
+    let (labels, size) = series("ssdwatch_filesystem_size_bytes");
+    let (_, free) = series("ssdwatch_filesystem_free_bytes");
+    let (_, avail) = series("ssdwatch_filesystem_avail_bytes");
+    // The daemon's definition, on the same numbers (statvfs gives blocks of frsize; 1 here).
+    let daemon = ssdwatch::statfs::FsStat {
+        frsize: 1,
+        blocks: size as u64,
+        bfree: free as u64,
+        bavail: avail as u64,
+        ..Default::default()
+    }
+    .fill_ratio()
+    .expect("a root filesystem has a size");
+    let inner = labels.trim_start_matches('{').trim_end_matches('}');
+    let test = format!(
+        "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n\
+         \x20     - series: 'ssdwatch_filesystem_size_bytes{{{inner}}}'\n        values: '{size}x5'\n\
+         \x20     - series: 'ssdwatch_filesystem_free_bytes{{{inner}}}'\n        values: '{free}x5'\n\
+         \x20     - series: 'ssdwatch_filesystem_avail_bytes{{{inner}}}'\n        values: '{avail}x5'\n\
+         \x20   promql_expr_test:\n      - expr: ssdwatch:filesystem_used_ratio\n        eval_time: 2m\n\
+         \x20       exp_samples:\n          - labels: 'ssdwatch:filesystem_used_ratio{{{inner}}}'\n\
+         \x20           value: {daemon:e}\n",
+        rules = rule_files()[0].display(),
+    );
+    let file = dir.path().join("fill.test.yml");
+    std::fs::write(&file, test).unwrap();
+    let (ok, out) = promtool(&["test", "rules", file.to_str().unwrap()]);
+    assert!(
+        ok,
+        "the rule and the daemon disagree (daemon {daemon}):\n{out}"
+    );
+}
