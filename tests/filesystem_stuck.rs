@@ -12,6 +12,9 @@ use ssdwatch::config::Config;
 use std::time::{Duration, Instant};
 use support::*;
 
+/// The tests here count the whole test process's threads: they must not run side by side.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Root, /dev/fuse and fusepy, or a skip saying which is missing.
 fn fuse_available(test: &str) -> bool {
     if !require_root(test) {
@@ -37,6 +40,7 @@ fn fuse_available(test: &str) -> bool {
 /// collector's health counts them.
 #[test]
 fn forty_hung_fuse_mounts_never_hide_the_healthy_filesystem() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !fuse_available("forty hung FUSE mounts") {
         return;
     }
@@ -110,6 +114,7 @@ fn forty_hung_fuse_mounts_never_hide_the_healthy_filesystem() {
 
 #[test]
 fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !fuse_available("hung FUSE mount") {
         return;
     }
