@@ -361,21 +361,32 @@ def degradation():
         # is first published with the configured path and no device, until it is resolved).
         return f"max by (instance, mountpoint) ({metric}{{{ctx}}})"
 
-    # Recovery around events, over the dashboard's range: runs are found by their start time
-    # (last_run_timestamp), and `@ end()` pins what the event is to the end of the range, so
-    # each query is one pass over the range at the rule evaluation interval (finer than probe
-    # intervals). `runs` is the run shown at each step; a run's p50 is read where it is shown.
+    # Recovery around events, over the dashboard's range, at the rule evaluation interval
+    # (finer than probe intervals). A run is known by its start time (last_run_timestamp) and
+    # its p50 is read at the steps where it is the run shown; `@ end()` pins the event to the
+    # latest one in the range. (Prometheus does not evaluate a subquery `@ end()` nested in
+    # another subquery, so "the run right after" is found in one pass, below.)
     runs = f"ssdwatch_probe_last_run_timestamp_seconds{{{ctx}}}"
     discard = f'max by (instance, device) (ssdwatch_disk_last_discard_timestamp_seconds{{instance="$instance", source="observed"}} @ end())'
-    first_after_trim = f"min_over_time(({runs} >= on (instance, device) group_left {discard})[$__range:] @ end())"
-    last_before_trim = f"max_over_time(({runs} < on (instance, device) group_left {discard})[$__range:] @ end())"
+    # The last run before the discard: the latest step whose run started before it.
+    before_trim = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} < on (instance, device) group_left {discard}))[$__range:])"
+    # The first run after it: the earliest step whose run started after it. Prometheus has no
+    # first_over_time, so each such step's key is its p50 (capped below 16 s) minus 16 × the
+    # tenths of seconds from the discard to the run's start: the largest key is the earliest
+    # run (runs start at least 0.5 s apart), and its p50 is the key modulo 16.
+    after_key = f"max_over_time((clamp_max({p50}, 15) - on (instance, mountpoint) group_left () (16 * floor(10 * (({runs} - on (instance, device) group_left {discard}) >= 0))))[$__range:])"
+    after_trim = f"((({after_key}) % 16) + 16) % 16"
+    # Idle: the latest rest at least half as long as the longest one a run saw in the range
+    # (probe context idle_seconds). The run after it has that idle context; the run before it
+    # is the one shown while the drive's own idle time had reached half the longest, excluding
+    # the latest run (a rest still going on has no run after it yet).
     idle = f"ssdwatch_probe_context_idle_seconds{{{ctx}}}"
-    longest_idle = f"max_over_time({idle}[$__range] @ end())"
-    after_idle = f"max_over_time(({runs} and ({idle} == {longest_idle}))[$__range:] @ end())"
-    before_idle = f"max_over_time(({runs} < {after_idle})[$__range:] @ end())"
-
-    def p50_of(run):
-        return f"last_over_time(({p50} and on (instance, mountpoint) ({runs} == {run}))[$__range:])"
+    half_longest = f"0.5 * max_over_time({idle}[$__range] @ end())"
+    after_idle_sel = f"({idle} >= {half_longest})"
+    after_idle = f"last_over_time(({p50} and on (instance, mountpoint) {after_idle_sel})[$__range:])"
+    idle_len = f"last_over_time({after_idle_sel}[$__range:])"
+    before_idle = (f"last_over_time(({p50} and on (instance, mountpoint) ({runs} < {runs} @ end())"
+                   f" and on (instance, device) (ssdwatch_disk_idle_seconds{{instance=\"$instance\"}} >= on (instance, device) group_left max by (instance, device) ({half_longest})))[$__range:])")
 
     L.row("Probe latency and its context")
     L.add(timeseries("Probe latency per run with fill ratio",
@@ -400,20 +411,20 @@ def degradation():
     L.row("Recovery around events: the latest TRIM and the longest idle period in the range")
     L.add(stat("Latency after the latest TRIM / before it",
                "Per probe: p50 of the first run that started after the drive's latest observed discard (ssdwatch_disk_last_discard_timestamp_seconds{source=\"observed\"}) divided by the p50 of the last run that started before it. Below 1: the TRIM helped. Runs in the dashboard's time range only.",
-               targets((f"{p50_of(first_after_trim)} / {p50_of(last_before_trim)}", "{{probe}} {{mountpoint}}"), instant=True), unit="short", decimals=2,
+               targets((f"{after_trim} / {before_trim}", "{{probe}} {{mountpoint}}"), instant=True), unit="short", decimals=2,
                thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.9}, {"color": "red", "value": 1.1}]), w=8)
     L.add(table("Latest TRIM: last run before, first run after",
                 "Per probe: p50 of the last run that started before the drive's latest observed discard, and of the first run that started after it, with the discard's time. The runs are found by their start times, not by a clock window, so the first run after is compared however long it came after the discard.",
-                targets((p50_of(last_before_trim), "{{probe}} {{mountpoint}} before"),
-                        (p50_of(first_after_trim), "{{probe}} {{mountpoint}} after"),
+                targets((before_trim, "{{probe}} {{mountpoint}} before"),
+                        (after_trim, "{{probe}} {{mountpoint}} after"),
                         instant=True, fmt="table"),
                 unit="s", hide=("Time", "__name__", "instance", "job", "quantile"), rename={"Value #A": "p50 last run before", "Value #B": "p50 first run after"}), w=8)
-    L.add(table("Longest idle period: last run before, the run after",
-                "Per probe: the run that followed the longest rest of the drive in the time range (its probe context ssdwatch_probe_context_idle_seconds, shown as idle before), its p50, and the p50 of the run before it. An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
-                targets((p50_of(before_idle), "{{probe}} {{mountpoint}} before"),
-                        (p50_of(after_idle), "{{probe}} {{mountpoint}} after"),
-                        # The idle length on each probe's row (same labels as the p50s, so the rows merge).
-                        (f"{p50_of(after_idle)} * 0 + on (instance, mountpoint) group_left max by (instance, mountpoint) ({longest_idle})", "{{probe}} {{mountpoint}} idle before"),
+    L.add(table("Idle recovery: last run before a long rest, the run after",
+                "Per probe: the latest rest of the drive in the time range at least half as long as the longest one a run saw (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run after it and of the run before it (the one shown while the drive's idle time, ssdwatch_disk_idle_seconds, had reached that). An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
+                targets((before_idle, "{{probe}} {{mountpoint}} before"),
+                        (after_idle, "{{probe}} {{mountpoint}} after"),
+                        # The rest's length on each probe's row (same labels as the p50s, so the rows merge).
+                        (f"{after_idle} * 0 + on (instance, mountpoint) group_left max by (instance, mountpoint) ({idle_len})", "{{probe}} {{mountpoint}} idle before"),
                         instant=True, fmt="table"),
                 unit="s", hide=("Time", "__name__", "instance", "job", "quantile"),
                 rename={"Value #A": "p50 run before", "Value #B": "p50 run after", "Value #C": "idle before (s)"}), w=8)
