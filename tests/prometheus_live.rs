@@ -63,7 +63,8 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
 const NOT_FILLING: &str = "only filling filesystems appear; nothing here fills steadily for hours";
 /// The probe context's idle time exists only for a run that a diskstats sample saw resting.
 const NO_REST: &str = "needs a rest of the loop device between two probe runs that a diskstats \
-     sample saw; the probes here run every second, so it rests only by chance";
+     sample saw, with Prometheus holding two scrapes of the runs by then; the probes here run \
+     every second, so the drive rests only by chance (mostly in the first seconds)";
 const NO_WEAR_TREND: &str = "needs wear to grow over days of SMART samples";
 
 /// A child process killed (and reaped) when the test ends, also on panic.
@@ -912,6 +913,12 @@ fn the_degradation_dashboard_tells_the_story(
         ))
         .expect("longest idle");
     let rest = by_probe(&instant(idle_t, "idle before"));
+    let idles = points(
+        &series(&format!(
+            r#"ssdwatch_probe_context_idle_seconds{{mountpoint="{mp}"}}"#
+        )),
+        &[],
+    );
     match longest.first().map(val) {
         Some(longest) if !rest.is_empty() => {
             let (ib, ia) = (
@@ -924,15 +931,26 @@ fn the_degradation_dashboard_tells_the_story(
                     r >= 0.5 * longest && r <= longest,
                     "{idle_t}: {k} rest {r} s, longest {longest} s"
                 );
-                assert!(
-                    ia.contains_key(k),
-                    "{idle_t}: {k}: no run after the rest: {ia:?}"
+                // The run that saw this rest, and the run shown right before it.
+                let p50 = points(&p50s, &[("probe", k)]);
+                let at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
+                let seen = |t: f64| idles.iter().any(|(it, v)| *it == t && *v == r);
+                let i = runs
+                    .iter()
+                    .rposition(|(t, _)| seen(*t))
+                    .expect("a run with that idle time");
+                let run = runs[i].1;
+                let first = runs.iter().position(|(_, v)| *v == run).unwrap();
+                let prev = first.checked_sub(1).map(|j| runs[j].0);
+                assert_eq!(
+                    ia.get(k).copied(),
+                    at(runs[i].0),
+                    "{idle_t}: {k}: the run after the rest"
                 );
-                // The run before shows only if a scrape caught the drive's idle time that long.
-                eprintln!(
-                    "{idle_t}: {k}: before {:?}, after {:?}, rest {r} s",
-                    ib.get(k),
-                    ia.get(k)
+                assert_eq!(
+                    ib.get(k).copied(),
+                    prev.and_then(at),
+                    "{idle_t}: {k}: the run before the rest"
                 );
             }
         }

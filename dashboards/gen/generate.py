@@ -377,16 +377,16 @@ def degradation():
     after_key = f"max_over_time((clamp_max({p50}, 15) - on (instance, mountpoint) group_left () (16 * floor(10 * (({runs} - on (instance, device) group_left {discard}) >= 0))))[$__range:])"
     after_trim = f"((({after_key}) % 16) + 16) % 16"
     # Idle: the latest rest at least half as long as the longest one a run saw in the range
-    # (probe context idle_seconds). The run after it has that idle context; the run before it
-    # is the one shown while the drive's own idle time had reached half the longest, excluding
-    # the latest run (a rest still going on has no run after it yet).
+    # (probe context idle_seconds), read at the first step that shows the run after it: there
+    # the last two scrapes in a $__rate_interval window are the run before the rest and the run
+    # after it, so idelta gives the one from the other. Where no step fell between those two
+    # scrapes the table says nothing rather than pairing the wrong runs.
     idle = f"ssdwatch_probe_context_idle_seconds{{{ctx}}}"
     half_longest = f"0.5 * max_over_time({idle}[$__range] @ end())"
-    after_idle_sel = f"({idle} >= {half_longest})"
-    after_idle = f"last_over_time(({p50} and on (instance, mountpoint) {after_idle_sel})[$__range:])"
-    idle_len = f"last_over_time({after_idle_sel}[$__range:])"
-    before_idle = (f"last_over_time(({p50} and on (instance, mountpoint) ({runs} < {runs} @ end())"
-                   f" and on (instance, device) (ssdwatch_disk_idle_seconds{{instance=\"$instance\"}} >= on (instance, device) group_left max by (instance, device) ({half_longest})))[$__range:])")
+    after_rest = f"(({idle} >= {half_longest}) and (idelta({runs}[$__rate_interval]) > 0))"
+    after_idle = f"last_over_time(({p50} and on (instance, mountpoint) {after_rest})[$__range:])"
+    before_idle = f"last_over_time((({p50} - idelta({p50}[$__rate_interval])) and on (instance, mountpoint) {after_rest})[$__range:])"
+    idle_len = f"last_over_time(({idle} and {after_rest})[$__range:])"
 
     L.row("Probe latency and its context")
     L.add(timeseries("Probe latency per run with fill ratio",
@@ -420,7 +420,7 @@ def degradation():
                         instant=True, fmt="table"),
                 unit="s", hide=("Time", "__name__", "instance", "job", "quantile"), rename={"Value #A": "p50 last run before", "Value #B": "p50 first run after"}), w=8)
     L.add(table("Idle recovery: last run before a long rest, the run after",
-                "Per probe: the latest rest of the drive in the time range at least half as long as the longest one a run saw (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run after it and of the run before it (the one shown while the drive's idle time, ssdwatch_disk_idle_seconds, had reached that). An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
+                "Per probe: the latest rest of the drive in the time range at least half as long as the longest one a run saw (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run right after it and of the run right before it. An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
                 targets((before_idle, "{{probe}} {{mountpoint}} before"),
                         (after_idle, "{{probe}} {{mountpoint}} after"),
                         # The rest's length on each probe's row (same labels as the p50s, so the rows merge).
