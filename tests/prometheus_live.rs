@@ -35,11 +35,6 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
         "needs a drive idle for 10 minutes",
     ),
     (
-        "ssdwatch-degradation.json",
-        "Idle recovery: last run before a long rest, the run after",
-        NO_REST,
-    ),
-    (
         "ssdwatch-fleet.json",
         "Soonest predicted full (days)",
         NOT_FILLING,
@@ -61,10 +56,6 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     ),
 ];
 const NOT_FILLING: &str = "only filling filesystems appear; nothing here fills steadily for hours";
-/// The probe context's idle time exists only for a run that a diskstats sample saw resting.
-const NO_REST: &str = "needs a rest of the loop device between two probe runs that a diskstats \
-     sample saw, with Prometheus holding two scrapes of the runs by then; the probes here run \
-     every second, so the drive rests only by chance (mostly in the first seconds)";
 const NO_WEAR_TREND: &str = "needs wear to grow over days of SMART samples";
 
 /// A child process killed (and reaped) when the test ends, also on panic.
@@ -389,7 +380,9 @@ fn fake_smartctl(repo: &Path, work: &Path) -> PathBuf {
     bin
 }
 
-fn write_config(path: &Path, port: u16, state: &Path, mp: &str, smartctl: &Path) {
+/// `mp` is probed every second (every kind); `quiet` every 3 s with two kinds, so its drive rests
+/// between runs and the runs carry an idle time.
+fn write_config(path: &Path, port: u16, state: &Path, mp: &str, quiet: &str, smartctl: &Path) {
     let mut f = std::fs::File::create(path).expect("config");
     write!(
         f,
@@ -403,7 +396,7 @@ collectors:
     interval: 1s
   filesystem:
     interval: 1s
-    mount_points_include: '^(/|{mp_re})$'
+    mount_points_include: '^(/|{mp_re}|{quiet_re})$'
   smart:
     smartctl_path: {smartctl}
     discover: false
@@ -426,9 +419,20 @@ collectors:
         busy_threshold: 1.0
         free_floor_ratio: 0.01
         free_floor_bytes: 8388608
+      - path: {quiet}
+        interval: 3s
+        kinds: [sync_write_4k, rand_read_4k]
+        write_ops: 8
+        read_ops: 16
+        file_size_bytes: 4194304
+        budget_bytes_per_day: 1073741824
+        busy_threshold: 1.0
+        free_floor_ratio: 0.01
+        free_floor_bytes: 4194304
 "#,
         state = state.display(),
         mp_re = regex::escape(mp),
+        quiet_re = regex::escape(quiet),
         smartctl = smartctl.display(),
     )
     .expect("writing config");
@@ -447,6 +451,9 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     let fs = LoopFs::new(256);
     let dev = fs.kernel_name();
     let mp = fs.mp().to_string();
+    // A second filesystem, probed every 3 s: its drive rests between runs (the idle story).
+    let quiet_fs = LoopFs::new(64);
+    let quiet = quiet_fs.mp().to_string();
     // Garbage for fstrim: 32 MiB written and flushed now, deleted once the daemon watches, so
     // the dashboards see a delete that is not yet trimmed, then the fstrim.
     {
@@ -462,7 +469,14 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     let port = free_port();
     let cfg = work.path().join("ssdwatch.yaml");
     let smartctl = fake_smartctl(&repo, work.path());
-    write_config(&cfg, port, &work.path().join("state"), &mp, &smartctl);
+    write_config(
+        &cfg,
+        port,
+        &work.path().join("state"),
+        &mp,
+        &quiet,
+        &smartctl,
+    );
     let mut daemon = Proc::spawn(
         "ssdwatch",
         Command::new(env!("CARGO_BIN_EXE_ssdwatch")).args([
@@ -558,6 +572,13 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         &format!(
             r#"ssdwatch_probe_context_since_discard_seconds{{mountpoint="{mp}"}} < 60
                and on (mountpoint) count_over_time(ssdwatch_probe_runs_total{{mountpoint="{mp}"}}[1m]) >= 3"#
+        ),
+        Duration::from_secs(30),
+    );
+    prom.wait_for(
+        "runs after a rest on the quiet filesystem",
+        &format!(
+            r#"count_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}[1m]) >= 2"#
         ),
         Duration::from_secs(30),
     );
@@ -726,7 +747,16 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         failures.join("\n")
     );
     let (qs, vars, range) = degradation.expect("the degradation dashboard");
-    the_degradation_dashboard_tells_the_story(&prom, &qs, &vars, &range, &mp, &dev, prom_started);
+    the_degradation_dashboard_tells_the_story(
+        &prom,
+        &qs,
+        &vars,
+        &range,
+        &mp,
+        &quiet,
+        &dev,
+        prom_started,
+    );
 
     // The alert rules are loaded and evaluated without errors.
     let (_, rules_json) = get(&format!("{}/api/v1/rules", prom.base)).expect("rules API");
@@ -772,6 +802,7 @@ fn the_degradation_dashboard_tells_the_story(
     vars: &[(String, Vec<String>)],
     range: &str,
     mp: &str,
+    quiet: &str,
     dev: &str,
     start: f64,
 ) {
@@ -907,54 +938,87 @@ fn the_degradation_dashboard_tells_the_story(
     // Idle: the run after the rest saw at least half the longest idle time of any run, and
     // both runs are there for every kind.
     let idle_t = "Idle recovery: last run before a long rest, the run after";
+    let quiet_kinds = ["rand_read_4k", "sync_write_4k"];
+    let on_quiet: Vec<(String, Vec<String>)> = vars
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "mountpoint" => (k.clone(), vec![quiet.to_string()]),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    let quiet_table = |legend: &str| -> BTreeMap<String, f64> {
+        let e = substitute(&target(qs, idle_t, legend).expr, &on_quiet, range);
+        prom.query(&e)
+            .unwrap_or_else(|err| panic!("{idle_t}: {err}\n{e}"))
+            .iter()
+            .filter(|s| s["metric"]["mountpoint"] == quiet)
+            .map(|s| {
+                (
+                    s["metric"]["probe"].as_str().unwrap_or("").to_string(),
+                    val(s),
+                )
+            })
+            .collect()
+    };
     let longest = prom
         .query(&format!(
-            r#"max(max_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{mp}"}}[{range}]))"#
+            r#"max(max_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}[{range}]))"#
         ))
         .expect("longest idle");
-    let rest = by_probe(&instant(idle_t, "idle before"));
-    let idles = points(
+    let longest = longest
+        .first()
+        .map(val)
+        .expect("runs after a rest on the quiet filesystem");
+    let rest = quiet_table("idle before");
+    let (ib, ia) = (quiet_table("before"), quiet_table("after"));
+    let quiet_runs = points(
         &series(&format!(
-            r#"ssdwatch_probe_context_idle_seconds{{mountpoint="{mp}"}}"#
+            r#"ssdwatch_probe_last_run_timestamp_seconds{{mountpoint="{quiet}"}}"#
         )),
         &[],
     );
-    match longest.first().map(val) {
-        Some(longest) if !rest.is_empty() => {
-            let (ib, ia) = (
-                by_probe(&instant(idle_t, "before")),
-                by_probe(&instant(idle_t, "after")),
-            );
-            for k in &kinds {
-                let r = rest.get(k).copied().unwrap_or(f64::NAN);
-                assert!(
-                    r >= 0.5 * longest && r <= longest,
-                    "{idle_t}: {k} rest {r} s, longest {longest} s"
-                );
-                // The run that saw this rest, and the run shown right before it.
-                let p50 = points(&p50s, &[("probe", k)]);
-                let at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
-                let seen = |t: f64| idles.iter().any(|(it, v)| *it == t && *v == r);
-                let i = runs
-                    .iter()
-                    .rposition(|(t, _)| seen(*t))
-                    .expect("a run with that idle time");
-                let run = runs[i].1;
-                let first = runs.iter().position(|(_, v)| *v == run).unwrap();
-                let prev = first.checked_sub(1).map(|j| runs[j].0);
-                assert_eq!(
-                    ia.get(k).copied(),
-                    at(runs[i].0),
-                    "{idle_t}: {k}: the run after the rest"
-                );
-                assert_eq!(
-                    ib.get(k).copied(),
-                    prev.and_then(at),
-                    "{idle_t}: {k}: the run before the rest"
-                );
-            }
-        }
-        _ => eprintln!("{idle_t}: no rest seen ({NO_REST})"),
+    let idles = points(
+        &series(&format!(
+            r#"ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}"#
+        )),
+        &[],
+    );
+    let quiet_p50s = series(&format!(
+        r#"ssdwatch_probe_last_latency_seconds{{mountpoint="{quiet}", quantile="0.5"}}"#
+    ));
+    for k in quiet_kinds {
+        let r = rest.get(k).copied().unwrap_or(f64::NAN);
+        assert!(
+            r >= 0.5 * longest && r <= longest,
+            "{idle_t}: {k} rest {r} s, longest {longest} s ({rest:?})"
+        );
+        // The run that saw this rest, and the run shown right before it.
+        let p50 = points(&quiet_p50s, &[("probe", k)]);
+        let at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
+        let seen = |t: f64| idles.iter().any(|(it, v)| *it == t && *v == r);
+        let i = quiet_runs
+            .iter()
+            .rposition(|(t, _)| seen(*t))
+            .expect("a run with that idle time");
+        let run = quiet_runs[i].1;
+        let first = quiet_runs.iter().position(|(_, v)| *v == run).unwrap();
+        let prev = first.checked_sub(1).map(|j| quiet_runs[j].0);
+        eprintln!(
+            "{idle_t}: {k}: rest {r} s, before {:?}, after {:?}",
+            ib.get(k),
+            ia.get(k)
+        );
+        assert_eq!(
+            ia.get(k).copied(),
+            at(quiet_runs[i].0),
+            "{idle_t}: {k}: the run after the rest"
+        );
+        // p50 after minus the step between the two scrapes: exact to float rounding.
+        let (got, want) = (ib.get(k).copied(), prev.and_then(at));
+        assert!(
+            matches!((got, want), (Some(g), Some(w)) if (g - w).abs() <= 1e-9 * w),
+            "{idle_t}: {k}: the run before the rest: {got:?}, want {want:?}"
+        );
     }
 
     // The fill view: runs while the 32 MiB were deleted and not trimmed are their own series,
