@@ -313,6 +313,20 @@ fn substitute(expr: &str, vars: &[(String, Vec<String>)], range: &str) -> String
     s
 }
 
+/// The variables with `name` set to `value` alone (a repeated panel, or one target looked at).
+fn with_value(
+    vars: &[(String, Vec<String>)],
+    name: &str,
+    value: &str,
+) -> Vec<(String, Vec<String>)> {
+    vars.iter()
+        .map(|(k, v)| match k == name {
+            true => (k.clone(), vec![value.to_string()]),
+            false => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
 /// A legend as Grafana renders it for one series: `{{label}}` replaced by the label's value.
 fn render_legend(legend: &str, metric: &Json) -> String {
     let re = regex::Regex::new(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}").unwrap();
@@ -640,13 +654,10 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
                 None => vec![None],
             };
             for value in repeats {
-                let vs: Vec<(String, Vec<String>)> = vars
-                    .iter()
-                    .map(|(k, vals)| match (&q.repeat, &value) {
-                        (Some(r), Some(v)) if r == k => (k.clone(), vec![v.clone()]),
-                        _ => (k.clone(), vals.clone()),
-                    })
-                    .collect();
+                let vs = match (&q.repeat, &value) {
+                    (Some(r), Some(v)) => with_value(&vars, r, v),
+                    _ => vars.clone(),
+                };
                 let e = substitute(&q.expr, &vs, &range);
                 evaluated += 1;
                 // Annotations are range queries over the dashboard's window (here: since the
@@ -747,16 +758,13 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         failures.join("\n")
     );
     let (qs, vars, range) = degradation.expect("the degradation dashboard");
-    the_degradation_dashboard_tells_the_story(
-        &prom,
-        &qs,
-        &vars,
-        &range,
-        &mp,
-        &quiet,
-        &dev,
-        prom_started,
-    );
+    let story = Story {
+        mp: &mp,
+        quiet: &quiet,
+        dev: &dev,
+        start: prom_started,
+    };
+    the_degradation_dashboard_tells_the_story(&prom, &qs, &vars, &range, &story);
 
     // The alert rules are loaded and evaluated without errors.
     let (_, rules_json) = get(&format!("{}/api/v1/rules", prom.base)).expect("rules API");
@@ -794,6 +802,17 @@ fn points(r: &[Json], want: &[(&str, &str)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+const LAST_LATENCY: &str = "ssdwatch_probe_last_latency_seconds";
+
+/// What the live run did: `mp` probed every second, deleted from and trimmed; `quiet` probed
+/// every 3 s; `dev` the drive under `mp`; Prometheus up since `start`.
+struct Story<'a> {
+    mp: &'a str,
+    quiet: &'a str,
+    dev: &'a str,
+    start: f64,
+}
+
 /// The degradation dashboard's pictures against what happened on the loop filesystem: four
 /// probe kinds ran all along, 32 MiB were deleted, then fstrim ran.
 fn the_degradation_dashboard_tells_the_story(
@@ -801,11 +820,14 @@ fn the_degradation_dashboard_tells_the_story(
     qs: &[Query],
     vars: &[(String, Vec<String>)],
     range: &str,
-    mp: &str,
-    quiet: &str,
-    dev: &str,
-    start: f64,
+    story: &Story,
 ) {
+    let Story {
+        mp,
+        quiet,
+        dev,
+        start,
+    } = *story;
     let kinds = BTreeSet::from([
         "rand_read_4k".to_string(),
         "rand_write_4k".to_string(),
@@ -825,13 +847,7 @@ fn the_degradation_dashboard_tells_the_story(
     );
     assert!(var("mountpoint").contains(&mp.to_string()), "$mountpoint");
     // The repeated XY panels are looked at for this target alone.
-    let one: Vec<(String, Vec<String>)> = vars
-        .iter()
-        .map(|(k, v)| match k.as_str() {
-            "mountpoint" => (k.clone(), vec![mp.to_string()]),
-            _ => (k.clone(), v.clone()),
-        })
-        .collect();
+    let one = with_value(vars, "mountpoint", mp);
     let instant = |title: &str, legend: &str| -> Vec<Json> {
         let e = substitute(&target(qs, title, legend).expr, &one, range);
         prom.query(&e)
@@ -881,15 +897,15 @@ fn the_degradation_dashboard_tells_the_story(
         prom.query_range(e, start, end)
             .unwrap_or_else(|err| panic!("{e}: {err}"))
     };
+    // A per-run gauge of one target, every second of the run.
+    let of = |metric: &str, target: &str, more: &str| {
+        series(&format!(r#"{metric}{{mountpoint="{target}"{more}}}"#))
+    };
     let runs = points(
-        &series(&format!(
-            r#"ssdwatch_probe_last_run_timestamp_seconds{{mountpoint="{mp}"}}"#
-        )),
+        &of("ssdwatch_probe_last_run_timestamp_seconds", mp, ""),
         &[],
     );
-    let p50s = series(&format!(
-        r#"ssdwatch_probe_last_latency_seconds{{mountpoint="{mp}", quantile="0.5"}}"#
-    ));
+    let p50s = of(LAST_LATENCY, mp, r#", quantile="0.5""#);
     let before = instant("Latest TRIM: last run before, first run after", "before");
     let after = instant("Latest TRIM: last run before, first run after", "after");
     let ratio = instant("Latency after the latest TRIM / before it", "{{probe}}");
@@ -939,13 +955,7 @@ fn the_degradation_dashboard_tells_the_story(
     // both runs are there for every kind.
     let idle_t = "Idle recovery: last run before a long rest, the run after";
     let quiet_kinds = ["rand_read_4k", "sync_write_4k"];
-    let on_quiet: Vec<(String, Vec<String>)> = vars
-        .iter()
-        .map(|(k, v)| match k.as_str() {
-            "mountpoint" => (k.clone(), vec![quiet.to_string()]),
-            _ => (k.clone(), v.clone()),
-        })
-        .collect();
+    let on_quiet = with_value(vars, "mountpoint", quiet);
     let quiet_table = |legend: &str| -> BTreeMap<String, f64> {
         let e = substitute(&target(qs, idle_t, legend).expr, &on_quiet, range);
         prom.query(&e)
@@ -972,20 +982,11 @@ fn the_degradation_dashboard_tells_the_story(
     let rest = quiet_table("idle before");
     let (ib, ia) = (quiet_table("before"), quiet_table("after"));
     let quiet_runs = points(
-        &series(&format!(
-            r#"ssdwatch_probe_last_run_timestamp_seconds{{mountpoint="{quiet}"}}"#
-        )),
+        &of("ssdwatch_probe_last_run_timestamp_seconds", quiet, ""),
         &[],
     );
-    let idles = points(
-        &series(&format!(
-            r#"ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}"#
-        )),
-        &[],
-    );
-    let quiet_p50s = series(&format!(
-        r#"ssdwatch_probe_last_latency_seconds{{mountpoint="{quiet}", quantile="0.5"}}"#
-    ));
+    let idles = points(&of("ssdwatch_probe_context_idle_seconds", quiet, ""), &[]);
+    let quiet_p50s = of(LAST_LATENCY, quiet, r#", quantile="0.5""#);
     for k in quiet_kinds {
         let r = rest.get(k).copied().unwrap_or(f64::NAN);
         assert!(
