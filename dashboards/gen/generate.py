@@ -114,7 +114,9 @@ def stat(title, desc, tgts, unit="short", thresholds=None, decimals=None):
     }
 
 
-def table(title, desc, tgts, unit="short", sort_by=None, desc_sort=True, hide=("Time",)):
+def table(title, desc, tgts, unit="short", sort_by=None, desc_sort=True, hide=("Time",), rename=None):
+    """Instant queries merged into one row per label set; `rename` names the value columns
+    ("Value #A" ...), one per query."""
     panel = {
         "type": "table",
         "title": title,
@@ -125,7 +127,7 @@ def table(title, desc, tgts, unit="short", sort_by=None, desc_sort=True, hide=("
         "options": {"showHeader": True, "cellHeight": "sm"},
         "transformations": [
             {"id": "merge", "options": {}},
-            {"id": "organize", "options": {"excludeByName": {h: True for h in hide}}},
+            {"id": "organize", "options": {"excludeByName": {h: True for h in hide}, "renameByName": rename or {}}},
         ],
     }
     if sort_by:
@@ -133,14 +135,17 @@ def table(title, desc, tgts, unit="short", sort_by=None, desc_sort=True, hide=("
     return panel
 
 
-def xychart(title, desc, x_expr, x_name, y_expr, y_name, x_unit, y_unit):
-    """Scatter of two series over time, joined on the timestamp (one point per evaluation)."""
-    return {
+def xychart(title, desc, x_expr, x_name, ys, x_unit, y_unit, repeat=None):
+    """Scatter of gauges over time, joined on the timestamp: x is one series (query A, legend
+    `x_name`), each y query (expr, legend) adds one field per series it returns, so a y legend
+    must tell its series apart ({{probe}}). With `repeat`, one panel per value of that variable,
+    so x stays one series."""
+    panel = {
         "type": "xychart",
         "title": title,
         "description": desc,
         "datasource": DS,
-        "targets": [target(x_expr, x_name, ref="A"), target(y_expr, y_name, ref="B")],
+        "targets": [target(x_expr, x_name, ref="A")] + [target(e, l, ref=chr(ord("B") + i)) for i, (e, l) in enumerate(ys)],
         "transformations": [
             {"id": "joinByField", "options": {"byField": "Time", "mode": "inner"}},
             {"id": "organize", "options": {"renameByName": {}}},
@@ -151,6 +156,10 @@ def xychart(title, desc, x_expr, x_name, y_expr, y_name, x_unit, y_unit):
         },
         "options": {"seriesMapping": "auto", "dims": {"x": x_name}, "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}},
     }
+    if repeat:
+        panel["repeat"] = repeat
+        panel["repeatDirection"] = "h"
+    return panel
 
 
 def right_axis(name_regex, unit):
@@ -271,11 +280,16 @@ def host():
     L.add(timeseries("Inodes used", "Share of inodes in use (filesystems with a fixed inode table; vfat and btrfs report none).",
                      targets((f"1 - ssdwatch_filesystem_files_free{{{HOST}}} / (ssdwatch_filesystem_files{{{HOST}}} > 0)", "{{mountpoint}}")),
                      unit="percentunit", min_=0, max_=1), w=8)
-    L.add(table("Filesystem state", "Read-only and stuck (statvfs did not return) flags per filesystem, and the drives under it.",
+    # One row per mount: drive_info has a series per drive (an md or LVM volume spans several),
+    # so it is counted here and listed in the next table.
+    L.add(table("Filesystem state", "Per filesystem, one row each: read-only and stuck (statvfs did not return) flags, and how many drives it lives on (listed in the table on the right).",
                 targets((f"ssdwatch_filesystem_readonly{{{HOST}}}", "read-only"),
                         (f"ssdwatch_filesystem_stuck{{{HOST}}}", "stuck"),
-                        (f"ssdwatch_filesystem_drive_info{{{HOST}}}", "drive"), instant=True, fmt="table"),
-                hide=("Time", "__name__", "instance", "job")), w=24)
+                        (f"count by (instance, job, mountpoint, device, fstype) (ssdwatch_filesystem_drive_info{{{HOST}}})", "drives"), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job"), rename={"Value #A": "read-only", "Value #B": "stuck", "Value #C": "drives"}), w=16)
+    L.add(table("Drives under each filesystem", "The physical drives each filesystem lives on (ssdwatch_filesystem_drive_info), one row per filesystem and drive.",
+                targets((f"ssdwatch_filesystem_drive_info{{{HOST}}}", ""), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job", "Value")), w=8)
 
     L.row("Drives: wear and health (SMART)")
     L.add(timeseries("Wear used", "Share of the rated write endurance used (NVMe Percentage Used, ATA/SCSI equivalents); may exceed 100%.",
@@ -334,33 +348,106 @@ def host():
 def degradation():
     L = Layout()
     sel = 'instance="$instance", probe=~"$probe", mountpoint=~"$mountpoint"'
-    # The context gauges describe a target (its filesystem and drive), not one probe kind.
+    # The context gauges, runs and skips describe a target (its filesystem and drive), not one
+    # probe kind: one run does every configured kind, so they carry no `probe` label.
     ctx = 'instance="$instance", mountpoint=~"$mountpoint"'
+    # Per-run gauges: each value belongs to one run, and they change together when a run ends,
+    # so "now" and the points of the XY charts are runs, whatever the probe interval.
+    p50 = f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="0.5"}}'
+    run_max = f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile="1"}}'
+
+    def per_target(metric):
+        # One series per target even when its device label changed during the range (a target
+        # is first published with the configured path and no device, until it is resolved).
+        return f"max by (instance, mountpoint) ({metric}{{{ctx}}})"
+
+    # Recovery around events, over the dashboard's range, at the rule evaluation interval
+    # (finer than probe intervals). A run is known by its start time (last_run_timestamp) and
+    # its p50 is read at the steps where it is the run shown; `@ end()` pins the event to the
+    # latest one in the range. (Prometheus does not evaluate a subquery `@ end()` nested in
+    # another subquery, so "the run right after" is found in one pass, below.)
+    runs = f"ssdwatch_probe_last_run_timestamp_seconds{{{ctx}}}"
+    discard = f'max by (instance, device) (ssdwatch_disk_last_discard_timestamp_seconds{{instance="$instance", source="observed"}} @ end())'
+    # The last run before the discard: the latest step whose run started before it.
+    before_trim = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} < on (instance, device) group_left {discard}))[$__range:])"
+    # The first run after it: the earliest step whose run started after it. Prometheus has no
+    # first_over_time, so each such step's key is its p50 (capped below 16 s) minus 16 × the
+    # tenths of seconds from the discard to the run's start: the largest key is the earliest
+    # run (runs start at least 0.5 s apart), and its p50 is the key modulo 16.
+    after_key = f"max_over_time((clamp_max({p50}, 15) - on (instance, mountpoint) group_left () (16 * floor(10 * (({runs} - on (instance, device) group_left {discard}) >= 0))))[$__range:])"
+    after_trim = f"((({after_key}) % 16) + 16) % 16"
+    # Idle: the latest rest at least half as long as the longest one a run saw in the range
+    # (probe context idle_seconds), read at the first step that shows the run after it: there
+    # the last two scrapes in a $__rate_interval window are the run before the rest and the run
+    # after it, so idelta gives the one from the other. Where no step fell between those two
+    # scrapes the table says nothing rather than pairing the wrong runs.
+    idle = f"ssdwatch_probe_context_idle_seconds{{{ctx}}}"
+    half_longest = f"0.5 * max_over_time({idle}[$__range] @ end())"
+    after_rest = f"(({idle} >= {half_longest}) and (idelta({runs}[$__rate_interval]) > 0))"
+    after_idle = f"last_over_time(({p50} and on (instance, mountpoint) {after_rest})[$__range:])"
+    before_idle = f"last_over_time((({p50} - idelta({p50}[$__rate_interval])) and on (instance, mountpoint) {after_rest})[$__range:])"
+    idle_len = f"last_over_time(({idle} and {after_rest})[$__range:])"
+
     L.row("Probe latency and its context")
-    L.add(timeseries("Probe latency p50 / p99 with fill ratio",
-                     "Latency of the probes' operations (p50 and p99 of the last 30 minutes, from the histogram); the filesystem's fill ratio at each run on the right axis (dashed). TRIM events and idle periods are annotations.",
-                     targets((f"histogram_quantile(0.5, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[30m])))", "{{probe}} {{mountpoint}} p50"),
-                             (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[30m])))", "{{probe}} {{mountpoint}} p99"),
+    L.add(timeseries("Probe latency per run with fill ratio",
+                     "Each probe's last run: its p50 and its slowest I/O (ssdwatch_probe_last_latency_seconds, quantiles 0.5 and 1), so a step is one run, however far apart runs are; the filesystem's fill ratio at each run on the right axis (dashed). TRIM events and idle periods are annotations.",
+                     targets((p50, "{{probe}} {{mountpoint}} p50 (run)"),
+                             (run_max, "{{probe}} {{mountpoint}} max (run)"),
                              (f"ssdwatch_probe_context_fill_ratio{{{ctx}}}", "{{mountpoint}} fill")),
                      unit="s", overrides=[right_axis(".* fill", "percentunit")]), w=24, h=10)
-    L.add(timeseries("Last run latency", "p50 and maximum (q1) of each probe's last run (ssdwatch_probe_last_latency_seconds). A run reports only the quantiles it can measure (a p99 needs 100 I/Os), so the p99 comes from the histogram in the panel above.",
-                     targets((f'ssdwatch_probe_last_latency_seconds{{{sel}, quantile=~"0.5|1"}}', "{{probe}} {{mountpoint}} q{{quantile}}")), unit="s", min_=0))
+    L.add(timeseries("Latency distribution (histogram)",
+                     "p50 and p99 of every probe I/O in each $__rate_interval window (ssdwatch_probe_latency_seconds): the window follows the graph's resolution, so zooming in does not smear runs together. A window without a run has no point; a p99 is only a p99 where the window holds 100 I/Os (2 runs of 64 writes), else it is the window's slowest I/O.",
+                     targets((f"histogram_quantile(0.5, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__rate_interval]))) > 0", "{{probe}} {{mountpoint}} p50"),
+                             (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__rate_interval]))) > 0", "{{probe}} {{mountpoint}} p99")),
+                     unit="s", min_=0))
+    L.add(table("Latency over the time range (histogram)", "p50 and p99 of every probe I/O in the dashboard's time range, from the histogram (increase over $__range).",
+                targets((f"histogram_quantile(0.5, sum by (probe, mountpoint, le) (increase(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__range])))", "{{probe}} {{mountpoint}} p50"),
+                        (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (increase(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__range])))", "{{probe}} {{mountpoint}} p99"),
+                        instant=True, fmt="table"),
+                unit="s", hide=("Time",), rename={"Value #A": "p50", "Value #B": "p99"}, sort_by="p99"), w=6)
     L.add(timeseries("Sequential write throughput", "Throughput of the seq_write probe's last burst.",
-                     targets((f"ssdwatch_probe_throughput_bytes_per_second{{{sel}}}", "{{probe}} {{mountpoint}}")), unit="Bps", min_=0))
+                     targets((f"ssdwatch_probe_throughput_bytes_per_second{{{sel}}}", "{{probe}} {{mountpoint}}")), unit="Bps", min_=0), w=6)
 
-    L.row("Latency vs fill and TRIM")
-    # A run is too short for a p99 of its own (16-64 I/Os): the p99 here is the histogram's over
-    # the last hour (ssdwatch:probe_latency_seconds:p99_1h, a dozen runs at the default interval).
-    L.add(xychart("p99 latency vs fill ratio", "Each point: the filesystem's fill ratio (x) against the selected probe's p99 over the hour before (y, from the histogram). A curve bending up past a fill ratio is the drive running out of clean blocks.",
-                  f"ssdwatch_probe_context_fill_ratio{{{ctx}}}", "fill ratio",
-                  f"ssdwatch:probe_latency_seconds:p99_1h{{{sel}}}", "p99 latency (1 h)", "percentunit", "s"))
-    L.add(xychart("p99 latency vs time since TRIM", "Each point: hours since the drive's last discard (x) against the probe's p99 over the hour before (y, from the histogram).",
-                  f"ssdwatch_probe_context_since_discard_seconds{{{ctx}}} / 3600", "hours since TRIM",
-                  f"ssdwatch:probe_latency_seconds:p99_1h{{{sel}}}", "p99 latency (1 h)", "h", "s"))
-    L.add(stat("Run maximum within 1 h after a TRIM", "Mean of each run's slowest I/O (quantile 1, which every run reports) over the runs in the time range that ran less than an hour after the drive's last discard.",
-               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="1"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} < 3600))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
-    L.add(stat("Run maximum more than 1 day after a TRIM", "Mean of each run's slowest I/O over the runs in the time range that ran more than a day after the drive's last discard: compare with the panel on the left.",
-               targets((f'avg by (probe, mountpoint) (avg_over_time((ssdwatch_probe_last_latency_seconds{{{sel}, quantile="1"}} and on (instance, mountpoint) (ssdwatch_probe_context_since_discard_seconds{{{ctx}}} > 86400))[$__range:]))', "{{probe}} {{mountpoint}}")), unit="s"))
+    L.row("Recovery around events: the latest TRIM and the longest idle period in the range")
+    L.add(stat("Latency after the latest TRIM / before it",
+               "Per probe: p50 of the first run that started after the drive's latest observed discard (ssdwatch_disk_last_discard_timestamp_seconds{source=\"observed\"}) divided by the p50 of the last run that started before it. Below 1: the TRIM helped. Runs in the dashboard's time range only.",
+               targets((f"{after_trim} / {before_trim}", "{{probe}} {{mountpoint}}"), instant=True), unit="short", decimals=2,
+               thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.9}, {"color": "red", "value": 1.1}]), w=8)
+    L.add(table("Latest TRIM: last run before, first run after",
+                "Per probe: p50 of the last run that started before the drive's latest observed discard, and of the first run that started after it, with the discard's time. The runs are found by their start times, not by a clock window, so the first run after is compared however long it came after the discard.",
+                targets((before_trim, "{{probe}} {{mountpoint}} before"),
+                        (after_trim, "{{probe}} {{mountpoint}} after"),
+                        instant=True, fmt="table"),
+                unit="s", hide=("Time", "__name__", "instance", "job", "quantile"), rename={"Value #A": "p50 last run before", "Value #B": "p50 first run after"}), w=8)
+    L.add(table("Idle recovery: last run before a long rest, the run after",
+                "Per probe: the latest rest of the drive in the time range at least half as long as the longest one a run saw (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run right after it and of the run right before it. An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
+                targets((before_idle, "{{probe}} {{mountpoint}} before"),
+                        (after_idle, "{{probe}} {{mountpoint}} after"),
+                        # The rest's length on each probe's row (same labels as the p50s, so the rows merge).
+                        (f"{after_idle} * 0 + on (instance, mountpoint) group_left max by (instance, mountpoint) ({idle_len})", "{{probe}} {{mountpoint}} idle before"),
+                        instant=True, fmt="table"),
+                unit="s", hide=("Time", "__name__", "instance", "job", "quantile"),
+                rename={"Value #A": "p50 run before", "Value #B": "p50 run after", "Value #C": "idle before (s)"}), w=8)
+
+    L.row("Latency against fill, TRIM and idle: one point per run ($mountpoint)")
+    L.add(xychart("Run p50 vs fill ratio: trimmed vs deleted, not trimmed",
+                  "Each point: one run's p50 (y) at the filesystem's fill ratio then (x). Runs while more than 1% of the filesystem was deleted but not yet trimmed (ssdwatch_filesystem_freed_untrimmed_bytes) are a series of their own: at the same fill they are the ones the drive still holds as live data. A curve bending up past a fill ratio is the drive running out of clean blocks.",
+                  per_target("ssdwatch_probe_context_fill_ratio"), "fill ratio",
+                  [(f"{p50} unless on (instance, mountpoint) (ssdwatch_filesystem_freed_untrimmed_bytes{{{ctx}}} / ssdwatch_filesystem_size_bytes{{{ctx}}} > 0.01)", "{{probe}} p50, trimmed"),
+                   (f"{p50} and on (instance, mountpoint) (ssdwatch_filesystem_freed_untrimmed_bytes{{{ctx}}} / ssdwatch_filesystem_size_bytes{{{ctx}}} > 0.01)", "{{probe}} p50, deleted not trimmed")],
+                  "percentunit", "s", repeat="mountpoint"), w=12)
+    L.add(xychart("Run p50 vs bytes written since TRIM",
+                  "Each point: one run's p50 (y) against what the drive had absorbed since its last discard when the run started (x, ssdwatch_probe_context_written_since_discard_bytes): the clean blocks a TRIM gives back are used up by writes, not by time. No points until a discard of the drive is known.",
+                  per_target("ssdwatch_probe_context_written_since_discard_bytes"), "written since TRIM",
+                  [(p50, "{{probe}} p50")], "bytes", "s", repeat="mountpoint"), w=12)
+    L.add(xychart("Run p50 vs time since TRIM",
+                  "Each point: one run's p50 (y) against the time since the drive's last discard when the run started (x, ssdwatch_probe_context_since_discard_seconds, hours). Every TRIM cycle in the range starts again at the left, so cycles lie on top of each other.",
+                  f'{per_target("ssdwatch_probe_context_since_discard_seconds")} / 3600', "hours since TRIM",
+                  [(p50, "{{probe}} p50")], "h", "s", repeat="mountpoint"), w=12)
+    L.add(xychart("Run p50 vs idle time before the run",
+                  "Each point: one run's p50 (y) against how long the drive had been idle before it (x, ssdwatch_probe_context_idle_seconds): runs after a longer rest are faster when the drive collects garbage while idle.",
+                  per_target("ssdwatch_probe_context_idle_seconds"), "idle before the run",
+                  [(p50, "{{probe}} p50")], "s", "s", repeat="mountpoint"), w=12)
 
     L.row("Drive activity: discards and idle time")
     L.add(timeseries("Discard bursts", "Discarded bytes per second per drive: each fstrim is a burst.",
@@ -372,9 +459,9 @@ def degradation():
     L.add(timeseries("Probe context at the last run", "The context each run recorded: time since the drive's last discard and the drive's idle time before the run.",
                      targets((f"ssdwatch_probe_context_since_discard_seconds{{{ctx}}}", "{{mountpoint}} since discard"),
                              (f"ssdwatch_probe_context_idle_seconds{{{ctx}}}", "{{mountpoint}} idle before")), unit="s", min_=0))
-    L.add(timeseries("Probe runs and skips", "Runs per hour, and skips per hour by reason (budget, busy, low_space, readonly).",
-                     targets((f"increase(ssdwatch_probe_runs_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} runs"),
-                             (f"increase(ssdwatch_probe_skipped_total{{{sel}}}[1h])", "{{probe}} {{mountpoint}} skipped: {{reason}}")), min_=0))
+    L.add(timeseries("Probe runs and skips", "Runs per hour, and skips per hour by reason (budget, busy, low_space, readonly, unsafe, error), per target: one run does every probe kind of its target, so these are not split by kind.",
+                     targets((f"increase(ssdwatch_probe_runs_total{{{ctx}}}[1h])", "{{mountpoint}} runs"),
+                             (f"increase(ssdwatch_probe_skipped_total{{{ctx}}}[1h])", "{{mountpoint}} skipped: {{reason}}")), min_=0))
     anns = [
         annotation("TRIM events", 'time() - ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance",source="observed"} < 60', "green", "discard on {{device}}"),
         annotation("Idle periods", 'ssdwatch_disk_idle_seconds{instance="$instance"} > 600', "purple", "{{device}} idle"),
@@ -386,7 +473,8 @@ def degradation():
         [
             var_datasource(),
             var_query("instance", "Instance", "label_values(ssdwatch_collector_success, instance)"),
-            var_query("probe", "Probe", 'label_values(ssdwatch_probe_runs_total{instance="$instance"}, probe)', multi=True, include_all=True, all_value=".*"),
+            # The latency series carry the probe kind; runs_total does not (a run does every kind).
+            var_query("probe", "Probe", 'label_values(ssdwatch_probe_latency_seconds_count{instance="$instance"}, probe)', multi=True, include_all=True, all_value=".*"),
             var_query("mountpoint", "Mount point", 'label_values(ssdwatch_probe_runs_total{instance="$instance"}, mountpoint)', multi=True, include_all=True, all_value=".*"),
         ],
         annotations=anns,
