@@ -93,3 +93,28 @@ fn a_damaged_store_is_moved_aside_and_a_new_one_starts() {
         .collect();
     assert_eq!(aside.len(), 1, "{aside:?}");
 }
+
+/// benches/history_io.sh (bytes the daemon writes a day with the history on) in its short mode,
+/// so the script can't rot; the figure itself comes from the long run (see the README).
+#[test]
+fn the_history_io_bench_runs_in_its_short_mode() {
+    if !require_cmd("history io bench", "curl", "curl") {
+        return;
+    }
+    let out = std::process::Command::new("bash")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/benches/history_io.sh"
+        ))
+        .env("SHORT", "1")
+        .env("SSDWATCH", env!("CARGO_BIN_EXE_ssdwatch"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("MiB/day"), "{text}");
+}

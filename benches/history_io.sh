@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Bytes the daemon writes to the host's disk per day at the default config, with the history
+# store on: the daemon serves the generated large host (64 drives with 8 partitions each, 500
+# filesystems; benches/gen_big_host.py) for DURATION seconds and its write_bytes in
+# /proc/PID/io (what reached the block layer, WAL and checkpoints included) are scaled to a day.
+# Intervals are the defaults; SMART and probes are off (no drives to read here; probe writes
+# are budgeted separately).
+# Usage: benches/history_io.sh [DURATION]   (default 3600; target <= 20 MiB/day)
+# SHORT=1 runs 20 s with a 5 s raw interval and flush, so CI exercises the script in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${1:-3600}
+raw=5m
+flush=1m
+if [ -n "${SHORT:-}" ]; then
+  duration=20
+  raw=5s
+  flush=5s
+fi
+
+# SSDWATCH=path uses that binary (the CI test passes its debug build) instead of building one.
+if [ -z "${SSDWATCH:-}" ]; then
+  cargo build --release --quiet
+  SSDWATCH=target/release/ssdwatch
+fi
+work=$(mktemp -d)
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+python3 benches/gen_big_host.py "$work/host"
+mkdir -p "$work/state"
+cat >"$work/config.yaml" <<CFG
+state_dir: $work/state
+collectors:
+  smart: {enabled: false}
+  probe: {enabled: false}
+history:
+  raw_interval: $raw
+  flush_interval: $flush
+CFG
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$SSDWATCH" serve --config "$work/config.yaml" --web.listen-address "127.0.0.1:$port" \
+  --log.level warn \
+  --path.sysfs "$work/host/sys" --path.procfs "$work/host/proc" --path.rootfs "$work/host/rootfs" \
+  --fixture.statvfs "$work/host/statvfs.yaml" &
+pid=$!
+for _ in $(seq 100); do
+  curl -fsS -o /dev/null "http://127.0.0.1:$port/metrics" 2>/dev/null && break
+  sleep 0.1
+done
+written() { awk '/^write_bytes:/ {print $2}' "/proc/$pid/io"; }
+start=$(written)
+sleep "$duration"
+end=$(written)
+m=$(curl -fsS "http://127.0.0.1:$port/metrics")
+records=$(printf '%s\n' "$m" | awk '/^ssdwatch_history_records_written_total / {print $2}')
+store=$(printf '%s\n' "$m" | awk '/^ssdwatch_history_store_bytes / {print $2}')
+per_day=$(( (end - start) * 86400 / duration ))
+echo "history: $records records written in ${duration}s, store ${store} bytes"
+echo "written to disk: $((end - start)) bytes in ${duration}s = $((per_day / 1048576)) MiB/day (target <= 20)"
+if [ -z "$records" ] || [ "${records%.*}" -eq 0 ]; then
+  echo "the history wrote nothing: the measurement means nothing" >&2
+  exit 1
+fi
+if [ -z "${SHORT:-}" ] && [ "$per_day" -gt $((20 << 20)) ]; then
+  echo "above the 20 MiB/day target" >&2
+  exit 1
+fi
