@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 pub const NAME: &str = "history";
 
 /// Records waiting to be written; beyond this a record is dropped (and counted) rather than
-/// making a collector wait. The channel allocates every slot up front (a few hundred bytes
-/// each): 4,096 hold over a minute of 500 mounts, 64 drives and a dozen probe targets at the
+/// making a collector wait. The channel allocates every slot up front (a pointer each, the
+/// records are boxed): 4,096 hold over a minute of 500 mounts, 64 drives and a dozen probe targets at the
 /// default intervals (collectors send a series at most once per `raw_interval`).
 const QUEUE: usize = 4096;
 /// Downsampling and retention this often.
@@ -42,7 +42,8 @@ pub enum Record {
 /// The collectors' end of the queue: cheap to clone, never blocks.
 #[derive(Clone, Debug)]
 pub struct Sink {
-    tx: SyncSender<Record>,
+    /// Boxed: the channel allocates every slot up front, and a record is a few hundred bytes.
+    tx: SyncSender<Box<Record>>,
     dropped: Arc<AtomicU64>,
     raw_interval: Duration,
 }
@@ -56,7 +57,9 @@ impl Sink {
 
     /// Hands a record over; when the queue is full it is dropped and counted.
     pub fn send(&self, r: Record) {
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(r) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.tx.try_send(Box::new(r))
+        {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -160,7 +163,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(&mut self, rx: Receiver<Record>) {
+    fn run(&mut self, rx: Receiver<Box<Record>>) {
         let mut batch = Vec::new();
         let flush_every = self.cfg.flush_interval;
         let mut next_flush = Instant::now() + flush_every;
@@ -174,10 +177,10 @@ impl Worker {
             let stopping = self.stop.load(Ordering::Acquire);
             match rx.recv_timeout(Duration::from_millis(500)) {
                 Ok(r) => {
-                    batch.push(r);
+                    batch.push(*r);
                     // Drain what is queued without waiting.
                     while let Ok(r) = rx.try_recv() {
-                        batch.push(r);
+                        batch.push(*r);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
