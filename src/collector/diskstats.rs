@@ -208,28 +208,19 @@ impl DiskstatsCollector {
 /// The key a device's discard history is kept under: its WWN or serial when /sys gives one (so
 /// the history follows the drive to another kernel name), else its kernel name.
 fn identity(name: &str, topo: Option<&Topology>) -> String {
-    let d = topo.and_then(|t| t.get(name));
-    match (
-        d.and_then(|d| d.wwn.as_deref()),
-        d.and_then(|d| d.serial.as_deref()),
-    ) {
-        (Some(w), _) if !w.is_empty() => format!("wwn:{w}"),
-        (_, Some(s)) if !s.is_empty() => format!("serial:{s}"),
+    match drive_key(name, topo) {
+        Some(DriveKey { wwn: Some(w), .. }) => format!("wwn:{w}"),
+        Some(DriveKey {
+            serial: Some(s), ..
+        }) => format!("serial:{s}"),
         _ => format!("name:{name}"),
     }
 }
 
-/// A physical drive's identity for the history store (WWN, serial, model from /sys); None for
-/// devices without one (dm, md, loop), whose events the history does not keep.
+/// A physical drive's identity for the history store; None for devices without one (dm, md,
+/// loop), whose events the history does not keep.
 fn drive_key(name: &str, topo: Option<&Topology>) -> Option<DriveKey> {
-    let d = topo?.get(name)?;
-    let nonempty = |s: &Option<String>| s.clone().filter(|v| !v.is_empty());
-    let key = DriveKey {
-        wwn: nonempty(&d.wwn),
-        serial: nonempty(&d.serial),
-        model: nonempty(&d.model),
-    };
-    (key.wwn.is_some() || key.serial.is_some()).then_some(key)
+    DriveKey::of(topo?.get(name)?)
 }
 
 /// What a sample reads besides the stat files: the boot id and the fstrim timer's last run.

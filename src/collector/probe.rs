@@ -354,12 +354,9 @@ impl Drop for Running {
 /// What the history store keeps of a run: each kind's figures with the run's context, and the
 /// drive it ran on by its identity (WWN, serial), not its kernel name.
 fn history_records(r: &crate::probe::RunReport, topo: Option<&Topology>) -> Vec<Record> {
-    let d = topo.and_then(|t| t.get(r.placement.device()));
-    let drive = d.map(|d| DriveKey {
-        wwn: d.wwn.clone().filter(|s| !s.is_empty()),
-        serial: d.serial.clone().filter(|s| !s.is_empty()),
-        model: d.model.clone().filter(|s| !s.is_empty()),
-    });
+    let drive = topo
+        .and_then(|t| t.get(r.placement.device()))
+        .and_then(DriveKey::of);
     let c = &r.context;
     r.results
         .iter()

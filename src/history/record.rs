@@ -21,6 +21,20 @@ pub struct DriveKey {
     pub model: Option<String>,
 }
 
+impl DriveKey {
+    /// The identity /sys gives a block device (WWN, serial, model); None for a device without
+    /// one (dm, md, loop), which the history cannot follow across kernel names.
+    pub fn of(d: &crate::sysfs::topology::BlockDevice) -> Option<DriveKey> {
+        let nonempty = |s: &Option<String>| s.clone().filter(|v| !v.is_empty());
+        let key = DriveKey {
+            wwn: nonempty(&d.wwn),
+            serial: nonempty(&d.serial),
+            model: nonempty(&d.model),
+        };
+        (key.wwn.is_some() || key.serial.is_some()).then_some(key)
+    }
+}
+
 /// The store's integer id of a filesystem series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FsId(pub i64);
