@@ -10,9 +10,9 @@ use crate::metrics::MetricSet;
 use crate::snapshot::{Published, Store as Snapshot, unix_now};
 use regex::Regex;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The collector name the history publishes its health and forecasts under.
@@ -123,7 +123,7 @@ pub fn start(
         store: None,
         next_open: Instant::now(),
         written: 0,
-        errors: Mutex::new(Vec::new()),
+        errors: Vec::new(),
         forecasts: MetricSet::new(),
         last_write_unix: None,
         last_ok: None,
@@ -155,7 +155,7 @@ struct Worker {
     next_open: Instant,
     written: u64,
     /// Errors since the last publish (each also logged when it starts and clears).
-    errors: Mutex<Vec<String>>,
+    errors: Vec<String>,
     forecasts: MetricSet,
     last_write_unix: Option<f64>,
     /// Whether the last open/write/maintenance succeeded.
@@ -217,10 +217,7 @@ impl Worker {
     }
 
     fn error(&mut self, e: impl std::fmt::Display) {
-        self.errors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(e.to_string());
+        self.errors.push(e.to_string());
         self.last_ok = Some(false);
     }
 
@@ -416,8 +413,7 @@ impl Worker {
     }
 
     fn publish(&mut self, faults: &mut crate::fault::Faults, took: Duration) {
-        let errors: Vec<String> =
-            std::mem::take(&mut *self.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        let errors = std::mem::take(&mut self.errors);
         let items: Vec<crate::fault::ItemError> = errors
             .iter()
             .map(|e| {

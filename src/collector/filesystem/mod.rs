@@ -200,9 +200,15 @@ impl Collector for FilesystemCollector {
         let roots = ctx.roots.clone();
         // /proc is in-memory and does not hang, unlike statvfs: a plain blocking task. So is
         // /dev/disk/by-uuid (udev's links), which gives the filesystem UUIDs the history keys on.
+        // Only the history keys on UUIDs: no directory walk when it is off.
+        let want_uuids = ctx.history.is_some();
         let (table, uuids) = tokio::task::spawn_blocking(move || {
             let table = read_mountinfo(&roots.proc)?;
-            let uuids = fs_uuids(&roots.in_rootfs(std::path::Path::new("/dev/disk/by-uuid")));
+            let uuids = if want_uuids {
+                fs_uuids(&roots.in_rootfs(std::path::Path::new("/dev/disk/by-uuid")))
+            } else {
+                Default::default()
+            };
             Ok::<_, crate::procfs::mountinfo::ReadError>((table, uuids))
         })
         .await??;
