@@ -209,20 +209,15 @@ fn forecast_alerts_are_gated_by_fill_history_and_duration() {
     }
 }
 
-/// `ssdwatch sample` of this very machine through `promtool check metrics`: no warnings.
-#[test]
-fn the_daemons_real_output_passes_promtool_check_metrics() {
-    if !require_cmd("promtool check metrics", "promtool", "prometheus") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("ssdwatch.yaml");
-    // SMART off: this machine's disks have none, and smartctl's timeouts would only slow this down.
+/// `ssdwatch sample` of this very machine (SMART off: its disks have none, and smartctl's
+/// timeouts would only slow this down), with its state in `dir`.
+fn sample_this_machine(dir: &Path) -> String {
+    let cfg = dir.join("ssdwatch.yaml");
     std::fs::write(
         &cfg,
         format!(
             "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n",
-            dir.path().join("state").display()
+            dir.join("state").display()
         ),
     )
     .unwrap();
@@ -236,6 +231,17 @@ fn the_daemons_real_output_passes_promtool_check_metrics() {
         "no filesystem metrics in the sample (stderr: {}):\n{text}",
         String::from_utf8_lossy(&out.stderr)
     );
+    text
+}
+
+/// `ssdwatch sample` of this very machine through `promtool check metrics`: no warnings.
+#[test]
+fn the_daemons_real_output_passes_promtool_check_metrics() {
+    if !require_cmd("promtool check metrics", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let text = sample_this_machine(dir.path());
     assert!(
         text.contains("ssdwatch_disk_info{"),
         "no disk_info:\n{text}"
@@ -384,22 +390,7 @@ fn the_fill_rule_and_the_daemon_agree_on_the_same_filesystem() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("ssdwatch.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n  probe:\n    enabled: false\n",
-            dir.path().join("state").display()
-        ),
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ssdwatch"))
-        .args(["--log.level=error", "--config"])
-        .arg(&cfg)
-        .arg("sample")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = sample_this_machine(dir.path());
     let series = |name: &str| -> (String, f64) {
         let line = text
             .lines()
