@@ -19,20 +19,8 @@ if [ -n "${SHORT:-}" ]; then
 fi
 
 # SSDWATCH=path uses that binary (the CI test passes its debug build) instead of building one.
-if [ -z "${SSDWATCH:-}" ]; then
-  cargo build --release --quiet
-  SSDWATCH=target/release/ssdwatch
-fi
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-python3 benches/gen_big_host.py "$work/host"
-mkdir -p "$work/state"
+. benches/big_host.sh
+big_host_setup
 cat >"$work/config.yaml" <<CFG
 state_dir: $work/state
 collectors:
@@ -42,16 +30,7 @@ history:
   raw_interval: $raw
   flush_interval: $flush
 CFG
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$SSDWATCH" serve --config "$work/config.yaml" --web.listen-address "127.0.0.1:$port" \
-  --log.level warn \
-  --path.sysfs "$work/host/sys" --path.procfs "$work/host/proc" --path.rootfs "$work/host/rootfs" \
-  --fixture.statvfs "$work/host/statvfs.yaml" &
-pid=$!
-for _ in $(seq 100); do
-  curl -fsS -o /dev/null "http://127.0.0.1:$port/metrics" 2>/dev/null && break
-  sleep 0.1
-done
+big_host_serve "$work/config.yaml"
 written() { awk '/^write_bytes:/ {print $2}' "/proc/$pid/io"; }
 start=$(written)
 sleep "$duration"

@@ -7,17 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scrapes=${1:-20}
 
-cargo build --release --quiet
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-python3 benches/gen_big_host.py "$work/host"
-mkdir -p "$work/state"
+. benches/big_host.sh
+big_host_setup
 cat >"$work/config.yaml" <<EOF
 state_dir: $work/state
 collectors:
@@ -27,18 +18,7 @@ collectors:
   smart: {enabled: false}
   probe: {enabled: false}
 EOF
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-
-target/release/ssdwatch serve --config "$work/config.yaml" --web.listen-address "127.0.0.1:$port" \
-  --log.level warn \
-  --path.sysfs "$work/host/sys" --path.procfs "$work/host/proc" --path.rootfs "$work/host/rootfs" \
-  --fixture.statvfs "$work/host/statvfs.yaml" &
-pid=$!
-
-for _ in $(seq 50); do
-  curl -fsS -o /dev/null "http://127.0.0.1:$port/metrics" 2>/dev/null && break
-  sleep 0.1
-done
+big_host_serve "$work/config.yaml"
 bytes=0
 for _ in $(seq "$scrapes"); do
   bytes=$(curl -fsS "http://127.0.0.1:$port/metrics" | wc -c)
