@@ -105,3 +105,25 @@ pick_accel() {
     fi
   fi
 }
+
+# After qemu has exited with status $1 (started at $2, `date +%s%N`): records the guest's wall
+# time, and unpacks the results the guest left on $RUN/scratch.img into $OUT, or fails saying
+# why ($3 names the scenario in that message).
+collect_guest_results() {
+  local rc=$1 start=$2 what=$3 end ms
+  end=$(date +%s%N)
+  ms=$(( (end - start) / 1000000 ))
+  printf 'guest_wall_seconds %d.%03d\n' $((ms / 1000)) $((ms % 1000)) > "$OUT/timing.txt"
+  if [ "$rc" -ne 0 ]; then
+    echo "vm: qemu exited with $rc (124 = guest timed out after ${GUEST_TIMEOUT}s); console:" >&2
+    tail -n 40 "$OUT/console.log" >&2
+    exit 1
+  fi
+  if ! tar -xf "$RUN/scratch.img" -C "$OUT" 2>"$RUN/tar.err"; then
+    echo "vm: the guest left no results on the scratch disk ($(cat "$RUN/tar.err")); console:" >&2
+    tail -n 40 "$OUT/console.log" >&2
+    exit 1
+  fi
+  [ -f "$OUT/done" ] || { echo "vm: $what did not finish; see $OUT/console.log and $OUT/log.txt" >&2; exit 1; }
+  echo "vm: guest finished in $(cut -d' ' -f2 "$OUT/timing.txt") s; results in $OUT" >&2
+}

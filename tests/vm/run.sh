@@ -79,18 +79,4 @@ timeout --kill-after=5 "$GUEST_TIMEOUT" qemu-system-x86_64 \
   > "$OUT/console.log" 2>&1
 rc=$?
 set -e
-end=$(date +%s%N)
-ms=$(( (end - start) / 1000000 ))
-printf 'guest_wall_seconds %d.%03d\n' $((ms / 1000)) $((ms % 1000)) > "$OUT/timing.txt"
-if [ $rc -ne 0 ]; then
-  echo "vm: qemu exited with $rc (124 = guest timed out after ${GUEST_TIMEOUT}s); console:" >&2
-  tail -n 40 "$OUT/console.log" >&2
-  exit 1
-fi
-if ! tar -xf "$RUN/scratch.img" -C "$OUT" 2>"$RUN/tar.err"; then
-  echo "vm: the guest left no results on the scratch disk ($(cat "$RUN/tar.err")); console:" >&2
-  tail -n 40 "$OUT/console.log" >&2
-  exit 1
-fi
-[ -f "$OUT/done" ] || { echo "vm: the guest scenario did not finish; see $OUT/console.log and $OUT/log.txt" >&2; exit 1; }
-echo "vm: guest finished in $(cut -d' ' -f2 "$OUT/timing.txt") s; results in $OUT" >&2
+collect_guest_results "$rc" "$start" "the guest scenario"
