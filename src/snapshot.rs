@@ -156,6 +156,8 @@ pub struct DiskActivity {
     pub idle_since_unix: Option<f64>,
     /// Fraction of the last sampling interval the drive was busy (io_ticks delta / wall time).
     pub utilization_ratio: Option<f64>,
+    /// Bytes discarded since boot, as the kernel counts them (absent on kernels before 4.18).
+    pub discarded_bytes: Option<u64>,
     /// When this entry was last updated (Unix time).
     pub updated_unix: f64,
 }

@@ -118,3 +118,67 @@ fn the_history_io_bench_runs_in_its_short_mode() {
     );
     assert!(text.contains("MiB/day"), "{text}");
 }
+
+/// A drive's row carries the bytes the kernel saw discarded on it (diskstats) beside what its
+/// SMART log says: the fixture host's nvme0n1 counts 93,810,688 discarded sectors, its SMART
+/// comes from a real capture through the fake smartctl.
+#[test]
+fn a_drive_row_carries_its_discarded_bytes() {
+    let host = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hosts/nvme-partitions");
+    let dir = tempfile::tempdir().unwrap();
+    let fake_state = tempfile::tempdir().unwrap();
+    let capture = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/smart/nvme-samsung-970evoplus.json");
+    std::fs::write(
+        fake_state.path().join("mode"),
+        format!("ok {}\n", capture.display()),
+    )
+    .unwrap();
+    // The fake reads its answers from $FAKE_STATE: a wrapper sets it for this test alone.
+    let wrapper = fake_state.path().join("smartctl");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nFAKE_STATE={} exec {} \"$@\"\n",
+            fake_state.path().display(),
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fake-smartctl/smartctl")
+                .display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let mut c = config(dir.path());
+    c.collectors.filesystem.enabled = false;
+    c.collectors.smart.enabled = true;
+    c.collectors.smart.smartctl_path = wrapper.clone();
+    let roots = ssdwatch::Roots {
+        sys: host.join("sys"),
+        proc: host.join("proc"),
+        rootfs: host.join("rootfs"),
+        statvfs_fixture: Some(host.join("statvfs.yaml")),
+        probe_fixture: None,
+    };
+    let daemon = Daemon::start(c, roots);
+    let store = Store::open(dir.path(), &Default::default()).expect("open the store");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let discarded = loop {
+        let found = store.drives().unwrap().into_iter().find_map(|d| {
+            let points = store.drive_series(d.id, 0, i64::MAX).ok()?;
+            points.iter().rev().find_map(|p| p.discarded_bytes)
+        });
+        if let Some(b) = found {
+            break b;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no drive row with discarded bytes: {}",
+            daemon.get("/metrics")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(discarded, 93_810_688.0 * 512.0);
+}

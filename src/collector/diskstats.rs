@@ -462,6 +462,8 @@ impl Collector for DiskstatsCollector {
                 .and_then(|d| d.discard_max_bytes)
                 .is_some_and(|b| b > 0);
             let write_sectors = stat.write_sectors;
+            // Sectors of 512 bytes, whatever the device's block size (Documentation/block/stat).
+            let discarded_bytes = stat.discard.map(|d| d.sectors.saturating_mul(512));
             // Frozen counters (I/O accounting off) say nothing about discards, idleness or
             // utilization: nothing is derived from them, and no history is kept, so once
             // accounting is back on the next sample is a fresh baseline rather than "idle" for
@@ -522,6 +524,7 @@ impl Collector for DiskstatsCollector {
                     written_since_discard_bytes: written_since,
                     idle_since_unix: h.and_then(|h| h.idle_since),
                     utilization_ratio: derived.as_ref().and_then(|(_, u)| *u),
+                    discarded_bytes,
                     updated_unix: now,
                 },
             );

@@ -366,7 +366,11 @@ impl Collector for SmartCollector {
                         media_errors: h.media_errors,
                         power_on_hours: h.power_on_seconds.map(|s| s / 3600),
                         temperature_celsius: h.temperature_celsius,
-                        discarded_bytes: None,
+                        // The kernel's count (diskstats), since boot: the drive reports none.
+                        discarded_bytes: ctx
+                            .shared
+                            .disk_activity(&label)
+                            .and_then(|a| a.discarded_bytes),
                     }));
                 }
             }
