@@ -95,6 +95,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
             written_since_discard_bytes: None,
             idle_since_unix: Some(now - 50.0),
             utilization_ratio: Some(0.0),
+            discarded_bytes: None,
             updated_unix: now,
         },
     );
@@ -365,6 +366,7 @@ async fn time_budget_corrupt_budget_file_and_a_busy_drive_skip_the_run() {
             written_since_discard_bytes: None,
             idle_since_unix: None,
             utilization_ratio: Some(0.9),
+            discarded_bytes: None,
             updated_unix: unix_now(),
         },
     );
