@@ -96,3 +96,71 @@ fn daemon_serves_landing_health_ready_and_metrics() {
     tx.send(()).unwrap();
     rt.block_on(server).unwrap().expect("clean shutdown");
 }
+
+/// /metrics sends the collectors' published texts as they are, followed by the health series:
+/// the body is the whole exposition, with an exact Content-Length (not chunked), on a fixture
+/// host whose filesystem and disk texts are tens of KB.
+#[test]
+fn metrics_body_is_the_whole_exposition_with_its_length() {
+    let host = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hosts/nvme-partitions");
+    let state = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        state_dir: state.path().to_path_buf(),
+        ..Config::default()
+    };
+    config.collectors.smart.enabled = false;
+    config.history.enabled = false;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(ssdwatch::run_with_listener(
+        config,
+        Roots::fixture(&host),
+        listener,
+        async {
+            let _ = rx.await;
+        },
+    ));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&format!("http://{addr}/-/ready")).0 != 200 {
+        assert!(Instant::now() < deadline, "never became ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    let mut resp = agent
+        .get(&format!("http://{addr}/metrics"))
+        .call()
+        .expect("scrape");
+    let length: usize = resp
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("a Content-Length header");
+    assert!(resp.headers().get("transfer-encoding").is_none());
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(16 << 20)
+        .read_to_string()
+        .expect("body");
+    assert_eq!(body.len(), length);
+    for family in [
+        "ssdwatch_filesystem_size_bytes{",
+        "ssdwatch_disk_discarded_bytes_total{",
+        "ssdwatch_disk_layer_info{",
+        "ssdwatch_collector_success{collector=\"filesystem\"} 1",
+    ] {
+        assert!(body.contains(family), "{family} missing:\n{body}");
+    }
+    assert!(body.ends_with('\n'));
+    tx.send(()).unwrap();
+    rt.block_on(server).unwrap().expect("clean shutdown");
+}

@@ -105,6 +105,20 @@ pub async fn sample_once(
     let start = Instant::now();
     let result = c.sample(ctx).await;
     let duration = start.elapsed();
+    let ok = publish(name, result, duration, ctx, store, faults);
+    release_freed_memory();
+    ok
+}
+
+/// Hands a sample's records to the history and its metrics to the store.
+fn publish(
+    name: &'static str,
+    result: anyhow::Result<Sample>,
+    duration: std::time::Duration,
+    ctx: &Context,
+    store: &Store,
+    faults: &mut Faults,
+) -> bool {
     match result {
         Ok(mut s) => {
             if let Some(h) = &ctx.history {
@@ -138,6 +152,19 @@ pub async fn sample_once(
             );
             false
         }
+    }
+}
+
+/// Returns the pages a sample freed to the kernel. A sample of a large host allocates a few
+/// MB of small blocks (label strings of thousands of series) and frees them when published;
+/// glibc keeps such pages inside its heap (only the top is trimmed on free), so the resident
+/// memory would stay at the peak of the largest sample between samples. `malloc_trim` gives
+/// back every whole free page in the heap: about 0.1 ms on a 5 MB heap, once per sample.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the allocator's own heap to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

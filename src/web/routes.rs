@@ -11,6 +11,8 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use bytes::Bytes;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -83,7 +85,50 @@ async fn gate(State(current): State<Arc<Current>>, req: Request, next: Next) -> 
 }
 
 async fn metrics(State(store): State<Arc<Store>>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], store.render())
+    let (parts, health) = store.render_parts();
+    let mut chunks: VecDeque<Bytes> = parts
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| Bytes::from_owner(SharedText(p)))
+        .collect();
+    chunks.push_back(Bytes::from(health));
+    (
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        axum::body::Body::new(Chunks(chunks)),
+    )
+}
+
+/// A collector's published text, sent as it is (no copy per scrape).
+struct SharedText(Arc<String>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// A body of ready chunks whose exact length is known, so the response carries a
+/// Content-Length as before rather than chunked encoding.
+struct Chunks(VecDeque<Bytes>);
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.0.iter().map(|b| b.len() as u64).sum())
+    }
 }
 
 async fn healthy() -> &'static str {
