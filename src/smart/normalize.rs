@@ -78,6 +78,7 @@ wanted!(
     ata_smart_attributes,
     ata_device_statistics,
     endurance_used,
+    in_smartctl_database,
 );
 
 /// Normalizes one parsed smartctl output with the given vendor table.
@@ -163,6 +164,7 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
     }
     h.attributes = attrs;
     ata::normalize_devstat(v, &mut h, &mut found);
+    ata::normalize_named(v, &mut h, &mut found);
     // smartctl >= 7.5: a vendor-neutral endurance figure.
     found.wear.offer(
         Origin::EnduranceUsed,
