@@ -125,6 +125,15 @@ pub enum ParseError {
         column: usize,
         message: String,
     },
+    /// Valid so far but cut short: a capped or interrupted smartctl output.
+    #[error(
+        "not valid JSON: it ends early (line {line}, column {column}, after {bytes} bytes): the output was cut short"
+    )]
+    Truncated {
+        line: usize,
+        column: usize,
+        bytes: usize,
+    },
     #[error("not a smartctl JSON object (top level is {0})")]
     NotObject(&'static str),
 }
