@@ -208,6 +208,10 @@ fn the_daemon_stays_healthy_and_serves_while_a_drive_floods_its_output() {
     assert!(argv.lines().count() >= 2, "sda was run again: {argv}");
 }
 
+/// How long each fake run takes: long enough that runs let through together overlap even
+/// when starting a process takes a while on a loaded machine.
+const RUN_SECS: f64 = 1.0;
+
 #[test]
 fn with_parallelism_n_no_more_than_n_smartctl_run_at_once() {
     let devs: Vec<String> = (0..6)
@@ -217,7 +221,7 @@ fn with_parallelism_n_no_more_than_n_smartctl_run_at_once() {
         let fake = Fake::new();
         let file = fixture("ata-samsung-860evo.json");
         for d in &devs {
-            fake.mode(d, &format!("slow 0.4 {}", file.display()));
+            fake.mode(d, &format!("slow {RUN_SECS} {}", file.display()));
         }
         let mut c =
             SmartCollector::new(&fake.config(&devs, Duration::from_secs(10), n)).expect("new");
@@ -236,15 +240,15 @@ fn with_parallelism_n_no_more_than_n_smartctl_run_at_once() {
         assert_eq!(seen.len(), devs.len(), "one record per run: {seen:?}");
         let most = seen.iter().copied().max().unwrap_or(0);
         assert!(most <= n, "parallelism {n}: {most} ran at once ({seen:?})");
-        // And the bound is used: with 6 drives of 0.4 s each, N run together.
+        // And the bound is used: with 6 drives of RUN_SECS each, N run together.
         assert_eq!(
             most, n,
             "parallelism {n}: at most {most} ran at once ({seen:?})"
         );
-        // 6 runs of 0.4 s in batches of N take at least ceil(6/N) x 0.4 s.
+        // 6 runs in batches of N take at least ceil(6/N) x RUN_SECS.
         let batches = devs.len().div_ceil(n) as f64;
         assert!(
-            took.as_secs_f64() >= batches * 0.4 * 0.95,
+            took.as_secs_f64() >= batches * RUN_SECS * 0.95,
             "parallelism {n}: {took:?} for {batches} batches"
         );
     }
