@@ -111,7 +111,8 @@ fn a_drive_missing_from_the_database_is_flagged_in_warnings() {
     let (_, out, _) = inspect(&fixtures().join("ata-wd-red-sa500-wds400t1r0a.json"));
     let v: Value = serde_json::from_str(&out).expect("json");
     let w = v["warnings"].to_string();
-    assert!(w.contains("model number alone"), "{w}");
+    assert!(w.contains("chosen by model name"), "{w}");
+    assert_eq!(v["family_source"], "model_name");
 }
 
 #[test]

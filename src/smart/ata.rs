@@ -2,7 +2,7 @@
 //! log (`--log=devstat`). Pure: reads a JSON value and the vendor table only.
 
 use super::json::{as_u64, get, get_u64, mul};
-use super::model::{Attribute, Found, Health, Origin};
+use super::model::{Attribute, FamilySource, Found, Health, Origin};
 use super::table::{Field, From, MatchedBy, Percent, Rule, Table, Unit};
 use serde_json::Value;
 
@@ -110,13 +110,21 @@ pub(super) fn normalize(
         Some((fam, by)) => {
             h.vendor_table_family = Some(fam.key.clone());
             table_name = fam.key.clone();
+            h.family_source = match by {
+                MatchedBy::ModelFamily => FamilySource::Drivedb,
+                MatchedBy::ModelPattern => FamilySource::ModelName,
+            };
             if by == MatchedBy::ModelPattern {
                 h.warnings.push(format!(
-                    "drive not in smartctl's database: vendor table entry {} chosen by model number alone",
+                    "drive not in smartctl's database: vendor table entry {} chosen by model name",
                     fam.key
                 ));
             }
             for r in &fam.rules {
+                let model = h.model.as_deref().unwrap_or("");
+                if r.models.as_ref().is_some_and(|m| !m.is_match(model)) {
+                    continue;
+                }
                 apply(r, attrs, lbs, h, &mut figs);
                 if let (Some(want), Some(a)) = (&r.name, attrs.iter().find(|a| a.id == r.id))
                     && by == MatchedBy::ModelFamily
@@ -160,11 +168,29 @@ fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health, figs: &mut Ven
         From::Raw => a.raw,
         From::RawLow16 => a.raw.map(|x| x & 0xffff),
         From::RawWord1 => a.raw.map(|x| (x >> 16) & 0xffff),
+        // Hundredths of a percent: 0x0445 is 4.69 % -> 469.
+        From::RawLow16Centi => match a.raw.map(|x| ((x >> 8) & 0xff, x & 0xff)) {
+            Some((whole, frac)) if frac < 100 => Some(whole * 100 + frac),
+            Some(_) => {
+                h.warnings.push(format!(
+                    "attribute {} raw low word is no percentage (hundredths byte past 99): ignored",
+                    r.id
+                ));
+                None
+            }
+            None => None,
+        },
     };
     let Some(n) = n else { return };
+    // `n` in percent, or in hundredths of a percent for the two-byte form.
+    let per = if r.from == From::RawLow16Centi {
+        10_000.0
+    } else {
+        100.0
+    };
     let ratio = |n: u64| match r.percent {
-        Some(Percent::Remaining) => (100.0 - n as f64) / 100.0,
-        _ => n as f64 / 100.0,
+        Some(Percent::Remaining) => (per - n as f64) / per,
+        _ => n as f64 / per,
     };
     let scale = match r.unit {
         Unit::Count => 1,
@@ -172,6 +198,8 @@ fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health, figs: &mut Ven
         Unit::Bytes32mib => MIB32,
         Unit::Gib => GIB,
         Unit::Gb => GB,
+        // The table refuses `page` without a page size; 0 would only make the figure 0.
+        Unit::Page => r.page_bytes.unwrap_or(0),
     };
     let set_u64 = |slot: &mut Option<u64>, val: Option<u64>, add: bool| match (*slot, val) {
         (Some(old), Some(v)) if add => *slot = Some(old.saturating_add(v)),
@@ -180,7 +208,7 @@ fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health, figs: &mut Ven
     };
     match r.field {
         Field::WearUsedRatio => {
-            if r.percent == Some(Percent::Remaining) && n > 100 {
+            if r.percent == Some(Percent::Remaining) && n as f64 > per {
                 h.warnings.push(format!(
                     "attribute {} life remaining {n}% is out of range: ignored",
                     r.id
@@ -217,6 +245,36 @@ fn apply(r: &Rule, attrs: &[Attribute], lbs: u64, h: &mut Health, figs: &mut Ven
         Field::UnsafeShutdowns => set_u64(&mut h.unsafe_shutdowns, Some(n), r.add),
         Field::ReallocatedSectors => set_u64(&mut h.reallocated_sectors, Some(n), r.add),
         Field::PendingSectors => set_u64(&mut h.pending_sectors, Some(n), r.add),
+    }
+}
+
+/// The generic layer for a drive smartctl's database knows but the vendor table does not:
+/// 241/242 count logical sectors when that database names them `Total_LBAs_Written`/`_Read`.
+/// Not on a drive the database misses: there the same names are smartctl's defaults, given to
+/// GiB and 32 MiB counters alike (SK hynix, SanDisk, Intel without a database entry). Nothing
+/// is read from an attribute the database names `Unknown_Attribute`. Runs after devstat: the
+/// standard's counters come first.
+pub(super) fn normalize_named(v: &Value, h: &mut Health, found: &mut Found) {
+    let in_db = h.model_family.is_some()
+        && get(v, &["in_smartctl_database"]).and_then(Value::as_bool) != Some(false);
+    if h.family_source != FamilySource::None || !in_db {
+        return;
+    }
+    let lbs = get_u64(v, &["logical_block_size"]).unwrap_or(512);
+    let named = |id: u32, name: &str| {
+        h.attributes
+            .iter()
+            .find(|a| a.id == id && a.name == name)
+            .and_then(|a| a.raw)
+    };
+    let written = named(241, "Total_LBAs_Written");
+    let read = named(242, "Total_LBAs_Read");
+    let written = written.and_then(|n| mul(n, lbs, &mut h.warnings));
+    found
+        .host_written
+        .offer(Origin::AtaNamed, "attr 241 Total_LBAs_Written", written);
+    if h.host_read_bytes.is_none() {
+        h.host_read_bytes = read.and_then(|n| mul(n, lbs, &mut h.warnings));
     }
 }
 
@@ -597,6 +655,45 @@ mod tests {
     }
 
     #[test]
+    fn micron_pages_count_as_bytes_only_on_the_line_whose_page_size_is_known() {
+        let attrs = [
+            (246, "Total_LBAs_Written", 100, 32),
+            (247, "Host_Program_Page_Count", 100, 1),
+            (248, "Bckgnd_Program_Page_Cnt", 100, 2),
+        ];
+        let fam = Some("Micron 5100 / 52x0 / 5300 / 5400 SSDs");
+        let h = ata(fam, "Micron_5300_MTFDDAK1T9TDS", &attrs);
+        assert_eq!(h.nand_written_bytes, Some(3 * 16384));
+        // A 5200: same family, page size not known here -> no NAND figure, never a guess.
+        let h = ata(fam, "Micron_5200_MTFDDAK960TDN", &attrs);
+        assert_eq!(h.vendor_table_family.as_deref(), Some("micron_enterprise"));
+        assert_eq!(h.nand_written_bytes, None);
+        assert_eq!(h.host_written_bytes, Some(32 * 512));
+    }
+
+    #[test]
+    fn wd_230_is_a_two_byte_percentage_and_a_malformed_one_is_refused() {
+        let h = ata(
+            None,
+            "WDC  WDS400T1R0A-68A4W0",
+            &[(230, "Unknown_SSD_Attribute", 4, 0x0445_0132_0445)],
+        );
+        assert_eq!(h.wear_used_ratio, Some(0.0469));
+        assert_eq!(h.family_source, crate::smart::FamilySource::ModelName);
+        let h = ata(
+            None,
+            "WDC  WDS400T1R0A-68A4W0",
+            &[(230, "Unknown_SSD_Attribute", 4, 0x04ff)],
+        );
+        assert_eq!(h.wear_used_ratio, None);
+        assert!(
+            h.warnings.iter().any(|w| w.contains("attribute 230")),
+            "{:?}",
+            h.warnings
+        );
+    }
+
+    #[test]
     fn unknown_family_exports_no_converted_values() {
         let h = ata(
             None,
@@ -616,7 +713,7 @@ mod tests {
     #[test]
     fn a_vendor_write_counter_beats_devstat_and_summed_rules_name_each_attribute() {
         let t = Table::parse(
-            "defaults: []\nfamilies:\n  - {key: t, model_family: '^T$', rules: [\
+            "defaults: []\nfamilies:\n  - {key: t, model_family: '^T$', models: '^T$', rules: [\
              {id: 241, field: host_written_bytes, from: raw, unit: gib}, \
              {id: 242, field: host_written_bytes, from: raw, unit: gib, add: true}]}\n",
         )

@@ -15,7 +15,8 @@ mod scsi;
 pub mod table;
 
 pub use model::{
-    Attribute, EXIT_BITS, HOST_WRITTEN_ORDER, Health, Origin, ParseError, Source, WEAR_ORDER,
+    Attribute, EXIT_BITS, FamilySource, HOST_WRITTEN_ORDER, Health, Origin, ParseError, Source,
+    WEAR_ORDER,
 };
 pub use normalize::{normalize, parse};
 

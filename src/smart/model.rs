@@ -44,6 +44,8 @@ pub struct Health {
     pub smartctl_exit_status: Option<u64>,
     /// The vendor-table entry that gave attribute meanings (ATA only).
     pub vendor_table_family: Option<String>,
+    /// How that entry was found: smartctl's database, the model name, or not at all.
+    pub family_source: FamilySource,
     /// false when smartctl says the device has no SMART (virtio, RAID volumes, unknown type).
     pub smart_supported: Option<bool>,
     pub in_standby: bool,
@@ -90,6 +92,30 @@ impl Health {
     }
 }
 
+/// How a drive's vendor family was found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FamilySource {
+    /// smartctl's drive database named the family (`model_family`).
+    Drivedb,
+    /// smartctl named none; the model name matched a family's patterns.
+    ModelName,
+    /// No vendor family (also every NVMe and SCSI drive: the table is ATA's).
+    #[default]
+    None,
+}
+
+impl FamilySource {
+    /// The label value: `drivedb`, `model_name`, `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FamilySource::Drivedb => "drivedb",
+            FamilySource::ModelName => "model_name",
+            FamilySource::None => "none",
+        }
+    }
+}
+
 /// Bad input text: not JSON, or not a JSON object.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
@@ -98,6 +124,15 @@ pub enum ParseError {
         line: usize,
         column: usize,
         message: String,
+    },
+    /// Valid so far but cut short: a capped or interrupted smartctl output.
+    #[error(
+        "not valid JSON: it ends early (line {line}, column {column}, after {bytes} bytes): the output was cut short"
+    )]
+    Truncated {
+        line: usize,
+        column: usize,
+        bytes: usize,
     },
     #[error("not a smartctl JSON object (top level is {0})")]
     NotObject(&'static str),
@@ -116,6 +151,9 @@ pub enum Origin {
     NvmeLog,
     /// A vendor ATA attribute, read with the meaning the vendor table gives it.
     AtaVendorTable,
+    /// An ATA attribute whose name in smartctl's drive database says its unit
+    /// (`Total_LBAs_Written`), on a drive that database knows and the vendor table does not.
+    AtaNamed,
 }
 
 /// Which source wins for `wear_used_ratio`: the first in this list that gave a value.
@@ -133,16 +171,19 @@ pub const WEAR_ORDER: [Origin; 5] = [
     Origin::NvmeLog,
     Origin::AtaVendorTable,
 ];
+// (No attribute name says "percent used" reliably enough: `AtaNamed` gives no wear.)
 
 /// Which source wins for `host_written_bytes`: the first in this list that gave a value.
 /// - SCSI and NVMe standard counters: exact, and a drive has only one of them.
 /// - The vendor attribute before the devstat "Logical Sectors Written": some Micron/Crucial
 ///   firmware keeps only a 32-bit view in devstat, which wraps; the attribute does not.
-pub const HOST_WRITTEN_ORDER: [Origin; 4] = [
+/// - The standard devstat before an attribute only its database name vouches for.
+pub const HOST_WRITTEN_ORDER: [Origin; 5] = [
     Origin::ScsiLog,
     Origin::NvmeLog,
     Origin::AtaVendorTable,
     Origin::AtaDevstat,
+    Origin::AtaNamed,
 ];
 
 /// Where a figure came from: the kind of place and what exactly was read there.
@@ -160,7 +201,7 @@ impl fmt::Display for Source {
             Origin::AtaDevstat => "ATA devstat",
             Origin::ScsiLog => "SCSI",
             Origin::NvmeLog => "NVMe",
-            Origin::AtaVendorTable => "ATA",
+            Origin::AtaVendorTable | Origin::AtaNamed => "ATA",
         };
         write!(f, "{place} {}", self.detail)
     }
@@ -253,8 +294,10 @@ mod tests {
             Origin::ScsiLog,
             Origin::NvmeLog,
             Origin::AtaVendorTable,
+            Origin::AtaNamed,
         ] {
-            assert!(WEAR_ORDER.contains(&o), "{o:?}");
+            // A name gives no wear figure.
+            assert!(o == Origin::AtaNamed || WEAR_ORDER.contains(&o), "{o:?}");
             // smartctl's endurance_used has no write counter.
             assert!(
                 o == Origin::EnduranceUsed || HOST_WRITTEN_ORDER.contains(&o),

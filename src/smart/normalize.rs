@@ -18,10 +18,22 @@ pub fn parse(text: &str) -> Result<Health, ParseError> {
     {
         return Ok(normalize(&w.into_value(), Table::builtin()));
     }
-    let v: Value = serde_json::from_str(text).map_err(|e| ParseError::Json {
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        // Empty or cut-short input (an output cap, a killed smartctl) says so rather than
+        // naming a parser state.
+        if e.is_eof() && !text.trim().is_empty() {
+            ParseError::Truncated {
+                line: e.line(),
+                column: e.column(),
+                bytes: text.len(),
+            }
+        } else {
+            ParseError::Json {
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            }
+        }
     })?;
     if !v.is_object() {
         return Err(ParseError::NotObject(kind_of(&v)));
@@ -78,6 +90,7 @@ wanted!(
     ata_smart_attributes,
     ata_device_statistics,
     endurance_used,
+    in_smartctl_database,
 );
 
 /// Normalizes one parsed smartctl output with the given vendor table.
@@ -163,6 +176,7 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
     }
     h.attributes = attrs;
     ata::normalize_devstat(v, &mut h, &mut found);
+    ata::normalize_named(v, &mut h, &mut found);
     // smartctl >= 7.5: a vendor-neutral endurance figure.
     found.wear.offer(
         Origin::EnduranceUsed,
@@ -257,6 +271,19 @@ mod tests {
             "endurance_used": {"current_percent": 7},
             "ata_smart_attributes": {"table": [{"id": 177, "name": "Wear_Leveling_Count", "value": 99, "raw": {"value": 1}}]}});
         assert_eq!(normalize(&v, Table::builtin()).wear_used_ratio, Some(0.07));
+    }
+
+    #[test]
+    fn output_cut_short_says_so_and_garbage_says_where() {
+        let e = parse("{\"smartctl\": {\"exit_status\": 0}, \"model_name\": \"X").unwrap_err();
+        assert!(
+            matches!(e, ParseError::Truncated { bytes: 49, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("the output was cut short"), "{e}");
+        let e = parse("Segmentation fault").unwrap_err();
+        assert!(matches!(e, ParseError::Json { line: 1, .. }), "{e:?}");
+        assert!(matches!(parse("  ").unwrap_err(), ParseError::Json { .. }));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub enum From {
     Raw,
     RawLow16,
     RawWord1,
+    /// The low 16 bits of raw as a percentage in two bytes: bits 8..15 the whole percent,
+    /// bits 0..7 the hundredths (0..99). WD/SanDisk 230 (`0x0445` is 4.69 %).
+    RawLow16Centi,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -49,22 +52,44 @@ pub enum Unit {
     Bytes32mib,
     Gib,
     Gb,
+    /// NAND pages: multiplied by the rule's `page_bytes` (the page size of that product line).
+    Page,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawRule {
+    id: u32,
+    #[serde(default)]
+    name: Option<String>,
+    field: Field,
+    from: From,
+    #[serde(default)]
+    percent: Option<Percent>,
+    #[serde(default)]
+    unit: Unit,
+    #[serde(default)]
+    add: bool,
+    #[serde(default)]
+    page_bytes: Option<u64>,
+    #[serde(default)]
+    models: Option<String>,
+}
+
+/// One attribute meaning of a family (see the head of `families.yaml`).
+#[derive(Debug, Clone)]
 pub struct Rule {
     pub id: u32,
-    #[serde(default)]
     pub name: Option<String>,
     pub field: Field,
     pub from: From,
-    #[serde(default)]
     pub percent: Option<Percent>,
-    #[serde(default)]
     pub unit: Unit,
-    #[serde(default)]
     pub add: bool,
+    /// Bytes per NAND page, for `unit: page` only (required there).
+    pub page_bytes: Option<u64>,
+    /// The rule holds only for models matching this (one product line of the family).
+    pub models: Option<Regex>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,15 +99,16 @@ struct RawFamily {
     model_family: String,
     #[serde(default)]
     not_model_family: Option<String>,
+    models: String,
     #[serde(default)]
-    models: Option<String>,
-    rules: Vec<Rule>,
+    not_models: Option<String>,
+    rules: Vec<RawRule>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTable {
-    defaults: Vec<Rule>,
+    defaults: Vec<RawRule>,
     families: Vec<RawFamily>,
 }
 
@@ -91,8 +117,17 @@ pub struct Family {
     pub key: String,
     model_family: Regex,
     not_model_family: Option<Regex>,
-    models: Option<Regex>,
+    /// The model names of the family's product lines, for drives smartctl's database misses.
+    models: Regex,
+    not_models: Option<Regex>,
     pub rules: Vec<Rule>,
+}
+
+impl Family {
+    /// Whether a model name belongs to this family's product lines.
+    pub fn matches_model(&self, model: &str) -> bool {
+        self.models.is_match(model) && !self.not_models.as_ref().is_some_and(|n| n.is_match(model))
+    }
 }
 
 #[derive(Debug)]
@@ -101,7 +136,8 @@ pub struct Table {
     pub families: Vec<Family>,
 }
 
-/// How a family was matched: through smartctl's database or only by the model string.
+/// How a family was matched: through smartctl's database (`model_family`) or, where the
+/// database names none, by the model name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MatchedBy {
     ModelFamily,
@@ -121,6 +157,57 @@ pub enum TableError {
         pattern: String,
         source: regex::Error,
     },
+    #[error("vendor table: family {family}: attribute {id}: {message}")]
+    Rule {
+        family: String,
+        id: u32,
+        message: &'static str,
+    },
+}
+
+fn compile(family: &str, pattern: &str) -> Result<Regex, TableError> {
+    Regex::new(pattern).map_err(|source| TableError::Pattern {
+        family: family.to_string(),
+        pattern: pattern.to_string(),
+        source,
+    })
+}
+
+fn rule(family: &str, r: RawRule) -> Result<Rule, TableError> {
+    let bad = |message| TableError::Rule {
+        family: family.to_string(),
+        id: r.id,
+        message,
+    };
+    match (r.unit, r.page_bytes) {
+        (Unit::Page, None | Some(0)) => return Err(bad("unit page needs page_bytes > 0")),
+        (Unit::Page, Some(_)) | (_, None) => {}
+        (_, Some(_)) => return Err(bad("page_bytes goes with unit page only")),
+    }
+    let ratio = matches!(r.field, Field::WearUsedRatio | Field::SpareAvailableRatio);
+    if ratio != r.percent.is_some() {
+        return Err(bad(
+            "percent goes with the ratio fields, and only with them",
+        ));
+    }
+    if r.from == From::RawLow16Centi && !ratio {
+        return Err(bad("raw_low16_centi is a percentage: ratio fields only"));
+    }
+    Ok(Rule {
+        models: r
+            .models
+            .as_deref()
+            .map(|p| compile(family, p))
+            .transpose()?,
+        id: r.id,
+        name: r.name,
+        field: r.field,
+        from: r.from,
+        percent: r.percent,
+        unit: r.unit,
+        add: r.add,
+        page_bytes: r.page_bytes,
+    })
 }
 
 impl Table {
@@ -129,25 +216,26 @@ impl Table {
         let raw: RawTable = serde_yaml_ng::from_str(text)?;
         let mut families = Vec::with_capacity(raw.families.len());
         for f in raw.families {
-            let re = |p: &str| {
-                Regex::new(p).map_err(|source| TableError::Pattern {
-                    family: f.key.clone(),
-                    pattern: p.to_string(),
-                    source,
-                })
-            };
+            let re = |p: &str| compile(&f.key, p);
             families.push(Family {
                 model_family: re(&f.model_family)?,
                 not_model_family: f.not_model_family.as_deref().map(re).transpose()?,
-                models: f.models.as_deref().map(re).transpose()?,
-                key: f.key.clone(),
-                rules: f.rules,
+                models: re(&f.models)?,
+                not_models: f.not_models.as_deref().map(re).transpose()?,
+                rules: f
+                    .rules
+                    .into_iter()
+                    .map(|r| rule(&f.key, r))
+                    .collect::<Result<_, _>>()?,
+                key: f.key,
             });
         }
-        Ok(Table {
-            defaults: raw.defaults,
-            families,
-        })
+        let defaults = raw
+            .defaults
+            .into_iter()
+            .map(|r| rule("defaults", r))
+            .collect::<Result<_, _>>()?;
+        Ok(Table { defaults, families })
     }
 
     /// The built-in table. It is checked by a unit test, so a broken table never ships;
@@ -165,7 +253,8 @@ impl Table {
         })
     }
 
-    /// Finds the family of a drive: smartctl's `model_family` first, then model patterns.
+    /// Finds the family of a drive: smartctl's `model_family` first; the model-name patterns
+    /// only when smartctl names no family (its database misses the drive, or is too old).
     pub fn lookup(
         &self,
         model_family: Option<&str>,
@@ -185,7 +274,7 @@ impl Table {
         let model = model?;
         self.families
             .iter()
-            .find(|f| f.models.as_ref().is_some_and(|m| m.is_match(model)))
+            .find(|f| f.matches_model(model))
             .map(|f| (f, MatchedBy::ModelPattern))
     }
 }
@@ -203,18 +292,8 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), n, "duplicate family key");
         assert!(n >= 10);
-        for f in &t.families {
-            for r in &f.rules {
-                let ratio = matches!(r.field, Field::WearUsedRatio | Field::SpareAvailableRatio);
-                assert_eq!(
-                    ratio,
-                    r.percent.is_some(),
-                    "family {} id {}: percent goes with ratio fields only",
-                    f.key,
-                    r.id
-                );
-            }
-        }
+        // Checks each rule (percent with ratio fields, page with page_bytes) while parsing.
+        assert!(t.defaults.iter().all(|r| r.percent.is_none()));
     }
 
     #[test]
@@ -241,11 +320,122 @@ mod tests {
         assert_eq!((f.key.as_str(), by), ("intel", MatchedBy::ModelPattern));
     }
 
+    /// Model names as drivedb.h's test comments and the vendors' data sheets give them, one
+    /// or more per family; every family must have a case.
+    #[test]
+    fn every_family_recognises_its_product_lines_by_model_name() {
+        let cases: &[(&str, &str)] = &[
+            ("samsung", "Samsung SSD 860 EVO 500GB"),
+            ("samsung", "Samsung SSD 870 QVO 4TB"),
+            ("samsung", "SAMSUNG MZ7LH1T9HMLT-00005"),
+            ("samsung", "SAMSUNG MZ7L3480HCHQ-00A07"),
+            ("samsung", "MZ7KM960HMJP0D3"),
+            ("samsung", "Samsung SSD 840 Series"),
+            ("intel", "INTEL SSDSC2KB480G8"),
+            ("intel", "INTEL SSDSC2BB120G4L"),
+            ("intel", "SOLIDIGM SSDSC2KB038TZ"),
+            ("intel", "INTEL SSDSCKKW512G8"),
+            ("dell_intel", "SSDSC2KB480G7R"),
+            ("dell_intel", "INTEL SSDSC2BB480G7R"),
+            ("micron_client", "CT500MX500SSD1"),
+            ("micron_client", "Crucial_CT500MX200SSD1"),
+            ("micron_client", "Micron_1100_MTFDDAK512TBN"),
+            ("micron_enterprise", "Micron_5300_MTFDDAK1T9TDS"),
+            ("micron_enterprise", "MTFDDAK1T9TDT"),
+            ("micron_enterprise", "Micron_5400_MTFDDAK960TGA_SED"),
+            ("crucial_m4", "M4-CT128M4SSD2"),
+            ("crucial_m4", "MTFDDAK128MAM-1J1"),
+            ("phison", "KINGSTON SA400M8120G"),
+            ("phison", "KINGSTON  SA400S37480G"),
+            ("kingston_uv", "KINGSTON SUV500MS120G"),
+            ("sandforce", "KINGSTON SV300S37A120G"),
+            ("wd_ssd", "WDC  WDS400T1R0A-68A4W0"),
+            ("wd_ssd", "WDC WDS500G2B0A-00SM50"),
+            ("sandisk_marvell", "SanDisk SDSSDHII240G"),
+            ("sandisk_marvell", "SanDisk SD8SB8U1T001122"),
+            ("silicon_motion", "TS32GMTS400"),
+            ("silicon_motion", "CT250BX100SSD1"),
+            ("silicon_motion", "ADATA SU800"),
+            ("skhynix_enterprise", "HFS1T9G3H2X069N"),
+            ("seagate_ssd", "Seagate BarraCuda SSD ZA500CM10002"),
+            ("seagate_ssd", "Seagate IronWolf ZA1000NM10002-2ZG101"),
+            ("ocz_barefoot3", "OCZ-VECTOR150"),
+            ("plextor", "PLEXTOR PX-256M6S"),
+        ];
+        let t = Table::builtin();
+        for (key, model) in cases {
+            let got = t.lookup(None, Some(model)).map(|(f, _)| f.key.as_str());
+            assert_eq!(got, Some(*key), "{model}");
+        }
+        for f in &t.families {
+            assert!(
+                cases.iter().any(|(k, _)| *k == f.key),
+                "family {} has no model-name case",
+                f.key
+            );
+        }
+        // OEM firmware of the same hardware means other things, and unknown names are no
+        // family: no figure rather than a wrong one.
+        for model in [
+            "SSDSC2KB480G8L LEN",    // Lenovo Intel: 241 counts LBAs there
+            "X SSD 850 PRO 128GB",   // anonymised by its contributor
+            "WDC WD140EDFZ-11A0VA0", // a WD hard disk
+            "SanDisk SDSSDA240G",    // SSD Plus: SandForce, no entry
+            "CT500P2SSD8",           // an NVMe drive
+            "NONAME SSD 128GB",
+        ] {
+            let got = t.lookup(None, Some(model)).map(|(f, _)| f.key.as_str());
+            assert_eq!(got, None, "{model}");
+        }
+    }
+
+    #[test]
+    fn current_and_old_drivedb_family_names_find_the_same_entry() {
+        let t = Table::builtin();
+        for (name, key) in [
+            ("Intel S4510/S4610/S4500/S4600 Series SSDs", "intel"),
+            ("Intel/Solidigm S46x0/S45x0 Series SSDs", "intel"),
+            ("Micron 5100 Pro / 52x0 / 5300 SSDs", "micron_enterprise"),
+            ("Micron 5100 / 52x0 / 5300 / 5400 SSDs", "micron_enterprise"),
+            ("Seagate BarraCuda SSD", "seagate_ssd"),
+            ("Seagate BarraCuda series SSD", "seagate_ssd"),
+            ("Seagate IronWolf (Pro) 125 SSDs", "seagate_ssd"),
+            ("Indilinx Barefoot 3 based SSDs", "ocz_barefoot3"),
+            ("WD Blue / Red / Green SSDs", "wd_ssd"),
+        ] {
+            let got = t.lookup(Some(name), None).map(|(f, _)| f.key.as_str());
+            assert_eq!(got, Some(key), "{name}");
+        }
+    }
+
     #[test]
     fn bad_table_names_the_family() {
-        let e =
-            Table::parse("defaults: []\nfamilies:\n  - {key: x, model_family: '(', rules: []}\n")
-                .unwrap_err();
+        let e = Table::parse(
+            "defaults: []\nfamilies:\n  - {key: x, model_family: '(', models: x, rules: []}\n",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("family x"), "{e}");
+        let e = Table::parse(
+            "defaults: []\nfamilies:\n  - {key: y, model_family: y, models: y, rules: [\
+             {id: 247, field: nand_written_bytes, from: raw, unit: page}]}\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "vendor table: family y: attribute 247: unit page needs page_bytes > 0"
+        );
+        let e = Table::parse(
+            "defaults: []\nfamilies:\n  - {key: z, model_family: z, models: z, rules: [\
+             {id: 230, field: wear_used_ratio, from: value}]}\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("family z: attribute 230: percent"),
+            "{e}"
+        );
+        // A family without model-name patterns is refused: every entry must have them.
+        let e = Table::parse("defaults: []\nfamilies:\n  - {key: w, model_family: w, rules: []}\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("models"), "{e}");
     }
 }

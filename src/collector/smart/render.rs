@@ -74,6 +74,7 @@ pub(super) fn render_drive(
             ),
             ("firmware", h.firmware.as_deref().unwrap_or("")),
             ("model_family", h.model_family.as_deref().unwrap_or("")),
+            ("family_source", h.family_source.as_str()),
             ("device_type", h.device_type.as_deref().unwrap_or("")),
         ],
         1.0,
