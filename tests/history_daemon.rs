@@ -182,3 +182,26 @@ fn a_drive_row_carries_its_discarded_bytes() {
     };
     assert_eq!(discarded, 93_810_688.0 * 512.0);
 }
+
+/// benches/rss.sh (the daemon's resident memory at defaults, history on, on the generated large
+/// host) in its short mode, so the script can't rot; the figure comes from the release run.
+#[test]
+fn the_rss_bench_runs_in_its_short_mode() {
+    if !require_cmd("rss bench", "curl", "curl") {
+        return;
+    }
+    let out = std::process::Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/rss.sh"))
+        .env("SHORT", "1")
+        .env("SSDWATCH", env!("CARGO_BIN_EXE_ssdwatch"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("VmRSS over 8 s"), "{text}");
+    assert!(text.contains("series"), "{text}");
+}
