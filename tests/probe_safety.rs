@@ -9,7 +9,9 @@
 
 mod support;
 
-use ssdwatch::probe::{Outcome, ProbeKind, RunInputs, SkipReason, TargetConfig, run_target};
+use ssdwatch::probe::{
+    Outcome, ProbeKind, RunInputs, SkipReason, Stage, TargetConfig, run_target, run_target_with,
+};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
@@ -149,6 +151,78 @@ fn a_nearly_full_tiny_filesystem_gets_no_probe_file_under_the_floor_and_rewrites
     fill_to(&fs, "db3", t.rewrite_reserve_bytes - (1 << 20));
     let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
+}
+
+/// The race the space gate used to lose: a database grows between the plan's look at free space
+/// and the probe file's allocation (the busy window sits in between). Here the database is a
+/// `fallocate` run at the very moment in question, through the runner's stage hook: once where
+/// the busy window ends (the re-check right before the allocation catches it) and once right
+/// after that re-check (the allocation is made, seen to have crossed the floor, and given back).
+/// Either way the filesystem is left above the floor, nothing of the probe's stays, and the run
+/// says why; without the re-check it would have ended half a probe file under the floor.
+#[test]
+fn a_database_growing_between_the_space_check_and_the_allocation_never_takes_the_probe_under_the_floor()
+ {
+    for (stage, said) in [
+        (
+            Stage::Writing,
+            "right before creating the 1048576-byte probe file",
+        ),
+        (Stage::Allocating, "rolled back"),
+    ] {
+        let Some(fs) = loop_fs("space race", 64) else {
+            return;
+        };
+        let state = tempfile::tempdir().unwrap();
+        let mut t = small_target(&fs.mountpoint);
+        t.kinds = vec![ProbeKind::SyncWrite4k];
+        let file = ssdwatch::probe::probe_file_bytes(&t, fs_bytes(&fs));
+        // Room for the probe file when the plan looks.
+        assert!(fs.avail() > t.free_floor_bytes + 2 * file);
+        let grew = std::cell::Cell::new(false);
+        let database = |now: Stage| {
+            if now == stage {
+                // Half the probe file above the floor: the database alone stays above it.
+                fill_to(&fs, "db", t.free_floor_bytes + file / 2);
+                grew.set(true);
+            }
+        };
+        let roots = ssdwatch::Roots::default();
+        let inputs = RunInputs {
+            roots: &roots,
+            state_dir: state.path(),
+            shared: None,
+            topology: None,
+            kinds: t.kinds.clone(),
+            busy_window: Duration::ZERO,
+            hand: false,
+        };
+        let o = run_target_with(&t, &inputs, &database);
+        assert!(
+            grew.get(),
+            "{stage:?}: the run never reached that stage: {o:?}"
+        );
+        let Outcome::Skipped(sk) = &o else {
+            panic!("{stage:?}: ran under the floor: {o:?}")
+        };
+        assert_eq!(sk.reason, SkipReason::LowSpace, "{stage:?}: {}", sk.detail);
+        assert!(sk.detail.contains(said), "{stage:?}: {}", sk.detail);
+        assert!(
+            fs.avail() >= t.free_floor_bytes,
+            "{stage:?}: {} bytes available, under the floor of {}",
+            fs.avail(),
+            t.free_floor_bytes
+        );
+        let left = names_in(&fs.probe_dir());
+        assert!(
+            !left.iter().any(|n| n.starts_with("probe.dat")),
+            "{stage:?}: {left:?}"
+        );
+        // The run's intent was recorded, then settled at what it wrote: nothing.
+        let b = ssdwatch::probe::budget::load(state.path()).unwrap();
+        let u = &b.targets[fs.mp()];
+        assert_eq!((u.written_bytes, u.in_flight_bytes), (0, 0), "{stage:?}");
+    }
 }
 
 #[test]
