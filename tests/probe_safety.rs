@@ -915,3 +915,271 @@ fn the_run_length_bench_runs_in_its_short_mode() {
     let day = 2 * 8 * 4096 * 288 + (16 << 20);
     assert!(text.contains(&format!("BYTES_PER_DAY 8 {day}")), "{text}");
 }
+
+/// The daemon (`ssdwatch serve`, a real process) probing one target every second, with its
+/// state in `state`, its log in `log`, serving on a free port; SIGKILLed when dropped.
+struct Serving {
+    child: KillOnDrop,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl Serving {
+    /// Probes `t` (its kinds, sizes, floors and daily budget) every second, no jitter, no busy
+    /// window; SMART and the history off (not what is under test).
+    fn start(work: &Path, state: &Path, t: &TargetConfig) -> Serving {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let kinds: Vec<&str> = t.kinds.iter().map(|k| k.as_str()).collect();
+        let cfg = work.join("serve.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "web:\n  listen_address: \"127.0.0.1:{port}\"\nstate_dir: {}\nhistory:\n  enabled: false\ncollectors:\n  smart:\n    enabled: false\n  probe:\n    interval: 1s\n    jitter_ratio: 0\n    busy_window: 0s\n    targets:\n      - path: {}\n        kinds: [{}]\n        write_ops: {}\n        file_size_bytes: {}\n        free_floor_bytes: {}\n        free_floor_ratio: {:?}\n        budget_bytes_per_day: {}\n        busy_threshold: 1.0\n",
+                state.display(),
+                t.path.display(),
+                kinds.join(", "),
+                t.write_ops,
+                t.file_size_bytes,
+                t.free_floor_bytes,
+                t.free_floor_ratio,
+                t.budget_bytes_per_day
+            ),
+        )
+        .unwrap();
+        let log = work.join(format!("serve-{port}.log"));
+        let child = std::process::Command::new(bin())
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--log.level", "warn", "serve"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Serving {
+            child: KillOnDrop(child),
+            port,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The first scrape for which `pred` holds, within 30 s.
+    fn wait_metrics(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .new_agent();
+        let url = format!("http://127.0.0.1:{}/metrics", self.port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = String::new();
+        loop {
+            if let Ok(Some(st)) = self.child.0.try_wait() {
+                panic!("the daemon exited ({st}):\n{}", self.log());
+            }
+            if let Ok(mut r) = agent.get(&url).call() {
+                last = r.body_mut().read_to_string().unwrap_or_default();
+                if pred(&last) {
+                    return last;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last scrape:\n{last}\nlog:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A tmpfs mounted for the test, lazily unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, options: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        run(
+            "mount",
+            &["-t", "tmpfs", "-o", options, "tmpfs", at.to_str().unwrap()],
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A state directory the probe budget can't be written to, read-only or full: the daemon's
+/// probes write nothing, each attempt is skipped as `budget_unrecorded` (and after three the
+/// target shows failing for that reason, which the alert reads), and the log names the state
+/// file. Before, they probed on with a warning and wrote past their daily budget.
+#[test]
+fn a_budget_that_cant_be_recorded_stops_the_daemons_probes_and_says_why() {
+    for how in ["read-only", "full"] {
+        let test = format!("budget unrecorded ({how})");
+        let Some(fs) = loop_fs(&test, 64) else {
+            return;
+        };
+        let work = tempfile::tempdir().unwrap();
+        let state = work.path().join("state");
+        let _tmpfs = match how {
+            "read-only" => Tmpfs::mount(&state, "ro,size=1m"),
+            _ => {
+                let t = Tmpfs::mount(&state, "size=256k");
+                // Filled to the last byte by a file that isn't the budget's.
+                let _ = std::process::Command::new("dd")
+                    .args(["if=/dev/zero", "bs=4k"])
+                    .arg(format!("of={}", state.join("filler").display()))
+                    .stderr(std::process::Stdio::null())
+                    .status();
+                t
+            }
+        };
+        let mut t = small_target(&fs.mountpoint);
+        t.kinds = vec![ProbeKind::SyncWrite4k, ProbeKind::RandRead4k];
+        t.budget_bytes_per_day = 2 << 20;
+        let mut d = Serving::start(work.path(), &state, &t);
+        let failing = format!(
+            "ssdwatch_probe_target_failing{{mountpoint=\"{}\",device=\"{}\",reason=\"budget_unrecorded\"}} 1",
+            fs.mp(),
+            fs.kernel_name()
+        );
+        let m = d.wait_metrics(&format!("{test}: the target failing"), |m| {
+            m.contains(&failing)
+        });
+        let skipped = value_matching(
+            &m,
+            "ssdwatch_probe_skipped_total",
+            "reason=\"budget_unrecorded\"",
+        );
+        assert!(skipped.is_some_and(|n| n >= 3.0), "{test}: {skipped:?}");
+        let base = format!(
+            "{{mountpoint=\"{}\",device=\"{}\"}}",
+            fs.mp(),
+            fs.kernel_name()
+        );
+        assert_eq!(
+            value(&m, &format!("ssdwatch_probe_runs_total{base}")),
+            Some(0.0),
+            "{test}"
+        );
+        assert_eq!(
+            value(&m, &format!("ssdwatch_probe_written_bytes_total{base}")),
+            Some(0.0),
+            "{test}"
+        );
+        // Nothing written on the target: no probe file, no partial one, no run marker.
+        assert!(
+            names_in(&fs.probe_dir()).is_empty(),
+            "{test}: {:?}",
+            names_in(&fs.probe_dir())
+        );
+        let budget_file = ssdwatch::probe::budget::path(&state).display().to_string();
+        let log = d.log();
+        assert!(
+            log.lines().any(|l| l.contains("WARN")
+                && l.contains(&budget_file)
+                && l.contains("not probing")),
+            "{test}: no warning naming {budget_file}:\n{log}"
+        );
+        // One warning when the fault starts, not one per attempt.
+        let warned = log.lines().filter(|l| l.contains(&budget_file)).count();
+        assert_eq!(warned, 1, "{test}:\n{log}");
+    }
+}
+
+/// kill -9 of the daemon while it creates its probe file (stepped with SIGSTOP/SIGCONT and
+/// killed once the file is allocated): the budget already holds the run's planned bytes, and the
+/// restarted daemon, reading it, has too little of the day's budget left to make the file again.
+/// Before, the killed run's bytes were never recorded, and every restart wrote them once more.
+#[test]
+fn a_daemon_killed_mid_probe_has_that_runs_bytes_in_its_budget_after_a_restart() {
+    let test = "daemon kill -9 budget";
+    for attempt in 1..=3 {
+        let Some(fs) = loop_fs(test, 2176) else {
+            return;
+        };
+        let day = utc_day();
+        let work = tempfile::tempdir().unwrap();
+        let state = work.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let mut t = small_target(&fs.mountpoint);
+        t.kinds = vec![ProbeKind::SyncWrite4k];
+        t.file_size_bytes = KILLED_FILE_BYTES;
+        let planned = KILLED_FILE_BYTES + t.planned_bytes(ProbeKind::SyncWrite4k);
+        // One run's worth and half a probe file more: not enough to make the file again.
+        t.budget_bytes_per_day = planned + KILLED_FILE_BYTES / 2;
+        let d = Serving::start(work.path(), &state, &t);
+        let partial = fs.probe_dir().join("probe.dat.partial");
+        let allocated = |p: &Path| p.metadata().is_ok_and(|m| m.len() == KILLED_FILE_BYTES);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut caught = false;
+        loop {
+            if !stop(&d.child.0) {
+                panic!("the daemon exited:\n{}", d.log());
+            }
+            if allocated(&partial) {
+                nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(d.child.0.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+                .unwrap();
+                caught = true;
+                break;
+            }
+            if fs.probe_dir().join("probe.dat").exists() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no probe file creation began:\n{}",
+                d.log()
+            );
+            resume(&d.child.0);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        drop(d);
+        if !caught || utc_day() != day {
+            eprintln!("note: attempt {attempt}: not caught mid-creation within one UTC day; again");
+            continue;
+        }
+        let b = ssdwatch::probe::budget::load(&state).unwrap();
+        let u = &b.targets[fs.mp()];
+        assert_eq!(u.day, day);
+        assert_eq!(
+            (u.written_bytes, u.in_flight_bytes),
+            (planned, planned),
+            "{u:?}"
+        );
+
+        // Restarted: the leftovers go, and the day's budget can't pay for a new probe file.
+        let mut d = Serving::start(work.path(), &state, &t);
+        let skipped = format!(
+            "ssdwatch_probe_skipped_total{{mountpoint=\"{}\",device=\"{}\",reason=\"budget\"}} 1",
+            fs.mp(),
+            fs.kernel_name()
+        );
+        d.wait_metrics("a budget skip after the restart", |m| m.contains(&skipped));
+        assert!(
+            !fs.probe_dir().join("probe.dat").exists(),
+            "{:?}",
+            names_in(&fs.probe_dir())
+        );
+        let u = &ssdwatch::probe::budget::load(&state).unwrap().targets[fs.mp()];
+        assert!(u.written_bytes >= planned, "{u:?}");
+        return;
+    }
+    panic!("{test}: the daemon could not be caught creating its probe file in 3 attempts");
+}
