@@ -784,6 +784,61 @@ fn btrfs_keeps_the_floor_for_every_run_and_never_goes_under_it() {
     assert!(fs.avail() >= floor, "avail {} under {floor}", fs.avail());
 }
 
+/// On btrfs every write allocates, so each writing kind is an allocation of its own: a database
+/// that grows while the run is under way (here, right as it starts writing) is seen by the
+/// re-check before the next kind, which doesn't run.
+#[test]
+fn on_btrfs_the_space_is_judged_again_before_each_writing_kind() {
+    let test = "btrfs per-kind re-check";
+    if !require_root(test) || !require_cmd(test, "mkfs.btrfs", "btrfs-progs") {
+        return;
+    }
+    let fs = LoopFs::of_type(512, "mkfs.btrfs", &["-q", "-f"]);
+    let state = tempfile::tempdir().unwrap();
+    let mut t = default_target(&fs);
+    t.kinds = vec![ProbeKind::RandRead4k, ProbeKind::SyncWrite4k];
+    t.write_ops = 256;
+    let floor = ssdwatch::probe::floor_bytes(&t, fs_bytes(&fs));
+    // The probe file is made first, with room to spare.
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), None, "{o:?}");
+    run("sync", &[]);
+    let database = |now: Stage| {
+        if now == Stage::Writing {
+            // 64 KiB above the floor: less than the 1 MiB sync_write_4k is about to write.
+            fill_to(&fs, "db", floor + (64 << 10));
+            run("sync", &[]);
+        }
+    };
+    let roots = ssdwatch::Roots::default();
+    let inputs = RunInputs {
+        roots: &roots,
+        state_dir: state.path(),
+        shared: None,
+        topology: None,
+        kinds: t.kinds.clone(),
+        busy_window: Duration::ZERO,
+        hand: false,
+    };
+    let o = run_target_with(&t, &inputs, &database);
+    let Outcome::Skipped(sk) = &o else {
+        panic!("wrote under the floor: {o:?}")
+    };
+    assert_eq!(sk.reason, SkipReason::LowSpace, "{}", sk.detail);
+    assert!(
+        sk.detail.contains("right before sync_write_4k"),
+        "{}",
+        sk.detail
+    );
+    // The reads ran, the writes didn't: the run settled at nothing written, and the budget
+    // holds only the first run's bytes (its probe file and its writes).
+    let u = &ssdwatch::probe::budget::load(state.path()).unwrap().targets[fs.mp()];
+    assert_eq!(u.in_flight_bytes, 0);
+    let first = ssdwatch::probe::probe_file_bytes(&t, fs_bytes(&fs))
+        + t.planned_bytes(ProbeKind::SyncWrite4k);
+    assert_eq!(u.written_bytes, first, "{u:?}");
+}
+
 /// The daemon's user in these tests: nobody, so no account needs creating.
 const DAEMON_UID: u32 = 65534;
 
