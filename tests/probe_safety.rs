@@ -9,7 +9,9 @@
 
 mod support;
 
-use ssdwatch::probe::{Outcome, ProbeKind, RunInputs, SkipReason, TargetConfig, run_target};
+use ssdwatch::probe::{
+    Outcome, ProbeKind, RunInputs, SkipReason, Stage, TargetConfig, run_target, run_target_with,
+};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
@@ -149,6 +151,78 @@ fn a_nearly_full_tiny_filesystem_gets_no_probe_file_under_the_floor_and_rewrites
     fill_to(&fs, "db3", t.rewrite_reserve_bytes - (1 << 20));
     let o = probe_once(&t, state.path(), Duration::ZERO);
     assert_eq!(reason(&o), Some(SkipReason::LowSpace), "{o:?}");
+}
+
+/// The race the space gate used to lose: a database grows between the plan's look at free space
+/// and the probe file's allocation (the busy window sits in between). Here the database is a
+/// `fallocate` run at the very moment in question, through the runner's stage hook: once where
+/// the busy window ends (the re-check right before the allocation catches it) and once right
+/// after that re-check (the allocation is made, seen to have crossed the floor, and given back).
+/// Either way the filesystem is left above the floor, nothing of the probe's stays, and the run
+/// says why; without the re-check it would have ended half a probe file under the floor.
+#[test]
+fn a_database_growing_between_the_space_check_and_the_allocation_never_takes_the_probe_under_the_floor()
+ {
+    for (stage, said) in [
+        (
+            Stage::Writing,
+            "right before creating the 1048576-byte probe file",
+        ),
+        (Stage::Allocating, "rolled back"),
+    ] {
+        let Some(fs) = loop_fs("space race", 64) else {
+            return;
+        };
+        let state = tempfile::tempdir().unwrap();
+        let mut t = small_target(&fs.mountpoint);
+        t.kinds = vec![ProbeKind::SyncWrite4k];
+        let file = ssdwatch::probe::probe_file_bytes(&t, fs_bytes(&fs));
+        // Room for the probe file when the plan looks.
+        assert!(fs.avail() > t.free_floor_bytes + 2 * file);
+        let grew = std::cell::Cell::new(false);
+        let database = |now: Stage| {
+            if now == stage {
+                // Half the probe file above the floor: the database alone stays above it.
+                fill_to(&fs, "db", t.free_floor_bytes + file / 2);
+                grew.set(true);
+            }
+        };
+        let roots = ssdwatch::Roots::default();
+        let inputs = RunInputs {
+            roots: &roots,
+            state_dir: state.path(),
+            shared: None,
+            topology: None,
+            kinds: t.kinds.clone(),
+            busy_window: Duration::ZERO,
+            hand: false,
+        };
+        let o = run_target_with(&t, &inputs, &database);
+        assert!(
+            grew.get(),
+            "{stage:?}: the run never reached that stage: {o:?}"
+        );
+        let Outcome::Skipped(sk) = &o else {
+            panic!("{stage:?}: ran under the floor: {o:?}")
+        };
+        assert_eq!(sk.reason, SkipReason::LowSpace, "{stage:?}: {}", sk.detail);
+        assert!(sk.detail.contains(said), "{stage:?}: {}", sk.detail);
+        assert!(
+            fs.avail() >= t.free_floor_bytes,
+            "{stage:?}: {} bytes available, under the floor of {}",
+            fs.avail(),
+            t.free_floor_bytes
+        );
+        let left = names_in(&fs.probe_dir());
+        assert!(
+            !left.iter().any(|n| n.starts_with("probe.dat")),
+            "{stage:?}: {left:?}"
+        );
+        // The run's intent was recorded, then settled at what it wrote: nothing.
+        let b = ssdwatch::probe::budget::load(state.path()).unwrap();
+        let u = &b.targets[fs.mp()];
+        assert_eq!((u.written_bytes, u.in_flight_bytes), (0, 0), "{stage:?}");
+    }
 }
 
 #[test]
@@ -710,6 +784,61 @@ fn btrfs_keeps_the_floor_for_every_run_and_never_goes_under_it() {
     assert!(fs.avail() >= floor, "avail {} under {floor}", fs.avail());
 }
 
+/// On btrfs every write allocates, so each writing kind is an allocation of its own: a database
+/// that grows while the run is under way (here, right as it starts writing) is seen by the
+/// re-check before the next kind, which doesn't run.
+#[test]
+fn on_btrfs_the_space_is_judged_again_before_each_writing_kind() {
+    let test = "btrfs per-kind re-check";
+    if !require_root(test) || !require_cmd(test, "mkfs.btrfs", "btrfs-progs") {
+        return;
+    }
+    let fs = LoopFs::of_type(512, "mkfs.btrfs", &["-q", "-f"]);
+    let state = tempfile::tempdir().unwrap();
+    let mut t = default_target(&fs);
+    t.kinds = vec![ProbeKind::RandRead4k, ProbeKind::SyncWrite4k];
+    t.write_ops = 256;
+    let floor = ssdwatch::probe::floor_bytes(&t, fs_bytes(&fs));
+    // The probe file is made first, with room to spare.
+    let o = probe_once(&t, state.path(), Duration::ZERO);
+    assert_eq!(reason(&o), None, "{o:?}");
+    run("sync", &[]);
+    let database = |now: Stage| {
+        if now == Stage::Writing {
+            // 64 KiB above the floor: less than the 1 MiB sync_write_4k is about to write.
+            fill_to(&fs, "db", floor + (64 << 10));
+            run("sync", &[]);
+        }
+    };
+    let roots = ssdwatch::Roots::default();
+    let inputs = RunInputs {
+        roots: &roots,
+        state_dir: state.path(),
+        shared: None,
+        topology: None,
+        kinds: t.kinds.clone(),
+        busy_window: Duration::ZERO,
+        hand: false,
+    };
+    let o = run_target_with(&t, &inputs, &database);
+    let Outcome::Skipped(sk) = &o else {
+        panic!("wrote under the floor: {o:?}")
+    };
+    assert_eq!(sk.reason, SkipReason::LowSpace, "{}", sk.detail);
+    assert!(
+        sk.detail.contains("right before sync_write_4k"),
+        "{}",
+        sk.detail
+    );
+    // The reads ran, the writes didn't: the run settled at nothing written, and the budget
+    // holds only the first run's bytes (its probe file and its writes).
+    let u = &ssdwatch::probe::budget::load(state.path()).unwrap().targets[fs.mp()];
+    assert_eq!(u.in_flight_bytes, 0);
+    let first = ssdwatch::probe::probe_file_bytes(&t, fs_bytes(&fs))
+        + t.planned_bytes(ProbeKind::SyncWrite4k);
+    assert_eq!(u.written_bytes, first, "{u:?}");
+}
+
 /// The daemon's user in these tests: nobody, so no account needs creating.
 const DAEMON_UID: u32 = 65534;
 
@@ -840,4 +969,272 @@ fn the_run_length_bench_runs_in_its_short_mode() {
     // Two 4 KiB writers of 8 I/Os, 288 runs a day, plus one 16 MiB burst.
     let day = 2 * 8 * 4096 * 288 + (16 << 20);
     assert!(text.contains(&format!("BYTES_PER_DAY 8 {day}")), "{text}");
+}
+
+/// The daemon (`ssdwatch serve`, a real process) probing one target every second, with its
+/// state in `state`, its log in `log`, serving on a free port; SIGKILLed when dropped.
+struct Serving {
+    child: KillOnDrop,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl Serving {
+    /// Probes `t` (its kinds, sizes, floors and daily budget) every second, no jitter, no busy
+    /// window; SMART and the history off (not what is under test).
+    fn start(work: &Path, state: &Path, t: &TargetConfig) -> Serving {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let kinds: Vec<&str> = t.kinds.iter().map(|k| k.as_str()).collect();
+        let cfg = work.join("serve.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "web:\n  listen_address: \"127.0.0.1:{port}\"\nstate_dir: {}\nhistory:\n  enabled: false\ncollectors:\n  smart:\n    enabled: false\n  probe:\n    interval: 1s\n    jitter_ratio: 0\n    busy_window: 0s\n    targets:\n      - path: {}\n        kinds: [{}]\n        write_ops: {}\n        file_size_bytes: {}\n        free_floor_bytes: {}\n        free_floor_ratio: {:?}\n        budget_bytes_per_day: {}\n        busy_threshold: 1.0\n",
+                state.display(),
+                t.path.display(),
+                kinds.join(", "),
+                t.write_ops,
+                t.file_size_bytes,
+                t.free_floor_bytes,
+                t.free_floor_ratio,
+                t.budget_bytes_per_day
+            ),
+        )
+        .unwrap();
+        let log = work.join(format!("serve-{port}.log"));
+        let child = std::process::Command::new(bin())
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--log.level", "warn", "serve"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Serving {
+            child: KillOnDrop(child),
+            port,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The first scrape for which `pred` holds, within 30 s.
+    fn wait_metrics(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .new_agent();
+        let url = format!("http://127.0.0.1:{}/metrics", self.port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = String::new();
+        loop {
+            if let Ok(Some(st)) = self.child.0.try_wait() {
+                panic!("the daemon exited ({st}):\n{}", self.log());
+            }
+            if let Ok(mut r) = agent.get(&url).call() {
+                last = r.body_mut().read_to_string().unwrap_or_default();
+                if pred(&last) {
+                    return last;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last scrape:\n{last}\nlog:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A tmpfs mounted for the test, lazily unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, options: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        run(
+            "mount",
+            &["-t", "tmpfs", "-o", options, "tmpfs", at.to_str().unwrap()],
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A state directory the probe budget can't be written to, read-only or full: the daemon's
+/// probes write nothing, each attempt is skipped as `budget_unrecorded` (and after three the
+/// target shows failing for that reason, which the alert reads), and the log names the state
+/// file. Before, they probed on with a warning and wrote past their daily budget.
+#[test]
+fn a_budget_that_cant_be_recorded_stops_the_daemons_probes_and_says_why() {
+    for how in ["read-only", "full"] {
+        let test = format!("budget unrecorded ({how})");
+        let Some(fs) = loop_fs(&test, 64) else {
+            return;
+        };
+        let work = tempfile::tempdir().unwrap();
+        let state = work.path().join("state");
+        let _tmpfs = match how {
+            "read-only" => Tmpfs::mount(&state, "ro,size=1m"),
+            _ => {
+                let t = Tmpfs::mount(&state, "size=256k");
+                // Filled to the last byte by a file that isn't the budget's.
+                let _ = std::process::Command::new("dd")
+                    .args(["if=/dev/zero", "bs=4k"])
+                    .arg(format!("of={}", state.join("filler").display()))
+                    .stderr(std::process::Stdio::null())
+                    .status();
+                t
+            }
+        };
+        let mut t = small_target(&fs.mountpoint);
+        t.kinds = vec![ProbeKind::SyncWrite4k, ProbeKind::RandRead4k];
+        t.budget_bytes_per_day = 2 << 20;
+        let mut d = Serving::start(work.path(), &state, &t);
+        let failing = format!(
+            "ssdwatch_probe_target_failing{{mountpoint=\"{}\",device=\"{}\",reason=\"budget_unrecorded\"}} 1",
+            fs.mp(),
+            fs.kernel_name()
+        );
+        let m = d.wait_metrics(&format!("{test}: the target failing"), |m| {
+            m.contains(&failing)
+        });
+        let skipped = value_matching(
+            &m,
+            "ssdwatch_probe_skipped_total",
+            "reason=\"budget_unrecorded\"",
+        );
+        assert!(skipped.is_some_and(|n| n >= 3.0), "{test}: {skipped:?}");
+        let base = format!(
+            "{{mountpoint=\"{}\",device=\"{}\"}}",
+            fs.mp(),
+            fs.kernel_name()
+        );
+        assert_eq!(
+            value(&m, &format!("ssdwatch_probe_runs_total{base}")),
+            Some(0.0),
+            "{test}"
+        );
+        assert_eq!(
+            value(&m, &format!("ssdwatch_probe_written_bytes_total{base}")),
+            Some(0.0),
+            "{test}"
+        );
+        // Nothing written on the target: no probe file, no partial one, no run marker.
+        assert!(
+            names_in(&fs.probe_dir()).is_empty(),
+            "{test}: {:?}",
+            names_in(&fs.probe_dir())
+        );
+        let budget_file = ssdwatch::probe::budget::path(&state).display().to_string();
+        let log = d.log();
+        assert!(
+            log.lines().any(|l| l.contains("WARN")
+                && l.contains(&budget_file)
+                && l.contains("not probing")),
+            "{test}: no warning naming {budget_file}:\n{log}"
+        );
+        // One warning when the fault starts, not one per attempt.
+        let warned = log.lines().filter(|l| l.contains(&budget_file)).count();
+        assert_eq!(warned, 1, "{test}:\n{log}");
+    }
+}
+
+/// kill -9 of the daemon while it creates its probe file (stepped with SIGSTOP/SIGCONT and
+/// killed once the file is allocated): the budget already holds the run's planned bytes, and the
+/// restarted daemon, reading it, has too little of the day's budget left to make the file again.
+/// Before, the killed run's bytes were never recorded, and every restart wrote them once more.
+#[test]
+fn a_daemon_killed_mid_probe_has_that_runs_bytes_in_its_budget_after_a_restart() {
+    let test = "daemon kill -9 budget";
+    for attempt in 1..=3 {
+        let Some(fs) = loop_fs(test, 2176) else {
+            return;
+        };
+        let day = utc_day();
+        let work = tempfile::tempdir().unwrap();
+        let state = work.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let mut t = small_target(&fs.mountpoint);
+        t.kinds = vec![ProbeKind::SyncWrite4k];
+        t.file_size_bytes = KILLED_FILE_BYTES;
+        let planned = KILLED_FILE_BYTES + t.planned_bytes(ProbeKind::SyncWrite4k);
+        // One run's worth and half a probe file more: not enough to make the file again.
+        t.budget_bytes_per_day = planned + KILLED_FILE_BYTES / 2;
+        let d = Serving::start(work.path(), &state, &t);
+        let partial = fs.probe_dir().join("probe.dat.partial");
+        let allocated = |p: &Path| p.metadata().is_ok_and(|m| m.len() == KILLED_FILE_BYTES);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut caught = false;
+        loop {
+            if !stop(&d.child.0) {
+                panic!("the daemon exited:\n{}", d.log());
+            }
+            if allocated(&partial) {
+                nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(d.child.0.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+                .unwrap();
+                caught = true;
+                break;
+            }
+            if fs.probe_dir().join("probe.dat").exists() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no probe file creation began:\n{}",
+                d.log()
+            );
+            resume(&d.child.0);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        drop(d);
+        if !caught || utc_day() != day {
+            eprintln!("note: attempt {attempt}: not caught mid-creation within one UTC day; again");
+            continue;
+        }
+        let b = ssdwatch::probe::budget::load(&state).unwrap();
+        let u = &b.targets[fs.mp()];
+        assert_eq!(u.day, day);
+        assert_eq!(
+            (u.written_bytes, u.in_flight_bytes),
+            (planned, planned),
+            "{u:?}"
+        );
+
+        // Restarted: the leftovers go, and the day's budget can't pay for a new probe file.
+        let mut d = Serving::start(work.path(), &state, &t);
+        let skipped = format!(
+            "ssdwatch_probe_skipped_total{{mountpoint=\"{}\",device=\"{}\",reason=\"budget\"}} 1",
+            fs.mp(),
+            fs.kernel_name()
+        );
+        d.wait_metrics("a budget skip after the restart", |m| m.contains(&skipped));
+        assert!(
+            !fs.probe_dir().join("probe.dat").exists(),
+            "{:?}",
+            names_in(&fs.probe_dir())
+        );
+        let u = &ssdwatch::probe::budget::load(&state).unwrap().targets[fs.mp()];
+        assert!(u.written_bytes >= planned, "{u:?}");
+        return;
+    }
+    panic!("{test}: the daemon could not be caught creating its probe file in 3 attempts");
 }

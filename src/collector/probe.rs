@@ -278,7 +278,7 @@ impl ProbeCollector {
                 .push(&base, t.runs as f64);
             let fam = m.counter(
                 "ssdwatch_probe_skipped_total",
-                "Probe runs skipped, by reason (budget, busy, low_space, readonly, unsafe, error).",
+                "Probe runs skipped, by reason (budget, busy, low_space, readonly, unsafe, error, budget_unrecorded).",
             );
             for r in SkipReason::ALL {
                 let n = t.skipped.get(&r).copied().unwrap_or(0);
@@ -412,7 +412,9 @@ fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
             }
             t.missed(s.reason);
             match s.reason {
-                SkipReason::Unsafe | SkipReason::Error => {
+                // A budget that can't be recorded stops every write of the target: a fault of
+                // the state directory, logged as one (the detail names the budget file).
+                SkipReason::Unsafe | SkipReason::Error | SkipReason::BudgetUnrecorded => {
                     Some(ItemError::new(t.cfg.path.to_string_lossy(), s.detail))
                 }
                 _ => {

@@ -1,5 +1,8 @@
 //! Write and time budgets per target, persisted in the state directory so a restart (or a crash
 //! loop) can't reset them. The file is small JSON, replaced atomically (write, fsync, rename).
+//! A run records what it means to write before it writes ([`begin`]) and what it wrote once done
+//! ([`finish`]): a run killed in between stays counted at its planned bytes, an overcount, never
+//! an undercount. A run whose intent can't be recorded doesn't write at all.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -42,6 +45,10 @@ pub struct Usage {
     /// Unix hour number the time count belongs to.
     pub hour: u64,
     pub seconds: f64,
+    /// Bytes of a run that recorded its intent ([`begin`]) and has not finished: counted in
+    /// `written_bytes` already. Left non-zero by a run that was killed; the next one replaces it.
+    #[serde(default)]
+    pub in_flight_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -64,6 +71,11 @@ impl Usage {
             },
             hour,
             seconds: if self.hour == hour { self.seconds } else { 0.0 },
+            in_flight_bytes: if self.day == day {
+                self.in_flight_bytes
+            } else {
+                0
+            },
         }
     }
 }
@@ -141,8 +153,29 @@ impl Lock {
     }
 }
 
-/// Adds bytes and seconds to a target's usage and persists at once (read, add and replace under
-/// the budget lock).
+/// Changes a target's usage as seen at `now_unix` and persists it at once (read, change and
+/// replace under the budget lock).
+fn update(
+    state_dir: &Path,
+    target: &str,
+    now_unix: f64,
+    change: impl FnOnce(&mut Usage),
+) -> Result<Usage, BudgetError> {
+    let _lock = Lock::take(state_dir)?;
+    let mut b = load(state_dir)?;
+    let mut u = b
+        .targets
+        .get(target)
+        .cloned()
+        .unwrap_or_default()
+        .at(now_unix);
+    change(&mut u);
+    b.targets.insert(target.to_string(), u.clone());
+    store(state_dir, &b)?;
+    Ok(u)
+}
+
+/// Adds bytes and seconds to a target's usage and persists at once.
 pub fn record(
     state_dir: &Path,
     target: &str,
@@ -150,22 +183,45 @@ pub fn record(
     bytes: u64,
     seconds: f64,
 ) -> Result<Usage, BudgetError> {
-    let _lock = Lock::take(state_dir)?;
-    let mut b = load(state_dir)?;
-    let cur = b
-        .targets
-        .get(target)
-        .cloned()
-        .unwrap_or_default()
-        .at(now_unix);
-    let u = Usage {
-        written_bytes: cur.written_bytes + bytes,
-        seconds: cur.seconds + seconds,
-        ..cur
-    };
-    b.targets.insert(target.to_string(), u.clone());
-    store(state_dir, &b)?;
-    Ok(u)
+    update(state_dir, target, now_unix, |u| {
+        u.written_bytes = u.written_bytes.saturating_add(bytes);
+        u.seconds += seconds;
+    })
+}
+
+/// Records a run's intent before it writes anything: its `planned` bytes count as written from
+/// now on. An error means the budget can't be kept, and the run must not write.
+pub fn begin(
+    state_dir: &Path,
+    target: &str,
+    now_unix: f64,
+    planned: u64,
+) -> Result<Usage, BudgetError> {
+    update(state_dir, target, now_unix, |u| {
+        u.written_bytes = u.written_bytes.saturating_add(planned);
+        u.in_flight_bytes = planned;
+    })
+}
+
+/// Records a run's completion: its planned bytes are replaced by what it wrote (at most as
+/// much), and its seconds added. `now_unix` is the one [`begin`] was given, so a run that
+/// straddles midnight settles the day it was counted in.
+pub fn finish(
+    state_dir: &Path,
+    target: &str,
+    now_unix: f64,
+    planned: u64,
+    written: u64,
+    seconds: f64,
+) -> Result<Usage, BudgetError> {
+    update(state_dir, target, now_unix, |u| {
+        u.written_bytes = u
+            .written_bytes
+            .saturating_sub(planned)
+            .saturating_add(written);
+        u.in_flight_bytes = 0;
+        u.seconds += seconds;
+    })
 }
 
 #[cfg(test)]
@@ -179,6 +235,7 @@ mod tests {
             written_bytes: 5,
             hour: 240,
             seconds: 3.0,
+            in_flight_bytes: 0,
         };
         let same = u.at(10.0 * 86400.0 + 10.0);
         assert_eq!((same.written_bytes, same.seconds), (5, 3.0));
@@ -206,6 +263,43 @@ mod tests {
             load(d.path()).unwrap().targets["/data"].written_bytes,
             8 * 25 * 4096
         );
+    }
+
+    #[test]
+    fn a_run_counts_its_planned_bytes_until_it_finishes_with_what_it_wrote() {
+        let d = tempfile::tempdir().unwrap();
+        record(d.path(), "/data", 1000.0, 4096, 0.0).unwrap();
+        let u = begin(d.path(), "/data", 1000.0, 1 << 20).unwrap();
+        assert_eq!(
+            (u.written_bytes, u.in_flight_bytes),
+            (4096 + (1 << 20), 1 << 20)
+        );
+        // What a restart after a kill -9 here reads: the planned bytes, counted.
+        let saved = &load(d.path()).unwrap().targets["/data"];
+        assert_eq!(saved.written_bytes, 4096 + (1 << 20));
+        assert_eq!(saved.in_flight_bytes, 1 << 20);
+        // A run that stopped halfway settles at what it wrote.
+        let u = finish(d.path(), "/data", 1000.0, 1 << 20, 8192, 0.5).unwrap();
+        assert_eq!((u.written_bytes, u.in_flight_bytes), (4096 + 8192, 0));
+        assert_eq!(u.seconds, 0.5);
+        // A killed run's intent stays counted when the next one begins.
+        begin(d.path(), "/data", 1001.0, 100).unwrap();
+        let u = begin(d.path(), "/data", 1002.0, 200).unwrap();
+        assert_eq!(u.written_bytes, 4096 + 8192 + 300);
+        assert_eq!(u.in_flight_bytes, 200);
+    }
+
+    #[test]
+    fn an_intent_that_cant_be_saved_is_an_error_naming_the_state_file() {
+        let d = tempfile::tempdir().unwrap();
+        // A regular file where the state directory should be: nothing can be created under it
+        // (unlike a read-only mode, which root ignores).
+        let not_dir = d.path().join("state");
+        std::fs::write(&not_dir, b"").unwrap();
+        let e = begin(&not_dir, "/data", 1000.0, 4096)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&not_dir.display().to_string()), "{e}");
     }
 
     #[test]

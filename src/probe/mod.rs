@@ -11,9 +11,9 @@ pub mod run;
 
 pub use plan::{
     FILE_FRACTION, Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, floor_bytes,
-    overwrites_in_place, plan, probe_file_bytes,
+    overwrites_in_place, plan, probe_file_bytes, space_after_allocation, space_before_allocation,
 };
-pub use run::{PlaceError, RunError, RunInputs, place, run_target};
+pub use run::{PlaceError, RunError, RunInputs, Stage, place, run_target, run_target_with};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -221,16 +221,20 @@ pub enum SkipReason {
     Readonly,
     Unsafe,
     Error,
+    /// The run's intent could not be recorded in the budget file (state directory read-only,
+    /// full, or gone): it doesn't write what it couldn't count.
+    BudgetUnrecorded,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 6] = [
+    pub const ALL: [SkipReason; 7] = [
         SkipReason::Budget,
         SkipReason::Busy,
         SkipReason::LowSpace,
         SkipReason::Readonly,
         SkipReason::Unsafe,
         SkipReason::Error,
+        SkipReason::BudgetUnrecorded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -241,6 +245,7 @@ impl SkipReason {
             SkipReason::Readonly => "readonly",
             SkipReason::Unsafe => "unsafe",
             SkipReason::Error => "error",
+            SkipReason::BudgetUnrecorded => "budget_unrecorded",
         }
     }
 }

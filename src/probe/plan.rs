@@ -5,7 +5,7 @@
 //! directory is made); the probe directory refused, read-only, locked by another run or not
 //! cleared of leftovers; the probe file refused or unreadable (one of another size is removed and
 //! made anew); space; the budget file unreadable; this hour's time budget; today's byte budget for
-//! the probe file, then for each kind; the drive busy.
+//! the probe file, then for each kind; the drive busy; the run's intent recorded in the budget.
 //!
 //! The space gate guards what a run consumes. Rewriting the existing, fully allocated probe file
 //! on a filesystem that overwrites in place (ext4, XFS) consumes nothing: it runs while at least
@@ -39,6 +39,9 @@ pub struct Observed {
     /// The busiest drive's utilization just before the run; None when unknown or not measured
     /// yet (the runner measures it, a second's look, only once every other gate has passed).
     pub utilization_before: Option<f64>,
+    /// Whether the run's intent (its planned bytes) was recorded in the budget; None until the
+    /// runner tried ([`Plan::Record`]).
+    pub intent: Option<Result<(), BudgetError>>,
 }
 
 /// The probe directory (`<target>/.ssdwatch-probe`).
@@ -89,6 +92,9 @@ pub enum Plan {
     Enter,
     /// The probe file has another size than configured: remove it; it is made anew.
     RemoveStale,
+    /// Every gate passed: record in the budget that the run is about to write this many bytes,
+    /// before it writes any (a run killed midway is then counted, not forgotten).
+    Record { bytes: u64 },
     /// Every gate passed.
     Run(RunPlan),
 }
@@ -103,6 +109,9 @@ pub struct RunPlan {
     pub create_bytes: u64,
     /// The probe file's size on this filesystem ([`probe_file_bytes`]).
     pub file_bytes: u64,
+    /// What the run may write at most (the probe file's creation and the kinds'), as recorded
+    /// in the budget before it started.
+    pub planned_bytes: u64,
 }
 
 /// The probe file is at most this fraction (1/FILE_FRACTION) of its filesystem.
@@ -298,12 +307,83 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
             ),
         ));
     }
+    // The budget is recorded before the first write, or nothing is written: a run that can't
+    // be counted would let the probes write without a cap.
+    let planned_bytes = create_bytes + kinds.iter().map(|k| t.planned_bytes(*k)).sum::<u64>();
+    match &o.intent {
+        None => {
+            return Ok(Plan::Record {
+                bytes: planned_bytes,
+            });
+        }
+        Some(Err(e)) => {
+            return Err(skip(
+                SkipReason::BudgetUnrecorded,
+                format!("{e}; not probing {shown}: its writes could not be counted"),
+            ));
+        }
+        Some(Ok(())) => {}
+    }
     Ok(Plan::Run(RunPlan {
         kinds,
         budget_skipped,
         create_bytes,
         file_bytes,
+        planned_bytes,
     }))
+}
+
+/// The space gate judged again on a statvfs taken right before an allocation of `allocating`
+/// bytes (creating the probe file; a writing kind on a filesystem that doesn't overwrite in
+/// place): what the plan saw may be a busy window old, and a database writing meanwhile must not
+/// be the one to find the floor gone.
+pub fn space_before_allocation(
+    t: &TargetConfig,
+    placement: &Placement,
+    stat: &FsStat,
+    what: &str,
+    allocating: u64,
+) -> Result<(), Skip> {
+    let floor = floor_bytes(t, stat.size_bytes());
+    let avail = stat.avail_bytes();
+    let left = avail.saturating_sub(allocating);
+    if left >= floor {
+        return Ok(());
+    }
+    Err(Skip {
+        target: t.path.clone(),
+        placement: Some(placement.clone()),
+        reason: SkipReason::LowSpace,
+        detail: format!(
+            "{}: right before {what}, {avail} bytes available; its {allocating} bytes would leave {left}, under the floor of {floor}",
+            t.path.display()
+        ),
+    })
+}
+
+/// The space gate once an allocation is made (statvfs right after it): under the floor, another
+/// writer took the room between the re-check and the allocation, and what was allocated is given
+/// back.
+pub fn space_after_allocation(
+    t: &TargetConfig,
+    placement: &Placement,
+    stat: &FsStat,
+    what: &str,
+) -> Result<(), Skip> {
+    let floor = floor_bytes(t, stat.size_bytes());
+    let avail = stat.avail_bytes();
+    if avail >= floor {
+        return Ok(());
+    }
+    Err(Skip {
+        target: t.path.clone(),
+        placement: Some(placement.clone()),
+        reason: SkipReason::LowSpace,
+        detail: format!(
+            "{}: after {what}, {avail} bytes available, under the floor of {floor} (another writer took the room meanwhile); rolled back",
+            t.path.display()
+        ),
+    })
 }
 
 fn fs_name(fs: FsType) -> String {
@@ -371,6 +451,8 @@ mod tests {
                     usage: Ok(Usage::default()),
                 },
                 utilization_before: None,
+                // Recorded: the cases judge the gates before it (see the intent cases).
+                intent: Some(Ok(())),
             },
             kinds: ProbeKind::ALL.to_vec(),
             t,
@@ -408,6 +490,7 @@ mod tests {
     enum Want {
         Enter,
         RemoveStale,
+        Record(u64),
         Run {
             kinds: &'static [ProbeKind],
             budget_skipped: &'static [ProbeKind],
@@ -980,6 +1063,55 @@ mod tests {
             },
             Want::Skip(SkipReason::Budget, "of probing this hour already"),
         ),
+        // The budget's record of the run's intent.
+        (
+            "every gate passed: the run's bytes are recorded before it writes",
+            |g| g.o.intent = None,
+            // 16 × 4 KiB for each 4 KiB writer, and a 16 MiB sequential burst.
+            Want::Record(2 * 16 * 4096 + 16 * MIB),
+        ),
+        (
+            "the probe file's creation is in the recorded intent",
+            |g| {
+                file(g, ProbeFile::Absent);
+                g.kinds = vec![RandRead4k];
+                g.o.intent = None;
+            },
+            Want::Record(32 * MIB),
+        ),
+        (
+            "only the kinds the byte budget lets run are in the intent",
+            |g| {
+                g.o.intent = None;
+                *usage(g) = Ok(Usage {
+                    written_bytes: 64 * MIB - 100 * 1024,
+                    ..Usage::default()
+                });
+            },
+            Want::Record(16 * 4096),
+        ),
+        (
+            "a busy drive is judged before the intent is recorded",
+            |g| {
+                g.o.intent = None;
+                g.o.utilization_before = Some(0.9);
+            },
+            Want::Skip(SkipReason::Busy, "90% busy"),
+        ),
+        (
+            "an intent that could not be recorded: nothing is written",
+            |g| {
+                g.o.intent = Some(Err(BudgetError::Write {
+                    path: "/var/lib/ssdwatch/probe-budget.json".into(),
+                    what: "create",
+                    source: IoError::from_raw_os_error(libc::EROFS),
+                }))
+            },
+            Want::Skip(
+                SkipReason::BudgetUnrecorded,
+                "/var/lib/ssdwatch/probe-budget.json: create: Read-only file system (os error 30); not probing /data: its writes could not be counted",
+            ),
+        ),
         // The drive.
         (
             "a busy drive",
@@ -1015,6 +1147,7 @@ mod tests {
     fn check(name: &str, got: Result<Plan, Skip>, want: &Want) {
         match (got, want) {
             (Ok(Plan::Enter), Want::Enter) | (Ok(Plan::RemoveStale), Want::RemoveStale) => {}
+            (Ok(Plan::Record { bytes }), Want::Record(want)) => assert_eq!(bytes, *want, "{name}"),
             (
                 Ok(Plan::Run(p)),
                 Want::Run {
@@ -1084,6 +1217,30 @@ mod tests {
             let want = Want::Skip(SkipReason::LowSpace, "under the floor of 5368709120");
             check(&format!("{fs:?}"), plan(&g.o, &spec), &want);
         }
+    }
+
+    #[test]
+    fn the_space_is_judged_again_right_before_and_after_an_allocation() {
+        let g = given();
+        let p = &g.o.placement;
+        // 100 GiB, so a 5 GiB floor; a 32 MiB probe file.
+        let before = |avail| space_before_allocation(&g.t, p, &stat(avail), "creating", 32 * MIB);
+        assert!(before(5 * GIB + 32 * MIB).is_ok());
+        let s = before(5 * GIB + 16 * MIB).unwrap_err();
+        assert_eq!(s.reason, SkipReason::LowSpace);
+        assert!(
+            s.detail.contains("/data: right before creating, 5385486336 bytes available; its 33554432 bytes would leave 5351931904, under the floor of 5368709120"),
+            "{}",
+            s.detail
+        );
+        assert_eq!(s.placement.as_ref().map(|p| p.device()), Some("nvme0n1"));
+        // Less than the allocation itself: no underflow, nothing left.
+        assert!(before(MIB).unwrap_err().detail.contains("would leave 0,"));
+        let after = |avail| space_after_allocation(&g.t, p, &stat(avail), "allocating");
+        assert!(after(5 * GIB).is_ok());
+        let s = after(5 * GIB - 4096).unwrap_err();
+        assert_eq!(s.reason, SkipReason::LowSpace);
+        assert!(s.detail.ends_with("rolled back"), "{}", s.detail);
     }
 
     #[test]

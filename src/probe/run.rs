@@ -2,7 +2,10 @@
 //! out (the probe directory, its lock, leftovers, the probe file, the timed I/O, the budget).
 //! No decisions here: a gate added anywhere but in `plan` can't be tested without root.
 
-use super::plan::{Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, plan};
+use super::plan::{
+    Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, overwrites_in_place, plan,
+    space_after_allocation, space_before_allocation,
+};
 use super::{
     KindResult, Outcome, Placement, ProbeKind, RunContext, RunReport, Skip, SkipReason,
     TargetConfig, WARM_UP_READS, budget, fsafe, io, measurable, quantile,
@@ -10,6 +13,7 @@ use super::{
 use crate::Roots;
 use crate::snapshot::{Shared, unix_now};
 use crate::statfs;
+use crate::statfs::FsStat;
 use crate::sysfs::topology::{Topology, resolve_device};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -186,9 +190,25 @@ pub fn utilization(before: &[u64], after: &[u64], wall: f64) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// Points of a run where another writer on the filesystem could act: [`run_target_with`] calls
+/// its hook there, so a test can be that writer at exactly that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Every gate passed and the intent is in the budget; the first write comes next. The
+    /// plan's space check is a busy window old by now.
+    Writing,
+    /// The space was judged again on a fresh statvfs; the allocation (fallocate) comes next.
+    Allocating,
+}
+
 /// One run on one target, every gate judged by [`plan`]. Blocking: call it from a dedicated
 /// thread.
 pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
+    run_target_with(t, inp, &|_| {})
+}
+
+/// [`run_target`], calling `at` at each [`Stage`] of the run.
+pub fn run_target_with(t: &TargetConfig, inp: &RunInputs, at: &dyn Fn(Stage)) -> Outcome {
     let spec = Spec {
         target: t,
         kinds: &inp.kinds,
@@ -208,12 +228,17 @@ pub fn run_target(t: &TargetConfig, inp: &RunInputs) -> Outcome {
             Plan::Enter => run.enter(inp.state_dir),
             Plan::RemoveStale => run.remove_stale(),
             // Every other gate passed: worth the busy gate's look (a second by default).
-            Plan::Run(_) if !measured => {
+            Plan::Record { .. } | Plan::Run(_) if !measured => {
                 measured = true;
                 run.measure_busy(inp);
                 Ok(())
             }
-            Plan::Run(p) => return run.carry_out(t, inp, p),
+            Plan::Record { bytes } => {
+                let recorded = budget::begin(inp.state_dir, &run.budget_key, run.now, bytes);
+                run.seen.intent = Some(recorded.map(|_| ()));
+                Ok(())
+            }
+            Plan::Run(p) => return run.carry_out(t, inp, p, at),
         };
         if let Err(e) = done {
             return error(t, Some(run.seen.placement), e);
@@ -288,6 +313,7 @@ impl Run {
                 stat,
                 dir: ProbeDir::Unopened { exists },
                 utilization_before: None,
+                intent: None,
             },
             budget_key: budget::key(&shown, inp.hand),
             shown,
@@ -422,8 +448,23 @@ impl Run {
         self.context.utilization_before_ratio = util;
     }
 
-    /// Writes: the probe file when the plan says so, then the kinds; records the budget.
-    fn carry_out(mut self, t: &TargetConfig, inp: &RunInputs, p: RunPlan) -> Outcome {
+    /// A fresh statvfs of the target.
+    fn statvfs(&self) -> Result<FsStat, RunError> {
+        statfs::fstatvfs(&self.target).map_err(|source| RunError::Statvfs {
+            target: self.shown.clone(),
+            source,
+        })
+    }
+
+    /// Writes: the probe file when the plan says so, then the kinds; settles the budget the
+    /// plan had the intent of recorded.
+    fn carry_out(
+        mut self,
+        t: &TargetConfig,
+        inp: &RunInputs,
+        p: RunPlan,
+        at: &dyn Fn(Stage),
+    ) -> Outcome {
         let placement = self.seen.placement.clone();
         let pl = Some(placement.clone());
         let (Some(dir), ProbeDir::Ready { stat, .. }) = (&self.dir, &self.seen.dir) else {
@@ -431,10 +472,33 @@ impl Run {
         };
         self.context.fill_ratio = stat.fill_ratio();
         let file_shown = self.file_shown();
+        let in_place = overwrites_in_place(self.seen.fs_type);
+        let t0 = Instant::now();
+        // From here on what was written is settled in the budget, whatever the way out.
+        let settle = |written: u64| {
+            let secs = t0.elapsed().as_secs_f64();
+            if let Err(e) = budget::finish(
+                inp.state_dir,
+                &self.budget_key,
+                self.now,
+                p.planned_bytes,
+                written,
+                secs,
+            ) {
+                // The intent stays counted in full: an overcount, on the safe side.
+                tracing::warn!(
+                    target = %self.shown,
+                    "probe budget: the run's completion not saved, its planned {} bytes stay counted: {e}",
+                    p.planned_bytes
+                );
+            }
+        };
+        at(Stage::Writing);
         // From here on we write: a marker tells the next start that this run didn't finish.
         let _marker = match fsafe::MarkerGuard::create(dir) {
             Ok(m) => m,
             Err(source) => {
+                settle(0);
                 let path = format!("{}/{}", self.dir_shown(), fsafe::RUN_MARKER);
                 return error(t, pl, RunError::Path { path, source });
             }
@@ -445,21 +509,22 @@ impl Run {
             tracing::debug!("ioprio_set: {e}");
         }
         let started = unix_now();
-        let t0 = Instant::now();
         let ticks_before = io_ticks_ms(inp.roots, &placement.drives);
         let mut rng = io::Rng::seeded();
         let mut written = 0u64;
         let fd = match self.file.take() {
             Some(fd) => fd,
-            None => match create_probe_file(p.file_bytes, dir, &file_shown, &mut rng) {
+            None => match self.create_probe_file(t, &p, dir, &file_shown, &mut rng, at) {
                 Ok(fd) => {
                     written += p.create_bytes;
                     fd
                 }
-                Err(e) => {
-                    let secs = t0.elapsed().as_secs_f64();
-                    let _ = budget::record(inp.state_dir, &self.budget_key, self.now, 0, secs);
-                    return error(t, pl, e);
+                Err((failed, wrote)) => {
+                    settle(wrote);
+                    return match failed {
+                        Failed::Skip(s) => Outcome::Skipped(s),
+                        Failed::Error(e) => error(t, pl, e),
+                    };
                 }
             },
         };
@@ -473,16 +538,36 @@ impl Run {
         // the I/O path up, which a busy database does not (fio's ramp_time serves the same end).
         let mut failure = io::rand_read(&fd, p.file_bytes, WARM_UP_READS, &mut rng)
             .err()
-            .map(|e| io_err("warm-up read", e));
-        for k in p.kinds.into_iter().filter(|_| failure.is_none()) {
+            .map(|e| Failed::Error(io_err("warm-up read", e)));
+        for k in p.kinds.into_iter() {
+            if failure.is_some() {
+                break;
+            }
+            // Where every write allocates, each writing kind is an allocation of its own: the
+            // space is judged again right before it.
+            let bytes = t.planned_bytes(k);
+            if !in_place && bytes > 0 {
+                let fresh = match self.statvfs() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        failure = Some(Failed::Error(e));
+                        break;
+                    }
+                };
+                if let Err(s) = space_before_allocation(t, &placement, &fresh, k.as_str(), bytes) {
+                    failure = Some(Failed::Skip(s));
+                    break;
+                }
+            }
             match run_kind(t, p.file_bytes, k, &fd, dir, &mut rng) {
                 Ok(r) => {
                     written += r.bytes_written;
                     results.push(r);
                 }
                 Err(e) => {
-                    failure = Some(io_err(k.as_str(), e));
-                    break;
+                    // Part of its writes may have landed: counted in full.
+                    written += bytes;
+                    failure = Some(Failed::Error(io_err(k.as_str(), e)));
                 }
             }
         }
@@ -492,12 +577,11 @@ impl Run {
         {
             self.context.utilization_ratio = utilization(&b, &a, duration);
         }
-        if let Err(e) = budget::record(inp.state_dir, &self.budget_key, self.now, written, duration)
-        {
-            tracing::warn!("probe budget not saved: {e}");
-        }
-        if let Some(e) = failure {
-            return error(t, pl, e);
+        settle(written);
+        match failure {
+            Some(Failed::Skip(s)) => return Outcome::Skipped(s),
+            Some(Failed::Error(e)) => return error(t, pl, e),
+            None => {}
         }
         Outcome::Ran(RunReport {
             target: t.path.clone(),
@@ -512,43 +596,91 @@ impl Run {
             budget_skipped: p.budget_skipped,
         })
     }
+
+    /// Creates the probe file under a temporary name, allocates it in one call and fills it,
+    /// then renames it: a crash leaves only the partial file, which the next start removes. The
+    /// space is judged again right before the allocation and right after it; an allocation that
+    /// took the filesystem under the floor (another writer was quicker) is given back. On
+    /// failure, also the bytes that may have been written.
+    fn create_probe_file(
+        &self,
+        t: &TargetConfig,
+        p: &RunPlan,
+        dir: &OwnedFd,
+        file_shown: &str,
+        rng: &mut io::Rng,
+        at: &dyn Fn(Stage),
+    ) -> Result<OwnedFd, (Failed, u64)> {
+        let err = |what, source| {
+            let file = file_shown.to_string();
+            (Failed::Error(RunError::File { file, what, source }), 0)
+        };
+        let placement = &self.seen.placement;
+        let what = format!("creating the {}-byte probe file", p.file_bytes);
+        let fresh = self.statvfs().map_err(|e| (Failed::Error(e), 0))?;
+        space_before_allocation(t, placement, &fresh, &what, p.file_bytes)
+            .map_err(|s| (Failed::Skip(s), 0))?;
+        at(Stage::Allocating);
+        let partial = fsafe::PARTIAL_FILE;
+        let fd = fsafe::openat(
+            dir,
+            partial,
+            libc::O_RDWR | libc::O_DIRECT | libc::O_CREAT | libc::O_EXCL,
+            0o600,
+        )
+        .map_err(|e| err("create", e))?;
+        // Given back: the descriptor is closed with the name, or the blocks stay taken.
+        let roll_back = |fd: OwnedFd| {
+            drop(fd);
+            let _ = fsafe::unlinkat(dir, partial);
+        };
+        // One call, all or nothing: posix_fallocate would fall back to writing zeros block by
+        // block where the filesystem can't, taking space piecemeal past any check.
+        // SAFETY: valid fd.
+        let r = unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, p.file_bytes as libc::off_t) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            roll_back(fd);
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                // Another writer took the room since the re-check: nothing was allocated.
+                let s = Skip {
+                    target: t.path.clone(),
+                    placement: Some(placement.clone()),
+                    reason: SkipReason::LowSpace,
+                    detail: format!("{file_shown}: fallocate: {e}; nothing allocated"),
+                };
+                return Err((Failed::Skip(s), 0));
+            }
+            return Err(err("fallocate", e));
+        }
+        let after = match self.statvfs() {
+            Ok(s) => s,
+            Err(e) => {
+                roll_back(fd);
+                return Err((Failed::Error(e), 0));
+            }
+        };
+        if let Err(s) = space_after_allocation(t, placement, &after, &what) {
+            roll_back(fd);
+            return Err((Failed::Skip(s), 0));
+        }
+        if let Err(e) = io::fill(&fd, p.file_bytes, rng) {
+            roll_back(fd);
+            // Part of it may be on the drive: counted in full.
+            return Err((err("filling", e).0, p.create_bytes));
+        }
+        fsafe::renameat(dir, partial, fsafe::PROBE_FILE)
+            .map_err(|e| (err("rename", e).0, p.create_bytes))?;
+        fsafe::fsync_dir(dir);
+        Ok(fd)
+    }
 }
 
-/// Creates the probe file under a temporary name, preallocates and fills it, then renames it:
-/// a crash leaves only the partial file, which the next start removes.
-fn create_probe_file(
-    size: u64,
-    dir: &OwnedFd,
-    file_shown: &str,
-    rng: &mut io::Rng,
-) -> Result<OwnedFd, RunError> {
-    let err = |what, source| RunError::File {
-        file: file_shown.to_string(),
-        what,
-        source,
-    };
-    let partial = fsafe::PARTIAL_FILE;
-    let fd = fsafe::openat(
-        dir,
-        partial,
-        libc::O_RDWR | libc::O_DIRECT | libc::O_CREAT | libc::O_EXCL,
-        0o600,
-    )
-    .map_err(|e| err("create", e))?;
-    let len = size as libc::off_t;
-    // SAFETY: valid fd.
-    let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len) };
-    if r != 0 {
-        let _ = fsafe::unlinkat(dir, partial);
-        return Err(err("fallocate", std::io::Error::from_raw_os_error(r)));
-    }
-    if let Err(e) = io::fill(&fd, size, rng) {
-        let _ = fsafe::unlinkat(dir, partial);
-        return Err(err("filling", e));
-    }
-    fsafe::renameat(dir, partial, fsafe::PROBE_FILE).map_err(|e| err("rename", e))?;
-    fsafe::fsync_dir(dir);
-    Ok(fd)
+/// How a run that had begun to write ended early.
+enum Failed {
+    /// A gate judged again said no (the space, re-checked before an allocation).
+    Skip(Skip),
+    Error(RunError),
 }
 
 fn run_kind(
