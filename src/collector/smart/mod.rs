@@ -4,7 +4,9 @@
 //! state step (standby, exit bits, schedule) in `drive`, the metrics of a drive in `render`.
 //! Parsing and unit conversion live in `crate::smart`.
 
+mod access;
 mod drive;
+mod escape;
 mod render;
 mod runner;
 
@@ -337,7 +339,24 @@ impl Collector for SmartCollector {
             let st = self.drives.entry(label.clone()).or_default();
             let prev = std::mem::take(st);
             let run_unix = unix_now();
-            let step = drive::step(prev, &run, outcome, Instant::now(), run_unix, &every);
+            // What smartctl's access looked like, examined only when it was refused.
+            let needed = if matches!(kind, Some(DeviceKind::Nvme)) || run.path.contains("nvme") {
+                access::CAP_SYS_ADMIN
+            } else {
+                access::CAP_SYS_RAWIO
+            };
+            let smartctl = self.cfg.smartctl_path.clone();
+            let why_denied =
+                || access::cause(&access::facts(run.path, &smartctl, needed)).to_string();
+            let step = drive::step(
+                prev,
+                &run,
+                outcome,
+                Instant::now(),
+                run_unix,
+                &every,
+                &why_denied,
+            );
             *st = step.state;
             // A fresh reading goes to the history store, keyed by the drive's identity.
             if ctx.history.is_some()
@@ -373,6 +392,9 @@ impl Collector for SmartCollector {
             // The solid-state decision (topology collector) trusts the drive's own word.
             if let Some(rpm) = st.last.as_ref().and_then(|h| h.rotation_rate_rpm) {
                 ctx.shared.set_rotation_rate(&label, rpm);
+            }
+            for n in step.notes {
+                tracing::info!("{n}");
             }
             for e in step.errors {
                 sample.error(e);

@@ -41,6 +41,11 @@ pub(super) fn render_drive(
         "1 if the drive was in standby at the last attempt; values are then from the last awake sample.",
     )
     .push(&l, b(st.in_standby));
+    m.counter(
+        "ssdwatch_device_smartctl_escaped_processes_total",
+        "Processes a smartctl run of this drive left running after it exited (they left its process group, e.g. with setsid), found and killed.",
+    )
+    .push(&l, st.escaped_total as f64);
     if let Some(s) = st.exit_status {
         let fam = m.gauge(
             "ssdwatch_device_smartctl_exit_status_bit",
