@@ -42,6 +42,8 @@ pub(super) struct DriveState {
     pub escaped_total: u64,
     /// The drive was last found to have no SMART (told once, when it is first found).
     pub unsupported: bool,
+    /// The backend that read it last.
+    pub backend: super::atasmart::Used,
 }
 
 /// Write amplification over a window from consecutive samples: ΔNAND / Δhost between the newest

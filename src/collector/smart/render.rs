@@ -66,7 +66,7 @@ pub(super) fn render_drive(
     let Some(h) = h else { return };
     m.gauge(
         "ssdwatch_device_info",
-        "Identity of a drive as smartctl reports it; always 1. Join on device.",
+        "Identity of a drive as its SMART backend (smartctl or libatasmart) reports it; always 1. Join on device.",
     )
     .push(
         &[
@@ -80,6 +80,7 @@ pub(super) fn render_drive(
             ("firmware", h.firmware.as_deref().unwrap_or("")),
             ("model_family", h.model_family.as_deref().unwrap_or("")),
             ("device_type", h.device_type.as_deref().unwrap_or("")),
+            ("backend", st.backend.label()),
         ],
         1.0,
     );

@@ -108,6 +108,16 @@ pub enum RunError {
         humantime::format_duration(REAP_GRACE)
     )]
     Stuck { after: Duration },
+    /// The libatasmart backend failed a step.
+    #[error(transparent)]
+    Atasmart(#[from] super::atasmart::AtaError),
+    /// A libatasmart call did not return in time: the thread stays blocked in the kernel.
+    #[cfg_attr(not(feature = "atasmart"), allow(dead_code))]
+    #[error(
+        "libatasmart did not answer within {}: the call is stuck in the kernel (D state); no new read of this drive until it returns",
+        humantime::format_duration(*after)
+    )]
+    AtasmartStuck { after: Duration },
 }
 
 /// How long a killed smartctl may take to go before it counts as stuck in the kernel.
@@ -281,6 +291,43 @@ fn keep(
             got.extend_from_slice(&chunk[..n]);
         }
         _ => *out = None,
+    }
+}
+
+/// Reads an ATA drive through libatasmart off the async threads, within `timeout`; the
+/// reading goes on in smartctl's JSON shape, so the same step and model take it. A call that
+/// does not return is left to finish, with `in_kernel` set until it does.
+#[cfg(feature = "atasmart")]
+pub async fn run_atasmart(
+    path: &str,
+    nocheck_standby: bool,
+    timeout: Duration,
+    in_kernel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> RunOutcome {
+    let p = path.to_string();
+    let mut call = tokio::task::spawn_blocking(move || super::atasmart::read(&p, nocheck_standby));
+    match tokio::time::timeout(timeout, &mut call).await {
+        Ok(Ok(Ok(reading))) => RunOutcome::Output {
+            stdout: super::atasmart::to_json(path, &reading)
+                .to_string()
+                .into_bytes(),
+            // Not smartctl: there are no exit bits to show.
+            exit: Exit::Unknown,
+            escaped: Swept::default(),
+        },
+        Ok(Ok(Err(e))) => RunOutcome::Failed(RunError::Atasmart(e)),
+        Ok(Err(e)) => RunOutcome::Failed(RunError::Task {
+            cause: e.to_string(),
+        }),
+        Err(_) => {
+            in_kernel.store(true, std::sync::atomic::Ordering::Release);
+            let flag = in_kernel.clone();
+            tokio::spawn(async move {
+                let _ = call.await;
+                flag.store(false, std::sync::atomic::Ordering::Release);
+            });
+            RunOutcome::Failed(RunError::AtasmartStuck { after: timeout })
+        }
     }
 }
 
