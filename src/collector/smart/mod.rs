@@ -502,13 +502,11 @@ mod tests {
             backend: Backend::Libatasmart,
             ..SmartConfig::default()
         };
-        match c.validate("collectors.smart") {
-            Ok(()) => assert!(atasmart::BUILT_IN),
-            Err(e) => {
-                assert!(!atasmart::BUILT_IN);
-                assert_eq!(e.key, "collectors.smart.backend");
-                assert!(e.message.contains("`atasmart` feature"), "{}", e.message);
-            }
+        let got = c.validate("collectors.smart");
+        assert_eq!(got.is_ok(), atasmart::BUILT_IN, "{got:?}");
+        if let Err(e) = got {
+            assert_eq!(e.key, "collectors.smart.backend");
+            assert!(e.message.contains("`atasmart` feature"), "{}", e.message);
         }
     }
 
