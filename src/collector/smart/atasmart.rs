@@ -256,6 +256,20 @@ mod ffi {
         }
         let disk = Disk(d);
         let mut r = Reading::default();
+        // libatasmart picks its access method (SAT 16/12, Linux IDE ioctls, USB bridges) from
+        // udev's ID_ATA_SMART_ACCESS or the parent bus; when none answered IDENTIFY, every
+        // later call fails with ENOTSUP: say which step that is.
+        let mut identified: sk::SkBool = 0;
+        // SAFETY: an open disk and a place for the answer.
+        if unsafe { sk::sk_disk_identify_is_available(disk.0, &mut identified) } < 0
+            || identified == 0
+        {
+            return Err(AtaError {
+                step: "identify (no access method libatasmart tried answered IDENTIFY DEVICE; the udev property ID_ATA_SMART_ACCESS selects one: sat16, sat12, linux-ide)",
+                path: path.to_string(),
+                source: std::io::Error::from_raw_os_error(libc::ENOTSUP),
+            });
+        }
         // Power mode first: a sleeping disk is not woken (as smartctl --nocheck=standby).
         let mut awake: sk::SkBool = 0;
         // SAFETY: an open disk and a place for the answer.
