@@ -67,6 +67,9 @@ impl Fake {
             // below the 1 s minimum the config file enforces).
             interval: Duration::ZERO,
             smartctl_path: self.bin(),
+            // The fake stands for smartctl: never libatasmart, even where `auto` would pick it
+            // (a missing smartctl binary in a build with the atasmart feature).
+            backend: ssdwatch::collector::smart::Backend::Smartctl,
             timeout: Duration::from_millis(700),
             discover: false,
             devices: devs
@@ -707,4 +710,44 @@ fn a_refusal_with_the_capabilities_held_names_the_node_mode_not_a_capability() {
         ),
         Some(0.0)
     );
+}
+
+#[test]
+fn without_smartctl_auto_hands_ata_drives_to_libatasmart_and_keeps_nvme_on_smartctl() {
+    let test = "without_smartctl_auto_hands_ata_drives_to_libatasmart_and_keeps_nvme_on_smartctl";
+    if !Path::new("/dev/vda").exists() {
+        support::not_applicable(test, "no /dev/vda on this machine to open");
+        return;
+    }
+    let mut cfg = Fake::new().config(&["vda"]);
+    cfg.backend = ssdwatch::collector::smart::Backend::Auto;
+    cfg.smartctl_path = PathBuf::from("/nonexistent/smartctl");
+    cfg.devices.push(DeviceEntry {
+        path: "/dev/vda".into(),
+        dev_type: Some("nvme".into()),
+        label: Some("as-nvme".into()),
+    });
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let (_, errors) = sample(&mut c);
+    let of = |dev: &str| {
+        errors
+            .iter()
+            .find(|e| e.starts_with(&format!("device {dev}:")))
+            .cloned()
+            .unwrap_or_else(|| panic!("no error for {dev}: {errors:?}"))
+    };
+    // A node without a -d type may be ATA: libatasmart when built in (this virtio disk is not
+    // ATA, so it fails, naming the device and the library), else smartctl's missing binary.
+    let ata = of("vda");
+    if cfg!(feature = "atasmart") {
+        assert!(
+            ata.contains("libatasmart") && ata.contains("/dev/vda"),
+            "{ata}"
+        );
+    } else {
+        assert!(ata.contains("/nonexistent/smartctl"), "{ata}");
+    }
+    // An NVMe type is never libatasmart's.
+    let nvme = of("as-nvme");
+    assert!(nvme.contains("/nonexistent/smartctl"), "{nvme}");
 }
