@@ -146,6 +146,9 @@ const DRAIN_IDLE: Duration = Duration::from_millis(200);
 /// included) when dropped: at the end of a run, and when the run is cancelled (the daemon
 /// stopping on SIGTERM drops the running sample).
 struct Cleanup {
+    /// The group id (smartctl's pid) while smartctl is not yet reaped: until then its pid,
+    /// and so the group id, cannot belong to anyone else. None afterwards: the sweep (by tag
+    /// and pipe) finds the group's members then.
     pgid: Option<u32>,
     marks: Marks,
     done: bool,
@@ -156,6 +159,11 @@ impl Cleanup {
         self.done = true;
         kill_group(self.pgid);
         escape::sweep(&self.marks)
+    }
+
+    /// smartctl has been reaped: its group id may be reused from now on.
+    fn leader_reaped(&mut self) {
+        self.pgid = None;
     }
 }
 
@@ -236,6 +244,7 @@ pub async fn run_smartctl(
     };
     match status {
         Ok(status) => {
+            cleanup.leader_reaped();
             // smartctl has exited: all it wrote is in the pipe. Take that, and stop at the
             // first pause rather than at an end-of-file a leftover process may never give.
             while stdout.is_some() {
@@ -245,8 +254,7 @@ pub async fn run_smartctl(
                 }
             }
             drop(stdout);
-            // The group still exists while a member is alive, so its id cannot have been
-            // reused yet; the sweep finds the members that left it.
+            // Members of the group carry the tag like those that left it: the sweep finds both.
             let escaped = tokio::task::spawn_blocking(move || cleanup.now())
                 .await
                 .unwrap_or_default();
