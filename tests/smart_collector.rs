@@ -67,6 +67,9 @@ impl Fake {
             // below the 1 s minimum the config file enforces).
             interval: Duration::ZERO,
             smartctl_path: self.bin(),
+            // The fake stands for smartctl: never libatasmart, even where `auto` would pick it
+            // (a missing smartctl binary in a build with the atasmart feature).
+            backend: ssdwatch::collector::smart::Backend::Smartctl,
             timeout: Duration::from_millis(700),
             discover: false,
             devices: devs
@@ -610,4 +613,141 @@ fn a_smartctl_stuck_in_the_kernel_freezes_no_other_drive() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(zombie_children().is_empty(), "{:?}", zombie_children());
+}
+
+/// A loop device attached for a test; detached, its node's mode and owner put back, when
+/// dropped (the node outlives the test).
+struct LoopDev(String, Option<std::fs::Metadata>);
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        if let Some(m) = &self.1 {
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(m.mode()));
+            let _ = std::os::unix::fs::chown(&self.0, Some(m.uid()), Some(m.gid()));
+        }
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn a_refusal_with_the_capabilities_held_names_the_node_mode_not_a_capability() {
+    let test = "a_refusal_with_the_capabilities_held_names_the_node_mode_not_a_capability";
+    if !support::require_root(test)
+        || !support::require_cmd(test, "setpriv", "util-linux")
+        || !support::require_cmd(test, "smartctl", "smartmontools")
+    {
+        return;
+    }
+    // A real block device made 0600 root:root, and the daemon run as nobody holding
+    // CAP_SYS_RAWIO (ambient, as the shipped unit grants it): smartctl's open is refused by the
+    // node's mode, and the message must say so instead of blaming the capability.
+    let dir = tempfile::tempdir().expect("tempdir");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let image = dir.path().join("disk.img");
+    std::fs::File::create(&image)
+        .and_then(|f| f.set_len(8 << 20))
+        .expect("image");
+    let node = support::run(
+        "losetup",
+        &["-f", "--show", image.to_str().expect("utf-8 path")],
+    )
+    .trim()
+    .to_string();
+    let dev = LoopDev(node.clone(), std::fs::metadata(&node).ok());
+    std::fs::set_permissions(&dev.0, std::fs::Permissions::from_mode(0o600)).expect("chmod node");
+    std::os::unix::fs::chown(&dev.0, Some(0), Some(0)).expect("chown node");
+    let config = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: {}\ncollectors:\n  filesystem:\n    enabled: false\n  probe:\n    enabled: false\n  smart:\n    discover: false\n    devices:\n      - path: {}\n        type: sat\n        label: refused\n",
+            dir.path().display(),
+            dev.0
+        ),
+    )
+    .expect("config");
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=+sys_rawio",
+            "--ambient-caps=+sys_rawio",
+            support::bin(),
+            "--config",
+        ])
+        .arg(&config)
+        .arg("sample")
+        .output()
+        .expect("run ssdwatch sample as nobody");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = log
+        .lines()
+        .find(|l| l.contains("device refused"))
+        .unwrap_or_else(|| panic!("no error for the refused drive:\n{log}"));
+    assert!(line.contains("Permission denied"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "{} is 0600 root:root and smartctl runs as uid 65534 gid 65534 without read access",
+            dev.0
+        )),
+        "{line}"
+    );
+    assert!(
+        !line.contains("needs CAP_SYS_RAWIO"),
+        "blames a capability it holds: {line}"
+    );
+    assert_eq!(
+        val(
+            &text,
+            "ssdwatch_device_smart_sample_ok",
+            &["device=\"refused\""]
+        ),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn without_smartctl_auto_hands_ata_drives_to_libatasmart_and_keeps_nvme_on_smartctl() {
+    let test = "without_smartctl_auto_hands_ata_drives_to_libatasmart_and_keeps_nvme_on_smartctl";
+    if !Path::new("/dev/vda").exists() {
+        support::not_applicable(test, "no /dev/vda on this machine to open");
+        return;
+    }
+    let mut cfg = Fake::new().config(&["vda"]);
+    cfg.backend = ssdwatch::collector::smart::Backend::Auto;
+    cfg.smartctl_path = PathBuf::from("/nonexistent/smartctl");
+    cfg.devices.push(DeviceEntry {
+        path: "/dev/vda".into(),
+        dev_type: Some("nvme".into()),
+        label: Some("as-nvme".into()),
+    });
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let (_, errors) = sample(&mut c);
+    let of = |dev: &str| {
+        errors
+            .iter()
+            .find(|e| e.starts_with(&format!("device {dev}:")))
+            .cloned()
+            .unwrap_or_else(|| panic!("no error for {dev}: {errors:?}"))
+    };
+    // A node without a -d type may be ATA: libatasmart when built in (this virtio disk is not
+    // ATA, so it fails, naming the device and the library), else smartctl's missing binary.
+    let ata = of("vda");
+    if cfg!(feature = "atasmart") {
+        assert!(
+            ata.contains("libatasmart") && ata.contains("/dev/vda"),
+            "{ata}"
+        );
+    } else {
+        assert!(ata.contains("/nonexistent/smartctl"), "{ata}");
+    }
+    // An NVMe type is never libatasmart's.
+    let nvme = of("as-nvme");
+    assert!(nvme.contains("/nonexistent/smartctl"), "{nvme}");
 }

@@ -271,6 +271,23 @@ kill $DAEMON; wait $DAEMON 2>/dev/null; DAEMON=
 
 sample 3
 listing > $R/listing-after.txt
+# Both SMART backends read the SATA drive back to back, on an idle drive, for the host to
+# compare field by field.
+# libatasmart takes its access method from udev (ID_ATA_SMART_ACCESS, else the parent bus:
+# SAT for a SCSI-attached disk), and QEMU's emulated ATA disk does not answer its SAT IDENTIFY:
+# first without the property (the error must say so), then with linux-ide as a udev rule would
+# set it (this guest runs no udevd: the property goes straight into udev's database).
+backend() {
+  timeout $((30 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-backend-$1.yaml sample \
+    > $R/backend-$2.prom 2> $R/backend-$2.err
+  echo $? > $R/backend-$2.rc
+}
+backend smartctl smartctl
+backend libatasmart libatasmart-sat
+SDA_DEVNUM=$(cat /sys/block/sda/dev)
+mkdir -p /run/udev/data
+echo "E:ID_ATA_SMART_ACCESS=linux-ide" > /run/udev/data/b$SDA_DEVNUM
+backend libatasmart libatasmart
 log "scenario complete"
 touch $R/done
 finish

@@ -37,6 +37,13 @@ pub(super) struct DriveState {
     pub next_due: Option<Instant>,
     /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
     pub history: VecDeque<(f64, u64, u64)>,
+    /// Processes smartctl runs left behind (escaped their group with setsid) and that were
+    /// killed, over the daemon's life.
+    pub escaped_total: u64,
+    /// The drive was last found to have no SMART (told once, when it is first found).
+    pub unsupported: bool,
+    /// The backend that read it last.
+    pub backend: super::atasmart::Used,
 }
 
 /// Write amplification over a window from consecutive samples: ΔNAND / Δhost between the newest
@@ -93,11 +100,19 @@ pub(super) enum DriveError {
         path: String,
         source: RunError,
     },
-    #[error("device {device}: smartctl: {message}{}", hint.unwrap_or(""))]
+    #[error("device {device}: smartctl: {message}{}", hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Smartctl {
         device: String,
         message: String,
-        hint: Option<&'static str>,
+        hint: Option<String>,
+    },
+    #[error(
+        "device {device}: smartctl on {path} left {count} process(es) behind that could not be killed"
+    )]
+    Escaped {
+        device: String,
+        path: String,
+        count: usize,
     },
     #[error("device {device}: smartctl returned no usable data ({exit})")]
     NoData { device: String, exit: String },
@@ -117,6 +132,7 @@ impl DriveError {
             | DriveError::Task { device, .. }
             | DriveError::Smartctl { device, .. }
             | DriveError::NoData { device, .. }
+            | DriveError::Escaped { device, .. }
             | DriveError::Unusable { device, .. } => device,
         }
     }
@@ -140,6 +156,8 @@ pub(super) struct Run<'a> {
 pub(super) struct Step {
     pub state: DriveState,
     pub errors: Vec<DriveError>,
+    /// Facts worth one log line when they first become true (not faults).
+    pub notes: Vec<String>,
 }
 
 fn looks_like_standby(stdout: &[u8]) -> bool {
@@ -147,19 +165,19 @@ fn looks_like_standby(stdout: &[u8]) -> bool {
     s.contains("device is in standby") || s.contains("device is in sleep")
 }
 
-fn permission_hint(h: &Health) -> Option<&'static str> {
-    let denied = h.errors.iter().any(|e| {
-        let e = e.to_ascii_lowercase();
-        e.contains("permission denied") || e.contains("operation not permitted")
-    });
-    denied.then_some(
-        " (smartctl needs CAP_SYS_RAWIO for ATA/SCSI passthrough and CAP_SYS_ADMIN for NVMe)",
-    )
+fn is_denial(e: &str) -> bool {
+    let e = e.to_ascii_lowercase();
+    e.contains("permission denied") || e.contains("operation not permitted")
+}
+
+fn denied(h: &Health) -> bool {
+    h.errors.iter().any(|e| is_denial(e))
 }
 
 /// One drive's next state after a run. `now` is when the run ended (`unix` the same instant
 /// on the wall clock); `every` gives the drive's interval for a protocol, which this run's
-/// output may have told for the first time.
+/// output may have told for the first time. `why_denied` names the cause of a refusal
+/// (permission denied / not permitted), from what can be observed of smartctl's access.
 pub(super) fn step(
     prev: DriveState,
     run: &Run,
@@ -167,9 +185,11 @@ pub(super) fn step(
     now: Instant,
     unix: f64,
     every: &dyn Fn(Option<&str>) -> Duration,
+    why_denied: &dyn Fn() -> String,
 ) -> Step {
     let mut st = prev;
     let mut errors = Vec::new();
+    let mut notes = Vec::new();
     let device = run.label.to_string();
     let path = run.path.to_string();
     match outcome {
@@ -180,7 +200,11 @@ pub(super) fn step(
                 path,
                 source,
             });
-            return Step { state: st, errors };
+            return Step {
+                state: st,
+                errors,
+                notes,
+            };
         }
         RunOutcome::Failed(source @ RunError::TimedOut { .. }) => {
             st.ok = false;
@@ -194,7 +218,27 @@ pub(super) fn step(
             st.ok = false;
             errors.push(DriveError::Run { device, source });
         }
-        RunOutcome::Output { stdout, exit } => {
+        RunOutcome::Output {
+            stdout,
+            exit,
+            escaped,
+        } => {
+            if escaped.killed > 0 {
+                if st.escaped_total == 0 {
+                    notes.push(format!(
+                        "device {device}: smartctl on {path} left {} process(es) running after it exited (they left its process group, e.g. with setsid); killed. Counted in ssdwatch_device_smartctl_escaped_processes_total",
+                        escaped.killed
+                    ));
+                }
+                st.escaped_total = st.escaped_total.saturating_add(escaped.killed as u64);
+            }
+            if escaped.failed > 0 {
+                errors.push(DriveError::Escaped {
+                    device: device.clone(),
+                    path: path.clone(),
+                    count: escaped.failed,
+                });
+            }
             let text = String::from_utf8_lossy(&stdout);
             match crate::smart::parse(&text) {
                 Ok(h) if h.in_standby => {
@@ -204,11 +248,28 @@ pub(super) fn step(
                 }
                 Ok(mut h) => {
                     st.in_standby = false;
-                    st.exit_status = h.smartctl_exit_status.or(exit.bits());
                     let has_data = h.smart_supported.is_some();
-                    // A drive without SMART (virtio, RAID volume) is reported by
-                    // ssdwatch_device_smart_supported 0, not as an error every time.
+                    // A drive without SMART (virtio, RAID volume) is one fact, told once:
+                    // ssdwatch_device_smart_supported 0. smartctl's "command failed" exit bit
+                    // and its "Unable to detect device type" say the same thing again, so
+                    // neither becomes a series or an error; the log says it when first found.
                     let unsupported = h.smart_supported == Some(false);
+                    st.exit_status = if unsupported {
+                        None
+                    } else {
+                        h.smartctl_exit_status.or(exit.bits())
+                    };
+                    if unsupported && !st.unsupported {
+                        let why = h
+                            .errors
+                            .first()
+                            .map(String::as_str)
+                            .unwrap_or("no SMART data");
+                        notes.push(format!(
+                            "device {device}: no SMART on this device type (smartctl on {path}: {why}); shown as ssdwatch_device_smart_supported 0"
+                        ));
+                    }
+                    st.unsupported = unsupported;
                     if h.errors.iter().any(|e| e.contains("Device Statistics")) {
                         // Reported once; later runs leave the log out, and the rest of this
                         // output is still used.
@@ -218,11 +279,12 @@ pub(super) fn step(
                         st.no_devstat = true;
                     }
                     if !unsupported {
-                        let hint = permission_hint(&h);
+                        // The cause of a refusal is examined once per run, and told with it.
+                        let hint = denied(&h).then(why_denied);
                         errors.extend(h.errors.iter().map(|e| DriveError::Smartctl {
                             device: device.clone(),
                             message: e.clone(),
-                            hint,
+                            hint: hint.clone().filter(|_| is_denial(e)),
                         }));
                     }
                     st.ok = has_data;
@@ -254,11 +316,16 @@ pub(super) fn step(
         }
     }
     st.next_due = Some(now + every(st.protocol.as_deref()));
-    Step { state: st, errors }
+    Step {
+        state: st,
+        errors,
+        notes,
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::escape::Swept;
     use super::super::runner::Exit;
     use super::*;
 
@@ -312,7 +379,84 @@ mod tests {
         RunOutcome::Output {
             stdout: json.as_bytes().to_vec(),
             exit,
+            escaped: Swept::default(),
         }
+    }
+
+    /// What smartctl 7.3 prints for a virtio disk (this machine's /dev/vda).
+    const VIRTIO: &str = r#"{"smartctl": {"exit_status": 1, "messages": [{"string":
+        "/dev/vda: Unable to detect device type", "severity": "error"}]}}"#;
+
+    #[test]
+    fn no_smart_on_a_device_type_is_one_fact_told_once() {
+        let (st, errors, _) = go(DriveState::default(), out(VIRTIO, Exit::Code(1)));
+        assert!(errors.is_empty(), "not an error: {errors:?}");
+        assert!(st.ok && st.unsupported);
+        assert_eq!(
+            st.exit_status, None,
+            "the failed command is the same fact: no exit-bit series"
+        );
+        assert_eq!(
+            st.last.as_ref().and_then(|h| h.smart_supported),
+            Some(false)
+        );
+        let run = Run {
+            label: "vda",
+            path: "/dev/vda",
+        };
+        let every = |_: Option<&str>| Duration::from_secs(60);
+        let first = step(
+            DriveState::default(),
+            &run,
+            out(VIRTIO, Exit::Code(1)),
+            Instant::now(),
+            1.0,
+            &every,
+            &|| "cause".into(),
+        );
+        assert_eq!(
+            first.notes,
+            [
+                "device vda: no SMART on this device type (smartctl on /dev/vda: /dev/vda: Unable to detect device type); shown as ssdwatch_device_smart_supported 0"
+            ]
+        );
+        let again = step(
+            first.state,
+            &run,
+            out(VIRTIO, Exit::Code(1)),
+            Instant::now(),
+            2.0,
+            &every,
+            &|| "cause".into(),
+        );
+        assert!(
+            again.notes.is_empty() && again.errors.is_empty(),
+            "told once"
+        );
+    }
+
+    #[test]
+    fn processes_left_behind_are_counted_told_once_and_unkillable_ones_are_errors() {
+        let run = |prev, killed, failed| {
+            go(
+                prev,
+                RunOutcome::Output {
+                    stdout: NVME.as_bytes().to_vec(),
+                    exit: Exit::Code(0),
+                    escaped: Swept { killed, failed },
+                },
+            )
+        };
+        let (st, errors, _) = run(DriveState::default(), 2, 0);
+        assert!(errors.is_empty() && st.ok, "{errors:?}");
+        assert_eq!(st.escaped_total, 2);
+        let (st, errors, _) = run(st, 1, 1);
+        assert_eq!(st.escaped_total, 3);
+        assert_eq!(
+            errors,
+            ["device sda: smartctl on /dev/sda left 1 process(es) behind that could not be killed"]
+        );
+        assert!(st.ok, "the output is still used");
     }
 
     /// One step of drive "sda" at t0 + 10 s (unix 1000), with 60 s for NVMe, 600 s otherwise.
@@ -323,7 +467,8 @@ mod tests {
             label: "sda",
             path: "/dev/sda",
         };
-        let s = step(prev, &run, outcome, now, 1000.0, &every);
+        let why = || "smartctl needs CAP_SYS_RAWIO here".to_string();
+        let s = step(prev, &run, outcome, now, 1000.0, &every, &why);
         let errors = s
             .errors
             .into_iter()

@@ -1,13 +1,19 @@
-//! SMART collector: runs `smartctl --json` per drive on its own schedule (never on the scrape
-//! path), with bounded parallelism. Its config and the sample loop live here; the process
-//! runner (timeout, process-group kill, output cap, exit decoding) in `runner`, the per-drive
-//! state step (standby, exit bits, schedule) in `drive`, the metrics of a drive in `render`.
-//! Parsing and unit conversion live in `crate::smart`.
+//! SMART collector: runs `smartctl --json` (or, for ATA drives, libatasmart) per drive on its
+//! own schedule (never on the scrape path), with bounded parallelism. Its config and the sample
+//! loop live here; the process runner (timeout, process-group kill, output cap, exit decoding)
+//! in `runner`, what a run left behind in `escape`, the cause of a refusal in `access`, the
+//! libatasmart backend in `atasmart`, the per-drive state step (standby, exit bits, schedule)
+//! in `drive`, the metrics of a drive in `render`. Parsing and unit conversion live in
+//! `crate::smart`.
 
+mod access;
+mod atasmart;
 mod drive;
+mod escape;
 mod render;
 mod runner;
 
+pub use atasmart::Backend;
 pub use drive::waf_over_window;
 pub use runner::smartctl_args;
 
@@ -69,6 +75,9 @@ pub struct SmartConfig {
     pub timeout: Duration,
     pub parallelism: usize,
     pub nocheck_standby: bool,
+    /// Which backend reads ATA drives: auto (smartctl if installed, else libatasmart),
+    /// smartctl, or libatasmart (builds with the `atasmart` feature). NVMe is smartctl's.
+    pub backend: Backend,
     /// Query the drives found in /sys (NVMe, sd, virtio).
     pub discover: bool,
     pub devices: Vec<DeviceEntry>,
@@ -84,6 +93,7 @@ impl Default for SmartConfig {
             timeout: Duration::from_secs(30),
             parallelism: 2,
             nocheck_standby: true,
+            backend: Backend::Auto,
             discover: true,
             devices: Vec::new(),
         }
@@ -144,6 +154,12 @@ impl SmartConfig {
             return Err(Invalid::new(
                 format!("{key}.parallelism"),
                 format!("{} is out of range 1..=64", self.parallelism),
+            ));
+        }
+        if self.backend == Backend::Libatasmart && !atasmart::BUILT_IN {
+            return Err(Invalid::new(
+                format!("{key}.backend"),
+                "libatasmart: this build has no libatasmart support (built without the `atasmart` feature); use smartctl or auto",
             ));
         }
         if self.smartctl_path.as_os_str().is_empty() {
@@ -279,6 +295,15 @@ impl Collector for SmartCollector {
         });
 
         let now = Instant::now();
+        let smartctl_found = atasmart::BUILT_IN && self.cfg.backend == Backend::Auto && {
+            let p = &self.cfg.smartctl_path;
+            if p.components().count() > 1 {
+                p.is_file()
+            } else {
+                std::env::var_os("PATH")
+                    .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(p).is_file()))
+            }
+        };
         let sem = Arc::new(Semaphore::new(self.cfg.parallelism.max(1)));
         let mut set = tokio::task::JoinSet::new();
         // Which drive each task is for, so a task that did not complete is still named.
@@ -300,20 +325,42 @@ impl Collector for SmartCollector {
                 ));
                 continue;
             }
-            let args = smartctl_args(
-                &t.path,
-                t.dev_type.as_deref(),
-                st.protocol.as_deref().filter(|_| !st.no_devstat),
-                self.cfg.nocheck_standby,
-            );
-            let bin = self.cfg.smartctl_path.clone();
+            // libatasmart speaks ATA only: sd devices, or a configured node without a
+            // passthrough type other than sat.
+            let may_be_ata = match t.kind {
+                Some(kind) => kind == DeviceKind::Scsi,
+                None => matches!(t.dev_type.as_deref(), None | Some("sat" | "ata")),
+            };
+            let used = atasmart::choose(self.cfg.backend, smartctl_found, may_be_ata);
             let timeout = self.cfg.timeout;
             let sem = sem.clone();
-            let task = set.spawn(async move {
-                let _permit = sem.acquire_owned().await;
-                runner::run_smartctl(&bin, &args, timeout, &in_kernel).await
-            });
-            task_label.insert(task.id(), t.label.clone());
+            let task = match used {
+                atasmart::Used::Smartctl => {
+                    let args = smartctl_args(
+                        &t.path,
+                        t.dev_type.as_deref(),
+                        st.protocol.as_deref().filter(|_| !st.no_devstat),
+                        self.cfg.nocheck_standby,
+                    );
+                    let bin = self.cfg.smartctl_path.clone();
+                    set.spawn(async move {
+                        let _permit = sem.acquire_owned().await;
+                        runner::run_smartctl(&bin, &args, timeout, &in_kernel).await
+                    })
+                }
+                #[cfg(feature = "atasmart")]
+                atasmart::Used::Libatasmart => {
+                    let path = t.path.clone();
+                    let nocheck = self.cfg.nocheck_standby;
+                    set.spawn(async move {
+                        let _permit = sem.acquire_owned().await;
+                        runner::run_atasmart(&path, nocheck, timeout, &in_kernel).await
+                    })
+                }
+                #[cfg(not(feature = "atasmart"))]
+                atasmart::Used::Libatasmart => continue,
+            };
+            task_label.insert(task.id(), (t.label.clone(), used));
         }
         while let Some(joined) = set.join_next_with_id().await {
             let (id, outcome) = match joined {
@@ -324,7 +371,7 @@ impl Collector for SmartCollector {
                 }
             };
             // Every task was spawned above with its label.
-            let Some(label) = task_label.remove(&id) else {
+            let Some((label, used)) = task_label.remove(&id) else {
                 continue;
             };
             let target = targets.iter().find(|t| t.label == label);
@@ -337,8 +384,26 @@ impl Collector for SmartCollector {
             let st = self.drives.entry(label.clone()).or_default();
             let prev = std::mem::take(st);
             let run_unix = unix_now();
-            let step = drive::step(prev, &run, outcome, Instant::now(), run_unix, &every);
+            // What smartctl's access looked like, examined only when it was refused.
+            let needed = if matches!(kind, Some(DeviceKind::Nvme)) || run.path.contains("nvme") {
+                access::CAP_SYS_ADMIN
+            } else {
+                access::CAP_SYS_RAWIO
+            };
+            let smartctl = self.cfg.smartctl_path.clone();
+            let why_denied =
+                || access::cause(&access::facts(run.path, &smartctl, needed)).to_string();
+            let step = drive::step(
+                prev,
+                &run,
+                outcome,
+                Instant::now(),
+                run_unix,
+                &every,
+                &why_denied,
+            );
             *st = step.state;
+            st.backend = used;
             // A fresh reading goes to the history store, keyed by the drive's identity.
             if ctx.history.is_some()
                 && st.last_ok_unix == Some(run_unix)
@@ -377,6 +442,9 @@ impl Collector for SmartCollector {
             // The solid-state decision (topology collector) trusts the drive's own word.
             if let Some(rpm) = st.last.as_ref().and_then(|h| h.rotation_rate_rpm) {
                 ctx.shared.set_rotation_rate(&label, rpm);
+            }
+            for n in step.notes {
+                tracing::info!("{n}");
             }
             for e in step.errors {
                 sample.error(e);
@@ -430,6 +498,20 @@ mod tests {
         assert!(c.validate("collectors.smart").is_ok());
         c.devices[0].path = "/dev/../etc/passwd".into();
         assert!(c.validate("collectors.smart").is_err());
+    }
+
+    #[test]
+    fn the_libatasmart_backend_is_refused_by_a_build_without_it() {
+        let c = SmartConfig {
+            backend: Backend::Libatasmart,
+            ..SmartConfig::default()
+        };
+        let got = c.validate("collectors.smart");
+        assert_eq!(got.is_ok(), atasmart::BUILT_IN, "{got:?}");
+        if let Err(e) = got {
+            assert_eq!(e.key, "collectors.smart.backend");
+            assert!(e.message.contains("`atasmart` feature"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub(super) fn render_drive(
         "1 if the drive was in standby at the last attempt; values are then from the last awake sample.",
     )
     .push(&l, b(st.in_standby));
+    m.counter(
+        "ssdwatch_device_smartctl_escaped_processes_total",
+        "Processes a smartctl run of this drive left running after it exited (they left its process group, e.g. with setsid), found and killed.",
+    )
+    .push(&l, st.escaped_total as f64);
     if let Some(s) = st.exit_status {
         let fam = m.gauge(
             "ssdwatch_device_smartctl_exit_status_bit",
@@ -61,7 +66,7 @@ pub(super) fn render_drive(
     let Some(h) = h else { return };
     m.gauge(
         "ssdwatch_device_info",
-        "Identity of a drive as smartctl reports it; always 1. Join on device.",
+        "Identity of a drive as its SMART backend (smartctl or libatasmart) reports it; always 1. Join on device.",
     )
     .push(
         &[
@@ -76,6 +81,7 @@ pub(super) fn render_drive(
             ("model_family", h.model_family.as_deref().unwrap_or("")),
             ("family_source", h.family_source.as_str()),
             ("device_type", h.device_type.as_deref().unwrap_or("")),
+            ("backend", st.backend.label()),
         ],
         1.0,
     );

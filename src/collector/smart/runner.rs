@@ -7,6 +7,8 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
+use super::escape::{self, Marks, Swept};
+
 /// The smartctl argv for one drive. Cheap options only: identity, overall health and the
 /// attribute table / NVMe health log. No `--log=error` (NVMe error-log reads are counted by
 /// some drives) and no `-x`; ATA drives add the device-statistics log, the standard source of
@@ -106,6 +108,16 @@ pub enum RunError {
         humantime::format_duration(REAP_GRACE)
     )]
     Stuck { after: Duration },
+    /// The libatasmart backend failed a step.
+    #[error(transparent)]
+    Atasmart(#[from] super::atasmart::AtaError),
+    /// A libatasmart call did not return in time: the thread stays blocked in the kernel.
+    #[cfg_attr(not(feature = "atasmart"), allow(dead_code))]
+    #[error(
+        "libatasmart did not answer within {}: the call is stuck in the kernel (D state); no new read of this drive until it returns",
+        humantime::format_duration(*after)
+    )]
+    AtasmartStuck { after: Duration },
 }
 
 /// How long a killed smartctl may take to go before it counts as stuck in the kernel.
@@ -114,29 +126,76 @@ pub const REAP_GRACE: Duration = Duration::from_secs(5);
 /// The outcome of one smartctl run.
 #[derive(Debug)]
 pub enum RunOutcome {
-    Output { stdout: Vec<u8>, exit: Exit },
+    Output {
+        stdout: Vec<u8>,
+        exit: Exit,
+        /// Processes the run left behind (escaped its group with setsid), found and killed.
+        escaped: Swept,
+    },
     Failed(RunError),
 }
 
 /// Output beyond this is garbage, not smartctl JSON (a full `-x` is under 100 KiB).
 const MAX_OUTPUT: u64 = 4 << 20;
 
+/// After smartctl exited, what it wrote is already in the pipe: a read that waits longer than
+/// this finds an empty pipe some descendant still holds open, not more output.
+const DRAIN_IDLE: Duration = Duration::from_millis(200);
+
+/// Kills the run's process group and every process the run left anywhere (setsid escapes
+/// included) when dropped: at the end of a run, and when the run is cancelled (the daemon
+/// stopping on SIGTERM drops the running sample).
+struct Cleanup {
+    /// The group id (smartctl's pid) while smartctl is not yet reaped: until then its pid,
+    /// and so the group id, cannot belong to anyone else. None afterwards: the sweep (by tag
+    /// and pipe) finds the group's members then.
+    pgid: Option<u32>,
+    marks: Marks,
+    done: bool,
+}
+
+impl Cleanup {
+    fn now(&mut self) -> Swept {
+        self.done = true;
+        kill_group(self.pgid);
+        escape::sweep(&self.marks)
+    }
+
+    /// smartctl has been reaped: its group id may be reused from now on.
+    fn leader_reaped(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if !self.done {
+            kill_group(self.pgid);
+            escape::sweep(&self.marks);
+        }
+    }
+}
+
 /// Runs smartctl once in its own process group; on timeout the whole group is killed and
-/// reaped, so nothing it started survives. Never waits on it longer than `timeout` plus
-/// [`REAP_GRACE`]: one that won't die is left to a background reaper and `in_kernel` stays set
-/// until it is gone.
+/// reaped, so nothing it started survives. Once smartctl itself has exited, its output is
+/// parsed from what the pipe held, without waiting for an end-of-file that a descendant (one
+/// that left the group with setsid) may hold back; such descendants are found and killed, and
+/// counted. Never waits on it longer than `timeout` plus [`REAP_GRACE`]: one that won't die is
+/// left to a background reaper and `in_kernel` stays set until it is gone.
 pub async fn run_smartctl(
     bin: &Path,
     args: &[String],
     timeout: Duration,
     in_kernel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> RunOutcome {
+    let mut marks = Marks::new_run();
     let mut cmd = tokio::process::Command::new(bin);
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .env("LC_ALL", "C")
+        .env(escape::TAG_VAR, &marks.tag)
         .process_group(0)
         .kill_on_drop(true);
     let mut child = match cmd.spawn() {
@@ -148,73 +207,134 @@ pub async fn run_smartctl(
             });
         }
     };
-    let pid = child.id();
-    let stdout = child.stdout.take();
-    // What has been read so far, kept outside the reader so that a grandchild holding the pipe
-    // (one that left the group with setsid) costs neither the output nor the descriptor.
-    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = got.clone();
-    let reader = tokio::spawn(async move {
-        if let Some(mut out) = stdout {
-            let mut chunk = [0u8; 8192];
-            loop {
-                match out.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let mut g = sink.lock().unwrap_or_else(|e| e.into_inner());
-                        if g.len() as u64 + n as u64 > MAX_OUTPUT {
-                            break;
-                        }
-                        g.extend_from_slice(&chunk[..n]);
-                    }
+    let mut stdout = child.stdout.take();
+    marks.pipe_inode = stdout.as_ref().and_then(escape::pipe_inode);
+    let mut cleanup = Cleanup {
+        pgid: child.id(),
+        marks,
+        done: false,
+    };
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 8192];
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    // Read while smartctl runs (its output can exceed the pipe's buffer).
+    let status = loop {
+        tokio::select! {
+            r = read_some(&mut stdout, &mut chunk) => keep(&mut got, &mut stdout, r, &chunk),
+            s = child.wait() => break Some(s),
+            _ = &mut deadline => break None,
+        }
+    };
+    let Some(status) = status else {
+        cleanup.now();
+        drop(stdout);
+        // Reap: no zombie is left behind. A process stuck in the kernel ignores even SIGKILL
+        // until its I/O returns: hand it to a reaper instead of waiting on it.
+        if tokio::time::timeout(REAP_GRACE, child.wait()).await.is_ok() {
+            return RunOutcome::Failed(RunError::TimedOut { after: timeout });
+        }
+        in_kernel.store(true, std::sync::atomic::Ordering::Release);
+        let flag = in_kernel.clone();
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            flag.store(false, std::sync::atomic::Ordering::Release);
+        });
+        return RunOutcome::Failed(RunError::Stuck { after: timeout });
+    };
+    match status {
+        Ok(status) => {
+            cleanup.leader_reaped();
+            // smartctl has exited: all it wrote is in the pipe. Take that, and stop at the
+            // first pause rather than at an end-of-file a leftover process may never give.
+            while stdout.is_some() {
+                match tokio::time::timeout(DRAIN_IDLE, read_some(&mut stdout, &mut chunk)).await {
+                    Ok(r) => keep(&mut got, &mut stdout, r, &chunk),
+                    Err(_) => break,
                 }
             }
-        }
-    });
-    let take = || std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
-    match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(Ok(status)) => {
-            // The pipe closes when the last holder exits. smartctl wrote everything before it
-            // exited; a descendant still holding the pipe gets a short grace, then we keep what
-            // was written and close our end (aborting the reader drops it).
-            // (Killing the group only here: while a member holds the pipe the group exists, so
-            // its id cannot have been reused by an unrelated process.)
-            let mut reader = reader;
-            if tokio::time::timeout(Duration::from_millis(500), &mut reader)
+            drop(stdout);
+            // Members of the group carry the tag like those that left it: the sweep finds both.
+            let escaped = tokio::task::spawn_blocking(move || cleanup.now())
                 .await
-                .is_err()
-            {
-                kill_group(pid);
-                reader.abort();
-            }
+                .unwrap_or_default();
             RunOutcome::Output {
-                stdout: take(),
+                stdout: got,
                 exit: Exit::from_status(status),
+                escaped,
             }
         }
-        Ok(Err(source)) => {
-            kill_group(pid);
+        Err(source) => {
+            cleanup.now();
             let _ = child.wait().await;
             RunOutcome::Failed(RunError::Wait {
                 bin: bin.to_path_buf(),
                 source,
             })
         }
+    }
+}
+
+/// One read from the pipe; pending forever once it is closed (so `select!` ignores it).
+async fn read_some(
+    out: &mut Option<tokio::process::ChildStdout>,
+    chunk: &mut [u8],
+) -> std::io::Result<usize> {
+    match out {
+        Some(o) => o.read(chunk).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Appends a read's bytes; closes our end at end-of-file, on an error, or past the cap (the
+/// writer then gets EPIPE instead of filling memory).
+fn keep(
+    got: &mut Vec<u8>,
+    out: &mut Option<tokio::process::ChildStdout>,
+    r: std::io::Result<usize>,
+    chunk: &[u8],
+) {
+    match r {
+        Ok(n) if n > 0 && got.len() as u64 + n as u64 <= MAX_OUTPUT => {
+            got.extend_from_slice(&chunk[..n]);
+        }
+        _ => *out = None,
+    }
+}
+
+/// Reads an ATA drive through libatasmart off the async threads, within `timeout`; the
+/// reading goes on in smartctl's JSON shape, so the same step and model take it. A call that
+/// does not return is left to finish, with `in_kernel` set until it does.
+#[cfg(feature = "atasmart")]
+pub async fn run_atasmart(
+    path: &str,
+    nocheck_standby: bool,
+    timeout: Duration,
+    in_kernel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> RunOutcome {
+    let p = path.to_string();
+    let mut call = tokio::task::spawn_blocking(move || super::atasmart::read(&p, nocheck_standby));
+    match tokio::time::timeout(timeout, &mut call).await {
+        Ok(Ok(Ok(reading))) => RunOutcome::Output {
+            stdout: super::atasmart::to_json(path, &reading)
+                .to_string()
+                .into_bytes(),
+            // Not smartctl: there are no exit bits to show.
+            exit: Exit::Unknown,
+            escaped: Swept::default(),
+        },
+        Ok(Ok(Err(e))) => RunOutcome::Failed(RunError::Atasmart(e)),
+        Ok(Err(e)) => RunOutcome::Failed(RunError::Task {
+            cause: e.to_string(),
+        }),
         Err(_) => {
-            kill_group(pid);
-            reader.abort();
-            // Reap: no zombie is left behind. A process stuck in the kernel ignores even
-            // SIGKILL until its I/O returns: hand it to a reaper instead of waiting on it.
-            if tokio::time::timeout(REAP_GRACE, child.wait()).await.is_ok() {
-                return RunOutcome::Failed(RunError::TimedOut { after: timeout });
-            }
             in_kernel.store(true, std::sync::atomic::Ordering::Release);
             let flag = in_kernel.clone();
             tokio::spawn(async move {
-                let _ = child.wait().await;
+                let _ = call.await;
                 flag.store(false, std::sync::atomic::Ordering::Release);
             });
-            RunOutcome::Failed(RunError::Stuck { after: timeout })
+            RunOutcome::Failed(RunError::AtasmartStuck { after: timeout })
         }
     }
 }
