@@ -459,7 +459,7 @@ def degradation():
     L.add(timeseries("Probe context at the last run", "The context each run recorded: time since the drive's last discard and the drive's idle time before the run.",
                      targets((f"ssdwatch_probe_context_since_discard_seconds{{{ctx}}}", "{{mountpoint}} since discard"),
                              (f"ssdwatch_probe_context_idle_seconds{{{ctx}}}", "{{mountpoint}} idle before")), unit="s", min_=0))
-    L.add(timeseries("Probe runs and skips", "Runs per hour, and skips per hour by reason (budget, busy, low_space, readonly, unsafe, error), per target: one run does every probe kind of its target, so these are not split by kind.",
+    L.add(timeseries("Probe runs and skips", "Runs per hour, and skips per hour by reason (budget, budget_unrecorded, busy, low_space, readonly, unsafe, error), per target: one run does every probe kind of its target, so these are not split by kind.",
                      targets((f"increase(ssdwatch_probe_runs_total{{{ctx}}}[1h])", "{{mountpoint}} runs"),
                              (f"increase(ssdwatch_probe_skipped_total{{{ctx}}}[1h])", "{{mountpoint}} skipped: {{reason}}")), min_=0))
     anns = [
