@@ -51,11 +51,11 @@ fn forty_hung_fuse_mounts_never_hide_the_healthy_filesystem() {
         .iter()
         .map(|h| h.mountpoint.canonicalize().unwrap_or(h.mountpoint.clone()))
         .collect();
-    let mut include = vec![format!("^{}$", regex::escape(healthy.mp()))];
+    let mut include = vec![format!("^{}$", regex_lite::escape(healthy.mp()))];
     include.extend(
         hung_mps
             .iter()
-            .map(|p| format!("^{}$", regex::escape(p.to_str().unwrap()))),
+            .map(|p| format!("^{}$", regex_lite::escape(p.to_str().unwrap()))),
     );
     let mut config = Config::default();
     config.state_dir = healthy.dir.path().join("state");
@@ -126,8 +126,8 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         .unwrap_or(hung.mountpoint.clone());
     let include = format!(
         "^({}|{})$",
-        regex::escape(healthy.mp()),
-        regex::escape(hung_mp.to_str().unwrap())
+        regex_lite::escape(healthy.mp()),
+        regex_lite::escape(hung_mp.to_str().unwrap())
     );
     let mut config = Config::default();
     config.state_dir = healthy.dir.path().join("state");

@@ -44,7 +44,7 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
     };
     config.collectors.filesystem = FilesystemConfig {
         interval: Duration::from_secs(1),
-        mount_points_include: Some(vec![format!("^{}$", regex::escape(fs.mp()))]),
+        mount_points_include: Some(vec![format!("^{}$", regex_lite::escape(fs.mp()))]),
         ..Default::default()
     };
     let daemon = Daemon::start(config, roots_seeing(&[&fs.mountpoint]));

@@ -77,10 +77,10 @@ fn one_non_utf8_mount_point_costs_no_other_filesystem_its_series() {
     config.collectors.filesystem = FilesystemConfig {
         interval: Duration::from_secs(1),
         mount_points_include: Some(vec![
-            format!("^{}$", regex::escape(fs.mp())),
+            format!("^{}$", regex_lite::escape(fs.mp())),
             format!(
                 "^{}/b",
-                regex::escape(&odd._dir.path().display().to_string())
+                regex_lite::escape(&odd._dir.path().display().to_string())
             ),
         ]),
         ..Default::default()

@@ -511,7 +511,7 @@ fn a_drive_kept_busy_by_a_background_fio_is_skipped_as_busy() {
     // long as the probe's, shows the drive above the threshold.
     let deadline = Instant::now() + Duration::from_secs(20);
     let shown_busy =
-        regex::Regex::new(r"drive (\S+) (\d+)% busy, above the (\d+)% threshold").unwrap();
+        regex_lite::Regex::new(r"drive (\S+) (\d+)% busy, above the (\d+)% threshold").unwrap();
     let mut highest = 0.0f64;
     let mut dipped = 0;
     loop {

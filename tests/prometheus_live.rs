@@ -300,7 +300,7 @@ fn substitute(expr: &str, vars: &[(String, Vec<String>)], range: &str) -> String
             _ => values
                 .iter()
                 // Escaped for the regex, then for the PromQL string it sits in.
-                .map(|v| regex::escape(v).replace('\\', "\\\\"))
+                .map(|v| regex_lite::escape(v).replace('\\', "\\\\"))
                 .collect::<Vec<_>>()
                 .join("|"),
         };
@@ -329,8 +329,8 @@ fn with_value(
 
 /// A legend as Grafana renders it for one series: `{{label}}` replaced by the label's value.
 fn render_legend(legend: &str, metric: &Json) -> String {
-    let re = regex::Regex::new(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}").unwrap();
-    re.replace_all(legend, |c: &regex::Captures| {
+    let re = regex_lite::Regex::new(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}").unwrap();
+    re.replace_all(legend, |c: &regex_lite::Captures| {
         metric[&c[1]].as_str().unwrap_or("").to_string()
     })
     .into_owned()
@@ -445,8 +445,8 @@ collectors:
         free_floor_bytes: 4194304
 "#,
         state = state.display(),
-        mp_re = regex::escape(mp),
-        quiet_re = regex::escape(quiet),
+        mp_re = regex_lite::escape(mp),
+        quiet_re = regex_lite::escape(quiet),
         smartctl = smartctl.display(),
     )
     .expect("writing config");

@@ -349,7 +349,7 @@ fn dashboards_only_read_recording_rules_that_exist() {
             recorded.insert(n.to_string());
         }
     }
-    let re = regex::Regex::new(r"ssdwatch:[a-zA-Z0-9_:]+").unwrap();
+    let re = regex_lite::Regex::new(r"ssdwatch:[a-zA-Z0-9_:]+").unwrap();
     for (name, d) in dashboards() {
         let mut exprs = Vec::new();
         walk(&d, "expr", &mut exprs);

@@ -5,7 +5,7 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::sysfs::topology::{DeviceKind, Topology};
 use crate::validate::{Invalid, check_interval};
-use regex::Regex;
+use regex_lite::Regex;
 use serde::Deserialize;
 use std::time::Duration;
 

@@ -70,7 +70,7 @@ pub struct EnduranceConfig {
 
 impl EnduranceConfig {
     fn validate(&self, key: &str) -> Result<(), Invalid> {
-        regex::Regex::new(&self.models).map_err(|e| {
+        regex_lite::Regex::new(&self.models).map_err(|e| {
             Invalid::new(
                 format!("{key}.models"),
                 format!("bad regular expression {:?}: {e}", self.models),
@@ -87,7 +87,7 @@ impl EnduranceConfig {
     }
 
     /// The compiled rule for the service.
-    pub fn rule(&self) -> Result<service::EnduranceRule, regex::Error> {
+    pub fn rule(&self) -> Result<service::EnduranceRule, regex_lite::Error> {
         let rating = match (self.tbw_bytes, self.dwpd, self.warranty_years) {
             (Some(b), _, _) => service::Rating::Tbw { bytes: b as f64 },
             (None, Some(dwpd), Some(warranty_years)) => service::Rating::Dwpd {
@@ -99,7 +99,7 @@ impl EnduranceConfig {
             },
         };
         Ok(service::EnduranceRule {
-            model: regex::Regex::new(&self.models)?,
+            model: regex_lite::Regex::new(&self.models)?,
             rating,
         })
     }

@@ -8,7 +8,7 @@ use super::forecast::{Endurance, forecast_drive, forecast_filesystem_days};
 use super::{DiscardEvent, DriveSample, FsSample, HistoryConfig, IdlePeriod, ProbeRecord, Store};
 use crate::metrics::MetricSet;
 use crate::snapshot::{Published, Store as Snapshot, unix_now};
-use regex::Regex;
+use regex_lite::Regex;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,7 +1,7 @@
 //! The per-family vendor table (`families.yaml`, embedded at build time): what an ATA attribute
 //! means on a drive family. Only loading and matching live here; no I/O, no metric names.
 
-use regex::Regex;
+use regex_lite::Regex;
 use serde::Deserialize;
 use std::sync::OnceLock;
 
@@ -155,7 +155,7 @@ pub enum TableError {
     Pattern {
         family: String,
         pattern: String,
-        source: regex::Error,
+        source: regex_lite::Error,
     },
     #[error("vendor table: family {family}: attribute {id}: {message}")]
     Rule {

@@ -17,7 +17,7 @@ use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResul
 use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, check_duration, check_interval};
 use anyhow::Context as _;
-use regex::Regex;
+use regex_lite::Regex;
 use select::{
     DEFAULT_FS_TYPES_EXCLUDE, DEFAULT_MOUNT_POINTS_EXCLUDE, Filters, SelectedMount, select_mounts,
 };
@@ -75,7 +75,7 @@ impl Default for FilesystemConfig {
 
 impl FilesystemConfig {
     /// The compiled mount filters (`validate` has checked the patterns, naming the bad key).
-    pub fn filters(&self) -> Result<Filters, regex::Error> {
+    pub fn filters(&self) -> Result<Filters, regex_lite::Error> {
         Filters::new(
             &self.mount_points_exclude,
             self.mount_points_include.as_deref(),

@@ -4,7 +4,7 @@
 
 use crate::procfs::mountinfo::MountInfo;
 use crate::sysfs::topology::Topology;
-use regex::RegexSet;
+use regex_lite::Regex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// node_exporter's default, one alternative per entry so users can append to it.
@@ -54,6 +54,23 @@ pub struct SelectedMount {
     pub device: Option<String>,
 }
 
+/// Patterns of which any may match (regex-lite has no RegexSet; the lists are a handful long).
+struct RegexSet(Vec<Regex>);
+
+impl RegexSet {
+    fn new(patterns: &[String]) -> Result<Self, regex_lite::Error> {
+        patterns
+            .iter()
+            .map(|p| Regex::new(p))
+            .collect::<Result<_, _>>()
+            .map(RegexSet)
+    }
+
+    fn is_match(&self, s: &str) -> bool {
+        self.0.iter().any(|r| r.is_match(s))
+    }
+}
+
 /// Compiled mount filters.
 pub struct Filters {
     exclude: RegexSet,
@@ -71,7 +88,7 @@ impl Filters {
         mount_points_include: Option<&[String]>,
         fs_types_exclude: &[String],
         fs_types_include: Option<&[String]>,
-    ) -> Result<Self, regex::Error> {
+    ) -> Result<Self, regex_lite::Error> {
         Ok(Filters {
             exclude: RegexSet::new(mount_points_exclude)?,
             include: mount_points_include.map(RegexSet::new).transpose()?,

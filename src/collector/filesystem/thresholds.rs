@@ -3,7 +3,7 @@
 //! where it lives. Pure: config types, validation and the per-mount lookup.
 
 use crate::validate::{Invalid, check_duration};
-use regex::Regex;
+use regex_lite::Regex;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -122,14 +122,14 @@ impl AlertThresholds {
     }
 
     /// The compiled form, for the collector.
-    pub fn compile(&self) -> Result<Compiled, regex::Error> {
+    pub fn compile(&self) -> Result<Compiled, regex_lite::Error> {
         Ok(Compiled {
             defaults: (self.warning, self.critical),
             overrides: self
                 .overrides
                 .iter()
                 .map(|o| Ok((Regex::new(&o.mount_points)?, o.warning, o.critical)))
-                .collect::<Result<_, regex::Error>>()?,
+                .collect::<Result<_, regex_lite::Error>>()?,
         })
     }
 }

@@ -24,7 +24,7 @@ use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
 use crate::validate::{Invalid, check_duration, check_interval};
 use drive::{DriveState, Run, Target};
-use regex::Regex;
+use regex_lite::Regex;
 use runner::{RunError, RunOutcome};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
