@@ -2,6 +2,7 @@
 //! (`daemon`, `probe`, `smart`). No engine imports this module; it sits on top of all of them.
 
 mod probe;
+pub mod report;
 mod smart;
 
 use crate::Roots;
@@ -87,6 +88,18 @@ enum Command {
     Probe {
         #[command(subcommand)]
         command: ProbeCommand,
+    },
+    /// One page from the history store: fill, growth and full dates, wear, TRIM, latency by fill.
+    Report {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also write a self-contained HTML page (inline SVG charts) to this file.
+        #[arg(long)]
+        html: Option<PathBuf>,
+        /// The history store file; `<state_dir>/history.db` of the config when absent.
+        #[arg(long)]
+        store: Option<PathBuf>,
     },
 }
 
@@ -180,6 +193,15 @@ pub fn main() -> ExitCode {
             json: *json,
         };
         return code(probe::run(&args, &config, &roots));
+    }
+
+    if let Some(Command::Report { json, html, store }) = &cli.command {
+        let args = report::ReportArgs {
+            json: *json,
+            html: html.clone(),
+            store: store.clone(),
+        };
+        return code(report::run(&args, &config, &roots));
     }
 
     let rt = match tokio::runtime::Builder::new_multi_thread()

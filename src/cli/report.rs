@@ -1,0 +1,77 @@
+//! `ssdwatch report` and `ssdwatch history export`: read the history store beside a running
+//! daemon (read-only; WAL lets a reader in while the daemon writes) and print what it holds.
+
+use crate::Roots;
+use crate::config::Config;
+use crate::history::{Store, StoreError, store::FILE_NAME};
+use crate::report;
+use crate::snapshot::unix_now;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `ssdwatch report`.
+#[derive(Debug, Clone)]
+pub struct ReportArgs {
+    pub json: bool,
+    pub html: Option<PathBuf>,
+    pub store: Option<PathBuf>,
+}
+
+/// The host name, as the kernel has it (under `--path.procfs`).
+pub fn host_name(roots: &Roots) -> String {
+    std::fs::read_to_string(roots.proc.join("sys/kernel/hostname"))
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+fn store_path(arg: &Option<PathBuf>, config: &Config) -> PathBuf {
+    arg.clone()
+        .unwrap_or_else(|| config.state_dir.join(FILE_NAME))
+}
+
+/// Builds the report of the store at `path` as of `now`; a store not created yet gives a
+/// report that says so.
+pub fn report_of(
+    path: &Path,
+    host: &str,
+    now: i64,
+    config: &Config,
+) -> Result<report::Report, String> {
+    let rules = config
+        .history
+        .endurance
+        .iter()
+        .map(|e| e.rule())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("history.endurance: {e}"))?;
+    match Store::open_read_only(path) {
+        Ok(store) => report::build(&store, host, now, &rules).map_err(|e| e.to_string()),
+        Err(e @ StoreError::NotCreated { .. }) => Ok(report::not_created(
+            host,
+            &path.display().to_string(),
+            now,
+            &format!("{e}: nothing is known yet"),
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `ssdwatch report`: text (or `--json`) on stdout, and `--html FILE`. Exit code 0, or 1 when
+/// the store can't be read or the page can't be written.
+pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
+    let path = store_path(&args.store, config);
+    let r = match report_of(&path, &host_name(roots), unix_now() as i64, config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ssdwatch report: {e}");
+            return 1;
+        }
+    };
+    if args.json {
+        println!("{}", report::json(&r));
+    } else {
+        print!("{}", report::text::render(&r));
+    }
+    0
+}
