@@ -68,6 +68,12 @@ pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
             return 1;
         }
     };
+    if let Some(file) = &args.html
+        && let Err(e) = std::fs::write(file, report::html::render(&r))
+    {
+        eprintln!("ssdwatch report: --html {}: {e}", file.display());
+        return 1;
+    }
     if args.json {
         println!("{}", report::json(&r));
     } else {

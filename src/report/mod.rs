@@ -3,6 +3,8 @@
 //! latency-vs-fill curves). [`build`] makes the [`Report`] model by queries; `text`, `json`
 //! and `html` render it. It never writes to the store.
 
+pub mod html;
+pub mod svg;
 pub mod text;
 
 use crate::history::degradation::{self, Group};
