@@ -101,6 +101,27 @@ enum Command {
         #[arg(long)]
         store: Option<PathBuf>,
     },
+    /// The history store's tools.
+    History {
+        #[command(subcommand)]
+        command: HistoryCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum HistoryCommand {
+    /// Write the stored series with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
+    Export {
+        /// OpenMetrics text (the only format).
+        #[arg(long, required = true)]
+        openmetrics: bool,
+        /// The history store file; `<state_dir>/history.db` of the config when absent.
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Write here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -202,6 +223,12 @@ pub fn main() -> ExitCode {
             store: store.clone(),
         };
         return code(report::run(&args, &config, &roots));
+    }
+    if let Some(Command::History {
+        command: HistoryCommand::Export { store, output, .. },
+    }) = &cli.command
+    {
+        return code(report::export(store, output, &config));
     }
 
     let rt = match tokio::runtime::Builder::new_multi_thread()

@@ -81,3 +81,51 @@ pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
     }
     0
 }
+
+/// `ssdwatch history export --openmetrics`: the store's series to `output` (stdout when absent).
+/// Exit code 0, or 1 when the store can't be read or the output written.
+pub fn export(store: &Option<PathBuf>, output: &Option<PathBuf>, config: &Config) -> i32 {
+    let path = store_path(store, config);
+    let s = match Store::open_read_only(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ssdwatch history export: {e}");
+            return 1;
+        }
+    };
+    let now = unix_now() as i64;
+    let result = match output {
+        Some(file) => std::fs::File::create(file)
+            .map_err(|e| format!("{}: {e}", file.display()))
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                let n = report::openmetrics::export(&s, now, &mut w)
+                    .map_err(|e| format!("{}: {e}", file.display()))?;
+                std::io::Write::flush(&mut w).map_err(|e| format!("{}: {e}", file.display()))?;
+                Ok(n)
+            }),
+        None => {
+            let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+            report::openmetrics::export(&s, now, &mut w)
+                .map_err(|e| e.to_string())
+                .and_then(|n| {
+                    std::io::Write::flush(&mut w)
+                        .map(|_| n)
+                        .map_err(|e| e.to_string())
+                })
+        }
+    };
+    match result {
+        Ok(n) => {
+            eprintln!(
+                "ssdwatch history export: {n} samples from {}",
+                path.display()
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("ssdwatch history export: {e}");
+            1
+        }
+    }
+}

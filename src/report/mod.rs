@@ -4,6 +4,7 @@
 //! and `html` render it. It never writes to the store.
 
 pub mod html;
+pub mod openmetrics;
 pub mod svg;
 pub mod text;
 

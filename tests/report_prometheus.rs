@@ -1,0 +1,227 @@
+//! The backfill round trip: a store's `ssdwatch history export --openmetrics` loaded with the
+//! real `promtool tsdb create-blocks-from openmetrics` into a real Prometheus holds every
+//! stored sample, at its time, with its value.
+
+#[path = "support/story.rs"]
+mod story;
+mod support;
+
+use serde_json::Value as Json;
+use ssdwatch::history::store::FILE_NAME;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use story::Story;
+use support::*;
+
+/// Prometheus, killed (and reaped) when the test ends, also on panic.
+struct Prometheus {
+    child: Child,
+    base: String,
+    log: std::path::PathBuf,
+}
+
+impl Prometheus {
+    fn start(tsdb: &std::path::Path, log: std::path::PathBuf) -> Prometheus {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let cfg = tsdb.with_extension("yml");
+        std::fs::write(&cfg, "global: {}\n").unwrap();
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--storage.tsdb.retention.time=10y")
+            .arg("--log.level=warn")
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .expect("start prometheus");
+        let mut p = Prometheus {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(st)) = p.child.try_wait() {
+                panic!(
+                    "prometheus exited ({st}): {}",
+                    std::fs::read_to_string(&p.log).unwrap_or_default()
+                );
+            }
+            if p.get("/-/ready").is_some_and(|(s, _)| s == 200) {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "prometheus did not become ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn get(&mut self, path: &str) -> Option<(u16, String)> {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        let mut r = agent.get(&format!("{}{path}", self.base)).call().ok()?;
+        Some((r.status().as_u16(), r.body_mut().read_to_string().ok()?))
+    }
+
+    /// One instant query's result vector (or matrix).
+    fn query(&mut self, expr: &str, at: i64) -> Vec<Json> {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .new_agent();
+        let body = agent
+            .get(&format!("{}/api/v1/query", self.base))
+            .query("query", expr)
+            .query("time", at.to_string())
+            .call()
+            .unwrap_or_else(|e| panic!("{expr}: {e}"))
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        let j: Json = serde_json::from_str(&body).unwrap();
+        assert_eq!(j["status"], "success", "{expr}: {body}");
+        j["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    fn scalar(&mut self, expr: &str, at: i64) -> f64 {
+        let r = self.query(expr, at);
+        assert_eq!(r.len(), 1, "{expr}: {r:?}");
+        r[0]["value"][1].as_str().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
+    let test = "a_stores_export_loads_into_a_real_prometheus_with_every_sample";
+    if !require_cmd(test, "promtool", "prometheus")
+        || !require_cmd(test, "prometheus", "prometheus")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // 20 days: 14 raw (5-minute samples) and 6 downsampled to hours.
+    let s = Story::small(20);
+    let store = s.store(dir.path());
+    let export = dir.path().join("export.om");
+    let out = Command::new(bin())
+        .args(["history", "export", "--openmetrics", "--store"])
+        .arg(dir.path().join(FILE_NAME))
+        .arg("--output")
+        .arg(&export)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tsdb = dir.path().join("tsdb");
+    let out = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&export)
+        .arg(&tsdb)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool refused the export: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut prom = Prometheus::start(&tsdb, dir.path().join("prometheus.log"));
+    let at = s.end;
+    let span = format!("{}d", s.days + 2);
+
+    // Every filesystem point the store holds, hourly and raw, at its time and value.
+    let fs = store.filesystems().unwrap();
+    let db = fs
+        .iter()
+        .find(|f| f.key.mountpoint == story::DB_MOUNT)
+        .unwrap();
+    let points = store.fs_series(db.id, 0, at).unwrap();
+    assert!(points.iter().any(|p| p.hourly) && points.iter().any(|p| !p.hourly));
+    let sel = format!(
+        "ssdwatch_filesystem_avail_bytes{{mountpoint=\"{}\"}}",
+        story::DB_MOUNT
+    );
+    let got = prom.query(&format!("{sel}[{span}]"), at);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let samples = got[0]["values"].as_array().unwrap();
+    assert_eq!(samples.len(), points.len());
+    for (s, p) in samples.iter().zip(&points) {
+        assert_eq!(s[0].as_f64().unwrap() as i64, p.t);
+        assert_eq!(s[1].as_str().unwrap().parse::<f64>().unwrap(), p.avail.last);
+    }
+    assert_eq!(got[0]["metric"]["device"], "nvme0n1p1");
+
+    // Drives: wear and the host-written counter.
+    let d = &store.drives().unwrap()[0];
+    let dp = store.drive_series(d.id, 0, at).unwrap();
+    let n = prom.scalar(
+        &format!("count_over_time(ssdwatch_device_host_written_bytes_total{{device=\"nvme0n1\"}}[{span}])"),
+        at,
+    );
+    assert_eq!(n as usize, dp.len());
+    let last_wear = dp
+        .iter()
+        .rev()
+        .find_map(|p| p.wear_used_ratio)
+        .unwrap()
+        .last;
+    assert_eq!(
+        prom.scalar("last_over_time(ssdwatch_device_wear_used_ratio[1h])", at),
+        last_wear
+    );
+
+    // Probe runs: one sample per run and quantile, and the latency-by-fill curve rebuilt from
+    // Prometheus' samples equals the store's.
+    let mut runs = 0usize;
+    store.for_each_probe_run(0, at, |_| runs += 1).unwrap();
+    let n = prom.scalar(
+        &format!(
+            "count_over_time(ssdwatch_probe_last_latency_seconds{{quantile=\"0.5\"}}[{span}])"
+        ),
+        at,
+    );
+    assert_eq!(n as usize, runs);
+    let p50 = prom.query(
+        &format!("ssdwatch_probe_last_latency_seconds{{quantile=\"0.5\"}}[{span}]"),
+        at,
+    );
+    let fill = prom.query(&format!("ssdwatch_probe_run_fill_ratio[{span}]"), at);
+    let (p50, fill) = (
+        p50[0]["values"].as_array().unwrap(),
+        fill[0]["values"].as_array().unwrap(),
+    );
+    assert_eq!(p50.len(), fill.len());
+    let mut curve = ssdwatch::history::curve::Curve::default();
+    for (l, f) in p50.iter().zip(fill) {
+        assert_eq!(l[0], f[0], "fill and latency at the same time");
+        let v = |x: &Json| x[1].as_str().unwrap().parse::<f64>().unwrap();
+        curve.add(Some(v(f)), v(l), v(l));
+    }
+    let groups = ssdwatch::history::degradation::analyse(&store, 0, at).unwrap();
+    let from_prom = curve.bins();
+    assert_eq!(from_prom.len(), groups[0].curve.len());
+    for (a, b) in from_prom.iter().zip(&groups[0].curve) {
+        assert_eq!(
+            (a.bin, a.runs, a.p50_seconds),
+            (b.bin, b.runs, b.p50_seconds)
+        );
+    }
+}
