@@ -292,3 +292,63 @@ fn the_report_reads_the_store_while_the_daemon_writes_it() {
         "{m}"
     );
 }
+
+#[path = "web_common/mod.rs"]
+mod web_common;
+
+#[test]
+fn the_daemon_serves_the_report_behind_the_same_basic_auth_as_metrics() {
+    let host = web_common::host();
+    let state = host.path().join("state");
+    drop(Story::small(35).store(&state));
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let web = host.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  dba: {hash}\n")).unwrap();
+    let d = web_common::Daemon::start_in(host, &["--web.config.file", web.to_str().unwrap()]);
+    assert_eq!(d.get_status("/report"), 401);
+    assert_eq!(d.get_status("/metrics"), 401);
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let auth = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "dba:s3cret")
+    );
+    let get = |path: &str| {
+        let mut r = agent
+            .get(&format!("http://{}{path}", d.addr))
+            .header("Authorization", &auth)
+            .call()
+            .unwrap();
+        (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+    };
+    let (status, html) = get("/report");
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains("<svg") && html.contains(story::DB_MOUNT),
+        "{html}"
+    );
+    assert!(
+        html.contains("<path class=\"forecast\""),
+        "the forecast lines"
+    );
+    let (status, json) = get("/report?format=json");
+    assert_eq!(status, 200, "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        v["filesystems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["mountpoint"] == story::DB_MOUNT && f["predicted_full_unix"].is_i64()),
+        "{json}"
+    );
+    let (status, text) = get("/report?format=text");
+    assert_eq!(status, 200);
+    assert!(text.contains("LATENCY BY FILL"), "{text}");
+    let (status, body) = get("/report?format=pdf");
+    assert_eq!(status, 400);
+    assert!(body.contains("one of html, json, text"), "{body}");
+}

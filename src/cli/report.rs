@@ -3,7 +3,7 @@
 
 use crate::Roots;
 use crate::config::Config;
-use crate::history::{Store, StoreError, store::FILE_NAME};
+use crate::history::{Store, store::FILE_NAME};
 use crate::report;
 use crate::snapshot::unix_now;
 use std::path::{Path, PathBuf};
@@ -18,11 +18,7 @@ pub struct ReportArgs {
 
 /// The host name, as the kernel has it (under `--path.procfs`).
 pub fn host_name(roots: &Roots) -> String {
-    std::fs::read_to_string(roots.proc.join("sys/kernel/hostname"))
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown-host".into())
+    report::host_name(&roots.proc)
 }
 
 fn store_path(arg: &Option<PathBuf>, config: &Config) -> PathBuf {
@@ -45,16 +41,7 @@ pub fn report_of(
         .map(|e| e.rule())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("history.endurance: {e}"))?;
-    match Store::open_read_only(path) {
-        Ok(store) => report::build(&store, host, now, &rules).map_err(|e| e.to_string()),
-        Err(e @ StoreError::NotCreated { .. }) => Ok(report::not_created(
-            host,
-            &path.display().to_string(),
-            now,
-            &format!("{e}: nothing is known yet"),
-        )),
-        Err(e) => Err(e.to_string()),
-    }
+    report::from_store(path, host, now, &rules).map_err(|e| e.to_string())
 }
 
 /// `ssdwatch report`: text (or `--json`) on stdout, and `--html FILE`. Exit code 0, or 1 when

@@ -279,6 +279,35 @@ fn build_in(
     })
 }
 
+/// The report of the store file at `path`, opened read-only; a store not created yet gives a
+/// report that says so.
+pub fn from_store(
+    path: &std::path::Path,
+    host: &str,
+    now: i64,
+    rules: &[EnduranceRule],
+) -> Result<Report, StoreError> {
+    match Store::open_read_only(path) {
+        Ok(store) => build(&store, host, now, rules),
+        Err(e @ StoreError::NotCreated { .. }) => Ok(not_created(
+            host,
+            &path.display().to_string(),
+            now,
+            &format!("{e}: nothing is known yet"),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The host's name as the kernel has it, under the procfs root (`--path.procfs`).
+pub fn host_name(proc: &std::path::Path) -> String {
+    std::fs::read_to_string(proc.join("sys/kernel/hostname"))
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
 /// The report as JSON (every figure in base units, times in Unix seconds).
 pub fn json(r: &Report) -> String {
     serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
