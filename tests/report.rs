@@ -352,3 +352,38 @@ fn the_daemon_serves_the_report_behind_the_same_basic_auth_as_metrics() {
     assert_eq!(status, 400);
     assert!(body.contains("one of html, json, text"), "{body}");
 }
+
+#[test]
+fn the_degradation_and_recovery_gauges_pass_promtool() {
+    if !require_cmd(
+        "the_degradation_and_recovery_gauges_pass_promtool",
+        "promtool",
+        "prometheus",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = Story::small(35);
+    let store = s.store(dir.path());
+    let groups = ssdwatch::history::degradation::analyse(&store, 0, s.end).unwrap();
+    let mut m = ssdwatch::metrics::MetricSet::new();
+    ssdwatch::history::degradation::push_metrics(&groups, &mut m);
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, m.families());
+    // 7 bins with runs × 2 quantiles, and one TRIM and one idle recovery with their times.
+    assert_eq!(
+        text.matches("ssdwatch_degradation_latency_seconds{")
+            .count(),
+        14,
+        "{text}"
+    );
+    for name in [
+        "ssdwatch_trim_recovery_ratio{",
+        "ssdwatch_trim_recovery_event_timestamp_seconds{",
+        "ssdwatch_idle_recovery_ratio{",
+        "ssdwatch_idle_recovery_event_timestamp_seconds{",
+    ] {
+        assert_eq!(text.matches(name).count(), 1, "{name}: {text}");
+    }
+    assert_promtool_clean("degradation gauges", &text);
+}

@@ -54,7 +54,9 @@ pub fn push_metrics(groups: &[Group], m: &mut MetricSet) {
         ];
         for b in &g.curve {
             for (q, v) in [("0.5", b.p50_seconds), ("0.99", b.p99_seconds)] {
-                m.gauge(
+                // A summary (quantiles only), as ssdwatch_probe_last_latency_seconds: promtool
+                // refuses a `quantile` label on a gauge.
+                m.summary(
                     "ssdwatch_degradation_latency_seconds",
                     "Probe latency by the filesystem's fill ratio when the probe ran, over the whole history: the median of the stored runs' p50 (quantile 0.5) or p99 (quantile 0.99), within 1 %.",
                 )
