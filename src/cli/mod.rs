@@ -100,6 +100,16 @@ enum Command {
         /// The history store file; `<state_dir>/history.db` of the config when absent.
         #[arg(long)]
         store: Option<PathBuf>,
+        /// Build it from this Prometheus-compatible query API instead of the store.
+        #[arg(long, value_name = "URL")]
+        prometheus: Option<String>,
+        /// With --prometheus: the host (its `instance` label).
+        #[arg(long, requires = "prometheus", conflicts_with = "fleet")]
+        instance: Option<String>,
+        /// With --prometheus: the fleet's filesystems by predicted-full date and drives by
+        /// wear-out date.
+        #[arg(long, requires = "prometheus")]
+        fleet: bool,
     },
     /// The history store's tools.
     History {
@@ -121,6 +131,9 @@ enum HistoryCommand {
         /// Write here instead of stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Add `instance="NAME"` to every series (several hosts backfilled into one Prometheus).
+        #[arg(long)]
+        instance: Option<String>,
     },
 }
 
@@ -216,19 +229,36 @@ pub fn main() -> ExitCode {
         return code(probe::run(&args, &config, &roots));
     }
 
-    if let Some(Command::Report { json, html, store }) = &cli.command {
+    if let Some(Command::Report {
+        json,
+        html,
+        store,
+        prometheus,
+        instance,
+        fleet,
+    }) = &cli.command
+    {
         let args = report::ReportArgs {
             json: *json,
             html: html.clone(),
             store: store.clone(),
+            prometheus: prometheus.clone(),
+            instance: instance.clone(),
+            fleet: *fleet,
         };
         return code(report::run(&args, &config, &roots));
     }
     if let Some(Command::History {
-        command: HistoryCommand::Export { store, output, .. },
+        command:
+            HistoryCommand::Export {
+                store,
+                output,
+                instance,
+                ..
+            },
     }) = &cli.command
     {
-        return code(report::export(store, output, &config));
+        return code(report::export(store, output, instance.as_deref(), &config));
     }
 
     let rt = match tokio::runtime::Builder::new_multi_thread()

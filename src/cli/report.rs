@@ -14,7 +14,13 @@ pub struct ReportArgs {
     pub json: bool,
     pub html: Option<PathBuf>,
     pub store: Option<PathBuf>,
+    pub prometheus: Option<String>,
+    pub instance: Option<String>,
+    pub fleet: bool,
 }
+
+/// Rows of the fleet's view listed at most (per list).
+const FLEET_ROWS: usize = 50;
 
 /// The host name, as the kernel has it (under `--path.procfs`).
 pub fn host_name(roots: &Roots) -> String {
@@ -48,7 +54,20 @@ pub fn report_of(
 /// the store can't be read or the page can't be written.
 pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
     let path = store_path(&args.store, config);
-    let r = match report_of(&path, &host_name(roots), unix_now() as i64, config) {
+    let now = unix_now() as i64;
+    let built = match (&args.prometheus, &args.instance, args.fleet) {
+        (Some(url), _, true) => return fleet(url, now, args.json),
+        (Some(url), Some(instance), false) => {
+            let api = report::prometheus::Api::new(url);
+            report::prometheus::build(&api, instance, now).map_err(|e| e.to_string())
+        }
+        (Some(_), None, false) => {
+            eprintln!("ssdwatch report: --prometheus needs --instance HOST or --fleet");
+            return 2;
+        }
+        _ => report_of(&path, &host_name(roots), now, config),
+    };
+    let r = match built {
         Ok(r) => r,
         Err(e) => {
             eprintln!("ssdwatch report: {e}");
@@ -69,9 +88,50 @@ pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
     0
 }
 
+/// `ssdwatch report --prometheus URL --fleet`.
+fn fleet(url: &str, now: i64, json: bool) -> i32 {
+    let api = report::prometheus::Api::new(url);
+    let (fs, drives) = match report::prometheus::fleet(&api, now, FLEET_ROWS) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("ssdwatch report: {e}");
+            return 1;
+        }
+    };
+    if json {
+        let v = serde_json::json!({ "filesystems": fs, "drives": drives });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return 0;
+    }
+    println!("FILESYSTEMS BY PREDICTED-FULL DATE (soonest {FLEET_ROWS})");
+    for r in &fs {
+        println!(
+            "  {}  {:<24} {}",
+            report::date(r.when_unix),
+            r.instance,
+            r.what
+        );
+    }
+    println!("\nDRIVES BY PREDICTED WEAR-OUT DATE (soonest {FLEET_ROWS})");
+    for r in &drives {
+        println!(
+            "  {}  {:<24} {}",
+            report::date(r.when_unix),
+            r.instance,
+            r.what
+        );
+    }
+    0
+}
+
 /// `ssdwatch history export --openmetrics`: the store's series to `output` (stdout when absent).
 /// Exit code 0, or 1 when the store can't be read or the output written.
-pub fn export(store: &Option<PathBuf>, output: &Option<PathBuf>, config: &Config) -> i32 {
+pub fn export(
+    store: &Option<PathBuf>,
+    output: &Option<PathBuf>,
+    instance: Option<&str>,
+    config: &Config,
+) -> i32 {
     let path = store_path(store, config);
     let s = match Store::open_read_only(&path) {
         Ok(s) => s,
@@ -86,14 +146,14 @@ pub fn export(store: &Option<PathBuf>, output: &Option<PathBuf>, config: &Config
             .map_err(|e| format!("{}: {e}", file.display()))
             .and_then(|f| {
                 let mut w = std::io::BufWriter::new(f);
-                let n = report::openmetrics::export(&s, now, &mut w)
+                let n = report::openmetrics::export(&s, now, instance, &mut w)
                     .map_err(|e| format!("{}: {e}", file.display()))?;
                 std::io::Write::flush(&mut w).map_err(|e| format!("{}: {e}", file.display()))?;
                 Ok(n)
             }),
         None => {
             let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-            report::openmetrics::export(&s, now, &mut w)
+            report::openmetrics::export(&s, now, instance, &mut w)
                 .map_err(|e| e.to_string())
                 .and_then(|n| {
                     std::io::Write::flush(&mut w)

@@ -5,6 +5,7 @@
 
 pub mod html;
 pub mod openmetrics;
+pub mod prometheus;
 pub mod svg;
 pub mod text;
 

@@ -7,13 +7,17 @@
 //! serial,wwn}`, `ssdwatch_probe_last_latency_seconds{mountpoint,device,probe,quantile}`...),
 //! so dashboards and rules read the backfill like a scrape; the store has no `fstype`, so that
 //! label is absent. Raw samples are written as they were taken; an hour the store has
-//! downsampled is one sample at the hour's start carrying the hour's last value.
+//! downsampled is one sample at the hour's start carrying the hour's last value. The
+//! predicted-full and wear-out dates as of the export close it, one sample each at its time.
 
 use crate::history::degradation::mountpoint_of;
+use crate::history::forecast::{forecast_drive, forecast_filesystem_days};
 use crate::history::{DrivePoint, FsPoint, Store, StoreError};
 use crate::metrics::format_value;
 use std::collections::BTreeMap;
 use std::io::Write;
+
+const DAY: i64 = 86_400;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -47,16 +51,36 @@ type DriveField = fn(&DrivePoint) -> Option<f64>;
 
 /// Writes every series of the store up to `now` to `w`, family by family, each series in time
 /// order; returns the number of samples written.
-pub fn export(store: &Store, now: i64, w: &mut dyn Write) -> Result<u64, ExportError> {
+/// With `instance`, every series also carries `instance="<it>"` (several hosts backfilled into
+/// one Prometheus stay apart, as scrapes would keep them).
+pub fn export(
+    store: &Store,
+    now: i64,
+    instance: Option<&str>,
+    w: &mut dyn Write,
+) -> Result<u64, ExportError> {
     store.begin_read()?;
-    let r = export_in(store, now, w);
+    let r = export_in(store, now, instance, w);
     let end = store.end_read();
     let n = r?;
     end?;
     Ok(n)
 }
 
-fn export_in(store: &Store, now: i64, w: &mut dyn Write) -> Result<u64, ExportError> {
+fn export_in(
+    store: &Store,
+    now: i64,
+    instance: Option<&str>,
+    w: &mut dyn Write,
+) -> Result<u64, ExportError> {
+    let labels = |l: &[(&str, &str)]| match instance {
+        Some(i) => {
+            let mut all = l.to_vec();
+            all.push(("instance", i));
+            labels(&all)
+        }
+        None => labels(l),
+    };
     let mut n = 0u64;
     let fss = store.filesystems()?;
     let fs_fields: [(&str, &str, FsField); 3] = [
@@ -216,6 +240,52 @@ fn export_in(store: &Store, now: i64, w: &mut dyn Write) -> Result<u64, ExportEr
                 )?;
                 n += 1;
             }
+        }
+    }
+    // The forecasts as of the export, one sample at `now` (what the daemon exports every
+    // forecast pass), so the fleet's view reads a backfilled host like a scraped one.
+    family(
+        w,
+        "ssdwatch_filesystem_predicted_full_timestamp_seconds",
+        "gauge",
+        "When the filesystem is predicted full (Unix time), from the history as of the export.",
+    )?;
+    for f in &fss {
+        let days = store.fs_days(f.id, now - 60 * DAY, now)?;
+        if days.last().is_none_or(|d| d.day * DAY < now - 2 * DAY) {
+            continue;
+        }
+        if let Some(t) = forecast_filesystem_days(&days, now).predicted_full_unix {
+            let dev = f.device.clone().unwrap_or_default();
+            let l = labels(&[("mountpoint", &f.key.mountpoint), ("device", &dev)]);
+            writeln!(
+                w,
+                "ssdwatch_filesystem_predicted_full_timestamp_seconds{l} {t} {now}"
+            )?;
+            n += 1;
+        }
+    }
+    family(
+        w,
+        "ssdwatch_device_predicted_wearout_timestamp_seconds",
+        "gauge",
+        "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the history as of the export.",
+    )?;
+    for d in &drives {
+        let pts = store.drive_days(d.id, 0, now)?;
+        if pts.last().is_none_or(|p| p.t < now - 2 * DAY) {
+            continue;
+        }
+        if let Some(t) = forecast_drive(&pts, now, None).predicted_wear_out_unix {
+            let dev = d.kernel_name.clone().unwrap_or_default();
+            let serial = d.key.serial.clone().unwrap_or_default();
+            let wwn = d.key.wwn.clone().unwrap_or_default();
+            let l = labels(&[("device", &dev), ("serial", &serial), ("wwn", &wwn)]);
+            writeln!(
+                w,
+                "ssdwatch_device_predicted_wearout_timestamp_seconds{l} {t} {now}"
+            )?;
+            n += 1;
         }
     }
     writeln!(w, "# EOF")?;
