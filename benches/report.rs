@@ -1,7 +1,8 @@
 //! `ssdwatch report` on the history bench's host after 2 years: 50 filesystems, 10 drives and
 //! one probe target (sync_write_4k every 5 minutes, ~210,000 runs), built from a store written
 //! as the daemon would (tests/support/story.rs). Targets: text and HTML each ≤ 1 s, the HTML
-//! page ≤ 1 MiB. Also times the OpenMetrics export of the same store.
+//! page ≤ 1 MiB. Also times the curves and recoveries alone (what the daemon's forecast pass
+//! adds) and the OpenMetrics export of the same store.
 //!
 //! `cargo bench --bench report` simulates 730 days; `cargo test --bench report` 16;
 //! REPORT_BENCH_DAYS overrides both.
@@ -65,8 +66,16 @@ fn bench(c: &mut Criterion) {
         html_s,
         html_len as f64 / 1024.0
     );
-    let t = Instant::now();
+    // What the daemon's forecast pass adds for the curve and recovery gauges.
     let store = Store::open_read_only(&path).unwrap();
+    let t = Instant::now();
+    let groups = ssdwatch::history::degradation::analyse(&store, 0, now).unwrap();
+    eprintln!(
+        "report: curves and recoveries of {} group(s) (the forecast pass's share) in {:.3} s",
+        groups.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
     let mut sink = std::io::sink();
     let n = report::openmetrics::export(&store, now, None, &mut sink).unwrap();
     eprintln!(
