@@ -351,6 +351,42 @@ fn the_daemon_serves_the_report_behind_the_same_basic_auth_as_metrics() {
     let (status, body) = get("/report?format=pdf");
     assert_eq!(status, 400);
     assert!(body.contains("one of html, json, text"), "{body}");
+
+    // The daemon's first forecast pass (30 s after start) publishes the curve and the last
+    // recoveries of the stored story on /metrics, and they pass promtool.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let metrics = loop {
+        let (status, m) = get("/metrics");
+        assert_eq!(status, 200);
+        if m.contains("ssdwatch_trim_recovery_ratio{") {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no curve metrics after 90 s:\n{m}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let l = format!(
+        "device=\"nvme0n1\",mountpoint=\"{}\",probe=\"sync_write_4k\"",
+        story::DB_MOUNT
+    );
+    let ratio = value(&metrics, &format!("ssdwatch_trim_recovery_ratio{{{l}}}")).unwrap();
+    assert!((ratio - 0.6).abs() < 0.01, "{ratio}");
+    let p50 = value(
+        &metrics,
+        &format!(
+            "ssdwatch_degradation_latency_seconds{{{l},fill_bin=\"0.85-0.90\",quantile=\"0.5\"}}"
+        ),
+    )
+    .unwrap();
+    assert!((p50 / Story::latency(0.875) - 1.0).abs() < 0.02, "{p50}");
+    let ours: String = metrics
+        .lines()
+        .filter(|l| l.contains("degradation") || l.contains("recovery"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_promtool_clean("the daemon's curve metrics", &ours);
 }
 
 #[test]
