@@ -50,6 +50,7 @@ pub async fn serve(
     web: WebSetup,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let host = crate::report::host_name(&roots.proc);
     let (collectors, mut ctx) = build(&config, roots, true)?;
     let store = Arc::new(Store::new());
     let history = start_history(&config, store.clone())?;
@@ -74,7 +75,18 @@ pub async fn serve(
         web.reload,
         stop_rx,
     ));
-    let app = crate::web::routes::router(store, current.clone(), web.limits.max_requests);
+    let report = config
+        .history
+        .enabled
+        .then(|| crate::web::routes::ReportSource {
+            store: config.state_dir.join(history::store::FILE_NAME),
+            host,
+            // Checked when the history started.
+            endurance: (config.history.endurance.iter())
+                .filter_map(|e| e.rule().ok())
+                .collect(),
+        });
+    let app = crate::web::routes::router(store, current.clone(), web.limits.max_requests, report);
     // Collectors are told to stop when the signal comes, so they wind down while the web
     // layer drains its connections.
     let shutdown = async move {

@@ -12,6 +12,7 @@ pub mod probe;
 pub mod procfs;
 pub mod registry;
 pub mod render;
+pub mod report;
 pub mod smart;
 pub mod snapshot;
 pub mod statefile;

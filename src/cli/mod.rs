@@ -2,6 +2,7 @@
 //! (`daemon`, `probe`, `smart`). No engine imports this module; it sits on top of all of them.
 
 mod probe;
+pub mod report;
 mod smart;
 
 use crate::Roots;
@@ -87,6 +88,52 @@ enum Command {
     Probe {
         #[command(subcommand)]
         command: ProbeCommand,
+    },
+    /// One page from the history store: fill, growth and full dates, wear, TRIM, latency by fill.
+    Report {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also write a self-contained HTML page (inline SVG charts) to this file.
+        #[arg(long)]
+        html: Option<PathBuf>,
+        /// The history store file; `<state_dir>/history.db` of the config when absent.
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Build it from this Prometheus-compatible query API instead of the store.
+        #[arg(long, value_name = "URL")]
+        prometheus: Option<String>,
+        /// With --prometheus: the host (its `instance` label).
+        #[arg(long, requires = "prometheus", conflicts_with = "fleet")]
+        instance: Option<String>,
+        /// With --prometheus: the fleet's filesystems by predicted-full date and drives by
+        /// wear-out date.
+        #[arg(long, requires = "prometheus")]
+        fleet: bool,
+    },
+    /// The history store's tools.
+    History {
+        #[command(subcommand)]
+        command: HistoryCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum HistoryCommand {
+    /// Write the stored series with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
+    Export {
+        /// OpenMetrics text (the only format).
+        #[arg(long, required = true)]
+        openmetrics: bool,
+        /// The history store file; `<state_dir>/history.db` of the config when absent.
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Write here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Add `instance="NAME"` to every series (several hosts backfilled into one Prometheus).
+        #[arg(long)]
+        instance: Option<String>,
     },
 }
 
@@ -193,6 +240,38 @@ pub fn main() -> ExitCode {
             json: *json,
         };
         return code(probe::run(&args, &config, &roots));
+    }
+
+    if let Some(Command::Report {
+        json,
+        html,
+        store,
+        prometheus,
+        instance,
+        fleet,
+    }) = &cli.command
+    {
+        let args = report::ReportArgs {
+            json: *json,
+            html: html.clone(),
+            store: store.clone(),
+            prometheus: prometheus.clone(),
+            instance: instance.clone(),
+            fleet: *fleet,
+        };
+        return code(report::run(&args, &config, &roots));
+    }
+    if let Some(Command::History {
+        command:
+            HistoryCommand::Export {
+                store,
+                output,
+                instance,
+                ..
+            },
+    }) = &cli.command
+    {
+        return code(report::export(store, output, instance.as_deref(), &config));
     }
 
     let rt = match tokio::runtime::Builder::new_multi_thread()

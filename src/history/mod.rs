@@ -4,6 +4,8 @@
 //! plain series back.
 
 pub mod codec;
+pub mod curve;
+pub mod degradation;
 pub mod forecast;
 pub mod record;
 pub mod service;
@@ -11,7 +13,7 @@ pub mod store;
 
 pub use record::{
     DiscardEvent, DriveId, DriveInfo, DriveKey, DrivePoint, DriveSample, FsId, FsInfo, FsKey,
-    FsPoint, FsSample, IdlePeriod, ProbeRecord, Stat,
+    FsPoint, FsSample, IdlePeriod, ProbeRecord, ProbeRun, Stat,
 };
 pub use store::{Maintenance, Store, StoreError};
 

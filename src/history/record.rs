@@ -99,6 +99,19 @@ pub struct ProbeRecord {
     pub written_since_discard_bytes: Option<u64>,
 }
 
+/// One stored probe run as curves and recoveries read it: ids, not names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbeRun {
+    /// The store's id of the target (see `Store::probe_targets`).
+    pub target: i64,
+    pub kind: ProbeKind,
+    pub drive: Option<DriveId>,
+    pub t: i64,
+    pub fill_ratio: Option<f64>,
+    pub p50_seconds: f64,
+    pub p99_seconds: f64,
+}
+
 /// A burst of discards seen on a drive: when it started and how many bytes it discarded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiscardEvent {

@@ -388,6 +388,9 @@ impl Worker {
                 )
                 .push_opt(&l, fc.predicted_endurance_exhausted_unix.map(|t| t as f64));
             }
+            let from = now.saturating_sub(self.cfg.retention_hourly.as_secs() as i64);
+            let groups = super::degradation::analyse(store, from, now)?;
+            super::degradation::push_metrics(&groups, &mut m);
             Ok(())
         })();
         match result {

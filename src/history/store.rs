@@ -32,7 +32,7 @@ use super::codec::{self, Row};
 use super::forecast::DayUse;
 use super::record::*;
 use crate::probe::ProbeKind;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -168,6 +168,10 @@ pub enum StoreError {
     },
     #[error("history store {path}: a drive needs a WWN or a serial number to be recorded")]
     NoDriveIdentity { path: PathBuf },
+    #[error(
+        "history store {path}: no such file or no tables yet (the daemon creates it when the history is enabled)"
+    )]
+    NotCreated { path: PathBuf },
 }
 
 impl StoreError {
@@ -540,6 +544,72 @@ impl Store {
             }
             other => other.map(|s| (s, None)),
         }
+    }
+
+    /// Opens an existing store file for reading only, beside a daemon that writes it (WAL lets
+    /// one writer and readers work at once): no pragma is changed, no table created, nothing
+    /// checked beyond the schema version. A missing file or one without tables yet is
+    /// [`StoreError::NotCreated`].
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let not_created = || StoreError::NotCreated {
+            path: path.to_path_buf(),
+        };
+        if !path.exists() {
+            return Err(not_created());
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, "opening read-only", e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| classify(path, "setting busy timeout", e))?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| classify(path, "reading the schema version", e))?;
+        match version {
+            0 => return Err(not_created()),
+            SCHEMA_VERSION => {}
+            found if found > SCHEMA_VERSION => {
+                return Err(StoreError::NewerSchema {
+                    path: path.to_path_buf(),
+                    found,
+                });
+            }
+            found => {
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: format!("unknown schema version {found}"),
+                });
+            }
+        }
+        let cfg = HistoryConfig::default();
+        Ok(Store {
+            path: path.to_path_buf(),
+            conn,
+            retention_raw: cfg.retention_raw.as_secs() as i64,
+            retention_hourly: cfg.retention_hourly.as_secs() as i64,
+            raw_interval: cfg.raw_interval.as_secs() as i64,
+            fs_ids: HashMap::new(),
+            drive_ids: HashMap::new(),
+            target_ids: HashMap::new(),
+            last_raw: HashMap::new(),
+        })
+    }
+
+    /// Reads in one snapshot: every query until [`Store::end_read`] sees the same state of the
+    /// file, however the daemon writes meanwhile (a report's figures agree with each other).
+    pub fn begin_read(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("BEGIN")
+            .map_err(self.err("starting a read"))
+    }
+
+    /// Ends what [`Store::begin_read`] started.
+    pub fn end_read(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(self.err("ending a read"))
     }
 
     pub fn path(&self) -> &Path {
@@ -1554,6 +1624,82 @@ impl Store {
         })
         .and_then(|it| it.collect())
         .map_err(self.err("reading probe results"))
+    }
+
+    /// Probe targets by id: the configured directory of each.
+    pub fn probe_targets(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, path FROM probe_target ORDER BY id")
+            .map_err(self.err("listing probe targets"))?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|it| it.collect())
+            .map_err(self.err("listing probe targets"))
+    }
+
+    /// Every probe run in `from..=to` in time order, handed to `f` one at a time (two years of
+    /// one target are ~630,000 rows: they are never all in memory).
+    pub fn for_each_probe_run(
+        &self,
+        from: i64,
+        to: i64,
+        mut f: impl FnMut(ProbeRun),
+    ) -> Result<(), StoreError> {
+        let e = self.err("reading probe results");
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT target, kind, drive, t, fill_ppm, p50_ns, p99_ns FROM probe \
+                 WHERE t >= ?1 AND t <= ?2 ORDER BY t",
+            )
+            .map_err(&e)?;
+        let mut rows = st.query([from, to]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            let kind: i64 = r.get(1).map_err(&e)?;
+            let Some(kind) = usize::try_from(kind)
+                .ok()
+                .and_then(|k| ProbeKind::ALL.get(k))
+            else {
+                continue;
+            };
+            f(ProbeRun {
+                target: r.get(0).map_err(&e)?,
+                kind: *kind,
+                drive: r.get::<_, Option<i64>>(2).map_err(&e)?.map(DriveId),
+                t: r.get(3).map_err(&e)?,
+                fill_ratio: r
+                    .get::<_, Option<i64>>(4)
+                    .map_err(&e)?
+                    .map(|x| x as f64 / PPM),
+                p50_seconds: r.get::<_, i64>(5).map_err(&e)? as f64 / NANO,
+                p99_seconds: r.get::<_, i64>(6).map_err(&e)? as f64 / NANO,
+            });
+        }
+        Ok(())
+    }
+
+    /// (time, p50 seconds) of one target's runs of one kind in `from..=to`, in time order.
+    pub fn probe_p50s(
+        &self,
+        target: i64,
+        kind: ProbeKind,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
+        let e = self.err("reading probe results");
+        let kind = ProbeKind::ALL.iter().position(|k| *k == kind).unwrap_or(0) as i64;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT t, p50_ns FROM probe WHERE t >= ?1 AND t <= ?2 AND target = ?3 AND kind = ?4 \
+                 ORDER BY t",
+            )
+            .map_err(&e)?;
+        st.query_map([from, to, target, kind], |r| {
+            Ok((r.get(0)?, r.get::<_, i64>(1)? as f64 / NANO))
+        })
+        .and_then(|it| it.collect())
+        .map_err(&e)
     }
 
     /// Discard bursts of one drive in `from..=to`, as (time, bytes).

@@ -1,4 +1,5 @@
-//! HTTP routes: /metrics renders the snapshot store, never a device; plus /, /-/healthy, /-/ready.
+//! HTTP routes: /metrics renders the snapshot store, never a device; plus /, /-/healthy, /-/ready,
+//! and /report (the history report, read from the store on a blocking thread, one at a time).
 //! Every request first passes the web config's gate (headers, rate limit, basic auth); /metrics
 //! also the cap on concurrent scrapes.
 
@@ -16,10 +17,26 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
-/// The routes behind the gate of `current`; `max_requests` concurrent /metrics (0: no cap).
-pub fn router(store: Arc<Store>, current: Arc<Current>, max_requests: usize) -> Router {
+/// Where /report reads from: the history store file, the host's name and the endurance rules.
+#[derive(Debug, Clone)]
+pub struct ReportSource {
+    pub store: std::path::PathBuf,
+    pub host: String,
+    pub endurance: Vec<crate::history::service::EnduranceRule>,
+}
+
+/// The routes behind the gate of `current`; `max_requests` concurrent /metrics (0: no cap);
+/// /report when the history is on.
+pub fn router(
+    store: Arc<Store>,
+    current: Arc<Current>,
+    max_requests: usize,
+    report: Option<ReportSource>,
+) -> Router {
     let slots = (max_requests > 0).then(|| Arc::new(Semaphore::new(max_requests)));
+    let report = Arc::new((report, Semaphore::new(1)));
     Router::new()
+        .route("/report", get(report_page).with_state(report))
         .route(
             "/metrics",
             get(metrics).route_layer(middleware::from_fn_with_state(slots, scrape_slot)),
@@ -131,6 +148,68 @@ impl http_body::Body for Chunks {
     }
 }
 
+#[derive(Debug, serde::Deserialize)]
+struct ReportQuery {
+    format: Option<String>,
+}
+
+/// /report: the page `ssdwatch report --html` writes (`?format=json` or `text` for the others).
+/// One at a time: a second request while one is built gets 503 (a report reads the whole
+/// history, up to a second of CPU).
+async fn report_page(
+    State(src): State<Arc<(Option<ReportSource>, Semaphore)>>,
+    axum::extract::Query(q): axum::extract::Query<ReportQuery>,
+) -> Response {
+    let Some(source) = src.0.clone() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "No report: the history is disabled (history.enabled in the config)\n",
+        )
+            .into_response();
+    };
+    let format = q.format.unwrap_or_else(|| "html".into());
+    if !["html", "json", "text"].contains(&format.as_str()) {
+        return (
+            StatusCode::BAD_REQUEST,
+            format!("format={format:?}: one of html, json, text\n"),
+        )
+            .into_response();
+    }
+    let Ok(_permit) = src.1.try_acquire() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "A report is being built; try again in a moment\n",
+        )
+            .into_response();
+    };
+    let built = tokio::task::spawn_blocking(move || {
+        let now = crate::snapshot::unix_now() as i64;
+        crate::report::from_store(&source.store, &source.host, now, &source.endurance)
+    })
+    .await;
+    match built {
+        Ok(Ok(r)) => match format.as_str() {
+            "json" => (
+                [(header::CONTENT_TYPE, "application/json")],
+                crate::report::json(&r),
+            )
+                .into_response(),
+            "text" => (
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                crate::report::text::render(&r),
+            )
+                .into_response(),
+            _ => Html(crate::report::html::render(&r)).into_response(),
+        },
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("building the report: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
 async fn healthy() -> &'static str {
     "OK\n"
 }
@@ -151,6 +230,7 @@ async fn landing() -> Html<String> {
         "<!DOCTYPE html>\n<html><head><title>ssdwatch</title></head><body>\n\
          <h1>ssdwatch {}</h1>\n<p>SSD wear, fill, TRIM and latency exporter.</p>\n<ul>\n\
          <li><a href=\"metrics\">Metrics</a></li>\n\
+         <li><a href=\"report\">Report</a></li>\n\
          <li><a href=\"-/healthy\">Health</a></li>\n\
          <li><a href=\"-/ready\">Readiness</a></li>\n</ul>\n</body></html>\n",
         env!("CARGO_PKG_VERSION")

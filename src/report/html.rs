@@ -1,0 +1,323 @@
+//! The report as one self-contained HTML page: tables and inline SVG charts, no script, no
+//! network, no external style. The charts a DBA looks at: usage over time with the forecast
+//! line and the predicted-full date, latency by fill ratio, latency around each TRIM, wear over
+//! time with its forecast.
+
+use super::svg::{self, Axis, Chart, Series, Style};
+use super::{Report, bytes, date, datetime, latency, pct};
+use crate::history::curve::{FILL_BIN_LABELS, FILL_BINS};
+use std::fmt::Write;
+
+/// Filesystems charted (the rest are in the table): those filling first, then the fullest.
+pub const MAX_FS_CHARTS: usize = 12;
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#222}
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
+td:first-child,th:first-child{text-align:left}.note{color:#666}.warn{color:#b00}
+svg{display:block;margin:8px 0;background:#fff}.title{font-weight:600;font-size:13px}
+.tick,.mlabel,.legend{font-size:11px;fill:#444}.axis{stroke:#444;fill:none}.grid{stroke:#eee;fill:none}
+path.measured{stroke:#1f77b4;stroke-width:2;fill:none}path.second{stroke:#ff7f0e;stroke-width:2;fill:none}
+path.forecast{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;fill:none}path.limit{stroke:#999;stroke-width:1;fill:none}
+circle.measured{fill:#1f77b4}circle.second{fill:#ff7f0e}circle.forecast{fill:#d62728}
+path.marker{stroke:#d62728;stroke-width:1;stroke-dasharray:2 2;fill:none}.mlabel{fill:#d62728}
+.legend.measured{fill:#1f77b4}.legend.second{fill:#ff7f0e}.legend.forecast{fill:#d62728}";
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f)
+        .unwrap_or_else(|| "<span class=\"note\">unknown</span>".into())
+}
+
+pub fn render(r: &Report) -> String {
+    let mut o = String::with_capacity(64 * 1024);
+    let _ = write!(
+        o,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ssdwatch report: {}</title><style>{STYLE}</style></head><body>",
+        esc(&r.host)
+    );
+    let _ = write!(
+        o,
+        "<h1>ssdwatch report: {}</h1><p class=\"note\">Generated {} UTC from {}; history since {}.</p>",
+        esc(&r.host),
+        datetime(r.generated_unix),
+        esc(&r.source),
+        r.history_since_unix.map(date).unwrap_or_else(|| "—".into())
+    );
+    filesystems(&mut o, r);
+    drives(&mut o, r);
+    degradation(&mut o, r);
+    if !r.unknown.is_empty() {
+        o.push_str("<h2>Not known yet</h2><ul>");
+        for u in &r.unknown {
+            let _ = write!(o, "<li>{}</li>", esc(u));
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("</body></html>\n");
+    o
+}
+
+fn filesystems(o: &mut String, r: &Report) {
+    o.push_str("<h2>Filesystems</h2>");
+    if r.filesystems.is_empty() {
+        o.push_str("<p class=\"note\">None recorded yet.</p>");
+        return;
+    }
+    o.push_str("<table><tr><th>mount point</th><th>device</th><th>fill</th><th>used</th><th>size</th><th>growth/day (7 d)</th><th>growth/day (30 d)</th><th>predicted full</th></tr>");
+    let mut order: Vec<&super::FsReport> = r.filesystems.iter().collect();
+    order.sort_by(|a, b| {
+        let key = |f: &super::FsReport| {
+            (
+                f.predicted_full_unix.unwrap_or(i64::MAX),
+                -(f.fill_ratio.unwrap_or(0.0) * 1e6) as i64,
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    for f in &order {
+        let full = match (f.predicted_full_unix, &f.full_note) {
+            (Some(t), _) => format!("<b>{}</b>", date(t)),
+            (None, Some(n)) => format!("<span class=\"note\">{}</span>", esc(n)),
+            _ => "—".into(),
+        };
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{full}</td></tr>",
+            esc(&f.mountpoint),
+            esc(f.device.as_deref().unwrap_or("")),
+            opt(f.fill_ratio, pct),
+            opt(f.used_bytes, bytes),
+            opt(f.size_bytes, bytes),
+            opt(f.growth_7d_bytes_per_day, bytes),
+            opt(f.growth_30d_bytes_per_day, bytes),
+        );
+    }
+    o.push_str("</table>");
+    for f in order.iter().take(MAX_FS_CHARTS) {
+        let mut series = vec![Series {
+            name: "used (daily high)".into(),
+            style: Style::Measured,
+            points: f.usage.iter().map(|&(t, _, hi)| (t as f64, hi)).collect(),
+            dots: false,
+        }];
+        let mut markers = Vec::new();
+        if let (Some(size), Some(last)) = (f.size_bytes, f.usage.last()) {
+            let end = f.predicted_full_unix.unwrap_or(last.0) as f64;
+            series.push(Series {
+                name: "size".into(),
+                style: Style::Limit,
+                points: vec![(f.usage[0].0 as f64, size), (end.max(last.0 as f64), size)],
+                dots: false,
+            });
+            if let (Some(full), Some(used)) = (f.predicted_full_unix, f.used_bytes) {
+                let now = f.last_seen_unix.unwrap_or(r.generated_unix) as f64;
+                series.push(Series {
+                    name: "forecast".into(),
+                    style: Style::Forecast,
+                    points: vec![(now, used), (full as f64, size)],
+                    dots: false,
+                });
+                markers.push((full as f64, format!("full {}", date(full))));
+            }
+        }
+        o.push_str(&svg::render(&Chart {
+            title: format!("{}: used bytes", f.mountpoint),
+            x: Axis::Time,
+            y: Axis::Bytes,
+            series,
+            markers,
+            y_from_zero: true,
+        }));
+    }
+    if order.len() > MAX_FS_CHARTS {
+        let _ = write!(
+            o,
+            "<p class=\"note\">{} more filesystems in the table above, not charted.</p>",
+            order.len() - MAX_FS_CHARTS
+        );
+    }
+}
+
+fn drives(o: &mut String, r: &Report) {
+    o.push_str("<h2>Drives</h2>");
+    if r.drives.is_empty() {
+        o.push_str("<p class=\"note\">None recorded yet.</p>");
+        return;
+    }
+    o.push_str("<table><tr><th>device</th><th>model</th><th>serial</th><th>wear used</th><th>predicted wear-out</th><th>written (TBW consumed)</th><th>of rating</th><th>write ampl. (30 d)</th><th>discard bursts</th><th>last TRIM</th></tr>");
+    for d in &r.drives {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(d.device.as_deref().unwrap_or("?")),
+            esc(d.model.as_deref().unwrap_or("")),
+            esc(d.serial.as_deref().unwrap_or("")),
+            opt(d.wear_used_ratio, pct),
+            opt(d.predicted_wear_out_unix, date),
+            opt(d.host_written_bytes, bytes),
+            opt(d.endurance_used_ratio, pct),
+            opt(d.write_amplification_30d, |w| format!("{w:.2}")),
+            d.discard_bursts,
+            opt(d.last_discard_unix, datetime),
+        );
+    }
+    o.push_str("</table>");
+    for d in &r.drives {
+        if d.wear.is_empty() {
+            continue;
+        }
+        let mut series = vec![Series {
+            name: "wear used".into(),
+            style: Style::Measured,
+            points: d.wear.iter().map(|&(t, w)| (t as f64, w)).collect(),
+            dots: false,
+        }];
+        let mut markers = Vec::new();
+        if let (Some(out), Some(&(t, w))) = (d.predicted_wear_out_unix, d.wear.last()) {
+            series.push(Series {
+                name: "forecast".into(),
+                style: Style::Forecast,
+                points: vec![(t as f64, w), (out as f64, 1.0)],
+                dots: false,
+            });
+            markers.push((out as f64, format!("worn out {}", date(out))));
+        }
+        o.push_str(&svg::render(&Chart {
+            title: format!(
+                "{} ({}): wear used",
+                d.device.as_deref().unwrap_or("?"),
+                d.model.as_deref().unwrap_or("")
+            ),
+            x: Axis::Time,
+            y: Axis::Ratio,
+            series,
+            markers,
+            y_from_zero: true,
+        }));
+    }
+}
+
+fn degradation(o: &mut String, r: &Report) {
+    o.push_str("<h2>Latency by fill, and what TRIM and rest give back</h2>");
+    if r.degradation.is_empty() {
+        o.push_str(
+            "<p class=\"note\">No probe results yet (configure collectors.probe.targets).</p>",
+        );
+        return;
+    }
+    for g in &r.degradation {
+        let name = format!(
+            "{} on {} ({}), {}",
+            g.target,
+            g.mountpoint.as_deref().unwrap_or("?"),
+            g.device.as_deref().unwrap_or("?"),
+            g.probe.as_str()
+        );
+        let _ = write!(
+            o,
+            "<h3>{}</h3><p class=\"note\">{} runs from {} to {}; each figure is the median of the runs in the bin.</p>",
+            esc(&name),
+            g.runs,
+            date(g.first_run),
+            date(g.last_run)
+        );
+        o.push_str("<table><tr><th>fill</th><th>runs</th><th>p50</th><th>p99</th></tr>");
+        for b in &g.curve {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                FILL_BIN_LABELS[b.bin],
+                b.runs,
+                latency(b.p50_seconds),
+                latency(b.p99_seconds)
+            );
+        }
+        o.push_str("</table>");
+        let mid = |b: usize| (FILL_BINS[b].0 + FILL_BINS[b].1) / 2.0;
+        o.push_str(&svg::render(&Chart {
+            title: format!("{}: latency by fill ratio", g.probe.as_str()),
+            x: Axis::Ratio,
+            y: Axis::Seconds,
+            series: vec![
+                Series {
+                    name: "p50".into(),
+                    style: Style::Measured,
+                    points: g
+                        .curve
+                        .iter()
+                        .map(|b| (mid(b.bin), b.p50_seconds))
+                        .collect(),
+                    dots: true,
+                },
+                Series {
+                    name: "p99".into(),
+                    style: Style::Second,
+                    points: g
+                        .curve
+                        .iter()
+                        .map(|b| (mid(b.bin), b.p99_seconds))
+                        .collect(),
+                    dots: true,
+                },
+            ],
+            markers: Vec::new(),
+            y_from_zero: true,
+        }));
+        for (what, list) in [("TRIM", &g.trim), ("idle ≥ 10 min", &g.idle)] {
+            if list.is_empty() {
+                let _ = write!(
+                    o,
+                    "<p class=\"note\">{what}: no event with probe runs in the hour before and after it yet.</p>"
+                );
+                continue;
+            }
+            o.push_str(&svg::render(&Chart {
+                title: format!(
+                    "{}: p50 in the hour before and after each {what}",
+                    g.probe.as_str()
+                ),
+                x: Axis::Time,
+                y: Axis::Seconds,
+                series: vec![
+                    Series {
+                        name: "before".into(),
+                        style: Style::Second,
+                        points: list
+                            .iter()
+                            .map(|e| (e.start as f64, e.before_seconds))
+                            .collect(),
+                        dots: true,
+                    },
+                    Series {
+                        name: "after".into(),
+                        style: Style::Measured,
+                        points: list
+                            .iter()
+                            .map(|e| (e.start as f64, e.after_seconds))
+                            .collect(),
+                        dots: true,
+                    },
+                ],
+                markers: Vec::new(),
+                y_from_zero: true,
+            }));
+            let last = &list[list.len() - 1];
+            let _ = write!(
+                o,
+                "<p>Last {what} at {}: p50 {} before, {} after (ratio {:.2}); {} events shown.</p>",
+                datetime(last.start),
+                latency(last.before_seconds),
+                latency(last.after_seconds),
+                last.ratio,
+                list.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! `ssdwatch report`: one page per host built from the history store (filesystems with their
+//! growth and predicted-full date, drives with wear and endurance, TRIM and idle recovery, the
+//! latency-vs-fill curves). [`build`] makes the [`Report`] model by queries; `text`, `json`
+//! and `html` render it. It never writes to the store.
+
+pub mod html;
+pub mod openmetrics;
+pub mod prometheus;
+pub mod svg;
+pub mod text;
+
+use crate::history::degradation::{self, Group};
+use crate::history::forecast::{Endurance, forecast_drive, forecast_filesystem_days};
+use crate::history::service::{EnduranceRule, Rating};
+use crate::history::{Store, StoreError};
+use serde::Serialize;
+
+const DAY: i64 = 86_400;
+/// A series not seen for this long is reported as gone, without a forecast.
+const STALE: i64 = 2 * DAY;
+
+/// The whole report of one host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub host: String,
+    /// When it was made (Unix seconds).
+    pub generated_unix: i64,
+    /// Where the figures come from: a store file or a Prometheus URL.
+    pub source: String,
+    /// The oldest point the history holds (Unix seconds), when it holds any.
+    pub history_since_unix: Option<i64>,
+    pub filesystems: Vec<FsReport>,
+    pub drives: Vec<DriveReport>,
+    /// Latency by fill ratio and recoveries, per probe target and kind.
+    pub degradation: Vec<Group>,
+    /// What the history can't tell yet, in plain words.
+    pub unknown: Vec<String>,
+}
+
+/// One filesystem.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FsReport {
+    pub mountpoint: String,
+    pub device: Option<String>,
+    pub first_seen_unix: i64,
+    pub last_seen_unix: Option<i64>,
+    pub size_bytes: Option<f64>,
+    pub used_bytes: Option<f64>,
+    pub fill_ratio: Option<f64>,
+    pub growth_7d_bytes_per_day: Option<f64>,
+    pub growth_30d_bytes_per_day: Option<f64>,
+    pub predicted_full_unix: Option<i64>,
+    /// Why there is no date, when there is none.
+    pub full_note: Option<String>,
+    /// Daily (day start, low used, high used), for the usage chart.
+    pub usage: Vec<(i64, f64, f64)>,
+}
+
+/// One drive.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriveReport {
+    pub device: Option<String>,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+    pub wwn: Option<String>,
+    pub capacity_bytes: Option<u64>,
+    pub first_seen_unix: i64,
+    pub last_seen_unix: Option<i64>,
+    pub wear_used_ratio: Option<f64>,
+    pub wear_rate_per_day: Option<f64>,
+    pub predicted_wear_out_unix: Option<i64>,
+    /// Host bytes written over the drive's life (the TBW consumed).
+    pub host_written_bytes: Option<f64>,
+    /// Host bytes written ÷ the rated endurance from `history.endurance`.
+    pub endurance_used_ratio: Option<f64>,
+    pub predicted_endurance_exhausted_unix: Option<i64>,
+    pub write_amplification_30d: Option<f64>,
+    pub host_bytes_per_day_30d: Option<f64>,
+    /// Discard bursts in the history, and the newest one's time and bytes.
+    pub discard_bursts: usize,
+    pub last_discard_unix: Option<i64>,
+    pub last_discard_bytes: Option<u64>,
+    /// Daily (day's last time, wear used ratio), for the wear chart.
+    pub wear: Vec<(i64, f64)>,
+}
+
+/// A drive's rating: the first `history.endurance` rule matching its
+/// model, as the daemon's forecast pass does.
+fn rating(
+    rules: &[EnduranceRule],
+    model: Option<&str>,
+    capacity: Option<u64>,
+) -> Option<Endurance> {
+    let model = model?;
+    let rule = rules.iter().find(|r| r.model.is_match(model))?;
+    Some(match rule.rating {
+        Rating::Tbw { bytes } => Endurance::Tbw { bytes },
+        Rating::Dwpd {
+            dwpd,
+            warranty_years,
+        } => Endurance::Dwpd {
+            dwpd,
+            capacity_bytes: capacity? as f64,
+            warranty_years,
+        },
+    })
+}
+
+/// A report that says only that the store does not exist yet.
+pub fn not_created(host: &str, source: &str, now: i64, why: &str) -> Report {
+    Report {
+        host: host.to_string(),
+        generated_unix: now,
+        source: source.to_string(),
+        history_since_unix: None,
+        filesystems: Vec::new(),
+        drives: Vec::new(),
+        degradation: Vec::new(),
+        unknown: vec![why.to_string()],
+    }
+}
+
+/// Builds the report from the store as of `now`, in one read snapshot.
+pub fn build(
+    store: &Store,
+    host: &str,
+    now: i64,
+    rules: &[EnduranceRule],
+) -> Result<Report, StoreError> {
+    store.begin_read()?;
+    let r = build_in(store, host, now, rules);
+    let end = store.end_read();
+    let r = r?;
+    end?;
+    Ok(r)
+}
+
+fn build_in(
+    store: &Store,
+    host: &str,
+    now: i64,
+    rules: &[EnduranceRule],
+) -> Result<Report, StoreError> {
+    let mut unknown = Vec::new();
+    let mut filesystems = Vec::new();
+    let mut since: Option<i64> = None;
+    let mut first = |t: i64| since = Some(since.map_or(t, |s: i64| s.min(t)));
+    for f in store.filesystems()? {
+        first(f.first_seen);
+        let days = store.fs_days(f.id, 0, now)?;
+        let last = days.last().copied();
+        let latest = store.fs_series(f.id, now - STALE, now)?;
+        let cur = latest.last();
+        let last_seen = cur.map(|p| p.t).or(last.map(|d| d.day * DAY));
+        let (size, used) = match (cur, last) {
+            (Some(p), _) => (Some(p.size.last), Some(p.size.last - p.avail.last)),
+            (None, Some(d)) => (Some(d.size), Some(d.high)),
+            _ => (None, None),
+        };
+        let stale = last_seen.is_none_or(|t| t < now - STALE);
+        let fc = if stale {
+            Default::default()
+        } else {
+            forecast_filesystem_days(&days, now)
+        };
+        let full_note = if fc.predicted_full_unix.is_some() {
+            None
+        } else if stale {
+            Some("not seen in the last 2 days: no forecast".to_string())
+        } else {
+            match fc.growth_30d_bytes_per_day.or(fc.growth_7d_bytes_per_day) {
+                None => Some(format!(
+                    "not enough history yet ({} day(s) since the trend began; a date needs 7)",
+                    days.len()
+                )),
+                Some(g) if g <= 0.0 => Some("not growing: no full date".to_string()),
+                Some(_) => Some("growing too slowly for a date within 10 years".to_string()),
+            }
+        };
+        filesystems.push(FsReport {
+            mountpoint: f.key.mountpoint.clone(),
+            device: f.device.clone(),
+            first_seen_unix: f.first_seen,
+            last_seen_unix: last_seen,
+            size_bytes: size,
+            used_bytes: used,
+            fill_ratio: match (size, used) {
+                (Some(s), Some(u)) if s > 0.0 => Some(u / s),
+                _ => None,
+            },
+            growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
+            growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
+            predicted_full_unix: fc.predicted_full_unix,
+            full_note,
+            usage: days.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
+        });
+    }
+    if filesystems.is_empty() {
+        unknown.push("no filesystem samples yet: fill, growth and full dates are unknown".into());
+    }
+    let mut drives = Vec::new();
+    for d in store.drives()? {
+        first(d.first_seen);
+        let pts = store.drive_days(d.id, 0, now)?;
+        let last_seen = pts.last().map(|p| p.t);
+        let stale = last_seen.is_none_or(|t| t < now - STALE);
+        let endurance = rating(rules, d.key.model.as_deref(), d.capacity_bytes);
+        let fc = forecast_drive(&pts, now, endurance);
+        let discards = store.discard_events(d.id, 0, now)?;
+        let wear: Vec<(i64, f64)> = pts
+            .iter()
+            .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
+            .collect();
+        if wear.is_empty() && !pts.is_empty() {
+            unknown.push(format!(
+                "drive {}: no wear figure in its SMART data (or smartctl never ran on it)",
+                d.kernel_name.as_deref().unwrap_or("?")
+            ));
+        }
+        if endurance.is_none() && !pts.is_empty() {
+            unknown.push(format!(
+                "drive {} ({}): no rated endurance (history.endurance in the config): TBW consumed has no share",
+                d.kernel_name.as_deref().unwrap_or("?"),
+                d.key.model.as_deref().unwrap_or("model unknown")
+            ));
+        }
+        drives.push(DriveReport {
+            device: d.kernel_name.clone(),
+            model: d.key.model.clone(),
+            serial: d.key.serial.clone(),
+            wwn: d.key.wwn.clone(),
+            capacity_bytes: d.capacity_bytes,
+            first_seen_unix: d.first_seen,
+            last_seen_unix: last_seen,
+            wear_used_ratio: wear.last().map(|w| w.1),
+            wear_rate_per_day: (!stale).then_some(fc.wear_rate_per_day).flatten(),
+            predicted_wear_out_unix: (!stale).then_some(fc.predicted_wear_out_unix).flatten(),
+            host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
+            endurance_used_ratio: fc.endurance_consumed_ratio,
+            predicted_endurance_exhausted_unix: (!stale)
+                .then_some(fc.predicted_endurance_exhausted_unix)
+                .flatten(),
+            write_amplification_30d: fc.write_amplification_30d,
+            host_bytes_per_day_30d: fc.host_bytes_per_day_30d,
+            discard_bursts: discards.len(),
+            last_discard_unix: discards.last().map(|e| e.0),
+            last_discard_bytes: discards.last().map(|e| e.1),
+            wear,
+        });
+    }
+    if drives.is_empty() {
+        unknown.push("no SMART samples of a drive yet: wear and wear-out dates are unknown".into());
+    }
+    let degradation = degradation::analyse(store, 0, now)?;
+    if degradation.is_empty() {
+        unknown.push(
+            "no probe results yet: latency by fill and TRIM/idle recovery are unknown (configure collectors.probe.targets)"
+                .into(),
+        );
+    } else {
+        for g in &degradation {
+            if g.trim.is_empty() {
+                unknown.push(format!(
+                    "{} {}: no discard burst with probe runs in the hour before and after it yet",
+                    g.target,
+                    g.probe.as_str()
+                ));
+            }
+        }
+    }
+    Ok(Report {
+        host: host.to_string(),
+        generated_unix: now,
+        source: store.path().display().to_string(),
+        history_since_unix: since,
+        filesystems,
+        drives,
+        degradation,
+        unknown,
+    })
+}
+
+/// The report of the store file at `path`, opened read-only; a store not created yet gives a
+/// report that says so.
+pub fn from_store(
+    path: &std::path::Path,
+    host: &str,
+    now: i64,
+    rules: &[EnduranceRule],
+) -> Result<Report, StoreError> {
+    match Store::open_read_only(path) {
+        Ok(store) => build(&store, host, now, rules),
+        Err(e @ StoreError::NotCreated { .. }) => Ok(not_created(
+            host,
+            &path.display().to_string(),
+            now,
+            &format!("{e}: nothing is known yet"),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The host's name as the kernel has it, under the procfs root (`--path.procfs`).
+pub fn host_name(proc: &std::path::Path) -> String {
+    std::fs::read_to_string(proc.join("sys/kernel/hostname"))
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// The report as JSON (every figure in base units, times in Unix seconds).
+pub fn json(r: &Report) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+/// A date (UTC) for people: `2027-03-14`.
+pub fn date(t: i64) -> String {
+    let st = std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.max(0) as u64);
+    let s = humantime::format_rfc3339_seconds(st).to_string();
+    s.get(..10).unwrap_or(&s).to_string()
+}
+
+/// A time (UTC) for people: `2027-03-14 08:00`.
+pub fn datetime(t: i64) -> String {
+    let st = std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.max(0) as u64);
+    let s = humantime::format_rfc3339_seconds(st).to_string();
+    format!(
+        "{} {}",
+        s.get(..10).unwrap_or(&s),
+        s.get(11..16).unwrap_or("")
+    )
+}
+
+/// Bytes in decimal units as drives are rated: `1.23 TB`.
+pub fn bytes(b: f64) -> String {
+    let units = ["B", "kB", "MB", "GB", "TB", "PB"];
+    let mut v = b;
+    let mut i = 0;
+    while v.abs() >= 1000.0 && i + 1 < units.len() {
+        v /= 1000.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.2} {}", units[i])
+    }
+}
+
+/// A latency for people: `412 µs`, `3.1 ms`.
+pub fn latency(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.0} µs", s * 1e6)
+    }
+}
+
+/// A ratio as a percentage: `81.2 %`.
+pub fn pct(r: f64) -> String {
+    format!("{:.1} %", r * 100.0)
+}

@@ -1,0 +1,293 @@
+//! `ssdwatch history export --openmetrics`: the store's series as OpenMetrics text with
+//! timestamps, for `promtool tsdb create-blocks-from openmetrics` to load months of a host's
+//! history into a new Prometheus (or Thanos / Mimir through it).
+//!
+//! Names and labels are the daemon's live ones where the store keeps what they need
+//! (`ssdwatch_filesystem_size_bytes{mountpoint,device}`, `ssdwatch_device_wear_used_ratio{device,
+//! serial,wwn}`, `ssdwatch_probe_last_latency_seconds{mountpoint,device,probe,quantile}`...),
+//! so dashboards and rules read the backfill like a scrape; the store has no `fstype`, so that
+//! label is absent. Raw samples are written as they were taken; an hour the store has
+//! downsampled is one sample at the hour's start carrying the hour's last value. The
+//! predicted-full and wear-out dates as of the export close it, one sample each at its time.
+
+use crate::history::degradation::mountpoint_of;
+use crate::history::forecast::{forecast_drive, forecast_filesystem_days};
+use crate::history::{DrivePoint, FsPoint, Store, StoreError};
+use crate::metrics::format_value;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+const DAY: i64 = 86_400;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("writing the export: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn labels(l: &[(&str, &str)]) -> String {
+    let inner: Vec<String> = l
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+fn family(w: &mut dyn Write, name: &str, kind: &str, help: &str) -> std::io::Result<()> {
+    writeln!(w, "# TYPE {name} {kind}")?;
+    writeln!(w, "# HELP {name} {help}")
+}
+
+type FsField = fn(&FsPoint) -> f64;
+type DriveField = fn(&DrivePoint) -> Option<f64>;
+
+/// Writes every series of the store up to `now` to `w`, family by family, each series in time
+/// order; returns the number of samples written.
+/// With `instance`, every series also carries `instance="<it>"` (several hosts backfilled into
+/// one Prometheus stay apart, as scrapes would keep them).
+pub fn export(
+    store: &Store,
+    now: i64,
+    instance: Option<&str>,
+    w: &mut dyn Write,
+) -> Result<u64, ExportError> {
+    store.begin_read()?;
+    let r = export_in(store, now, instance, w);
+    let end = store.end_read();
+    let n = r?;
+    end?;
+    Ok(n)
+}
+
+fn export_in(
+    store: &Store,
+    now: i64,
+    instance: Option<&str>,
+    w: &mut dyn Write,
+) -> Result<u64, ExportError> {
+    let labels = |l: &[(&str, &str)]| match instance {
+        Some(i) => {
+            let mut all = l.to_vec();
+            all.push(("instance", i));
+            labels(&all)
+        }
+        None => labels(l),
+    };
+    let mut n = 0u64;
+    let fss = store.filesystems()?;
+    let fs_fields: [(&str, &str, FsField); 3] = [
+        (
+            "ssdwatch_filesystem_size_bytes",
+            "Filesystem size in bytes (statvfs f_blocks × f_frsize).",
+            |p| p.size.last,
+        ),
+        (
+            "ssdwatch_filesystem_avail_bytes",
+            "Bytes available to unprivileged users (statvfs f_bavail).",
+            |p| p.avail.last,
+        ),
+        (
+            "ssdwatch_filesystem_free_bytes",
+            "Free bytes including the root reserve (statvfs f_bfree).",
+            |p| p.free.last,
+        ),
+    ];
+    for (name, help, field) in fs_fields {
+        family(w, name, "gauge", help)?;
+        for f in &fss {
+            let dev = f.device.clone().unwrap_or_default();
+            let l = labels(&[("mountpoint", &f.key.mountpoint), ("device", &dev)]);
+            let mut last = i64::MIN;
+            for p in store.fs_series(f.id, 0, now)? {
+                // An hour's row and a raw row may share a second: one sample per timestamp.
+                if p.t <= last {
+                    continue;
+                }
+                last = p.t;
+                writeln!(w, "{name}{l} {} {}", format_value(field(&p)), p.t)?;
+                n += 1;
+            }
+        }
+    }
+    let drives = store.drives()?;
+    let drive_fields: [(&str, &str, &str, DriveField); 4] = [
+        (
+            "ssdwatch_device_wear_used_ratio",
+            "gauge",
+            "Rated wear used, 0..1 (SMART).",
+            |p| p.wear_used_ratio.map(|s| s.last),
+        ),
+        (
+            "ssdwatch_device_temperature_celsius",
+            "gauge",
+            "Drive temperature (SMART).",
+            |p| p.temperature_celsius.map(|s| s.last),
+        ),
+        (
+            "ssdwatch_device_host_written_bytes",
+            "counter",
+            "Bytes the host wrote to the drive (SMART).",
+            |p| p.host_written_bytes,
+        ),
+        (
+            "ssdwatch_device_nand_written_bytes",
+            "counter",
+            "Bytes written to NAND, where the drive reports it (SMART).",
+            |p| p.nand_written_bytes,
+        ),
+    ];
+    for (name, kind, help, field) in drive_fields {
+        family(w, name, kind, help)?;
+        let sample = if kind == "counter" {
+            format!("{name}_total")
+        } else {
+            name.to_string()
+        };
+        for d in &drives {
+            let dev = d.kernel_name.clone().unwrap_or_default();
+            let serial = d.key.serial.clone().unwrap_or_default();
+            let wwn = d.key.wwn.clone().unwrap_or_default();
+            let l = labels(&[("device", &dev), ("serial", &serial), ("wwn", &wwn)]);
+            let mut last = i64::MIN;
+            for p in store.drive_series(d.id, 0, now)? {
+                if p.t <= last {
+                    continue;
+                }
+                if let Some(v) = field(&p) {
+                    last = p.t;
+                    writeln!(w, "{sample}{l} {} {}", format_value(v), p.t)?;
+                    n += 1;
+                }
+            }
+        }
+    }
+    // Probe runs, grouped by target and kind (a series' samples must be in time order).
+    let targets: BTreeMap<i64, String> = store.probe_targets()?.into_iter().collect();
+    let names: BTreeMap<i64, String> = drives
+        .iter()
+        .map(|d| (d.id.0, d.kernel_name.clone().unwrap_or_default()))
+        .collect();
+    type Run = (i64, f64, f64, Option<f64>);
+    let mut runs: BTreeMap<(i64, &'static str), (String, Vec<Run>)> = BTreeMap::new();
+    store.for_each_probe_run(0, now, |r| {
+        let e = runs
+            .entry((r.target, r.kind.as_str()))
+            .or_insert_with(|| (String::new(), Vec::new()));
+        if let Some(d) = r.drive {
+            e.0 = names.get(&d.0).cloned().unwrap_or_default();
+        }
+        e.1.push((r.t, r.p50_seconds, r.p99_seconds, r.fill_ratio));
+    })?;
+    let series: Vec<(String, String, &'static str, &Vec<Run>)> = runs
+        .iter()
+        .map(|((target, kind), (dev, v))| {
+            let path = targets.get(target).map(String::as_str).unwrap_or("");
+            let mp = mountpoint_of(path, fss.iter().map(|f| f.key.mountpoint.as_str()))
+                .unwrap_or(path)
+                .to_string();
+            (mp, dev.clone(), *kind, v)
+        })
+        .collect();
+    family(
+        w,
+        "ssdwatch_probe_last_latency_seconds",
+        "gauge",
+        "Latency quantiles of a probe run, at the run's time.",
+    )?;
+    for (q, pick) in [("0.5", 0usize), ("0.99", 1)] {
+        for (mp, dev, kind, v) in &series {
+            let l = labels(&[
+                ("probe", kind),
+                ("mountpoint", mp),
+                ("device", dev),
+                ("quantile", q),
+            ]);
+            for r in v.iter() {
+                let x = if pick == 0 { r.1 } else { r.2 };
+                writeln!(
+                    w,
+                    "ssdwatch_probe_last_latency_seconds{l} {} {}",
+                    format_value(x),
+                    r.0
+                )?;
+                n += 1;
+            }
+        }
+    }
+    family(
+        w,
+        "ssdwatch_probe_run_fill_ratio",
+        "gauge",
+        "Fill ratio of the probed filesystem when a probe run ran, at the run's time.",
+    )?;
+    for (mp, dev, kind, v) in &series {
+        let l = labels(&[("probe", kind), ("mountpoint", mp), ("device", dev)]);
+        for r in v.iter() {
+            if let Some(f) = r.3 {
+                writeln!(
+                    w,
+                    "ssdwatch_probe_run_fill_ratio{l} {} {}",
+                    format_value(f),
+                    r.0
+                )?;
+                n += 1;
+            }
+        }
+    }
+    // The forecasts as of the export, one sample at `now` (what the daemon exports every
+    // forecast pass), so the fleet's view reads a backfilled host like a scraped one.
+    family(
+        w,
+        "ssdwatch_filesystem_predicted_full_timestamp_seconds",
+        "gauge",
+        "When the filesystem is predicted full (Unix time), from the history as of the export.",
+    )?;
+    for f in &fss {
+        let days = store.fs_days(f.id, now - 60 * DAY, now)?;
+        if days.last().is_none_or(|d| d.day * DAY < now - 2 * DAY) {
+            continue;
+        }
+        if let Some(t) = forecast_filesystem_days(&days, now).predicted_full_unix {
+            let dev = f.device.clone().unwrap_or_default();
+            let l = labels(&[("mountpoint", &f.key.mountpoint), ("device", &dev)]);
+            writeln!(
+                w,
+                "ssdwatch_filesystem_predicted_full_timestamp_seconds{l} {t} {now}"
+            )?;
+            n += 1;
+        }
+    }
+    family(
+        w,
+        "ssdwatch_device_predicted_wearout_timestamp_seconds",
+        "gauge",
+        "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the history as of the export.",
+    )?;
+    for d in &drives {
+        let pts = store.drive_days(d.id, 0, now)?;
+        if pts.last().is_none_or(|p| p.t < now - 2 * DAY) {
+            continue;
+        }
+        if let Some(t) = forecast_drive(&pts, now, None).predicted_wear_out_unix {
+            let dev = d.kernel_name.clone().unwrap_or_default();
+            let serial = d.key.serial.clone().unwrap_or_default();
+            let wwn = d.key.wwn.clone().unwrap_or_default();
+            let l = labels(&[("device", &dev), ("serial", &serial), ("wwn", &wwn)]);
+            writeln!(
+                w,
+                "ssdwatch_device_predicted_wearout_timestamp_seconds{l} {t} {now}"
+            )?;
+            n += 1;
+        }
+    }
+    writeln!(w, "# EOF")?;
+    Ok(n)
+}

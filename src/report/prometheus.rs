@@ -1,0 +1,491 @@
+//! The report of a host whose history lives in Prometheus (or a compatible query API: Thanos,
+//! Mimir, VictoriaMetrics), and the fleet's view. The same forecast code as the store's report
+//! runs on daily figures asked of the query API, so both agree within the downsampling's
+//! precision.
+//!
+//! Queries per host are bounded: 3 range queries for filesystems (60 points a series), 3 for
+//! drives (one point a day over at most 2 years), 2 instant queries for the current values,
+//! and probe samples in 30-day chunks (only series exported by `ssdwatch history export`,
+//! which carry each run's fill).
+
+use super::{DriveReport, FsReport, Report};
+use crate::history::curve::Curve;
+use crate::history::degradation::Group;
+use crate::history::forecast::{DayUse, forecast_drive, forecast_filesystem_days};
+use crate::history::{DrivePoint, Stat};
+use crate::probe::ProbeKind;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const DAY: i64 = 86_400;
+/// Days of daily figures asked for filesystems (what the forecast uses) and drives.
+const FS_DAYS: i64 = 60;
+const DRIVE_DAYS: i64 = 730;
+/// Probe samples are asked for in chunks this long (a chunk of 5-minute runs is 8,640 samples
+/// a series, under Prometheus' 11,000-point and 50-million-sample limits).
+const CHUNK: i64 = 30 * DAY;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("{url}: {detail}")]
+    Http { url: String, detail: String },
+    #[error("{url}: query {query}: {detail}")]
+    Api {
+        url: String,
+        query: String,
+        detail: String,
+    },
+}
+
+/// A Prometheus-compatible query API at `base` (`http://prometheus:9090`).
+pub struct Api {
+    base: String,
+    agent: ureq::Agent,
+}
+
+type Labels = BTreeMap<String, String>;
+/// A query's answer: each series' labels and its (time, value) samples.
+pub type Answer = Vec<(Labels, Vec<(i64, f64)>)>;
+/// Up to three figures per series and day.
+type Daily<K> = BTreeMap<K, BTreeMap<i64, [Option<f64>; 3]>>;
+
+impl Api {
+    pub fn new(base: &str) -> Api {
+        Api {
+            base: base.trim_end_matches('/').to_string(),
+            agent: ureq::Agent::config_builder()
+                .timeout_global(Some(Duration::from_secs(60)))
+                .http_status_as_error(false)
+                .build()
+                .new_agent(),
+        }
+    }
+
+    fn call(&self, path: &str, params: &[(&str, String)]) -> Result<Value, QueryError> {
+        let url = format!("{}{path}", self.base);
+        let query = params.first().map(|p| p.1.clone()).unwrap_or_default();
+        let mut req = self.agent.get(&url);
+        for (k, v) in params {
+            req = req.query(*k, v);
+        }
+        let mut resp = req.call().map_err(|e| QueryError::Http {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(256 << 20)
+            .read_to_string()
+            .map_err(|e| QueryError::Http {
+                url: url.clone(),
+                detail: e.to_string(),
+            })?;
+        let v: Value = serde_json::from_str(&body).map_err(|e| QueryError::Api {
+            url: url.clone(),
+            query: query.clone(),
+            detail: format!("not the query API's JSON ({e})"),
+        })?;
+        if v["status"] != "success" {
+            return Err(QueryError::Api {
+                url,
+                query,
+                detail: format!("{}: {}", v["errorType"], v["error"]),
+            });
+        }
+        Ok(v["data"]["result"].clone())
+    }
+
+    /// An instant query: each series' labels and (time, value) samples (one for a vector,
+    /// all in the range for a range selector).
+    pub fn query(&self, q: &str, at: i64) -> Result<Answer, QueryError> {
+        let r = self.call(
+            "/api/v1/query",
+            &[("query", q.to_string()), ("time", at.to_string())],
+        )?;
+        Ok(series(&r))
+    }
+
+    /// A range query at `step`.
+    pub fn query_range(
+        &self,
+        q: &str,
+        start: i64,
+        end: i64,
+        step: i64,
+    ) -> Result<Answer, QueryError> {
+        let r = self.call(
+            "/api/v1/query_range",
+            &[
+                ("query", q.to_string()),
+                ("start", start.to_string()),
+                ("end", end.to_string()),
+                ("step", step.to_string()),
+            ],
+        )?;
+        Ok(series(&r))
+    }
+}
+
+fn series(r: &Value) -> Answer {
+    let sample = |s: &Value| -> Option<(i64, f64)> {
+        Some((s[0].as_f64()? as i64, s[1].as_str()?.parse().ok()?))
+    };
+    r.as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            let labels = s["metric"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+            let pts = match s["values"].as_array() {
+                Some(v) => v.iter().filter_map(sample).collect(),
+                None => sample(&s["value"]).into_iter().collect(),
+            };
+            (labels, pts)
+        })
+        .collect()
+}
+
+fn sel(instance: &str, extra: &str) -> String {
+    let inst = format!(
+        "instance=\"{}\"",
+        instance.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    if extra.is_empty() {
+        format!("{{{inst}}}")
+    } else {
+        format!("{{{inst},{extra}}}")
+    }
+}
+
+fn label<'a>(l: &'a Labels, k: &str) -> Option<&'a str> {
+    l.get(k).map(String::as_str).filter(|v| !v.is_empty())
+}
+
+/// The report of `instance` as of `now` from the query API at `api`.
+pub fn build(api: &Api, instance: &str, now: i64) -> Result<Report, QueryError> {
+    let mut unknown = Vec::new();
+    let today = now.div_euclid(DAY);
+    // Day d is evaluated at its last second (or now): (d·86400 - 1, d·86400 + 86399].
+    let (start, end) = ((today - FS_DAYS + 1) * DAY + DAY - 1, today * DAY + DAY - 1);
+    let fs_sel = sel(instance, "");
+    let key = |l: &Labels| {
+        (
+            label(l, "mountpoint").unwrap_or("").to_string(),
+            label(l, "device").unwrap_or("").to_string(),
+        )
+    };
+    let mut fs: Daily<(String, String)> = BTreeMap::new();
+    for (i, q) in [
+        format!("min_over_time(ssdwatch_filesystem_avail_bytes{fs_sel}[1d])"),
+        format!("max_over_time(ssdwatch_filesystem_avail_bytes{fs_sel}[1d])"),
+        format!("last_over_time(ssdwatch_filesystem_size_bytes{fs_sel}[1d])"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for (l, pts) in api.query_range(q, start, end, DAY)? {
+            let days = fs.entry(key(&l)).or_default();
+            for (t, v) in pts {
+                days.entry(t.div_euclid(DAY)).or_default()[i] = Some(v);
+            }
+        }
+    }
+    let last_avail: BTreeMap<(String, String), f64> = api
+        .query(
+            &format!("last_over_time(ssdwatch_filesystem_avail_bytes{fs_sel}[2d])"),
+            now,
+        )?
+        .into_iter()
+        .filter_map(|(l, p)| Some((key(&l), p.first()?.1)))
+        .collect();
+    let mut filesystems = Vec::new();
+    for ((mp, dev), days) in fs {
+        let uses: Vec<DayUse> = days
+            .iter()
+            .filter_map(|(&day, v)| {
+                let (amin, amax, size) = (v[0]?, v[1]?, v[2]?);
+                Some(DayUse {
+                    day,
+                    low: size - amax,
+                    high: size - amin,
+                    size,
+                })
+            })
+            .collect();
+        let Some(last) = uses.last().copied() else {
+            continue;
+        };
+        let fc = forecast_filesystem_days(&uses, now);
+        let used = last_avail
+            .get(&(mp.clone(), dev.clone()))
+            .map(|a| last.size - a);
+        filesystems.push(FsReport {
+            mountpoint: mp.clone(),
+            device: (!dev.is_empty()).then(|| dev.clone()),
+            first_seen_unix: uses[0].day * DAY,
+            last_seen_unix: Some((last.day * DAY + DAY - 1).min(now)),
+            size_bytes: Some(last.size),
+            used_bytes: used,
+            fill_ratio: used.map(|u| u / last.size).filter(|_| last.size > 0.0),
+            growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
+            growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
+            predicted_full_unix: fc.predicted_full_unix,
+            full_note: fc
+                .predicted_full_unix
+                .is_none()
+                .then(|| "no date from the query API's daily figures".to_string()),
+            usage: uses.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
+        });
+    }
+    if filesystems.is_empty() {
+        unknown.push(format!("no filesystem series for instance {instance:?}"));
+    }
+
+    // Drives: one point a day (its last values), as the store's drive_days.
+    let (dstart, dend) = (
+        (today - DRIVE_DAYS + 1) * DAY + DAY - 1,
+        today * DAY + DAY - 1,
+    );
+    let dkey = |l: &Labels| {
+        (
+            label(l, "device").unwrap_or("").to_string(),
+            label(l, "serial").unwrap_or("").to_string(),
+            label(l, "wwn").unwrap_or("").to_string(),
+        )
+    };
+    let mut drives: Daily<(String, String, String)> = BTreeMap::new();
+    for (i, m) in [
+        "ssdwatch_device_wear_used_ratio",
+        "ssdwatch_device_host_written_bytes_total",
+        "ssdwatch_device_nand_written_bytes_total",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let q = format!("last_over_time({m}{fs_sel}[1d])");
+        for (l, pts) in api.query_range(&q, dstart, dend, DAY)? {
+            let days = drives.entry(dkey(&l)).or_default();
+            for (t, v) in pts {
+                days.entry(t.min(now).div_euclid(DAY)).or_default()[i] = Some(v);
+            }
+        }
+    }
+    let mut drive_reports = Vec::new();
+    for ((dev, serial, wwn), days) in drives {
+        let pts: Vec<DrivePoint> = days
+            .iter()
+            .map(|(&day, v)| DrivePoint {
+                t: (day * DAY + DAY - 1).min(now),
+                hourly: true,
+                wear_used_ratio: v[0].map(Stat::one),
+                spare_ratio: None,
+                temperature_celsius: None,
+                host_written_bytes: v[1],
+                nand_written_bytes: v[2],
+                media_errors: None,
+                power_on_hours: None,
+                discarded_bytes: None,
+            })
+            .collect();
+        let fc = forecast_drive(&pts, now, None);
+        let wear: Vec<(i64, f64)> = pts
+            .iter()
+            .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
+            .collect();
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        drive_reports.push(DriveReport {
+            device: some(&dev),
+            model: None,
+            serial: some(&serial),
+            wwn: some(&wwn),
+            capacity_bytes: None,
+            first_seen_unix: pts.first().map(|p| p.t).unwrap_or(now),
+            last_seen_unix: pts.last().map(|p| p.t),
+            wear_used_ratio: wear.last().map(|w| w.1),
+            wear_rate_per_day: fc.wear_rate_per_day,
+            predicted_wear_out_unix: fc.predicted_wear_out_unix,
+            host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
+            endurance_used_ratio: None,
+            predicted_endurance_exhausted_unix: None,
+            write_amplification_30d: fc.write_amplification_30d,
+            host_bytes_per_day_30d: fc.host_bytes_per_day_30d,
+            discard_bursts: 0,
+            last_discard_unix: None,
+            last_discard_bytes: None,
+            wear,
+        });
+    }
+    if drive_reports.is_empty() {
+        unknown.push(format!("no drive series for instance {instance:?}"));
+    }
+    let degradation = curves(api, instance, now)?;
+    if degradation.is_empty() {
+        unknown.push(
+            "no per-run probe series (ssdwatch_probe_run_fill_ratio, written by `ssdwatch history export`): latency by fill is unknown"
+                .into(),
+        );
+    }
+    unknown.push(
+        "discard bursts and idle periods are not in the query API's series: TRIM and idle recovery are unknown here (ssdwatch_trim_recovery_ratio is, where the daemon exports it)"
+            .into(),
+    );
+    Ok(Report {
+        host: instance.to_string(),
+        generated_unix: now,
+        source: api.base.clone(),
+        history_since_unix: filesystems
+            .iter()
+            .map(|f| f.first_seen_unix)
+            .chain(drive_reports.iter().map(|d| d.first_seen_unix))
+            .min(),
+        filesystems,
+        drives: drive_reports,
+        degradation,
+        unknown,
+    })
+}
+
+/// Latency by fill from the per-run series, 30 days at a time back to the first run.
+fn curves(api: &Api, instance: &str, now: i64) -> Result<Vec<Group>, QueryError> {
+    let first = api.query(
+        &format!(
+            "min_over_time(timestamp(ssdwatch_probe_run_fill_ratio{})[{}d:1h])",
+            sel(instance, ""),
+            DRIVE_DAYS
+        ),
+        now,
+    );
+    // The subquery above is only a bound; without it, start DRIVE_DAYS back.
+    let from = first
+        .ok()
+        .and_then(|r| {
+            r.iter()
+                .filter_map(|(_, p)| p.first().map(|x| x.1 as i64))
+                .min()
+        })
+        .unwrap_or(now - DRIVE_DAYS * DAY)
+        - DAY;
+    type Key = (String, String, String);
+    let mut runs: Daily<Key> = BTreeMap::new();
+    let key = |l: &Labels| {
+        (
+            label(l, "probe").unwrap_or("").to_string(),
+            label(l, "mountpoint").unwrap_or("").to_string(),
+            label(l, "device").unwrap_or("").to_string(),
+        )
+    };
+    let mut t = now;
+    while t > from {
+        let span = CHUNK.min(t - from);
+        for (i, m) in [
+            format!("ssdwatch_probe_run_fill_ratio{}", sel(instance, "")),
+            format!(
+                "ssdwatch_probe_last_latency_seconds{}",
+                sel(instance, "quantile=\"0.5\"")
+            ),
+            format!(
+                "ssdwatch_probe_last_latency_seconds{}",
+                sel(instance, "quantile=\"0.99\"")
+            ),
+        ]
+        .iter()
+        .enumerate()
+        {
+            for (l, pts) in api.query(&format!("{m}[{span}s]"), t)? {
+                let r = runs.entry(key(&l)).or_default();
+                for (ts, v) in pts {
+                    r.entry(ts).or_default()[i] = Some(v);
+                }
+            }
+        }
+        t -= span;
+    }
+    Ok(runs
+        .into_iter()
+        .filter_map(|((probe, mp, dev), rs)| {
+            let kind = ProbeKind::parse(&probe)?;
+            let mut c = Curve::default();
+            let mut n = 0;
+            for v in rs.values() {
+                if let (Some(f), Some(p50), Some(p99)) = (v[0], v[1], v[2]) {
+                    c.add(Some(f), p50, p99);
+                    n += 1;
+                }
+            }
+            (n > 0).then(|| Group {
+                target: mp.clone(),
+                mountpoint: Some(mp),
+                device: (!dev.is_empty()).then_some(dev),
+                drive: None,
+                probe: kind,
+                runs: n,
+                first_run: *rs.keys().next().unwrap_or(&now),
+                last_run: *rs.keys().last().unwrap_or(&now),
+                curve: c.bins(),
+                trim: Vec::new(),
+                idle: Vec::new(),
+            })
+        })
+        .collect())
+}
+
+/// One row of the fleet's view.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FleetRow {
+    pub instance: String,
+    /// Mount point, or drive (device, serial).
+    pub what: String,
+    pub when_unix: i64,
+}
+
+/// The fleet's filesystems by predicted-full date and drives by wear-out date, soonest first,
+/// `limit` of each: two instant queries (`bottomk`) over the daemons' forecast gauges, whose
+/// cost is one series per filesystem or drive with a forecast, whatever the history's length.
+pub fn fleet(
+    api: &Api,
+    now: i64,
+    limit: usize,
+) -> Result<(Vec<FleetRow>, Vec<FleetRow>), QueryError> {
+    let rows = |q: String, what: &dyn Fn(&Labels) -> String| -> Result<Vec<FleetRow>, QueryError> {
+        let mut v: Vec<FleetRow> = api
+            .query(&q, now)?
+            .into_iter()
+            .filter_map(|(l, p)| {
+                Some(FleetRow {
+                    instance: label(&l, "instance").unwrap_or("").to_string(),
+                    what: what(&l),
+                    when_unix: p.first()?.1 as i64,
+                })
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            (a.when_unix, &a.instance, &a.what).cmp(&(b.when_unix, &b.instance, &b.what))
+        });
+        Ok(v)
+    };
+    let fs = rows(
+        format!(
+            "bottomk({limit}, last_over_time(ssdwatch_filesystem_predicted_full_timestamp_seconds[2h]))"
+        ),
+        &|l| label(l, "mountpoint").unwrap_or("?").to_string(),
+    )?;
+    let drives = rows(
+        format!(
+            "bottomk({limit}, last_over_time(ssdwatch_device_predicted_wearout_timestamp_seconds[2h]))"
+        ),
+        &|l| {
+            format!(
+                "{} (serial {})",
+                label(l, "device").unwrap_or("?"),
+                label(l, "serial").unwrap_or("?")
+            )
+        },
+    )?;
+    Ok((fs, drives))
+}
