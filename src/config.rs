@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The default listen address. Port 10150 is not taken in the Prometheus project's list of
-/// default exporter port allocations (see README, "Listen port").
+/// default exporter port allocations (see docs/running.md, "Listen port").
 pub const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:10150";
 
 /// The largest config file read: the commented example is about 10 KiB.

@@ -95,7 +95,7 @@ fn a_damaged_store_is_moved_aside_and_a_new_one_starts() {
 }
 
 /// benches/history_io.sh (bytes the daemon writes a day with the history on) in its short mode,
-/// so the script can't rot; the figure itself comes from the long run (see the README).
+/// so the script can't rot; the figure itself comes from the long run (docs/history.md).
 #[test]
 fn the_history_io_bench_runs_in_its_short_mode() {
     if !require_cmd("history io bench", "curl", "curl") {

@@ -1,4 +1,4 @@
-//! The module layering the README's design section states, checked on the source: parsers and
+//! The module layering docs/design.md states, checked on the source: parsers and
 //! readers know nothing of collectors, the config or the command line; engines (probe) know no
 //! scheduler or config; only the command line and the daemon's wiring read the whole config.
 //! (tools/rs-cycles-style file cycles are a separate check; this one is about direction.)

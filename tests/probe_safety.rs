@@ -850,7 +850,7 @@ fn owner(path: &Path) -> u32 {
     std::os::unix::fs::MetadataExt::uid(&std::fs::symlink_metadata(path).unwrap())
 }
 
-/// Following the README ("try a target by hand first") as root: the hand run leaves a probe
+/// Following docs/probes.md ("try a target by hand first") as root: the hand run leaves a probe
 /// directory the daemon's user can use, not a root-owned one that refuses it for good; a
 /// root-owned one left by an older version is reported with its owner and the chown that fixes
 /// it; and the hand runs don't spend the daemon's budget.
@@ -934,7 +934,7 @@ fn a_hand_run_as_root_leaves_the_probe_directory_to_the_daemons_user() {
     assert!(b.targets[&ssdwatch::probe::budget::key(fs.mp(), true)].written_bytes > 0);
 }
 
-/// benches/probe_runlength.sh (the README's run-length figures) still works: its short mode on a
+/// benches/probe_runlength.sh (the run-length figures of docs/probes.md) still works: its short mode on a
 /// loop device, through this build's binary, gives a coefficient of variation per kind and count
 /// and the bytes per day of each count.
 #[test]

@@ -113,7 +113,7 @@ impl Default for TargetConfig {
             interval: None,
             seq_write_interval: Duration::from_secs(24 * 3600),
             // 64 writes: the median's own sampling error is half that of 16 (1/√N), for 160 MiB
-            // a day; 128 reads (unbudgeted) also give each run a p99 of its own (README, and
+            // a day; 128 reads (unbudgeted) also give each run a p99 of its own (docs/probes.md, and
             // benches/probe_runlength.sh).
             write_ops: 64,
             read_ops: 128,
