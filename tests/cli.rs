@@ -374,3 +374,101 @@ fn sighup_rereads_the_config_applies_the_log_level_and_never_ends_the_daemon() {
         "started {start}, now {now}"
     );
 }
+
+/// `ssdwatch sample` on a fixture host (tests/fixtures/hosts/NAME) with `collectors` as the
+/// config's collectors section and the fake smartctl answering from `fake_state`.
+fn sample_fixture(host: &str, collectors: &str, fake_state: &std::path::Path) -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hosts")
+        .join(host);
+    let state = tempfile::tempdir().unwrap();
+    let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake-smartctl/smartctl");
+    let cfg = write_config(&format!(
+        "state_dir: {}\ncollectors:\n  smart:\n    smartctl_path: {fake}\n{collectors}",
+        state.path().display()
+    ));
+    let out = ssdwatch()
+        .env("FAKE_STATE", fake_state)
+        .arg("--config")
+        .arg(cfg.path())
+        .arg("--path.sysfs")
+        .arg(dir.join("sys"))
+        .arg("--path.procfs")
+        .arg(dir.join("proc"))
+        .arg("--path.rootfs")
+        .arg(dir.join("rootfs"))
+        .arg("--fixture.statvfs")
+        .arg(dir.join("statvfs.yaml"))
+        .args([
+            "--no-collector.probe",
+            "--no-collector.filesystem",
+            "sample",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn device_filters_leave_drives_out_of_smart_queries_and_disk_statistics() {
+    let fake = tempfile::tempdir().unwrap();
+    std::fs::write(fake.path().join("mode"), "garbage\n").unwrap();
+    // Both NVMe drives of the md RAID1 host, with no filter.
+    let text = sample_fixture("md-raid1-nvme", "", fake.path());
+    let disks = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("ssdwatch_disk_discarded_bytes_total{device=\""))
+            .filter_map(|l| l.split('"').next())
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(disks(&text), ["md0", "nvme0n1", "nvme1n1"]);
+    assert!(fake.path().join("nvme0n1.argv").exists());
+    assert!(fake.path().join("nvme1n1.argv").exists());
+
+    let fake = tempfile::tempdir().unwrap();
+    std::fs::write(fake.path().join("mode"), "garbage\n").unwrap();
+    let text = sample_fixture(
+        "md-raid1-nvme",
+        "    device_exclude: '^nvme1'\n  diskstats:\n    device_include: '^nvme'\n    device_exclude: '^nvme1n1$'\n",
+        fake.path(),
+    );
+    assert_eq!(disks(&text), ["nvme0n1"], "{text}");
+    assert!(
+        fake.path().join("nvme0n1.argv").exists(),
+        "nvme0n1 still queried"
+    );
+    assert!(
+        !fake.path().join("nvme1n1.argv").exists(),
+        "smartctl never ran on the excluded drive"
+    );
+
+    let fake = tempfile::tempdir().unwrap();
+    std::fs::write(fake.path().join("mode"), "garbage\n").unwrap();
+    sample_fixture(
+        "md-raid1-nvme",
+        "    device_include: '^nvme1n1$'\n",
+        fake.path(),
+    );
+    assert!(!fake.path().join("nvme0n1.argv").exists());
+    assert!(fake.path().join("nvme1n1.argv").exists());
+}
+
+#[test]
+fn a_bad_device_filter_stops_the_start_naming_the_key_and_line() {
+    let cfg = write_config("collectors:\n  diskstats:\n    device_exclude: '^(sd'\n");
+    let out = ssdwatch()
+        .arg("--config")
+        .arg(cfg.path())
+        .arg("sample")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("collectors.diskstats.device_exclude")
+            && err.contains("line 3")
+            && err.contains(&cfg.path().display().to_string()),
+        "{err}"
+    );
+}

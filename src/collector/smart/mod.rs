@@ -11,6 +11,7 @@ mod runner;
 pub use drive::waf_over_window;
 pub use runner::smartctl_args;
 
+use crate::collector::device_filter::{DevicePattern, wanted};
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{DriveKey, DriveSample};
@@ -71,6 +72,10 @@ pub struct SmartConfig {
     pub nocheck_standby: bool,
     /// Query the drives found in /sys (NVMe, sd, virtio).
     pub discover: bool,
+    /// Discovered drives (kernel names) to query: only those matching, when set; and those
+    /// left out. `devices` entries are always queried.
+    pub device_include: Option<DevicePattern>,
+    pub device_exclude: Option<DevicePattern>,
     pub devices: Vec<DeviceEntry>,
 }
 
@@ -85,6 +90,8 @@ impl Default for SmartConfig {
             parallelism: 2,
             nocheck_standby: true,
             discover: true,
+            device_include: None,
+            device_exclude: None,
             devices: Vec::new(),
         }
     }
@@ -201,6 +208,11 @@ impl SmartCollector {
                     kind,
                     DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
                 ) || !name_ok.is_match(&d.name)
+                    || !wanted(
+                        self.cfg.device_include.as_ref(),
+                        self.cfg.device_exclude.as_ref(),
+                        &d.name,
+                    )
                 {
                     continue;
                 }
