@@ -472,3 +472,26 @@ fn a_bad_device_filter_stops_the_start_naming_the_key_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn on_sighup_the_log_level_flag_still_beats_the_file() {
+    let d = Daemon::start(&["--log.level", "info", "--web.idle-timeout", "1s"]);
+    let cfg = d.dir.path().join("ssdwatch.yaml");
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{base}log:\n  level: debug\n")).unwrap();
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    assert!(
+        d.wait_log(
+            "log.level stays as --log.level sets it",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        d.log_text()
+    );
+    idle_connection_closed(&d);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !d.log_text().contains("closing a connection idle"),
+        "no debug line: the flag's level holds"
+    );
+}
