@@ -243,6 +243,27 @@ fn the_man_page_lists_every_flag_and_subcommand_and_no_test_seam() {
         !man.contains("fixture."),
         "test seams stay out of the man page"
     );
+    // The pages the SUBCOMMANDS section refers to exist too.
+    let dir = tempfile::tempdir().unwrap();
+    let out = ssdwatch()
+        .args(["generate", "man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let pages = support_names(dir.path());
+    for want in [
+        "ssdwatch.1",
+        "ssdwatch-serve.1",
+        "ssdwatch-sample.1",
+        "ssdwatch-smart-inspect.1",
+        "ssdwatch-probe-run.1",
+    ] {
+        assert!(pages.iter().any(|p| p == want), "{want} not in {pages:?}");
+    }
+    assert!(!pages.iter().any(|p| p.contains("generate")), "{pages:?}");
+    let run = std::fs::read_to_string(dir.path().join("ssdwatch-probe-run.1")).unwrap();
+    assert!(run.replace("\\-", "-").contains("--target"), "{run}");
     for shell in ["bash", "zsh", "fish"] {
         let out = ssdwatch()
             .args(["generate", "completions", shell])
@@ -263,6 +284,16 @@ fn the_man_page_lists_every_flag_and_subcommand_and_no_test_seam() {
         Some(2),
         "an unknown shell is a usage error"
     );
+}
+
+/// Sorted file names in a directory.
+fn support_names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
 
 /// Opens a connection, sends nothing and waits until the daemon closes it (its idle timeout).

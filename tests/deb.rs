@@ -182,6 +182,8 @@ fn the_package_installs_runs_as_its_own_user_and_purge_leaves_nothing() {
         "/etc/ssdwatch/ssdwatch.yaml",
         "/etc/default/ssdwatch",
         "/usr/share/man/man1/ssdwatch.1.gz",
+        "/usr/share/man/man1/ssdwatch-sample.1.gz",
+        "/usr/share/man/man1/ssdwatch-probe-run.1.gz",
         "/usr/share/bash-completion/completions/ssdwatch",
         "/usr/share/zsh/vendor-completions/_ssdwatch",
         "/usr/share/fish/vendor_completions.d/ssdwatch.fish",

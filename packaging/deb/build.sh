@@ -14,7 +14,8 @@ out=target/deb-assets
 rm -rf "$out"
 mkdir -p "$out"
 # gzip -n: no name or time stamp in the header, so the same source gives the same page.
-"$bin" generate man | gzip -9n >"$out/ssdwatch.1.gz"
+"$bin" generate man --dir "$out/man"
+gzip -9n "$out"/man/*.1
 "$bin" generate completions bash >"$out/ssdwatch.bash"
 "$bin" generate completions zsh >"$out/_ssdwatch"
 "$bin" generate completions fish >"$out/ssdwatch.fish"

@@ -10,6 +10,18 @@ pub fn man(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Writes the man page of `cmd` and one of each visible subcommand (`ssdwatch-sample.1`, ...)
+/// into `dir`, which is created; 0, or 1 with the error on stderr.
+pub fn man_pages(cmd: clap::Command, dir: &std::path::Path) -> i32 {
+    match std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cmd, dir)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ssdwatch: generate man --dir {}: {e}", dir.display());
+            1
+        }
+    }
+}
+
 /// The completion script of `cmd` for `shell`.
 pub fn completions(
     mut cmd: clap::Command,

@@ -103,8 +103,12 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum GenerateCommand {
-    /// The man page (roff) on stdout.
-    Man,
+    /// The man page (roff) on stdout; with --dir, a page per subcommand too, written there.
+    Man {
+        /// Directory to write ssdwatch.1 and ssdwatch-SUBCOMMAND.1 into.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
     Completions { shell: clap_complete::Shell },
 }
@@ -258,7 +262,10 @@ pub fn main() -> ExitCode {
         }) => return code(smart::inspect(file)),
         Some(Command::Generate { what }) => {
             let out = match what {
-                GenerateCommand::Man => generate::man(command()),
+                GenerateCommand::Man { dir: Some(dir) } => {
+                    return code(generate::man_pages(command(), dir));
+                }
+                GenerateCommand::Man { dir: None } => generate::man(command()),
                 GenerateCommand::Completions { shell } => generate::completions(command(), *shell),
             };
             return code(generate::write_stdout(out));
