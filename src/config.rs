@@ -17,6 +17,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub web: WebConfig,
+    pub log: LogConfig,
     /// Where the daemon keeps state that must survive restarts (probe budgets, discard
     /// history, the history store).
     pub state_dir: PathBuf,
@@ -29,6 +30,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             web: WebConfig::default(),
+            log: LogConfig::default(),
             state_dir: PathBuf::from("/var/lib/ssdwatch"),
             collectors: CollectorsConfig::default(),
             history: crate::history::HistoryConfig::default(),
@@ -48,6 +50,40 @@ impl Default for WebConfig {
             listen_address: DEFAULT_LISTEN_ADDRESS.to_string(),
         }
     }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A level name or tracing directives (`ssdwatch=debug,info`); `--log.level` overrides it.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".to_string(),
+        }
+    }
+}
+
+/// The log filter of a level spec: a level name, or tracing directives that each name a level
+/// (`ssdwatch=debug,info`). A bare word that is not a level is refused: tracing would take it
+/// for a module name and quietly log nothing of ours.
+pub fn log_filter(spec: &str) -> Result<tracing_subscriber::filter::Targets, String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let names_a_level = |d: &str| {
+        let level = d.rsplit_once('=').map_or(d, |(_, l)| l);
+        LEVELS.contains(&level.trim().to_ascii_lowercase().as_str())
+    };
+    if spec.trim().is_empty() || !spec.split(',').all(names_a_level) {
+        return Err(
+            "not a log level: use error, warn, info, debug or trace, or directives such as ssdwatch=debug,info"
+                .into(),
+        );
+    }
+    spec.parse::<tracing_subscriber::filter::Targets>()
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,11 +177,39 @@ impl Config {
                 ),
             ));
         }
+        if let Err(e) = log_filter(&self.log.level) {
+            return Err(Invalid::new(
+                "log.level",
+                format!("{:?}: {e}", self.log.level),
+            ));
+        }
         if !self.state_dir.is_absolute() {
             return Err(Invalid::new("state_dir", "must be an absolute path"));
         }
         self.collectors.validate()?;
         self.history.validate("history")
+    }
+
+    /// The keys whose change between `self` and `new` takes a restart to apply (everything
+    /// but `log.level`, which a reload applies), in file order.
+    pub fn restart_needed(&self, new: &Config) -> Vec<String> {
+        let mut keys = Vec::new();
+        if self.web != new.web {
+            keys.push("web.listen_address".to_string());
+        }
+        if self.state_dir != new.state_dir {
+            keys.push("state_dir".to_string());
+        }
+        keys.extend(
+            self.collectors
+                .changed_sections(&new.collectors)
+                .into_iter()
+                .map(|n| format!("collectors.{n}")),
+        );
+        if self.history != new.history {
+            keys.push("history".to_string());
+        }
+        keys
     }
 }
 
@@ -188,6 +252,50 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("web.listen_address"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_log_level_in_the_file_is_refused_naming_the_key() {
+        let err = parse("log:\n  level: loud\n").unwrap_err().to_string();
+        assert!(err.contains("log.level") && err.contains("loud"), "{err}");
+        assert_eq!(
+            parse("log:\n  level: ssdwatch=debug,info\n")
+                .unwrap()
+                .log
+                .level,
+            "ssdwatch=debug,info"
+        );
+    }
+
+    #[test]
+    fn log_levels_and_directives_are_accepted_and_other_words_refused() {
+        for ok in [
+            "info",
+            "DEBUG",
+            "off",
+            "ssdwatch=debug,info",
+            "warn,tower=error",
+        ] {
+            assert!(log_filter(ok).is_ok(), "{ok}");
+        }
+        for bad in ["loud", "", "ssdwatch", "info,verbose", "ssdwatch=chatty"] {
+            assert!(log_filter(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_reload_names_what_needs_a_restart_and_not_the_log_level() {
+        let old = Config::default();
+        let mut new = old.clone();
+        new.log.level = "debug".into();
+        assert!(old.restart_needed(&new).is_empty());
+        new.collectors.smart.interval = std::time::Duration::from_secs(60);
+        new.web.listen_address = "127.0.0.1:1".into();
+        new.history.enabled = false;
+        assert_eq!(
+            old.restart_needed(&new),
+            ["web.listen_address", "collectors.smart", "history"]
+        );
     }
 
     #[test]

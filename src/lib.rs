@@ -9,6 +9,7 @@ pub mod fault;
 pub mod history;
 pub mod metrics;
 pub mod probe;
+pub mod process;
 pub mod procfs;
 pub mod registry;
 pub mod render;

@@ -37,6 +37,10 @@ pub struct Entry {
     /// before the others.
     pub feeds_others: bool,
     pub enabled: fn(&CollectorsConfig) -> bool,
+    /// Its `enabled` key, for `--[no-]collector.NAME`.
+    pub enabled_mut: fn(&mut CollectorsConfig) -> &mut bool,
+    /// Whether its section is the same in two configs (a reload says which changed).
+    pub same: fn(&CollectorsConfig, &CollectorsConfig) -> bool,
     /// Checks the collector's section; `key` is its path (`collectors.NAME`).
     pub validate: fn(&CollectorsConfig, &str) -> Result<(), Invalid>,
     pub build: fn(&CollectorsConfig, &BuildEnv) -> anyhow::Result<Box<dyn Collector>>,
@@ -49,6 +53,8 @@ pub const COLLECTORS: &[Entry] = &[
         default_interval: topology::DEFAULT_INTERVAL,
         feeds_others: true,
         enabled: |c| c.topology.enabled,
+        enabled_mut: |c| &mut c.topology.enabled,
+        same: |a, b| a.topology == b.topology,
         validate: |c, k| c.topology.validate(k),
         build: |c, _| Ok(Box::new(topology::TopologyCollector::new(&c.topology)?)),
     },
@@ -57,6 +63,8 @@ pub const COLLECTORS: &[Entry] = &[
         default_interval: diskstats::DEFAULT_INTERVAL,
         feeds_others: true,
         enabled: |c| c.diskstats.enabled,
+        enabled_mut: |c| &mut c.diskstats.enabled,
+        same: |a, b| a.diskstats == b.diskstats,
         validate: |c, k| c.diskstats.validate(k),
         build: |c, env| {
             Ok(Box::new(diskstats::DiskstatsCollector::new(
@@ -71,6 +79,8 @@ pub const COLLECTORS: &[Entry] = &[
         default_interval: filesystem::DEFAULT_INTERVAL,
         feeds_others: false,
         enabled: |c| c.filesystem.enabled,
+        enabled_mut: |c| &mut c.filesystem.enabled,
+        same: |a, b| a.filesystem == b.filesystem,
         validate: |c, k| c.filesystem.validate(k),
         build: |c, _| {
             Ok(Box::new(filesystem::FilesystemCollector::new(
@@ -85,6 +95,8 @@ pub const COLLECTORS: &[Entry] = &[
         // one-shot mode for (smartctl runs take seconds).
         feeds_others: false,
         enabled: |c| c.smart.enabled,
+        enabled_mut: |c| &mut c.smart.enabled,
+        same: |a, b| a.smart == b.smart,
         validate: |c, k| c.smart.validate(k),
         build: |c, _| Ok(Box::new(smart::SmartCollector::new(&c.smart)?)),
     },
@@ -93,6 +105,8 @@ pub const COLLECTORS: &[Entry] = &[
         default_interval: probe::DEFAULT_INTERVAL,
         feeds_others: false,
         enabled: |c| c.probe.enabled,
+        enabled_mut: |c| &mut c.probe.enabled,
+        same: |a, b| a.probe == b.probe,
         validate: |c, k| c.probe.validate(k),
         build: |c, env| {
             Ok(Box::new(probe::ProbeCollector::new(
@@ -110,6 +124,27 @@ impl CollectorsConfig {
             (e.validate)(self, &format!("collectors.{}", e.name))?;
         }
         Ok(())
+    }
+
+    /// Turns the collector `name` on or off (a `--[no-]collector.NAME` flag); false when no
+    /// collector has that name.
+    pub fn set_enabled(&mut self, name: &str, on: bool) -> bool {
+        match COLLECTORS.iter().find(|e| e.name == name) {
+            Some(e) => {
+                *(e.enabled_mut)(self) = on;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The collectors whose sections differ between `self` and `other`, in table order.
+    pub fn changed_sections(&self, other: &CollectorsConfig) -> Vec<&'static str> {
+        COLLECTORS
+            .iter()
+            .filter(|e| !(e.same)(self, other))
+            .map(|e| e.name)
+            .collect()
     }
 
     /// How old a shared block topology may be: the topology collector's interval (its default
@@ -178,6 +213,19 @@ mod tests {
         )
         .unwrap();
         assert!(built.iter().all(|c| c.name() != "smart"));
+    }
+
+    #[test]
+    fn every_collector_can_be_switched_by_name() {
+        for e in COLLECTORS {
+            let mut c = CollectorsConfig::default();
+            assert!(c.set_enabled(e.name, false));
+            assert!(!(e.enabled)(&c), "{}", e.name);
+            assert_eq!(c.changed_sections(&CollectorsConfig::default()), [e.name]);
+            assert!(c.set_enabled(e.name, true));
+            assert!((e.enabled)(&c), "{}", e.name);
+        }
+        assert!(!CollectorsConfig::default().set_enabled("nosuch", true));
     }
 
     #[test]

@@ -159,6 +159,8 @@ impl Store {
                 "Version of the running ssdwatch; always 1.",
             )
             .push(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        // The daemon's own process_* figures, read now (cheap procfs reads, no device).
+        crate::process::families(&mut build);
         render::render_families(&mut out, build.families());
         (parts, out)
     }

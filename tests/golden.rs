@@ -70,6 +70,14 @@ const VOLATILE: &[&str] = &[
     "ssdwatch_collector_last_success_timestamp_seconds",
     "ssdwatch_build_info",
     "ssdwatch_device_smart_sample_age_seconds",
+    // The process's own figures (memory, CPU, descriptors, start time): of the test run, not
+    // of the fixture host.
+    "process_cpu_seconds_total",
+    "process_virtual_memory_bytes",
+    "process_resident_memory_bytes",
+    "process_start_time_seconds",
+    "process_open_fds",
+    "process_max_fds",
 ];
 
 fn manifest() -> PathBuf {

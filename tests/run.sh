@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs util-linux python3 python3-fusepy
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm
-              nbdkit nbdkit-plugin-python curl libatasmart-dev chromium)
+              nbdkit nbdkit-plugin-python curl libatasmart-dev chromium lintian)
 
 need=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -32,11 +32,24 @@ if ! command -v cargo >/dev/null 2>&1 && [ -n "${SUDO_USER:-}" ]; then
     export RUSTUP_HOME="${RUSTUP_HOME:-$user_home/.rustup}"
   fi
 fi
+# As root without sudo (su, a CI job), root's own rustup toolchain may be off PATH.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+  export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+fi
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust 1.88+ with rustup (https://rustup.rs)" >&2; exit 2; }
 rust_minor=$(cargo --version | sed -n 's/^cargo 1\.\([0-9]*\).*/\1/p')
 if [ -z "$rust_minor" ] || [ "$rust_minor" -lt 89 ]; then
   echo "$(command -v cargo) is $(cargo --version); ssdwatch needs Rust 1.89+ (rustup: https://rustup.rs)" >&2
   exit 2
+fi
+
+# cargo-deb builds the Debian package (tests/deb.rs); installed once into cargo's bin directory
+# and kept there.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+case ":$PATH:" in *":$cargo_bin:"*) ;; *) export PATH="$PATH:$cargo_bin" ;; esac
+if ! command -v cargo-deb >/dev/null 2>&1; then
+  echo "== installing cargo-deb into $cargo_bin"
+  cargo install cargo-deb --locked --quiet
 fi
 
 # As root every package above is installed, so no test has a reason to skip: make a skip fail.

@@ -1,14 +1,18 @@
 //! The command line: flags (clap), config loading and the subcommands, each calling an engine
 //! (`daemon`, `probe`, `smart`). No engine imports this module; it sits on top of all of them.
 
+mod generate;
 mod probe;
+mod reload;
 pub mod report;
 mod smart;
 
 use crate::Roots;
-use crate::config::Config;
+use crate::config::{Config, log_filter};
+use crate::registry::COLLECTORS;
 use crate::web::{self, Limits, WebSetup};
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -51,9 +55,10 @@ pub struct Cli {
     /// On SIGTERM, open connections get this long to finish before they are dropped.
     #[arg(long = "web.shutdown-timeout", default_value = "3s", value_parser = humantime::parse_duration, global = true)]
     shutdown_timeout: Duration,
-    /// Log level: error, warn, info, debug, trace (or a tracing filter).
-    #[arg(long = "log.level", default_value = "info", global = true)]
-    log_level: String,
+    /// Log level: error, warn, info, debug, trace (or a tracing filter); overrides log.level
+    /// of the config file [default: info].
+    #[arg(long = "log.level", global = true)]
+    log_level: Option<String>,
     /// sysfs mount point.
     #[arg(long = "path.sysfs", default_value = "/sys", global = true)]
     sysfs: PathBuf,
@@ -116,6 +121,12 @@ enum Command {
         #[command(subcommand)]
         command: HistoryCommand,
     },
+    /// Writes the man page or shell completions generated from these flags (for packaging).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: GenerateCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -135,6 +146,18 @@ enum HistoryCommand {
         #[arg(long)]
         instance: Option<String>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum GenerateCommand {
+    /// The man page (roff) on stdout; with --dir, a page per subcommand too, written there.
+    Man {
+        /// Directory to write ssdwatch.1 and ssdwatch-SUBCOMMAND.1 into.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Subcommand, Debug)]
@@ -183,45 +206,141 @@ fn tune_malloc() {
     }
 }
 
+/// The whole command line: the derived flags plus `--collector.NAME` and `--no-collector.NAME`
+/// for every collector of the registry (so a new collector gets its flags, its man page lines
+/// and its completions from its registry line).
+pub fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    for e in COLLECTORS {
+        let on = format!("collector.{}", e.name);
+        let off = format!("no-collector.{}", e.name);
+        cmd = cmd
+            .arg(
+                Arg::new(on.clone())
+                    .long(on.clone())
+                    .action(ArgAction::SetTrue)
+                    .global(true)
+                    .overrides_with(off.clone())
+                    .help_heading("Collectors")
+                    .help(format!(
+                        "Enable the {} collector (overrides collectors.{}.enabled)",
+                        e.name, e.name
+                    )),
+            )
+            .arg(
+                Arg::new(off.clone())
+                    .long(off.clone())
+                    .action(ArgAction::SetTrue)
+                    .global(true)
+                    .overrides_with(on)
+                    .help_heading("Collectors")
+                    .help(format!("Disable the {} collector", e.name)),
+            );
+    }
+    cmd
+}
+
+/// What flags set over the config file: applied at start and again to each reloaded file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub listen_address: Option<String>,
+    pub log_level: Option<String>,
+    /// (collector, enabled) from `--[no-]collector.NAME`; the last of the two given wins.
+    pub collectors: Vec<(&'static str, bool)>,
+}
+
+impl Overrides {
+    fn from_matches(cli: &Cli, m: &ArgMatches) -> Overrides {
+        let given = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+        let collectors = COLLECTORS
+            .iter()
+            .filter_map(|e| {
+                if given(&format!("collector.{}", e.name)) {
+                    Some((e.name, true))
+                } else if given(&format!("no-collector.{}", e.name)) {
+                    Some((e.name, false))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        Overrides {
+            listen_address: cli.listen_address.clone(),
+            log_level: cli.log_level.clone(),
+            collectors,
+        }
+    }
+
+    /// Flags beat the file. The error names the flag.
+    pub fn apply(&self, config: &mut Config) -> Result<(), String> {
+        if let Some(addr) = &self.listen_address {
+            config.web.listen_address = addr.clone();
+            if let Err(e) = config.validate() {
+                return Err(format!("--web.listen-address: {}", e.message));
+            }
+        }
+        if let Some(level) = &self.log_level {
+            config.log.level = level.clone();
+        }
+        for (name, on) in &self.collectors {
+            config.collectors.set_enabled(name, *on);
+        }
+        Ok(())
+    }
+}
+
+/// Loads the config file (or the defaults) and applies the flags over it.
+fn load_config(path: Option<&std::path::Path>, flags: &Overrides) -> Result<Config, String> {
+    let mut config = Config::load(path).map_err(|e| e.to_string())?;
+    flags.apply(&mut config)?;
+    Ok(config)
+}
+
 /// Runs the command line given to the process; returns its exit code.
 pub fn main() -> ExitCode {
     tune_malloc();
-    let cli = Cli::parse();
-    let filter = match log_filter(&cli.log_level) {
+    let matches = command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let flags = Overrides::from_matches(&cli, &matches);
+    // The flag is checked before anything runs; the file's level is applied once it is read.
+    let start_level = cli.log_level.as_deref().unwrap_or("info");
+    let filter = match log_filter(start_level) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("ssdwatch: --log.level {:?}: {e}", cli.log_level);
+            eprintln!("ssdwatch: --log.level {start_level:?}: {e}");
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: journald and log files get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let log = reload::init_logging(filter);
 
-    if let Some(Command::Smart {
-        command: SmartCommand::Inspect { file },
-    }) = &cli.command
-    {
-        return code(smart::inspect(file));
+    match &cli.command {
+        Some(Command::Smart {
+            command: SmartCommand::Inspect { file },
+        }) => return code(smart::inspect(file)),
+        Some(Command::Generate { what }) => {
+            let out = match what {
+                GenerateCommand::Man { dir: Some(dir) } => {
+                    return code(generate::man_pages(command(), dir));
+                }
+                GenerateCommand::Man { dir: None } => generate::man(command()),
+                GenerateCommand::Completions { shell } => generate::completions(command(), *shell),
+            };
+            return code(generate::write_stdout(out));
+        }
+        _ => {}
     }
 
-    let mut config = match Config::load(cli.config.as_deref()) {
+    let config = match load_config(cli.config.as_deref(), &flags) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ssdwatch: {e}");
             return ExitCode::from(2);
         }
     };
-    if let Some(addr) = &cli.listen_address {
-        config.web.listen_address = addr.clone();
-        if let Err(e) = config.validate() {
-            eprintln!("ssdwatch: --web.listen-address: {}", e.message);
-            return ExitCode::from(2);
-        }
-    }
+    log.set_level(&config.log.level);
     let roots = Roots {
         sys: cli.sysfs.clone(),
         proc: cli.procfs.clone(),
@@ -307,7 +426,12 @@ pub fn main() -> ExitCode {
     // SIGHUP is caught from here on, before the web config is loaded.
     let reload = {
         let _in_runtime = rt.enter();
-        reload_on_sighup()
+        reload::on_sighup(reload::Reloader {
+            path: cli.config.clone(),
+            flags,
+            current: config.clone(),
+            log,
+        })
     };
     let web = match web_setup(&cli, reload) {
         Ok(w) => w,
@@ -368,43 +492,6 @@ fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> 
     })
 }
 
-/// SIGHUP asks the web layer to reload (it never ends the process): the receiver gets one
-/// message per SIGHUP, coalesced while a reload is pending. Must run inside the runtime.
-fn reload_on_sighup() -> mpsc::Receiver<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (tx, rx) = mpsc::channel(1);
-    match signal(SignalKind::hangup()) {
-        Ok(mut hup) => {
-            tokio::spawn(async move {
-                while hup.recv().await.is_some() {
-                    tracing::info!("SIGHUP: reloading the web config");
-                    let _ = tx.try_send(());
-                }
-            });
-        }
-        Err(e) => tracing::error!("cannot listen for SIGHUP: {e}"),
-    }
-    rx
-}
-
-/// The log filter of `--log.level`: a level name, or tracing directives that each name a level
-/// (`ssdwatch=debug,info`). A bare word that is not a level is refused: tracing would take it for
-/// a module name and quietly log nothing of ours.
-fn log_filter(spec: &str) -> Result<tracing_subscriber::EnvFilter, String> {
-    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
-    let names_a_level = |d: &str| {
-        let level = d.rsplit_once('=').map_or(d, |(_, l)| l);
-        LEVELS.contains(&level.trim().to_ascii_lowercase().as_str())
-    };
-    if spec.trim().is_empty() || !spec.split(',').all(names_a_level) {
-        return Err(
-            "not a log level: use error, warn, info, debug or trace, or directives such as ssdwatch=debug,info"
-                .into(),
-        );
-    }
-    tracing_subscriber::EnvFilter::try_new(spec).map_err(|e| e.to_string())
-}
-
 fn code(c: i32) -> ExitCode {
     ExitCode::from(u8::try_from(c).unwrap_or(1))
 }
@@ -425,25 +512,4 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
     }
     tracing::info!("shutting down");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::log_filter;
-
-    #[test]
-    fn log_levels_and_directives_are_accepted_and_other_words_refused() {
-        for ok in [
-            "info",
-            "DEBUG",
-            "off",
-            "ssdwatch=debug,info",
-            "warn,tower=error",
-        ] {
-            assert!(log_filter(ok).is_ok(), "{ok}");
-        }
-        for bad in ["loud", "", "ssdwatch", "info,verbose", "ssdwatch=chatty"] {
-            assert!(log_filter(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -2,6 +2,7 @@
 //! history tells: when each drive was last trimmed and how long it has been idle.
 //! Partitions are left out (their disk carries the same I/O); dm, md and loop devices are in.
 
+use crate::collector::device_filter::{DevicePattern, wanted};
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{DiscardEvent, DriveKey, IdlePeriod};
@@ -24,6 +25,10 @@ pub struct DiskstatsConfig {
     pub enabled: bool,
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
+    /// Devices (kernel names under /sys/block) to report: only those matching, when set.
+    pub device_include: Option<DevicePattern>,
+    /// Devices left out.
+    pub device_exclude: Option<DevicePattern>,
 }
 
 impl Default for DiskstatsConfig {
@@ -31,6 +36,8 @@ impl Default for DiskstatsConfig {
         DiskstatsConfig {
             enabled: true,
             interval: DEFAULT_INTERVAL,
+            device_include: None,
+            device_exclude: None,
         }
     }
 }
@@ -179,6 +186,8 @@ pub fn restore(
 
 pub struct DiskstatsCollector {
     interval: Duration,
+    include: Option<DevicePattern>,
+    exclude: Option<DevicePattern>,
     history: HashMap<String, History>,
     state_file: PathBuf,
     /// Whether to write the history back (not in one-shot `ssdwatch sample`, which may run as
@@ -195,6 +204,8 @@ impl DiskstatsCollector {
     pub fn new(cfg: &DiskstatsConfig, state_dir: &Path, persist: bool) -> anyhow::Result<Self> {
         Ok(DiskstatsCollector {
             interval: cfg.interval,
+            include: cfg.device_include.clone(),
+            exclude: cfg.device_exclude.clone(),
             history: HashMap::new(),
             state_file: state_dir.join(DISCARD_STATE_FILE),
             persist,
@@ -424,6 +435,10 @@ impl Collector for DiskstatsCollector {
             anyhow::Ok((stats, errors, read_clues(&roots), loaded))
         })
         .await??;
+        // device_include / device_exclude: a filtered device is neither reported nor an error.
+        let keep = |name: &str| wanted(self.include.as_ref(), self.exclude.as_ref(), name);
+        let stats: Vec<_> = stats.into_iter().filter(|d| keep(&d.name)).collect();
+        let errors = errors.into_iter().filter(|e| keep(&e.item)).collect();
         let now = unix_now();
         let mut s = Sample {
             errors,

@@ -1,6 +1,7 @@
 //! The collector trait, the registry of collectors and the scheduler that runs each on its own
 //! interval in the background. A collector never runs on the scrape path.
 
+pub mod device_filter;
 pub mod diskstats;
 pub mod filesystem;
 pub mod probe;

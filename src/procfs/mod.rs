@@ -1,3 +1,4 @@
 //! Readers of /proc under a root path given by the caller (`--path.procfs`), and their pure parsers.
 
 pub mod mountinfo;
+pub mod selfstat;

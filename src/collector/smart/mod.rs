@@ -17,6 +17,7 @@ pub use atasmart::Backend;
 pub use drive::waf_over_window;
 pub use runner::smartctl_args;
 
+use crate::collector::device_filter::{DevicePattern, wanted};
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{DriveKey, DriveSample};
@@ -80,6 +81,10 @@ pub struct SmartConfig {
     pub backend: Backend,
     /// Query the drives found in /sys (NVMe, sd, virtio).
     pub discover: bool,
+    /// Discovered drives (kernel names) to query: only those matching, when set; and those
+    /// left out. `devices` entries are always queried.
+    pub device_include: Option<DevicePattern>,
+    pub device_exclude: Option<DevicePattern>,
     pub devices: Vec<DeviceEntry>,
 }
 
@@ -95,6 +100,8 @@ impl Default for SmartConfig {
             nocheck_standby: true,
             backend: Backend::Auto,
             discover: true,
+            device_include: None,
+            device_exclude: None,
             devices: Vec::new(),
         }
     }
@@ -217,6 +224,11 @@ impl SmartCollector {
                     kind,
                     DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
                 ) || !name_ok.is_match(&d.name)
+                    || !wanted(
+                        self.cfg.device_include.as_ref(),
+                        self.cfg.device_exclude.as_ref(),
+                        &d.name,
+                    )
                 {
                     continue;
                 }

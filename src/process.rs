@@ -1,0 +1,135 @@
+//! The daemon's own `process_*` metrics, named and computed as every Prometheus client library
+//! exports them, read from procfs at scrape time (a few small files, never a device).
+
+use crate::metrics::MetricSet;
+use crate::procfs::selfstat;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The process's own procfs. Not `--path.procfs`: that names the host's tree (possibly a
+/// fixture), while these metrics are about this process, wherever it runs (client_golang's
+/// process collector reads /proc the same way).
+const PROC: &str = "/proc";
+
+/// Appends the `process_*` families. A figure that can't be read is left out (and logged at
+/// debug level): an unknown value produces no series. Per scrape this costs one small procfs
+/// read (`statm`), a listing of `self/fd` and two system calls; the start time is read once.
+pub fn families(set: &mut MetricSet) {
+    let proc = Path::new(PROC);
+    // getrusage counts every thread, as utime + stime of /proc/self/stat do, without a file.
+    match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            set.counter(
+                "process_cpu_seconds_total",
+                "Total user and system CPU time spent in seconds.",
+            )
+            .push(&[], secs(u.user_time()) + secs(u.system_time()));
+        }
+        Err(e) => tracing::debug!("process metrics: getrusage: {e}"),
+    }
+    match selfstat::read_statm(proc) {
+        Ok((size, resident)) => {
+            let page = page_size();
+            set.gauge(
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes.",
+            )
+            .push_opt(&[], page.map(|p| size as f64 * p));
+            set.gauge(
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+            )
+            .push_opt(&[], page.map(|p| resident as f64 * p));
+        }
+        Err(e) => tracing::debug!("process metrics: {e}"),
+    }
+    set.gauge(
+        "process_start_time_seconds",
+        "Start time of the process since unix epoch in seconds.",
+    )
+    .push_opt(&[], start_time());
+    match selfstat::count_open_fds(proc) {
+        Ok(n) => set
+            .gauge("process_open_fds", "Number of open file descriptors.")
+            .push(&[], n as f64),
+        Err(e) => tracing::debug!("process metrics: {e}"),
+    }
+    // The soft limit of this process, as "Max open files" of /proc/self/limits shows it.
+    match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) if soft != nix::sys::resource::RLIM_INFINITY => set
+            .gauge(
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+            )
+            .push(&[], soft as f64),
+        Ok(_) => {}
+        Err(e) => tracing::debug!("process metrics: getrlimit: {e}"),
+    }
+}
+
+/// Unix time the process started: boot time plus its start in ticks after boot. Computed once:
+/// neither changes while the process runs.
+fn start_time() -> Option<f64> {
+    static START: OnceLock<Option<f64>> = OnceLock::new();
+    *START.get_or_init(|| {
+        let proc = Path::new(PROC);
+        let start_ticks = selfstat::read_stat(proc)
+            .map_err(|e| tracing::debug!("process metrics: {e}"))
+            .ok()?
+            .start_ticks;
+        let btime = selfstat::read_btime(proc).ok().flatten()?;
+        Some(btime as f64 + start_ticks as f64 / clock_ticks_per_second()?)
+    })
+}
+
+fn clock_ticks_per_second() -> Option<f64> {
+    // SAFETY: sysconf only reads a system constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (t > 0).then_some(t as f64)
+}
+
+fn page_size() -> Option<f64> {
+    // SAFETY: as above.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    (p > 0).then_some(p as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_described_with_plausible_figures() {
+        let mut set = MetricSet::new();
+        families(&mut set);
+        let v = |n| set.value(n, &[]).unwrap_or_else(|| panic!("{n} missing"));
+        let rss = v("process_resident_memory_bytes");
+        assert!(
+            rss > 1e6 && rss < v("process_virtual_memory_bytes"),
+            "{rss}"
+        );
+        assert!(v("process_open_fds") >= 3.0);
+        assert!(v("process_max_fds") >= v("process_open_fds"));
+        assert!(v("process_cpu_seconds_total") >= 0.0);
+        // The two sources agree: the limit from getrlimit is the one /proc/self/limits shows.
+        assert_eq!(
+            Some(v("process_max_fds") as u64),
+            selfstat::read_max_open_files(Path::new("/proc")).unwrap()
+        );
+        // CPU from getrusage against utime + stime of /proc/self/stat (ticks: 10 ms), read
+        // after it, so it can only be ahead by the time between the two reads.
+        let stat = selfstat::read_stat(Path::new("/proc")).unwrap();
+        let from_stat =
+            (stat.utime_ticks + stat.stime_ticks) as f64 / clock_ticks_per_second().unwrap();
+        let cpu = v("process_cpu_seconds_total");
+        assert!((from_stat - cpu).abs() < 0.5, "{from_stat} vs {cpu}");
+        let now = crate::snapshot::unix_now();
+        let start = v("process_start_time_seconds");
+        // Started before now, and not before this test binary could have been built.
+        assert!(
+            start <= now + 1.0 && start > now - 3600.0,
+            "{start} vs {now}"
+        );
+    }
+}
