@@ -295,10 +295,18 @@ pub struct Daemon {
     pub base: String,
     rt: Option<tokio::runtime::Runtime>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The state directory given to a config that kept the default one: a test never writes the
+    /// host's /var/lib/ssdwatch.
+    _state: Option<tempfile::TempDir>,
 }
 
 impl Daemon {
-    pub fn start(config: ssdwatch::config::Config, roots: ssdwatch::Roots) -> Daemon {
+    pub fn start(mut config: ssdwatch::config::Config, roots: ssdwatch::Roots) -> Daemon {
+        let state = (config.state_dir == ssdwatch::config::Config::default().state_dir).then(|| {
+            let dir = tempfile::tempdir().unwrap();
+            config.state_dir = dir.path().to_path_buf();
+            dir
+        });
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -322,6 +330,7 @@ impl Daemon {
             base: format!("http://{addr}"),
             rt: Some(rt),
             stop: Some(tx),
+            _state: state,
         }
     }
 
