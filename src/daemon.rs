@@ -153,10 +153,7 @@ fn start_history(
     }
     let rules = config
         .history
-        .endurance
-        .iter()
-        .map(|e| e.rule())
-        .collect::<Result<Vec<_>, _>>()
+        .endurance_rules()
         .context("history.endurance")?;
     let started = history::service::start(
         config.history.clone(),

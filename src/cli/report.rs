@@ -42,10 +42,7 @@ pub fn report_of(
 ) -> Result<report::Report, String> {
     let rules = config
         .history
-        .endurance
-        .iter()
-        .map(|e| e.rule())
-        .collect::<Result<Vec<_>, _>>()
+        .endurance_rules()
         .map_err(|e| format!("history.endurance: {e}"))?;
     report::from_store(path, host, now, &rules).map_err(|e| e.to_string())
 }

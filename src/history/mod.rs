@@ -107,6 +107,13 @@ impl EnduranceConfig {
     }
 }
 
+impl HistoryConfig {
+    /// The compiled `endurance` rules (their patterns were checked by `validate`).
+    pub fn endurance_rules(&self) -> Result<Vec<service::EnduranceRule>, regex_lite::Error> {
+        self.endurance.iter().map(|e| e.rule()).collect()
+    }
+}
+
 impl Default for HistoryConfig {
     fn default() -> Self {
         HistoryConfig {

@@ -79,6 +79,28 @@ pub enum Rating {
     Dwpd { dwpd: f64, warranty_years: f64 },
 }
 
+/// A drive's rating: the first rule whose pattern matches its model (a DWPD rating needs the
+/// capacity). The forecast pass and the report both judge a drive by this.
+pub fn rated_endurance(
+    rules: &[EnduranceRule],
+    model: Option<&str>,
+    capacity: Option<u64>,
+) -> Option<Endurance> {
+    let model = model?;
+    let rule = rules.iter().find(|r| r.model.is_match(model))?;
+    Some(match rule.rating {
+        Rating::Tbw { bytes } => Endurance::Tbw { bytes },
+        Rating::Dwpd {
+            dwpd,
+            warranty_years,
+        } => Endurance::Dwpd {
+            dwpd,
+            capacity_bytes: capacity? as f64,
+            warranty_years,
+        },
+    })
+}
+
 /// The running history: stop it to flush and end the thread.
 pub struct Service {
     stop: Arc<AtomicBool>,
@@ -400,19 +422,7 @@ impl Worker {
     }
 
     fn rating(&self, model: Option<&str>, capacity: Option<u64>) -> Option<Endurance> {
-        let model = model?;
-        let rule = self.endurance.iter().find(|r| r.model.is_match(model))?;
-        Some(match rule.rating {
-            Rating::Tbw { bytes } => Endurance::Tbw { bytes },
-            Rating::Dwpd {
-                dwpd,
-                warranty_years,
-            } => Endurance::Dwpd {
-                dwpd,
-                capacity_bytes: capacity? as f64,
-                warranty_years,
-            },
-        })
+        rated_endurance(&self.endurance, model, capacity)
     }
 
     fn publish(&mut self, faults: &mut crate::fault::Faults, took: Duration) {

@@ -10,8 +10,8 @@ pub mod svg;
 pub mod text;
 
 use crate::history::degradation::{self, Group};
-use crate::history::forecast::{Endurance, forecast_drive, forecast_filesystem_days};
-use crate::history::service::{EnduranceRule, Rating};
+use crate::history::forecast::{forecast_drive, forecast_filesystem_days};
+use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::{Store, StoreError};
 use serde::Serialize;
 
@@ -82,28 +82,6 @@ pub struct DriveReport {
     pub last_discard_bytes: Option<u64>,
     /// Daily (day's last time, wear used ratio), for the wear chart.
     pub wear: Vec<(i64, f64)>,
-}
-
-/// A drive's rating: the first `history.endurance` rule matching its
-/// model, as the daemon's forecast pass does.
-fn rating(
-    rules: &[EnduranceRule],
-    model: Option<&str>,
-    capacity: Option<u64>,
-) -> Option<Endurance> {
-    let model = model?;
-    let rule = rules.iter().find(|r| r.model.is_match(model))?;
-    Some(match rule.rating {
-        Rating::Tbw { bytes } => Endurance::Tbw { bytes },
-        Rating::Dwpd {
-            dwpd,
-            warranty_years,
-        } => Endurance::Dwpd {
-            dwpd,
-            capacity_bytes: capacity? as f64,
-            warranty_years,
-        },
-    })
 }
 
 /// A report that says only that the store does not exist yet.
@@ -204,7 +182,7 @@ fn build_in(
         let pts = store.drive_days(d.id, 0, now)?;
         let last_seen = pts.last().map(|p| p.t);
         let stale = last_seen.is_none_or(|t| t < now - STALE);
-        let endurance = rating(rules, d.key.model.as_deref(), d.capacity_bytes);
+        let endurance = rated_endurance(rules, d.key.model.as_deref(), d.capacity_bytes);
         let fc = forecast_drive(&pts, now, endurance);
         let discards = store.discard_events(d.id, 0, now)?;
         let wear: Vec<(i64, f64)> = pts

@@ -302,11 +302,12 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(mut config: ssdwatch::config::Config, roots: ssdwatch::Roots) -> Daemon {
-        let state = (config.state_dir == ssdwatch::config::Config::default().state_dir).then(|| {
-            let dir = tempfile::tempdir().unwrap();
-            config.state_dir = dir.path().to_path_buf();
-            dir
-        });
+        let state =
+            (config.state_dir == ssdwatch::config::Config::default().state_dir).then(|| {
+                let dir = tempfile::tempdir().unwrap();
+                config.state_dir = dir.path().to_path_buf();
+                dir
+            });
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
