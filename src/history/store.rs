@@ -625,11 +625,29 @@ impl Store {
         let path = self.path.clone();
         let path = &path;
         let e = |op| move |err| classify(path, op, err);
+        // First, so that another process opening the file at the same moment (the daemon and
+        // a tool) is waited for rather than failing with "database is locked".
+        self.conn
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(e("setting busy timeout"))?;
         // The first read of the header: a file of garbage fails here.
-        let mode: String = self
-            .conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-            .map_err(e("setting WAL mode"))?;
+        // Switching a new file to WAL takes an exclusive lock without calling the busy
+        // handler: a second opener racing the first is told "locked" and tries again.
+        let mut tries = 0;
+        let mode: String = loop {
+            match self
+                .conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            {
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == ErrorCode::DatabaseBusy && tries < 50 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                other => break other.map_err(e("setting WAL mode"))?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Sqlite {
                 path: self.path.clone(),
@@ -647,9 +665,6 @@ impl Store {
         self.conn
             .pragma_update(None, "cache_size", -512)
             .map_err(e("setting the cache size"))?;
-        self.conn
-            .busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(e("setting busy timeout"))?;
         // A truncated file passes the header read; quick_check walks every page (~0.1 s for
         // 50 MiB, once at start).
         let check: String = self
@@ -668,17 +683,28 @@ impl Store {
             .map_err(e("reading the schema version"))?;
         match version {
             0 => {
-                let tx = self.conn.transaction().map_err(e("creating the schema"))?;
-                tx.execute_batch(SCHEMA).map_err(e("creating the schema"))?;
-                for (i, k) in ProbeKind::ALL.iter().enumerate() {
-                    tx.execute(
-                        "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
-                        params![i as i64, k.as_str()],
-                    )
+                // Immediate: the write lock is taken before the version is read again, so a
+                // second process opening the same new file (the daemon and a tool) waits
+                // (busy timeout) and then finds the schema made, instead of making it twice.
+                let tx = self
+                    .conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                     .map_err(e("creating the schema"))?;
+                let again: i64 = tx
+                    .pragma_query_value(None, "user_version", |r| r.get(0))
+                    .map_err(e("reading the schema version"))?;
+                if again == 0 {
+                    tx.execute_batch(SCHEMA).map_err(e("creating the schema"))?;
+                    for (i, k) in ProbeKind::ALL.iter().enumerate() {
+                        tx.execute(
+                            "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
+                            params![i as i64, k.as_str()],
+                        )
+                        .map_err(e("creating the schema"))?;
+                    }
+                    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                        .map_err(e("creating the schema"))?;
                 }
-                tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-                    .map_err(e("creating the schema"))?;
                 tx.commit().map_err(e("creating the schema"))?;
             }
             SCHEMA_VERSION => {}
@@ -2094,6 +2120,27 @@ mod tests {
         q.throughput_bytes_per_second = Some(1.5e9);
         s.record_probes(&[p.clone(), q.clone()]).unwrap();
         assert_eq!(s.probe_results(T0, T0).unwrap(), vec![p, q]);
+    }
+
+    #[test]
+    fn two_openers_of_a_new_file_make_the_schema_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = HistoryConfig::default();
+        for _ in 0..20 {
+            let _ = std::fs::remove_file(dir.path().join(FILE_NAME));
+            let _ = std::fs::remove_file(dir.path().join(format!("{FILE_NAME}-wal")));
+            let _ = std::fs::remove_file(dir.path().join(format!("{FILE_NAME}-shm")));
+            let openers: Vec<_> = (0..4)
+                .map(|_| {
+                    let p = dir.path().to_path_buf();
+                    let c = cfg.clone();
+                    std::thread::spawn(move || Store::open(&p, &c).map(|_| ()))
+                })
+                .collect();
+            for o in openers {
+                o.join().unwrap().expect("every opener finds one schema");
+            }
+        }
     }
 
     #[test]
