@@ -127,34 +127,20 @@ fn a_drive_row_carries_its_discarded_bytes() {
     let host = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/hosts/nvme-partitions");
     let dir = tempfile::tempdir().unwrap();
-    let fake_state = tempfile::tempdir().unwrap();
-    let capture = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/smart/nvme-samsung-970evoplus.json");
+    let fake = support::fake_smartctl::Fake::new();
+    // Every drive of the host answers with the same real capture.
     std::fs::write(
-        fake_state.path().join("mode"),
-        format!("ok {}\n", capture.display()),
-    )
-    .unwrap();
-    // The fake reads its answers from $FAKE_STATE: a wrapper sets it for this test alone.
-    let wrapper = fake_state.path().join("smartctl");
-    std::fs::write(
-        &wrapper,
+        fake.dir.path().join("mode"),
         format!(
-            "#!/bin/sh\nFAKE_STATE={} exec {} \"$@\"\n",
-            fake_state.path().display(),
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fake-smartctl/smartctl")
-                .display()
+            "ok {}\n",
+            support::fake_smartctl::smart_fixture("nvme-samsung-970evoplus.json").display()
         ),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-
     let mut c = config(dir.path());
     c.collectors.filesystem.enabled = false;
     c.collectors.smart.enabled = true;
-    c.collectors.smart.smartctl_path = wrapper.clone();
+    c.collectors.smart.smartctl_path = fake.bin();
     let roots = ssdwatch::Roots {
         sys: host.join("sys"),
         proc: host.join("proc"),

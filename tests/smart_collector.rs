@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::fake_smartctl::{Fake, smart_fixture as fixture};
+
 use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
 use ssdwatch::collector::{Collector, Context};
 use ssdwatch::snapshot::Shared;
@@ -14,53 +16,12 @@ use std::time::Duration;
 /// Wear of the Samsung 860 EVO capture (attribute 177, 81% life left).
 const WEAR_860EVO: f64 = 0.19;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/smart")
-        .join(name)
+/// This file's SMART configs over the fake.
+trait Configs {
+    fn config(&self, devs: &[&str]) -> SmartConfig;
 }
 
-/// A temp dir holding a `smartctl` wrapper that runs the fake with its state dir.
-struct Fake {
-    dir: tempfile::TempDir,
-}
-
-impl Fake {
-    fn new() -> Fake {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-smartctl/smartctl");
-        let wrapper = dir.path().join("smartctl");
-        std::fs::write(
-            &wrapper,
-            format!(
-                "#!/bin/sh\nFAKE_STATE='{}' exec sh '{}' \"$@\"\n",
-                dir.path().display(),
-                script.display()
-            ),
-        )
-        .expect("write wrapper");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        Fake { dir }
-    }
-
-    fn bin(&self) -> PathBuf {
-        self.dir.path().join("smartctl")
-    }
-
-    fn mode(&self, dev: &str, line: &str) {
-        std::fs::write(self.dir.path().join(format!("{dev}.mode")), line).expect("mode");
-    }
-
-    /// The drive answers with a saved smartctl output from the fixture corpus.
-    fn ok(&self, dev: &str, fixture_name: &str) {
-        self.mode(dev, &format!("ok {}", fixture(fixture_name).display()));
-    }
-
-    fn argv(&self, dev: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{dev}.argv"))).unwrap_or_default()
-    }
-
+impl Configs for Fake {
     fn config(&self, devs: &[&str]) -> SmartConfig {
         SmartConfig {
             // Every sample queries every drive (tests construct the collector directly,

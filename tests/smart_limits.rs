@@ -5,54 +5,23 @@
 
 mod support;
 
+use support::fake_smartctl::{Fake, smart_fixture as fixture};
+
 use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
 use ssdwatch::collector::{Collector, Context};
 use ssdwatch::snapshot::Shared;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The runner's output cap (src/collector/smart/runner.rs).
 const CAP: u64 = 4 << 20;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/smart")
-        .join(name)
+/// This file's SMART configs over the fake.
+trait Configs {
+    fn config(&self, devs: &[String], timeout: Duration, parallelism: usize) -> SmartConfig;
 }
 
-/// A temp dir holding a `smartctl` wrapper that runs the fake with its state dir.
-struct Fake {
-    dir: tempfile::TempDir,
-}
-
-impl Fake {
-    fn new() -> Fake {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-smartctl/smartctl");
-        let wrapper = dir.path().join("smartctl");
-        std::fs::write(
-            &wrapper,
-            format!(
-                "#!/bin/sh\nFAKE_STATE='{}' exec sh '{}' \"$@\"\n",
-                dir.path().display(),
-                script.display()
-            ),
-        )
-        .expect("write wrapper");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        Fake { dir }
-    }
-
-    fn mode(&self, dev: &str, line: &str) {
-        std::fs::write(self.dir.path().join(format!("{dev}.mode")), line).expect("mode");
-    }
-
-    fn file(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
-    }
-
+impl Configs for Fake {
     fn config(&self, devs: &[String], timeout: Duration, parallelism: usize) -> SmartConfig {
         SmartConfig {
             interval: Duration::ZERO,

@@ -2,6 +2,8 @@
 //! FUSE mount. Everything set up is torn down by Drop guards, also when a test panics.
 #![allow(dead_code)]
 
+pub mod fake_smartctl;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
