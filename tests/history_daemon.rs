@@ -101,20 +101,9 @@ fn the_history_io_bench_runs_in_its_short_mode() {
     if !require_cmd("history io bench", "curl", "curl") {
         return;
     }
-    let out = std::process::Command::new("bash")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/benches/history_io.sh"
-        ))
-        .env("SHORT", "1")
-        .env("SSDWATCH", env!("CARGO_BIN_EXE_ssdwatch"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = run_bench_short(
+        "history_io.sh",
+        std::path::Path::new(env!("CARGO_BIN_EXE_ssdwatch")),
     );
     assert!(text.contains("MiB/day"), "{text}");
 }
@@ -176,17 +165,9 @@ fn the_rss_bench_runs_in_its_short_mode() {
     if !require_cmd("rss bench", "curl", "curl") {
         return;
     }
-    let out = std::process::Command::new("bash")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/rss.sh"))
-        .env("SHORT", "1")
-        .env("SSDWATCH", env!("CARGO_BIN_EXE_ssdwatch"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = run_bench_short(
+        "rss.sh",
+        std::path::Path::new(env!("CARGO_BIN_EXE_ssdwatch")),
     );
     assert!(text.contains("VmRSS over 8 s"), "{text}");
     assert!(text.contains("series"), "{text}");

@@ -942,19 +942,7 @@ fn the_run_length_bench_runs_in_its_short_mode() {
     if !require_root("probe_runlength.sh") {
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/probe_runlength.sh");
-    let out = std::process::Command::new("sh")
-        .arg(script)
-        .env("SHORT", "1")
-        .env("SSDWATCH", bin())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = run_bench_short("probe_runlength.sh", Path::new(bin()));
     for kind in ["sync_write_4k", "rand_read_4k", "rand_write_4k"] {
         for n in [4, 8] {
             let line = format!("CV {kind} {n} ");

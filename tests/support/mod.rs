@@ -570,3 +570,24 @@ pub fn run_guest(script: &str, results_env: &str, out_name: &str) -> Result<Path
         )),
     }
 }
+
+/// Runs `benches/<script>` in its short mode (`SHORT=1`) against the binary `ssdwatch`, so the
+/// bench can't rot; panics with its output when it fails, returns its stdout otherwise.
+pub fn run_bench_short(script: &str, ssdwatch: &Path) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join(script);
+    let out = Command::new("bash")
+        .arg(&path)
+        .env("SHORT", "1")
+        .env("SSDWATCH", ssdwatch)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", path.display()));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
