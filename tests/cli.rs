@@ -2,6 +2,7 @@
 //! the one-shot mode prints an exposition, `--[no-]collector.NAME` beats the file, the man
 //! page lists every flag, and a SIGHUP re-reads the config without ending the daemon.
 
+mod support;
 mod web_common;
 
 use std::io::Read;
@@ -422,14 +423,7 @@ fn sample_fixture(host: &str, collectors: &str, fake_state: &std::path::Path) ->
         .env("FAKE_STATE", fake_state)
         .arg("--config")
         .arg(cfg.path())
-        .arg("--path.sysfs")
-        .arg(dir.join("sys"))
-        .arg("--path.procfs")
-        .arg(dir.join("proc"))
-        .arg("--path.rootfs")
-        .arg(dir.join("rootfs"))
-        .arg("--fixture.statvfs")
-        .arg(dir.join("statvfs.yaml"))
+        .args(support::fixture_host_flags(&dir))
         .args([
             "--no-collector.probe",
             "--no-collector.filesystem",

@@ -591,3 +591,19 @@ pub fn run_bench_short(script: &str, ssdwatch: &Path) -> String {
     );
     text
 }
+
+/// The flags that point `ssdwatch` at a fixture host (tests/fixtures/hosts/NAME): its sysfs,
+/// procfs and root trees and its recorded statvfs answers.
+pub fn fixture_host_flags(host_dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut flags = Vec::new();
+    for (flag, sub) in [
+        ("--path.sysfs", "sys"),
+        ("--path.procfs", "proc"),
+        ("--path.rootfs", "rootfs"),
+        ("--fixture.statvfs", "statvfs.yaml"),
+    ] {
+        flags.push(flag.into());
+        flags.push(host_dir.join(sub).into_os_string());
+    }
+    flags
+}
