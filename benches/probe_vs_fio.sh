@@ -15,6 +15,9 @@
 # Output: one line per kind and place, and a final machine-readable line each:
 #   RATIO <kind> <place> <ssdwatch_p50_median/fio_p50_median>
 #   PAIRED <kind> <place> <median over rounds of ssdwatch_p50/fio_p50>
+# and with PLAIN=1:
+#   PLAIN <kind> <place> <ssdwatch_p50_median/plain_p50_median>
+#   FIOPLAIN <kind> <place> <fio_p50_median/plain_p50_median>
 set -eu
 
 ROUNDS=${ROUNDS:-15}
@@ -187,6 +190,7 @@ if plain:
     mp = statistics.median(plain)
     print(f"{'':<14} plain Python loop p50 median {mp*1e6:9.1f} us: ssdwatch/plain {mo/mp:.3f}, fio/plain {mf/mp:.3f}")
     print(f"PLAIN {kind} {place} {mo/mp:.4f}")
+    print(f"FIOPLAIN {kind} {place} {mf/mp:.4f}")
 PY
     done
 done
