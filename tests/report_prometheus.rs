@@ -266,10 +266,17 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
         );
     }
 
-    // The report from Prometheus agrees with the store's, figure by figure.
+    // The report from Prometheus agrees with the store's, figure by figure, under the same
+    // rated endurance (the story's drive is a 3.84 TB SAMSUNG MZQL2: 1 DWPD for 5 years).
+    let cfg = dir.path().join("endurance.yaml");
+    std::fs::write(
+        &cfg,
+        "history:\n  endurance:\n    - {models: \"^SAMSUNG MZQL23T8\", dwpd: 1, warranty_years: 5}\n",
+    )
+    .unwrap();
     let json = |args: &[&str]| -> Json {
         let out = Command::new(bin())
-            .args(["report", "--json"])
+            .args(["--config", cfg.to_str().unwrap(), "report", "--json"])
             .args(args)
             .output()
             .unwrap();
@@ -332,6 +339,32 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
         local["degradation"][0]["curve"], remote["degradation"][0]["curve"],
         "latency by fill"
     );
+    // The drive's identity and its share of the rated endurance.
+    assert_eq!(b["model"], "SAMSUNG MZQL23T8HCLS-00A07", "{b}");
+    assert_eq!(a["model"], b["model"]);
+    assert_eq!(a["capacity_bytes"], b["capacity_bytes"]);
+    assert!(num(a, "endurance_used_ratio") > 0.0, "{a}");
+    agree("endurance_used_ratio", 1e-9);
+    agree("predicted_endurance_exhausted_unix", 2.0 * 86_400.0 / 1.9e9);
+    // The recovery history: every TRIM's start, ratio and latencies before and after.
+    let events = |r: &Json| -> Vec<(i64, f64, f64, f64)> {
+        r["degradation"][0]["trim"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["start"].as_i64().unwrap(),
+                    num(e, "ratio"),
+                    num(e, "before_seconds"),
+                    num(e, "after_seconds"),
+                )
+            })
+            .collect()
+    };
+    let (le, re) = (events(&local), events(&remote));
+    assert!(le.len() >= 2, "the story's weekly TRIMs: {le:?}");
+    assert_eq!(le, re, "TRIM recoveries");
 
     // The fleet: db1 fills first (20 days to 90 %), then db2; drives by wear-out date.
     let fleet = json(&["--fleet", "--prometheus", &base]);
@@ -351,4 +384,53 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
     let drives = fleet["drives"].as_array().unwrap();
     assert_eq!(drives.len(), 1, "{fleet}");
     assert_eq!(drives[0]["instance"], "db2");
+}
+
+/// The fleet bench in miniature (20 hosts, 15 s), so the script that measures the fleet
+/// queries' cost on 1,000 hosts can't rot: `report --prometheus --fleet` and `--instance`
+/// answer from a real Prometheus scraping the simulated fleet.
+#[test]
+fn the_fleet_bench_runs_the_fleet_and_host_reports_against_a_real_prometheus() {
+    if !require_cmd("fleet bench", "prometheus", "prometheus")
+        || !require_cmd("fleet bench", "python3", "python3")
+    {
+        return;
+    }
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/packaging/prometheus/bench/fleet.py"
+    );
+    let out = Command::new("python3")
+        .args([
+            script,
+            "--hosts",
+            "20",
+            "--seconds",
+            "15",
+            "--ssdwatch",
+            bin(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = |prefix: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix} in {stdout}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // 20 hosts × 2 drives, each with a wear-out date; about 80 % of their 100 filesystems
+    // with a full date.
+    assert_eq!(rows("FLEET_QUERY device_predicted_wearout"), 40, "{stdout}");
+    let fs = rows("FLEET_QUERY filesystem_predicted_full");
+    assert!((50..=100).contains(&fs), "{stdout}");
+    assert_eq!(rows("FLEET_REPORT --fleet"), 40 + fs.min(50), "{stdout}");
+    // One host: its 5 filesystems and 2 drives.
+    assert_eq!(rows("FLEET_REPORT --instance"), 7, "{stdout}");
 }

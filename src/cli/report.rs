@@ -54,10 +54,13 @@ pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
     let now = unix_now() as i64;
     let built = match (&args.prometheus, &args.instance, args.fleet) {
         (Some(url), _, true) => return fleet(url, now, args.json),
-        (Some(url), Some(instance), false) => {
-            let api = report::prometheus::Api::new(url);
-            report::prometheus::build(&api, instance, now).map_err(|e| e.to_string())
-        }
+        (Some(url), Some(instance), false) => match config.history.endurance_rules() {
+            Ok(rules) => {
+                let api = report::prometheus::Api::new(url);
+                report::prometheus::build(&api, instance, now, &rules).map_err(|e| e.to_string())
+            }
+            Err(e) => Err(format!("history.endurance: {e}")),
+        },
         (Some(_), None, false) => {
             eprintln!("ssdwatch report: --prometheus needs --instance HOST or --fleet");
             return 2;

@@ -40,9 +40,55 @@ pub struct Group {
     pub idle: Vec<Recovery>,
 }
 
+/// The recovery gauges (name, help) of TRIM (first) and idle (second), in the order of
+/// [`recovery_values`]. `ssdwatch history export` writes them too, one sample per event.
+pub const RECOVERY_FAMILIES: [[(&str, &str); 4]; 2] = [
+    [
+        (
+            "ssdwatch_trim_recovery_ratio",
+            "Probe p50 latency in the hour after the drive's last discard burst ÷ in the hour before it (below 1: the TRIM made it faster), from the daemon's history.",
+        ),
+        (
+            "ssdwatch_trim_recovery_event_timestamp_seconds",
+            "When the discard burst behind ssdwatch_trim_recovery_ratio began (Unix time).",
+        ),
+        (
+            "ssdwatch_trim_recovery_before_seconds",
+            "Median probe p50 latency in the hour before the drive's last discard burst.",
+        ),
+        (
+            "ssdwatch_trim_recovery_after_seconds",
+            "Median probe p50 latency in the hour after the drive's last discard burst.",
+        ),
+    ],
+    [
+        (
+            "ssdwatch_idle_recovery_ratio",
+            "Probe p50 latency in the hour after the drive's last idle period of at least 10 minutes ÷ in the hour before it (below 1: the rest made it faster), from the daemon's history.",
+        ),
+        (
+            "ssdwatch_idle_recovery_event_timestamp_seconds",
+            "When the idle period behind ssdwatch_idle_recovery_ratio began (Unix time).",
+        ),
+        (
+            "ssdwatch_idle_recovery_before_seconds",
+            "Median probe p50 latency in the hour before the drive's last idle period of at least 10 minutes.",
+        ),
+        (
+            "ssdwatch_idle_recovery_after_seconds",
+            "Median probe p50 latency in the hour after the drive's last idle period of at least 10 minutes.",
+        ),
+    ],
+];
+
+/// An event's values for the four [`RECOVERY_FAMILIES`] gauges.
+pub fn recovery_values(r: &Recovery) -> [f64; 4] {
+    [r.ratio, r.start as f64, r.before_seconds, r.after_seconds]
+}
+
 /// The curve and recovery gauges of `groups`. Series: one per fill bin with runs (12 bins) ×
-/// 2 quantiles × probe kind (4) × target, so at most 96 per target; and 2 recovery ratios and
-/// 2 event times per target and kind.
+/// 2 quantiles × probe kind (4) × target, so at most 96 per target; and 2 × 4 recovery gauges
+/// (ratio, event time, latency before and after) per target and kind.
 pub fn push_metrics(groups: &[Group], m: &mut MetricSet) {
     for g in groups {
         let dev = g.device.as_deref().unwrap_or("");
@@ -66,25 +112,14 @@ pub fn push_metrics(groups: &[Group], m: &mut MetricSet) {
                 );
             }
         }
-        for (events, ratio, ratio_help, when, when_help) in [
-            (
-                &g.trim,
-                "ssdwatch_trim_recovery_ratio",
-                "Probe p50 latency in the hour after the drive's last discard burst ÷ in the hour before it (below 1: the TRIM made it faster), from the daemon's history.",
-                "ssdwatch_trim_recovery_event_timestamp_seconds",
-                "When the discard burst behind ssdwatch_trim_recovery_ratio began (Unix time).",
-            ),
-            (
-                &g.idle,
-                "ssdwatch_idle_recovery_ratio",
-                "Probe p50 latency in the hour after the drive's last idle period of at least 10 minutes ÷ in the hour before it (below 1: the rest made it faster), from the daemon's history.",
-                "ssdwatch_idle_recovery_event_timestamp_seconds",
-                "When the idle period behind ssdwatch_idle_recovery_ratio began (Unix time).",
-            ),
+        for (events, families) in [
+            (&g.trim, &RECOVERY_FAMILIES[0]),
+            (&g.idle, &RECOVERY_FAMILIES[1]),
         ] {
             if let Some(r) = events.last() {
-                m.gauge(ratio, ratio_help).push(&base, r.ratio);
-                m.gauge(when, when_help).push(&base, r.start as f64);
+                for ((name, help), v) in families.iter().zip(recovery_values(r)) {
+                    m.gauge(name, help).push(&base, v);
+                }
             }
         }
     }

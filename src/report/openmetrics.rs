@@ -8,9 +8,13 @@
 //! so dashboards and rules read the backfill like a scrape; the store has no `fstype`, so that
 //! label is absent. Raw samples are written as they were taken; an hour the store has
 //! downsampled is one sample at the hour's start carrying the hour's last value. The
-//! predicted-full and wear-out dates as of the export close it, one sample each at its time.
+//! TRIM and idle recoveries are one sample per event on the daemon's recovery gauges, at the
+//! end of the hour after the event. The drives' model and capacity (`ssdwatch_device_info`,
+//! `ssdwatch_disk_size_bytes`) and the predicted-full and wear-out dates as of the export close
+//! it, one sample each at its time.
 
-use crate::history::degradation::mountpoint_of;
+use crate::history::curve::RECOVERY_WINDOW_SECONDS;
+use crate::history::degradation::{self, RECOVERY_FAMILIES, mountpoint_of, recovery_values};
 use crate::history::forecast::{forecast_drive, forecast_filesystem_days};
 use crate::history::{DrivePoint, FsPoint, Store, StoreError};
 use crate::metrics::format_value;
@@ -240,6 +244,69 @@ fn export_in(
                 )?;
                 n += 1;
             }
+        }
+    }
+    // TRIM and idle recoveries: one sample per event on the daemon's recovery gauges, at the
+    // end of the hour after it (when the daemon first knows the figures).
+    let groups = degradation::analyse(store, 0, now)?;
+    for (which, families) in RECOVERY_FAMILIES.iter().enumerate() {
+        for (i, (name, help)) in families.iter().enumerate() {
+            family(w, name, "gauge", help)?;
+            for g in &groups {
+                let l = labels(&[
+                    ("device", g.device.as_deref().unwrap_or("")),
+                    ("mountpoint", g.mountpoint.as_deref().unwrap_or("")),
+                    ("probe", g.probe.as_str()),
+                ]);
+                let mut last = i64::MIN;
+                for e in if which == 0 { &g.trim } else { &g.idle } {
+                    let t = (e.end + RECOVERY_WINDOW_SECONDS).min(now).max(last + 1);
+                    last = t;
+                    let v = recovery_values(e)[i];
+                    writeln!(w, "{name}{l} {} {t}", format_value(v))?;
+                    n += 1;
+                }
+            }
+        }
+    }
+    // The drives' identity as of the export (the daemon's ssdwatch_device_info and
+    // ssdwatch_disk_size_bytes carry it), so a report from the query API names the model and
+    // finds the drive's rated endurance.
+    family(
+        w,
+        "ssdwatch_device_info",
+        "gauge",
+        "The drive's model (from the history store), always 1.",
+    )?;
+    for d in &drives {
+        if let Some(model) = &d.key.model {
+            let dev = d.kernel_name.clone().unwrap_or_default();
+            let serial = d.key.serial.clone().unwrap_or_default();
+            let wwn = d.key.wwn.clone().unwrap_or_default();
+            let l = labels(&[
+                ("device", &dev),
+                ("serial", &serial),
+                ("wwn", &wwn),
+                ("model", model),
+            ]);
+            writeln!(w, "ssdwatch_device_info{l} 1 {now}")?;
+            n += 1;
+        }
+    }
+    family(
+        w,
+        "ssdwatch_disk_size_bytes",
+        "gauge",
+        "The drive's capacity in bytes (from the history store).",
+    )?;
+    for d in &drives {
+        if let (Some(dev), Some(size)) = (&d.kernel_name, d.capacity_bytes) {
+            writeln!(
+                w,
+                "ssdwatch_disk_size_bytes{} {size} {now}",
+                labels(&[("device", dev)])
+            )?;
+            n += 1;
         }
     }
     // The forecasts as of the export, one sample at `now` (what the daemon exports every

@@ -4,14 +4,16 @@
 //! precision.
 //!
 //! Queries per host are bounded: 3 range queries for filesystems (60 points a series), 3 for
-//! drives (one point a day over at most 2 years), 2 instant queries for the current values,
-//! and probe samples in 30-day chunks (only series exported by `ssdwatch history export`,
-//! which carry each run's fill).
+//! drives (one point a day over at most 2 years), 5 instant queries for the current values
+//! (avail, drive model and size, the daemon's endurance gauges), probe samples in 30-day chunks
+//! (only series exported by `ssdwatch history export`, which carry each run's fill), and the
+//! TRIM/idle recovery gauges at one point an hour in 30-day chunks (720 points a series).
 
 use super::{DriveReport, FsReport, Report};
-use crate::history::curve::Curve;
+use crate::history::curve::{Curve, Recovery};
 use crate::history::degradation::Group;
 use crate::history::forecast::{DayUse, forecast_drive, forecast_filesystem_days};
+use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::{DrivePoint, Stat};
 use crate::probe::ProbeKind;
 use serde_json::Value;
@@ -25,6 +27,7 @@ const DRIVE_DAYS: i64 = 730;
 /// Probe samples are asked for in chunks this long (a chunk of 5-minute runs is 8,640 samples
 /// a series, under Prometheus' 11,000-point and 50-million-sample limits).
 const CHUNK: i64 = 30 * DAY;
+const HOUR: i64 = 3600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -168,7 +171,14 @@ fn label<'a>(l: &'a Labels, k: &str) -> Option<&'a str> {
 }
 
 /// The report of `instance` as of `now` from the query API at `api`.
-pub fn build(api: &Api, instance: &str, now: i64) -> Result<Report, QueryError> {
+/// `rules` are the rated endurances of the config (`history.endurance`), as the store's report
+/// uses them; a drive they don't cover takes the daemon's own endurance gauges, if exported.
+pub fn build(
+    api: &Api,
+    instance: &str,
+    now: i64,
+    rules: &[EnduranceRule],
+) -> Result<Report, QueryError> {
     let mut unknown = Vec::new();
     let today = now.div_euclid(DAY);
     // Day d is evaluated at its last second (or now): (d·86400 - 1, d·86400 + 86399].
@@ -276,8 +286,29 @@ pub fn build(api: &Api, instance: &str, now: i64) -> Result<Report, QueryError> 
             }
         }
     }
+    // Identity and the daemon's own endurance figures: the last value of each (2 days back).
+    let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[2d])"), now);
+    let models: BTreeMap<(String, String, String), String> = last("ssdwatch_device_info")?
+        .into_iter()
+        .filter_map(|(l, _)| Some((dkey(&l), label(&l, "model")?.to_string())))
+        .collect();
+    let sizes: BTreeMap<String, u64> = last("ssdwatch_disk_size_bytes")?
+        .into_iter()
+        .filter_map(|(l, p)| Some((label(&l, "device")?.to_string(), p.first()?.1 as u64)))
+        .collect();
+    let gauge = |m: &str| -> Result<BTreeMap<(String, String, String), f64>, QueryError> {
+        Ok(last(m)?
+            .into_iter()
+            .filter_map(|(l, p)| Some((dkey(&l), p.first()?.1)))
+            .collect())
+    };
+    let daemon_used = gauge("ssdwatch_device_endurance_used_ratio")?;
+    let daemon_date = gauge("ssdwatch_device_predicted_endurance_timestamp_seconds")?;
     let mut drive_reports = Vec::new();
     for ((dev, serial, wwn), days) in drives {
+        let k = (dev.clone(), serial.clone(), wwn.clone());
+        let model = models.get(&k).cloned();
+        let capacity = sizes.get(&dev).copied();
         let pts: Vec<DrivePoint> = days
             .iter()
             .map(|(&day, v)| DrivePoint {
@@ -293,7 +324,19 @@ pub fn build(api: &Api, instance: &str, now: i64) -> Result<Report, QueryError> 
                 discarded_bytes: None,
             })
             .collect();
-        let fc = forecast_drive(&pts, now, None);
+        let endurance = rated_endurance(rules, model.as_deref(), capacity);
+        let fc = forecast_drive(&pts, now, endurance);
+        let (endurance_used, endurance_date) = if endurance.is_some() {
+            (
+                fc.endurance_consumed_ratio,
+                fc.predicted_endurance_exhausted_unix,
+            )
+        } else {
+            (
+                daemon_used.get(&k).copied(),
+                daemon_date.get(&k).map(|t| *t as i64),
+            )
+        };
         let wear: Vec<(i64, f64)> = pts
             .iter()
             .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
@@ -301,18 +344,18 @@ pub fn build(api: &Api, instance: &str, now: i64) -> Result<Report, QueryError> 
         let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
         drive_reports.push(DriveReport {
             device: some(&dev),
-            model: None,
+            model,
             serial: some(&serial),
             wwn: some(&wwn),
-            capacity_bytes: None,
+            capacity_bytes: capacity,
             first_seen_unix: pts.first().map(|p| p.t).unwrap_or(now),
             last_seen_unix: pts.last().map(|p| p.t),
             wear_used_ratio: wear.last().map(|w| w.1),
             wear_rate_per_day: fc.wear_rate_per_day,
             predicted_wear_out_unix: fc.predicted_wear_out_unix,
             host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
-            endurance_used_ratio: None,
-            predicted_endurance_exhausted_unix: None,
+            endurance_used_ratio: endurance_used,
+            predicted_endurance_exhausted_unix: endurance_date,
             write_amplification_30d: fc.write_amplification_30d,
             host_bytes_per_day_30d: fc.host_bytes_per_day_30d,
             discard_bursts: 0,
@@ -324,15 +367,26 @@ pub fn build(api: &Api, instance: &str, now: i64) -> Result<Report, QueryError> 
     if drive_reports.is_empty() {
         unknown.push(format!("no drive series for instance {instance:?}"));
     }
-    let degradation = curves(api, instance, now)?;
+    let (from, mut degradation) = curves(api, instance, now)?;
     if degradation.is_empty() {
         unknown.push(
             "no per-run probe series (ssdwatch_probe_run_fill_ratio, written by `ssdwatch history export`): latency by fill is unknown"
                 .into(),
         );
     }
+    let mut events = recoveries(api, instance, from, now)?;
+    for g in &mut degradation {
+        let k = (
+            g.probe.as_str().to_string(),
+            g.mountpoint.clone().unwrap_or_default(),
+            g.device.clone().unwrap_or_default(),
+        );
+        if let Some((trim, idle)) = events.remove(&k) {
+            (g.trim, g.idle) = (trim, idle);
+        }
+    }
     unknown.push(
-        "discard bursts and idle periods are not in the query API's series: TRIM and idle recovery are unknown here (ssdwatch_trim_recovery_ratio is, where the daemon exports it)"
+        "discard bursts are not in the query API's series: their count and sizes are unknown here (the TRIM recoveries come from ssdwatch_trim_recovery_*)"
             .into(),
     );
     Ok(Report {
@@ -351,8 +405,9 @@ pub fn build(api: &Api, instance: &str, now: i64) -> Result<Report, QueryError> 
     })
 }
 
-/// Latency by fill from the per-run series, 30 days at a time back to the first run.
-fn curves(api: &Api, instance: &str, now: i64) -> Result<Vec<Group>, QueryError> {
+/// Latency by fill from the per-run series, 30 days at a time back to the first run; and
+/// where that search began (a day before the first run, or 2 years back).
+fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), QueryError> {
     let first = api.query(
         &format!(
             "min_over_time(timestamp(ssdwatch_probe_run_fill_ratio{})[{}d:1h])",
@@ -406,7 +461,7 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<Vec<Group>, QueryError>
         }
         t -= span;
     }
-    Ok(runs
+    let groups = runs
         .into_iter()
         .filter_map(|((probe, mp, dev), rs)| {
             let kind = ProbeKind::parse(&probe)?;
@@ -432,7 +487,82 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<Vec<Group>, QueryError>
                 idle: Vec::new(),
             })
         })
-        .collect())
+        .collect();
+    Ok((from, groups))
+}
+
+/// Recoveries of one probe series (probe, mountpoint, device): around TRIMs and idle periods.
+type Events = BTreeMap<(String, String, String), (Vec<Recovery>, Vec<Recovery>)>;
+
+/// The TRIM and idle recoveries since `from`, from the daemon's recovery gauges (each holds
+/// the last event's figures until the next one; `ssdwatch history export` writes one sample
+/// per event): asked at one point an hour, 30 days a query, and told apart by the event's
+/// start. Two events within one hour of each other show as the later one. Run counts are not
+/// exported: they are 0 here.
+fn recoveries(api: &Api, instance: &str, from: i64, now: i64) -> Result<Events, QueryError> {
+    type Point = [Option<f64>; 4];
+    let mut points: BTreeMap<(usize, String, String, String), BTreeMap<i64, Point>> =
+        BTreeMap::new();
+    let end = from + (now - from).div_euclid(HOUR) * HOUR + HOUR;
+    for (which, event) in ["trim", "idle"].iter().enumerate() {
+        let mut s = from;
+        while s <= end {
+            let e = (s + CHUNK - HOUR).min(end);
+            for (i, m) in [
+                "ratio",
+                "event_timestamp_seconds",
+                "before_seconds",
+                "after_seconds",
+            ]
+            .iter()
+            .enumerate()
+            {
+                let q = format!(
+                    "last_over_time(ssdwatch_{event}_recovery_{m}{}[1h])",
+                    sel(instance, "")
+                );
+                for (l, pts) in api.query_range(&q, s, e, HOUR)? {
+                    let k = (
+                        which,
+                        label(&l, "probe").unwrap_or("").to_string(),
+                        label(&l, "mountpoint").unwrap_or("").to_string(),
+                        label(&l, "device").unwrap_or("").to_string(),
+                    );
+                    let series = points.entry(k).or_default();
+                    for (t, v) in pts {
+                        series.entry(t).or_default()[i] = Some(v);
+                    }
+                }
+            }
+            s = e + HOUR;
+        }
+    }
+    let mut out = Events::new();
+    for ((which, probe, mp, dev), series) in points {
+        // One event per start: the last figures seen for it.
+        let mut by_start: BTreeMap<i64, Recovery> = BTreeMap::new();
+        for p in series.values() {
+            if let [Some(ratio), Some(start), Some(before), Some(after)] = *p {
+                let start = start as i64;
+                by_start.insert(
+                    start,
+                    Recovery {
+                        start,
+                        end: start,
+                        runs_before: 0,
+                        runs_after: 0,
+                        before_seconds: before,
+                        after_seconds: after,
+                        ratio,
+                    },
+                );
+            }
+        }
+        let e = out.entry((probe, mp, dev)).or_default();
+        let list = if which == 0 { &mut e.0 } else { &mut e.1 };
+        list.extend(by_start.into_values());
+    }
+    Ok(out)
 }
 
 /// One row of the fleet's view.

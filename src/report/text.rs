@@ -150,15 +150,19 @@ pub fn render(r: &Report) -> String {
                 list.len().min(5)
             );
             for e in list.iter().rev().take(5) {
+                // Run counts are 0 where the query API was the source: it doesn't have them.
+                let runs = if e.runs_before + e.runs_after > 0 {
+                    format!(", {}+{} runs", e.runs_before, e.runs_after)
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     o,
-                    "      {}  {:.2}  ({} → {}, {}+{} runs)",
+                    "      {}  {:.2}  ({} → {}{runs})",
                     datetime(e.start),
                     e.ratio,
                     latency(e.before_seconds),
                     latency(e.after_seconds),
-                    e.runs_before,
-                    e.runs_after
                 );
             }
         }

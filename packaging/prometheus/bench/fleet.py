@@ -7,7 +7,11 @@ Debian's `prometheus` on it with ssdwatch.rules.yml and ssdwatch.alerts.yml load
 scrape and evaluate for a while, then prints the evaluation time of every rule group and the
 latency of every Fleet dashboard query (through the HTTP API, median of 5).
 
-    python3 packaging/prometheus/bench/fleet.py [--hosts 1000] [--seconds 60]
+    python3 packaging/prometheus/bench/fleet.py [--hosts 1000] [--seconds 60] [--ssdwatch BIN]
+
+With --ssdwatch, also times `ssdwatch report --prometheus URL --fleet` and `--instance` end to
+end. Machine-readable lines: FLEET_QUERY <what> <seconds> <rows>, FLEET_REPORT <mode> <seconds>
+<rows>.
 
 Python 3 standard library only. Needs `prometheus` on PATH; uses two free loopback ports.
 """
@@ -68,6 +72,7 @@ def exposition(hosts, t0):
             add(f"ssdwatch_device_host_written_bytes_total{{{lab}}} {int(1e12 + el * 1e6)}")
             add(f"ssdwatch_device_nand_written_bytes_total{{{lab}}} {int(2e12 + el * 2e6)}")
             add(f"ssdwatch_device_smart_sample_age_seconds{{{lab}}} 100")
+            add(f"ssdwatch_device_predicted_wearout_timestamp_seconds{{{lab}}} {int(t0 + rnd.randint(30, 3000) * 86400)}")
         for f in range(5):
             mp = ["/", "/var", "/srv/pg", "/srv/wal", "/tmp"][f]
             dev = f"nvme{f % 2}n1p{f + 1}"
@@ -84,6 +89,9 @@ def exposition(hosts, t0):
             add(f"ssdwatch_filesystem_discard_mount_option{{{lab}}} 0")
             add(f"ssdwatch_filesystem_trim_capable{{{lab}}} {1 if rnd.random() > 0.05 else 0}")
             add(f'ssdwatch_filesystem_drive_info{{{lab},drive="nvme{f % 2}n1"}} 1')
+            # The daemon's own forecast (history on): absent for a flat filesystem, as there.
+            if rnd.random() < 0.8:
+                add(f"ssdwatch_filesystem_predicted_full_timestamp_seconds{{{lab}}} {int(t0 + rnd.randint(1, 900) * 86400)}")
         lab = f'instance="{inst}",mountpoint="/srv/pg",device="nvme0n1"'
         runs = int(el / 5) + 1
         for k in ("sync_write_4k", "rand_read_4k", "rand_write_4k", "seq_write"):
@@ -141,6 +149,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=1000)
     ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--ssdwatch", metavar="BIN",
+                    help="also time `BIN report --prometheus URL --fleet` and `--instance` end to end")
     args = ap.parse_args()
     if not shutil.which("prometheus"):
         sys.exit("prometheus not installed (apt-get install prometheus)")
@@ -180,6 +190,32 @@ def main():
                 if r["status"] != "success":
                     sys.exit(f"{title}: {r}")
             print(f"  {title:40s} {statistics.median(ts) * 1000:8.1f} ms")
+        print("\n`ssdwatch report --prometheus --fleet` queries (median of 5)")
+        for what in ("filesystem_predicted_full", "device_predicted_wearout"):
+            q = f"bottomk(50, last_over_time(ssdwatch_{what}_timestamp_seconds[2h]))"
+            ts, n = [], 0
+            for _ in range(5):
+                t = time.perf_counter()
+                n = len(api(base, "/api/v1/query", query=q)["data"]["result"])
+                ts.append(time.perf_counter() - t)
+            print(f"  {q:80s} {statistics.median(ts) * 1000:8.1f} ms, {n} rows")
+            print(f"FLEET_QUERY {what} {statistics.median(ts):.4f} {n}")
+        if args.ssdwatch:
+            for label, extra in (("--fleet", ["--fleet"]),
+                                 ("--instance db00000:10150", ["--instance", "db00000:10150"])):
+                ts = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    out = subprocess.run([args.ssdwatch, "report", "--json", "--prometheus", base] + extra,
+                                         capture_output=True, text=True, timeout=300)
+                    ts.append(time.perf_counter() - t)
+                    if out.returncode != 0:
+                        sys.exit(f"ssdwatch report {label}: {out.stderr}")
+                rows = json.loads(out.stdout)
+                n = (len(rows["filesystems"]) + len(rows["drives"]))
+                print(f"  ssdwatch report --prometheus {label:28s} {statistics.median(ts) * 1000:8.1f} ms "
+                      f"(whole command, median of 3), {n} filesystems + drives")
+                print(f"FLEET_REPORT {label.split()[0]} {statistics.median(ts):.4f} {n}")
         naive = 'topk(20, predict_linear(ssdwatch_filesystem_avail_bytes[6h], 86400) < 0)'
         ts = []
         for _ in range(5):
