@@ -26,24 +26,17 @@ SEQ_BYTES=$((16 << 20))
 SSDWATCH=${SSDWATCH:-$(dirname "$0")/../target/release/ssdwatch}
 [ -x "$SSDWATCH" ] || { echo "no ssdwatch binary at $SSDWATCH (cargo build --release, or set SSDWATCH)" >&2; exit 2; }
 
+. "$(dirname "$0")/loop_ext4.sh"
 WORK=$(mktemp -d /tmp/probe-runlength.XXXXXX)
-LOOPDEV=""
 cleanup() {
-    if [ -n "$LOOPDEV" ]; then
-        umount -l "$WORK/mnt" 2>/dev/null || true
-        losetup -d "$LOOPDEV" 2>/dev/null || true
-    fi
+    loop_ext4_cleanup
     rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 
 if [ -z "${PLACES:-}" ]; then
-    truncate -s 1G "$WORK/disk.img"
-    LOOPDEV=$(losetup -f --show --direct-io="${LOOP_DIRECT_IO:-on}" "$WORK/disk.img")
-    mkfs.ext4 -q -F -m 0 "$LOOPDEV"
-    mkdir "$WORK/mnt"
-    mount "$LOOPDEV" "$WORK/mnt"
-    PLACES="$WORK/mnt"
+    loop_ext4_setup "$WORK"
+    PLACES="$LOOP_MNT"
 fi
 
 for n in $COUNTS; do

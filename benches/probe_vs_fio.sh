@@ -33,30 +33,21 @@ ROOTDISK_DIR=${ROOTDISK_DIR:-/var/tmp}
 [ -x "$SSDWATCH" ] || { echo "no ssdwatch binary at $SSDWATCH (cargo build --release, or set SSDWATCH)" >&2; exit 2; }
 command -v fio >/dev/null || { echo "fio not installed (apt-get install fio)" >&2; exit 2; }
 
+. "$(dirname "$0")/loop_ext4.sh"
 WORK=$(mktemp -d /tmp/probe-vs-fio.XXXXXX)
-LOOPDEV=""
 cleanup() {
-    if [ -n "$LOOPDEV" ]; then
-        umount -l "$WORK/mnt" 2>/dev/null || true
-        losetup -d "$LOOPDEV" 2>/dev/null || true
-    fi
+    loop_ext4_cleanup
     [ -n "${ROOTDIR:-}" ] && rm -rf "$ROOTDIR"
     rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 
 if [ -z "${PLACES:-}" ]; then
-    truncate -s 1G "$WORK/disk.img"
-    # Direct I/O from the loop device to its backing file (LOOP_DIRECT_IO=off to compare the
-    # buffered mode): with a buffered loop device every read is a copy from the host's page cache,
-    # and what either tool then measures is mostly how fast the scheduler hands the CPU between the
-    # caller and the loop worker (fio itself ranges 11-20 us by CPU placement alone).
-    LOOPDEV=$(losetup -f --show --direct-io="${LOOP_DIRECT_IO:-on}" "$WORK/disk.img")
-    mkfs.ext4 -q -F -m 0 "$LOOPDEV"
-    mkdir "$WORK/mnt"
-    mount "$LOOPDEV" "$WORK/mnt"
+    # Direct I/O from the loop device to its backing file (LOOP_DIRECT_IO=off for the buffered
+    # mode, where fio itself ranges 11-20 us by CPU placement alone).
+    loop_ext4_setup "$WORK"
     ROOTDIR=$(mktemp -d "$ROOTDISK_DIR/probe-vs-fio.XXXXXX")
-    PLACES="$WORK/mnt $ROOTDIR"
+    PLACES="$LOOP_MNT $ROOTDIR"
 fi
 
 # Within the probes' cap of 1/32 of the filesystem (the 1 GiB loop image allows 32 MiB): a file
