@@ -9,6 +9,8 @@
 //! `cargo test --test vm_degrade -- --ignored`. `SSDWATCH_VM_DEGRADE_RESULTS=DIR` checks what an
 //! earlier run left in DIR instead of booting.
 
+#[path = "support/browser.rs"]
+mod browser;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -763,6 +765,109 @@ fn the_latency_vs_fill_curve_is_drawn() {
     let bytes = std::fs::read(&png).expect("the PNG");
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000);
     println!("curve: {}", png.display());
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm_degrade -- --ignored"]
+fn the_report_of_the_run_tells_the_story_and_draws_in_a_browser() {
+    // docs/report-example.png is this report's screenshot from a reviewed run
+    // (SSDWATCH_REPORT_EXAMPLE_PNG=$PWD/docs/report-example.png).
+    let name = ssdwatch::history::store::FILE_NAME;
+    assert!(
+        guest().join("state").join(name).exists(),
+        "the guest left no history store"
+    );
+    // A copy, read by its bare name: the page names its source, and where this run's files
+    // happen to live is nobody's business.
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(guest().join("state")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    let report = |args: &[&str]| {
+        let out = Command::new(support::bin())
+            .current_dir(dir.path())
+            .args(["report", "--store", name])
+            .args(args)
+            .output()
+            .expect("ssdwatch report");
+        assert!(
+            out.status.success(),
+            "report {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    // The store the daemon kept tells the run: the filesystem filled to 95 %, the latency by
+    // fill has bins from empty to full for every kind probed, and the fstrim is a TRIM event
+    // after which sync writes ran faster.
+    let r: serde_json::Value = serde_json::from_slice(&report(&["--json"])).unwrap();
+    let fs = r["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["mountpoint"] == MOUNTPOINT)
+        .unwrap_or_else(|| panic!("{MOUNTPOINT} in {r}"));
+    let usage = fs["usage"].as_array().unwrap();
+    let high = usage
+        .iter()
+        .map(|u| u[2].as_f64().unwrap() / fs["size_bytes"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(high > 0.9, "the fill reached {high}: {fs}");
+    let groups = r["degradation"].as_array().unwrap();
+    let kinds: Vec<&str> = groups
+        .iter()
+        .map(|g| g["probe"].as_str().unwrap())
+        .collect();
+    for k in ["sync_write_4k", "rand_read_4k", "rand_write_4k"] {
+        assert!(kinds.contains(&k), "{k} in {kinds:?}");
+    }
+    let sync = groups
+        .iter()
+        .find(|g| g["probe"] == "sync_write_4k")
+        .unwrap();
+    let bins: Vec<u64> = sync["curve"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["bin"].as_u64().unwrap())
+        .collect();
+    assert!(
+        bins.len() >= 5 && bins.first() == Some(&0) && *bins.last().unwrap() >= 10,
+        "sync_write_4k bins from empty to 90 %+: {bins:?}"
+    );
+    let trims = sync["trim"].as_array().unwrap();
+    let last = trims
+        .last()
+        .unwrap_or_else(|| panic!("no TRIM event: {sync}"));
+    assert!(
+        last["ratio"].as_f64().unwrap() < 1.0,
+        "sync writes faster after the fstrim: {last}"
+    );
+
+    // The HTML page in a real browser: its charts drew, and the screenshot has them painted.
+    let page = dir.path().join("report.html");
+    report(&["--html", page.to_str().unwrap()]);
+    if !support::require_cmd("report of the degradation run", "chromium", "chromium") {
+        return;
+    }
+    let dom = browser::chromium(&["--dump-dom", &format!("file://{}", page.display())]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    // Usage, the three kinds' latency by fill, and their TRIM recoveries at least.
+    assert!(dom.matches("<svg").count() >= 7, "{dom}");
+    assert!(dom.contains("<path class=\"measured\" d=\"M"), "{dom}");
+    let shot = dir.path().join("report.png");
+    let s = browser::chromium(&[
+        &format!("--screenshot={}", shot.display()),
+        "--window-size=1000,2700",
+        &format!("file://{}", page.display()),
+    ]);
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    let painted = browser::count_colours(&shot, &[(0x1f, 0x77, 0xb4)]);
+    assert!(painted[0] > 500, "measured lines painted: {painted:?}");
+    if let Some(to) = std::env::var_os("SSDWATCH_REPORT_EXAMPLE_PNG") {
+        std::fs::copy(&shot, to).unwrap();
+    }
 }
 
 #[test]

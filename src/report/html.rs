@@ -102,7 +102,7 @@ fn filesystems(o: &mut String, r: &Report) {
     o.push_str("</table>");
     for f in order.iter().take(MAX_FS_CHARTS) {
         let mut series = vec![Series {
-            name: "used (daily high)".into(),
+            name: "used (high)".into(),
             style: Style::Measured,
             points: f.usage.iter().map(|&(t, _, hi)| (t as f64, hi)).collect(),
             dots: false,

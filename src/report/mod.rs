@@ -10,9 +10,9 @@ pub mod svg;
 pub mod text;
 
 use crate::history::degradation::{self, Group};
-use crate::history::forecast::{forecast_drive, forecast_filesystem_days};
+use crate::history::forecast::{DayUse, forecast_drive, forecast_filesystem_days};
 use crate::history::service::{EnduranceRule, rated_endurance};
-use crate::history::{Store, StoreError};
+use crate::history::{FsId, Store, StoreError};
 use serde::Serialize;
 
 const DAY: i64 = 86_400;
@@ -52,7 +52,9 @@ pub struct FsReport {
     pub predicted_full_unix: Option<i64>,
     /// Why there is no date, when there is none.
     pub full_note: Option<String>,
-    /// Daily (day start, low used, high used), for the usage chart.
+    /// (time, low used, high used) for the usage chart: daily figures once the history holds
+    /// [`FINE_USAGE_DAYS`] days, before that the stored samples in at most [`USAGE_POINTS`]
+    /// buckets (a new host's first days draw as a line, not as one dot a day).
     pub usage: Vec<(i64, f64, f64)>,
 }
 
@@ -82,6 +84,43 @@ pub struct DriveReport {
     pub last_discard_bytes: Option<u64>,
     /// Daily (day's last time, wear used ratio), for the wear chart.
     pub wear: Vec<(i64, f64)>,
+}
+
+/// Histories shorter than this many days draw usage from the stored samples.
+pub const FINE_USAGE_DAYS: usize = 14;
+/// Points of such a usage chart at most.
+pub const USAGE_POINTS: i64 = 300;
+
+/// The usage chart's points of filesystem `id` (see [`FsReport::usage`]).
+fn usage_points(
+    store: &Store,
+    id: FsId,
+    first_seen: i64,
+    days: &[DayUse],
+    now: i64,
+) -> Result<Vec<(i64, f64, f64)>, StoreError> {
+    let daily = || days.iter().map(|d| (d.day * DAY, d.low, d.high)).collect();
+    if days.len() >= FINE_USAGE_DAYS {
+        return Ok(daily());
+    }
+    let pts = store.fs_series(id, first_seen, now)?;
+    let (Some(a), Some(b)) = (pts.first(), pts.last()) else {
+        return Ok(daily());
+    };
+    let width = ((b.t - a.t) / USAGE_POINTS).max(1);
+    let mut out: Vec<(i64, f64, f64)> = Vec::new();
+    for p in &pts {
+        let bucket = a.t + (p.t - a.t) / width * width;
+        let (lo, hi) = (p.size.last - p.avail.max, p.size.last - p.avail.min);
+        match out.last_mut() {
+            Some(o) if o.0 == bucket => {
+                o.1 = o.1.min(lo);
+                o.2 = o.2.max(hi);
+            }
+            _ => out.push((bucket, lo, hi)),
+        }
+    }
+    Ok(out)
 }
 
 /// A report that says only that the store does not exist yet.
@@ -170,7 +209,7 @@ fn build_in(
             growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
             predicted_full_unix: fc.predicted_full_unix,
             full_note,
-            usage: days.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
+            usage: usage_points(store, f.id, f.first_seen, &days, now)?,
         });
     }
     if filesystems.is_empty() {

@@ -59,8 +59,11 @@ pub enum Axis {
 }
 
 impl Axis {
-    fn fmt(self, v: f64) -> String {
+    /// `v` printed for a tick on an axis spanning `span` (a time axis shorter than 4 days
+    /// prints the hour too: a new host's first day is not five ticks of one date).
+    fn fmt(self, v: f64, span: f64) -> String {
         match self {
+            Axis::Time if span < 4.0 * 86_400.0 => super::datetime(v as i64),
             Axis::Time => super::date(v as i64),
             Axis::Bytes => super::bytes(v),
             Axis::Seconds => super::latency(v),
@@ -173,7 +176,7 @@ pub fn render(c: &Chart) -> String {
             LEFT + pw,
             LEFT - 4.0,
             y + 4.0,
-            esc(&c.y.fmt(yv))
+            esc(&c.y.fmt(yv, y1 - y0))
         );
         let anchor = match i {
             0 => "start",
@@ -184,7 +187,7 @@ pub fn render(c: &Chart) -> String {
             o,
             "<text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
             TOP + ph + 16.0,
-            esc(&c.x.fmt(xv))
+            esc(&c.x.fmt(xv, x1 - x0))
         );
     }
     for (x, label) in &c.markers {

@@ -55,7 +55,7 @@ for l in $(libs_of "$BIN"); do
 done
 (cd "$ov" && find . | cpio -o -H newc --quiet) > "$RUN/overlay.cpio"
 cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
-truncate -s 64M "$RUN/scratch.img"
+truncate -s 128M "$RUN/scratch.img"
 
 # --- the simulated drive ---
 SOCK="$RUN/ftl.sock"

@@ -30,9 +30,17 @@ UPDATES=400
 IDLE_SECONDS=20
 
 DAEMON=
+# A clean stop commits the history's last records; the store then goes out with the rest.
+stop_daemon() {
+  [ -n "$DAEMON" ] || return 0
+  kill -CONT "$DAEMON" 2>/dev/null
+  kill "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
+  DAEMON=
+  mkdir -p $R/state && cp /var/lib/ssdwatch/history.db* $R/state/ 2>>$LOG
+}
 finish() {
   dmesg > $R/dmesg.txt 2>&1
-  [ -n "$DAEMON" ] && { kill -CONT "$DAEMON"; kill "$DAEMON"; } 2>/dev/null
+  stop_daemon
   umount $MP 2>/dev/null
   if [ -n "$SCRATCH" ]; then
     (cd $R && tar -cf "/dev/$SCRATCH" .) && sync
@@ -108,6 +116,11 @@ collectors:
         budget_time_per_hour: 30m
         busy_threshold: 1.0
         idle_priority: false
+# The history at the story's pace: its store is what docs/report-example.png is drawn from.
+history:
+  raw_interval: 1s
+  flush_interval: 1s
+  forecast_interval: 1m
 EOF
 cp /etc/ssdwatch/degrade.yaml $R/
 ssdwatch --config /etc/ssdwatch/degrade.yaml serve > $R/daemon.log 2>&1 &
@@ -209,7 +222,7 @@ wait_runs 2
 scrape trimmed2
 echo $(($(uptime_s) - t_start)) > $R/scenario-seconds.txt
 rm -f $SCRAPE
-kill $DAEMON; wait $DAEMON 2>/dev/null; DAEMON=
+stop_daemon
 log "scenario complete"
 touch $R/done
 finish
