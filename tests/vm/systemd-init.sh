@@ -50,7 +50,7 @@ EOF
 mkdir -p /newroot/etc/systemd/system/multi-user.target.wants
 ln -sf ../ssdwatch-vmtest.service /newroot/etc/systemd/system/multi-user.target.wants/ssdwatch-vmtest.service
 
+log "switching to systemd on /dev/$ROOT"
 umount /proc /sys
 umount /dev 2>/dev/null
-log "switching to systemd on /dev/$ROOT"
 exec switch_root /newroot /lib/systemd/systemd

@@ -67,7 +67,9 @@ DEB="${SSDWATCH_DEB:-}"
 if [ -z "$DEB" ]; then
   echo "vm: building the .deb (packaging/deb/build.sh)" >&2
   root="$(cd "$HERE/../.." && pwd)"
-  last="$("$root/packaging/deb/build.sh" | tail -n 1)"
+  # build.sh takes the binary from target/release and prints a path under target/: it builds
+  # there, whatever CARGO_TARGET_DIR the caller's shell exports.
+  last="$(env -u CARGO_TARGET_DIR "$root/packaging/deb/build.sh" | tail -n 1)"
   DEB="$root/$last"
 fi
 [ -f "$DEB" ] && case "$DEB" in *.deb) true ;; *) false ;; esac \
