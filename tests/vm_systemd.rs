@@ -223,6 +223,14 @@ fn span_ms(text: &str) -> u64 {
         .sum()
 }
 
+/// The ssdwatch user's uid, as `id ssdwatch` printed it in the guest.
+fn ssdwatch_uid(dir: &Path) -> String {
+    let id = read(dir, "id.txt");
+    id.split_once("uid=")
+        .and_then(|(_, r)| r.split('(').next().map(str::to_string))
+        .unwrap_or_else(|| panic!("no uid in id.txt: {id}"))
+}
+
 /// How much slower than KVM the guest ran (its deadlines are scaled the same way).
 fn slow(dir: &Path) -> u64 {
     if read(dir, "accel.txt").trim() == "kvm" {
@@ -265,10 +273,7 @@ fn the_service_runs_as_ssdwatch_with_only_the_capabilities_its_unit_declares() {
     let ambient = cap_mask(&props["AmbientCapabilities"]);
     assert_eq!(props["User"], "ssdwatch");
     assert_eq!(read(g, "main-user.txt").trim(), "ssdwatch");
-    let uid = read(g, "id.txt")
-        .split_once("uid=")
-        .and_then(|(_, r)| r.split('(').next().map(str::to_string))
-        .expect("uid in id.txt");
+    let uid = ssdwatch_uid(g);
     let procs = g.join("procs");
     let mut seen = 0;
     for entry in std::fs::read_dir(&procs).expect("procs/") {
@@ -397,6 +402,41 @@ fn smart_reads_the_nvme_and_sata_drives_under_the_sandbox() {
         .iter()
         .all(|v| *v == 0.0),
         "SMART errors under the sandbox; see journal-ssdwatch.txt"
+    );
+}
+
+/// smartctl needs CAP_SYS_RAWIO (ATA pass-through) and CAP_SYS_ADMIN (NVMe admin commands):
+/// a run the guest caught in the unit's cgroup holds both, as the ssdwatch user, and nothing
+/// beyond the unit's bounding set.
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm_systemd -- --ignored"]
+fn smartctl_started_in_the_sandbox_inherits_the_capabilities_it_needs() {
+    let Some(g) = guest("the smartctl child's capabilities") else {
+        return;
+    };
+    let file = "smartctl/status";
+    let status = read(g, file);
+    let cmdline = read(g, "smartctl/cmdline");
+    assert!(cmdline.contains("smartctl"), "{cmdline}");
+    let props = show(g);
+    let bounding = cap_mask(&props["CapabilityBoundingSet"]);
+    let needed = cap_mask("cap_sys_rawio cap_sys_admin");
+    let eff = status_caps(&status, "CapEff", file);
+    assert_eq!(
+        eff & needed,
+        needed,
+        "smartctl ({cmdline}) runs with CapEff {:?}",
+        cap_names(eff)
+    );
+    for key in ["CapBnd", "CapPrm", "CapEff"] {
+        let have = status_caps(&status, key, file);
+        assert_eq!(have & !bounding, 0, "smartctl {key} {:?}", cap_names(have));
+    }
+    let uid = ssdwatch_uid(g);
+    let ids = status_field(&status, "Uid", file);
+    assert!(
+        ids.split_whitespace().all(|u| u == uid),
+        "smartctl runs as Uid {ids}, not ssdwatch ({uid})"
     );
 }
 

@@ -95,13 +95,17 @@ REFUSED=/mnt/sata/ssdwatch
 install -d -o ssdwatch -g ssdwatch -m 0750 $ALLOWED $REFUSED
 echo "$ALLOWED $REFUSED" > $R/targets.txt
 cat > /etc/ssdwatch/ssdwatch.yaml <<EOF
-# The systemd guest: both probe targets every 2 s (1 GiB drives: the free-space floor lowered).
+# The systemd guest: SMART every 5 s, both probe targets every 2 s (1 GiB drives: the free-space
+# floor lowered).
 log:
   level: info
 state_dir: /var/lib/ssdwatch
 web:
   listen_address: "127.0.0.1:10150"
 collectors:
+  smart:
+    # Often, so that a smartctl run can be caught in the act (its capabilities recorded).
+    interval: 5s
   probe:
     interval: 2s
     busy_window: 0s
@@ -144,6 +148,28 @@ for p in $(cat $cg/cgroup.procs 2>/dev/null); do
   cp /proc/$p/status $R/procs/$p.status 2>/dev/null
   tr '\0' ' ' < /proc/$p/cmdline > $R/procs/$p.cmdline 2>/dev/null
 done
+
+# A smartctl the daemon started, caught while it runs: what it inherited from the unit. It
+# lives for a fraction of a second, so the cgroup is polled without the usual pause.
+catch_smartctl() {
+  local t0 p
+  t0=$(now_ms)
+  while [ $(($(now_ms) - t0)) -lt $((30000 * SLOW)) ]; do
+    for p in $(cat $cg/cgroup.procs 2>/dev/null); do
+      [ "$p" = "$PID" ] && continue
+      [ "$(cat /proc/$p/comm 2>/dev/null)" = smartctl ] || continue
+      mkdir -p $R/smartctl
+      # It may exit between the two reads: only a complete pair counts.
+      cp /proc/$p/status $R/smartctl/status.tmp 2>/dev/null \
+        && tr '\0' ' ' < /proc/$p/cmdline > $R/smartctl/cmdline 2>/dev/null \
+        && [ -s $R/smartctl/cmdline ] \
+        && mv $R/smartctl/status.tmp $R/smartctl/status && return 0
+    done
+    sleep 0.01
+  done
+  return 1
+}
+catch_smartctl || log "no smartctl caught running in $((30 * SLOW)) s"
 
 # --- the sandbox: the ssdwatch user may write to the refused target outside the unit, but not
 # in the unit's view of the filesystem; the allowed target is writable there ---
