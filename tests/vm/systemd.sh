@@ -30,14 +30,20 @@ SUITE=bookworm
 SOURCES="${SSDWATCH_VM_APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}"
 PACKAGES="systemd systemd-sysv udev dbus init-system-helpers smartmontools libatasmart4 adduser
   curl util-linux e2fsprogs kmod procps libcap2-bin"
-[ -r "$SOURCES" ] || missing "apt sources at $SOURCES (set SSDWATCH_VM_APT_SOURCES)" apt
+[ -r "$SOURCES" ] || {
+  echo "vm: missing prerequisite: Debian apt sources at $SOURCES (a deb822 .sources or a sources.list file reaching bookworm; set SSDWATCH_VM_APT_SOURCES)" >&2
+  exit 77
+}
 rootfs_key="$( { echo "$SUITE"; echo $PACKAGES; cat "$SOURCES"; sed -n '/^# --- the Debian root/,/^# --- end of the root/p' "$0"; } \
   | sha256sum | cut -c1-16)"
 ROOTFS="$CACHE/debian-$SUITE-$rootfs_key.ext4"
 if [ ! -s "$ROOTFS" ]; then
   command -v mmdebstrap >/dev/null || missing mmdebstrap mmdebstrap
   # Root mode keeps the files' owners, which mkfs.ext4 -d copies into the image.
-  [ "$(id -u)" -eq 0 ] || missing "root, to build the cached Debian root filesystem once" "(run as root)"
+  [ "$(id -u)" -eq 0 ] || {
+    echo "vm: missing prerequisite: root, to build the cached Debian root filesystem once ($ROOTFS)" >&2
+    exit 77
+  }
   echo "vm: building the Debian $SUITE root filesystem (cache key $rootfs_key; a few minutes, once)" >&2
   t0=$(date +%s)
   tree="$(mktemp -d "${TMPDIR:-/tmp}/ssdwatch-rootfs.XXXXXX")"
@@ -93,9 +99,10 @@ truncate -s 64M "$RUN/scratch.img"
 
 pick_accel
 echo "$ACCEL" > "$OUT/accel.txt"
-# Whole-guest deadline; it only stops a hung guest. Boot, install and scenario take about
-# 40 s under KVM. The guest's own waits, should every one give up, add up to about 300 s,
-# three times that under TCG (systemd-guest.sh, SLOW): this outlasts them.
+# Whole-guest deadline; it only stops a hung guest. Boot, install and scenario took 67-94 s
+# under TCG on a 2-core machine. The guest's own waits, should every one give up, add up to
+# about 330 s, three times that under TCG (systemd-guest.sh, SLOW), plus boot and dpkg: this
+# outlasts them, so a guest whose steps all gave up still returns its results.
 case "$ACCEL" in
   kvm) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-480}" ;;
   *) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-1200}" ;;
