@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs util-linux python3 python3-fusepy
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm
-              nbdkit nbdkit-plugin-python curl libatasmart-dev chromium lintian)
+              nbdkit nbdkit-plugin-python curl libatasmart-dev chromium lintian mmdebstrap)
 
 need=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -77,6 +77,8 @@ echo "== cargo test --benches (each benchmark runs once, as a smoke test)"
 cargo test "${FEATURES[@]}" --bench '*'
 echo "== VM suite (boots a QEMU guest with NVMe, SATA, virtio, dm and md drives)"
 cargo test "${FEATURES[@]}" --test vm -- --ignored --test-threads=2
+echo "== the .deb under systemd (a QEMU guest booting Debian with systemd; its root filesystem is built once and cached)"
+cargo test "${FEATURES[@]}" --test vm_systemd -- --ignored --test-threads=2
 echo "== degradation story (a QEMU guest on the simulated SSD of tests/vm/ftl, about 4 minutes)"
 cargo test "${FEATURES[@]}" --test vm_degrade -- --ignored --test-threads=2
 echo "== all tests passed"
