@@ -4,6 +4,9 @@
 # `cargo deb` with the metadata of Cargo.toml. Prints the path of the .deb on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The package's metadata (Cargo.toml) names its files under target/: build there whatever
+# CARGO_TARGET_DIR the caller's shell exports.
+unset CARGO_TARGET_DIR
 if ! command -v cargo-deb >/dev/null 2>&1; then
     echo "cargo-deb not found: cargo install cargo-deb --locked" >&2
     exit 2

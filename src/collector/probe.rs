@@ -410,6 +410,8 @@ fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
             if s.placement.is_some() {
                 t.placement = s.placement;
             }
+            // The same skip again, with no run in between: said once at info, then at debug.
+            let repeat = t.missed > 0 && t.last_reason == Some(s.reason);
             t.missed(s.reason);
             match s.reason {
                 // A budget that can't be recorded stops every write of the target: a fault of
@@ -417,8 +419,16 @@ fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
                 SkipReason::Unsafe | SkipReason::Error | SkipReason::BudgetUnrecorded => {
                     Some(ItemError::new(t.cfg.path.to_string_lossy(), s.detail))
                 }
+                _ if repeat => {
+                    tracing::debug!("probe skipped ({}): {}", s.reason.as_str(), s.detail);
+                    None
+                }
                 _ => {
-                    tracing::info!("probe skipped ({}): {}", s.reason.as_str(), s.detail);
+                    tracing::info!(
+                        "probe skipped ({}): {} (said once until the target runs or is skipped for another reason)",
+                        s.reason.as_str(),
+                        s.detail
+                    );
                     None
                 }
             }
