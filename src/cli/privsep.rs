@@ -80,6 +80,12 @@ pub fn smart_helper(worker: bool, spec_json: &str) -> i32 {
             return 2;
         }
     };
+    // Named in ps and top (started as /proc/self/exe, they would show as "exe").
+    crate::privsep::caps::set_name(if worker {
+        c"ssdwatch-helper"
+    } else {
+        c"ssdwatch-keeper"
+    });
     if let Err(e) = caps::keep_only(SMART_CAPS) {
         tracing::error!("smart-helper: keeping only CAP_SYS_RAWIO and CAP_SYS_ADMIN: {e}");
         return 1;

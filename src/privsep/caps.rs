@@ -157,6 +157,12 @@ pub fn drop_all() -> Result<CapState, CapError> {
     keep_only(0)
 }
 
+/// Sets this thread's name (`comm`, at most 15 bytes), as ps and top show the process.
+pub fn set_name(name: &std::ffi::CStr) {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) };
+}
+
 fn threads() -> Result<u64, CapError> {
     let file = "/proc/self/status";
     let text = std::fs::read_to_string(file).map_err(|source| CapError::Read {
