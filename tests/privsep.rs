@@ -470,6 +470,75 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
     );
 }
 
+#[test]
+fn when_the_keeper_dies_the_helper_serves_on_and_after_it_smart_errors_name_the_cause() {
+    let fake = Fake::new();
+    fake.ok("fake0", FIXTURE);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
+            dir.path().display(),
+            fake.bin().display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    let sample_ok =
+        |m: &str| support::value_matching(m, "ssdwatch_device_smart_sample_ok", "device=\"fake0\"");
+    d.wait_metrics("a first reading", Duration::from_secs(20), |m| {
+        sample_ok(m) == Some(1.0)
+    });
+    let (keeper, worker) = d.helper();
+    let kill = |pid: u32| {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill")
+    };
+    kill(keeper);
+    wait_for("the keeper's end noticed", Duration::from_secs(10), || {
+        d.log_text()
+            .contains(&format!("the SMART helper's keeper (pid {keeper}) is gone"))
+            .then_some(())
+    });
+    // The helper it started still serves: new readings keep coming.
+    let runs = || fake.argv("fake0").lines().count();
+    let before = runs();
+    wait_for(
+        "a read after the keeper died",
+        Duration::from_secs(10),
+        || (runs() > before).then_some(()),
+    );
+    kill(worker);
+    let m = d.wait_metrics(
+        "SMART errors once the last helper is gone",
+        Duration::from_secs(10),
+        |m| sample_ok(m) == Some(0.0),
+    );
+    assert!(
+        d.log_text()
+            .contains("no new SMART helper until ssdwatch restarts"),
+        "{}",
+        d.log_text()
+    );
+    // Nothing restarts it, and the rest of the daemon goes on.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        children_of(d.pid()).is_empty(),
+        "{:?}",
+        children_of(d.pid())
+    );
+    assert_eq!(
+        support::value(&m, "ssdwatch_collector_success{collector=\"diskstats\"}"),
+        Some(1.0),
+        "{m}"
+    );
+}
+
 impl Daemon {
     fn helper_other_than(&self, old: u32) -> (u32, u32) {
         wait_for("another SMART helper", Duration::from_secs(10), || {
@@ -500,13 +569,13 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     fake.ok("fake0", FIXTURE);
     let spec = serde_json::json!({
         "smartctl": fake.bin(),
-        "timeout_ms": 10_000,
+        "timeout_ms": 1_000,
         "nocheck_standby": true,
         "sys": "/sys",
         "discover": true,
         "include": null,
         "exclude": "^sdz$",
-        "devices": [["/dev/fake0", null], ["/dev/bus/0", "megaraid,3"]],
+        "devices": [["/dev/fake0", null], ["/dev/bus/0", "megaraid,3"], ["/dev/hang0", null], ["/dev/flood0", null]],
     })
     .to_string();
     let args: Vec<std::ffi::OsString> = ["smart-helper", "--worker", "--spec", &spec]
@@ -561,11 +630,61 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
         fake.argv("fake0").trim(),
         "--json=c --info --health --attributes --nocheck=standby --log=devstat /dev/fake0"
     );
+    // The runner's limits hold in the helper: a smartctl that hangs is killed at the timeout,
+    // with what it started...
+    fake.mode("hang0", "hang");
+    send(
+        &mut sock,
+        r#"{"op":"smartctl","id":6,"path":"/dev/hang0","dev_type":null,"devstat":false}"#,
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
+    assert_eq!(
+        (&reply["reply"], &reply["kind"], &reply["after_ms"]),
+        (
+            &serde_json::json!("failed"),
+            &serde_json::json!("timed_out"),
+            &serde_json::json!(1000)
+        ),
+        "{reply}"
+    );
+    let child_pid: u32 = fake
+        .file("hang0.child")
+        .trim()
+        .parse()
+        .expect("the hang's child");
+    wait_for("the hang's child killed", Duration::from_secs(5), || {
+        (!alive(child_pid)).then_some(())
+    });
+    // ... and output that never ends is cut at the 4 MiB cap, its writer killed.
+    fake.mode("flood0", "flood");
+    send(
+        &mut sock,
+        r#"{"op":"smartctl","id":7,"path":"/dev/flood0","dev_type":null,"devstat":false}"#,
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
+    assert_eq!(reply["reply"], "output", "{reply}");
+    // Our end closed at the cap: the writer got SIGPIPE.
+    assert_eq!(reply["exit"], serde_json::json!({"signal": 13}), "{reply}");
+    let out = recv(&mut sock);
+    assert_eq!(reply["len"], out.len() as u64);
+    assert!(
+        out.len() <= 4 << 20 && out.len() > (4 << 20) - 8192,
+        "{} bytes",
+        out.len()
+    );
+    let flood: u32 = fake
+        .file("flood0.flood")
+        .trim()
+        .parse()
+        .expect("the flood's pid");
+    wait_for("the flood's writer gone", Duration::from_secs(5), || {
+        (!alive(flood)).then_some(())
+    });
     // A request with an argument list is not a request: the helper stops (its keeper would
     // start a fresh one) rather than guess.
     send(
         &mut sock,
-        r#"{"op":"smartctl","id":6,"path":"/dev/fake0","dev_type":null,"devstat":false,"args":["-x"]}"#,
+        r#"{"op":"smartctl","id":8,"path":"/dev/fake0","dev_type":null,"devstat":false,"args":["-x"]}"#,
     );
     let status = wait_for("the helper stops", Duration::from_secs(10), || {
         child.0.try_wait().ok().flatten()

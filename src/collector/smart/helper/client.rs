@@ -38,6 +38,8 @@ struct Inner {
     next_id: AtomicU64,
     /// Why there is no worker, when there is none.
     down: std::sync::Mutex<String>,
+    /// Set once the keeper is gone: no worker will come after the current one.
+    keeper_gone: std::sync::Mutex<Option<String>>,
     /// Bumped on each new worker; requests made before the first one wait for it.
     workers: watch::Sender<u64>,
     /// How long a read may take in the helper (its timeout plus the reap grace), plus slack.
@@ -82,6 +84,7 @@ impl Client {
             stuck: std::sync::Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             down: std::sync::Mutex::new("the SMART helper has not started yet".into()),
+            keeper_gone: std::sync::Mutex::new(None),
             workers,
             deadline: helper_timeout + REAP_GRACE + Duration::from_secs(5),
         });
@@ -110,10 +113,14 @@ impl Client {
                     .map(|s| s.to_string())
                     .unwrap_or_else(|e| e.to_string());
                 let why = format!(
-                    "the SMART helper's keeper (pid {keeper_pid}) is gone ({how}); no helper until ssdwatch restarts (it gave up its capabilities and cannot start a privileged one again)"
+                    "the SMART helper's keeper (pid {keeper_pid}) is gone ({how}); no new SMART helper until ssdwatch restarts (it gave up its capabilities and cannot start a privileged one again)"
                 );
                 tracing::error!("{why}");
-                set_down(&keep, why);
+                // The helper serving now goes on until it ends; none comes after it.
+                *lock(&keep.keeper_gone) = Some(why.clone());
+                if lock(&keep.conn).is_none() {
+                    *lock(&keep.down) = why;
+                }
             })?;
         Ok(Client { inner })
     }
@@ -170,7 +177,12 @@ impl Client {
         match tokio::time::timeout(self.inner.deadline, rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => failed(format!(
-                "the SMART helper (pid {pid}) ended before it answered for {path}; another is started"
+                "the SMART helper (pid {pid}) ended before it answered for {path}; {}",
+                if lock(&self.inner.keeper_gone).is_some() {
+                    "no other is started until ssdwatch restarts (its keeper is gone)"
+                } else {
+                    "another is started"
+                }
             )),
             Err(_) => {
                 lock(&self.inner.pending).remove(&id);
@@ -226,11 +238,6 @@ fn request_path(r: &Request) -> &str {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn set_down(inner: &Inner, why: String) {
-    *lock(&inner.conn) = None;
-    *lock(&inner.down) = why;
 }
 
 /// Serves one worker until its socket closes.
@@ -335,8 +342,10 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
         let mut conn = lock(&inner.conn);
         if conn.as_ref().is_some_and(|c| c.pid == pid) {
             *conn = None;
-            *lock(&inner.down) =
-                format!("the SMART helper (pid {pid}) {end}; another is being started");
+            *lock(&inner.down) = match lock(&inner.keeper_gone).as_ref() {
+                Some(gone) => format!("the SMART helper (pid {pid}) {end}, and {gone}"),
+                None => format!("the SMART helper (pid {pid}) {end}; another is being started"),
+            };
         }
     }
     // Its reads fail now (dropping the sender says so); its stuck runs are no longer watched.
