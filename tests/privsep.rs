@@ -395,6 +395,85 @@ fn a_refusal_through_the_helper_still_names_its_cause() {
 }
 
 #[test]
+fn discovered_drives_are_read_through_the_helper_with_the_real_smartctl() {
+    let test = "discovered_drives_are_read_through_the_helper_with_the_real_smartctl";
+    if !unit_prerequisites(test) || !support::require_cmd(test, "smartctl", "smartmontools") {
+        return;
+    }
+    use ssdwatch::sysfs::topology::{DeviceKind, Topology};
+    let topo = Topology::read(Path::new("/sys")).expect("read /sys");
+    let drives: Vec<_> = topo
+        .drives()
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d.kind(),
+                DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
+            )
+        })
+        .map(|d| (d.name.clone(), d.kind()))
+        .collect();
+    if drives.is_empty() {
+        support::skip(test, "no NVMe, sd or virtio drive on this machine");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    open_dir(dir.path(), None);
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    open_dir(&state, Some(uid_of("nobody")));
+    let config = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    // The packaged unit's user is in group disk (SupplementaryGroups=disk).
+    let mut as_unit: Vec<&str> = AS_THE_UNIT.to_vec();
+    as_unit.retain(|a| *a != "--clear-groups");
+    as_unit.insert(1, "--groups=disk");
+    let d = Daemon::start(&as_unit, &config, dir.path().join("daemon.log"));
+    let m = d.wait_metrics(
+        "every discovered drive read",
+        Duration::from_secs(60),
+        |m| {
+            drives.iter().all(|(name, _)| {
+                support::value_matching(
+                    m,
+                    "ssdwatch_device_smart_sample_ok",
+                    &format!("device=\"{name}\""),
+                )
+                .is_some()
+            })
+        },
+    );
+    for (name, kind) in &drives {
+        let has = |family: &str| support::value_matching(&m, family, &format!("device=\"{name}\""));
+        if *kind == DeviceKind::Virtio {
+            // smartctl ran (through the helper, which let the drive through) and said so.
+            assert_eq!(
+                has("ssdwatch_device_smart_supported"),
+                Some(0.0),
+                "{name}\n{m}"
+            );
+            assert_eq!(
+                has("ssdwatch_device_smart_sample_ok"),
+                Some(1.0),
+                "{name}\n{m}"
+            );
+        }
+    }
+    assert!(
+        !d.log_text().contains("refused"),
+        "no discovered drive is refused by the helper:\n{}",
+        d.log_text()
+    );
+}
+
+#[test]
 fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_over() {
     let fake = Fake::new();
     // Each run takes a while, so the kill lands while the helper has a read in flight.
