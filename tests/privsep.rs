@@ -654,7 +654,7 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
         "discover": true,
         "include": null,
         "exclude": "^sdz$",
-        "devices": [["/dev/fake0", null], ["/dev/bus/0", "megaraid,3"], ["/dev/hang0", null], ["/dev/flood0", null]],
+        "devices": [["/dev/fake0", null], ["/dev/bus/0", "megaraid,3"], ["/dev/hang0", null], ["/dev/flood0", null], ["/dev/ssdwatch-no-disk", null]],
     })
     .to_string();
     let args: Vec<std::ffi::OsString> = ["smart-helper", "--worker", "--spec", &spec]
@@ -759,6 +759,19 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     wait_for("the flood's writer gone", Duration::from_secs(5), || {
         (!alive(flood)).then_some(())
     });
+    // A libatasmart read is the helper's too, and its failure comes back as it was told.
+    send(
+        &mut sock,
+        r#"{"op":"atasmart","id":9,"path":"/dev/ssdwatch-no-disk"}"#,
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
+    assert_eq!(reply["reply"], "failed", "{reply}");
+    let want = if cfg!(feature = "atasmart") {
+        "libatasmart open on /dev/ssdwatch-no-disk: No such file or directory (os error 2)"
+    } else {
+        "this build has no libatasmart support"
+    };
+    assert_eq!(reply["message"], want, "{reply}");
     // A request with an argument list is not a request: the helper stops (its keeper would
     // start a fresh one) rather than guess.
     send(

@@ -86,7 +86,7 @@ pub fn smart_helper(worker: bool, spec_json: &str) -> i32 {
     } else {
         c"ssdwatch-keeper"
     });
-    if let Err(e) = caps::keep_only(SMART_CAPS) {
+    if let Err(e) = caps::keep_only(SMART_CAPS, false) {
         tracing::error!("smart-helper: keeping only CAP_SYS_RAWIO and CAP_SYS_ADMIN: {e}");
         return 1;
     }

@@ -115,9 +115,13 @@ pub fn plan(held: CapState, keep: u64) -> Plan {
     }
 }
 
-/// Carries out `plan(current, keep)` on this (single-threaded) process, sets no_new_privs, and
-/// checks the result: holds exactly `held.prm & keep` in each set afterwards.
-pub fn keep_only(keep: u64) -> Result<CapState, CapError> {
+/// Carries out `plan(current, keep)` on this (single-threaded) process, sets no_new_privs when
+/// asked, and checks the result: holds exactly `held.prm & keep` in each set afterwards.
+///
+/// The SMART helper keeps exec's file capabilities working (`no_new_privs` false): a user run
+/// may give a private copy of smartctl its capabilities with setcap. The unit's
+/// NoNewPrivileges=yes applies to it anyway.
+pub fn keep_only(keep: u64, no_new_privs: bool) -> Result<CapState, CapError> {
     let threads = threads()?;
     if threads > 1 {
         return Err(CapError::Threaded(threads));
@@ -133,8 +137,10 @@ pub fn keep_only(keep: u64) -> Result<CapState, CapError> {
     for c in &p.bounding_drop {
         prctl("PR_CAPBSET_DROP", libc::PR_CAPBSET_DROP, *c as _, 0)?;
     }
-    // Nothing gained by exec from here on (setuid or file-capability programs).
-    prctl("PR_SET_NO_NEW_PRIVS", libc::PR_SET_NO_NEW_PRIVS, 1, 0)?;
+    if no_new_privs {
+        // Nothing gained by exec from here on (setuid or file-capability programs).
+        prctl("PR_SET_NO_NEW_PRIVS", libc::PR_SET_NO_NEW_PRIVS, 1, 0)?;
+    }
     capset(p.set)?;
     for c in &p.ambient {
         prctl(
@@ -154,7 +160,7 @@ pub fn keep_only(keep: u64) -> Result<CapState, CapError> {
 /// Gives up every capability (effective, permitted, inheritable, ambient; the bounding set
 /// too when allowed) and sets no_new_privs.
 pub fn drop_all() -> Result<CapState, CapError> {
-    keep_only(0)
+    keep_only(0, true)
 }
 
 /// Sets this thread's name (`comm`, at most 15 bytes), as ps and top show the process.
