@@ -549,6 +549,69 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
     );
 }
 
+/// A smartctl stuck in the kernel under the helper: the helper reports it stuck, the daemon shows
+/// it and starts no other run of that drive, and when the stuck process is gone at last the
+/// helper says so and the drive is read again. Made real with a FUSE mount whose statfs never
+/// returns.
+#[test]
+fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_reports_it_gone() {
+    let test =
+        "a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_reports_it_gone";
+    if !support::require_root(test) {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        support::skip(test, "no /dev/fuse");
+        return;
+    }
+    let mut hung = support::HungFuse::new();
+    let fake = Fake::new();
+    fake.mode("sda", &format!("dstate {}", hung.mountpoint.display()));
+    fake.ok("sdb", FIXTURE);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  filesystem:\n    enabled: false\n  smart:\n    interval: 1s\n    timeout: 700ms\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/sda\n      - path: /dev/sdb\n",
+            dir.path().display(),
+            fake.bin().display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    let stuck = |m: &str, dev: &str| {
+        support::value_matching(
+            m,
+            "ssdwatch_device_smartctl_stuck",
+            &format!("device=\"{dev}\""),
+        )
+    };
+    // 0.7 s timeout + 5 s grace in the helper, then it reports the run stuck.
+    let m = d.wait_metrics("sda shown stuck", Duration::from_secs(20), |m| {
+        stuck(m, "sda") == Some(1.0)
+    });
+    assert_eq!(stuck(&m, "sdb"), Some(0.0), "{m}");
+    let runs_sdb = fake.argv("sdb").lines().count();
+    // No other run of sda starts meanwhile; sdb goes on being read.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(fake.argv("sda").lines().count(), 1, "no second run of sda");
+    assert!(fake.argv("sdb").lines().count() > runs_sdb);
+    assert!(
+        d.log_text().contains("device sda: timed out after 700ms, killed, and still not gone after 5s: stuck in the kernel"),
+        "{}",
+        d.log_text()
+    );
+    // The drive's I/O returns (the FUSE server dies): the helper reports the process gone.
+    hung.kill_server();
+    d.wait_metrics("sda no longer stuck", Duration::from_secs(20), |m| {
+        stuck(m, "sda") == Some(0.0)
+    });
+    wait_for("sda read again", Duration::from_secs(10), || {
+        (fake.argv("sda").lines().count() >= 2).then_some(())
+    });
+}
+
 #[test]
 fn when_the_keeper_dies_the_helper_serves_on_and_after_it_smart_errors_name_the_cause() {
     let fake = Fake::new();
