@@ -612,6 +612,59 @@ fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_rep
     });
 }
 
+/// Ctrl-C in a terminal signals the daemon's whole process group, its helper included: the
+/// helper does not die first and orphan a smartctl mid-run; it ends when the daemon has gone,
+/// after killing the run and what the run left.
+#[test]
+fn a_ctrl_c_to_the_daemons_process_group_leaves_no_smartctl_behind() {
+    let fake = Fake::new();
+    fake.mode("fake0", "escape-hang");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    timeout: 5m\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
+            dir.path().display(),
+            fake.bin().display()
+        ),
+    )
+    .unwrap();
+    // setsid: the daemon leads its own process group, as a shell's foreground job does.
+    let mut d = Daemon::start(&["setsid"], &config, dir.path().join("daemon.log"));
+    let (keeper, worker) = d.helper();
+    let running = fake.dir.path().join("fake0.running");
+    let smartctl: u32 = wait_for("smartctl running", Duration::from_secs(20), || {
+        std::fs::read_to_string(&running).ok()?.trim().parse().ok()
+    });
+    let escapee: u32 = wait_for("its escapee", Duration::from_secs(5), || {
+        std::fs::read_to_string(fake.dir.path().join("fake0.escapees"))
+            .ok()?
+            .lines()
+            .next()?
+            .parse()
+            .ok()
+    });
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(d.pid() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT to the daemon's group");
+    wait_for("the daemon exits", Duration::from_secs(10), || {
+        d.child.try_wait().ok().flatten()
+    });
+    wait_for(
+        "smartctl, its escapee, the helper and the keeper gone",
+        Duration::from_secs(10),
+        || {
+            [smartctl, escapee, worker, keeper]
+                .iter()
+                .all(|p| !alive(*p))
+                .then_some(())
+        },
+    );
+}
+
 #[test]
 fn when_the_keeper_dies_the_helper_serves_on_and_after_it_smart_errors_name_the_cause() {
     let fake = Fake::new();

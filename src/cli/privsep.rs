@@ -86,6 +86,24 @@ pub fn smart_helper(worker: bool, spec_json: &str) -> i32 {
     } else {
         c"ssdwatch-keeper"
     });
+    // Their life is the daemon's: they end when its socket closes, after killing what they
+    // run. A Ctrl-C (SIGINT to the terminal's process group) or a SIGTERM meant for the daemon
+    // must not end them first and orphan a smartctl mid-run. Caught, not ignored: a caught
+    // signal is back to its default in the programs they start.
+    for sig in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let action = nix::sys::signal::SigAction::new(
+            nix::sys::signal::SigHandler::Handler(ignore_signal),
+            nix::sys::signal::SaFlags::SA_RESTART,
+            nix::sys::signal::SigSet::empty(),
+        );
+        // SAFETY: the handler does nothing, so it is async-signal-safe.
+        if let Err(e) = unsafe { nix::sys::signal::sigaction(sig, &action) } {
+            tracing::warn!("smart-helper: catching {sig}: {e}");
+        }
+    }
     if let Err(e) = caps::keep_only(SMART_CAPS, false) {
         tracing::error!("smart-helper: keeping only CAP_SYS_RAWIO and CAP_SYS_ADMIN: {e}");
         return 1;
@@ -106,3 +124,5 @@ pub fn smart_helper(worker: bool, spec_json: &str) -> i32 {
         }
     }
 }
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
