@@ -366,7 +366,8 @@ impl Collector for SmartCollector {
                         (a.outcome, a.cause)
                     })
                 }
-                (atasmart::Used::Libatasmart, Some(h)) if atasmart::BUILT_IN => {
+                // Only chosen when built in (`atasmart::choose`); the helper is the same binary.
+                (atasmart::Used::Libatasmart, Some(h)) => {
                     let req = helper::client::RequestKind::Atasmart {
                         path: t.path.clone(),
                     };
@@ -401,9 +402,7 @@ impl Collector for SmartCollector {
                     })
                 }
                 #[cfg(not(feature = "atasmart"))]
-                (atasmart::Used::Libatasmart, _) => continue,
-                #[cfg(feature = "atasmart")]
-                (atasmart::Used::Libatasmart, Some(_)) => continue,
+                (atasmart::Used::Libatasmart, None) => continue,
             };
             task_label.insert(task.id(), (t.label.clone(), used));
         }
