@@ -383,6 +383,41 @@ mod tests {
         assert!(serde_json::from_str::<Request>(r#"{"op":"exec","id":1}"#).is_err());
     }
 
+    proptest::proptest! {
+        /// Whatever path and type come in, the helper lets through only a configured device or
+        /// a plain kernel name directly under /dev: never a path that climbs out of it.
+        #[test]
+        fn nothing_outside_the_rule_is_let_through(
+            path in "(/dev/)?[A-Za-z0-9_./ -]{0,40}",
+            dev_type in proptest::option::of("[a-z,+0-9 -]{0,12}"),
+        ) {
+            let a = Allow::new(spec()).unwrap();
+            if a.check(&path, dev_type.as_deref(), |_| DRIVE).is_ok() {
+                let configured = spec()
+                    .devices
+                    .iter()
+                    .any(|(p, t)| *p == path && *t == dev_type);
+                let name = path.strip_prefix("/dev/").unwrap_or("");
+                proptest::prop_assert!(
+                    configured || (dev_type.is_none() && kernel_name_ok(name)),
+                    "{path:?} {dev_type:?}"
+                );
+                proptest::prop_assert!(!path.contains("..") || configured);
+            }
+        }
+
+        /// Any bytes on the socket: a frame, an end, or an error; never a panic, never a buffer
+        /// beyond the cap.
+        #[test]
+        fn any_bytes_read_as_frames_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let mut r = bytes.as_slice();
+            while let Ok(Some(f)) = rt.block_on(read_frame(&mut r, 16)) {
+                proptest::prop_assert!(f.len() <= 16);
+            }
+        }
+    }
+
     #[tokio::test]
     async fn an_oversized_frame_is_refused_before_it_is_read() {
         let mut big = Vec::new();
