@@ -323,6 +323,58 @@ collectors:
     assert_eq!(owner, nobody);
 }
 
+/// Root without the unit: everything dropped, the bounding set emptied (root may), so nothing
+/// comes back at exec; the helper cuts its own bounding set to the two, so smartctl run as root
+/// gets those two and no more.
+#[test]
+fn started_as_root_by_hand_the_daemon_keeps_no_capability_and_the_helper_only_two() {
+    let test = "started_as_root_by_hand_the_daemon_keeps_no_capability_and_the_helper_only_two";
+    if !support::require_root(test) {
+        return;
+    }
+    let fake = Fake::new();
+    fake.ok("fake0", FIXTURE);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
+            dir.path().display(),
+            fake.bin().display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    d.wait_metrics("a reading", Duration::from_secs(20), |m| {
+        support::value_matching(m, "ssdwatch_device_smart_sample_ok", "device=\"fake0\"")
+            == Some(1.0)
+    });
+    for (tid, c) in thread_caps(d.pid()) {
+        assert_eq!(
+            c,
+            ssdwatch::privsep::CapState::default(),
+            "daemon thread {tid}"
+        );
+    }
+    let (keeper, worker) = d.helper();
+    for pid in [keeper, worker] {
+        let c = caps_of(Path::new(&format!("/proc/{pid}/status")));
+        assert_eq!(
+            c,
+            ssdwatch::privsep::CapState {
+                eff: SMART_CAPS,
+                prm: SMART_CAPS,
+                inh: SMART_CAPS,
+                amb: SMART_CAPS,
+                bnd: SMART_CAPS
+            },
+            "{}",
+            cmdline(pid)
+        );
+    }
+}
+
 #[test]
 fn a_refusal_through_the_helper_still_names_its_cause() {
     let test = "a_refusal_through_the_helper_still_names_its_cause";
