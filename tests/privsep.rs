@@ -13,7 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::fake_smartctl::{Fake, smart_fixture};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ssdwatch");
+/// The binary under test: cargo's, or the one `SSDWATCH` names (as for the bench scripts).
+fn bin() -> String {
+    std::env::var("SSDWATCH").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ssdwatch").to_string())
+}
 const FIXTURE: &str = "ata-crucial-m4-mtfddak128mam.json";
 
 /// The capability sets of one task (/proc/PID/task/TID/status).
@@ -82,7 +85,7 @@ impl Daemon {
     fn start(prefix: &[&str], config: &Path, log: PathBuf) -> Daemon {
         let mut argv: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
         argv.extend([
-            BIN.to_string(),
+            bin(),
             "--config".into(),
             config.display().to_string(),
             "--web.listen-address".into(),
@@ -829,7 +832,7 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
         .iter()
         .map(Into::into)
         .collect();
-    let (child, mut sock) = ssdwatch::privsep::keeper::spawn_with_socket(Path::new(BIN), &args)
+    let (child, mut sock) = ssdwatch::privsep::keeper::spawn_with_socket(Path::new(&bin()), &args)
         .expect("start the helper");
     let mut child = support::KillOnDrop(child);
     sock.set_read_timeout(Some(Duration::from_secs(20)))
