@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod fault;
 pub mod history;
 pub mod metrics;
+pub mod privsep;
 pub mod probe;
 pub mod process;
 pub mod procfs;

@@ -199,8 +199,17 @@ fn sigterm_leaves_no_smartctl_nor_its_setsid_grandchild_behind() {
     let escapee = pids_in(&escapees).pop().expect("escapee pid");
     let daemon_pid = d.child.id();
     assert!(alive(&smartctl) && alive(&escapee));
+    // smartctl runs under the daemon's SMART helper (daemon → keeper → helper), which tags it.
+    let helper = parent_of(&smartctl).expect("smartctl's parent");
+    let keeper = parent_of(&helper).expect("the helper's parent");
+    assert_eq!(
+        parent_of(&keeper).as_deref(),
+        Some(daemon_pid.to_string().as_str()),
+        "smartctl {smartctl} runs under the daemon's SMART helper {helper}"
+    );
+    let helper_pid: u32 = helper.parse().expect("pid");
     assert!(
-        tagged_processes_of(daemon_pid).len() >= 3,
+        tagged_processes_of(helper_pid).len() >= 3,
         "smartctl, its sleep and the escapee carry the run's tag"
     );
     d.signal(Signal::SIGTERM);
@@ -213,9 +222,21 @@ fn sigterm_leaves_no_smartctl_nor_its_setsid_grandchild_behind() {
         || !alive(&smartctl) && !alive(&escapee),
     );
     assert_eq!(
-        tagged_processes_of(daemon_pid),
+        tagged_processes_of(helper_pid),
         Vec::<String>::new(),
         "processes of a run outlived the daemon:\n{}",
         d.log_text()
     );
+    wait_until(
+        "the SMART helper and its keeper gone with the daemon",
+        Duration::from_secs(5),
+        || !alive(&helper) && !alive(&keeper),
+    );
+}
+
+/// The parent pid of a live process (/proc/PID/stat, after the command name).
+fn parent_of(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1).map(str::to_string)
 }

@@ -2,6 +2,7 @@
 //! (`daemon`, `probe`, `smart`). No engine imports this module; it sits on top of all of them.
 
 mod generate;
+mod privsep;
 mod probe;
 mod reload;
 pub mod report;
@@ -126,6 +127,14 @@ enum Command {
     Generate {
         #[command(subcommand)]
         what: GenerateCommand,
+    },
+    /// The SMART helper, started by the daemon (docs/threat-model.md).
+    #[command(hide = true, name = "smart-helper")]
+    SmartHelper {
+        #[arg(long)]
+        worker: bool,
+        #[arg(long)]
+        spec: String,
     },
 }
 
@@ -330,6 +339,9 @@ pub fn main() -> ExitCode {
             };
             return code(generate::write_stdout(out));
         }
+        Some(Command::SmartHelper { worker, spec }) => {
+            return code(privsep::smart_helper(*worker, spec));
+        }
         _ => {}
     }
 
@@ -393,6 +405,17 @@ pub fn main() -> ExitCode {
         return code(report::export(store, output, instance.as_deref(), &config));
     }
 
+    // The daemon gives up its capabilities here, before any thread, port or collector exists.
+    let smart_helper = match &cli.command {
+        None | Some(Command::Serve) => match privsep::split(&config.collectors.smart, &roots) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("ssdwatch: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        _ => None,
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)
@@ -426,6 +449,12 @@ pub fn main() -> ExitCode {
     // SIGHUP is caught from here on, before the web config is loaded.
     let reload = {
         let _in_runtime = rt.enter();
+        if let Some(started) = smart_helper
+            && let Err(e) = privsep::install(started)
+        {
+            eprintln!("ssdwatch: {e}");
+            return ExitCode::from(1);
+        }
         reload::on_sighup(reload::Reloader {
             path: cli.config.clone(),
             flags,

@@ -62,7 +62,7 @@ pub fn pipe_inode(fd: &impl std::os::fd::AsFd) -> Option<u64> {
 }
 
 /// What a sweep found and did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Swept {
     /// Processes of the run that were still there and were sent SIGKILL.
     pub killed: usize,

@@ -10,6 +10,7 @@ mod access;
 mod atasmart;
 mod drive;
 mod escape;
+pub mod helper;
 mod render;
 mod runner;
 
@@ -201,6 +202,9 @@ pub struct SmartCollector {
     drives: BTreeMap<String, DriveState>,
     /// Per drive: set while a killed smartctl of it is still stuck in the kernel.
     in_kernel: BTreeMap<String, Arc<std::sync::atomic::AtomicBool>>,
+    /// The SMART helper that reads the drives when the daemon gave up its capabilities
+    /// (`helper::client::install`); None: smartctl runs in this process.
+    helper: Option<helper::Client>,
 }
 
 impl SmartCollector {
@@ -209,6 +213,7 @@ impl SmartCollector {
             cfg: cfg.clone(),
             drives: BTreeMap::new(),
             in_kernel: BTreeMap::new(),
+            helper: helper::client::installed(),
         })
     }
 
@@ -346,40 +351,67 @@ impl Collector for SmartCollector {
             let used = atasmart::choose(self.cfg.backend, smartctl_found, may_be_ata);
             let timeout = self.cfg.timeout;
             let sem = sem.clone();
-            let task = match used {
-                atasmart::Used::Smartctl => {
+            let protocol = st.protocol.as_deref().filter(|_| !st.no_devstat);
+            let task = match (used, self.helper.clone()) {
+                // Through the helper: it builds the same argument set from these facts.
+                (atasmart::Used::Smartctl, Some(h)) => {
+                    let req = helper::client::RequestKind::Smartctl {
+                        path: t.path.clone(),
+                        dev_type: t.dev_type.clone(),
+                        devstat: protocol == Some("ATA"),
+                    };
+                    set.spawn(async move {
+                        let _permit = sem.acquire_owned().await;
+                        let a = h.read(req, &in_kernel).await;
+                        (a.outcome, a.cause)
+                    })
+                }
+                // Only chosen when built in (`atasmart::choose`); the helper is the same binary.
+                (atasmart::Used::Libatasmart, Some(h)) => {
+                    let req = helper::client::RequestKind::Atasmart {
+                        path: t.path.clone(),
+                    };
+                    set.spawn(async move {
+                        let _permit = sem.acquire_owned().await;
+                        let a = h.read(req, &in_kernel).await;
+                        (a.outcome, a.cause)
+                    })
+                }
+                (atasmart::Used::Smartctl, None) => {
                     let args = smartctl_args(
                         &t.path,
                         t.dev_type.as_deref(),
-                        st.protocol.as_deref().filter(|_| !st.no_devstat),
+                        protocol,
                         self.cfg.nocheck_standby,
                     );
                     let bin = self.cfg.smartctl_path.clone();
                     set.spawn(async move {
                         let _permit = sem.acquire_owned().await;
-                        runner::run_smartctl(&bin, &args, timeout, &in_kernel).await
+                        let out = runner::run_smartctl(&bin, &args, timeout, &in_kernel).await;
+                        (out, None)
                     })
                 }
                 #[cfg(feature = "atasmart")]
-                atasmart::Used::Libatasmart => {
+                (atasmart::Used::Libatasmart, None) => {
                     let path = t.path.clone();
                     let nocheck = self.cfg.nocheck_standby;
                     set.spawn(async move {
                         let _permit = sem.acquire_owned().await;
-                        runner::run_atasmart(&path, nocheck, timeout, &in_kernel).await
+                        let out = runner::run_atasmart(&path, nocheck, timeout, &in_kernel).await;
+                        (out, None)
                     })
                 }
                 #[cfg(not(feature = "atasmart"))]
-                atasmart::Used::Libatasmart => continue,
+                (atasmart::Used::Libatasmart, None) => continue,
             };
             task_label.insert(task.id(), (t.label.clone(), used));
         }
         while let Some(joined) = set.join_next_with_id().await {
-            let (id, outcome) = match joined {
+            let (id, (outcome, helper_cause)) = match joined {
                 Ok(done) => done,
                 Err(e) => {
                     let cause = e.to_string();
-                    (e.id(), RunOutcome::Failed(RunError::Task { cause }))
+                    (e.id(), (RunOutcome::Failed(RunError::Task { cause }), None))
                 }
             };
             // Every task was spawned above with its label.
@@ -403,8 +435,12 @@ impl Collector for SmartCollector {
                 access::CAP_SYS_RAWIO
             };
             let smartctl = self.cfg.smartctl_path.clone();
-            let why_denied =
-                || access::cause(&access::facts(run.path, &smartctl, needed)).to_string();
+            // Through the helper, the cause it observed where smartctl ran.
+            let why_denied = || {
+                helper_cause.clone().unwrap_or_else(|| {
+                    access::cause(&access::facts(run.path, &smartctl, needed)).to_string()
+                })
+            };
             let step = drive::step(
                 prev,
                 &run,

@@ -39,7 +39,8 @@ pub fn smartctl_args(
 }
 
 /// How a smartctl process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Exit {
     /// It exited with this status (smartctl's bit mask).
     Code(i32),
@@ -96,6 +97,12 @@ pub enum RunError {
     /// Killed with its process group at the deadline.
     #[error("timed out after {}; killed", humantime::format_duration(*after))]
     TimedOut { after: Duration },
+    /// The SMART helper failed the run; its message, as it told it.
+    #[error("{message}")]
+    Remote { message: String },
+    /// The SMART helper could not be asked, refused, or went away.
+    #[error("{message}")]
+    Helper { message: String },
     /// The task that ran it did not complete (it panicked or was cancelled).
     #[error("the smartctl task did not complete: {cause}")]
     Task { cause: String },

@@ -1,0 +1,128 @@
+//! The capability split at start-up: the daemon starts the SMART helper's keeper while it still
+//! holds its capabilities, then gives them all up before any thread, port or collector exists;
+//! and the hidden `ssdwatch smart-helper` command the keeper and its workers run.
+
+use crate::Roots;
+use crate::collector::smart::SmartConfig;
+use crate::collector::smart::helper::{self, Spec};
+use crate::privsep::{SMART_CAPS, caps, keeper};
+use std::ffi::OsString;
+use std::path::Path;
+
+/// This binary, as the kernel has it: still there when the file was replaced by an upgrade.
+const SELF_EXE: &str = "/proc/self/exe";
+
+/// A keeper started, waiting for the runtime to take its workers.
+pub struct Started {
+    keeper: std::process::Child,
+    control: std::os::unix::net::UnixStream,
+    timeout: std::time::Duration,
+}
+
+/// Starts the keeper (when the SMART collector is on), then gives up every capability of this
+/// process. Must run before any other thread starts. The helper always runs, with or without
+/// capabilities to keep, so there is one way SMART data is read in the daemon.
+pub fn split(smart: &SmartConfig, roots: &Roots) -> Result<Option<Started>, String> {
+    let started = if smart.enabled {
+        let spec = Spec {
+            smartctl: smart.smartctl_path.clone(),
+            timeout_ms: smart.timeout.as_millis() as u64,
+            nocheck_standby: smart.nocheck_standby,
+            sys: roots.sys.clone(),
+            discover: smart.discover,
+            include: smart
+                .device_include
+                .as_ref()
+                .map(|p| p.as_str().to_string()),
+            exclude: smart
+                .device_exclude
+                .as_ref()
+                .map(|p| p.as_str().to_string()),
+            devices: (smart.devices.iter())
+                .map(|d| (d.path.clone(), d.dev_type.clone()))
+                .collect(),
+        };
+        let spec = serde_json::to_string(&spec).map_err(|e| format!("the SMART helper: {e}"))?;
+        let args: Vec<OsString> = ["smart-helper", "--spec", &spec]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let (keeper, control) = keeper::spawn_with_socket(Path::new(SELF_EXE), &args)
+            .map_err(|e| format!("starting the SMART helper ({SELF_EXE} smart-helper): {e}"))?;
+        Some(Started {
+            keeper,
+            control,
+            timeout: smart.timeout,
+        })
+    } else {
+        None
+    };
+    let left = caps::drop_all().map_err(|e| format!("giving up capabilities: {e}"))?;
+    tracing::debug!(?left, "capabilities given up");
+    Ok(started)
+}
+
+/// Hands the keeper's workers to the SMART collector (on the runtime entered).
+pub fn install(started: Started) -> Result<(), String> {
+    let client = helper::Client::start(started.control, started.keeper, started.timeout)
+        .map_err(|e| format!("the SMART helper's socket: {e}"))?;
+    helper::client::install(client);
+    Ok(())
+}
+
+/// `ssdwatch smart-helper [--worker] --spec JSON`: the keeper, or (with --worker) the helper
+/// itself. Both keep CAP_SYS_RAWIO and CAP_SYS_ADMIN, when they have them, and nothing else.
+pub fn smart_helper(worker: bool, spec_json: &str) -> i32 {
+    let spec: Spec = match serde_json::from_str(spec_json) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("smart-helper: --spec: {e}");
+            return 2;
+        }
+    };
+    // Named in ps and top (started as /proc/self/exe, they would show as "exe").
+    crate::privsep::caps::set_name(if worker {
+        c"ssdwatch-helper"
+    } else {
+        c"ssdwatch-keeper"
+    });
+    // Their life is the daemon's: they end when its socket closes, after killing what they
+    // run. A Ctrl-C (SIGINT to the terminal's process group) or a SIGTERM meant for the daemon
+    // must not end them first and orphan a smartctl mid-run. Caught, not ignored: a caught
+    // signal is back to its default in the programs they start.
+    for sig in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let action = nix::sys::signal::SigAction::new(
+            nix::sys::signal::SigHandler::Handler(ignore_signal),
+            nix::sys::signal::SaFlags::SA_RESTART,
+            nix::sys::signal::SigSet::empty(),
+        );
+        // SAFETY: the handler does nothing, so it is async-signal-safe.
+        if let Err(e) = unsafe { nix::sys::signal::sigaction(sig, &action) } {
+            tracing::warn!("smart-helper: catching {sig}: {e}");
+        }
+    }
+    if let Err(e) = caps::keep_only(SMART_CAPS, false) {
+        tracing::error!("smart-helper: keeping only CAP_SYS_RAWIO and CAP_SYS_ADMIN: {e}");
+        return 1;
+    }
+    if !worker {
+        let args: Vec<OsString> = ["smart-helper", "--worker", "--spec", spec_json]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        return keeper::run(Path::new(SELF_EXE), &args);
+    }
+    // SAFETY: the keeper started this process with its socket as descriptor 3; taken once.
+    match unsafe { keeper::inherited_socket() } {
+        Ok(sock) => helper::worker::main(spec, sock),
+        Err(e) => {
+            tracing::error!("smart-helper: {e}");
+            2
+        }
+    }
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}

@@ -1,0 +1,436 @@
+//! The SMART helper: the process that keeps CAP_SYS_RAWIO and CAP_SYS_ADMIN and reads drives for
+//! the daemon, which holds no capability. Here: what it is started with (`Spec`), the messages
+//! on its socket, and the rule of which reads it accepts (`allow`, pure). The worker's loop is in
+//! `worker`, the daemon's side in `client`; starting and restarting it is `crate::privsep`'s.
+//!
+//! The wire: each message is a frame (a 4-byte big-endian length, then that many bytes). A
+//! request is one JSON frame; a reply one JSON frame, followed by one frame of smartctl's
+//! output when it says so. The daemon never sends an argument list: the helper builds smartctl's
+//! from the fixed set of `runner::smartctl_args`.
+
+pub mod client;
+pub mod worker;
+
+use crate::collector::device_filter::{DevicePattern, wanted};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub use client::Client;
+
+/// What a helper is started with, fixed for its life: the SMART part of the config as the
+/// daemon loaded it before it gave up its capabilities.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub smartctl: PathBuf,
+    pub timeout_ms: u64,
+    pub nocheck_standby: bool,
+    /// The sysfs root discovery looks at (`--path.sysfs`).
+    pub sys: PathBuf,
+    pub discover: bool,
+    pub include: Option<String>,
+    pub exclude: Option<String>,
+    /// Configured devices: a node and its `-d` type.
+    pub devices: Vec<(String, Option<String>)>,
+}
+
+/// A request to the helper.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Run smartctl's fixed argument set on a device; `devstat` adds the ATA device-statistics
+    /// log.
+    Smartctl {
+        id: u64,
+        path: String,
+        dev_type: Option<String>,
+        devstat: bool,
+    },
+    /// Read an ATA drive through libatasmart.
+    Atasmart { id: u64, path: String },
+}
+
+impl Request {
+    pub fn id(&self) -> u64 {
+        match self {
+            Request::Smartctl { id, .. } | Request::Atasmart { id, .. } => *id,
+        }
+    }
+}
+
+/// How a failed run is told over the socket: the kinds the collector treats differently, and
+/// the message of the rest.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum FailKind {
+    TimedOut,
+    Stuck,
+    AtasmartStuck,
+    Task,
+    Other,
+}
+
+/// A reply from the helper.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "reply", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    /// The run gave output: it follows in the next frame (`len` bytes).
+    Output {
+        id: u64,
+        len: u64,
+        exit: super::runner::Exit,
+        escaped: super::escape::Swept,
+        /// When smartctl was refused the device: the cause, observed where smartctl ran.
+        cause: Option<String>,
+    },
+    Failed {
+        id: u64,
+        kind: FailKind,
+        after_ms: u64,
+        message: String,
+    },
+    /// The request was not one the helper serves.
+    Refused { id: u64, reason: String },
+    /// A run reported stuck in the kernel has ended.
+    Reaped { id: u64 },
+}
+
+/// Limits of a frame: requests and reply headers are small; output is capped by the runner.
+pub const MAX_REQUEST: u32 = 64 << 10;
+pub const MAX_OUTPUT_FRAME: u32 = (4 << 20) + 1;
+
+/// Reads one frame of at most `max` bytes; None at a clean end of stream.
+pub async fn read_frame<R: AsyncReadExt + Unpin>(
+    r: &mut R,
+    max: u32,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let n = u32::from_be_bytes(len);
+    if n > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a {n}-byte frame; at most {max}"),
+        ));
+    }
+    let mut buf = vec![0u8; n as usize];
+    r.read_exact(&mut buf).await?;
+    Ok(Some(buf))
+}
+
+/// Writes frames back to back.
+pub async fn write_frames<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    frames: &[&[u8]],
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(frames.iter().map(|f| f.len() + 4).sum());
+    for f in frames {
+        let n = u32::try_from(f.len()).map_err(|_| std::io::Error::other("frame too large"))?;
+        buf.extend_from_slice(&n.to_be_bytes());
+        buf.extend_from_slice(f);
+    }
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
+/// What the helper observed of a device node for the allow rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// /dev/NAME is a block device node.
+    pub block_node: bool,
+    /// SYS/block/NAME/device exists: a drive the kernel found on a bus (not loop, dm, md).
+    pub sys_drive: bool,
+}
+
+/// Discovered drive names: what the collector's discovery accepts.
+fn kernel_name_ok(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The allow rule, compiled once.
+pub struct Allow {
+    spec: Spec,
+    include: Option<DevicePattern>,
+    exclude: Option<DevicePattern>,
+}
+
+impl Allow {
+    pub fn new(spec: Spec) -> Result<Allow, String> {
+        let pat = |p: &Option<String>, key: &str| {
+            p.as_deref()
+                .map(DevicePattern::new)
+                .transpose()
+                .map_err(|e| format!("{key}: {e}"))
+        };
+        Ok(Allow {
+            include: pat(&spec.include, "device_include")?,
+            exclude: pat(&spec.exclude, "device_exclude")?,
+            spec,
+        })
+    }
+
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// Whether a read of `path` (with `-d dev_type`) is one the config allows: a configured
+    /// device exactly as configured, or, with discovery on, a drive the kernel found (a block
+    /// node /dev/NAME of a drive on a bus) that the include/exclude filters let through.
+    /// `node` observes the node only when the rule gets that far.
+    pub fn check(
+        &self,
+        path: &str,
+        dev_type: Option<&str>,
+        node: impl FnOnce(&str) -> NodeFacts,
+    ) -> Result<(), String> {
+        if self
+            .spec
+            .devices
+            .iter()
+            .any(|(p, t)| p == path && t.as_deref() == dev_type)
+        {
+            return Ok(());
+        }
+        if let Some(t) = dev_type {
+            return Err(format!(
+                "{path} with -d {t} is not a device of collectors.smart.devices"
+            ));
+        }
+        if !self.spec.discover {
+            return Err(format!(
+                "{path} is not a device of collectors.smart.devices (discovery is off)"
+            ));
+        }
+        let Some(name) = path.strip_prefix("/dev/").filter(|n| kernel_name_ok(n)) else {
+            return Err(format!(
+                "{path} is neither a configured device nor a kernel drive name under /dev/"
+            ));
+        };
+        if !wanted(self.include.as_ref(), self.exclude.as_ref(), name) {
+            return Err(format!(
+                "{path} is left out by device_include/device_exclude"
+            ));
+        }
+        let facts = node(name);
+        if !facts.sys_drive {
+            return Err(format!(
+                "{path}: {}/block/{name}/device does not exist: not a drive the kernel found",
+                self.spec.sys.display()
+            ));
+        }
+        if !facts.block_node {
+            return Err(format!("{path} is not a block device node"));
+        }
+        Ok(())
+    }
+
+    /// The node facts of a discovered name, as the kernel shows them now.
+    pub fn observe(&self, name: &str) -> NodeFacts {
+        use std::os::unix::fs::FileTypeExt;
+        NodeFacts {
+            block_node: std::fs::symlink_metadata(format!("/dev/{name}"))
+                .is_ok_and(|m| m.file_type().is_block_device()),
+            sys_drive: self
+                .spec
+                .sys
+                .join("block")
+                .join(name)
+                .join("device")
+                .exists(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Spec {
+        Spec {
+            smartctl: "smartctl".into(),
+            timeout_ms: 30_000,
+            nocheck_standby: true,
+            sys: "/sys".into(),
+            discover: true,
+            include: None,
+            exclude: Some("^sd[x-z]$".into()),
+            devices: vec![
+                ("/dev/bus/0".into(), Some("megaraid,3".into())),
+                ("/dev/sdb".into(), None),
+            ],
+        }
+    }
+
+    const DRIVE: NodeFacts = NodeFacts {
+        block_node: true,
+        sys_drive: true,
+    };
+
+    #[test]
+    fn only_configured_devices_and_discovered_drives_are_read() {
+        let a = Allow::new(spec()).unwrap();
+        let ok = |p: &str, t: Option<&str>, f: NodeFacts| a.check(p, t, |_| f);
+        type Case<'a> = (&'a str, Option<&'a str>, NodeFacts, Result<(), &'a str>);
+        let cases: [Case; 9] = [
+            ("/dev/bus/0", Some("megaraid,3"), DRIVE, Ok(())),
+            (
+                "/dev/bus/0",
+                Some("megaraid,4"),
+                DRIVE,
+                Err("/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices"),
+            ),
+            ("/dev/nvme0n1", None, DRIVE, Ok(())),
+            (
+                "/dev/sdy",
+                None,
+                DRIVE,
+                Err("/dev/sdy is left out by device_include/device_exclude"),
+            ),
+            (
+                "/etc/shadow",
+                None,
+                DRIVE,
+                Err(
+                    "/etc/shadow is neither a configured device nor a kernel drive name under /dev/",
+                ),
+            ),
+            (
+                "/dev/../etc/shadow",
+                None,
+                DRIVE,
+                Err(
+                    "/dev/../etc/shadow is neither a configured device nor a kernel drive name under /dev/",
+                ),
+            ),
+            (
+                "/dev/loop0",
+                None,
+                NodeFacts {
+                    block_node: true,
+                    sys_drive: false,
+                },
+                Err(
+                    "/dev/loop0: /sys/block/loop0/device does not exist: not a drive the kernel found",
+                ),
+            ),
+            (
+                "/dev/sda",
+                None,
+                NodeFacts {
+                    block_node: false,
+                    sys_drive: true,
+                },
+                Err("/dev/sda is not a block device node"),
+            ),
+            (
+                "/dev/sda",
+                Some("sat"),
+                DRIVE,
+                Err("/dev/sda with -d sat is not a device of collectors.smart.devices"),
+            ),
+        ];
+        for (path, t, f, want) in cases {
+            assert_eq!(ok(path, t, f), want.map_err(String::from), "{path} {t:?}");
+        }
+        // A configured device needs no node (a RAID port's name is smartctl's own).
+        assert_eq!(
+            a.check("/dev/sdb", None, |_| panic!("not observed")),
+            Ok(())
+        );
+        let off = Allow::new(Spec {
+            discover: false,
+            ..spec()
+        })
+        .unwrap();
+        assert_eq!(
+            off.check("/dev/nvme0n1", None, |_| DRIVE),
+            Err(
+                "/dev/nvme0n1 is not a device of collectors.smart.devices (discovery is off)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn requests_and_replies_keep_their_shape_on_the_wire() {
+        let r = Request::Smartctl {
+            id: 7,
+            path: "/dev/sda".into(),
+            dev_type: None,
+            devstat: true,
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            text,
+            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"devstat":true}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+        // No way to smuggle an argument list in.
+        assert!(
+            serde_json::from_str::<Request>(
+                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"devstat":true,"args":["-x"]}"#
+            )
+            .is_err()
+        );
+        assert!(serde_json::from_str::<Request>(r#"{"op":"exec","id":1}"#).is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever path and type come in, the helper lets through only a configured device or
+        /// a plain kernel name directly under /dev: never a path that climbs out of it.
+        #[test]
+        fn nothing_outside_the_rule_is_let_through(
+            path in "(/dev/)?[A-Za-z0-9_./ -]{0,40}",
+            dev_type in proptest::option::of("[a-z,+0-9 -]{0,12}"),
+        ) {
+            let a = Allow::new(spec()).unwrap();
+            if a.check(&path, dev_type.as_deref(), |_| DRIVE).is_ok() {
+                let configured = spec()
+                    .devices
+                    .iter()
+                    .any(|(p, t)| *p == path && *t == dev_type);
+                let name = path.strip_prefix("/dev/").unwrap_or("");
+                proptest::prop_assert!(
+                    configured || (dev_type.is_none() && kernel_name_ok(name)),
+                    "{path:?} {dev_type:?}"
+                );
+                proptest::prop_assert!(!path.contains("..") || configured);
+            }
+        }
+
+        /// Any bytes on the socket: a frame, an end, or an error; never a panic, never a buffer
+        /// beyond the cap.
+        #[test]
+        fn any_bytes_read_as_frames_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let mut r = bytes.as_slice();
+            while let Ok(Some(f)) = rt.block_on(read_frame(&mut r, 16)) {
+                proptest::prop_assert!(f.len() <= 16);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_oversized_frame_is_refused_before_it_is_read() {
+        let mut big = Vec::new();
+        big.extend_from_slice(&(MAX_REQUEST + 1).to_be_bytes());
+        let e = read_frame(&mut big.as_slice(), MAX_REQUEST)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "a 65537-byte frame; at most 65536");
+        let mut ok = Vec::new();
+        write_frames(&mut ok, &[b"ab", b""]).await.unwrap();
+        let mut r = ok.as_slice();
+        assert_eq!(read_frame(&mut r, 10).await.unwrap(), Some(b"ab".to_vec()));
+        assert_eq!(read_frame(&mut r, 10).await.unwrap(), Some(vec![]));
+        assert_eq!(read_frame(&mut r, 10).await.unwrap(), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! The helper's loop: reads requests from its socket, refuses what the config does not allow,
+//! runs smartctl (or libatasmart) with the runner's timeouts and caps, and writes the answer.
+//! It never opens a network socket or the state directory, and never takes an argument list.
+
+use super::{Allow, FailKind, MAX_REQUEST, Reply, Request, Spec, read_frame, write_frames};
+use crate::collector::smart::access;
+use crate::collector::smart::runner::{self, RunError, RunOutcome};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{Mutex, Semaphore};
+
+/// Requests served at once; more wait (the daemon's parallelism is at most 64 too).
+const MAX_IN_FLIGHT: usize = 64;
+
+/// The worker's life on `sock` (descriptor 3 from the keeper). Returns the exit code: 0 when
+/// the daemon closed the socket, 1 on a broken request (the keeper starts a fresh worker).
+pub fn main(spec: Spec, sock: std::os::unix::net::UnixStream) -> i32 {
+    let allow = match Allow::new(spec) {
+        Ok(a) => Arc::new(a),
+        Err(e) => {
+            tracing::error!("smart-helper: {e}");
+            return 2;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(MAX_IN_FLIGHT)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("smart-helper: starting the async runtime: {e}");
+            return 1;
+        }
+    };
+    rt.block_on(serve(allow, sock))
+}
+
+async fn serve(allow: Arc<Allow>, sock: std::os::unix::net::UnixStream) -> i32 {
+    let sock = match sock
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixStream::from_std(sock))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("smart-helper: its socket: {e}");
+            return 1;
+        }
+    };
+    let (mut rd, wr) = sock.into_split();
+    let wr = Arc::new(Mutex::new(wr));
+    let sem = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    loop {
+        let frame = match read_frame(&mut rd, MAX_REQUEST).await {
+            Ok(Some(f)) => f,
+            Ok(None) => return 0,
+            Err(e) => {
+                tracing::error!("smart-helper: reading a request: {e}");
+                return 1;
+            }
+        };
+        let req: Request = match serde_json::from_slice(&frame) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("smart-helper: a request that is not one: {e}");
+                return 1;
+            }
+        };
+        let (allow, wr, sem) = (allow.clone(), wr.clone(), sem.clone());
+        tokio::spawn(async move {
+            let Ok(_permit) = sem.acquire_owned().await else {
+                return;
+            };
+            handle(&allow, req, &wr).await;
+        });
+    }
+}
+
+async fn send(wr: &Mutex<OwnedWriteHalf>, reply: &Reply, output: Option<&[u8]>) {
+    let Ok(head) = serde_json::to_vec(reply) else {
+        return;
+    };
+    let mut w = wr.lock().await;
+    let r = match output {
+        Some(o) => write_frames(&mut *w, &[&head, o]).await,
+        None => write_frames(&mut *w, &[&head]).await,
+    };
+    if let Err(e) = r {
+        tracing::debug!("smart-helper: writing a reply: {e}");
+    }
+}
+
+async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
+    let id = req.id();
+    let spec = allow.spec();
+    let (path, dev_type) = match &req {
+        Request::Smartctl { path, dev_type, .. } => (path.clone(), dev_type.clone()),
+        Request::Atasmart { path, .. } => (path.clone(), None),
+    };
+    if let Err(reason) = allow.check(&path, dev_type.as_deref(), |n| allow.observe(n)) {
+        tracing::warn!("smart-helper: refused a read of {path}: {reason}");
+        send(wr, &Reply::Refused { id, reason }, None).await;
+        return;
+    }
+    let timeout = Duration::from_millis(spec.timeout_ms);
+    let in_kernel = Arc::new(AtomicBool::new(false));
+    let outcome = match &req {
+        Request::Smartctl { devstat, .. } => {
+            let args = runner::smartctl_args(
+                &path,
+                dev_type.as_deref(),
+                devstat.then_some("ATA"),
+                spec.nocheck_standby,
+            );
+            runner::run_smartctl(&spec.smartctl, &args, timeout, &in_kernel).await
+        }
+        #[cfg(feature = "atasmart")]
+        Request::Atasmart { .. } => {
+            runner::run_atasmart(&path, spec.nocheck_standby, timeout, &in_kernel).await
+        }
+        #[cfg(not(feature = "atasmart"))]
+        Request::Atasmart { .. } => RunOutcome::Failed(RunError::Task {
+            cause: "this build has no libatasmart support".into(),
+        }),
+    };
+    match outcome {
+        RunOutcome::Output {
+            stdout,
+            exit,
+            escaped,
+        } => {
+            // The cause of a refusal is observed here, where smartctl ran with this
+            // process's credentials and capabilities.
+            let text = String::from_utf8_lossy(&stdout).to_ascii_lowercase();
+            let cause = (text.contains("permission denied")
+                || text.contains("operation not permitted"))
+            .then(|| {
+                let needed = if path.contains("nvme") {
+                    access::CAP_SYS_ADMIN
+                } else {
+                    access::CAP_SYS_RAWIO
+                };
+                access::cause(&access::facts(&path, &spec.smartctl, needed)).to_string()
+            });
+            let reply = Reply::Output {
+                id,
+                len: stdout.len() as u64,
+                exit,
+                escaped,
+                cause,
+            };
+            send(wr, &reply, Some(&stdout)).await;
+        }
+        RunOutcome::Failed(e) => {
+            let (kind, after) = match &e {
+                RunError::TimedOut { after } => (FailKind::TimedOut, *after),
+                RunError::Stuck { after } => (FailKind::Stuck, *after),
+                RunError::AtasmartStuck { after } => (FailKind::AtasmartStuck, *after),
+                RunError::Task { .. } => (FailKind::Task, Duration::ZERO),
+                _ => (FailKind::Other, Duration::ZERO),
+            };
+            let message = match &e {
+                RunError::Task { cause } => cause.clone(),
+                other => other.to_string(),
+            };
+            let stuck = matches!(kind, FailKind::Stuck | FailKind::AtasmartStuck);
+            let reply = Reply::Failed {
+                id,
+                kind,
+                after_ms: after.as_millis() as u64,
+                message,
+            };
+            send(wr, &reply, None).await;
+            if stuck {
+                // Tell the daemon when the stuck run is gone, so the drive is read again.
+                while in_kernel.load(Ordering::Acquire) {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                send(wr, &Reply::Reaped { id }, None).await;
+            }
+        }
+    }
+}
