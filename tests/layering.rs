@@ -100,6 +100,8 @@ fn parsers_readers_and_engines_do_not_reach_up_into_collectors_config_or_the_com
             ],
         ),
         (&["probe"], &upper),
+        // The capability split holds privileges: it names no collector, config or web code.
+        (&["privsep"], &upper),
         (&["snapshot"], &upper),
         (
             &["collector"],
