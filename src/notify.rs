@@ -163,28 +163,54 @@ pub fn enabled() -> bool {
 /// Set while sending fails, so a broken socket is logged once, not at every pet.
 static SEND_FAILING: AtomicBool = AtomicBool::new(false);
 
+/// Sends one notification, never waiting: a manager whose queue is full (it reads late, or not
+/// at all) loses this datagram instead of stalling a runtime thread. sd-notify's own `notify`
+/// sends on a blocking socket, so only its states and environment parsing are used here.
 fn send(states: &[NotifyState]) {
-    if !enabled() {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET").filter(|s| !s.is_empty()) else {
         return;
-    }
-    match sd_notify::notify(states) {
+    };
+    let msg: String = states.iter().map(|s| format!("{s}\n")).collect();
+    match send_nonblocking(&path, msg.as_bytes()) {
         Ok(()) => {
             if SEND_FAILING.swap(false, Ordering::Relaxed) {
                 tracing::info!("notifying systemd works again");
             }
         }
         Err(e) => {
-            let socket = std::env::var_os("NOTIFY_SOCKET").unwrap_or_default();
             if SEND_FAILING.swap(true, Ordering::Relaxed) {
                 tracing::debug!("notifying systemd still fails: {e}");
             } else {
                 tracing::warn!(
                     "notifying systemd through NOTIFY_SOCKET={}: {e} (logged again when it works)",
-                    socket.to_string_lossy()
+                    path.to_string_lossy()
                 );
             }
         }
     }
+}
+
+fn send_nonblocking(path: &std::ffi::OsStr, msg: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let sock = std::os::unix::net::UnixDatagram::unbound()?;
+    sock.set_nonblocking(true)?;
+    // `@name` is a socket in the abstract namespace (sd_notify(3)).
+    match path.as_bytes().strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            sock.connect_addr(&addr)?;
+        }
+        None => sock.connect(path)?,
+    }
+    let n = sock.send(msg)?;
+    if n != msg.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            format!("sent {n} of {} bytes", msg.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// The status line in two parts: what the watchdog task sees, and the outcome of the last
@@ -419,6 +445,32 @@ mod tests {
         let (started, cleared) = changes(&logged, &smart);
         assert_eq!(started.len(), 1);
         assert_eq!(cleared, ["filesystem"]);
+    }
+
+    #[test]
+    fn a_manager_that_does_not_read_loses_datagrams_instead_of_blocking_the_sender() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let manager = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        // The queue holds net.unix.max_dgram_qlen datagrams (10 by default); then EAGAIN.
+        let results: Vec<_> = (0..1000)
+            .map(|_| send_nonblocking(path.as_os_str(), b"WATCHDOG=1\n"))
+            .collect();
+        let full = results
+            .iter()
+            .find_map(|r| r.as_ref().err())
+            .expect("a full queue");
+        assert_eq!(full.kind(), std::io::ErrorKind::WouldBlock, "{full}");
+        let mut buf = [0u8; 64];
+        let n = manager.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"WATCHDOG=1\n");
+        // In the abstract namespace too (a name no one else uses).
+        let name = format!("ssdwatch-notify-test-{}", std::process::id());
+        let addr = <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name.as_bytes()).unwrap();
+        let abs = std::os::unix::net::UnixDatagram::bind_addr(&addr).unwrap();
+        send_nonblocking(std::ffi::OsStr::new(&format!("@{name}")), b"READY=1\n").unwrap();
+        let n = abs.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1\n");
     }
 
     #[test]
