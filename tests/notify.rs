@@ -79,6 +79,9 @@ struct Setup<'a> {
     watchdog_pid: Option<u32>,
     /// The procfs root (`--path.procfs`); the fixture host's when None.
     procfs: Option<&'a Path>,
+    /// This machine instead of the fixture host, its filesystem collector watching only the
+    /// mount points this expression matches.
+    real_mounts: Option<&'a str>,
 }
 
 fn host() -> PathBuf {
@@ -96,16 +99,23 @@ impl Daemon {
         let cfg = dir.path().join("ssdwatch.yaml");
         // The collectors that read only the fixture tree, each on a 1 s interval; SMART, the
         // probes and the history have nothing to do with the notify protocol.
+        let filesystem = match s.real_mounts {
+            Some(re) => format!("    mount_points_include: [{re:?}]\n    fs_types_exclude: []\n"),
+            None => String::new(),
+        };
         std::fs::write(
             &cfg,
             format!(
-                "state_dir: {}\nweb:\n  listen_address: 127.0.0.1:{port}\ncollectors:\n  topology:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  filesystem:\n    interval: 1s\n    statfs_timeout: 300ms\n  smart:\n    enabled: false\n  probe:\n    enabled: false\nhistory:\n  enabled: false\n",
+                "state_dir: {}\nweb:\n  listen_address: 127.0.0.1:{port}\ncollectors:\n  topology:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  filesystem:\n    interval: 1s\n    statfs_timeout: 300ms\n{filesystem}  smart:\n    enabled: false\n  probe:\n    enabled: false\nhistory:\n  enabled: false\n",
                 dir.path().display()
             ),
         )
         .unwrap();
         let log = dir.path().join("daemon.log");
-        let mut flags = support::fixture_host_flags(&host());
+        let mut flags = match s.real_mounts {
+            Some(_) => vec!["--path.procfs".into(), "/proc".into()],
+            None => support::fixture_host_flags(&host()),
+        };
         if let Some(p) = s.procfs {
             let i = flags.iter().position(|f| f == "--path.procfs").unwrap();
             flags[i + 1] = p.as_os_str().to_owned();
@@ -168,6 +178,20 @@ impl Daemon {
             .map_err(|e| e.to_string())
     }
 
+    /// Waits up to 20 s for READY=1 and returns its message; the panic shows the daemon's log.
+    fn ready(&self, mgr: &mut Manager) -> String {
+        let found = mgr.until(Instant::now() + Duration::from_secs(20), |m| {
+            m.lines().any(|l| l == "READY=1")
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "no READY=1 within 20 s; got: {:#?}\nthe daemon's log:\n{}",
+                mgr.got,
+                self.log()
+            )
+        })
+    }
+
     /// Waits up to `within` for the log to contain `text`.
     fn wait_log(&self, text: &str, within: Duration) -> bool {
         let deadline = Instant::now() + within;
@@ -183,6 +207,11 @@ impl Daemon {
     /// SIGTERM, then the exit status within 10 s.
     fn stop(&mut self) -> std::process::ExitStatus {
         self.signal(Signal::SIGTERM);
+        self.wait_exit()
+    }
+
+    /// The exit status within 10 s.
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
@@ -190,7 +219,7 @@ impl Daemon {
             }
             assert!(
                 Instant::now() < deadline,
-                "ssdwatch did not exit within 10 s of SIGTERM; log:\n{}",
+                "ssdwatch did not exit within 10 s; log:\n{}",
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(50));
@@ -214,8 +243,9 @@ fn systemd_hears_ready_watchdog_pets_reload_and_stopping_from_the_real_daemon() 
         watchdog: Some(Duration::from_secs(2)),
         watchdog_pid: None,
         procfs: None,
+        real_mounts: None,
     });
-    let ready = mgr.expect("READY=1", Duration::from_secs(20));
+    let ready = d.ready(&mut mgr);
     // Ready means a scrape is answered now, not eventually.
     let scrape = d
         .metrics()
@@ -293,8 +323,9 @@ fn a_collector_stuck_in_a_read_stops_the_watchdog_pets_and_the_log_names_it() {
         watchdog: Some(Duration::from_secs(1)),
         watchdog_pid: None,
         procfs: Some(&procfs),
+        real_mounts: None,
     });
-    mgr.expect("READY=1", Duration::from_secs(20));
+    d.ready(&mut mgr);
     // Limit: 3 of its 1 s intervals (longer than WatchdogSec): pets for about 3 s, then none.
     let stuck_line = "collector filesystem stuck: no sample finished for";
     let named = mgr
@@ -366,8 +397,9 @@ fn a_watchdog_meant_for_another_process_is_not_petted_but_ready_is_sent() {
         watchdog: Some(Duration::from_millis(500)),
         watchdog_pid: Some(1),
         procfs: None,
+        real_mounts: None,
     });
-    mgr.expect("READY=1", Duration::from_secs(20));
+    d.ready(&mut mgr);
     let t0 = Instant::now();
     mgr.until(t0 + Duration::from_secs(2), |_| false);
     assert_eq!(mgr.count_since(t0, "WATCHDOG=1"), 0, "{:#?}", mgr.got);
@@ -381,6 +413,7 @@ fn without_notify_socket_the_daemon_serves_and_stops_as_before() {
         watchdog: Some(Duration::from_secs(1)),
         watchdog_pid: None,
         procfs: None,
+        real_mounts: None,
     });
     let deadline = Instant::now() + Duration::from_secs(20);
     let m = loop {
@@ -400,4 +433,67 @@ fn without_notify_socket_the_daemon_serves_and_stops_as_before() {
         !log.contains("watchdog") && !log.contains("notify"),
         "{log}"
     );
+}
+
+#[test]
+fn a_hung_mount_the_guard_reports_as_stuck_is_progress_and_the_pets_go_on() {
+    const T: &str = "notify with a hung FUSE mount";
+    if !support::fuse_available(T) {
+        return;
+    }
+    // statfs on this mount never returns, as on a dead NFS server: the stuck-mount guard gives
+    // up on it after statfs_timeout and the sample finishes, reporting the mount as stuck.
+    let mut hung = support::HungFuse::new();
+    let mp = hung.mountpoint.canonicalize().unwrap();
+    let roots = support::roots_seeing(&[&mp]);
+    let include = format!("^{}$", regex_lite::escape(mp.to_str().unwrap()));
+    let dir = tempfile::tempdir().unwrap();
+    let (mut mgr, sock) = Manager::bind(dir.path());
+    let mut d = Daemon::start(Setup {
+        notify_socket: Some(&sock),
+        watchdog: Some(Duration::from_secs(1)),
+        watchdog_pid: None,
+        procfs: Some(&roots.proc),
+        real_mounts: Some(&include),
+    });
+    d.ready(&mut mgr);
+    let stuck = format!("ssdwatch_filesystem_stuck{{mountpoint=\"{}\"", mp.display());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = d.metrics().unwrap_or_default();
+        if m.lines()
+            .any(|l| l.starts_with(&stuck) && l.ends_with(" 1"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the FUSE mount never showed as stuck:\n{m}\n{}",
+            d.log()
+        );
+        mgr.until(Instant::now() + Duration::from_millis(200), |_| false);
+    }
+    // Longer than the stall limit (3 s): the pets keep coming every 0.5 s.
+    let t0 = Instant::now();
+    mgr.until(t0 + Duration::from_secs(5), |_| false);
+    let pets = mgr.count_since(t0, "WATCHDOG=1");
+    assert!(
+        pets >= 7,
+        "{pets} pets in 5 s with a hung mount: {:#?}",
+        mgr.got
+    );
+    let log = d.log();
+    assert!(!log.contains("stuck: no sample finished"), "{log}");
+    assert!(
+        !(mgr.got.iter()).any(|(_, m)| m.contains("STALLED")),
+        "{:#?}",
+        mgr.got
+    );
+    // SIGTERM: systemd hears STOPPING=1 at once. The process itself ends only once the FUSE
+    // server is gone: a thread blocked in statfs on it can't be killed before its call returns.
+    d.signal(Signal::SIGTERM);
+    mgr.expect("STOPPING=1", Duration::from_secs(10));
+    hung.kill_server();
+    let status = d.wait_exit();
+    assert!(status.success(), "exit {status}; log:\n{}", d.log());
 }
