@@ -161,7 +161,38 @@ fn every_system_call_of_a_real_run_is_allowed_by_the_units_filter() {
     // A real filesystem for the probes, owned by the unprivileged user the daemon runs as, as
     // the unit's User= makes it (SQLite calls fchown only as root, which the unit never is).
     let fs = support::LoopFs::no_reserve(64);
-    let target = fs.mountpoint.join("probe");
+    // Each SMART backend in its own run: smartctl (a child process) and libatasmart (in the
+    // daemon, through libudev), when this build has it.
+    let mut used = run_traced(&fs, "smartctl");
+    if cfg!(feature = "atasmart") {
+        used.extend(run_traced(&fs, "libatasmart"));
+    }
+    assert!(
+        [
+            "fdatasync",
+            "fallocate",
+            "ioprio_set",
+            "ioctl",
+            "execve",
+            "statfs",
+            "sendto"
+        ]
+        .iter()
+        .all(|s| used.contains(*s)),
+        "the run made the probes', smartctl's, statfs and notify calls: {used:?}"
+    );
+    let refused: Vec<&String> = used.iter().filter(|s| !allowed.contains(*s)).collect();
+    assert!(
+        refused.is_empty(),
+        "system calls of a real run the unit's SystemCallFilter= refuses: {refused:?}\n(all: {used:?})"
+    );
+}
+
+/// Runs the daemon as the unit would, with the SMART backend `backend`, under `strace -f`: its
+/// probes on `fs`, SMART of `fs`'s loop device, the history, a reload and a stop. Returns the
+/// system calls it made.
+fn run_traced(fs: &support::LoopFs, backend: &str) -> BTreeSet<String> {
+    let target = fs.mountpoint.join(format!("probe-{backend}"));
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     for d in [&target, &state] {
@@ -179,7 +210,7 @@ fn every_system_call_of_a_real_run_is_allowed_by_the_units_filter() {
     std::fs::write(
         &cfg,
         format!(
-            "state_dir: {state}\nweb:\n  listen_address: 127.0.0.1:{port}\ncollectors:\n  topology: {{interval: 1s}}\n  diskstats: {{interval: 1s}}\n  filesystem: {{interval: 1s}}\n  smart:\n    interval: 2s\n    devices: [{{path: {dev}, type: sat}}]\n  probe:\n    interval: 2s\n    jitter_ratio: 0\n    targets:\n      - {{path: {target}, file_size_bytes: 4194304, seq_write_bytes: 2097152, free_floor_bytes: 8388608, free_floor_ratio: 0}}\nhistory:\n  raw_interval: 2s\n  flush_interval: 2s\n",
+            "state_dir: {state}\nweb:\n  listen_address: 127.0.0.1:{port}\ncollectors:\n  topology: {{interval: 1s}}\n  diskstats: {{interval: 1s}}\n  filesystem: {{interval: 1s}}\n  smart:\n    interval: 2s\n    backend: {backend}\n    devices: [{{path: {dev}, type: sat}}]\n  probe:\n    interval: 2s\n    jitter_ratio: 0\n    targets:\n      - {{path: {target}, file_size_bytes: 4194304, seq_write_bytes: 2097152, free_floor_bytes: 8388608, free_floor_ratio: 0}}\nhistory:\n  raw_interval: 2s\n  flush_interval: 2s\n",
             state = state.display(),
             dev = fs.device,
             target = target.display(),
@@ -232,7 +263,7 @@ fn every_system_call_of_a_real_run_is_allowed_by_the_units_filter() {
         match got {
             Some(m) if m.contains("ssdwatch_probe_runs_total{") => break m,
             _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
-            other => panic!("no probe run within 30 s: {other:?}"),
+            other => panic!("{backend}: no probe run within 30 s: {other:?}"),
         }
     };
     assert!(metrics.contains("ssdwatch_build_info"), "{metrics}");
@@ -255,32 +286,16 @@ fn every_system_call_of_a_real_run_is_allowed_by_the_units_filter() {
     if let Some(mut e) = child.0.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut e, &mut err);
     }
-    assert!(status.success(), "strace/ssdwatch exit {status}:\n{err}");
+    assert!(
+        status.success(),
+        "{backend}: strace/ssdwatch exit {status}:\n{err}"
+    );
     let text = std::fs::read_to_string(&counts).unwrap();
-    let used: BTreeSet<&str> = text
-        .lines()
+    text.lines()
         .map(str::trim)
         .filter(|l| {
             !l.is_empty() && !l.starts_with("syscall") && !l.starts_with('-') && *l != "total"
         })
-        .collect();
-    assert!(
-        [
-            "fdatasync",
-            "fallocate",
-            "ioprio_set",
-            "ioctl",
-            "execve",
-            "statfs",
-            "sendto"
-        ]
-        .iter()
-        .all(|s| used.contains(s)),
-        "the run made the probes', smartctl's, statfs and notify calls: {used:?}"
-    );
-    let refused: Vec<&&str> = used.iter().filter(|s| !allowed.contains(**s)).collect();
-    assert!(
-        refused.is_empty(),
-        "system calls of a real run the unit's SystemCallFilter= refuses: {refused:?}\n(all: {used:?})"
-    );
+        .map(str::to_string)
+        .collect()
 }
