@@ -5,6 +5,7 @@ use crate::collector::{self, Collector, Context};
 use crate::config::Config;
 use crate::fault::Faults;
 use crate::history;
+use crate::notify;
 use crate::registry::{self, BuildEnv};
 use crate::snapshot::Store;
 use crate::web::WebSetup;
@@ -73,7 +74,7 @@ pub async fn serve(
         current.clone(),
         web.config_file,
         web.reload,
-        stop_rx,
+        stop_rx.clone(),
     ));
     let report = config
         .history
@@ -86,13 +87,28 @@ pub async fn serve(
                 .filter_map(|e| e.rule().ok())
                 .collect(),
         });
-    let app = crate::web::routes::router(store, current.clone(), web.limits.max_requests, report);
+    let app = crate::web::routes::router(
+        store.clone(),
+        current.clone(),
+        web.limits.max_requests,
+        report,
+    );
     // Collectors are told to stop when the signal comes, so they wind down while the web
     // layer drains its connections.
     let shutdown = async move {
         shutdown.await;
+        notify::stopping();
         let _ = stop_tx.send(true);
     };
+    // systemd: ready now (config loaded, listener bound), then the watchdog while collectors progress.
+    let serving =
+        (listener.local_addr()).map_or(scheme.to_string(), |a| format!("{scheme} on {a}"));
+    notify::start(
+        store.clone(),
+        serving,
+        config.collectors.enabled_intervals(),
+        stop_rx.clone(),
+    );
     crate::web::serve(listener, app, current, web.limits, shutdown).await;
     let _ = watcher.await;
     // Collectors stop at their next await point; one deadline for all of them, so a stuck

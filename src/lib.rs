@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod fault;
 pub mod history;
 pub mod metrics;
+pub mod notify;
 pub mod privsep;
 pub mod probe;
 pub mod process;

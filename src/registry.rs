@@ -33,6 +33,8 @@ pub struct Entry {
     /// The `collector` label and the key of its section under `collectors:`.
     pub name: &'static str,
     pub default_interval: Duration,
+    /// Its configured `interval`: the watchdog's measure of a stalled collector.
+    pub interval: fn(&CollectorsConfig) -> Duration,
     /// It publishes state other collectors read (`snapshot::Shared`): one-shot sampling runs it
     /// before the others.
     pub feeds_others: bool,
@@ -52,6 +54,7 @@ pub const COLLECTORS: &[Entry] = &[
         name: "topology",
         default_interval: topology::DEFAULT_INTERVAL,
         feeds_others: true,
+        interval: |c| c.topology.interval,
         enabled: |c| c.topology.enabled,
         enabled_mut: |c| &mut c.topology.enabled,
         same: |a, b| a.topology == b.topology,
@@ -62,6 +65,7 @@ pub const COLLECTORS: &[Entry] = &[
         name: "diskstats",
         default_interval: diskstats::DEFAULT_INTERVAL,
         feeds_others: true,
+        interval: |c| c.diskstats.interval,
         enabled: |c| c.diskstats.enabled,
         enabled_mut: |c| &mut c.diskstats.enabled,
         same: |a, b| a.diskstats == b.diskstats,
@@ -78,6 +82,7 @@ pub const COLLECTORS: &[Entry] = &[
         name: "filesystem",
         default_interval: filesystem::DEFAULT_INTERVAL,
         feeds_others: false,
+        interval: |c| c.filesystem.interval,
         enabled: |c| c.filesystem.enabled,
         enabled_mut: |c| &mut c.filesystem.enabled,
         same: |a, b| a.filesystem == b.filesystem,
@@ -94,6 +99,7 @@ pub const COLLECTORS: &[Entry] = &[
         // Its rotation rates reach the topology collector's next sample; not worth serializing
         // one-shot mode for (smartctl runs take seconds).
         feeds_others: false,
+        interval: |c| c.smart.interval,
         enabled: |c| c.smart.enabled,
         enabled_mut: |c| &mut c.smart.enabled,
         same: |a, b| a.smart == b.smart,
@@ -104,6 +110,7 @@ pub const COLLECTORS: &[Entry] = &[
         name: "probe",
         default_interval: probe::DEFAULT_INTERVAL,
         feeds_others: false,
+        interval: |c| c.probe.interval,
         enabled: |c| c.probe.enabled,
         enabled_mut: |c| &mut c.probe.enabled,
         same: |a, b| a.probe == b.probe,
@@ -144,6 +151,15 @@ impl CollectorsConfig {
             .iter()
             .filter(|e| !(e.same)(self, other))
             .map(|e| e.name)
+            .collect()
+    }
+
+    /// Each enabled collector with its configured interval, in table order.
+    pub fn enabled_intervals(&self) -> Vec<(&'static str, Duration)> {
+        COLLECTORS
+            .iter()
+            .filter(|e| (e.enabled)(self))
+            .map(|e| (e.name, (e.interval)(self)))
             .collect()
     }
 
@@ -236,5 +252,8 @@ mod tests {
         assert_eq!(COLLECTORS[2].default_interval, c.filesystem.interval);
         assert_eq!(COLLECTORS[3].default_interval, c.smart.interval);
         assert_eq!(COLLECTORS[4].default_interval, c.probe.interval);
+        for e in COLLECTORS {
+            assert_eq!((e.interval)(&c), e.default_interval, "{}", e.name);
+        }
     }
 }

@@ -28,6 +28,8 @@ pub struct CollectorState {
     pub errors_total: u64,
     /// Items (mounts, devices) that failed in the last sample.
     pub failing_items: u64,
+    /// Samples finished, failed ones included: what the watchdog counts as progress.
+    pub cycles: u64,
 }
 
 /// The snapshot store: one entry per enabled collector.
@@ -76,6 +78,7 @@ impl Store {
         let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
         let st = g.entry(name).or_default();
         st.duration = Some(p.duration);
+        st.cycles += 1;
         st.errors_total += p.errors;
         st.failing_items = p.failing_items;
         match rendered {
@@ -95,6 +98,13 @@ impl Store {
     pub fn ready(&self) -> bool {
         let g = self.states.read().unwrap_or_else(|e| e.into_inner());
         g.values().all(|s| s.success.is_some())
+    }
+
+    /// Each collector's finished samples so far and whether its last one succeeded (`None`
+    /// before the first): what the systemd watchdog and status line are made of.
+    pub fn progress(&self) -> Vec<(&'static str, u64, Option<bool>)> {
+        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
+        g.iter().map(|(n, s)| (*n, s.cycles, s.success)).collect()
     }
 
     /// True when every collector's last sample succeeded.
@@ -277,5 +287,7 @@ mod tests {
         assert!(out.contains("ssdwatch_collector_success{collector=\"filesystem\"} 0\n"));
         assert!(out.contains("ssdwatch_collector_errors_total{collector=\"filesystem\"} 1\n"));
         assert!(!store.all_succeeded());
+        // A failed sample is a finished one all the same.
+        assert_eq!(store.progress(), [("filesystem", 2, Some(false))]);
     }
 }

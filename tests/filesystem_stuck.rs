@@ -15,26 +15,6 @@ use support::*;
 /// The tests here count the whole test process's threads: they must not run side by side.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Root, /dev/fuse and fusepy, or a skip saying which is missing.
-fn fuse_available(test: &str) -> bool {
-    if !require_root(test) {
-        return false;
-    }
-    if !std::path::Path::new("/dev/fuse").exists() {
-        return skip(
-            test,
-            "no /dev/fuse (FUSE not available in this kernel/container)",
-        );
-    }
-    if Command::new(system_python()).args([
-            "-c",
-            "import importlib.util as u, sys; sys.exit(0 if u.find_spec('fusepy') or u.find_spec('fuse') else 1)",
-        ]).status().map(|s| !s.success()).unwrap_or(true) {
-        return skip(test, "python3 fusepy missing (apt-get install python3-fusepy)");
-    }
-    true
-}
-
 /// More hung mounts than the guard ever holds threads for mounts that hung before (32): the
 /// healthy filesystem keeps its size in every scrape, each hung mount shows as stuck, and the
 /// collector's health counts them.
@@ -238,5 +218,3 @@ fn a_hung_fuse_mount_does_not_stall_the_scrape_or_pile_up_threads() {
         |m| stuck_series(m).is_none(),
     );
 }
-
-use std::process::Command;

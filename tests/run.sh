@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs util-linux python3 python3-fusepy
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm
-              nbdkit nbdkit-plugin-python curl libatasmart-dev chromium lintian mmdebstrap)
+              nbdkit nbdkit-plugin-python curl libatasmart-dev chromium lintian mmdebstrap strace systemd)
 
 need=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -54,17 +54,19 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// Reads the config again and applies what can be applied live; logs what happened.
-    fn reload(&mut self, new: Result<Config, String>) {
+    /// Reads the config again and applies what can be applied live; logs what happened and
+    /// returns it in a few words (for `systemctl status`).
+    fn reload(&mut self, new: Result<Config, String>) -> String {
         let Some(path) = &self.path else {
             tracing::info!("SIGHUP: no --config file; the built-in defaults stay");
-            return;
+            return "no --config file, the built-in defaults stay".to_string();
         };
         let new = match new {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!("SIGHUP: config not reloaded, the previous one stays: {e}");
-                return;
+                return "config not reloaded (an error, see the log); the previous one stays"
+                    .to_string();
             }
         };
         let mut applied = Vec::new();
@@ -95,9 +97,13 @@ impl Reloader {
             let mut kept = self.current.clone();
             kept.log = new.log;
             self.current = kept;
-            return;
+            return format!(
+                "config reloaded; applied after a restart: {}",
+                restart.join(", ")
+            );
         }
         self.current = new;
+        "config reloaded".to_string()
     }
 }
 
@@ -112,14 +118,16 @@ pub fn on_sighup(mut r: Reloader) -> mpsc::Receiver<()> {
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
                     tracing::info!("SIGHUP: reloading the config file and the web config");
+                    crate::notify::reloading();
                     let (path, flags) = (r.path.clone(), r.flags.clone());
                     let loaded = tokio::task::spawn_blocking(move || {
                         super::load_config(path.as_deref(), &flags)
                     })
                     .await
                     .unwrap_or_else(|e| Err(format!("reading the config failed: {e}")));
-                    r.reload(loaded);
+                    let outcome = r.reload(loaded);
                     let _ = tx.try_send(());
+                    crate::notify::reloaded(&outcome);
                 }
             });
         }

@@ -236,6 +236,32 @@ impl Drop for HungFuse {
     }
 }
 
+/// Root, /dev/fuse and fusepy (for [`HungFuse`]), or a skip saying which is missing.
+pub fn fuse_available(test: &str) -> bool {
+    if !require_root(test) {
+        return false;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return skip(
+            test,
+            "no /dev/fuse (FUSE not available in this kernel/container)",
+        );
+    }
+    let fusepy = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('fusepy') or u.find_spec('fuse') else 1)";
+    if Command::new(system_python())
+        .args(["-c", fusepy])
+        .status()
+        .map(|s| !s.success())
+        .unwrap_or(true)
+    {
+        return skip(
+            test,
+            "python3 fusepy missing (apt-get install python3-fusepy)",
+        );
+    }
+    true
+}
+
 /// Whether a path is a mount point in this process's mount table.
 pub fn mounted(path: &Path) -> bool {
     listed_in("/proc/self/mountinfo", path)
