@@ -240,6 +240,33 @@ fn slow(dir: &Path) -> u64 {
     }
 }
 
+/// systemd heard the daemon's notify protocol: a `Type=notify` unit only becomes active on
+/// READY=1, the status line is the daemon's own, and the watchdog is armed as the unit says
+/// (its seccomp filter enforced all along: the guest's systemd applies it).
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test vm_systemd -- --ignored"]
+fn systemd_hears_ready_and_the_status_line_and_arms_the_watchdog() {
+    let Some(g) = guest("notify under systemd") else {
+        return;
+    };
+    let s = show(g);
+    let get = |k: &str| s.get(k).map(String::as_str).unwrap_or("");
+    assert_eq!(get("Type"), "notify");
+    assert_eq!(get("NotifyAccess"), "main");
+    assert_eq!(get("ActiveState"), "active", "READY=1 reached systemd");
+    assert!(
+        get("StatusText").starts_with("serving http on 127.0.0.1:10150; 6 collectors sampling"),
+        "{}",
+        get("StatusText")
+    );
+    assert_eq!(get("WatchdogUSec"), "1min");
+    assert!(!get("WatchdogTimestamp").is_empty(), "{s:?}");
+    assert!(
+        get("SystemCallFilter").contains("capset"),
+        "the filter the unit sets"
+    );
+}
+
 #[test]
 #[ignore = "boots a QEMU guest; run with: cargo test --test vm_systemd -- --ignored"]
 fn dpkg_installs_the_package_and_systemd_starts_and_enables_the_service() {
