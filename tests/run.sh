@@ -4,6 +4,10 @@
 # Prometheus rule tests and the end-to-end VM suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --preflight: only find the toolchain (as the run would) and print it; nothing is installed or
+# run. tests/run_script.rs checks it in the environments sudo and su give root.
+PREFLIGHT=""
+[ "${1:-}" = "--preflight" ] && PREFLIGHT=1
 
 APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs util-linux python3 python3-fusepy
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm
@@ -13,7 +17,7 @@ need=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
-if [ ${#need[@]} -gt 0 ]; then
+if [ ${#need[@]} -gt 0 ] && [ -z "$PREFLIGHT" ]; then
   if [ "$(id -u)" -eq 0 ]; then
     echo "== installing: ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -36,11 +40,15 @@ fi
 if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
   export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 fi
-command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust 1.88+ with rustup (https://rustup.rs)" >&2; exit 2; }
+command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust 1.89+ with rustup (https://rustup.rs)" >&2; exit 2; }
 rust_minor=$(cargo --version | sed -n 's/^cargo 1\.\([0-9]*\).*/\1/p')
 if [ -z "$rust_minor" ] || [ "$rust_minor" -lt 89 ]; then
   echo "$(command -v cargo) is $(cargo --version); ssdwatch needs Rust 1.89+ (rustup: https://rustup.rs)" >&2
   exit 2
+fi
+if [ -n "$PREFLIGHT" ]; then
+  echo "cargo: $(command -v cargo) ($(cargo --version))"
+  exit 0
 fi
 
 # cargo-deb builds the Debian package (tests/deb.rs); installed once into cargo's bin directory
