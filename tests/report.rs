@@ -69,8 +69,10 @@ fn a_month_of_history_reads_back_as_its_story() {
         (full - want).abs() <= DAY,
         "full at {full}, want {want}: {fs:?}"
     );
-    // One point per UTC day the story touches (it starts mid-day).
-    assert_eq!(fs.usage.len(), DAYS as usize + 1);
+    // One point per UTC day the story's samples touch ([start, end): 36 days, or 35 when it
+    // ends on a midnight).
+    let days_touched = (s.end - 1).div_euclid(DAY) - s.start().div_euclid(DAY) + 1;
+    assert_eq!(fs.usage.len() as i64, days_touched);
     // The quiet root filesystem: flat, so no date, and the report says why.
     let root = r.filesystems.iter().find(|f| f.mountpoint == "/").unwrap();
     assert_eq!(root.predicted_full_unix, None);
