@@ -13,7 +13,7 @@ use crate::registry::COLLECTORS;
 use crate::web::{self, Limits, WebSetup};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -440,6 +440,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    rt.spawn(release_start_up_pages());
     let result = rt.block_on(crate::run(config, roots, web, shutdown_signal()));
     // A collector's blocking call stuck in the kernel (a hung mount) must not hold the exit.
     rt.shutdown_timeout(Duration::from_millis(500));
@@ -490,6 +491,31 @@ fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> 
         limits,
         reload,
     })
+}
+
+/// How long after start the daemon lets go of the pages only start-up used. By then every
+/// collector has sampled (they all start at once; the largest host takes well under a second)
+/// and the history has opened and checked its store.
+const START_UP: Duration = Duration::from_secs(20);
+
+/// Once start-up is over, unmaps the code and constants it alone touched (clap, the YAML
+/// parser, SQLite's schema check, the dynamic linker's binding of every symbol): about 2 MiB
+/// of the 7 MiB of file pages resident at start (benches/rss.sh, docs/benchmarks.md). What
+/// the daemon runs again is mapped back from the page cache at its next use.
+async fn release_start_up_pages() {
+    tokio::time::sleep(START_UP).await;
+    let released =
+        tokio::task::spawn_blocking(|| crate::memory::release_start_up_pages(Path::new("/proc")))
+            .await;
+    match released {
+        Ok(Ok(r)) => tracing::debug!(
+            "released start-up pages: {} KiB resident in {} read-only file mappings",
+            r.resident_kib,
+            r.mappings
+        ),
+        Ok(Err(e)) => tracing::debug!("releasing start-up pages: {e}"),
+        Err(e) => tracing::debug!("releasing start-up pages: {e}"),
+    }
 }
 
 fn code(c: i32) -> ExitCode {
