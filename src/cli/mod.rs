@@ -184,18 +184,23 @@ enum ProbeCommand {
 
 /// Tunes glibc's malloc for a long-running daemon whose allocations come in bursts (a sample of
 /// 500 mounts, a 1 MB exposition), unless the environment sets the same knob:
-/// - two arenas at most: glibc otherwise grows up to eight per core, each holding freed memory;
+/// - one arena: glibc otherwise grows up to eight per core, each holding freed memory and its
+///   own partly used pages (with two, benches/rss.sh saw the second one hold 1.2-3.0 MiB, and
+///   the anonymous memory vary by 0.6 MiB from run to run with where threads landed). The
+///   threads that allocate (two runtime workers, the history thread, a sample's blocking
+///   threads) mostly take small blocks from their per-thread caches, which need no lock;
 /// - a fixed mmap threshold of 128 KiB: glibc raises it (up to 32 MiB) each time a large block
 ///   is freed, after which every large exposition and sample lands in the heap and leaves holes
 ///   there instead of going back to the kernel on free;
 /// - trimming the heap's top once 128 KiB are free there.
 ///
-/// benches/rss.sh (64 drives, 500 filesystems, history on): with two arenas alone the daemon's
-/// anonymous memory was 10 MiB for 2.7 MiB of live allocations; see docs/benchmarks.md.
+/// benches/rss.sh (64 drives, 500 filesystems, history on): with an arena limit (two) alone,
+/// the daemon's anonymous memory was 10 MiB for 2.7 MiB of live allocations; see
+/// docs/benchmarks.md.
 fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     for (var, param, value) in [
-        ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 2),
+        ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 1),
         ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, 128 * 1024),
         ("MALLOC_TRIM_THRESHOLD_", libc::M_TRIM_THRESHOLD, 128 * 1024),
     ] {
