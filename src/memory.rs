@@ -51,8 +51,10 @@ pub fn release_start_up_pages(proc_root: &Path) -> Result<Released, ProcError> {
         let len = (m.end - m.start) as usize;
         // SAFETY: the range is a whole mapping of this process, listed by the kernel a moment
         // ago: private, read-only, never written (no anonymous page), so every page in it is
-        // a page-cache page of its file that the next access maps again. Nothing in this
-        // process unmaps or remaps code, so the range still covers that mapping.
+        // a page-cache page of its file that the next access maps again. The range still
+        // covers that mapping: the daemon loads and unloads no library after start-up (glibc
+        // keeps the name-service modules it loads for a listen address), so nothing unmaps
+        // code or maps something else in its place between the listing and this call.
         let rc = unsafe {
             libc::madvise(
                 m.start as usize as *mut libc::c_void,

@@ -504,9 +504,10 @@ fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> 
 const START_UP: Duration = Duration::from_secs(20);
 
 /// Once start-up is over, unmaps the code and constants it alone touched (clap, the YAML
-/// parser, SQLite's schema check, the dynamic linker's binding of every symbol): about 2 MiB
-/// of the 7 MiB of file pages resident at start (benches/rss.sh, docs/benchmarks.md). What
-/// the daemon runs again is mapped back from the page cache at its next use.
+/// parser, SQLite's schema check, the dynamic linker's binding of every symbol): 1.4-1.6 MiB
+/// of the 7.2 MiB of file pages resident at start on the large host (benches/rss.sh,
+/// docs/benchmarks.md). What the daemon runs again is mapped back from the page cache at its
+/// next use.
 async fn release_start_up_pages() {
     tokio::time::sleep(START_UP).await;
     let released =
