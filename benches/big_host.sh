@@ -5,10 +5,12 @@
 # `big_host_serve CONFIG`: $pid and $port, the daemon answering /metrics.
 
 big_host_setup() {
-  # SSDWATCH=path uses that binary (a CI test passes its debug build) instead of building one.
+  # SSDWATCH=path uses that binary (a CI test passes its debug build) instead of building one:
+  # the release build with the features the .deb is built with (packaging/deb/build.sh), so the
+  # figures are the shipped binary's (libatasmart and libudev are mapped in it).
   if [ -z "${SSDWATCH:-}" ]; then
-    cargo build --release --quiet
-    SSDWATCH=target/release/ssdwatch
+    cargo build --release --quiet --features atasmart
+    SSDWATCH=${CARGO_TARGET_DIR:-target}/release/ssdwatch
   fi
   work=$(mktemp -d)
   pid=

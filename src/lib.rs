@@ -7,6 +7,7 @@ pub mod config;
 pub mod daemon;
 pub mod fault;
 pub mod history;
+pub mod memory;
 pub mod metrics;
 pub mod notify;
 pub mod privsep;

@@ -14,7 +14,7 @@ use crate::registry::COLLECTORS;
 use crate::web::{self, Limits, WebSetup};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -193,18 +193,23 @@ enum ProbeCommand {
 
 /// Tunes glibc's malloc for a long-running daemon whose allocations come in bursts (a sample of
 /// 500 mounts, a 1 MB exposition), unless the environment sets the same knob:
-/// - two arenas at most: glibc otherwise grows up to eight per core, each holding freed memory;
+/// - one arena: glibc otherwise grows up to eight per core, each holding freed memory and its
+///   own partly used pages (with two, benches/rss.sh saw the second one hold 1.2-3.0 MiB, and
+///   the anonymous memory vary by 0.6 MiB from run to run with where threads landed). The
+///   threads that allocate (two runtime workers, the history thread, a sample's blocking
+///   threads) mostly take small blocks from their per-thread caches, which need no lock;
 /// - a fixed mmap threshold of 128 KiB: glibc raises it (up to 32 MiB) each time a large block
 ///   is freed, after which every large exposition and sample lands in the heap and leaves holes
 ///   there instead of going back to the kernel on free;
 /// - trimming the heap's top once 128 KiB are free there.
 ///
-/// benches/rss.sh (64 drives, 500 filesystems, history on): with two arenas alone the daemon's
-/// anonymous memory was 10 MiB for 2.7 MiB of live allocations; see docs/benchmarks.md.
+/// benches/rss.sh (64 drives, 500 filesystems, history on): with an arena limit (two) alone,
+/// the daemon's anonymous memory was 10 MiB for 2.7 MiB of live allocations; see
+/// docs/benchmarks.md.
 fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     for (var, param, value) in [
-        ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 2),
+        ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 1),
         ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, 128 * 1024),
         ("MALLOC_TRIM_THRESHOLD_", libc::M_TRIM_THRESHOLD, 128 * 1024),
     ] {
@@ -469,6 +474,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    rt.spawn(release_start_up_pages());
     let result = rt.block_on(crate::run(config, roots, web, shutdown_signal()));
     // A collector's blocking call stuck in the kernel (a hung mount) must not hold the exit.
     rt.shutdown_timeout(Duration::from_millis(500));
@@ -519,6 +525,32 @@ fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> 
         limits,
         reload,
     })
+}
+
+/// How long after start the daemon lets go of the pages only start-up used. By then every
+/// collector has sampled (they all start at once; the largest host takes well under a second)
+/// and the history has opened and checked its store.
+const START_UP: Duration = Duration::from_secs(20);
+
+/// Once start-up is over, unmaps the code and constants it alone touched (clap, the YAML
+/// parser, SQLite's schema check, the dynamic linker's binding of every symbol): 1.4-1.6 MiB
+/// of the 7.2 MiB of file pages resident at start on the large host (benches/rss.sh,
+/// docs/benchmarks.md). What the daemon runs again is mapped back from the page cache at its
+/// next use.
+async fn release_start_up_pages() {
+    tokio::time::sleep(START_UP).await;
+    let released =
+        tokio::task::spawn_blocking(|| crate::memory::release_start_up_pages(Path::new("/proc")))
+            .await;
+    match released {
+        Ok(Ok(r)) => tracing::debug!(
+            "released start-up pages: {} KiB resident in {} read-only file mappings",
+            r.resident_kib,
+            r.mappings
+        ),
+        Ok(Err(e)) => tracing::debug!("releasing start-up pages: {e}"),
+        Err(e) => tracing::debug!("releasing start-up pages: {e}"),
+    }
 }
 
 fn code(c: i32) -> ExitCode {

@@ -2,3 +2,4 @@
 
 pub mod mountinfo;
 pub mod selfstat;
+pub mod smaps;

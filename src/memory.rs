@@ -1,0 +1,170 @@
+//! The daemon's own resident memory: which pages of code and read-only data it may let go once
+//! start-up is over (a pure plan over its mappings), and the system call that does it.
+//! No metrics and no scheduling here: the command line decides when.
+
+use crate::procfs::selfstat::ProcError;
+use crate::procfs::smaps::{self, Mapping};
+use std::path::Path;
+
+/// What a release let go of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Released {
+    pub mappings: usize,
+    /// Pages of those mappings that were resident just before, in KiB.
+    pub resident_kib: u64,
+}
+
+/// The mappings whose pages can be unmapped without losing anything: private, read-only
+/// mappings of a file (the binary's and the libraries' code and constants) of which no page
+/// was ever written. Such a page is the file's page in the page cache; dropped from this
+/// process, it is mapped again from the cache by the next access (a minor fault).
+///
+/// Excluded, each for a reason:
+/// - a page written once (relocations before RELRO made them read-only: `Anonymous` > 0) has
+///   no copy but this one, and `MADV_DONTNEED` would throw it away;
+/// - writable or shared mappings (data, SQLite's WAL index) are live state;
+/// - locked or special mappings (`lo`, `io`, `pf`) refuse `MADV_DONTNEED`;
+/// - anonymous memory and pseudo mappings (`[heap]`, `[vdso]`) are not backed by a file.
+pub fn releasable(maps: &[Mapping]) -> Vec<&Mapping> {
+    maps.iter()
+        .filter(|m| {
+            m.is_file()
+                && m.readable
+                && !m.writable
+                && !m.shared
+                && m.anonymous_kib == 0
+                && m.rss_kib > 0
+                && !["lo", "io", "pf"].iter().any(|f| m.has_flag(f))
+        })
+        .collect()
+}
+
+/// Unmaps the resident pages of every releasable mapping of this process (see [`releasable`]),
+/// reading its mappings under `proc_root` (normally `/proc`). What start-up alone ran
+/// (argument parsing, the YAML config, the first discovery, SQLite's schema check, the
+/// dynamic linker's symbol binding) stays out of the resident set; what runs again comes back
+/// within one sampling interval, from the page cache.
+pub fn release_start_up_pages(proc_root: &Path) -> Result<Released, ProcError> {
+    let maps = smaps::read_self_smaps(proc_root)?;
+    let mut out = Released::default();
+    for m in releasable(&maps) {
+        let len = (m.end - m.start) as usize;
+        // SAFETY: the range is a whole mapping of this process, listed by the kernel a moment
+        // ago: private, read-only, never written (no anonymous page), so every page in it is
+        // a page-cache page of its file that the next access maps again. The range still
+        // covers that mapping: the daemon loads and unloads no library after start-up (glibc
+        // keeps the name-service modules it loads for a listen address), so nothing unmaps
+        // code or maps something else in its place between the listing and this call.
+        let rc = unsafe {
+            libc::madvise(
+                m.start as usize as *mut libc::c_void,
+                len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if rc == 0 {
+            out.mappings += 1;
+            out.resident_kib += m.rss_kib;
+        } else {
+            tracing::debug!(
+                "releasing the pages of {} ({:x}-{:x}): {}",
+                m.name,
+                m.start,
+                m.end,
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(name: &str, perms: &str, rss: u64, anon: u64, flags: &str) -> Mapping {
+        let p = perms.as_bytes();
+        Mapping {
+            start: 0x1000,
+            end: 0x2000,
+            readable: p[0] == b'r',
+            writable: p[1] == b'w',
+            executable: p[2] == b'x',
+            shared: p[3] == b's',
+            name: name.into(),
+            rss_kib: rss,
+            anonymous_kib: anon,
+            vm_flags: flags.split_whitespace().map(String::from).collect(),
+        }
+    }
+
+    #[test]
+    fn only_never_written_read_only_file_pages_are_released() {
+        let maps = [
+            map("/usr/bin/ssdwatch", "r--p", 832, 0, "rd mr mw me"),
+            map("/usr/bin/ssdwatch", "r-xp", 3972, 0, "rd ex mr mw me"),
+            // RELRO: relocated at load, then made read-only; the written pages exist only here.
+            map("/usr/bin/ssdwatch", "r--p", 136, 136, "rd mr mw me ac"),
+            map("/usr/bin/ssdwatch", "rw-p", 24, 24, "rd wr mr mw me ac"),
+            map(
+                "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                "r-xp",
+                1072,
+                0,
+                "rd ex mr mw me",
+            ),
+            map(
+                "/var/lib/ssdwatch/history.db-shm",
+                "rw-s",
+                32,
+                0,
+                "rd wr sh mr mw me ms",
+            ),
+            // Locked code (mlockall): MADV_DONTNEED refuses it.
+            map("/usr/lib/libm.so.6", "r-xp", 320, 0, "rd ex mr mw me lo"),
+            // Not resident: nothing to release.
+            map("/usr/lib/libgcc_s.so.1", "r--p", 0, 0, "rd mr mw me"),
+            map("[heap]", "rw-p", 3544, 3544, "rd wr mr mw me ac"),
+            map("[vdso]", "r-xp", 8, 0, "rd ex mr mw me de"),
+            map("", "r--p", 4, 4, "rd mr mw me"),
+        ];
+        let got: Vec<(&str, u64)> = releasable(&maps)
+            .iter()
+            .map(|m| (m.name.as_str(), m.rss_kib))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/usr/bin/ssdwatch", 832),
+                ("/usr/bin/ssdwatch", 3972),
+                ("/usr/lib/x86_64-linux-gnu/libc.so.6", 1072),
+            ]
+        );
+    }
+
+    /// The release on this very process: its code's resident pages drop, and everything keeps
+    /// working (the code runs on, data written before is intact).
+    #[test]
+    fn released_code_runs_on_and_comes_back_as_used() {
+        let proc = Path::new("/proc");
+        let code_rss = || -> u64 {
+            smaps::read_self_smaps(proc)
+                .unwrap()
+                .iter()
+                .filter(|m| m.is_file() && m.executable)
+                .map(|m| m.rss_kib)
+                .sum()
+        };
+        let table: Vec<u64> = (0..1000).map(|i| i * i).collect();
+        let before = code_rss();
+        let released = release_start_up_pages(proc).unwrap();
+        assert!(released.mappings > 0, "{released:?}");
+        // Executing after the release: the test's own code and std's faulted back in.
+        let after = code_rss();
+        assert!(
+            after < before,
+            "code resident {before} KiB before, {after} KiB after"
+        );
+        assert_eq!(table.iter().sum::<u64>(), 332_833_500);
+    }
+}
