@@ -7,6 +7,7 @@ pub mod codec;
 pub mod curve;
 pub mod degradation;
 pub mod forecast;
+mod migrate;
 pub mod record;
 pub mod service;
 pub mod store;
