@@ -7,6 +7,11 @@
 # are budgeted separately).
 # Usage: benches/history_io.sh [DURATION]   (default 3600; target <= 20 MiB/day)
 # SHORT=1 runs 20 s with a 5 s raw interval and flush, so CI exercises the script in seconds.
+# PREFILL_DAYS=N measures a store that already holds N days of samples of the same series (14
+# is the steady state at the defaults, raw rows kept 14 days): the daemon runs once against the
+# host in a scratch state directory to learn its series, `ssdwatch history fill` writes N days
+# like them into the measured store (the store's own code, one transaction per raw interval),
+# then the measured daemon starts on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-3600}
@@ -30,6 +35,19 @@ history:
   raw_interval: $raw
   flush_interval: $flush
 CFG
+if [ -n "${PREFILL_DAYS:-}" ]; then
+  sed "s|state_dir: $work/state|state_dir: $work/template|" "$work/config.yaml" >"$work/template.yaml"
+  big_host_serve "$work/template.yaml"
+  # The first flush comes one flush interval after start; a stop flushes what is queued.
+  sleep 3
+  kill -TERM "$pid"
+  wait "$pid" || true
+  pid=
+  "$SSDWATCH" history fill --config "$work/config.yaml" --like "$work/template/history.db" \
+    --days "$PREFILL_DAYS"
+  filled=$(du -sb "$work/state" | cut -f1)
+  echo "pre-filled store: $PREFILL_DAYS days, $filled bytes"
+fi
 big_host_serve "$work/config.yaml"
 written() { awk '/^write_bytes:/ {print $2}' "/proc/$pid/io"; }
 start=$(written)

@@ -6,6 +6,7 @@
 pub mod codec;
 pub mod curve;
 pub mod degradation;
+pub mod fill;
 pub mod forecast;
 mod migrate;
 pub mod record;
