@@ -362,6 +362,11 @@ const MAX_T: i64 = MAX_DAY * DAY;
 /// Series ids are below 2^24 in a chunk's rowid (16 million filesystems or drives).
 const SERIES_BITS: u32 = 24;
 
+/// Days `?1..=?2` as a table `d(day)`: a series' day-keyed rows are read by one statement
+/// that looks each day up (`d CROSS JOIN t ON key = day, series`) rather than a statement a day.
+const DAYS_CTE: &str =
+    "WITH RECURSIVE d(day) AS (SELECT ?1 UNION ALL SELECT day + 1 FROM d WHERE day < ?2) ";
+
 /// The rowid of a series' day chunk: day-major, so a day's chunks of every series are one key
 /// range, written together once when that day is rolled, and dropped together as a prefix.
 fn chunk_id(series: i64, day: i64) -> i64 {
@@ -1486,8 +1491,21 @@ impl Store {
         let mut out = Vec::new();
         // One lookup a stored day: the chunks are day-major.
         if let Some((d0, d1)) = self.chunk_days(kind, from, to)? {
-            for day in d0..=d1 {
-                for r in self.load_day(kind, id, day)? {
+            let chunks: Vec<(i64, Vec<u8>)> = {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{DAYS_CTE}SELECT d.day, h.data FROM d CROSS JOIN {} h \
+                         ON h.id = (d.day << {SERIES_BITS}) | ?3",
+                        kind.hourly_table(),
+                    ))
+                    .map_err(self.err("reading hourly rows"))?;
+                st.query_map([d0, d1, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .and_then(|it| it.collect())
+                    .map_err(self.err("reading hourly rows"))?
+            };
+            for (day, blob) in chunks {
+                for r in self.decode_day(kind, id, day, &blob)? {
                     if r.t >= from && r.t <= to && r.t.saturating_add(HOUR) <= first_raw {
                         out.push((r.t, true, r.vals));
                     }
@@ -1535,20 +1553,23 @@ impl Store {
         if let Some((d0, d1)) = self.chunk_days(Kind::Fs, from, to)? {
             let mut st = self
                 .conn
-                .prepare_cached("SELECT avail_min, avail_max, size FROM fs_hourly WHERE id = ?1")
+                .prepare_cached(&format!(
+                    "{DAYS_CTE}SELECT d.day, h.avail_min, h.avail_max, h.size FROM d \
+                     CROSS JOIN fs_hourly h ON h.id = (d.day << {SERIES_BITS}) | ?3"
+                ))
                 .map_err(&e)?;
-            for day in d0..=d1 {
-                let row = st
-                    .query_row([chunk_id(fs.0, day)], |r| {
-                        Ok((
-                            r.get::<_, Option<i64>>(0)?,
-                            r.get::<_, Option<i64>>(1)?,
-                            r.get::<_, Option<i64>>(2)?,
-                        ))
-                    })
-                    .optional()
-                    .map_err(&e)?;
-                if let Some((Some(amin), Some(amax), Some(size))) = row {
+            let rows = st
+                .query_map([d0, d1, fs.0], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, Option<i64>>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                        r.get::<_, Option<i64>>(3)?,
+                    ))
+                })
+                .map_err(&e)?;
+            for row in rows {
+                if let (day, Some(amin), Some(amax), Some(size)) = row.map_err(&e)? {
                     days.insert(
                         day,
                         DayUse {
@@ -1572,24 +1593,24 @@ impl Store {
         if let Some((d0, d1)) = held {
             let mut st = self
                 .conn
-                .prepare_cached(
-                    "SELECT avail_min, avail_max, size FROM fs_raw_day WHERE day = ?1 AND fs = ?2",
-                )
+                .prepare_cached(&format!(
+                    "{DAYS_CTE}SELECT d.day, r.avail_min, r.avail_max, r.size FROM d \
+                     CROSS JOIN fs_raw_day r ON r.day = d.day AND r.fs = ?3"
+                ))
                 .map_err(&e)?;
-            for day in d0..=d1 {
-                let d = st
-                    .query_row([day, fs.0], |r| {
-                        let size: i64 = r.get(2)?;
-                        Ok(DayUse {
-                            day,
-                            low: (size - r.get::<_, i64>(1)?) as f64,
-                            high: (size - r.get::<_, i64>(0)?) as f64,
-                            size: size as f64,
-                        })
+            let rows = st
+                .query_map([d0, d1, fs.0], |r| {
+                    let size: i64 = r.get(3)?;
+                    Ok(DayUse {
+                        day: r.get(0)?,
+                        low: (size - r.get::<_, i64>(2)?) as f64,
+                        high: (size - r.get::<_, i64>(1)?) as f64,
+                        size: size as f64,
                     })
-                    .optional()
-                    .map_err(&e)?;
-                raw_days.extend(d);
+                })
+                .map_err(&e)?;
+            for d in rows {
+                raw_days.push(d.map_err(&e)?);
             }
         }
         for d in raw_days {
@@ -1632,21 +1653,19 @@ impl Store {
         if let Some((d0, d1)) = self.chunk_days(Kind::Drive, from, to)? {
             let mut st = self
                 .conn
-                .prepare_cached(
-                    "SELECT t_last, wear_ppm, host_written, nand_written FROM drive_hourly \
-                     WHERE id = ?1",
-                )
+                .prepare_cached(&format!(
+                    "{DAYS_CTE}SELECT h.t_last, h.wear_ppm, h.host_written, h.nand_written FROM d \
+                     CROSS JOIN drive_hourly h ON h.id = (d.day << {SERIES_BITS}) | ?3"
+                ))
                 .map_err(&e)?;
-            for day in d0..=d1 {
-                let p = st
-                    .query_row([chunk_id(drive.0, day)], |r| {
-                        Ok(point(r.get(0)?, true, r.get(1)?, r.get(2)?, r.get(3)?))
-                    })
-                    .optional()
-                    .map_err(&e)?;
-                if let Some(p) = p {
-                    days.insert(p.t.div_euclid(DAY), p);
-                }
+            let rows = st
+                .query_map([d0, d1, drive.0], |r| {
+                    Ok(point(r.get(0)?, true, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .map_err(&e)?;
+            for p in rows {
+                let p = p.map_err(&e)?;
+                days.insert(p.t.div_euclid(DAY), p);
             }
         }
         // Raw rows are time-major: each day's last row of this drive is found by reading the
