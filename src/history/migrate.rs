@@ -4,13 +4,14 @@
 
 use rusqlite::Transaction;
 
-/// Version 1 to 2: the raw tables keyed time-major, the hourly chunks' rowids day-major.
+/// Version 1 to 2: the raw tables keyed time-major, the hourly chunks' rowids day-major,
+/// `fs_raw_day` dropped (the store keeps the raw days' extremes in memory, from `fs_raw`).
 ///
 /// Version 1 keyed `fs_raw`/`drive_raw` on (series, t), `fs_raw_day` on (series, day) and the
 /// hourly chunks' rowid on `series << 24 | day`: every commit of one sample per series
 /// dirtied one b-tree page per series, and SQLite's WAL writes whole pages (a 500-row commit
 /// wrote 2.8 MiB on a store holding 14 days of 500 filesystems). Version 2 keys them on
-/// (t, series), (day, series) and `day << 24 | series`, so a commit appends at the right edge.
+/// (t, series) and `day << 24 | series`, so a commit appends at the right edge.
 /// The rows are copied in their new key order into new tables, which take the old names.
 pub(super) fn v1_to_v2(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -28,18 +29,7 @@ INSERT INTO fs_raw_v2 SELECT fs, t, size, avail, free, files_free FROM fs_raw OR
 DROP TABLE fs_raw;
 ALTER TABLE fs_raw_v2 RENAME TO fs_raw;
 
-CREATE TABLE fs_raw_day_v2 (
-    fs INTEGER NOT NULL,
-    day INTEGER NOT NULL,
-    avail_min INTEGER NOT NULL,
-    avail_max INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    PRIMARY KEY (day, fs)
-) WITHOUT ROWID;
-INSERT INTO fs_raw_day_v2 SELECT fs, day, avail_min, avail_max, size FROM fs_raw_day
-    ORDER BY day, fs;
 DROP TABLE fs_raw_day;
-ALTER TABLE fs_raw_day_v2 RENAME TO fs_raw_day;
 
 CREATE TABLE drive_raw_v2 (
     drive INTEGER NOT NULL,

@@ -9,8 +9,10 @@
 //! - `fs_raw(fs, t, size, avail, free, files_free)` and `drive_raw(drive, t, wear_ppm,
 //!   spare_ppm, temp_mc, host_written, nand_written, media_errors, power_on_hours, discarded)`:
 //!   plain rows, `WITHOUT ROWID` on (t, series), at most one per series and `raw_interval`.
-//!   `fs_raw_day(fs, day, avail_min, avail_max, size)`, on (day, series), keeps each raw day's
-//!   extremes as samples arrive, so a forecast does not scan 14 days of raw rows.
+//!   A forecast needs each raw day's extremes of avail: the store keeps them in memory (built
+//!   by one ordered scan of `fs_raw` the first time they are asked for, then kept up as
+//!   samples arrive), not in a table that every commit would rewrite (version 1's
+//!   `fs_raw_day`: today's rows of every filesystem, rewritten whole by each commit).
 //!   Time-major, because of what a commit writes: one sample of every series each raw
 //!   interval. Keyed by series first, each of those rows lands in its own b-tree leaf, and
 //!   SQLite's WAL (then the checkpoint) writes whole 4 KiB pages: on a store holding 14 days
@@ -80,14 +82,6 @@ CREATE TABLE fs_raw (
     free INTEGER NOT NULL,
     files_free INTEGER,
     PRIMARY KEY (t, fs)
-) WITHOUT ROWID;
-CREATE TABLE fs_raw_day (
-    fs INTEGER NOT NULL,
-    day INTEGER NOT NULL,
-    avail_min INTEGER NOT NULL,
-    avail_max INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    PRIMARY KEY (day, fs)
 ) WITHOUT ROWID;
 CREATE TABLE drive_raw (
     drive INTEGER NOT NULL,
@@ -493,6 +487,21 @@ pub struct Store {
     target_ids: HashMap<String, i64>,
     /// Last raw sample time per series, for the `raw_interval` gate.
     last_raw: HashMap<(u8, i64), i64>,
+    /// Each raw day's extremes of avail and last size per filesystem, once asked for.
+    raw_days: std::cell::RefCell<Option<RawDays>>,
+}
+
+/// (filesystem, day) -> (avail min, avail max, size at the day's last sample).
+type RawDays = BTreeMap<(i64, i64), (i64, i64, i64)>;
+
+fn note_raw_day(days: &mut RawDays, fs: i64, t: i64, avail: i64, size: i64) {
+    days.entry((fs, t.div_euclid(DAY)))
+        .and_modify(|(lo, hi, sz)| {
+            *lo = (*lo).min(avail);
+            *hi = (*hi).max(avail);
+            *sz = size;
+        })
+        .or_insert((avail, avail, size));
 }
 
 impl std::fmt::Debug for Store {
@@ -522,6 +531,7 @@ impl Store {
             drive_ids: HashMap::new(),
             target_ids: HashMap::new(),
             last_raw: HashMap::new(),
+            raw_days: Default::default(),
         };
         store.prepare()?;
         Ok(store)
@@ -615,6 +625,7 @@ impl Store {
             drive_ids: HashMap::new(),
             target_ids: HashMap::new(),
             last_raw: HashMap::new(),
+            raw_days: Default::default(),
         })
     }
 
@@ -954,22 +965,9 @@ impl Store {
                         ])
                     })
                     .map_err(s.err("recording a filesystem sample"))?;
-                s.conn
-                    .prepare_cached(
-                        "INSERT INTO fs_raw_day (fs, day, avail_min, avail_max, size) \
-                         VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (day, fs) DO UPDATE SET \
-                         avail_min = min(avail_min, excluded.avail_min), \
-                         avail_max = max(avail_max, excluded.avail_max), size = excluded.size",
-                    )
-                    .and_then(|mut st| {
-                        st.execute(params![
-                            id,
-                            x.t.div_euclid(DAY),
-                            to_i64(x.avail_bytes),
-                            to_i64(x.size_bytes)
-                        ])
-                    })
-                    .map_err(s.err("recording a filesystem sample"))?;
+                if let Some(days) = s.raw_days.get_mut() {
+                    note_raw_day(days, id, x.t, to_i64(x.avail_bytes), to_i64(x.size_bytes));
+                }
                 n += 1;
             }
             Ok(n)
@@ -1159,6 +1157,7 @@ impl Store {
         self.drive_ids.clear();
         self.target_ids.clear();
         self.last_raw.clear();
+        self.raw_days.replace(None);
     }
 
     /// Rolls the raw rows of each UTC day wholly older than `retention_raw` into hourly rows and
@@ -1288,11 +1287,8 @@ impl Store {
                 .prepare_cached(&format!("DELETE FROM {} WHERE t < ?1", kind.raw_table()))
                 .and_then(|mut st| st.execute([end]))
                 .map_err(self.err("deleting rolled raw rows"))?;
-            if let Kind::Fs = kind {
-                self.conn
-                    .prepare_cached("DELETE FROM fs_raw_day WHERE day <= ?1")
-                    .and_then(|mut st| st.execute([day]))
-                    .map_err(self.err("deleting rolled raw rows"))?;
+            if let (Kind::Fs, Some(days)) = (kind, self.raw_days.get_mut()) {
+                days.retain(|&(_, d), _| d > day);
             }
         }
     }
@@ -1544,12 +1540,12 @@ impl Store {
     /// A filesystem's daily low and high of used bytes (`size - avail`) and size for the days
     /// from `from`'s to `to`'s (whole days): what
     /// [`super::forecast::forecast_filesystem_days`] needs, read from the hourly chunks' day
-    /// summaries and `fs_raw_day` instead of every point. Equal to
+    /// summaries and the raw days' extremes kept in memory, instead of every point. Equal to
     /// [`super::forecast::daily_use`] of [`Store::fs_series`] over whole days.
     pub fn fs_days(&self, fs: FsId, from: i64, to: i64) -> Result<Vec<DayUse>, StoreError> {
         let mut days: BTreeMap<i64, DayUse> = BTreeMap::new();
         let e = self.err("reading daily summaries");
-        // Both tables are day-major: one lookup a stored day.
+        // The chunks are day-major: one lookup a stored day.
         if let Some((d0, d1)) = self.chunk_days(Kind::Fs, from, to)? {
             let mut st = self
                 .conn
@@ -1582,37 +1578,22 @@ impl Store {
                 }
             }
         }
-        let held = self.days_held(
-            "SELECT min(day) FROM fs_raw_day",
-            "SELECT max(day) FROM fs_raw_day",
-            |d| d,
-            from,
-            to,
-        )?;
-        let mut raw_days = Vec::new();
-        if let Some((d0, d1)) = held {
-            let mut st = self
-                .conn
-                .prepare_cached(&format!(
-                    "{DAYS_CTE}SELECT d.day, r.avail_min, r.avail_max, r.size FROM d \
-                     CROSS JOIN fs_raw_day r ON r.day = d.day AND r.fs = ?3"
-                ))
-                .map_err(&e)?;
-            let rows = st
-                .query_map([d0, d1, fs.0], |r| {
-                    let size: i64 = r.get(3)?;
-                    Ok(DayUse {
-                        day: r.get(0)?,
-                        low: (size - r.get::<_, i64>(2)?) as f64,
-                        high: (size - r.get::<_, i64>(1)?) as f64,
-                        size: size as f64,
-                    })
-                })
-                .map_err(&e)?;
-            for d in rows {
-                raw_days.push(d.map_err(&e)?);
-            }
+        if self.raw_days.borrow().is_none() {
+            let built = self.scan_raw_days()?;
+            self.raw_days.replace(Some(built));
         }
+        let raw_days: Vec<DayUse> = self
+            .raw_days
+            .borrow()
+            .iter()
+            .flat_map(|m| m.range((fs.0, from.div_euclid(DAY))..=(fs.0, to.div_euclid(DAY))))
+            .map(|(&(_, day), &(lo, hi, size))| DayUse {
+                day,
+                low: (size - hi) as f64,
+                high: (size - lo) as f64,
+                size: size as f64,
+            })
+            .collect();
         for d in raw_days {
             days.entry(d.day)
                 .and_modify(|h| {
@@ -1623,6 +1604,27 @@ impl Store {
                 .or_insert(d);
         }
         Ok(days.into_values().collect())
+    }
+
+    /// Every filesystem's raw-day extremes, from one scan of `fs_raw` in key (time) order.
+    fn scan_raw_days(&self) -> Result<RawDays, StoreError> {
+        let e = self.err("reading raw rows");
+        let mut days = RawDays::new();
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT fs, t, avail, size FROM fs_raw")
+            .map_err(&e)?;
+        let mut rows = st.query([]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            note_raw_day(
+                &mut days,
+                r.get(0).map_err(&e)?,
+                r.get(1).map_err(&e)?,
+                r.get(2).map_err(&e)?,
+                r.get(3).map_err(&e)?,
+            );
+        }
+        Ok(days)
     }
 
     /// One point a day of a drive (the day's last wear, host and NAND bytes written; the other
@@ -2026,11 +2028,10 @@ mod tests {
             .query_row("SELECT count(*) FROM fs_raw", [], |r| r.get(0))
             .unwrap();
         assert_eq!(raw_left, 0);
-        let days_left: i64 = s
-            .conn
-            .query_row("SELECT count(*) FROM fs_raw_day", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(days_left, 0, "a rolled day's raw extremes go with its rows");
+        assert!(
+            s.raw_days.borrow().as_ref().is_none_or(|d| d.is_empty()),
+            "a rolled day's raw extremes go with its rows"
+        );
         let id = s.filesystems().unwrap()[0].id;
         let pts = s.fs_series(id, T0 - 86_400, T0 + 86_400).unwrap();
         assert_eq!(pts.len(), 1);
