@@ -10,30 +10,29 @@ use rusqlite::Transaction;
 /// Version 1 keyed `fs_raw`/`drive_raw` on (series, t), `fs_raw_day` on (series, day) and the
 /// hourly chunks' rowid on `series << 24 | day`: every commit of one sample per series
 /// dirtied one b-tree page per series, and SQLite's WAL writes whole pages (a 500-row commit
-/// wrote 2.8 MiB on a store holding 14 days of 500 filesystems). Version 2 keys them on
-/// (t, series) and `day << 24 | series`, so a commit appends at the right edge.
+/// wrote 2.8 MiB on a store holding 14 days of 500 filesystems). Version 2 keys raw rows on
+/// the rowid `t << 24 | series` and chunks on `day << 24 | series`, so a commit appends at the
+/// right edge. (Raw times from year 19,400 on, which version 1 took, are not carried over.)
 /// The rows are copied in their new key order into new tables, which take the old names.
 pub(super) fn v1_to_v2(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(
         "
 CREATE TABLE fs_raw_v2 (
-    fs INTEGER NOT NULL,
-    t INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY,
     size INTEGER NOT NULL,
     avail INTEGER NOT NULL,
     free INTEGER NOT NULL,
-    files_free INTEGER,
-    PRIMARY KEY (t, fs)
-) WITHOUT ROWID;
-INSERT INTO fs_raw_v2 SELECT fs, t, size, avail, free, files_free FROM fs_raw ORDER BY t, fs;
+    files_free INTEGER
+);
+INSERT INTO fs_raw_v2 SELECT (t << 24) | fs, size, avail, free, files_free FROM fs_raw
+    WHERE t >= 0 AND t < 1 << 39 ORDER BY t, fs;
 DROP TABLE fs_raw;
 ALTER TABLE fs_raw_v2 RENAME TO fs_raw;
 
 DROP TABLE fs_raw_day;
 
 CREATE TABLE drive_raw_v2 (
-    drive INTEGER NOT NULL,
-    t INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY,
     wear_ppm INTEGER,
     spare_ppm INTEGER,
     temp_mc INTEGER,
@@ -41,11 +40,11 @@ CREATE TABLE drive_raw_v2 (
     nand_written INTEGER,
     media_errors INTEGER,
     power_on_hours INTEGER,
-    discarded INTEGER,
-    PRIMARY KEY (t, drive)
-) WITHOUT ROWID;
-INSERT INTO drive_raw_v2 SELECT drive, t, wear_ppm, spare_ppm, temp_mc, host_written,
-    nand_written, media_errors, power_on_hours, discarded FROM drive_raw ORDER BY t, drive;
+    discarded INTEGER
+);
+INSERT INTO drive_raw_v2 SELECT (t << 24) | drive, wear_ppm, spare_ppm, temp_mc, host_written,
+    nand_written, media_errors, power_on_hours, discarded FROM drive_raw
+    WHERE t >= 0 AND t < 1 << 39 ORDER BY t, drive;
 DROP TABLE drive_raw;
 ALTER TABLE drive_raw_v2 RENAME TO drive_raw;
 

@@ -6,9 +6,9 @@
 //! - `fs(id, mountpoint, uuid, device, first_seen)`: one row per filesystem series, keyed by
 //!   mount point + UUID ('' when unknown), so a new device name continues the series.
 //! - `drive(id, wwn, serial, model, kernel_name, capacity, first_seen)`: keyed by WWN, else serial.
-//! - `fs_raw(fs, t, size, avail, free, files_free)` and `drive_raw(drive, t, wear_ppm,
-//!   spare_ppm, temp_mc, host_written, nand_written, media_errors, power_on_hours, discarded)`:
-//!   plain rows, `WITHOUT ROWID` on (t, series), at most one per series and `raw_interval`.
+//! - `fs_raw(id, size, avail, free, files_free)` and `drive_raw(id, wear_ppm, spare_ppm,
+//!   temp_mc, host_written, nand_written, media_errors, power_on_hours, discarded)`: plain rows
+//!   keyed by `id = t << 24 | series`, at most one per series and `raw_interval`.
 //!   A forecast needs each raw day's extremes of avail: the store keeps them in memory (built
 //!   by one ordered scan of `fs_raw` the first time they are asked for, then kept up as
 //!   samples arrive), not in a table that every commit would rewrite (version 1's
@@ -17,7 +17,11 @@
 //!   interval. Keyed by series first, each of those rows lands in its own b-tree leaf, and
 //!   SQLite's WAL (then the checkpoint) writes whole 4 KiB pages: on a store holding 14 days
 //!   of 500 filesystems one commit wrote 2.8 MiB of WAL, and the bytes grew with the store.
-//!   Keyed by time first, a commit appends at the right edge of the tree: a few pages. A series is then read by a time
+//!   Keyed by time first, a commit appends at the right edge of the tree: a few pages. A
+//!   rowid rather than `WITHOUT ROWID (t, series)`: SQLite appends to a rowid table by
+//!   starting a new page (its "quick balance"), where an index b-tree rebalances the last
+//!   three leaves on each split and so writes them again (measured with SQLite alone on 14
+//!   days of 500 filesystems: 7.8 WAL frames a commit against 11.6). A series is then read by a time
 //!   range (raw) or day by day (summaries, chunks), never by a secondary index, which would
 //!   bring the scattered page writes back.
 //! - `fs_hourly(id, fs, day, data)` and `drive_hourly(id, drive, day, data)`: one BLOB per
@@ -75,17 +79,14 @@ CREATE TABLE drive (
 );
 CREATE INDEX drive_serial ON drive (serial);
 CREATE TABLE fs_raw (
-    fs INTEGER NOT NULL,
-    t INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY,
     size INTEGER NOT NULL,
     avail INTEGER NOT NULL,
     free INTEGER NOT NULL,
-    files_free INTEGER,
-    PRIMARY KEY (t, fs)
-) WITHOUT ROWID;
+    files_free INTEGER
+);
 CREATE TABLE drive_raw (
-    drive INTEGER NOT NULL,
-    t INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY,
     wear_ppm INTEGER,
     spare_ppm INTEGER,
     temp_mc INTEGER,
@@ -93,9 +94,8 @@ CREATE TABLE drive_raw (
     nand_written INTEGER,
     media_errors INTEGER,
     power_on_hours INTEGER,
-    discarded INTEGER,
-    PRIMARY KEY (t, drive)
-) WITHOUT ROWID;
+    discarded INTEGER
+);
 CREATE TABLE fs_hourly (
     id INTEGER PRIMARY KEY,
     fs INTEGER NOT NULL,
@@ -351,10 +351,28 @@ fn merge_hour(layout: &Layout, old: &Row, new: &Row) -> Row {
 
 /// Days are kept below 2^24 (year 47,000).
 const MAX_DAY: i64 = (1 << 24) - 1;
-/// The latest sample time the store takes.
-const MAX_T: i64 = MAX_DAY * DAY;
+/// The latest sample time the store takes: below 2^39 (year 19,400), so a raw row's rowid
+/// `t << 24 | series` fits in 63 bits.
+const MAX_T: i64 = (1 << 39) - 1;
 /// Series ids are below 2^24 in a chunk's rowid (16 million filesystems or drives).
 const SERIES_BITS: u32 = 24;
+const SERIES_MASK: i64 = (1 << SERIES_BITS) - 1;
+
+/// The rowid of a raw row: time-major, so each commit (one sample per series) appends.
+fn raw_key(t: i64, series: i64) -> i64 {
+    (t.clamp(0, MAX_T) << SERIES_BITS) | (series & SERIES_MASK)
+}
+
+/// The rowids of raw rows with `from <= t <= to`; None when no stored time is in the range.
+fn raw_keys(from: i64, to: i64) -> Option<(i64, i64)> {
+    let (a, b) = (from.max(0), to.min(MAX_T));
+    // Shifted only when in range: `a` may be any i64 beyond MAX_T.
+    if a <= b {
+        Some((a << SERIES_BITS, (b << SERIES_BITS) | SERIES_MASK))
+    } else {
+        None
+    }
+}
 
 /// Days `?1..=?2` as a table `d(day)`: a series' day-keyed rows are read by one statement
 /// that looks each day up (`d CROSS JOIN t ON key = day, series`) rather than a statement a day.
@@ -364,7 +382,7 @@ const DAYS_CTE: &str =
 /// The rowid of a series' day chunk: day-major, so a day's chunks of every series are one key
 /// range, written together once when that day is rolled, and dropped together as a prefix.
 fn chunk_id(series: i64, day: i64) -> i64 {
-    (day.clamp(0, MAX_DAY) << SERIES_BITS) | (series & ((1 << SERIES_BITS) - 1))
+    (day.clamp(0, MAX_DAY) << SERIES_BITS) | (series & SERIES_MASK)
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -448,10 +466,10 @@ impl Kind {
     }
     fn raw_select(self) -> &'static str {
         match self {
-            Kind::Fs => "SELECT fs, t, size, avail, free, files_free FROM fs_raw",
+            Kind::Fs => "SELECT id & 16777215, id >> 24, size, avail, free, files_free FROM fs_raw",
             Kind::Drive => {
-                "SELECT drive, t, wear_ppm, spare_ppm, temp_mc, host_written, nand_written, \
-                 media_errors, power_on_hours, discarded FROM drive_raw"
+                "SELECT id & 16777215, id >> 24, wear_ppm, spare_ppm, temp_mc, host_written, \
+                 nand_written, media_errors, power_on_hours, discarded FROM drive_raw"
             }
         }
     }
@@ -465,12 +483,6 @@ impl Kind {
         match self {
             Kind::Fs => "fs_hourly",
             Kind::Drive => "drive_hourly",
-        }
-    }
-    fn series_col(self) -> &'static str {
-        match self {
-            Kind::Fs => "fs",
-            Kind::Drive => "drive",
         }
     }
 }
@@ -906,6 +918,18 @@ impl Store {
         Ok(id)
     }
 
+    /// Series ids live in the low 24 bits of the raw and chunk rowids.
+    fn series_fits(&self, id: i64) -> Result<(), StoreError> {
+        if (0..=SERIES_MASK).contains(&id) {
+            Ok(())
+        } else {
+            Err(StoreError::TooManySeries {
+                path: self.path.clone(),
+                id,
+            })
+        }
+    }
+
     /// True when a raw sample of this series at `t` is due (the `raw_interval` gate).
     fn raw_due(&mut self, kind: Kind, id: i64, t: i64) -> Result<bool, StoreError> {
         let k = (kind as u8, id);
@@ -916,14 +940,12 @@ impl Store {
             None => self
                 .conn
                 .prepare_cached(&format!(
-                    "SELECT max(t) FROM {} WHERE t > ?1 AND {} = ?2",
+                    "SELECT max(id) >> 24 FROM {} WHERE id >= ?1 AND id & 16777215 = ?2",
                     kind.raw_table(),
-                    kind.series_col()
                 ))
                 .and_then(|mut st| {
-                    st.query_row([t.saturating_sub(self.raw_interval), id], |r| {
-                        r.get::<_, Option<i64>>(0)
-                    })
+                    let after = t.saturating_sub(self.raw_interval).saturating_add(1);
+                    st.query_row([raw_key(after, 0), id], |r| r.get::<_, Option<i64>>(0))
                 })
                 .map_err(self.err("reading the last sample"))?,
         };
@@ -946,18 +968,18 @@ impl Store {
                     continue;
                 }
                 let id = s.fs_id(&x.key, &x.device, x.t)?;
+                s.series_fits(id)?;
                 if !s.raw_due(Kind::Fs, id, x.t)? {
                     continue;
                 }
                 s.conn
                     .prepare_cached(
-                        "INSERT OR REPLACE INTO fs_raw (fs, t, size, avail, free, files_free) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        "INSERT OR REPLACE INTO fs_raw (id, size, avail, free, files_free) \
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
                     )
                     .and_then(|mut st| {
                         st.execute(params![
-                            id,
-                            x.t,
+                            raw_key(x.t, id),
                             to_i64(x.size_bytes),
                             to_i64(x.avail_bytes),
                             to_i64(x.free_bytes),
@@ -983,19 +1005,19 @@ impl Store {
                     continue;
                 }
                 let id = s.drive_id(&x.key, &x.kernel_name, x.capacity_bytes, x.t)?;
+                s.series_fits(id)?;
                 if !s.raw_due(Kind::Drive, id, x.t)? {
                     continue;
                 }
                 s.conn
                     .prepare_cached(
-                        "INSERT OR REPLACE INTO drive_raw (drive, t, wear_ppm, spare_ppm, temp_mc, \
+                        "INSERT OR REPLACE INTO drive_raw (id, wear_ppm, spare_ppm, temp_mc, \
                          host_written, nand_written, media_errors, power_on_hours, discarded) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     )
                     .and_then(|mut st| {
                         st.execute(params![
-                            id,
-                            x.t,
+                            raw_key(x.t, id),
                             scaled(x.wear_used_ratio, PPM),
                             scaled(x.spare_ratio, PPM),
                             scaled(x.temperature_celsius, MILLI),
@@ -1233,9 +1255,10 @@ impl Store {
         loop {
             let first: Option<i64> = self
                 .conn
-                .prepare_cached(&format!("SELECT min(t) FROM {}", kind.raw_table()))
-                .and_then(|mut st| st.query_row([], |r| r.get(0)))
-                .map_err(self.err("reading raw rows"))?;
+                .prepare_cached(&format!("SELECT min(id) FROM {}", kind.raw_table()))
+                .and_then(|mut st| st.query_row([], |r| r.get::<_, Option<i64>>(0)))
+                .map_err(self.err("reading raw rows"))?
+                .map(|k| k >> SERIES_BITS);
             let Some(first) = first.filter(|&t| t < cut) else {
                 return Ok(());
             };
@@ -1247,12 +1270,12 @@ impl Store {
                 let mut st = self
                     .conn
                     .prepare_cached(&format!(
-                        "{} WHERE t >= ?1 AND t < ?2 ORDER BY t",
+                        "{} WHERE id >= ?1 AND id < ?2 ORDER BY id",
                         kind.raw_select()
                     ))
                     .map_err(self.err("reading raw rows"))?;
                 let mut rows = st
-                    .query([hour, hour + HOUR])
+                    .query([raw_key(hour, 0), raw_key(hour + HOUR, 0)])
                     .map_err(self.err("reading raw rows"))?;
                 while let Some(r) = rows.next().map_err(self.err("reading raw rows"))? {
                     let id: i64 = r.get(0).map_err(self.err("reading raw rows"))?;
@@ -1284,8 +1307,8 @@ impl Store {
                 self.store_day(kind, id, day, &rows)?;
             }
             self.conn
-                .prepare_cached(&format!("DELETE FROM {} WHERE t < ?1", kind.raw_table()))
-                .and_then(|mut st| st.execute([end]))
+                .prepare_cached(&format!("DELETE FROM {} WHERE id < ?1", kind.raw_table()))
+                .and_then(|mut st| st.execute([raw_key(end, 0)]))
                 .map_err(self.err("deleting rolled raw rows"))?;
             if let (Kind::Fs, Some(days)) = (kind, self.raw_days.get_mut()) {
                 days.retain(|&(_, d), _| d > day);
@@ -1464,24 +1487,26 @@ impl Store {
     ) -> Result<Vec<SeriesRow>, StoreError> {
         let layout = kind.layout();
         let nf = layout.fields();
-        let raw: Vec<(i64, Vec<Option<i64>>)> = {
-            let mut st = self
-                .conn
-                .prepare_cached(&format!(
-                    "{} WHERE {} = ?1 AND t >= ?2 AND t <= ?3 ORDER BY t",
-                    kind.raw_select(),
-                    kind.series_col()
-                ))
-                .map_err(self.err("reading raw rows"))?;
-            st.query_map([id, from, to], |r| {
-                let mut v = Vec::with_capacity(nf);
-                for i in 0..nf {
-                    v.push(r.get(2 + i)?);
-                }
-                Ok((r.get(1)?, v))
-            })
-            .and_then(|it| it.collect())
-            .map_err(self.err("reading raw rows"))?
+        let raw: Vec<(i64, Vec<Option<i64>>)> = match raw_keys(from, to) {
+            None => Vec::new(),
+            Some((lo, hi)) => {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{} WHERE id >= ?1 AND id <= ?2 AND id & 16777215 = ?3 ORDER BY id",
+                        kind.raw_select(),
+                    ))
+                    .map_err(self.err("reading raw rows"))?;
+                st.query_map([lo, hi, id], |r| {
+                    let mut v = Vec::with_capacity(nf);
+                    for i in 0..nf {
+                        v.push(r.get(2 + i)?);
+                    }
+                    Ok((r.get(1)?, v))
+                })
+                .and_then(|it| it.collect())
+                .map_err(self.err("reading raw rows"))?
+            }
         };
         let first_raw = raw.first().map(|r| r.0).unwrap_or(i64::MAX);
         let mut out = Vec::new();
@@ -1612,7 +1637,7 @@ impl Store {
         let mut days = RawDays::new();
         let mut st = self
             .conn
-            .prepare_cached("SELECT fs, t, avail, size FROM fs_raw")
+            .prepare_cached("SELECT id & 16777215, id >> 24, avail, size FROM fs_raw")
             .map_err(&e)?;
         let mut rows = st.query([]).map_err(&e)?;
         while let Some(r) = rows.next().map_err(&e)? {
@@ -1673,9 +1698,9 @@ impl Store {
         // Raw rows are time-major: each day's last row of this drive is found by reading the
         // day backwards from its end (past the other drives' rows of the same moments).
         let held = self.days_held(
-            "SELECT min(t) FROM drive_raw",
-            "SELECT max(t) FROM drive_raw",
-            |t| t.div_euclid(DAY),
+            "SELECT min(id) FROM drive_raw",
+            "SELECT max(id) FROM drive_raw",
+            |k| (k >> SERIES_BITS).div_euclid(DAY),
             from,
             to,
         )?;
@@ -1683,12 +1708,15 @@ impl Store {
             let mut st = self
                 .conn
                 .prepare_cached(
-                    "SELECT t, wear_ppm, host_written, nand_written FROM drive_raw \
-                     WHERE t >= ?1 AND t <= ?2 AND drive = ?3 ORDER BY t DESC LIMIT 1",
+                    "SELECT id >> 24, wear_ppm, host_written, nand_written FROM drive_raw \
+                     WHERE id >= ?1 AND id <= ?2 AND id & 16777215 = ?3 ORDER BY id DESC LIMIT 1",
                 )
                 .map_err(&e)?;
             for day in d0..=d1 {
-                let (a, b) = ((day * DAY).max(from), (day * DAY + DAY - 1).min(to));
+                let Some((a, b)) = raw_keys((day * DAY).max(from), (day * DAY + DAY - 1).min(to))
+                else {
+                    continue;
+                };
                 let p = st
                     .query_row([a, b, drive.0], |r| {
                         Ok(point(r.get(0)?, false, r.get(1)?, r.get(2)?, r.get(3)?))
