@@ -155,6 +155,17 @@ enum HistoryCommand {
         #[arg(long)]
         instance: Option<String>,
     },
+    /// For benches: fill `<state_dir>/history.db` with DAYS of synthetic samples of the series
+    /// another store holds (benches/history_io.sh's steady state).
+    #[command(hide = true)]
+    Fill {
+        /// The store whose series (and last values) are copied.
+        #[arg(long)]
+        like: PathBuf,
+        /// Days of samples, ending one raw interval before now.
+        #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u16).range(1..=800))]
+        days: u16,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -408,6 +419,12 @@ pub fn main() -> ExitCode {
     }) = &cli.command
     {
         return code(report::export(store, output, instance.as_deref(), &config));
+    }
+    if let Some(Command::History {
+        command: HistoryCommand::Fill { like, days },
+    }) = &cli.command
+    {
+        return code(report::fill(like, i64::from(*days), &config));
     }
 
     // The daemon gives up its capabilities here, before any thread, port or collector exists.

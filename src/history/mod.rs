@@ -6,7 +6,9 @@
 pub mod codec;
 pub mod curve;
 pub mod degradation;
+pub mod fill;
 pub mod forecast;
+mod migrate;
 pub mod record;
 pub mod service;
 pub mod store;

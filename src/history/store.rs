@@ -2,22 +2,37 @@
 //! Takes plain records, keeps raw samples for `retention_raw`, rolls them into hourly
 //! min/max/mean/last and reads series back; it schedules nothing and renders no metric.
 //!
-//! Schema (version 1, in `PRAGMA user_version`):
+//! Schema (version 2, in `PRAGMA user_version`; [`super::migrate`] upgrades version 1 in place):
 //! - `fs(id, mountpoint, uuid, device, first_seen)`: one row per filesystem series, keyed by
 //!   mount point + UUID ('' when unknown), so a new device name continues the series.
 //! - `drive(id, wwn, serial, model, kernel_name, capacity, first_seen)`: keyed by WWN, else serial.
-//! - `fs_raw(fs, t, size, avail, free, files_free)` and `drive_raw(drive, t, wear_ppm,
-//!   spare_ppm, temp_mc, host_written, nand_written, media_errors, power_on_hours, discarded)`:
-//!   plain rows, `WITHOUT ROWID` on (series, t), at most one per series and `raw_interval`.
-//!   `fs_raw_day(fs, day, avail_min, avail_max, size)` keeps each raw day's extremes as
-//!   samples arrive, so a forecast does not scan 14 days of raw rows.
+//! - `fs_raw(id, size, avail, free, files_free)` and `drive_raw(id, wear_ppm, spare_ppm,
+//!   temp_mc, host_written, nand_written, media_errors, power_on_hours, discarded)`: plain rows
+//!   keyed by `id = t << 24 | series`, at most one per series and `raw_interval`.
+//!   A forecast needs each raw day's extremes of avail: the store keeps them in memory (built
+//!   by one ordered scan of `fs_raw` the first time they are asked for, then kept up as
+//!   samples arrive), not in a table that every commit would rewrite (version 1's
+//!   `fs_raw_day`: today's rows of every filesystem, rewritten whole by each commit).
+//!   Time-major, because of what a commit writes: one sample of every series each raw
+//!   interval. Keyed by series first, each of those rows lands in its own b-tree leaf, and
+//!   SQLite's WAL (then the checkpoint) writes whole 4 KiB pages: on a store holding 14 days
+//!   of 500 filesystems one commit wrote 2.8 MiB of WAL, and the bytes grew with the store.
+//!   Keyed by time first, a commit appends at the right edge of the tree: a few pages. A
+//!   rowid rather than `WITHOUT ROWID (t, series)`: SQLite appends to a rowid table by
+//!   starting a new page (its "quick balance"), where an index b-tree rebalances the last
+//!   three leaves on each split and so writes them again (measured with SQLite alone on 14
+//!   days of 500 filesystems: 7.8 WAL frames a commit against 11.6). A series is then read by a time
+//!   range (raw) or day by day (summaries, chunks), never by a secondary index, which would
+//!   bring the scattered page writes back.
 //! - `fs_hourly(id, fs, day, data)` and `drive_hourly(id, drive, day, data)`: one BLOB per
 //!   series and UTC day holding that day's hourly rows, packed by [`super::codec`] (see there
-//!   why), with `id = series << 24 | day`. A rowid table, not `WITHOUT ROWID`: rows of ~1 KiB
-//!   in a WITHOUT ROWID b-tree are copied into its interior pages and leave leaves a third
-//!   empty (measured: 38 MiB where the payload is 31). Each chunk row also carries the day's
-//!   summary a forecast needs (`avail_min, avail_max, size`; `t_last, wear_ppm, host_written,
-//!   nand_written`), so a forecast pass reads a row a day instead of decoding every hour.
+//!   why), with `id = day << 24 | series`: day-major, so a day's chunks are written together
+//!   once (a day is rolled whole) and dropped together as a prefix. A rowid table, not
+//!   `WITHOUT ROWID`: rows of ~1 KiB in a WITHOUT ROWID b-tree are copied into its interior
+//!   pages and leave leaves a third empty (measured: 38 MiB where the payload is 31). Each
+//!   chunk row also carries the day's summary a forecast needs (`avail_min, avail_max, size`;
+//!   `t_last, wear_ppm, host_written, nand_written`), so a forecast pass reads a row a day
+//!   instead of decoding every hour.
 //! - `probe(target, t, kind, drive, ops, p50_ns, p99_ns, max_ns, throughput, fill_ppm,
 //!   since_discard_s, idle_s, util_ppm, util_before_ppm, written_since_discard)`, with
 //!   `probe_target(id, path)` and `probe_kind(id, name)`: probe results at full resolution.
@@ -39,7 +54,7 @@ use std::path::{Path, PathBuf};
 /// The file name inside the state directory.
 pub const FILE_NAME: &str = "history.db";
 /// The schema this code writes; a file with a higher version is refused, not downgraded.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const HOUR: i64 = 3600;
 const DAY: i64 = 86_400;
@@ -64,25 +79,14 @@ CREATE TABLE drive (
 );
 CREATE INDEX drive_serial ON drive (serial);
 CREATE TABLE fs_raw (
-    fs INTEGER NOT NULL,
-    t INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY,
     size INTEGER NOT NULL,
     avail INTEGER NOT NULL,
     free INTEGER NOT NULL,
-    files_free INTEGER,
-    PRIMARY KEY (fs, t)
-) WITHOUT ROWID;
-CREATE TABLE fs_raw_day (
-    fs INTEGER NOT NULL,
-    day INTEGER NOT NULL,
-    avail_min INTEGER NOT NULL,
-    avail_max INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    PRIMARY KEY (fs, day)
-) WITHOUT ROWID;
+    files_free INTEGER
+);
 CREATE TABLE drive_raw (
-    drive INTEGER NOT NULL,
-    t INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY,
     wear_ppm INTEGER,
     spare_ppm INTEGER,
     temp_mc INTEGER,
@@ -90,9 +94,8 @@ CREATE TABLE drive_raw (
     nand_written INTEGER,
     media_errors INTEGER,
     power_on_hours INTEGER,
-    discarded INTEGER,
-    PRIMARY KEY (drive, t)
-) WITHOUT ROWID;
+    discarded INTEGER
+);
 CREATE TABLE fs_hourly (
     id INTEGER PRIMARY KEY,
     fs INTEGER NOT NULL,
@@ -154,6 +157,14 @@ pub enum StoreError {
         "history store {path}: schema version {found} was written by a newer ssdwatch (this one knows {SCHEMA_VERSION})"
     )]
     NewerSchema { path: PathBuf, found: i64 },
+    #[error(
+        "history store {path}: schema version {found} is older than this ssdwatch's ({SCHEMA_VERSION}); the daemon upgrades it in place when it opens it (restart ssdwatch), then read it again"
+    )]
+    OlderSchema { path: PathBuf, found: i64 },
+    #[error(
+        "history store {path}: series id {id} is beyond the 16,777,215 series the store keeps a kind of"
+    )]
+    TooManySeries { path: PathBuf, id: i64 },
     #[error("history store {path}: {op}: {source}")]
     Sqlite {
         path: PathBuf,
@@ -338,24 +349,40 @@ fn merge_hour(layout: &Layout, old: &Row, new: &Row) -> Row {
     Row { t: new.t, vals }
 }
 
-/// Days are kept below 2^24 (year 47,000), so a chunk's rowid is its series and day.
+/// Days are kept below 2^24 (year 47,000).
 const MAX_DAY: i64 = (1 << 24) - 1;
-/// The latest sample time the store takes.
-const MAX_T: i64 = MAX_DAY * DAY;
+/// The latest sample time the store takes: below 2^39 (year 19,400), so a raw row's rowid
+/// `t << 24 | series` fits in 63 bits.
+const MAX_T: i64 = (1 << 39) - 1;
+/// Series ids are below 2^24 in a chunk's rowid (16 million filesystems or drives).
+const SERIES_BITS: u32 = 24;
+const SERIES_MASK: i64 = (1 << SERIES_BITS) - 1;
 
-/// The rowid of a series' day chunk: series-major, so one series' days are one key range.
-fn chunk_id(series: i64, day: i64) -> i64 {
-    series
-        .saturating_mul(1 << 24)
-        .saturating_add(day.clamp(0, MAX_DAY))
+/// The rowid of a raw row: time-major, so each commit (one sample per series) appends.
+fn raw_key(t: i64, series: i64) -> i64 {
+    (t.clamp(0, MAX_T) << SERIES_BITS) | (series & SERIES_MASK)
 }
 
-/// The rowids of a series' day chunks from `from`'s day to `to`'s.
-fn chunk_range(series: i64, from: i64, to: i64) -> [i64; 2] {
-    [
-        chunk_id(series, from.div_euclid(DAY)),
-        chunk_id(series, to.div_euclid(DAY)),
-    ]
+/// The rowids of raw rows with `from <= t <= to`; None when no stored time is in the range.
+fn raw_keys(from: i64, to: i64) -> Option<(i64, i64)> {
+    let (a, b) = (from.max(0), to.min(MAX_T));
+    // Shifted only when in range: `a` may be any i64 beyond MAX_T.
+    if a <= b {
+        Some((a << SERIES_BITS, (b << SERIES_BITS) | SERIES_MASK))
+    } else {
+        None
+    }
+}
+
+/// Days `?1..=?2` as a table `d(day)`: a series' day-keyed rows are read by one statement
+/// that looks each day up (`d CROSS JOIN t ON key = day, series`) rather than a statement a day.
+const DAYS_CTE: &str =
+    "WITH RECURSIVE d(day) AS (SELECT ?1 UNION ALL SELECT day + 1 FROM d WHERE day < ?2) ";
+
+/// The rowid of a series' day chunk: day-major, so a day's chunks of every series are one key
+/// range, written together once when that day is rolled, and dropped together as a prefix.
+fn chunk_id(series: i64, day: i64) -> i64 {
+    (day.clamp(0, MAX_DAY) << SERIES_BITS) | (series & SERIES_MASK)
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -439,10 +466,10 @@ impl Kind {
     }
     fn raw_select(self) -> &'static str {
         match self {
-            Kind::Fs => "SELECT fs, t, size, avail, free, files_free FROM fs_raw",
+            Kind::Fs => "SELECT id & 16777215, id >> 24, size, avail, free, files_free FROM fs_raw",
             Kind::Drive => {
-                "SELECT drive, t, wear_ppm, spare_ppm, temp_mc, host_written, nand_written, \
-                 media_errors, power_on_hours, discarded FROM drive_raw"
+                "SELECT id & 16777215, id >> 24, wear_ppm, spare_ppm, temp_mc, host_written, \
+                 nand_written, media_errors, power_on_hours, discarded FROM drive_raw"
             }
         }
     }
@@ -456,12 +483,6 @@ impl Kind {
         match self {
             Kind::Fs => "fs_hourly",
             Kind::Drive => "drive_hourly",
-        }
-    }
-    fn series_col(self) -> &'static str {
-        match self {
-            Kind::Fs => "fs",
-            Kind::Drive => "drive",
         }
     }
 }
@@ -478,6 +499,21 @@ pub struct Store {
     target_ids: HashMap<String, i64>,
     /// Last raw sample time per series, for the `raw_interval` gate.
     last_raw: HashMap<(u8, i64), i64>,
+    /// Each raw day's extremes of avail and last size per filesystem, once asked for.
+    raw_days: std::cell::RefCell<Option<RawDays>>,
+}
+
+/// (filesystem, day) -> (avail min, avail max, size at the day's last sample).
+type RawDays = BTreeMap<(i64, i64), (i64, i64, i64)>;
+
+fn note_raw_day(days: &mut RawDays, fs: i64, t: i64, avail: i64, size: i64) {
+    days.entry((fs, t.div_euclid(DAY)))
+        .and_modify(|(lo, hi, sz)| {
+            *lo = (*lo).min(avail);
+            *hi = (*hi).max(avail);
+            *sz = size;
+        })
+        .or_insert((avail, avail, size));
 }
 
 impl std::fmt::Debug for Store {
@@ -507,6 +543,7 @@ impl Store {
             drive_ids: HashMap::new(),
             target_ids: HashMap::new(),
             last_raw: HashMap::new(),
+            raw_days: Default::default(),
         };
         store.prepare()?;
         Ok(store)
@@ -570,6 +607,12 @@ impl Store {
         match version {
             0 => return Err(not_created()),
             SCHEMA_VERSION => {}
+            found @ 1..SCHEMA_VERSION => {
+                return Err(StoreError::OlderSchema {
+                    path: path.to_path_buf(),
+                    found,
+                });
+            }
             found if found > SCHEMA_VERSION => {
                 return Err(StoreError::NewerSchema {
                     path: path.to_path_buf(),
@@ -594,6 +637,7 @@ impl Store {
             drive_ids: HashMap::new(),
             target_ids: HashMap::new(),
             last_raw: HashMap::new(),
+            raw_days: Default::default(),
         })
     }
 
@@ -706,6 +750,24 @@ impl Store {
                         .map_err(e("creating the schema"))?;
                 }
                 tx.commit().map_err(e("creating the schema"))?;
+            }
+            1 => {
+                // In place, in one transaction: a crash or a full disk mid-way leaves version 1
+                // whole. Immediate, and the version read again under the lock, as above: a
+                // second opener waits, then finds version 2.
+                let tx = self
+                    .conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(e("upgrading the schema from version 1"))?;
+                let again: i64 = tx
+                    .pragma_query_value(None, "user_version", |r| r.get(0))
+                    .map_err(e("reading the schema version"))?;
+                if again == 1 {
+                    super::migrate::v1_to_v2(&tx)
+                        .map_err(e("upgrading the schema from version 1"))?;
+                }
+                tx.commit()
+                    .map_err(e("upgrading the schema from version 1"))?;
             }
             SCHEMA_VERSION => {}
             found if found > SCHEMA_VERSION => {
@@ -856,22 +918,35 @@ impl Store {
         Ok(id)
     }
 
+    /// Series ids live in the low 24 bits of the raw and chunk rowids.
+    fn series_fits(&self, id: i64) -> Result<(), StoreError> {
+        if (0..=SERIES_MASK).contains(&id) {
+            Ok(())
+        } else {
+            Err(StoreError::TooManySeries {
+                path: self.path.clone(),
+                id,
+            })
+        }
+    }
+
     /// True when a raw sample of this series at `t` is due (the `raw_interval` gate).
     fn raw_due(&mut self, kind: Kind, id: i64, t: i64) -> Result<bool, StoreError> {
         let k = (kind as u8, id);
+        // Only a sample later than `t - raw_interval` can hold this one back, so the lookup
+        // reads the raw table's newest rows (time-major), not the series' whole past.
         let last = match self.last_raw.get(&k) {
             Some(&l) => Some(l),
             None => self
                 .conn
-                .query_row(
-                    &format!(
-                        "SELECT max(t) FROM {} WHERE {} = ?1",
-                        kind.raw_table(),
-                        kind.series_col()
-                    ),
-                    [id],
-                    |r| r.get::<_, Option<i64>>(0),
-                )
+                .prepare_cached(&format!(
+                    "SELECT max(id) >> 24 FROM {} WHERE id >= ?1 AND id & 16777215 = ?2",
+                    kind.raw_table(),
+                ))
+                .and_then(|mut st| {
+                    let after = t.saturating_sub(self.raw_interval).saturating_add(1);
+                    st.query_row([raw_key(after, 0), id], |r| r.get::<_, Option<i64>>(0))
+                })
                 .map_err(self.err("reading the last sample"))?,
         };
         let due = last.is_none_or(|l| t >= l.saturating_add(self.raw_interval));
@@ -893,18 +968,18 @@ impl Store {
                     continue;
                 }
                 let id = s.fs_id(&x.key, &x.device, x.t)?;
+                s.series_fits(id)?;
                 if !s.raw_due(Kind::Fs, id, x.t)? {
                     continue;
                 }
                 s.conn
                     .prepare_cached(
-                        "INSERT OR REPLACE INTO fs_raw (fs, t, size, avail, free, files_free) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        "INSERT OR REPLACE INTO fs_raw (id, size, avail, free, files_free) \
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
                     )
                     .and_then(|mut st| {
                         st.execute(params![
-                            id,
-                            x.t,
+                            raw_key(x.t, id),
                             to_i64(x.size_bytes),
                             to_i64(x.avail_bytes),
                             to_i64(x.free_bytes),
@@ -912,22 +987,9 @@ impl Store {
                         ])
                     })
                     .map_err(s.err("recording a filesystem sample"))?;
-                s.conn
-                    .prepare_cached(
-                        "INSERT INTO fs_raw_day (fs, day, avail_min, avail_max, size) \
-                         VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (fs, day) DO UPDATE SET \
-                         avail_min = min(avail_min, excluded.avail_min), \
-                         avail_max = max(avail_max, excluded.avail_max), size = excluded.size",
-                    )
-                    .and_then(|mut st| {
-                        st.execute(params![
-                            id,
-                            x.t.div_euclid(DAY),
-                            to_i64(x.avail_bytes),
-                            to_i64(x.size_bytes)
-                        ])
-                    })
-                    .map_err(s.err("recording a filesystem sample"))?;
+                if let Some(days) = s.raw_days.get_mut() {
+                    note_raw_day(days, id, x.t, to_i64(x.avail_bytes), to_i64(x.size_bytes));
+                }
                 n += 1;
             }
             Ok(n)
@@ -943,19 +1005,19 @@ impl Store {
                     continue;
                 }
                 let id = s.drive_id(&x.key, &x.kernel_name, x.capacity_bytes, x.t)?;
+                s.series_fits(id)?;
                 if !s.raw_due(Kind::Drive, id, x.t)? {
                     continue;
                 }
                 s.conn
                     .prepare_cached(
-                        "INSERT OR REPLACE INTO drive_raw (drive, t, wear_ppm, spare_ppm, temp_mc, \
+                        "INSERT OR REPLACE INTO drive_raw (id, wear_ppm, spare_ppm, temp_mc, \
                          host_written, nand_written, media_errors, power_on_hours, discarded) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     )
                     .and_then(|mut st| {
                         st.execute(params![
-                            id,
-                            x.t,
+                            raw_key(x.t, id),
                             scaled(x.wear_used_ratio, PPM),
                             scaled(x.spare_ratio, PPM),
                             scaled(x.temperature_celsius, MILLI),
@@ -1117,19 +1179,23 @@ impl Store {
         self.drive_ids.clear();
         self.target_ids.clear();
         self.last_raw.clear();
+        self.raw_days.replace(None);
     }
 
-    /// Rolls raw rows older than `retention_raw` (whole hours only) into hourly rows and
-    /// deletes them; drops hourly rows, probe results and events older than `retention_hourly`.
-    /// One transaction; run it every few minutes to an hour.
+    /// Rolls the raw rows of each UTC day wholly older than `retention_raw` into hourly rows and
+    /// deletes them; drops the hourly rows of each day wholly older than `retention_hourly`,
+    /// and probe results and events older than it. One transaction; run it every few minutes to
+    /// an hour. Whole days, so a day's chunks are written once and dropped once (a chunk
+    /// rewritten every hour as its day rolls in would write it 24 times): raw rows stay up to a
+    /// day longer than `retention_raw`, hourly rows up to a day longer than `retention_hourly`.
     pub fn downsample(&mut self, now: i64) -> Result<Maintenance, StoreError> {
-        let raw_cut = now.saturating_sub(self.retention_raw).div_euclid(HOUR) * HOUR;
+        let raw_cut = now.saturating_sub(self.retention_raw).div_euclid(DAY) * DAY;
         let long_cut = now.saturating_sub(self.retention_hourly);
         self.in_tx("downsampling", |s| {
             let mut m = Maintenance::default();
             for kind in [Kind::Fs, Kind::Drive] {
                 s.roll(kind, raw_cut, &mut m)?;
-                s.drop_hours(kind, long_cut, &mut m)?;
+                s.drop_days(kind, long_cut.div_euclid(DAY), &mut m)?;
             }
             for (table, col) in [("probe", "t"), ("discard", "t"), ("idle", "start")] {
                 m.events_dropped += s
@@ -1141,128 +1207,143 @@ impl Store {
         })
     }
 
-    fn series_ids(&self, kind: Kind) -> Result<Vec<i64>, StoreError> {
-        let table = match kind {
-            Kind::Fs => "fs",
-            Kind::Drive => "drive",
+    /// The first and last day a day-keyed table holds, clamped to `from`'s and `to`'s days
+    /// (two lookups at the ends of its key), so a read day by day costs the days stored, not
+    /// the range asked; `min_sql`/`max_sql` select the key's extremes, `day` maps one to a day.
+    fn days_held(
+        &self,
+        min_sql: &str,
+        max_sql: &str,
+        day: fn(i64) -> i64,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<(i64, i64)>, StoreError> {
+        let one = |sql: &str| {
+            self.conn
+                .prepare_cached(sql)
+                .and_then(|mut st| st.query_row([], |r| r.get::<_, Option<i64>>(0)))
+                .map_err(self.err("reading the stored days"))
         };
-        let mut st = self
-            .conn
-            .prepare_cached(&format!("SELECT id FROM {table} ORDER BY id"))
-            .map_err(self.err("listing series"))?;
-        st.query_map([], |r| r.get(0))
-            .and_then(|it| it.collect())
-            .map_err(self.err("listing series"))
+        let (Some(lo), Some(hi)) = (one(min_sql)?, one(max_sql)?) else {
+            return Ok(None);
+        };
+        let (a, b) = (
+            from.div_euclid(DAY).max(day(lo)),
+            to.div_euclid(DAY).min(day(hi)),
+        );
+        Ok((a <= b).then_some((a, b)))
     }
 
-    /// Rolls each series' raw rows before `cut` into its day chunks. Works series by series
-    /// on the (series, t) key, so a pass costs what is due, not the size of the table.
+    /// The days of a kind's hourly chunks in `from..=to`'s days that the table can hold.
+    fn chunk_days(&self, kind: Kind, from: i64, to: i64) -> Result<Option<(i64, i64)>, StoreError> {
+        let t = kind.hourly_table();
+        self.days_held(
+            &format!("SELECT min(id) FROM {t}"),
+            &format!("SELECT max(id) FROM {t}"),
+            |id| id >> SERIES_BITS,
+            from,
+            to,
+        )
+    }
+
+    /// Rolls the raw rows before `cut` (a day's start) into day chunks, a day at a time, each
+    /// day read an hour at a time in key order (time-major: a range scan, no per-series seek),
+    /// so memory holds an hour of rows and a day of hourly rows.
     fn roll(&mut self, kind: Kind, cut: i64, m: &mut Maintenance) -> Result<(), StoreError> {
-        for id in self.series_ids(kind)? {
-            self.roll_series(kind, id, cut, m)?;
-        }
-        Ok(())
-    }
-
-    fn roll_series(
-        &mut self,
-        kind: Kind,
-        id: i64,
-        cut: i64,
-        m: &mut Maintenance,
-    ) -> Result<(), StoreError> {
         let layout = kind.layout();
         let nf = layout.fields();
-        // (series, hour) -> raw rows, in time order.
-        let mut hours: BTreeMap<(i64, i64), Vec<Vec<Option<i64>>>> = BTreeMap::new();
+        loop {
+            let first: Option<i64> = self
+                .conn
+                .prepare_cached(&format!("SELECT min(id) FROM {}", kind.raw_table()))
+                .and_then(|mut st| st.query_row([], |r| r.get::<_, Option<i64>>(0)))
+                .map_err(self.err("reading raw rows"))?
+                .map(|k| k >> SERIES_BITS);
+            let Some(first) = first.filter(|&t| t < cut) else {
+                return Ok(());
+            };
+            let day = first.div_euclid(DAY);
+            let end = (day + 1) * DAY;
+            let mut per_series: BTreeMap<i64, Vec<Row>> = BTreeMap::new();
+            for hour in (day * DAY..end).step_by(HOUR as usize) {
+                let mut rows_of: BTreeMap<i64, Vec<Vec<Option<i64>>>> = BTreeMap::new();
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{} WHERE id >= ?1 AND id < ?2 ORDER BY id",
+                        kind.raw_select()
+                    ))
+                    .map_err(self.err("reading raw rows"))?;
+                let mut rows = st
+                    .query([raw_key(hour, 0), raw_key(hour + HOUR, 0)])
+                    .map_err(self.err("reading raw rows"))?;
+                while let Some(r) = rows.next().map_err(self.err("reading raw rows"))? {
+                    let id: i64 = r.get(0).map_err(self.err("reading raw rows"))?;
+                    let mut v = Vec::with_capacity(nf);
+                    for i in 0..nf {
+                        v.push(r.get(2 + i).map_err(self.err("reading raw rows"))?);
+                    }
+                    rows_of.entry(id).or_default().push(v);
+                    m.raw_rolled += 1;
+                }
+                for (id, rows) in rows_of {
+                    per_series
+                        .entry(id)
+                        .or_default()
+                        .push(aggregate(layout, hour, &rows));
+                }
+            }
+            // Ascending series: the day's chunks are one ascending run of rowids.
+            for (id, new) in per_series {
+                let mut rows = self.load_day(kind, id, day)?;
+                for r in new {
+                    match rows.iter_mut().find(|o| o.t == r.t) {
+                        Some(o) => *o = merge_hour(layout, o, &r),
+                        None => rows.push(r),
+                    }
+                    m.hours_written += 1;
+                }
+                rows.sort_by_key(|r| r.t);
+                self.store_day(kind, id, day, &rows)?;
+            }
+            self.conn
+                .prepare_cached(&format!("DELETE FROM {} WHERE id < ?1", kind.raw_table()))
+                .and_then(|mut st| st.execute([raw_key(end, 0)]))
+                .map_err(self.err("deleting rolled raw rows"))?;
+            if let (Kind::Fs, Some(days)) = (kind, self.raw_days.get_mut()) {
+                days.retain(|&(_, d), _| d > day);
+            }
+        }
+    }
+
+    /// Drops the day chunks of days before `cut_day`: a prefix of the day-major rowids.
+    fn drop_days(
+        &mut self,
+        kind: Kind,
+        cut_day: i64,
+        m: &mut Maintenance,
+    ) -> Result<(), StoreError> {
+        let table = kind.hourly_table();
+        let below = chunk_id(0, cut_day);
         {
             let mut st = self
                 .conn
-                .prepare_cached(&format!(
-                    "{} WHERE {} = ?1 AND t < ?2 ORDER BY t",
-                    kind.raw_select(),
-                    kind.series_col()
-                ))
-                .map_err(self.err("reading raw rows"))?;
-            let mut rows = st.query([id, cut]).map_err(self.err("reading raw rows"))?;
-            while let Some(r) = rows.next().map_err(self.err("reading raw rows"))? {
-                let t: i64 = r.get(1).map_err(self.err("reading raw rows"))?;
-                let mut v = Vec::with_capacity(nf);
-                for i in 0..nf {
-                    v.push(r.get(2 + i).map_err(self.err("reading raw rows"))?);
-                }
-                hours
-                    .entry((id, t.div_euclid(HOUR) * HOUR))
-                    .or_default()
-                    .push(v);
-                m.raw_rolled += 1;
+                .prepare_cached(&format!("SELECT id, data FROM {table} WHERE id < ?1"))
+                .map_err(self.err("reading old hourly rows"))?;
+            let mut rows = st
+                .query([below])
+                .map_err(self.err("reading old hourly rows"))?;
+            while let Some(r) = rows.next().map_err(self.err("reading old hourly rows"))? {
+                let id: i64 = r.get(0).map_err(self.err("reading old hourly rows"))?;
+                let blob: Vec<u8> = r.get(1).map_err(self.err("reading old hourly rows"))?;
+                let (series, day) = (id & ((1 << SERIES_BITS) - 1), id >> SERIES_BITS);
+                m.hours_dropped += self.decode_day(kind, series, day, &blob)?.len();
             }
-        }
-        if hours.is_empty() {
-            return Ok(());
-        }
-        let mut days: BTreeMap<(i64, i64), Vec<Row>> = BTreeMap::new();
-        for ((id, hour), rows) in &hours {
-            days.entry((*id, hour.div_euclid(DAY)))
-                .or_default()
-                .push(aggregate(layout, *hour, rows));
-        }
-        for ((id, day), new) in days {
-            let mut rows = self.load_day(kind, id, day)?;
-            for r in new {
-                match rows.iter_mut().find(|o| o.t == r.t) {
-                    Some(o) => *o = merge_hour(layout, o, &r),
-                    None => rows.push(r),
-                }
-                m.hours_written += 1;
-            }
-            rows.sort_by_key(|r| r.t);
-            self.store_day(kind, id, day, &rows)?;
         }
         self.conn
-            .prepare_cached(&format!(
-                "DELETE FROM {} WHERE {} = ?1 AND t < ?2",
-                kind.raw_table(),
-                kind.series_col()
-            ))
-            .and_then(|mut st| st.execute([id, cut]))
-            .map_err(self.err("deleting rolled raw rows"))?;
-        if let Kind::Fs = kind {
-            // Days wholly rolled; a day partly rolled keeps its extremes, which the hourly
-            // chunk's summary repeats, so a merge of both is still that day's.
-            self.conn
-                .prepare_cached("DELETE FROM fs_raw_day WHERE fs = ?1 AND day < ?2")
-                .and_then(|mut st| st.execute([id, cut.div_euclid(DAY)]))
-                .map_err(self.err("deleting rolled raw rows"))?;
-        }
-        Ok(())
-    }
-
-    fn drop_hours(&mut self, kind: Kind, cut: i64, m: &mut Maintenance) -> Result<(), StoreError> {
-        let table = kind.hourly_table();
-        let cut_day = cut.div_euclid(DAY);
-        let mut old: Vec<(i64, i64)> = Vec::new();
-        for id in self.series_ids(kind)? {
-            let mut st = self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT day FROM {table} WHERE id >= ?1 AND id <= ?2"
-                ))
-                .map_err(self.err("reading old hourly rows"))?;
-            let days: Vec<i64> = st
-                .query_map([chunk_id(id, 0), chunk_id(id, cut_day)], |r| r.get(0))
-                .and_then(|it| it.collect())
-                .map_err(self.err("reading old hourly rows"))?;
-            old.extend(days.into_iter().map(|d| (id, d)));
-        }
-        for (id, day) in old {
-            let rows = self.load_day(kind, id, day)?;
-            let keep: Vec<Row> = rows.iter().filter(|r| r.t >= cut).cloned().collect();
-            m.hours_dropped += rows.len() - keep.len();
-            if keep.len() != rows.len() {
-                self.store_day(kind, id, day, &keep)?;
-            }
-        }
+            .prepare_cached(&format!("DELETE FROM {table} WHERE id < ?1"))
+            .and_then(|mut st| st.execute([below]))
+            .map_err(self.err("dropping old hourly rows"))?;
         Ok(())
     }
 
@@ -1296,6 +1377,12 @@ impl Store {
     }
 
     fn store_day(&self, kind: Kind, id: i64, day: i64, rows: &[Row]) -> Result<(), StoreError> {
+        if !(0..1 << SERIES_BITS).contains(&id) {
+            return Err(StoreError::TooManySeries {
+                path: self.path.clone(),
+                id,
+            });
+        }
         let table = kind.hourly_table();
         if rows.is_empty() {
             self.conn
@@ -1400,44 +1487,49 @@ impl Store {
     ) -> Result<Vec<SeriesRow>, StoreError> {
         let layout = kind.layout();
         let nf = layout.fields();
-        let raw: Vec<(i64, Vec<Option<i64>>)> = {
-            let mut st = self
-                .conn
-                .prepare_cached(&format!(
-                    "{} WHERE {} = ?1 AND t >= ?2 AND t <= ?3 ORDER BY t",
-                    kind.raw_select(),
-                    kind.series_col()
-                ))
-                .map_err(self.err("reading raw rows"))?;
-            st.query_map([id, from, to], |r| {
-                let mut v = Vec::with_capacity(nf);
-                for i in 0..nf {
-                    v.push(r.get(2 + i)?);
-                }
-                Ok((r.get(1)?, v))
-            })
-            .and_then(|it| it.collect())
-            .map_err(self.err("reading raw rows"))?
+        let raw: Vec<(i64, Vec<Option<i64>>)> = match raw_keys(from, to) {
+            None => Vec::new(),
+            Some((lo, hi)) => {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{} WHERE id >= ?1 AND id <= ?2 AND id & 16777215 = ?3 ORDER BY id",
+                        kind.raw_select(),
+                    ))
+                    .map_err(self.err("reading raw rows"))?;
+                st.query_map([lo, hi, id], |r| {
+                    let mut v = Vec::with_capacity(nf);
+                    for i in 0..nf {
+                        v.push(r.get(2 + i)?);
+                    }
+                    Ok((r.get(1)?, v))
+                })
+                .and_then(|it| it.collect())
+                .map_err(self.err("reading raw rows"))?
+            }
         };
         let first_raw = raw.first().map(|r| r.0).unwrap_or(i64::MAX);
         let mut out = Vec::new();
-        let days: Vec<(i64, Vec<u8>)> = {
-            let mut st = self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT day, data FROM {} WHERE id >= ?1 AND id <= ?2 ORDER BY id",
-                    kind.hourly_table(),
-                ))
-                .map_err(self.err("reading hourly rows"))?;
-            let range = chunk_range(id, from, to);
-            st.query_map(range, |r| Ok((r.get(0)?, r.get(1)?)))
-                .and_then(|it| it.collect())
-                .map_err(self.err("reading hourly rows"))?
-        };
-        for (day, blob) in days {
-            for r in self.decode_day(kind, id, day, &blob)? {
-                if r.t >= from && r.t <= to && r.t.saturating_add(HOUR) <= first_raw {
-                    out.push((r.t, true, r.vals));
+        // One lookup a stored day: the chunks are day-major.
+        if let Some((d0, d1)) = self.chunk_days(kind, from, to)? {
+            let chunks: Vec<(i64, Vec<u8>)> = {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{DAYS_CTE}SELECT d.day, h.data FROM d CROSS JOIN {} h \
+                         ON h.id = (d.day << {SERIES_BITS}) | ?3",
+                        kind.hourly_table(),
+                    ))
+                    .map_err(self.err("reading hourly rows"))?;
+                st.query_map([d0, d1, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .and_then(|it| it.collect())
+                    .map_err(self.err("reading hourly rows"))?
+            };
+            for (day, blob) in chunks {
+                for r in self.decode_day(kind, id, day, &blob)? {
+                    if r.t >= from && r.t <= to && r.t.saturating_add(HOUR) <= first_raw {
+                        out.push((r.t, true, r.vals));
+                    }
                 }
             }
         }
@@ -1473,58 +1565,61 @@ impl Store {
     /// A filesystem's daily low and high of used bytes (`size - avail`) and size for the days
     /// from `from`'s to `to`'s (whole days): what
     /// [`super::forecast::forecast_filesystem_days`] needs, read from the hourly chunks' day
-    /// summaries and `fs_raw_day` instead of every point. Equal to
+    /// summaries and the raw days' extremes kept in memory, instead of every point. Equal to
     /// [`super::forecast::daily_use`] of [`Store::fs_series`] over whole days.
     pub fn fs_days(&self, fs: FsId, from: i64, to: i64) -> Result<Vec<DayUse>, StoreError> {
         let mut days: BTreeMap<i64, DayUse> = BTreeMap::new();
         let e = self.err("reading daily summaries");
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT day, avail_min, avail_max, size FROM fs_hourly \
-                 WHERE id >= ?1 AND id <= ?2 ORDER BY id",
-            )
-            .map_err(&e)?;
-        let range = chunk_range(fs.0, from, to);
-        let rows = st.query_map(range, |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, Option<i64>>(1)?,
-                r.get::<_, Option<i64>>(2)?,
-                r.get::<_, Option<i64>>(3)?,
-            ))
-        });
-        for row in rows.map_err(&e)? {
-            if let (day, Some(amin), Some(amax), Some(size)) = row.map_err(&e)? {
-                days.insert(
-                    day,
-                    DayUse {
+        // The chunks are day-major: one lookup a stored day.
+        if let Some((d0, d1)) = self.chunk_days(Kind::Fs, from, to)? {
+            let mut st = self
+                .conn
+                .prepare_cached(&format!(
+                    "{DAYS_CTE}SELECT d.day, h.avail_min, h.avail_max, h.size FROM d \
+                     CROSS JOIN fs_hourly h ON h.id = (d.day << {SERIES_BITS}) | ?3"
+                ))
+                .map_err(&e)?;
+            let rows = st
+                .query_map([d0, d1, fs.0], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, Option<i64>>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                        r.get::<_, Option<i64>>(3)?,
+                    ))
+                })
+                .map_err(&e)?;
+            for row in rows {
+                if let (day, Some(amin), Some(amax), Some(size)) = row.map_err(&e)? {
+                    days.insert(
                         day,
-                        low: (size - amax) as f64,
-                        high: (size - amin) as f64,
-                        size: size as f64,
-                    },
-                );
+                        DayUse {
+                            day,
+                            low: (size - amax) as f64,
+                            high: (size - amin) as f64,
+                            size: size as f64,
+                        },
+                    );
+                }
             }
         }
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT day, avail_min, avail_max, size FROM fs_raw_day \
-                 WHERE fs = ?1 AND day >= ?2 AND day <= ?3 ORDER BY day",
-            )
-            .map_err(&e)?;
-        let rows = st.query_map([fs.0, from.div_euclid(DAY), to.div_euclid(DAY)], |r| {
-            let size: i64 = r.get(3)?;
-            Ok(DayUse {
-                day: r.get(0)?,
-                low: (size - r.get::<_, i64>(2)?) as f64,
-                high: (size - r.get::<_, i64>(1)?) as f64,
+        if self.raw_days.borrow().is_none() {
+            let built = self.scan_raw_days()?;
+            self.raw_days.replace(Some(built));
+        }
+        let raw_days: Vec<DayUse> = self
+            .raw_days
+            .borrow()
+            .iter()
+            .flat_map(|m| m.range((fs.0, from.div_euclid(DAY))..=(fs.0, to.div_euclid(DAY))))
+            .map(|(&(_, day), &(lo, hi, size))| DayUse {
+                day,
+                low: (size - hi) as f64,
+                high: (size - lo) as f64,
                 size: size as f64,
             })
-        });
-        for d in rows.map_err(&e)? {
-            let d = d.map_err(&e)?;
+            .collect();
+        for d in raw_days {
             days.entry(d.day)
                 .and_modify(|h| {
                     h.low = h.low.min(d.low);
@@ -1534,6 +1629,27 @@ impl Store {
                 .or_insert(d);
         }
         Ok(days.into_values().collect())
+    }
+
+    /// Every filesystem's raw-day extremes, from one scan of `fs_raw` in key (time) order.
+    fn scan_raw_days(&self) -> Result<RawDays, StoreError> {
+        let e = self.err("reading raw rows");
+        let mut days = RawDays::new();
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id & 16777215, id >> 24, avail, size FROM fs_raw")
+            .map_err(&e)?;
+        let mut rows = st.query([]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            note_raw_day(
+                &mut days,
+                r.get(0).map_err(&e)?,
+                r.get(1).map_err(&e)?,
+                r.get(2).map_err(&e)?,
+                r.get(3).map_err(&e)?,
+            );
+        }
+        Ok(days)
     }
 
     /// One point a day of a drive (the day's last wear, host and NAND bytes written; the other
@@ -1560,35 +1676,57 @@ impl Store {
                 discarded_bytes: None,
             };
         let mut days: BTreeMap<i64, DrivePoint> = BTreeMap::new();
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT t_last, wear_ppm, host_written, nand_written FROM drive_hourly \
-                 WHERE id >= ?1 AND id <= ?2 ORDER BY id",
-            )
-            .map_err(&e)?;
-        let range = chunk_range(drive.0, from, to);
-        let rows = st.query_map(range, |r| {
-            Ok(point(r.get(0)?, true, r.get(1)?, r.get(2)?, r.get(3)?))
-        });
-        for p in rows.map_err(&e)? {
-            let p = p.map_err(&e)?;
-            days.insert(p.t.div_euclid(DAY), p);
+        // One lookup a stored day: the chunks are day-major.
+        if let Some((d0, d1)) = self.chunk_days(Kind::Drive, from, to)? {
+            let mut st = self
+                .conn
+                .prepare_cached(&format!(
+                    "{DAYS_CTE}SELECT h.t_last, h.wear_ppm, h.host_written, h.nand_written FROM d \
+                     CROSS JOIN drive_hourly h ON h.id = (d.day << {SERIES_BITS}) | ?3"
+                ))
+                .map_err(&e)?;
+            let rows = st
+                .query_map([d0, d1, drive.0], |r| {
+                    Ok(point(r.get(0)?, true, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .map_err(&e)?;
+            for p in rows {
+                let p = p.map_err(&e)?;
+                days.insert(p.t.div_euclid(DAY), p);
+            }
         }
-        // With one max() in the query, SQLite takes the bare columns from that row.
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT max(t), wear_ppm, host_written, nand_written FROM drive_raw \
-                 WHERE drive = ?1 AND t >= ?2 AND t <= ?3 GROUP BY t / 86400 ORDER BY 1",
-            )
-            .map_err(&e)?;
-        let rows = st.query_map([drive.0, from, to], |r| {
-            Ok(point(r.get(0)?, false, r.get(1)?, r.get(2)?, r.get(3)?))
-        });
-        for p in rows.map_err(&e)? {
-            let p = p.map_err(&e)?;
-            days.insert(p.t.div_euclid(DAY), p);
+        // Raw rows are time-major: each day's last row of this drive is found by reading the
+        // day backwards from its end (past the other drives' rows of the same moments).
+        let held = self.days_held(
+            "SELECT min(id) FROM drive_raw",
+            "SELECT max(id) FROM drive_raw",
+            |k| (k >> SERIES_BITS).div_euclid(DAY),
+            from,
+            to,
+        )?;
+        if let Some((d0, d1)) = held {
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "SELECT id >> 24, wear_ppm, host_written, nand_written FROM drive_raw \
+                     WHERE id >= ?1 AND id <= ?2 AND id & 16777215 = ?3 ORDER BY id DESC LIMIT 1",
+                )
+                .map_err(&e)?;
+            for day in d0..=d1 {
+                let Some((a, b)) = raw_keys((day * DAY).max(from), (day * DAY + DAY - 1).min(to))
+                else {
+                    continue;
+                };
+                let p = st
+                    .query_row([a, b, drive.0], |r| {
+                        Ok(point(r.get(0)?, false, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()
+                    .map_err(&e)?;
+                if let Some(p) = p {
+                    days.insert(day, p);
+                }
+            }
         }
         Ok(days.into_values().collect())
     }
@@ -1918,11 +2056,10 @@ mod tests {
             .query_row("SELECT count(*) FROM fs_raw", [], |r| r.get(0))
             .unwrap();
         assert_eq!(raw_left, 0);
-        let days_left: i64 = s
-            .conn
-            .query_row("SELECT count(*) FROM fs_raw_day", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(days_left, 0, "a rolled day's raw extremes go with its rows");
+        assert!(
+            s.raw_days.borrow().as_ref().is_none_or(|d| d.is_empty()),
+            "a rolled day's raw extremes go with its rows"
+        );
         let id = s.filesystems().unwrap()[0].id;
         let pts = s.fs_series(id, T0 - 86_400, T0 + 86_400).unwrap();
         assert_eq!(pts.len(), 1);

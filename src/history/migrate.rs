@@ -1,0 +1,82 @@
+//! Schema upgrades of the history store, run in place when the daemon opens an older file,
+//! each inside the opener's one transaction (a crash mid-way leaves the old schema whole).
+//! It knows the tables' layouts only; what the rows mean is the store's.
+
+use rusqlite::Transaction;
+
+/// Version 1 to 2: the raw tables keyed time-major, the hourly chunks' rowids day-major,
+/// `fs_raw_day` dropped (the store keeps the raw days' extremes in memory, from `fs_raw`).
+///
+/// Version 1 keyed `fs_raw`/`drive_raw` on (series, t), `fs_raw_day` on (series, day) and the
+/// hourly chunks' rowid on `series << 24 | day`: every commit of one sample per series
+/// dirtied one b-tree page per series, and SQLite's WAL writes whole pages (a 500-row commit
+/// wrote 2.8 MiB on a store holding 14 days of 500 filesystems). Version 2 keys raw rows on
+/// the rowid `t << 24 | series` and chunks on `day << 24 | series`, so a commit appends at the
+/// right edge. (Raw times from year 19,400 on, which version 1 took, are not carried over.)
+/// The rows are copied in their new key order into new tables, which take the old names.
+pub(super) fn v1_to_v2(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "
+CREATE TABLE fs_raw_v2 (
+    id INTEGER PRIMARY KEY,
+    size INTEGER NOT NULL,
+    avail INTEGER NOT NULL,
+    free INTEGER NOT NULL,
+    files_free INTEGER
+);
+INSERT INTO fs_raw_v2 SELECT (t << 24) | fs, size, avail, free, files_free FROM fs_raw
+    WHERE t >= 0 AND t < 1 << 39 ORDER BY t, fs;
+DROP TABLE fs_raw;
+ALTER TABLE fs_raw_v2 RENAME TO fs_raw;
+
+DROP TABLE fs_raw_day;
+
+CREATE TABLE drive_raw_v2 (
+    id INTEGER PRIMARY KEY,
+    wear_ppm INTEGER,
+    spare_ppm INTEGER,
+    temp_mc INTEGER,
+    host_written INTEGER,
+    nand_written INTEGER,
+    media_errors INTEGER,
+    power_on_hours INTEGER,
+    discarded INTEGER
+);
+INSERT INTO drive_raw_v2 SELECT (t << 24) | drive, wear_ppm, spare_ppm, temp_mc, host_written,
+    nand_written, media_errors, power_on_hours, discarded FROM drive_raw
+    WHERE t >= 0 AND t < 1 << 39 ORDER BY t, drive;
+DROP TABLE drive_raw;
+ALTER TABLE drive_raw_v2 RENAME TO drive_raw;
+
+CREATE TABLE fs_hourly_v2 (
+    id INTEGER PRIMARY KEY,
+    fs INTEGER NOT NULL,
+    day INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    avail_min INTEGER,
+    avail_max INTEGER,
+    size INTEGER
+);
+INSERT INTO fs_hourly_v2 SELECT (day << 24) | fs, fs, day, data, avail_min, avail_max, size
+    FROM fs_hourly ORDER BY day, fs;
+DROP TABLE fs_hourly;
+ALTER TABLE fs_hourly_v2 RENAME TO fs_hourly;
+
+CREATE TABLE drive_hourly_v2 (
+    id INTEGER PRIMARY KEY,
+    drive INTEGER NOT NULL,
+    day INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    t_last INTEGER NOT NULL,
+    wear_ppm INTEGER,
+    host_written INTEGER,
+    nand_written INTEGER
+);
+INSERT INTO drive_hourly_v2 SELECT (day << 24) | drive, drive, day, data, t_last, wear_ppm,
+    host_written, nand_written FROM drive_hourly ORDER BY day, drive;
+DROP TABLE drive_hourly;
+ALTER TABLE drive_hourly_v2 RENAME TO drive_hourly;
+",
+    )?;
+    tx.pragma_update(None, "user_version", 2)
+}
