@@ -229,6 +229,25 @@ fn unit_prerequisites(test: &str) -> bool {
     support::require_root(test) && support::require_cmd(test, "setpriv", "util-linux")
 }
 
+/// The daemon (as started, no extra credentials) reading SMART of `/dev/fake0` through `fake`
+/// every second, nothing else; its directory (state, config, log: keep it while the daemon
+/// runs) and the daemon.
+fn start_on_fake0(fake: &Fake) -> (tempfile::TempDir, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
+            dir.path().display(),
+            fake.bin().display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    (dir, d)
+}
+
 #[test]
 fn under_the_units_credentials_the_http_process_holds_no_capability_and_smart_and_probes_still_work()
  {
@@ -337,18 +356,7 @@ fn started_as_root_by_hand_the_daemon_keeps_no_capability_and_the_helper_only_tw
     }
     let fake = Fake::new();
     fake.ok("fake0", FIXTURE);
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("ssdwatch.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
-            dir.path().display(),
-            fake.bin().display()
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    let (_dir, d) = start_on_fake0(&fake);
     d.wait_metrics("a reading", Duration::from_secs(20), |m| {
         support::value_matching(m, "ssdwatch_device_smart_sample_ok", "device=\"fake0\"")
             == Some(1.0)
@@ -536,18 +544,7 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
         "fake0",
         &format!("slow 2 {}", smart_fixture(FIXTURE).display()),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("ssdwatch.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
-            dir.path().display(),
-            fake.bin().display()
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    let (_dir, d) = start_on_fake0(&fake);
     let sample_ok =
         |m: &str| support::value_matching(m, "ssdwatch_device_smart_sample_ok", "device=\"fake0\"");
     let errors = |m: &str| {
@@ -724,18 +721,7 @@ fn a_ctrl_c_to_the_daemons_process_group_leaves_no_smartctl_behind() {
 fn when_the_keeper_dies_the_helper_serves_on_and_after_it_smart_errors_name_the_cause() {
     let fake = Fake::new();
     fake.ok("fake0", FIXTURE);
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("ssdwatch.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
-            dir.path().display(),
-            fake.bin().display()
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    let (_dir, d) = start_on_fake0(&fake);
     let sample_ok =
         |m: &str| support::value_matching(m, "ssdwatch_device_smart_sample_ok", "device=\"fake0\"");
     d.wait_metrics("a first reading", Duration::from_secs(20), |m| {
