@@ -229,23 +229,33 @@ fn unit_prerequisites(test: &str) -> bool {
     support::require_root(test) && support::require_cmd(test, "setpriv", "util-linux")
 }
 
-/// The daemon (as started, no extra credentials) reading SMART of `/dev/fake0` through `fake`
-/// every second, nothing else; its directory (state, config, log: keep it while the daemon
-/// runs) and the daemon.
-fn start_on_fake0(fake: &Fake) -> (tempfile::TempDir, Daemon) {
+/// The daemon started through `wrapper` (empty: as this test runs) with probes off and
+/// `collectors` (YAML lines indented under `collectors:`), its state in a new directory; that
+/// directory (state, config, log: keep it while the daemon runs) and the daemon.
+fn start_daemon(wrapper: &[&str], collectors: &str) -> (tempfile::TempDir, Daemon) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("ssdwatch.yaml");
     std::fs::write(
         &config,
         format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
-            dir.path().display(),
-            fake.bin().display()
+            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n{collectors}",
+            dir.path().display()
         ),
     )
     .unwrap();
-    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    let d = Daemon::start(wrapper, &config, dir.path().join("daemon.log"));
     (dir, d)
+}
+
+/// [`start_daemon`] reading SMART of `/dev/fake0` through `fake` every second.
+fn start_on_fake0(fake: &Fake) -> (tempfile::TempDir, Daemon) {
+    start_daemon(
+        &[],
+        &format!(
+            "  smart:\n    interval: 1s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
+            fake.bin().display()
+        ),
+    )
 }
 
 #[test]
@@ -620,18 +630,13 @@ fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_rep
     let fake = Fake::new();
     fake.mode("sda", &format!("dstate {}", hung.mountpoint.display()));
     fake.ok("sdb", FIXTURE);
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("ssdwatch.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  filesystem:\n    enabled: false\n  smart:\n    interval: 1s\n    timeout: 700ms\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/sda\n      - path: /dev/sdb\n",
-            dir.path().display(),
+    let (_dir, d) = start_daemon(
+        &[],
+        &format!(
+            "  filesystem:\n    enabled: false\n  smart:\n    interval: 1s\n    timeout: 700ms\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/sda\n      - path: /dev/sdb\n",
             fake.bin().display()
         ),
-    )
-    .unwrap();
-    let d = Daemon::start(&[], &config, dir.path().join("daemon.log"));
+    );
     let stuck = |m: &str, dev: &str| {
         support::value_matching(
             m,
@@ -671,19 +676,14 @@ fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_rep
 fn a_ctrl_c_to_the_daemons_process_group_leaves_no_smartctl_behind() {
     let fake = Fake::new();
     fake.mode("fake0", "escape-hang");
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("ssdwatch.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "state_dir: {}\ncollectors:\n  probe:\n    enabled: false\n  smart:\n    timeout: 5m\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
-            dir.path().display(),
+    // setsid: the daemon leads its own process group, as a shell's foreground job does.
+    let (_dir, mut d) = start_daemon(
+        &["setsid"],
+        &format!(
+            "  smart:\n    timeout: 5m\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
             fake.bin().display()
         ),
-    )
-    .unwrap();
-    // setsid: the daemon leads its own process group, as a shell's foreground job does.
-    let mut d = Daemon::start(&["setsid"], &config, dir.path().join("daemon.log"));
+    );
     let (keeper, worker) = d.helper();
     let running = fake.dir.path().join("fake0.running");
     let smartctl: u32 = wait_for("smartctl running", Duration::from_secs(20), || {
