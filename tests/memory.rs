@@ -45,11 +45,7 @@ fn after_start_up_the_daemon_lets_go_of_start_up_code_and_serves_on() {
         ),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let started = Instant::now();
     let child = Command::new(support::bin())
         .arg("serve")

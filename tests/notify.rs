@@ -91,11 +91,7 @@ fn host() -> PathBuf {
 impl Daemon {
     fn start(s: Setup) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = support::free_port();
         let cfg = dir.path().join("ssdwatch.yaml");
         // The collectors that read only the fixture tree, each on a 1 s interval; SMART, the
         // probes and the history have nothing to do with the notify protocol.

@@ -15,7 +15,6 @@ use serde_json::Value as Json;
 use ssdwatch::snapshot::unix_now;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -90,13 +89,6 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("binding a free port")
-        .port()
 }
 
 fn agent() -> ureq::Agent {

@@ -9,7 +9,6 @@ mod support;
 
 use serde_json::Value as Json;
 use ssdwatch::history::store::FILE_NAME;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use story::Story;
@@ -24,10 +23,7 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(tsdb: &std::path::Path, log: std::path::PathBuf) -> Prometheus {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
+        let port = support::free_port();
         let cfg = tsdb.with_extension("yml");
         std::fs::write(&cfg, "global: {}\n").unwrap();
         let out = std::fs::File::create(&log).unwrap();

@@ -56,16 +56,7 @@ fn rules_of(doc: &Yaml) -> Vec<&Yaml> {
 }
 
 fn promtool(args: &[&str]) -> (bool, String) {
-    let out = Command::new("promtool")
-        .args(args)
-        .output()
-        .expect("running promtool");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    support::run_status("promtool", args)
 }
 
 #[test]

@@ -17,16 +17,7 @@ fn unit_path() -> PathBuf {
 }
 
 fn analyze(args: &[&str]) -> (bool, String) {
-    let out = Command::new("systemd-analyze")
-        .args(args)
-        .output()
-        .expect("run systemd-analyze");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    support::run_status("systemd-analyze", args)
 }
 
 #[test]
@@ -201,11 +192,7 @@ fn run_traced(fs: &support::LoopFs, backend: &str) -> BTreeSet<String> {
     }
     // The daemon must read its config and reach its binary as nobody.
     support::run("chmod", &["755", dir.path().to_str().unwrap()]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let cfg = dir.path().join("ssdwatch.yaml");
     std::fs::write(
         &cfg,

@@ -70,6 +70,30 @@ pub fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A loopback TCP port free a moment ago, for a server a test starts (the test's own, stopped
+/// by PID).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// Runs `cmd` with `args`: whether it succeeded, and its stdout and stderr together (for a tool
+/// whose verdict is both its exit status and what it says: promtool, systemd-analyze).
+pub fn run_status(cmd: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// An ext4 filesystem on a loop device over a sparse file, mounted in a temp dir.
 pub struct LoopFs {
     pub dir: tempfile::TempDir,
