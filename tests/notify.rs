@@ -62,6 +62,15 @@ impl Manager {
             .filter(|(t, m)| *t >= since && m.lines().any(|l| l == line))
             .count()
     }
+
+    /// The last STATUS= line received.
+    fn last_status(&self) -> String {
+        (self.got.iter().rev())
+            .flat_map(|(_, m)| m.lines())
+            .find(|l| l.starts_with("STATUS="))
+            .expect("a STATUS= line")
+            .to_string()
+    }
 }
 
 /// The daemon as systemd starts it: WATCHDOG_PID is its own pid (the shell execs it), unless
@@ -265,11 +274,7 @@ fn systemd_hears_ready_watchdog_pets_reload_and_stopping_from_the_real_daemon() 
         "{pets} pets in 5 s: {:#?}",
         mgr.got
     );
-    let status = (mgr.got.iter().rev())
-        .flat_map(|(_, m)| m.lines())
-        .find(|l| l.starts_with("STATUS="))
-        .unwrap()
-        .to_string();
+    let status = mgr.last_status();
     assert!(!status.contains("STALLED"), "{status}");
 
     // SIGHUP: RELOADING=1 (with the monotonic time Type=notify-reload asks for), then READY=1.
@@ -356,11 +361,7 @@ fn a_collector_stuck_in_a_read_stops_the_watchdog_pets_and_the_log_names_it() {
         "pets after the stall: {:#?}",
         mgr.got
     );
-    let status = (mgr.got.iter().rev())
-        .flat_map(|(_, m)| m.lines())
-        .find(|l| l.starts_with("STATUS="))
-        .unwrap()
-        .to_string();
+    let status = mgr.last_status();
     assert!(
         status.contains("STALLED (no sample finished): filesystem for"),
         "{status}"
