@@ -726,49 +726,22 @@ impl Store {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(e("reading the schema version"))?;
         match version {
-            0 => {
-                // Immediate: the write lock is taken before the version is read again, so a
-                // second process opening the same new file (the daemon and a tool) waits
-                // (busy timeout) and then finds the schema made, instead of making it twice.
-                let tx = self
-                    .conn
-                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                    .map_err(e("creating the schema"))?;
-                let again: i64 = tx
-                    .pragma_query_value(None, "user_version", |r| r.get(0))
-                    .map_err(e("reading the schema version"))?;
-                if again == 0 {
-                    tx.execute_batch(SCHEMA).map_err(e("creating the schema"))?;
-                    for (i, k) in ProbeKind::ALL.iter().enumerate() {
-                        tx.execute(
-                            "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
-                            params![i as i64, k.as_str()],
-                        )
-                        .map_err(e("creating the schema"))?;
-                    }
-                    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-                        .map_err(e("creating the schema"))?;
+            // A new file: the schema made.
+            0 => self.under_write_lock(0, "creating the schema", |tx| {
+                tx.execute_batch(SCHEMA)?;
+                for (i, k) in ProbeKind::ALL.iter().enumerate() {
+                    tx.execute(
+                        "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
+                        params![i as i64, k.as_str()],
+                    )?;
                 }
-                tx.commit().map_err(e("creating the schema"))?;
-            }
-            1 => {
-                // In place, in one transaction: a crash or a full disk mid-way leaves version 1
-                // whole. Immediate, and the version read again under the lock, as above: a
-                // second opener waits, then finds version 2.
-                let tx = self
-                    .conn
-                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                    .map_err(e("upgrading the schema from version 1"))?;
-                let again: i64 = tx
-                    .pragma_query_value(None, "user_version", |r| r.get(0))
-                    .map_err(e("reading the schema version"))?;
-                if again == 1 {
-                    super::migrate::v1_to_v2(&tx)
-                        .map_err(e("upgrading the schema from version 1"))?;
-                }
-                tx.commit()
-                    .map_err(e("upgrading the schema from version 1"))?;
-            }
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            })?,
+            // In place, in one transaction: a crash or a full disk mid-way leaves version 1
+            // whole.
+            1 => self.under_write_lock(1, "upgrading the schema from version 1", |tx| {
+                super::migrate::v1_to_v2(tx)
+            })?,
             SCHEMA_VERSION => {}
             found if found > SCHEMA_VERSION => {
                 return Err(StoreError::NewerSchema {
@@ -784,6 +757,34 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// Runs `change` in an immediate transaction if the schema version, read again under the
+    /// write lock, is still `from`: a second process opening the same file at that moment (the
+    /// daemon and a tool) waits (busy timeout), then finds the change made, instead of making it
+    /// twice. `what` names the change in an error.
+    fn under_write_lock(
+        &mut self,
+        from: i64,
+        what: &'static str,
+        change: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<()>,
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let e = |op| {
+            let path = path.clone();
+            move |err| classify(&path, op, err)
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(e(what))?;
+        let again: i64 = tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(e("reading the schema version"))?;
+        if again == from {
+            change(&tx).map_err(e(what))?;
+        }
+        tx.commit().map_err(e(what))
     }
 
     fn fs_id(&mut self, key: &FsKey, device: &str, t: i64) -> Result<i64, StoreError> {
