@@ -473,19 +473,8 @@ fn discovered_drives_are_read_through_the_helper_with_the_real_smartctl() {
     if !unit_prerequisites(test) || !support::require_cmd(test, "smartctl", "smartmontools") {
         return;
     }
-    use ssdwatch::sysfs::topology::{DeviceKind, Topology};
-    let topo = Topology::read(Path::new("/sys")).expect("read /sys");
-    let drives: Vec<_> = topo
-        .drives()
-        .into_iter()
-        .filter(|d| {
-            matches!(
-                d.kind(),
-                DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
-            )
-        })
-        .map(|d| (d.name.clone(), d.kind()))
-        .collect();
+    use ssdwatch::sysfs::topology::DeviceKind;
+    let drives = support::smart_drives();
     if drives.is_empty() {
         support::skip(test, "no NVMe, sd or virtio drive on this machine");
         return;

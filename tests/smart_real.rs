@@ -7,7 +7,7 @@ mod support;
 use ssdwatch::collector::smart::{SmartCollector, SmartConfig};
 use ssdwatch::collector::{Collector, Context};
 use ssdwatch::snapshot::Shared;
-use ssdwatch::sysfs::topology::{DeviceKind, Topology};
+use ssdwatch::sysfs::topology::DeviceKind;
 use std::sync::Arc;
 
 #[test]
@@ -17,18 +17,7 @@ fn real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported() {
         return;
     }
     let roots = ssdwatch::Roots::default();
-    let topo = Topology::read(&roots.sys).expect("read /sys");
-    let drives: Vec<_> = topo
-        .drives()
-        .into_iter()
-        .filter(|d| {
-            matches!(
-                d.kind(),
-                DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
-            )
-        })
-        .map(|d| (d.name.clone(), d.kind()))
-        .collect();
+    let drives = support::smart_drives();
     // Any machine the suite runs on (CI's virtio guests included) has one of these.
     if drives.is_empty() {
         support::skip(test, "no NVMe, sd or virtio drive on this machine");

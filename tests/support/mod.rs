@@ -70,6 +70,23 @@ pub fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// This machine's drives smartctl may be asked about (NVMe, sd, virtio), by kernel name and
+/// kind, from `/sys`.
+pub fn smart_drives() -> Vec<(String, ssdwatch::sysfs::topology::DeviceKind)> {
+    use ssdwatch::sysfs::topology::{DeviceKind, Topology};
+    let topo = Topology::read(Path::new("/sys")).expect("read /sys");
+    topo.drives()
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d.kind(),
+                DeviceKind::Nvme | DeviceKind::Scsi | DeviceKind::Virtio
+            )
+        })
+        .map(|d| (d.name.clone(), d.kind()))
+        .collect()
+}
+
 /// A loopback TCP port free a moment ago, for a server a test starts (the test's own, stopped
 /// by PID).
 pub fn free_port() -> u16 {
