@@ -82,9 +82,11 @@ def fds():
     return len(os.listdir("/proc/%d/fd" % pid))
 
 def exited():
+    # A process being torn down can make the read fail with ESRCH rather than ENOENT.
     try:
-        return open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
         return True
 
 scrape()
