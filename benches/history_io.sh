@@ -5,8 +5,8 @@
 # /proc/PID/io (what reached the block layer, WAL and checkpoints included) are scaled to a day.
 # Intervals are the defaults; SMART and probes are off (no drives to read here; probe writes
 # are budgeted separately).
-# An hour holds a dozen commits at the defaults, and SQLite checkpoints its WAL into the file
-# every 1,000 pages (hours apart), so the run itself may see no checkpoint: the pages its WAL
+# An hour holds four commits at the defaults (a raw sample every 5 minutes, a commit every 15
+# minutes), and SQLite checkpoints its WAL into the file every 1,000 pages (hours apart), so the run itself may see no checkpoint: the pages its WAL
 # holds at the end, each of which the next checkpoint writes once, are added as that debt.
 # Usage: benches/history_io.sh [DURATION]   (default 3600; target <= 20 MiB/day)
 # SHORT=1 runs 20 s with a 5 s raw interval and flush, so CI exercises the script in seconds.
@@ -18,12 +18,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-3600}
-raw=5m
-flush=1m
+intervals="  enabled: true"
 if [ -n "${SHORT:-}" ]; then
   duration=20
-  raw=5s
-  flush=5s
+  intervals=$'  raw_interval: 5s\n  flush_interval: 5s'
 fi
 
 # SSDWATCH=path uses that binary (the CI test passes its debug build) instead of building one.
@@ -35,8 +33,7 @@ collectors:
   smart: {enabled: false}
   probe: {enabled: false}
 history:
-  raw_interval: $raw
-  flush_interval: $flush
+$intervals
 CFG
 if [ -n "${PREFILL_DAYS:-}" ]; then
   sed "s|state_dir: $work/state|state_dir: $work/template|" "$work/config.yaml" >"$work/template.yaml"

@@ -201,7 +201,12 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(
+        key_of(&path, "fs_day"),
+        ["id"],
+        "version 3's table is made too"
+    );
     assert_eq!(counts(&path), before, "every row survives ({TABLES:?})");
     // Raw rows keyed by the rowid `t << 24 | series`, which pragma_table_info shows as `id`.
     assert_eq!(key_of(&path, "fs_raw"), ["id"]);
@@ -285,7 +290,45 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
     drop(s);
     // And it opens again without upgrading twice.
     Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+}
+
+#[test]
+fn a_schema_2_store_gets_its_day_summaries_and_reads_the_same_days() {
+    // A version-2 file is this schema without `fs_day`: the upgraded v1 fixture made so.
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("DROP TABLE fs_day; PRAGMA user_version = 2")
+            .unwrap();
+    }
     assert_eq!(user_version(&path), 2);
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 2, .. }), "{e}");
+    let before = counts(&path);
+
+    let end = T0 + DAYS * DAY;
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    let id = s.fs_id_of(&pg()).unwrap().unwrap();
+    let pts = s.fs_series(id, 0, end).unwrap();
+    // Before any maintenance the raw days come from the raw rows alone.
+    let days = s.fs_days(id, 0, end).unwrap();
+    assert_eq!(days, daily_use(&pts));
+    let m = s.downsample(end + 3 * 3600).unwrap();
+    assert!(m.days_summarized > 0, "{m:?}");
+    drop(s);
+    let summarized: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM fs_day", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(summarized as usize, m.days_summarized);
+    // After a start the same days come from the summaries.
+    let s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(s.fs_days(id, 0, end).unwrap(), days);
 }
 
 #[test]
@@ -331,7 +374,10 @@ fn a_store_from_a_newer_ssdwatch_is_refused_and_an_older_one_is_not_read_half_un
         Store::open(dir.path(), &HistoryConfig::default()).unwrap_err(),
         Store::open_read_only(&path).unwrap_err(),
     ] {
-        assert!(matches!(e, StoreError::NewerSchema { found: 3, .. }), "{e}");
+        assert!(
+            matches!(e, StoreError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1),
+            "{e}"
+        );
         let msg = e.to_string();
         assert!(
             msg.contains(&path.display().to_string()) && msg.contains("newer ssdwatch"),

@@ -80,3 +80,20 @@ ALTER TABLE drive_hourly_v2 RENAME TO drive_hourly;
     )?;
     tx.pragma_update(None, "user_version", 2)
 }
+
+/// Version 2 to 3: `fs_day`, the extremes of each finished raw day, so the extremes a forecast
+/// needs are built after a start from a row per filesystem and day instead of every raw row.
+/// The table starts empty: the next maintenance fills it from the raw rows, once.
+pub(super) fn v2_to_v3(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "
+CREATE TABLE fs_day (
+    id INTEGER PRIMARY KEY,
+    avail_min INTEGER NOT NULL,
+    avail_max INTEGER NOT NULL,
+    size INTEGER NOT NULL
+);
+",
+    )?;
+    tx.pragma_update(None, "user_version", 3)
+}

@@ -57,6 +57,33 @@ pub struct FsSample {
     pub files_free: Option<u64>,
 }
 
+/// A filesystem sample as the store takes it, borrowing its key: a caller holding many samples
+/// of few filesystems (the daemon's queue between commits) keeps each key once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FsSampleRef<'a> {
+    pub key: &'a FsKey,
+    pub device: &'a str,
+    pub t: i64,
+    pub size_bytes: u64,
+    pub avail_bytes: u64,
+    pub free_bytes: u64,
+    pub files_free: Option<u64>,
+}
+
+impl<'a> From<&'a FsSample> for FsSampleRef<'a> {
+    fn from(s: &'a FsSample) -> Self {
+        FsSampleRef {
+            key: &s.key,
+            device: &s.device,
+            t: s.t,
+            size_bytes: s.size_bytes,
+            avail_bytes: s.avail_bytes,
+            free_bytes: s.free_bytes,
+            files_free: s.files_free,
+        }
+    }
+}
+
 /// One SMART reading of a drive, normalized. An unknown value stays `None`, never 0.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DriveSample {
