@@ -127,8 +127,11 @@ pub enum RunError {
     AtasmartStuck { after: Duration },
 }
 
-/// How long a killed smartctl may take to go before it counts as stuck in the kernel.
-pub const REAP_GRACE: Duration = Duration::from_secs(5);
+/// How long a killed smartctl may take to go before it counts as stuck in the kernel. A
+/// SIGKILLed process that is not in the kernel is gone within milliseconds; the sample that
+/// first finds a drive stuck waits this long once (every other drive's values in it are then
+/// this much older, and say so in their age), later samples not at all.
+pub const REAP_GRACE: Duration = Duration::from_secs(1);
 
 /// The outcome of one smartctl run.
 #[derive(Debug)]
