@@ -39,9 +39,41 @@ pub struct Faults {
     open: BTreeMap<String, String>,
     /// The whole sample's failure, while it lasts.
     failed: Option<String>,
+    /// When recording: every line logged at INFO or above, with its level.
+    journal: Option<Vec<(tracing::Level, String)>>,
 }
 
 impl Faults {
+    /// Faults that also keep every line they log at INFO or above, for [`Faults::journal`]: what
+    /// a test reads back instead of capturing the process's log (a capturing subscriber set for
+    /// one thread misses events whose call site another thread registered first).
+    pub fn recording() -> Faults {
+        Faults {
+            journal: Some(Vec::new()),
+            ..Faults::default()
+        }
+    }
+
+    /// The lines logged at INFO or above since [`Faults::recording`] made this (empty when not
+    /// recording).
+    pub fn journal(&self) -> &[(tracing::Level, String)] {
+        self.journal.as_deref().unwrap_or_default()
+    }
+
+    fn log(&mut self, collector: &str, level: tracing::Level, line: String) {
+        match level {
+            tracing::Level::ERROR => tracing::error!(collector, "{line}"),
+            tracing::Level::WARN => tracing::warn!(collector, "{line}"),
+            tracing::Level::INFO => tracing::info!(collector, "{line}"),
+            _ => tracing::debug!(collector, "{line}"),
+        }
+        if let Some(j) = &mut self.journal
+            && level <= tracing::Level::INFO
+        {
+            j.push((level, line));
+        }
+    }
+
     /// Takes one sample's per-item errors: logs new faults at WARN, cleared ones at INFO and
     /// repeats at DEBUG. Returns how many items are failing now.
     pub fn items(&mut self, collector: &str, errors: &[ItemError]) -> u64 {
@@ -49,19 +81,26 @@ impl Faults {
         for e in errors {
             now.entry(e.item.clone()).or_insert_with(|| e.to_string());
         }
+        let mut lines = Vec::new();
         for (item, msg) in &now {
-            match self.open.get(item) {
-                None => tracing::warn!(
-                    collector,
-                    "{msg} (logged again when it clears; repeats at debug level)"
+            lines.push(match self.open.get(item) {
+                None => (
+                    tracing::Level::WARN,
+                    format!("{msg} (logged again when it clears; repeats at debug level)"),
                 ),
-                Some(_) => tracing::debug!(collector, "still failing: {msg}"),
-            }
+                Some(_) => (tracing::Level::DEBUG, format!("still failing: {msg}")),
+            });
         }
         for (item, msg) in &self.open {
             if !now.contains_key(item) {
-                tracing::info!(collector, "{item}: recovered (was: {msg})");
+                lines.push((
+                    tracing::Level::INFO,
+                    format!("{item}: recovered (was: {msg})"),
+                ));
             }
+        }
+        for (level, line) in lines {
+            self.log(collector, level, line);
         }
         self.open = now;
         self.open.len() as u64
@@ -69,19 +108,27 @@ impl Faults {
 
     /// Takes the outcome of a whole sample: `Some(cause)` when it failed.
     pub fn sample_failed(&mut self, collector: &str, cause: Option<&str>) {
-        match (&self.failed, cause) {
-            (None, Some(c)) => tracing::error!(
-                collector,
-                "sample failed: {c} (logged again when it recovers; repeats at debug level)"
-            ),
+        let line = match (&self.failed, cause) {
+            (None, Some(c)) => Some((
+                tracing::Level::ERROR,
+                format!(
+                    "sample failed: {c} (logged again when it recovers; repeats at debug level)"
+                ),
+            )),
             (Some(prev), Some(c)) if prev != c => {
-                tracing::error!(collector, "sample failed: {c}")
+                Some((tracing::Level::ERROR, format!("sample failed: {c}")))
             }
-            (Some(_), Some(c)) => tracing::debug!(collector, "sample still failing: {c}"),
-            (Some(prev), None) => {
-                tracing::info!(collector, "sampling recovered (was: {prev})")
+            (Some(_), Some(c)) => {
+                Some((tracing::Level::DEBUG, format!("sample still failing: {c}")))
             }
-            (None, None) => {}
+            (Some(prev), None) => Some((
+                tracing::Level::INFO,
+                format!("sampling recovered (was: {prev})"),
+            )),
+            (None, None) => None,
+        };
+        if let Some((level, line)) = line {
+            self.log(collector, level, line);
         }
         self.failed = cause.map(str::to_string);
     }
@@ -113,6 +160,35 @@ mod tests {
         assert_eq!(f.items("filesystem", &[e("/b", "ENOENT")]), 1);
         assert_eq!(f.items("filesystem", &[]), 0);
         assert_eq!(f.open_items().count(), 0);
+    }
+
+    #[test]
+    fn what_is_logged_at_info_and_above_is_a_start_and_an_end_never_a_repeat() {
+        use tracing::Level;
+        let mut f = Faults::recording();
+        for _ in 0..3 {
+            f.items("smart", &[e("sda", "timed out")]);
+            f.sample_failed("smart", Some("smartctl not found"));
+        }
+        f.items("smart", &[]);
+        f.sample_failed("smart", None);
+        let got: Vec<(Level, &str)> = f.journal().iter().map(|(l, s)| (*l, s.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Level::WARN,
+                    "sda: timed out (logged again when it clears; repeats at debug level)"
+                ),
+                (
+                    Level::ERROR,
+                    "sample failed: smartctl not found (logged again when it recovers; repeats at debug level)"
+                ),
+                (Level::INFO, "sda: recovered (was: sda: timed out)"),
+                (Level::INFO, "sampling recovered (was: smartctl not found)"),
+            ]
+        );
+        assert!(Faults::default().journal().is_empty());
     }
 
     #[test]

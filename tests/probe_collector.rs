@@ -664,32 +664,11 @@ async fn a_target_that_keeps_failing_shows_as_failing_with_its_reason_until_it_r
     assert_eq!(failing(&texts[3], "error"), Some(0.0), "{}", texts[3]);
 }
 
-/// A log that keeps what a test's subscriber writes.
-#[derive(Clone, Default)]
-struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A target on a read-only filesystem is skipped on every attempt: the log says so once at
 /// info, not every interval; after a run, the next skip is said again.
 #[tokio::test]
 async fn a_repeated_skip_is_logged_once_until_the_target_runs() {
-    let log = Log::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let log = support::logs::capture();
     let fixture = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let (mut c, _) = numbered_runs(state.path(), |n, t| {
@@ -714,7 +693,7 @@ async fn a_repeated_skip_is_logged_once_until_the_target_runs() {
         }
         c.sample(&ctx).await.unwrap();
     }
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let text = log.text();
     let said: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("probe skipped (readonly)"))

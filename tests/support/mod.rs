@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fake_smartctl;
+pub mod logs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
