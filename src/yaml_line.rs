@@ -3,7 +3,7 @@
 //! error does. Found by a second pass of the same parser (serde_yaml_ng) over the same text, never
 //! by matching the text: quoting, flow style, comments and anchors are read as the config was.
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
 /// Where the value of a key came from.
@@ -121,6 +121,15 @@ struct Find<'p, 'a> {
     path: &'p [Seg<'a>],
 }
 
+impl Find<'_, '_> {
+    fn scalar<E: Error>(self) -> Result<(), E> {
+        match self.path {
+            [Seg::Index(0)] => Err(E::custom(FOUND)),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl<'de> DeserializeSeed<'de> for Find<'_, '_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -179,32 +188,33 @@ impl<'de> Visitor<'de> for Find<'_, '_> {
         Ok(())
     }
 
-    // Scalars hold no keys.
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+    // A scalar holds no key; it stands for a one-entry list where the config takes a single
+    // value for a list (`mount_points_exclude: "^/srv"` is entry [0]).
+    fn visit_bool<E: Error>(self, _: bool) -> Result<(), E> {
+        self.scalar()
+    }
+    fn visit_i64<E: Error>(self, _: i64) -> Result<(), E> {
+        self.scalar()
+    }
+    fn visit_u64<E: Error>(self, _: u64) -> Result<(), E> {
+        self.scalar()
+    }
+    fn visit_i128<E: Error>(self, _: i128) -> Result<(), E> {
+        self.scalar()
+    }
+    fn visit_u128<E: Error>(self, _: u128) -> Result<(), E> {
+        self.scalar()
+    }
+    fn visit_f64<E: Error>(self, _: f64) -> Result<(), E> {
+        self.scalar()
+    }
+    fn visit_str<E: Error>(self, _: &str) -> Result<(), E> {
+        self.scalar()
+    }
+    fn visit_unit<E: Error>(self) -> Result<(), E> {
         Ok(())
     }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i128<E>(self, _: i128) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u128<E>(self, _: u128) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_none<E>(self) -> Result<(), E> {
+    fn visit_none<E: Error>(self) -> Result<(), E> {
         Ok(())
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -232,7 +242,7 @@ impl<'de> Visitor<'de> for KeyIs<'_> {
         f.write_str("a key")
     }
 
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<bool, E> {
+    fn visit_str<E: Error>(self, v: &str) -> Result<bool, E> {
         match (v == self.want, self.last) {
             (true, true) => Err(E::custom(FOUND)),
             (hit, _) => Ok(hit),
@@ -281,6 +291,8 @@ collectors:
       - path: /srv/b
         'file_size_bytes': 1
         \"write_ops\": 2
+  filesystem:
+    mount_points_exclude: \"^/srv\"
 history:
   retention_raw: &r 14days
   retention_hourly: *r
@@ -304,8 +316,10 @@ history:
             ("collectors.probe.targets[1]", 15),
             ("collectors.probe.targets[1].file_size_bytes", 16),
             ("collectors.probe.targets[1].write_ops", 17),
-            ("history.retention_hourly", 20),
-            ("history.endurance[0].dwpd", 23),
+            ("collectors.filesystem.mount_points_exclude", 19),
+            ("collectors.filesystem.mount_points_exclude[0]", 19),
+            ("history.retention_hourly", 22),
+            ("history.endurance[0].dwpd", 25),
         ] {
             assert_eq!(locate(TEXT, key), Place::Line(line), "{key}");
         }
@@ -328,7 +342,7 @@ history:
         assert_eq!(
             locate(TEXT, "history.flush_interval"),
             Place::Default {
-                parent: Some(("history".into(), 18))
+                parent: Some(("history".into(), 20))
             }
         );
         assert_eq!(locate(TEXT, "state_dir"), Place::Default { parent: None });
@@ -340,6 +354,11 @@ history:
             "below a scalar"
         );
         assert_eq!(locate(TEXT, "web[0]").line(), None);
+        assert_eq!(
+            locate(TEXT, "collectors.filesystem.mount_points_exclude[1]").line(),
+            None,
+            "a single value is entry 0 only"
+        );
     }
 
     #[test]
