@@ -93,7 +93,11 @@ impl EnduranceConfig {
                 k("warranty_years"),
                 format!("{EITHER}, not both"),
             )),
-            (None, None, _) => Err(Invalid::new(k("dwpd"), format!("missing: {EITHER}"))),
+            (None, None, None) => Err(Invalid::new(k("tbw_bytes"), format!("missing: {EITHER}"))),
+            (None, None, Some(_)) => Err(Invalid::new(
+                k("dwpd"),
+                "missing: warranty_years needs the dwpd it rates",
+            )),
             (None, Some(_), None) => Err(Invalid::new(
                 k("warranty_years"),
                 "missing: dwpd needs the warranty it is rated over",
@@ -276,6 +280,7 @@ mod tests {
             Some("e.warranty_years")
         );
         assert_eq!(key(None, None, Some(1.0)).as_deref(), Some("e.dwpd"));
+        assert_eq!(key(None, None, None).as_deref(), Some("e.tbw_bytes"));
         assert_eq!(
             key(None, Some(1.0), None).as_deref(),
             Some("e.warranty_years")
