@@ -571,6 +571,31 @@ fn the_documented_ranges_and_defaults_are_the_ones_the_code_enforces() {
     let mut checked = 0;
     for row in &rows {
         let kind = row.ty.split([' ', ',']).next().unwrap();
+        // The documented type is the code's: a map where a value belongs is refused with what
+        // serde expected there.
+        let (text, _) = with(&row.key, "{}");
+        let msg = Config::parse(&text, Path::new(FILE))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let expected = msg.split("expected ").nth(1).unwrap_or("");
+        let code_kind = match expected.split(' ').next().unwrap_or("") {
+            "u8" | "u16" | "u32" | "u64" | "usize" => "integer or bytes",
+            "f32" | "f64" => "ratio or number",
+            _ if expected.starts_with("a duration") => "duration",
+            _ => "not a number",
+        };
+        let doc_kind = match kind {
+            "integer" | "bytes" => "integer or bytes",
+            "ratio" | "number" => "ratio or number",
+            "duration" => "duration",
+            _ => "not a number",
+        };
+        assert_eq!(
+            doc_kind, code_kind,
+            "{}: docs/running.md says {}; the code expects {expected}",
+            row.key, row.ty
+        );
         if numeric.contains(&kind) || (kind == "list" && interval(&row.range).is_some()) {
             let settings: Vec<(&str, &str)> = COMPANIONS
                 .iter()
