@@ -364,9 +364,20 @@ fn plans(cfg: &Config) {
 }
 
 /// An accepted config builds every collector, each one's first schedule is in range, one
-/// sample of all of them on an empty host runs to the end, and every probe target plans.
+/// sample of all of them on an empty host runs to the end, every probe target plans, and a
+/// history section other than the default opens a store and runs its retention.
 fn schedules(cfg: &Config) {
     plans(cfg);
+    if cfg.history != Config::default().history {
+        // The store's retention arithmetic, at today's clock and at the end of time.
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = ssdwatch::history::Store::open(dir.path(), &cfg.history)
+            .unwrap_or_else(|e| panic!("an accepted history section failed to open: {e}"));
+        for now in [1_750_000_000, i64::MAX] {
+            store.downsample(now).unwrap();
+        }
+        cfg.history.endurance_rules().unwrap();
+    }
     let host = tempfile::tempdir().unwrap();
     for d in ["sys/block", "proc/self", "rootfs"] {
         std::fs::create_dir_all(host.path().join(d)).unwrap();
