@@ -63,7 +63,8 @@ fn example() -> Value {
     serde_yaml_ng::from_str(&text).unwrap()
 }
 
-/// A valid entry of each list of sections, so that a key inside one can be set alone.
+/// A valid entry of each list of sections, so that a key inside one can be set alone, and of
+/// each list with a documented count.
 fn list_base(list: &str) -> Value {
     let yaml = match list {
         "collectors.topology.solid_state" => "{devices: '^sda$', solid_state: true}",
@@ -71,6 +72,12 @@ fn list_base(list: &str) -> Value {
         "collectors.smart.devices" => "{path: /dev/sda}",
         "collectors.probe.targets" => "{path: /srv/probe}",
         "history.endurance" => "{models: '^X', dwpd: 1, warranty_years: 5}",
+        // Lists of values, for their counts.
+        "collectors.filesystem.mount_points_exclude"
+        | "collectors.filesystem.mount_points_include" => "'^/srv$'",
+        "collectors.filesystem.fs_types_exclude" | "collectors.filesystem.fs_types_include" => {
+            "tmpfs"
+        }
         other => panic!("{other}: a new list of sections; give this test a valid entry of it"),
     };
     serde_yaml_ng::from_str(yaml).unwrap()
@@ -549,7 +556,17 @@ fn probes(row: &Row) -> Vec<(String, Option<Value>, bool)> {
         "list" => {
             let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
             let list_key = row.key.as_str();
-            let entries = |n: usize| Some(Value::Sequence(vec![list_base(list_key); n]));
+            // Entries that differ where they must (a probe target's path).
+            let entries = |n: usize| {
+                let entry = |i: usize| {
+                    let mut e = list_base(list_key);
+                    if let Some(Value::String(p)) = e.get_mut("path") {
+                        p.push_str(&i.to_string());
+                    }
+                    e
+                };
+                Some(Value::Sequence((0..n).map(entry).collect()))
+            };
             out.push((String::new(), entries(a), true));
             out.push((String::new(), entries(b), true));
             if a > 0 {

@@ -19,7 +19,7 @@ pub use record::{
 };
 pub use store::{Maintenance, Store, StoreError};
 
-use crate::validate::{Invalid, check_duration, check_range};
+use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_range};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -192,6 +192,11 @@ impl HistoryConfig {
             self.flush_interval,
             Duration::from_secs(1),
             Duration::from_secs(600),
+        )?;
+        check_entries(
+            &format!("{key}.endurance"),
+            self.endurance.len(),
+            MAX_ENTRIES,
         )?;
         for (i, e) in self.endurance.iter().enumerate() {
             e.validate(&format!("{key}.endurance[{i}]"))?;

@@ -157,6 +157,11 @@ impl TargetConfig {
                 "must list at least one kind",
             ));
         }
+        for (i, k) in self.kinds.iter().enumerate() {
+            if self.kinds[..i].contains(k) {
+                return Err(Invalid::new(format!("{key}.kinds[{i}]"), "listed twice"));
+            }
+        }
         let align = io::ALIGN as u64;
         let k = |f: &str| format!("{key}.{f}");
         // Sizes are bounded so that no product or sum of them (a run's planned bytes, the file's
@@ -654,5 +659,15 @@ mod tests {
             ..TargetConfig::default()
         };
         assert_eq!(t.validate("x").unwrap_err().key, "x.rewrite_reserve_bytes");
+        let t = TargetConfig {
+            path: "/data".into(),
+            kinds: vec![
+                ProbeKind::SeqWrite,
+                ProbeKind::RandRead4k,
+                ProbeKind::SeqWrite,
+            ],
+            ..TargetConfig::default()
+        };
+        assert_eq!(t.validate("x").unwrap_err().key, "x.kinds[2]");
     }
 }

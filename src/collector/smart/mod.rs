@@ -24,7 +24,9 @@ use crate::history::service::Record;
 use crate::history::{DriveKey, DriveSample};
 use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
-use crate::validate::{Invalid, check_duration, check_interval, check_range};
+use crate::validate::{
+    Invalid, MAX_ENTRIES, check_duration, check_entries, check_interval, check_range,
+};
 use drive::{DriveState, Run, Target};
 use regex_lite::Regex;
 use runner::{RunError, RunOutcome};
@@ -152,12 +154,7 @@ impl SmartConfig {
             Duration::from_millis(100),
             Duration::from_secs(600),
         )?;
-        if self.devices.len() > 1024 {
-            return Err(Invalid::new(
-                format!("{key}.devices"),
-                format!("{} entries; at most 1024", self.devices.len()),
-            ));
-        }
+        check_entries(&format!("{key}.devices"), self.devices.len(), MAX_ENTRIES)?;
         check_range(
             &format!("{key}.parallelism"),
             self.parallelism as u64,
