@@ -98,11 +98,14 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("config file {path}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")]
     TooLarge { path: PathBuf },
-    #[error("config file {path}: {key}: {message}")]
+    /// A value serde read but validation refused: the key path, and where it is written
+    /// (` at line N`, as serde_yaml_ng's own errors say it) or that it is the default.
+    #[error("config file {path}: {key}: {message}{place}")]
     Invalid {
         path: PathBuf,
         key: String,
         message: String,
+        place: crate::yaml_line::Place,
     },
 }
 
@@ -155,6 +158,7 @@ impl Config {
         };
         cfg.validate().map_err(|i| ConfigError::Invalid {
             path: path.to_path_buf(),
+            place: crate::yaml_line::locate(text, &i.key),
             key: i.key,
             message: i.message,
         })?;
@@ -252,6 +256,51 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("web.listen_address"), "{err}");
+        assert!(err.ends_with(" at line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_value_out_of_range_names_file_key_and_the_line_it_is_written_on() {
+        let text = "# ssdwatch\nhistory:\n  retention_raw: 7days\n\n  flush_interval: 0s\n";
+        let err = parse(text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "config file /etc/ssdwatch/ssdwatch.yaml: history.flush_interval: 0s is too short; \
+             the minimum is 1s at line 5"
+        );
+        // A cross-field check names the key it reports, at its line.
+        let text = "history:\n  retention_raw: 30days\n  retention_hourly: 20days\n";
+        let err = parse(text).unwrap_err().to_string();
+        assert!(
+            err.contains("history.retention_hourly: must be at least retention_raw")
+                && err.ends_with(" at line 3"),
+            "{err}"
+        );
+        // A list entry's field.
+        let text = "collectors:\n  probe:\n    targets:\n      - path: /srv/a\n      - path: /srv/b\n        queue_depth: 0\n";
+        let err = parse(text).unwrap_err().to_string();
+        assert!(
+            err.contains("collectors.probe.targets[1].queue_depth") && err.ends_with(" at line 6"),
+            "{err}"
+        );
+        match parse(text).unwrap_err() {
+            ConfigError::Invalid { place, .. } => assert_eq!(place.line(), Some(6)),
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_default_refused_with_the_rest_of_the_file_says_so_and_names_the_nearest_line() {
+        // A probe target without a path: the key is not written, so the error says the value
+        // is the default, and where the target is.
+        let text = "collectors:\n  probe:\n    targets:\n      - kinds: [seq_write]\n";
+        let err = parse(text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "config file /etc/ssdwatch/ssdwatch.yaml: collectors.probe.targets[0].path: must be \
+             an absolute path (not set in the file: the default; collectors.probe.targets[0] is \
+             at line 4)"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod sysfs;
 mod testing;
 pub mod validate;
 pub mod web;
+pub mod yaml_line;
 
 use std::path::{Path, PathBuf};
 

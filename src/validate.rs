@@ -47,6 +47,29 @@ pub fn check_duration(key: &str, d: Duration, min: Duration, max: Duration) -> R
     Ok(())
 }
 
+/// Checks that a count or size `v` lies in `min..=max`, naming `key` otherwise.
+pub fn check_range(key: &str, v: u64, min: u64, max: u64) -> Result<(), Invalid> {
+    if v < min || v > max {
+        return Err(Invalid::new(
+            key,
+            format!("{v} is out of range; it must be {min} to {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The most entries any list of the config takes: far beyond a real host's needs, and a bound
+/// on the work each one costs per sample.
+pub const MAX_ENTRIES: usize = 1024;
+
+/// Checks that the list at `key` has at most `max` entries.
+pub fn check_entries(key: &str, len: usize, max: usize) -> Result<(), Invalid> {
+    if len > max {
+        return Err(Invalid::new(key, format!("{len} entries; at most {max}")));
+    }
+    Ok(())
+}
+
 /// Shared check for a collector's `interval`: at least `min`, at most [`MAX_INTERVAL`].
 pub fn check_interval(key: &str, d: Duration, min: Duration) -> Result<(), Invalid> {
     check_duration(&format!("{key}.interval"), d, min, MAX_INTERVAL)
@@ -64,6 +87,18 @@ mod tests {
         assert_eq!(short.key, "c.x.interval");
         assert!(short.message.contains("minimum is 1s"), "{}", short.message);
         let long = check_interval("c.x", Duration::MAX, s(1)).unwrap_err();
+        assert!(check_entries("k", 1024, MAX_ENTRIES).is_ok());
+        assert_eq!(
+            check_entries("k", 1025, MAX_ENTRIES).unwrap_err().message,
+            "1025 entries; at most 1024"
+        );
+        assert!(check_range("k", 0, 1, 64).is_err());
+        assert!(check_range("k", 65, 1, 64).is_err());
+        assert!(check_range("k", 1, 1, 64).is_ok() && check_range("k", 64, 1, 64).is_ok());
+        assert_eq!(
+            check_range("k", 0, 1, 64).unwrap_err().message,
+            "0 is out of range; it must be 1 to 64"
+        );
         assert!(
             long.message.contains("maximum is 30days"),
             "{}",

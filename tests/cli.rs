@@ -57,6 +57,26 @@ fn wrong_type_is_refused_with_key_path_and_line() {
 }
 
 #[test]
+fn a_value_out_of_range_stops_the_start_naming_the_key_and_its_line() {
+    let cfg = write_config(
+        "# probes on the database volume\ncollectors:\n  probe:\n    targets:\n      - path: /srv/a\n      - path: /srv/b\n        # a typo: one zero too many\n        queue_depth: 640\n",
+    );
+    let out = ssdwatch()
+        .arg("--config")
+        .arg(cfg.path())
+        .arg("sample")
+        .output()
+        .expect("run ssdwatch");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&cfg.path().display().to_string()), "{err}");
+    assert!(
+        err.contains("collectors.probe.targets[1].queue_depth: 640 is out of range; it must be 1 to 64 at line 8"),
+        "{err}"
+    );
+}
+
+#[test]
 fn missing_config_file_is_refused_with_its_path() {
     let out = ssdwatch()
         .args(["--config", "/nonexistent/dir/ssdwatch.yaml", "sample"])

@@ -10,7 +10,7 @@ use crate::probe::{
     TargetConfig, run_target,
 };
 use crate::sysfs::topology::Topology;
-use crate::validate::{Invalid, check_interval};
+use crate::validate::{Invalid, check_entries, check_interval};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -26,6 +26,10 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 /// (`ssdwatch_probe_target_failing`): one skip is a gate doing its job, three are a target that
 /// has stopped being measured.
 pub const FAILING_AFTER: u32 = 3;
+
+/// The most probe targets: one per database filesystem is the use; each has its own schedule,
+/// budget file entry and series.
+pub const MAX_TARGETS: usize = 64;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -70,6 +74,7 @@ impl ProbeConfig {
                 "must be at most 10s",
             ));
         }
+        check_entries(&format!("{key}.targets"), self.targets.len(), MAX_TARGETS)?;
         for (i, t) in self.targets.iter().enumerate() {
             let k = format!("{key}.targets[{i}]");
             t.validate(&k)?;

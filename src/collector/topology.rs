@@ -4,7 +4,7 @@
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::sysfs::topology::{DeviceKind, Topology};
-use crate::validate::{Invalid, check_interval};
+use crate::validate::{Invalid, MAX_ENTRIES, check_entries, check_interval};
 use regex_lite::Regex;
 use serde::Deserialize;
 use std::time::Duration;
@@ -46,6 +46,11 @@ impl Default for TopologyConfig {
 impl TopologyConfig {
     pub fn validate(&self, key: &str) -> Result<(), Invalid> {
         check_interval(key, self.interval, Duration::from_secs(1))?;
+        check_entries(
+            &format!("{key}.solid_state"),
+            self.solid_state.len(),
+            MAX_ENTRIES,
+        )?;
         for (i, o) in self.solid_state.iter().enumerate() {
             if let Err(e) = Regex::new(&o.devices) {
                 return Err(Invalid::new(

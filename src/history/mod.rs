@@ -19,12 +19,15 @@ pub use record::{
 };
 pub use store::{Maintenance, Store, StoreError};
 
-use crate::validate::{Invalid, check_duration};
+use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_range};
 use serde::Deserialize;
 use std::time::Duration;
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
+
+/// The largest rated endurance (1 EiB written): a thousand times the largest drive's rating.
+pub const MAX_TBW_BYTES: u64 = 1 << 60;
 
 /// The `history` section of the config.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -83,13 +86,34 @@ impl EnduranceConfig {
                 format!("bad regular expression {:?}: {e}", self.models),
             )
         })?;
+        // Each error names the field that is wrong (or missing), so its line can be shown.
+        let k = |f: &str| format!("{key}.{f}");
+        const EITHER: &str = "give tbw_bytes, or dwpd with warranty_years";
         match (self.tbw_bytes, self.dwpd, self.warranty_years) {
-            (Some(b), None, None) if b > 0 => Ok(()),
-            (None, Some(d), Some(y)) if d > 0.0 && d <= 100.0 && y > 0.0 && y <= 20.0 => Ok(()),
-            _ => Err(Invalid::new(
-                key,
-                "give tbw_bytes (> 0), or dwpd (0..100] with warranty_years (0..20]",
+            (Some(b), None, None) => check_range(&k("tbw_bytes"), b, 1, MAX_TBW_BYTES),
+            (Some(_), Some(_), _) => Err(Invalid::new(k("dwpd"), format!("{EITHER}, not both"))),
+            (Some(_), None, Some(_)) => Err(Invalid::new(
+                k("warranty_years"),
+                format!("{EITHER}, not both"),
             )),
+            (None, None, None) => Err(Invalid::new(k("tbw_bytes"), format!("missing: {EITHER}"))),
+            (None, None, Some(_)) => Err(Invalid::new(
+                k("dwpd"),
+                "missing: warranty_years needs the dwpd it rates",
+            )),
+            (None, Some(_), None) => Err(Invalid::new(
+                k("warranty_years"),
+                "missing: dwpd needs the warranty it is rated over",
+            )),
+            (None, Some(d), Some(y)) => {
+                if !(d > 0.0 && d <= 100.0) {
+                    return Err(Invalid::new(k("dwpd"), "must be in (0, 100]"));
+                }
+                if !(y > 0.0 && y <= 20.0) {
+                    return Err(Invalid::new(k("warranty_years"), "must be in (0, 20]"));
+                }
+                Ok(())
+            }
         }
     }
 
@@ -172,6 +196,11 @@ impl HistoryConfig {
             Duration::from_secs(1),
             HOUR,
         )?;
+        check_entries(
+            &format!("{key}.endurance"),
+            self.endurance.len(),
+            MAX_ENTRIES,
+        )?;
         for (i, e) in self.endurance.iter().enumerate() {
             e.validate(&format!("{key}.endurance[{i}]"))?;
         }
@@ -232,6 +261,45 @@ mod tests {
         assert_eq!(
             c.validate("history").unwrap_err().key,
             "history.raw_interval"
+        );
+    }
+
+    #[test]
+    fn an_endurance_entry_names_the_field_that_is_wrong_or_missing() {
+        let key = |tbw, dwpd, years| {
+            let e = EnduranceConfig {
+                models: "^X".into(),
+                tbw_bytes: tbw,
+                dwpd,
+                warranty_years: years,
+            };
+            e.validate("e").err().map(|i| i.key)
+        };
+        assert_eq!(key(Some(1), None, None), None);
+        assert_eq!(key(None, Some(1.0), Some(5.0)), None);
+        assert_eq!(key(Some(0), None, None).as_deref(), Some("e.tbw_bytes"));
+        assert_eq!(
+            key(Some(u64::MAX), None, None).as_deref(),
+            Some("e.tbw_bytes")
+        );
+        assert_eq!(key(Some(1), Some(1.0), None).as_deref(), Some("e.dwpd"));
+        assert_eq!(
+            key(Some(1), None, Some(1.0)).as_deref(),
+            Some("e.warranty_years")
+        );
+        assert_eq!(key(None, None, Some(1.0)).as_deref(), Some("e.dwpd"));
+        assert_eq!(key(None, None, None).as_deref(), Some("e.tbw_bytes"));
+        assert_eq!(
+            key(None, Some(1.0), None).as_deref(),
+            Some("e.warranty_years")
+        );
+        assert_eq!(
+            key(None, Some(f64::NAN), Some(1.0)).as_deref(),
+            Some("e.dwpd")
+        );
+        assert_eq!(
+            key(None, Some(1.0), Some(20.5)).as_deref(),
+            Some("e.warranty_years")
         );
     }
 }

@@ -15,11 +15,21 @@ pub use plan::{
 };
 pub use run::{PlaceError, RunError, RunInputs, Stage, place, run_target, run_target_with};
 
+use crate::validate::{Invalid, MAX_INTERVAL, check_duration, check_range};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub const MIB: u64 = 1 << 20;
+
+/// The largest probe file (1 TiB); it is also capped at 1/32 of its filesystem at run time.
+pub const MAX_FILE_BYTES: u64 = 1 << 40;
+/// The largest `seq_write_block_bytes` (64 MiB): one buffer of that size is allocated per run.
+pub const MAX_BLOCK_BYTES: u64 = 64 * MIB;
+/// The largest `seq_write_bytes` (1 GiB): a burst, not a fill; it keeps one latency per block.
+pub const MAX_SEQ_WRITE_BYTES: u64 = 1 << 30;
+/// The largest byte budget, floor and reserve (1 PiB): beyond any filesystem.
+pub const MAX_RESERVE_BYTES: u64 = 1 << 50;
 
 /// Untimed 4 KiB reads at the start of each run.
 pub const WARM_UP_READS: u32 = 8;
@@ -134,8 +144,7 @@ impl Default for TargetConfig {
 }
 
 impl TargetConfig {
-    pub fn validate(&self, key: &str) -> Result<(), crate::validate::Invalid> {
-        use crate::validate::Invalid;
+    pub fn validate(&self, key: &str) -> Result<(), Invalid> {
         if !self.path.is_absolute() {
             return Err(Invalid::new(
                 format!("{key}.path"),
@@ -148,51 +157,87 @@ impl TargetConfig {
                 "must list at least one kind",
             ));
         }
+        for (i, k) in self.kinds.iter().enumerate() {
+            if self.kinds[..i].contains(k) {
+                return Err(Invalid::new(format!("{key}.kinds[{i}]"), "listed twice"));
+            }
+        }
         let align = io::ALIGN as u64;
-        if self.file_size_bytes < MIB || !self.file_size_bytes.is_multiple_of(align) {
+        let k = |f: &str| format!("{key}.{f}");
+        // Sizes are bounded so that no product or sum of them (a run's planned bytes, the file's
+        // creation plus its writes) can overflow, and a burst's latency list stays small.
+        check_range(
+            &k("file_size_bytes"),
+            self.file_size_bytes,
+            MIB,
+            MAX_FILE_BYTES,
+        )?;
+        if !self.file_size_bytes.is_multiple_of(align) {
             return Err(Invalid::new(
-                format!("{key}.file_size_bytes"),
-                "must be at least 1 MiB and a multiple of 4096",
+                k("file_size_bytes"),
+                "must be a multiple of 4096",
             ));
         }
+        check_range(
+            &k("seq_write_block_bytes"),
+            self.seq_write_block_bytes,
+            align,
+            MAX_BLOCK_BYTES,
+        )?;
         if !self.seq_write_block_bytes.is_multiple_of(align)
-            || self.seq_write_block_bytes == 0
             || self.seq_write_block_bytes > self.file_size_bytes
         {
             return Err(Invalid::new(
-                format!("{key}.seq_write_block_bytes"),
+                k("seq_write_block_bytes"),
                 "must be a multiple of 4096, at most file_size_bytes",
             ));
         }
+        check_range(
+            &k("seq_write_bytes"),
+            self.seq_write_bytes,
+            align,
+            MAX_SEQ_WRITE_BYTES,
+        )?;
+        check_range(
+            &k("budget_bytes_per_day"),
+            self.budget_bytes_per_day,
+            0,
+            MAX_RESERVE_BYTES,
+        )?;
         if !(0.0..=1.0).contains(&self.busy_threshold) {
-            return Err(Invalid::new(
-                format!("{key}.busy_threshold"),
-                "must be in 0..1",
-            ));
+            return Err(Invalid::new(k("busy_threshold"), "must be in 0..1"));
         }
         if !(0.0..1.0).contains(&self.free_floor_ratio) {
             return Err(Invalid::new(
-                format!("{key}.free_floor_ratio"),
-                "must be in 0..1",
+                k("free_floor_ratio"),
+                "must be in 0..1 (1 excluded)",
             ));
         }
         // Floors and reserves beyond any filesystem are refused, not left to overflow.
-        for (k, v) in [
+        for (f, v) in [
             ("free_floor_bytes", self.free_floor_bytes),
             ("rewrite_reserve_bytes", self.rewrite_reserve_bytes),
         ] {
-            if v > 1 << 50 {
-                return Err(Invalid::new(format!("{key}.{k}"), "must be at most 1 PiB"));
-            }
+            check_range(&k(f), v, 0, MAX_RESERVE_BYTES)?;
         }
-        for (k, v) in [("write_ops", self.write_ops), ("read_ops", self.read_ops)] {
-            if v == 0 || v > 1_000_000 {
-                return Err(Invalid::new(format!("{key}.{k}"), "must be 1..1000000"));
-            }
+        for (f, v) in [("write_ops", self.write_ops), ("read_ops", self.read_ops)] {
+            check_range(&k(f), v.into(), 1, 1_000_000)?;
         }
-        if self.queue_depth == 0 || self.queue_depth > 64 {
-            return Err(Invalid::new(format!("{key}.queue_depth"), "must be 1..64"));
-        }
+        check_range(&k("queue_depth"), self.queue_depth.into(), 1, 64)?;
+        let s = Duration::from_secs;
+        check_duration(
+            &k("seq_write_interval"),
+            self.seq_write_interval,
+            s(1),
+            MAX_INTERVAL,
+        )?;
+        check_duration(
+            &k("budget_time_per_hour"),
+            self.budget_time_per_hour,
+            s(1),
+            s(3600),
+        )?;
+        check_duration(&k("timeout"), self.timeout, s(1), s(3600))?;
         Ok(())
     }
 
@@ -614,5 +659,15 @@ mod tests {
             ..TargetConfig::default()
         };
         assert_eq!(t.validate("x").unwrap_err().key, "x.rewrite_reserve_bytes");
+        let t = TargetConfig {
+            path: "/data".into(),
+            kinds: vec![
+                ProbeKind::SeqWrite,
+                ProbeKind::RandRead4k,
+                ProbeKind::SeqWrite,
+            ],
+            ..TargetConfig::default()
+        };
+        assert_eq!(t.validate("x").unwrap_err().key, "x.kinds[2]");
     }
 }

@@ -2,6 +2,7 @@
 //! structs, and the checks serde can't make. Pure: no file besides the YAML text is read here.
 
 use crate::validate::Invalid;
+use crate::yaml_line::Place;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -127,8 +128,18 @@ impl WebConfigFile {
         } else {
             serde_yaml_ng::from_str(text).map_err(|e| WebConfigError::new(path, e.to_string()))?
         };
-        cfg.validate()
-            .map_err(|i| WebConfigError::new(path, i.to_string()))?;
+        cfg.validate().map_err(|i| {
+            // Where the key is written, as for the main config; a required key left out is
+            // shown by its section's line.
+            let at = match crate::yaml_line::locate(text, &i.key) {
+                Place::Line(n) => format!(" at line {n}"),
+                Place::Default {
+                    parent: Some((section, n)),
+                } => format!(" (not in the file; {section} is at line {n})"),
+                Place::Default { parent: None } => String::new(),
+            };
+            WebConfigError::new(path, format!("{i}{at}"))
+        })?;
         Ok(cfg)
     }
 
@@ -492,6 +503,21 @@ mod tests {
             let err = parse(text).unwrap_err();
             assert!(err.contains(want), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_refused_value_names_the_line_of_its_key_or_of_its_section() {
+        let err = parse("# web\nhttp_server_config:\n  headers:\n    Server: x\n").unwrap_err();
+        assert!(
+            err.contains("http_server_config.headers.Server") && err.ends_with(" at line 4"),
+            "{err}"
+        );
+        let err = parse("\nrate_limit:\n  interval: 1s\n").unwrap_err();
+        assert!(
+            err.contains("rate_limit.burst")
+                && err.ends_with(" (not in the file; rate_limit is at line 2)"),
+            "{err}"
+        );
     }
 
     #[test]

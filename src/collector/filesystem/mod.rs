@@ -15,7 +15,7 @@ use crate::snapshot::unix_now;
 use crate::statfs::StatSource;
 use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError};
 use crate::sysfs::topology::Topology;
-use crate::validate::{Invalid, check_duration, check_interval};
+use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_interval};
 use anyhow::Context as _;
 use regex_lite::Regex;
 use select::{
@@ -92,6 +92,16 @@ impl FilesystemConfig {
             Duration::from_millis(10),
             Duration::from_secs(300),
         )?;
+        for (field, list) in [
+            ("mount_points_exclude", Some(&self.mount_points_exclude)),
+            ("mount_points_include", self.mount_points_include.as_ref()),
+            ("fs_types_exclude", Some(&self.fs_types_exclude)),
+            ("fs_types_include", self.fs_types_include.as_ref()),
+        ] {
+            if let Some(list) = list {
+                check_entries(&format!("{key}.{field}"), list.len(), MAX_ENTRIES)?;
+            }
+        }
         check_regexes(key, "mount_points_exclude", &self.mount_points_exclude)?;
         if let Some(inc) = &self.mount_points_include {
             check_regexes(key, "mount_points_include", inc)?;

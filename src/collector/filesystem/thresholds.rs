@@ -2,7 +2,7 @@
 //! the shipped alert rules join on, so one rule file serves every host and a DBA tunes a volume
 //! where it lives. Pure: config types, validation and the per-mount lookup.
 
-use crate::validate::{Invalid, check_duration};
+use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries};
 use regex_lite::Regex;
 use serde::Deserialize;
 use std::time::Duration;
@@ -107,6 +107,11 @@ impl AlertThresholds {
     pub fn validate(&self, key: &str) -> Result<(), Invalid> {
         check(&format!("{key}.warning"), &self.warning)?;
         check(&format!("{key}.critical"), &self.critical)?;
+        check_entries(
+            &format!("{key}.overrides"),
+            self.overrides.len(),
+            MAX_ENTRIES,
+        )?;
         for (i, o) in self.overrides.iter().enumerate() {
             let k = format!("{key}.overrides[{i}]");
             Regex::new(&o.mount_points).map_err(|e| {

@@ -24,7 +24,9 @@ use crate::history::service::Record;
 use crate::history::{DriveKey, DriveSample};
 use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
-use crate::validate::{Invalid, check_duration, check_interval};
+use crate::validate::{
+    Invalid, MAX_ENTRIES, check_duration, check_entries, check_interval, check_range,
+};
 use drive::{DriveState, Run, Target};
 use regex_lite::Regex;
 use runner::{RunError, RunOutcome};
@@ -152,18 +154,13 @@ impl SmartConfig {
             Duration::from_millis(100),
             Duration::from_secs(600),
         )?;
-        if self.devices.len() > 1024 {
-            return Err(Invalid::new(
-                format!("{key}.devices"),
-                format!("{} entries; at most 1024", self.devices.len()),
-            ));
-        }
-        if !(1..=64).contains(&self.parallelism) {
-            return Err(Invalid::new(
-                format!("{key}.parallelism"),
-                format!("{} is out of range 1..=64", self.parallelism),
-            ));
-        }
+        check_entries(&format!("{key}.devices"), self.devices.len(), MAX_ENTRIES)?;
+        check_range(
+            &format!("{key}.parallelism"),
+            self.parallelism as u64,
+            1,
+            64,
+        )?;
         if self.backend == Backend::Libatasmart && !atasmart::BUILT_IN {
             return Err(Invalid::new(
                 format!("{key}.backend"),
@@ -190,6 +187,15 @@ impl SmartConfig {
                 return Err(Invalid::new(
                     format!("{key}.devices[{i}].type"),
                     format!("{t:?} is not a smartctl device type (like sat, megaraid,3)"),
+                ));
+            }
+            // The label is a label value on every series of the drive: short, printable.
+            if let Some(l) = &d.label
+                && (l.is_empty() || l.len() > 128 || l.chars().any(char::is_control))
+            {
+                return Err(Invalid::new(
+                    format!("{key}.devices[{i}].label"),
+                    format!("{l:?}: must be 1 to 128 bytes without control characters"),
                 ));
             }
         }
@@ -546,6 +552,22 @@ mod tests {
         assert!(c.validate("collectors.smart").is_ok());
         c.devices[0].path = "/dev/../etc/passwd".into();
         assert!(c.validate("collectors.smart").is_err());
+    }
+
+    #[test]
+    fn a_device_label_must_be_a_short_printable_label_value() {
+        let mut c = SmartConfig::default();
+        c.devices.push(DeviceEntry {
+            path: "/dev/sda".into(),
+            dev_type: None,
+            label: Some("raid0-port3".into()),
+        });
+        assert!(c.validate("collectors.smart").is_ok());
+        for bad in ["", "a\nb", &"x".repeat(129)] {
+            c.devices[0].label = Some(bad.into());
+            let e = c.validate("collectors.smart").unwrap_err();
+            assert_eq!(e.key, "collectors.smart.devices[0].label", "{bad:?}");
+        }
     }
 
     #[test]
