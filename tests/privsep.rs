@@ -608,11 +608,7 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
 fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_reports_it_gone() {
     let test =
         "a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_reports_it_gone";
-    if !support::require_root(test) {
-        return;
-    }
-    if !Path::new("/dev/fuse").exists() {
-        support::skip(test, "no /dev/fuse");
+    if !support::fuse_available(test) {
         return;
     }
     let mut hung = support::HungFuse::new();

@@ -475,11 +475,7 @@ fn a_failing_drive_is_one_fault_under_its_device_label() {
 /// truthfully. Made real with a FUSE mount whose statfs never returns.
 #[test]
 fn a_smartctl_stuck_in_the_kernel_freezes_no_other_drive() {
-    if !support::require_root("smartctl in D state") {
-        return;
-    }
-    if !Path::new("/dev/fuse").exists() {
-        support::skip("smartctl in D state", "no /dev/fuse");
+    if !support::fuse_available("smartctl in D state") {
         return;
     }
     let mut hung = support::HungFuse::new();
@@ -596,11 +592,7 @@ impl Sampler {
 #[test]
 fn a_drive_stuck_after_a_good_read_keeps_its_values_and_their_age_grows_truthfully() {
     let test = "a drive stuck after a good read";
-    if !support::require_root(test) {
-        return;
-    }
-    if !Path::new("/dev/fuse").exists() {
-        support::skip(test, "no /dev/fuse");
+    if !support::fuse_available(test) {
         return;
     }
     let mut hung = support::HungFuse::new();

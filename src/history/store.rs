@@ -2250,14 +2250,9 @@ mod tests {
         assert_eq!(hourly, 6 * 24, "what is older than 14 days is hourly");
     }
 
-    #[test]
-    fn daily_summaries_equal_what_the_points_say() {
-        use crate::history::forecast::{daily_use, forecast_drive, forecast_filesystem};
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path(), &cfg()).unwrap();
-        let day = 86_400;
-        // 20 days, a sample every 10 min, avail wandering; 6 days end up hourly.
-        let samples: Vec<FsSample> = (0..20 * 144)
+    /// /srv/pg over `days` days from T0, a sample every 10 min, avail shrinking and wandering.
+    fn wandering_pg(days: i64) -> Vec<FsSample> {
+        (0..days * 144)
             .map(|i| {
                 let wobble = (i * 7919 % 1000) as u64 * (1 << 20);
                 fs(
@@ -2268,7 +2263,17 @@ mod tests {
                     (800u64 << 30) - ((i as u64) << 24) + wobble,
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn daily_summaries_equal_what_the_points_say() {
+        use crate::history::forecast::{daily_use, forecast_drive, forecast_filesystem};
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), &cfg()).unwrap();
+        let day = 86_400;
+        // 20 days, a sample every 10 min, avail wandering; 6 days end up hourly.
+        let samples = wandering_pg(20);
         s.record_fs(&samples).unwrap();
         let drives: Vec<DriveSample> = (0..20 * 96)
             .map(|q| drive("S1", None, "nvme0n1", T0 + q * 900, (q as u64 + 1) << 30))
@@ -2315,18 +2320,7 @@ mod tests {
         use crate::history::forecast::daily_use;
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path(), &cfg()).unwrap();
-        let samples: Vec<FsSample> = (0..20 * 144)
-            .map(|i| {
-                let wobble = (i * 7919 % 1000) as u64 * (1 << 20);
-                fs(
-                    "/srv/pg",
-                    Some("u1"),
-                    "dm-0",
-                    T0 + i * 600,
-                    (800u64 << 30) - ((i as u64) << 24) + wobble,
-                )
-            })
-            .collect();
+        let samples = wandering_pg(20);
         s.record_fs(&samples).unwrap();
         let count = |s: &Store| -> (i64, Option<i64>, Option<i64>) {
             s.conn
