@@ -6,6 +6,7 @@
 use super::{FsStat, StatSource};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -82,8 +83,10 @@ pub const MAX_STALLED_STATFS: usize = 128;
 /// One queue of a batch and the threads taking from it.
 struct Pool {
     jobs: VecDeque<(String, PathBuf)>,
-    /// This pool's calls running now, and when each started.
-    running: HashMap<String, Instant>,
+    /// One per thread of the pool: when its call now running started (microseconds since
+    /// `epoch`, plus one), 0 while it runs none. Atomics, so a call's end takes no lock.
+    slots: Vec<Arc<AtomicU64>>,
+    epoch: Instant,
     /// Threads of this pool that have not ended.
     workers: usize,
 }
@@ -154,7 +157,8 @@ impl StatGuard {
         let pools = [good, untried].map(|jobs| {
             Arc::new(Mutex::new(Pool {
                 jobs,
-                running: HashMap::new(),
+                slots: Vec::new(),
+                epoch: Instant::now(),
                 workers: 0,
             }))
         });
@@ -233,13 +237,17 @@ impl StatGuard {
         slice: Duration,
         budget: &mut usize,
     ) {
-        let start = {
+        // Counted and given their slots under the lock, started after it: a thread spawned while
+        // it is held would only wait for it.
+        let slots: Vec<Arc<AtomicU64>> = {
             let mut p = lock(pool);
-            let now = Instant::now();
+            let now = p.epoch.elapsed().as_micros() as u64 + 1;
+            let slice_us = slice.as_micros() as u64;
             let stalled = p
-                .running
-                .values()
-                .filter(|t| now.duration_since(**t) >= slice)
+                .slots
+                .iter()
+                .map(|s| s.load(Ordering::Relaxed))
+                .filter(|&t| t != 0 && now.saturating_sub(t) >= slice_us)
                 .count();
             let free = p.workers.saturating_sub(stalled);
             let start = self
@@ -248,15 +256,17 @@ impl StatGuard {
                 .min(p.jobs.len())
                 .min(*budget);
             p.workers += start;
-            start
+            let new: Vec<_> = (0..start).map(|_| Arc::new(AtomicU64::new(0))).collect();
+            p.slots.extend(new.iter().cloned());
+            new
         };
-        *budget -= start;
-        for _ in 0..start {
-            let (p, tx) = (pool.clone(), tx.clone());
+        *budget -= slots.len();
+        for slot in slots {
+            let (q, tx) = (pool.clone(), tx.clone());
             let (outstanding, source) = (self.outstanding.clone(), source.clone());
             let spawned = std::thread::Builder::new()
                 .name("ssdwatch-statfs".into())
-                .spawn(move || work(&p, &outstanding, &source, &tx));
+                .spawn(move || work(&q, &slot, &outstanding, &source, &tx));
             if let Err(e) = spawned {
                 lock(pool).workers -= 1;
                 tracing::error!("cannot start a statfs thread: {e}");
@@ -268,6 +278,7 @@ impl StatGuard {
 /// A worker: takes the pool's mounts one after another until none is left or the batch is over.
 fn work(
     pool: &Mutex<Pool>,
+    slot: &AtomicU64,
     outstanding: &Mutex<HashSet<String>>,
     source: &StatSource,
     tx: &Answers,
@@ -281,7 +292,7 @@ fn work(
             match &job {
                 Some((mp, _)) => {
                     lock(outstanding).insert(mp.clone());
-                    p.running.insert(mp.clone(), Instant::now());
+                    slot.store(p.epoch.elapsed().as_micros() as u64 + 1, Ordering::Relaxed);
                 }
                 None => p.workers -= 1,
             }
@@ -289,7 +300,7 @@ fn work(
         };
         let Some((mp, path)) = job else { break };
         let r = source.statvfs(&mp, &path);
-        lock(pool).running.remove(&mp);
+        slot.store(0, Ordering::Relaxed);
         // Send and clear under the outstanding lock: whoever looks sees the mount either running
         // or answered, never neither. A send fails once the batch is over (its answer is then
         // dropped; the next sample asks again).
