@@ -6,7 +6,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ssdwatch::collector::filesystem::FilesystemConfig;
 use ssdwatch::collector::filesystem::select::select_mounts;
 use ssdwatch::procfs::mountinfo::parse_mountinfo;
-use ssdwatch::statfs::guard::{STATFS_WORKERS, StatGuard};
+use ssdwatch::statfs::guard::{MAX_STALLED_STATFS, STATFS_WORKERS, StatGuard};
 use ssdwatch::statfs::{FixtureAnswer, FsStat, StatSource};
 use ssdwatch::sysfs::topology::Topology;
 use std::collections::BTreeMap;
@@ -90,7 +90,7 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let guard = StatGuard::new(STATFS_WORKERS, 32);
+    let guard = StatGuard::new(STATFS_WORKERS, 32, MAX_STALLED_STATFS);
     c.bench_function("guarded statvfs batch, 501 mounts, 8 threads", |b| {
         b.iter(|| rt.block_on(guard.run(&source, jobs.clone(), Duration::from_secs(5))))
     });

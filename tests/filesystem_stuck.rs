@@ -15,67 +15,142 @@ use support::*;
 /// The tests here count the whole test process's threads: they must not run side by side.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// More hung mounts than the guard ever holds threads for mounts that hung before (32): the
-/// healthy filesystem keeps its size in every scrape, each hung mount shows as stuck, and the
-/// collector's health counts them.
+/// Samples of the filesystem collector seen so far, told apart by their timestamps (a scrape
+/// every 100 ms against a 1 s interval sees each).
+struct Samples(Vec<f64>);
+
+impl Samples {
+    fn see(&mut self, m: &str) -> usize {
+        let t = value(
+            m,
+            "ssdwatch_collector_last_success_timestamp_seconds{collector=\"filesystem\"}",
+        );
+        if let Some(t) = t
+            && self.0.last() != Some(&t)
+        {
+            self.0.push(t);
+        }
+        self.0.len()
+    }
+}
+
+/// Polls /metrics until `pred` holds, at most `samples` filesystem samples after the first
+/// one counted by `seen` (and a generous wall-clock deadline, for a machine that is slow to
+/// sample at all); returns the exposition and the number of samples it took.
+fn within_samples(
+    daemon: &Daemon,
+    seen: &mut Samples,
+    what: &str,
+    samples: usize,
+    pred: impl Fn(&str) -> bool,
+) -> (String, usize) {
+    let base = seen.0.len();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let m = daemon.get("/metrics");
+        let n = seen.see(&m) - base;
+        if n > 0 && pred(&m) {
+            return (m, n);
+        }
+        assert!(
+            n < samples && Instant::now() < deadline,
+            "{what}: not after {n} samples; last scrape:\n{m}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// 100 hung FUSE mounts, more than the guard ever holds threads for mounts that hung before
+/// (32) and more than its workers take in a dozen slices: a healthy filesystem listed after all
+/// of them when the daemon starts (a tmpfs: no block device, so the guard tries it last of the
+/// new mounts) has its size in the first sample or the second, as has one that appears once the
+/// 100 are known to be stuck; the ext4 one never loses its series; each hung mount is stuck and
+/// holds one thread.
 #[test]
-fn forty_hung_fuse_mounts_never_hide_the_healthy_filesystem() {
+fn a_hundred_hung_fuse_mounts_never_hide_a_healthy_filesystem() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !fuse_available("forty hung FUSE mounts") {
+    if !fuse_device_available("a hundred hung FUSE mounts") {
         return;
     }
-    const HUNG: usize = 40;
+    const HUNG: usize = 100;
     let healthy = LoopFs::new(32);
-    let hung: Vec<HungFuse> = (0..HUNG).map(|_| HungFuse::new()).collect();
-    let hung_mps: Vec<std::path::PathBuf> = hung
-        .iter()
-        .map(|h| h.mountpoint.canonicalize().unwrap_or(h.mountpoint.clone()))
-        .collect();
-    let mut include = vec![format!("^{}$", regex_lite::escape(healthy.mp()))];
-    include.extend(
-        hung_mps
-            .iter()
-            .map(|p| format!("^{}$", regex_lite::escape(p.to_str().unwrap()))),
-    );
+    let hung = HungFuseSet::mount(HUNG);
+    let late_dir = tempfile::tempdir().unwrap();
+    let late_dir = late_dir.path().canonicalize().unwrap();
+    let (behind_mp, late_mp) = (late_dir.join("behind"), late_dir.join("late"));
+    // Mounted after the 100: listed after them in the mount table.
+    let _behind = Tmpfs::mount(&behind_mp, "size=16m");
+    let mut include = vec![format!(
+        "^{}/hung[0-9]{{3}}$",
+        regex_lite::escape(hung.dir.path().canonicalize().unwrap().to_str().unwrap())
+    )];
+    for p in [
+        healthy.mp(),
+        behind_mp.to_str().unwrap(),
+        late_mp.to_str().unwrap(),
+    ] {
+        include.push(format!("^{}$", regex_lite::escape(p)));
+    }
     let mut config = Config::default();
     config.state_dir = healthy.dir.path().join("state");
     config.collectors.smart.enabled = false;
     config.collectors.probe.enabled = false;
     config.collectors.filesystem = FilesystemConfig {
         interval: Duration::from_secs(1),
-        statfs_timeout: Duration::from_millis(200),
+        // 100 hung calls take 12 slices of 1/32 of this, a third of it: room for a loaded machine.
+        statfs_timeout: Duration::from_secs(1),
         mount_points_include: Some(include),
         fs_types_exclude: vec![],
         ..FilesystemConfig::default()
     };
-    let mut seen: Vec<&std::path::Path> = vec![&healthy.mountpoint];
-    seen.extend(hung_mps.iter().map(|p| p.as_path()));
+    let mut seen: Vec<&std::path::Path> = vec![&healthy.mountpoint, &behind_mp];
+    seen.extend(hung.mountpoints.iter().map(|p| p.as_path()));
     let daemon = Daemon::start(config, roots_seeing(&seen));
-    let healthy_label = format!("mountpoint=\"{}\"", healthy.mp());
+    let label = |mp: &str| format!("mountpoint=\"{mp}\"");
+    let has_size = |m: &str, mp: &str| {
+        value_matching(m, "ssdwatch_filesystem_size_bytes", &label(mp)).is_some_and(|v| v > 0.0)
+            && value_matching(m, "ssdwatch_filesystem_avail_bytes", &label(mp))
+                .is_some_and(|v| v > 0.0)
+    };
     let stuck = |m: &str| {
-        hung_mps
-            .iter()
-            .filter(|p| {
-                value_matching(
-                    m,
-                    "ssdwatch_filesystem_stuck",
-                    &format!("mountpoint=\"{}\"", p.display()),
-                ) == Some(1.0)
-            })
+        hung.mps()
+            .filter(|mp| value_matching(m, "ssdwatch_filesystem_stuck", &label(mp)) == Some(1.0))
             .count()
     };
-    daemon.wait_metrics("every hung mount stuck", Duration::from_secs(30), |m| {
+    let mut samples = Samples(Vec::new());
+    let behind = behind_mp.to_str().unwrap();
+    let (_, n) = within_samples(
+        &daemon,
+        &mut samples,
+        "the tmpfs listed after 100 new hung mounts has its size",
+        2,
+        |m| has_size(m, behind) && has_size(m, healthy.mp()),
+    );
+    eprintln!("the tmpfs behind 100 new hung mounts: sampled in filesystem sample {n}");
+    daemon.wait_metrics("every hung mount stuck", Duration::from_secs(60), |m| {
         stuck(m) == HUNG
     });
-    // From then on, ten seconds of scrapes: the healthy filesystem has its size every time.
-    let until = Instant::now() + Duration::from_secs(10);
+
+    // A healthy filesystem that appears while the 100 are hung.
+    let _late = Tmpfs::mount(&late_mp, "size=8m");
+    let late = late_mp.to_str().unwrap();
+    let (_, n) = within_samples(
+        &daemon,
+        &mut samples,
+        "a tmpfs mounted while 100 mounts hang has its size",
+        2,
+        |m| has_size(m, late),
+    );
+    eprintln!("the tmpfs mounted while 100 hang: sampled in filesystem sample {n}");
+
+    // From then on, five samples' worth of scrapes: every healthy filesystem has its size every
+    // time, every hung mount is stuck and holds one thread.
+    let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
         let m = daemon.get("/metrics");
-        assert!(
-            value_matching(&m, "ssdwatch_filesystem_avail_bytes", &healthy_label)
-                .is_some_and(|v| v > 0.0),
-            "the healthy filesystem lost its series:\n{m}"
-        );
+        for mp in [healthy.mp(), behind, late] {
+            assert!(has_size(&m, mp), "{mp} lost its series:\n{m}");
+        }
         assert_eq!(stuck(&m), HUNG);
         assert_eq!(
             value(&m, "ssdwatch_filesystem_statfs_hung_threads"),

@@ -1041,29 +1041,6 @@ impl Serving {
     }
 }
 
-/// A tmpfs mounted for the test, lazily unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, options: &str) -> Tmpfs {
-        std::fs::create_dir_all(at).unwrap();
-        run(
-            "mount",
-            &["-t", "tmpfs", "-o", options, "tmpfs", at.to_str().unwrap()],
-        );
-        Tmpfs(at.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// A state directory the probe budget can't be written to, read-only or full: the daemon's
 /// probes write nothing, each attempt is skipped as `budget_unrecorded` (and after three the
 /// target shows failing for that reason, which the alert reads), and the log names the state

@@ -270,7 +270,8 @@ pub fn read_all(sys: &Path) -> anyhow::Result<StatsRead> {
     let mut errors = Vec::new();
     for name in names {
         if (name.starts_with("loop") || name.starts_with("zram"))
-            && crate::sysfs::read_u64(&block.join(&name).join("size")) == Some(0)
+            && crate::sysfs::read_u64(&block.join(crate::sysfs::name_path(&name)).join("size"))
+                == Some(0)
         {
             continue; // an unbound loop or uninitialised zram device
         }
@@ -1031,6 +1032,37 @@ mod tests {
         let accounted: Vec<(&str, bool)> =
             stats.iter().map(|s| (s.name.as_str(), s.iostats)).collect();
         assert_eq!(accounted, vec![("dm-0", true), ("nvme0n1", false)]);
+    }
+
+    /// A device whose kernel name is not UTF-8 (`sd` and the byte 0xff): read through its exact
+    /// bytes, labelled `sd\\xff` as a mount point would be, and not merged with `sd` 0xfe.
+    #[tokio::test]
+    async fn a_device_name_that_is_not_utf8_is_read_through_its_bytes_and_escaped_in_labels() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("sys/block");
+        // Read lossily, both names would be `sd\u{fffd}`: one series, or none.
+        for (dev, reads) in [(&b"sd\xff"[..], 7), (b"sd\xfe", 9)] {
+            let d = block.join(std::ffi::OsStr::from_bytes(dev));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("stat"), format!("{reads} 0 8 1 2 0 16 1 0 3 4\n")).unwrap();
+        }
+        let (mut c, ctx) = collector_on(dir.path());
+        let s = c.sample(&ctx).await.unwrap();
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        let reads = |dev| {
+            s.metrics
+                .value("ssdwatch_disk_reads_completed_total", &[("device", dev)])
+        };
+        assert_eq!(reads("sd\\xff"), Some(7.0));
+        assert_eq!(reads("sd\\xfe"), Some(9.0));
+        let mut text = String::new();
+        crate::render::render_families(&mut text, s.metrics.families());
+        // The text format escapes the backslash itself: `\\` then `xff`.
+        assert!(
+            text.contains("ssdwatch_disk_reads_completed_total{device=\"sd\\\\xff\"} 7"),
+            "{text}"
+        );
     }
 
     #[test]

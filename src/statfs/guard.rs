@@ -6,8 +6,9 @@
 use super::{FsStat, StatSource};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Result of one mount's statvfs in a batch.
 #[derive(Debug)]
@@ -50,13 +51,17 @@ pub enum StatvfsError {
 /// Runs statvfs on many mounts with bounded threads and a deadline, never blocking the caller's
 /// runtime worker: the waiting is async. `outstanding` holds mounts whose call hasn't returned.
 ///
-/// Threads: at most `max_workers` per batch, and they end with the batch unless a call hangs.
-/// A hung thread stays with its mount (one per mount, never retried meanwhile), so threads are
-/// bounded by the number of mounts that hang at once. Healthy mounts are never starved by hung
-/// ones: each batch takes first the mounts that answered before, then new ones, and last the
-/// mounts that hung before (their call has returned since); those are retried only while fewer
-/// than `max_hung` calls are held, so a flapping NFS server can't eat the threads healthy mounts
-/// need.
+/// Threads: `max_workers` per pool take the batch's mounts one after another and end with the
+/// batch. A call that runs longer than a slice of the timeout (1/32, at most 100 ms) no longer
+/// counts as a worker: a fresh thread takes its place, so mounts queued behind hung ones are still
+/// reached within the deadline (100 hung new mounts ahead of a healthy one cost 12 slices, not 13
+/// rounds). Replacements are bounded per batch (`max_stalled`), and a thread held by a hung call
+/// stays with its mount (one per mount, never retried meanwhile), so threads are bounded by the
+/// number of mounts that hang at once. Healthy mounts are never starved by hung ones: mounts that
+/// answered before have a pool of their own; new mounts and mounts that hung before (their call
+/// has returned since) share the other, new ones first; a mount that hung before is retried only
+/// while fewer than `max_hung` calls are held, so a flapping NFS server can't eat the threads
+/// healthy mounts need.
 pub struct StatGuard {
     outstanding: Arc<Mutex<HashSet<String>>>,
     /// Mounts whose call ran past a deadline at least once.
@@ -65,30 +70,53 @@ pub struct StatGuard {
     answered: Mutex<HashSet<String>>,
     max_workers: usize,
     max_hung: usize,
+    max_stalled: usize,
 }
 
-/// Threads taking mounts in one sample.
+/// Threads taking mounts in one sample, per pool.
 pub const STATFS_WORKERS: usize = 8;
 /// Hung statvfs calls held before mounts that hung before are no longer retried.
 pub const MAX_HUNG_STATFS: usize = 32;
+/// Threads started in one sample to replace workers held by a slow or hung call.
+pub const MAX_STALLED_STATFS: usize = 128;
+
+/// One queue of a batch and the threads taking from it.
+struct Pool {
+    jobs: VecDeque<(String, PathBuf)>,
+    /// One per thread of the pool: when its call now running started (microseconds since
+    /// `epoch`, plus one), 0 while it runs none. Atomics, so a call's end takes no lock.
+    slots: Vec<Arc<AtomicU64>>,
+    epoch: Instant,
+    /// Threads of this pool that have not ended.
+    workers: usize,
+}
+
+type Answers = tokio::sync::mpsc::UnboundedSender<(String, std::io::Result<FsStat>)>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 impl StatGuard {
-    pub fn new(max_workers: usize, max_hung: usize) -> Self {
+    pub fn new(max_workers: usize, max_hung: usize, max_stalled: usize) -> Self {
         StatGuard {
             outstanding: Arc::new(Mutex::new(HashSet::new())),
             ever_hung: Mutex::new(HashSet::new()),
             answered: Mutex::new(HashSet::new()),
             max_workers: max_workers.max(1),
             max_hung: max_hung.max(1),
+            max_stalled,
         }
     }
 
     /// Mount points whose statvfs call is still running.
     pub fn outstanding(&self) -> HashSet<String> {
-        self.outstanding
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.outstanding).clone()
+    }
+
+    /// How long a call may run before its thread stops counting as a worker.
+    fn slice(timeout: Duration) -> Duration {
+        (timeout / 32).clamp(Duration::from_millis(1), Duration::from_millis(100))
     }
 
     pub async fn run(
@@ -99,11 +127,7 @@ impl StatGuard {
     ) -> HashMap<String, StatResult> {
         let mut results = HashMap::with_capacity(jobs.len());
         let busy = self.outstanding();
-        let (known_good, suspects) = {
-            let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
-            let ever_hung = self.ever_hung.lock().unwrap_or_else(|e| e.into_inner());
-            (answered.clone(), ever_hung.clone())
-        };
+        let (known_good, suspects) = (lock(&self.answered).clone(), lock(&self.ever_hung).clone());
         // Mounts that answered before first, then new ones, then those that hung before.
         let mut good = VecDeque::new();
         let mut new = VecDeque::new();
@@ -130,73 +154,47 @@ impl StatGuard {
         untried.extend(risky);
         let n = good.len() + untried.len();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let queues = [good, untried].map(|q| Arc::new(Mutex::new(q)));
-        let spawns = queues.iter().flat_map(|q| {
-            let workers = self
-                .max_workers
-                .min(q.lock().unwrap_or_else(|e| e.into_inner()).len());
-            std::iter::repeat_n(q.clone(), workers)
+        let pools = [good, untried].map(|jobs| {
+            Arc::new(Mutex::new(Pool {
+                jobs,
+                slots: Vec::new(),
+                epoch: Instant::now(),
+                workers: 0,
+            }))
         });
-        for queue in spawns.collect::<Vec<_>>() {
-            let tx = tx.clone();
-            let outstanding = self.outstanding.clone();
-            let source = source.clone();
-            let spawned = std::thread::Builder::new()
-                .name("ssdwatch-statfs".into())
-                .spawn(move || {
-                    loop {
-                        // Taking a job and marking it outstanding happen under the queue lock,
-                        // so the deadline sweep finds every mount either queued or running.
-                        let job = {
-                            let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
-                            let job = q.pop_front();
-                            if let Some((mp, _)) = &job {
-                                outstanding
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .insert(mp.clone());
-                            }
-                            job
-                        };
-                        let Some((mp, path)) = job else { break };
-                        let r = source.statvfs(&mp, &path);
-                        // Send and clear under the outstanding lock: whoever looks sees the mount
-                        // either running or answered, never neither. A send fails once the batch
-                        // is over (its answer is then dropped; the next sample asks again).
-                        let sent = {
-                            let mut o = outstanding.lock().unwrap_or_else(|e| e.into_inner());
-                            let sent = tx.send((mp.clone(), r)).is_ok();
-                            o.remove(&mp);
-                            sent
-                        };
-                        if !sent {
-                            break;
-                        }
-                    }
-                });
-            if let Err(e) = spawned {
-                tracing::error!("cannot start a statfs thread: {e}");
-            }
+        let slice = Self::slice(timeout);
+        let mut first = usize::MAX;
+        for pool in &pools {
+            self.top_up(pool, source, &tx, slice, &mut first);
         }
-        drop(tx);
+        let mut stalled_left = self.max_stalled;
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut tick = tokio::time::Instant::now() + slice;
         let mut got = 0;
         while got < n {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            if now >= tick {
+                for pool in &pools {
+                    self.top_up(pool, source, &tx, slice, &mut stalled_left);
+                }
+                tick = now + slice;
+            }
+            match tokio::time::timeout_at(tick.min(deadline), rx.recv()).await {
                 Ok(Some((mp, r))) => {
                     results.insert(mp, StatResult::Done(r));
                     got += 1;
                 }
-                Ok(None) | Err(_) => break,
+                Ok(None) => break,
+                Err(_) => {} // a slice has passed, or the deadline
             }
         }
+        drop(tx);
         // Whatever is left: still queued (never started) or running past the deadline (stuck).
-        for queue in &queues {
-            let left: Vec<(String, PathBuf)> = queue
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .drain(..)
-                .collect();
+        for pool in &pools {
+            let left: Vec<(String, PathBuf)> = lock(pool).jobs.drain(..).collect();
             for (mp, _) in left {
                 results.insert(mp, StatResult::NotStarted);
             }
@@ -211,8 +209,8 @@ impl StatGuard {
         }
         // Remember who answered and who hung, for the mounts of this batch only (mounts come and
         // go: containers, automounts), so the memory is bounded by the mount table.
-        let mut ever_hung = self.ever_hung.lock().unwrap_or_else(|e| e.into_inner());
-        let mut answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ever_hung = lock(&self.ever_hung);
+        let mut answered = lock(&self.answered);
         ever_hung.retain(|mp| results.contains_key(mp) || stuck_now.contains(mp));
         answered.retain(|mp| results.contains_key(mp));
         for (mp, r) in &results {
@@ -226,6 +224,96 @@ impl StatGuard {
             }
         }
         results
+    }
+
+    /// Starts threads so that `max_workers` of the pool are free to take its queued mounts: a
+    /// thread whose call has run a whole slice is counted out. Replacements (threads started
+    /// after the batch's first) come out of `budget`.
+    fn top_up(
+        &self,
+        pool: &Arc<Mutex<Pool>>,
+        source: &StatSource,
+        tx: &Answers,
+        slice: Duration,
+        budget: &mut usize,
+    ) {
+        // Counted and given their slots under the lock, started after it: a thread spawned while
+        // it is held would only wait for it.
+        let slots: Vec<Arc<AtomicU64>> = {
+            let mut p = lock(pool);
+            let now = p.epoch.elapsed().as_micros() as u64 + 1;
+            let slice_us = slice.as_micros() as u64;
+            let stalled = p
+                .slots
+                .iter()
+                .map(|s| s.load(Ordering::Relaxed))
+                .filter(|&t| t != 0 && now.saturating_sub(t) >= slice_us)
+                .count();
+            let free = p.workers.saturating_sub(stalled);
+            let start = self
+                .max_workers
+                .saturating_sub(free)
+                .min(p.jobs.len())
+                .min(*budget);
+            p.workers += start;
+            let new: Vec<_> = (0..start).map(|_| Arc::new(AtomicU64::new(0))).collect();
+            p.slots.extend(new.iter().cloned());
+            new
+        };
+        *budget -= slots.len();
+        for slot in slots {
+            let (q, tx) = (pool.clone(), tx.clone());
+            let (outstanding, source) = (self.outstanding.clone(), source.clone());
+            let spawned = std::thread::Builder::new()
+                .name("ssdwatch-statfs".into())
+                .spawn(move || work(&q, &slot, &outstanding, &source, &tx));
+            if let Err(e) = spawned {
+                lock(pool).workers -= 1;
+                tracing::error!("cannot start a statfs thread: {e}");
+            }
+        }
+    }
+}
+
+/// A worker: takes the pool's mounts one after another until none is left or the batch is over.
+fn work(
+    pool: &Mutex<Pool>,
+    slot: &AtomicU64,
+    outstanding: &Mutex<HashSet<String>>,
+    source: &StatSource,
+    tx: &Answers,
+) {
+    loop {
+        // Taking a job and marking it outstanding happen under the pool lock, so the deadline
+        // sweep finds every mount either queued or running.
+        let job = {
+            let mut p = lock(pool);
+            let job = p.jobs.pop_front();
+            match &job {
+                Some((mp, _)) => {
+                    lock(outstanding).insert(mp.clone());
+                    slot.store(p.epoch.elapsed().as_micros() as u64 + 1, Ordering::Relaxed);
+                }
+                None => p.workers -= 1,
+            }
+            job
+        };
+        let Some((mp, path)) = job else { break };
+        let r = source.statvfs(&mp, &path);
+        slot.store(0, Ordering::Relaxed);
+        // Send and clear under the outstanding lock: whoever looks sees the mount either running
+        // or answered, never neither. A send fails once the batch is over (its answer is then
+        // dropped; the next sample asks again).
+        let sent = {
+            let mut o = lock(outstanding);
+            let sent = tx.send((mp.clone(), r)).is_ok();
+            o.remove(&mp);
+            sent
+        };
+        if !sent {
+            lock(pool).workers -= 1;
+            break;
+        }
     }
 }
 
@@ -248,7 +336,7 @@ mod tests {
         );
         map.insert("/hung".to_string(), FixtureAnswer::Hang);
         let src = StatSource::Fixture(Arc::new(map));
-        let guard = StatGuard::new(4, 32);
+        let guard = StatGuard::new(4, 32, 128);
         let jobs = || {
             vec![
                 ("/ok".to_string(), PathBuf::from("/ok")),
@@ -278,19 +366,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn more_hung_mounts_than_workers_leave_the_rest_not_started_then_stuck() {
+    async fn more_hung_mounts_than_workers_are_all_tried_in_the_first_round_one_thread_each() {
         let (src, jobs) = hung_mounts(5);
-        let guard = StatGuard::new(2, 32);
+        let guard = StatGuard::new(2, 32, 128);
         let mut stuck_rounds = Vec::new();
-        for _ in 0..4 {
+        for _ in 0..3 {
             let r = guard
                 .run(&src, jobs.clone(), Duration::from_millis(300))
                 .await;
             assert_eq!(r.len(), 5, "every mount gets an answer: {r:?}");
             stuck_rounds.push(count(&r, |v| matches!(v, StatResult::Stuck)));
         }
-        // Two new workers per round are taken by mounts not yet hung; never more than one per mount.
-        assert_eq!(stuck_rounds, vec![2, 4, 5, 5]);
+        // A worker held past a slice is replaced, so the two workers don't leave three mounts
+        // for later rounds; and a hung mount is never given a second thread.
+        assert_eq!(stuck_rounds, vec![5, 5, 5]);
+        assert_eq!(guard.outstanding().len(), 5);
+    }
+
+    #[tokio::test]
+    async fn replacements_for_held_workers_are_bounded_per_round() {
+        let (src, jobs) = hung_mounts(5);
+        // Two workers and one replacement a round: 3 mounts tried, then the 2 left.
+        let guard = StatGuard::new(2, 32, 1);
+        let mut rounds = Vec::new();
+        for _ in 0..3 {
+            let r = guard
+                .run(&src, jobs.clone(), Duration::from_millis(300))
+                .await;
+            rounds.push((
+                count(&r, |v| matches!(v, StatResult::Stuck)),
+                count(&r, |v| matches!(v, StatResult::NotStarted)),
+            ));
+        }
+        assert_eq!(rounds, vec![(3, 2), (5, 0), (5, 0)]);
         assert_eq!(guard.outstanding().len(), 5);
     }
 
@@ -305,8 +413,9 @@ mod tests {
         );
     }
 
-    /// 100 dead NFS mounts listed before the healthy ones: once the healthy ones have answered,
-    /// they answer in every round, and each dead mount holds one thread, never more.
+    /// 100 dead NFS mounts listed before the healthy ones, all new (the daemon starts while
+    /// the NFS server is down): the healthy ones answer in the first round and in every round
+    /// after, and each dead mount holds one thread, never more.
     #[tokio::test]
     async fn healthy_mounts_are_sampled_every_round_with_100_hung_ones_present() {
         let mut map = BTreeMap::new();
@@ -321,33 +430,58 @@ mod tests {
             jobs.push((mp.to_string(), PathBuf::from(mp)));
         }
         let src = StatSource::Fixture(Arc::new(map));
-        let guard = StatGuard::new(8, 32);
+        let guard = StatGuard::new(8, 32, 128);
         let healthy_done = |r: &HashMap<String, StatResult>| {
             ["/srv/pg", "/srv/wal", "/"]
                 .iter()
                 .filter(|mp| matches!(r[**mp], StatResult::Done(Ok(_))))
                 .count()
         };
-        let mut rounds_to_first_answer = None;
-        for round in 0..20 {
-            let r = guard
-                .run(&src, jobs.clone(), Duration::from_millis(100))
-                .await;
+        // A generous timeout: the 100 hung calls are taken 8 per slice (1/32 of it), and only
+        // the first round waits for it (after that every dead mount is known to be stuck).
+        for round in 0..10 {
+            let r = guard.run(&src, jobs.clone(), Duration::from_secs(2)).await;
             assert_eq!(r.len(), 103);
-            match rounds_to_first_answer {
-                None if healthy_done(&r) == 3 => rounds_to_first_answer = Some(round),
-                None => {}
-                Some(_) => assert_eq!(healthy_done(&r), 3, "round {round}: {r:?}"),
-            }
-            assert!(guard.outstanding().len() <= 100);
+            assert_eq!(healthy_done(&r), 3, "round {round}: {r:?}");
+            assert_eq!(
+                count(&r, |v| matches!(v, StatResult::Stuck)),
+                100,
+                "round {round}"
+            );
+            assert_eq!(guard.outstanding().len(), 100, "one thread per hung mount");
         }
-        // New mounts are tried 8 at a time until every dead one is known; then the healthy
-        // ones, which from then on have workers of their own.
-        assert!(
-            rounds_to_first_answer.is_some_and(|r| r <= 13),
-            "{rounds_to_first_answer:?}"
-        );
-        assert_eq!(guard.outstanding().len(), 100, "one thread per hung mount");
+    }
+
+    /// 40 mounts that answered before all hang at once (their NFS server died), listed before
+    /// the database's own filesystem: it still answers in that very round.
+    #[tokio::test]
+    async fn known_mounts_that_hang_together_dont_hold_up_the_healthy_one() {
+        let mut up = BTreeMap::new();
+        let mut down = BTreeMap::new();
+        let mut jobs = Vec::new();
+        for i in 0..40 {
+            let mp = format!("/mnt/nfs{i:02}");
+            ok(&mut up, &mp);
+            down.insert(mp.clone(), FixtureAnswer::Hang);
+            jobs.push((mp.clone(), PathBuf::from(mp)));
+        }
+        for map in [&mut up, &mut down] {
+            ok(map, "/srv/pg");
+        }
+        jobs.push(("/srv/pg".to_string(), PathBuf::from("/srv/pg")));
+        let guard = StatGuard::new(8, 32, 128);
+        let timeout = Duration::from_secs(2);
+        let r = guard
+            .run(&StatSource::Fixture(Arc::new(up)), jobs.clone(), timeout)
+            .await;
+        assert_eq!(count(&r, |v| matches!(v, StatResult::Done(Ok(_)))), 41);
+        let down = StatSource::Fixture(Arc::new(down));
+        let r = guard.run(&down, jobs.clone(), timeout).await;
+        assert!(matches!(r["/srv/pg"], StatResult::Done(Ok(_))), "{r:?}");
+        assert_eq!(count(&r, |v| matches!(v, StatResult::Stuck)), 40);
+        let r = guard.run(&down, jobs, timeout).await;
+        assert!(matches!(r["/srv/pg"], StatResult::Done(Ok(_))), "{r:?}");
+        assert_eq!(guard.outstanding().len(), 40);
     }
 
     /// A mount that hung and came back is retried only while fewer than `max_hung` calls are
@@ -365,7 +499,7 @@ mod tests {
             .keys()
             .map(|mp| (mp.clone(), PathBuf::from(mp)))
             .collect();
-        let guard = StatGuard::new(8, 3);
+        let guard = StatGuard::new(8, 3, 128);
         // Round 1: everything new; the dead ones and the slow one run past the deadline.
         let r = guard
             .run(&src, jobs.clone(), Duration::from_millis(100))

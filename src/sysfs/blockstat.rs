@@ -113,7 +113,7 @@ pub enum ReadStatError {
 
 /// Reads and parses `<sys>/block/<name>/stat`.
 pub fn read_one(sys: &Path, name: &str) -> Result<DeviceStat, ReadStatError> {
-    let path = sys.join("block").join(name).join("stat");
+    let path = sys.join("block").join(super::name_path(name)).join("stat");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(cause) => return Err(ReadStatError::Read { path, cause }),

@@ -4,6 +4,8 @@
 pub mod blockstat;
 pub mod topology;
 
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
 /// Reads a sysfs attribute, trimmed; `None` when absent or unreadable (sysfs attributes come and go
@@ -23,21 +25,86 @@ pub fn read_attr(path: &Path) -> Option<String> {
 /// their word: bio-based dm and md devices read 0 there on older kernels (before 6.5 for dm)
 /// while counting all the same. A device without the attribute counts as accounted.
 pub fn iostats_enabled(sys: &Path, name: &str) -> bool {
-    let dev = sys.join("block").join(name);
+    let dev = sys.join("block").join(name_path(name));
     read_u64(&dev.join("queue").join("iostats")) != Some(0) || !dev.join("mq").is_dir()
 }
 
-/// The names of a directory's entries, sorted (the order /sys lists them in is not stable).
+/// The names of a directory's entries in their label form ([`name_label`]), sorted (the order
+/// /sys lists them in is not stable).
 pub fn dir_names(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut v: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .map(|e| name_label(&e.file_name()))
         .collect();
     v.sort();
     Ok(v)
 }
 
+/// A /sys entry's name as a label and map key: UTF-8 as is, any byte that is not valid UTF-8 as
+/// `\xNN` (as mount points are labelled), and a backslash as `\x5c`, so the label turns back
+/// into the exact bytes ([`name_path`]) and two names never share one. Kernel names are ASCII in
+/// practice; one that is not (a driver's, a fixture's) must neither lose its device its series
+/// (read through a lossy name, its files are not found) nor merge two devices.
+pub fn name_label(raw: &OsStr) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for chunk in raw.as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\x5c"),
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// The exact bytes of a name given in its label form ([`name_label`]), for building paths.
+pub fn name_path(label: &str) -> OsString {
+    let b = label.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && b.get(i + 1) == Some(&b'x')
+            && let Some(v) = b
+                .get(i + 2..i + 4)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    OsString::from_vec(out)
+}
+
 /// Reads a sysfs attribute as an unsigned integer.
 pub fn read_u64(path: &Path) -> Option<u64> {
     read_attr(path)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_labelled_with_escapes_and_turns_back_into_its_bytes() {
+        for (raw, label) in [
+            (&b"sda"[..], "sda"),
+            (b"sd\xff", "sd\\xff"),
+            (b"nbd\xc3(", "nbd\\xc3("),
+            (b"b\\xff", "b\\x5cxff"), // a literal backslash can't pass for an escape
+            ("d\u{e9}v".as_bytes(), "d\u{e9}v"),
+        ] {
+            let os = OsStr::from_bytes(raw);
+            assert_eq!(name_label(os), label);
+            assert_eq!(name_path(label), os, "{label}");
+        }
+    }
 }

@@ -200,7 +200,7 @@ impl Topology {
         })?;
         let mut topo = Topology::default();
         for name in names {
-            let dir = block.join(&name);
+            let dir = block.join(super::name_path(&name));
             match read_disk(&dir, &name) {
                 Some((disk, parts)) => {
                     // Unbound loop and uninitialised zram devices (size 0) are noise, not devices.
@@ -365,7 +365,7 @@ fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> 
     }
     let mut parts = Vec::new();
     for entry in list_dir(dir) {
-        let pdir = dir.join(&entry);
+        let pdir = dir.join(super::name_path(&entry));
         if !pdir.join("partition").exists() {
             continue;
         }
@@ -612,6 +612,33 @@ mod tests {
         assert_eq!(t.warnings[0].name, "sdz");
         let msg = t.warnings[0].to_string();
         assert!(msg.contains("block/sdz: no readable dev"), "{msg}");
+    }
+
+    /// A disk and its partition whose kernel names are not UTF-8: both read through their exact
+    /// bytes, keyed by their label form, the partition's parent the disk's label.
+    #[test]
+    fn device_names_that_are_not_utf8_are_carried_losslessly() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir
+            .path()
+            .join("block")
+            .join(std::ffi::OsStr::from_bytes(b"sd\xfe"));
+        let part = disk.join(std::ffi::OsStr::from_bytes(b"sd\xfe1"));
+        std::fs::create_dir_all(disk.join("queue")).unwrap();
+        std::fs::create_dir_all(&part).unwrap();
+        std::fs::write(disk.join("dev"), "8:0\n").unwrap();
+        std::fs::write(disk.join("size"), "2048\n").unwrap();
+        std::fs::write(part.join("partition"), "1\n").unwrap();
+        std::fs::write(part.join("dev"), "8:1\n").unwrap();
+        std::fs::write(part.join("size"), "1024\n").unwrap();
+        let t = Topology::read(dir.path()).unwrap();
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        let d = t.get("sd\\xfe").expect("the disk, by its label form");
+        assert_eq!((d.major, d.minor, d.size_bytes), (8, 0, Some(2048 * 512)));
+        let p = t.get("sd\\xfe1").expect("the partition");
+        assert_eq!(p.parent.as_deref(), Some("sd\\xfe"));
+        assert_eq!(t.by_devnum(8, 1).map(|p| p.name.as_str()), Some("sd\\xfe1"));
     }
 
     #[test]

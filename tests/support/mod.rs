@@ -278,16 +278,22 @@ impl Drop for HungFuse {
     }
 }
 
-/// Root, /dev/fuse and fusepy (for [`HungFuse`]), or a skip saying which is missing.
-pub fn fuse_available(test: &str) -> bool {
+/// Root and /dev/fuse (for [`HungFuseSet`]), or a skip saying which is missing.
+pub fn fuse_device_available(test: &str) -> bool {
     if !require_root(test) {
         return false;
     }
-    if !Path::new("/dev/fuse").exists() {
-        return skip(
+    Path::new("/dev/fuse").exists()
+        || skip(
             test,
             "no /dev/fuse (FUSE not available in this kernel/container)",
-        );
+        )
+}
+
+/// Root, /dev/fuse and fusepy (for [`HungFuse`]), or a skip saying which is missing.
+pub fn fuse_available(test: &str) -> bool {
+    if !fuse_device_available(test) {
+        return false;
     }
     let fusepy = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('fusepy') or u.find_spec('fuse') else 1)";
     if Command::new(system_python())
@@ -302,6 +308,106 @@ pub fn fuse_available(test: &str) -> bool {
         );
     }
     true
+}
+
+/// FUSE mounts whose server never answers: this process opens /dev/fuse for each, mounts it and
+/// never reads a request, as a wedged FUSE daemon would. Every call on them (statvfs, stat)
+/// blocks in the kernel, like statvfs on a dead NFS server. No helper process: dropping the set
+/// closes the descriptors, which ends every blocked call with ENOTCONN, then lazily unmounts
+/// them, also when a test panics (a test killed outright leaves no caller hung either: the kernel
+/// closes its descriptors).
+pub struct HungFuseSet {
+    pub dir: tempfile::TempDir,
+    /// Canonical mount points: never stat one while it is mounted, that hangs too.
+    pub mountpoints: Vec<PathBuf>,
+    fds: Vec<std::fs::File>,
+}
+
+impl HungFuseSet {
+    /// `n` hung mounts at `<dir>/hung000`, `<dir>/hung001`, ...
+    pub fn mount(n: usize) -> HungFuseSet {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical tempdir");
+        let mut set = HungFuseSet {
+            dir,
+            mountpoints: Vec::with_capacity(n),
+            fds: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let mp = base.join(format!("hung{i:03}"));
+            std::fs::create_dir(&mp).unwrap();
+            let dev = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/fuse")
+                .unwrap_or_else(|e| panic!("opening /dev/fuse: {e}"));
+            let opts = format!(
+                "fd={},rootmode=40000,user_id=0,group_id=0,allow_other",
+                dev.as_raw_fd()
+            );
+            let c = |s: &str| std::ffi::CString::new(s).unwrap();
+            let (target, opts) = (c(mp.to_str().unwrap()), c(&opts));
+            // SAFETY: NUL-terminated strings that outlive the call.
+            let r = unsafe {
+                libc::mount(
+                    c"ssdwatch-hung".as_ptr(),
+                    target.as_ptr(),
+                    c"fuse.hung".as_ptr(),
+                    0,
+                    opts.as_ptr().cast(),
+                )
+            };
+            if r != 0 {
+                panic!(
+                    "mounting FUSE at {}: {}",
+                    mp.display(),
+                    std::io::Error::last_os_error()
+                );
+            }
+            set.fds.push(dev);
+            set.mountpoints.push(mp);
+        }
+        set
+    }
+
+    /// Mount points as strings.
+    pub fn mps(&self) -> impl Iterator<Item = &str> {
+        self.mountpoints.iter().map(|p| p.to_str().unwrap())
+    }
+}
+
+impl Drop for HungFuseSet {
+    fn drop(&mut self) {
+        // The descriptors first: that aborts the connections and frees every blocked caller.
+        self.fds.clear();
+        for mp in &self.mountpoints {
+            if let Ok(c) = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes()) {
+                // SAFETY: a NUL-terminated path that outlives the call.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+    }
+}
+
+/// A tmpfs mounted for a test, lazily unmounted when dropped.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    pub fn mount(at: &Path, options: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        run(
+            "mount",
+            &["-t", "tmpfs", "-o", options, "tmpfs", at.to_str().unwrap()],
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
 }
 
 /// Whether a path is a mount point in this process's mount table.

@@ -61,8 +61,20 @@ pub fn command(dir: &Path, extra: &[&str]) -> Command {
 impl Daemon {
     /// Starts the daemon on `dir` and waits for it to serve.
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Daemon {
+        Daemon::start_with(dir, extra, |_| {})
+    }
+
+    /// Starts the daemon on `dir` with the command made ready by `prepare` first (limits, a
+    /// cgroup to start in), and waits for it to serve.
+    pub fn start_with(
+        dir: tempfile::TempDir,
+        extra: &[&str],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Daemon {
         let log = dir.path().join("daemon.log");
-        let child = command(dir.path(), extra)
+        let mut cmd = command(dir.path(), extra);
+        prepare(&mut cmd);
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -13,7 +13,9 @@ use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::read_mountinfo;
 use crate::snapshot::unix_now;
 use crate::statfs::StatSource;
-use crate::statfs::guard::{MAX_HUNG_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError};
+use crate::statfs::guard::{
+    MAX_HUNG_STATFS, MAX_STALLED_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError,
+};
 use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_interval};
 use anyhow::Context as _;
@@ -181,7 +183,7 @@ impl FilesystemCollector {
             filters: cfg
                 .filters()
                 .context("collectors.filesystem: a mount point pattern does not compile")?,
-            guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS),
+            guard: StatGuard::new(STATFS_WORKERS, MAX_HUNG_STATFS, MAX_STALLED_STATFS),
             source: None,
             untrimmed: Default::default(),
             history_sent: Default::default(),

@@ -236,13 +236,15 @@ impl Allow {
     pub fn observe(&self, name: &str) -> NodeFacts {
         use std::os::unix::fs::FileTypeExt;
         NodeFacts {
-            block_node: std::fs::symlink_metadata(format!("/dev/{name}"))
-                .is_ok_and(|m| m.file_type().is_block_device()),
+            block_node: std::fs::symlink_metadata(
+                std::path::Path::new("/dev").join(crate::sysfs::name_path(name)),
+            )
+            .is_ok_and(|m| m.file_type().is_block_device()),
             sys_drive: self
                 .spec
                 .sys
                 .join("block")
-                .join(name)
+                .join(crate::sysfs::name_path(name))
                 .join("device")
                 .exists(),
         }
