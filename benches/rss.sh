@@ -44,7 +44,7 @@ median=$(printf '%s\n' "$sorted" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 max=$(printf '%s\n' "$sorted" | tail -1)
 grep -E "^(RssAnon|RssFile|VmHWM|Threads)" "/proc/$pid/status"
 echo "exposition: $bytes bytes, $series series"
-echo "VmRSS over ${seconds} s after a ${warmup} s warm-up: median $median KiB ($((median / 1024)) MiB), max $max KiB"
+echo "VmRSS over ${seconds} s after a ${warmup} s warm-up: median $median KiB ($(awk -v k="$median" 'BEGIN {printf "%.2f", k / 1024}') MiB), max $max KiB"
 if [ -z "${SHORT:-}" ] && [ "$median" -gt $((12 * 1024)) ]; then
   echo "median VmRSS above the 12 MiB target" >&2
   exit 1
