@@ -14,6 +14,20 @@ fn ssdwatch() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ssdwatch"))
 }
 
+/// `ssdwatch --config <text> sample`: a one-shot run's exit code and standard error (the
+/// file is returned so its path can be looked for in the message).
+fn sample_with_config(text: &str) -> (Option<i32>, String, tempfile::NamedTempFile) {
+    let cfg = write_config(text);
+    let out = ssdwatch()
+        .arg("--config")
+        .arg(cfg.path())
+        .arg("sample")
+        .output()
+        .expect("run ssdwatch");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err, cfg)
+}
+
 fn write_config(text: &str) -> tempfile::NamedTempFile {
     let f = tempfile::Builder::new()
         .suffix(".yaml")
@@ -25,17 +39,10 @@ fn write_config(text: &str) -> tempfile::NamedTempFile {
 
 #[test]
 fn unknown_config_key_is_refused_with_key_and_line() {
-    let cfg = write_config(
+    let (code, err, cfg) = sample_with_config(
         "web:\n  listen_address: 127.0.0.1:0\ncollectors:\n  diskstats:\n    intervall: 5s\n",
     );
-    let out = ssdwatch()
-        .args(["--config"])
-        .arg(cfg.path())
-        .arg("sample")
-        .output()
-        .expect("run ssdwatch");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code, Some(2));
     assert!(err.contains(&cfg.path().display().to_string()), "{err}");
     assert!(err.contains("intervall"), "{err}");
     assert!(err.contains("line 5"), "{err}");
@@ -43,32 +50,18 @@ fn unknown_config_key_is_refused_with_key_and_line() {
 
 #[test]
 fn wrong_type_is_refused_with_key_path_and_line() {
-    let cfg = write_config("collectors:\n  filesystem:\n    interval: often\n");
-    let out = ssdwatch()
-        .arg("--config")
-        .arg(cfg.path())
-        .arg("sample")
-        .output()
-        .expect("run ssdwatch");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err, _cfg) = sample_with_config("collectors:\n  filesystem:\n    interval: often\n");
+    assert_eq!(code, Some(2));
     assert!(err.contains("collectors.filesystem.interval"), "{err}");
     assert!(err.contains("line 3"), "{err}");
 }
 
 #[test]
 fn a_value_out_of_range_stops_the_start_naming_the_key_and_its_line() {
-    let cfg = write_config(
+    let (code, err, cfg) = sample_with_config(
         "# probes on the database volume\ncollectors:\n  probe:\n    targets:\n      - path: /srv/a\n      - path: /srv/b\n        # a typo: one zero too many\n        queue_depth: 640\n",
     );
-    let out = ssdwatch()
-        .arg("--config")
-        .arg(cfg.path())
-        .arg("sample")
-        .output()
-        .expect("run ssdwatch");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code, Some(2));
     assert!(err.contains(&cfg.path().display().to_string()), "{err}");
     assert!(
         err.contains("collectors.probe.targets[1].queue_depth: 640 is out of range; it must be 1 to 64 at line 8"),
