@@ -549,24 +549,34 @@ fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> 
 /// and the history has opened and checked its store.
 const START_UP: Duration = Duration::from_secs(20);
 
+/// How often, after that, it lets go of the code pages rarer work mapped since: the history's
+/// commit (every 15 minutes), its hourly maintenance and forecast pass, a reload. Without this
+/// they stay mapped until the daemon ends. What runs every interval (sampling, a scrape) is
+/// mapped back within one interval, about a thousand minor faults (well under a millisecond).
+const RARE_WORK: Duration = Duration::from_secs(600);
+
 /// Once start-up is over, unmaps the code and constants it alone touched (clap, the YAML
 /// parser, SQLite's schema check, the dynamic linker's binding of every symbol): 1.4-1.6 MiB
 /// of the 7.2 MiB of file pages resident at start on the large host (benches/rss.sh,
-/// docs/benchmarks.md). What the daemon runs again is mapped back from the page cache at its
-/// next use.
+/// docs/benchmarks.md); then again every [`RARE_WORK`]. What the daemon runs again is mapped
+/// back from the page cache at its next use.
 async fn release_start_up_pages() {
     tokio::time::sleep(START_UP).await;
-    let released =
-        tokio::task::spawn_blocking(|| crate::memory::release_start_up_pages(Path::new("/proc")))
-            .await;
-    match released {
-        Ok(Ok(r)) => tracing::debug!(
-            "released start-up pages: {} KiB resident in {} read-only file mappings",
-            r.resident_kib,
-            r.mappings
-        ),
-        Ok(Err(e)) => tracing::debug!("releasing start-up pages: {e}"),
-        Err(e) => tracing::debug!("releasing start-up pages: {e}"),
+    loop {
+        let released = tokio::task::spawn_blocking(|| {
+            crate::memory::release_start_up_pages(Path::new("/proc"))
+        })
+        .await;
+        match released {
+            Ok(Ok(r)) => tracing::debug!(
+                "released code pages: {} KiB resident in {} read-only file mappings",
+                r.resident_kib,
+                r.mappings
+            ),
+            Ok(Err(e)) => tracing::debug!("releasing code pages: {e}"),
+            Err(e) => tracing::debug!("releasing code pages: {e}"),
+        }
+        tokio::time::sleep(RARE_WORK).await;
     }
 }
 
