@@ -1778,16 +1778,9 @@ impl Store {
                 ),
             );
         }
+        // The days after the last summarized one: disjoint from those read above.
         let since = self.summarized_through()?.map_or(0, |d| (d + 1) * DAY);
-        for (k, (lo, hi, size)) in self.raw_day_extremes(since, MAX_T + 1)? {
-            days.entry(k)
-                .and_modify(|(l, h, sz)| {
-                    *l = (*l).min(lo);
-                    *h = (*h).max(hi);
-                    *sz = size;
-                })
-                .or_insert((lo, hi, size));
-        }
+        days.extend(self.raw_day_extremes(since, MAX_T + 1)?);
         Ok(days)
     }
 
