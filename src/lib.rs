@@ -1,6 +1,7 @@
 //! ssdwatch: a Prometheus exporter and monitoring daemon for SSDs under databases.
 //! `run` boots the whole daemon in-process so tests can drive it like `main` does.
 
+pub mod catalogue;
 pub mod cli;
 pub mod collector;
 pub mod config;
@@ -24,6 +25,7 @@ pub mod statfs;
 pub mod sysfs;
 #[cfg(test)]
 mod testing;
+pub mod time;
 pub mod validate;
 pub mod web;
 pub mod yaml_line;

@@ -1,25 +1,8 @@
 //! The metric model a collector fills in: families of samples with labels.
 //! It knows nothing of HTTP or of devices; `render` turns it into text.
 
-/// Prometheus metric types we emit (text format 0.0.4 names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricKind {
-    Gauge,
-    Counter,
-    Histogram,
-    Summary,
-}
-
-impl MetricKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MetricKind::Gauge => "gauge",
-            MetricKind::Counter => "counter",
-            MetricKind::Histogram => "histogram",
-            MetricKind::Summary => "summary",
-        }
-    }
-}
+use crate::catalogue::Family;
+pub use crate::catalogue::MetricKind;
 
 /// One line of exposition: `name{suffix}{labels} value`.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,26 +13,55 @@ pub struct Sample {
     pub value: f64,
 }
 
+/// The series of one family of the [catalogue](crate::catalogue), as a sample filled them in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricFamily {
     pub name: &'static str,
     pub help: &'static str,
     pub kind: MetricKind,
+    /// The label names the catalogue declares, checked on every push in debug builds.
+    labels: &'static [&'static str],
     pub samples: Vec<Sample>,
 }
 
 impl MetricFamily {
-    pub fn new(name: &'static str, help: &'static str, kind: MetricKind) -> Self {
+    pub fn new(def: &'static Family) -> Self {
         MetricFamily {
-            name,
-            help,
-            kind,
+            name: def.name,
+            help: def.help,
+            kind: def.kind,
+            labels: def.labels,
             samples: Vec::new(),
         }
     }
 
+    /// A series whose label names differ from the catalogue's is a bug in the code that
+    /// pushes it: the docs, rules and dashboards would not find it.
+    fn check_labels(&self, labels: &[(&'static str, &str)]) {
+        debug_assert!(
+            labels
+                .iter()
+                .map(|(k, _)| *k)
+                .eq(self.labels.iter().copied()),
+            "{}: labels {:?} pushed, the catalogue declares {:?}",
+            self.name,
+            labels.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            self.labels
+        );
+    }
+
     /// Adds one series.
     pub fn push(&mut self, labels: &[(&'static str, &str)], value: f64) {
+        let (plain, quantile) = match labels.split_last() {
+            Some((("quantile", _), rest)) if self.kind == MetricKind::Summary => (rest, true),
+            _ => (labels, false),
+        };
+        debug_assert!(
+            quantile == (self.kind == MetricKind::Summary),
+            "{}: a summary's series carry a quantile label, and only a summary's",
+            self.name
+        );
+        self.check_labels(plain);
         self.samples.push(Sample {
             suffix: "",
             labels: own_labels(labels),
@@ -73,6 +85,7 @@ impl MetricFamily {
         sum: f64,
         count: u64,
     ) {
+        self.check_labels(labels);
         let base = own_labels(labels);
         for (le, n) in buckets {
             let mut l = base.clone();
@@ -118,35 +131,14 @@ impl MetricSet {
         Self::default()
     }
 
-    fn family(
-        &mut self,
-        name: &'static str,
-        help: &'static str,
-        kind: MetricKind,
-    ) -> &mut MetricFamily {
-        if let Some(i) = self.families.iter().position(|f| f.name == name) {
-            debug_assert_eq!(self.families[i].kind, kind, "{name} registered twice");
+    /// The family declared as `def` in the [catalogue](crate::catalogue), created empty on first
+    /// use, so loops over devices append to one family.
+    pub fn family(&mut self, def: &'static Family) -> &mut MetricFamily {
+        if let Some(i) = self.families.iter().position(|f| f.name == def.name) {
             return &mut self.families[i];
         }
-        self.families.push(MetricFamily::new(name, help, kind));
+        self.families.push(MetricFamily::new(def));
         self.families.last_mut().expect("just pushed")
-    }
-
-    pub fn gauge(&mut self, name: &'static str, help: &'static str) -> &mut MetricFamily {
-        self.family(name, help, MetricKind::Gauge)
-    }
-
-    pub fn counter(&mut self, name: &'static str, help: &'static str) -> &mut MetricFamily {
-        self.family(name, help, MetricKind::Counter)
-    }
-
-    pub fn histogram(&mut self, name: &'static str, help: &'static str) -> &mut MetricFamily {
-        self.family(name, help, MetricKind::Histogram)
-    }
-
-    /// Quantile series only (`quantile` label), e.g. of the last probe run.
-    pub fn summary(&mut self, name: &'static str, help: &'static str) -> &mut MetricFamily {
-        self.family(name, help, MetricKind::Summary)
     }
 
     pub fn families(&self) -> &[MetricFamily] {
@@ -183,11 +175,12 @@ pub fn format_value(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalogue;
 
     #[test]
     fn unknown_values_produce_no_series() {
         let mut set = MetricSet::new();
-        set.gauge("ssdwatch_test_ratio", "test")
+        set.family(&catalogue::DISK_SIZE_BYTES)
             .push_opt(&[("device", "sda")], None);
         assert!(set.families()[0].samples.is_empty());
     }
@@ -195,10 +188,11 @@ mod tests {
     #[test]
     fn same_name_appends_to_one_family() {
         let mut set = MetricSet::new();
-        set.gauge("ssdwatch_a", "a").push(&[("device", "sda")], 1.0);
-        set.gauge("ssdwatch_a", "a").push(&[("device", "sdb")], 2.0);
+        let size = &catalogue::DISK_SIZE_BYTES;
+        set.family(size).push(&[("device", "sda")], 1.0);
+        set.family(size).push(&[("device", "sdb")], 2.0);
         assert_eq!(set.families().len(), 1);
-        assert_eq!(set.value("ssdwatch_a", &[("device", "sdb")]), Some(2.0));
+        assert_eq!(set.value(size.name, &[("device", "sdb")]), Some(2.0));
     }
 
     #[test]

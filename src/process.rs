@@ -1,6 +1,7 @@
 //! The daemon's own `process_*` metrics, named and computed as every Prometheus client library
 //! exports them, read from procfs at scrape time (a few small files, never a device).
 
+use crate::catalogue;
 use crate::metrics::MetricSet;
 use crate::procfs::selfstat;
 use std::path::Path;
@@ -20,48 +21,31 @@ pub fn families(set: &mut MetricSet) {
     match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
         Ok(u) => {
             let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-            set.counter(
-                "process_cpu_seconds_total",
-                "Total user and system CPU time spent in seconds.",
-            )
-            .push(&[], secs(u.user_time()) + secs(u.system_time()));
+            set.family(&catalogue::PROCESS_CPU_SECONDS_TOTAL)
+                .push(&[], secs(u.user_time()) + secs(u.system_time()));
         }
         Err(e) => tracing::debug!("process metrics: getrusage: {e}"),
     }
     match selfstat::read_statm(proc) {
         Ok((size, resident)) => {
             let page = page_size();
-            set.gauge(
-                "process_virtual_memory_bytes",
-                "Virtual memory size in bytes.",
-            )
-            .push_opt(&[], page.map(|p| size as f64 * p));
-            set.gauge(
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes.",
-            )
-            .push_opt(&[], page.map(|p| resident as f64 * p));
+            set.family(&catalogue::PROCESS_VIRTUAL_MEMORY_BYTES)
+                .push_opt(&[], page.map(|p| size as f64 * p));
+            set.family(&catalogue::PROCESS_RESIDENT_MEMORY_BYTES)
+                .push_opt(&[], page.map(|p| resident as f64 * p));
         }
         Err(e) => tracing::debug!("process metrics: {e}"),
     }
-    set.gauge(
-        "process_start_time_seconds",
-        "Start time of the process since unix epoch in seconds.",
-    )
-    .push_opt(&[], start_time());
+    set.family(&catalogue::PROCESS_START_TIME_SECONDS)
+        .push_opt(&[], start_time());
     match selfstat::count_open_fds(proc) {
-        Ok(n) => set
-            .gauge("process_open_fds", "Number of open file descriptors.")
-            .push(&[], n as f64),
+        Ok(n) => set.family(&catalogue::PROCESS_OPEN_FDS).push(&[], n as f64),
         Err(e) => tracing::debug!("process metrics: {e}"),
     }
     // The soft limit of this process, as "Max open files" of /proc/self/limits shows it.
     match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
         Ok((soft, _)) if soft != nix::sys::resource::RLIM_INFINITY => set
-            .gauge(
-                "process_max_fds",
-                "Maximum number of open file descriptors.",
-            )
+            .family(&catalogue::PROCESS_MAX_FDS)
             .push(&[], soft as f64),
         Ok(_) => {}
         Err(e) => tracing::debug!("process metrics: getrlimit: {e}"),

@@ -82,16 +82,23 @@ fn escape_label_value(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::MetricSet;
+    use crate::catalogue::Family;
+    use crate::metrics::{MetricKind, MetricSet};
+
+    /// A family as the catalogue declares one, with a help text that needs escaping.
+    static AVAIL: Family = Family {
+        name: "ssdwatch_filesystem_avail_bytes",
+        kind: MetricKind::Gauge,
+        unit: "bytes",
+        help: "Bytes available.\nTo non-root.",
+        labels: &["mountpoint"],
+    };
 
     #[test]
     fn renders_help_type_and_escaped_labels() {
         let mut set = MetricSet::new();
-        set.gauge(
-            "ssdwatch_filesystem_avail_bytes",
-            "Bytes available.\nTo non-root.",
-        )
-        .push(&[("mountpoint", "/mnt/a \"b\"\\c")], 1024.0);
+        set.family(&AVAIL)
+            .push(&[("mountpoint", "/mnt/a \"b\"\\c")], 1024.0);
         let mut out = String::new();
         render_families(&mut out, set.families());
         assert_eq!(
@@ -105,13 +112,19 @@ mod tests {
     #[test]
     fn histogram_has_inf_bucket_sum_and_count() {
         let mut set = MetricSet::new();
-        set.histogram("ssdwatch_probe_latency_seconds", "Latency.")
-            .push_histogram(
-                &[("probe", "sync_write_4k")],
-                &[(0.001, 3), (0.01, 5)],
-                0.02,
-                6,
-            );
+        static LATENCY: Family = Family {
+            name: "ssdwatch_probe_latency_seconds",
+            kind: MetricKind::Histogram,
+            unit: "seconds",
+            help: "Latency.",
+            labels: &["probe"],
+        };
+        set.family(&LATENCY).push_histogram(
+            &[("probe", "sync_write_4k")],
+            &[(0.001, 3), (0.01, 5)],
+            0.02,
+            6,
+        );
         let mut out = String::new();
         render_families(&mut out, set.families());
         assert!(out.contains(
@@ -127,7 +140,7 @@ mod tests {
     #[test]
     fn empty_family_renders_nothing() {
         let mut set = MetricSet::new();
-        set.gauge("ssdwatch_x", "x");
+        set.family(&AVAIL);
         let mut out = String::new();
         render_families(&mut out, set.families());
         assert!(out.is_empty());

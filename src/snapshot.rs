@@ -1,6 +1,7 @@
 //! The latest immutable sample of each collector, and what a scrape renders from it.
 //! Collectors publish here from their own tasks; a scrape only reads (a lock held for a memcpy).
 
+use crate::catalogue;
 use crate::metrics::MetricSet;
 use crate::render;
 use crate::sysfs::topology::Topology;
@@ -135,39 +136,21 @@ impl Store {
         let mut meta = MetricSet::new();
         for (name, st) in g.iter() {
             let l = [("collector", *name)];
-            meta.gauge(
-                "ssdwatch_collector_success",
-                "Whether the collector's last sample succeeded (1) or failed (0).",
-            )
-            .push_opt(&l, st.success.map(|b| if b { 1.0 } else { 0.0 }));
-            meta.gauge(
-                "ssdwatch_collector_duration_seconds",
-                "How long the collector's last sample took.",
-            )
-            .push_opt(&l, st.duration.map(|d| d.as_secs_f64()));
-            meta.gauge(
-                "ssdwatch_collector_last_success_timestamp_seconds",
-                "When the collector last sampled successfully (Unix time).",
-            )
-            .push_opt(&l, st.last_success_unix);
-            meta.counter(
-                "ssdwatch_collector_errors_total",
-                "Errors met by the collector: failed samples and per-device errors.",
-            )
-            .push(&l, st.errors_total as f64);
-            meta.gauge(
-                "ssdwatch_collector_failing_items",
-                "Items (mounts, devices, targets) the collector could not sample in its last sample.",
-            )
-            .push_opt(&l, st.success.map(|_| st.failing_items as f64));
+            meta.family(&catalogue::COLLECTOR_SUCCESS)
+                .push_opt(&l, st.success.map(|b| if b { 1.0 } else { 0.0 }));
+            meta.family(&catalogue::COLLECTOR_DURATION_SECONDS)
+                .push_opt(&l, st.duration.map(|d| d.as_secs_f64()));
+            meta.family(&catalogue::COLLECTOR_LAST_SUCCESS_TIMESTAMP_SECONDS)
+                .push_opt(&l, st.last_success_unix);
+            meta.family(&catalogue::COLLECTOR_ERRORS_TOTAL)
+                .push(&l, st.errors_total as f64);
+            meta.family(&catalogue::COLLECTOR_FAILING_ITEMS)
+                .push_opt(&l, st.success.map(|_| st.failing_items as f64));
         }
         render::render_families(&mut out, meta.families());
         let mut build = MetricSet::new();
         build
-            .gauge(
-                "ssdwatch_build_info",
-                "Version of the running ssdwatch; always 1.",
-            )
+            .family(&catalogue::BUILD_INFO)
             .push(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         // The daemon's own process_* figures, read now (cheap procfs reads, no device).
         crate::process::families(&mut build);
@@ -258,8 +241,14 @@ mod tests {
         store.register("filesystem");
         assert!(!store.ready());
         let mut m = MetricSet::new();
-        m.gauge("ssdwatch_filesystem_size_bytes", "Size.")
-            .push(&[("mountpoint", "/")], 10.0);
+        static SIZE: crate::catalogue::Family = crate::catalogue::Family {
+            name: "ssdwatch_filesystem_size_bytes",
+            kind: crate::metrics::MetricKind::Gauge,
+            unit: "bytes",
+            help: "Size.",
+            labels: &["mountpoint"],
+        };
+        m.family(&SIZE).push(&[("mountpoint", "/")], 10.0);
         store.publish(
             "filesystem",
             Published {

@@ -2,6 +2,7 @@
 //! history tells: when each drive was last trimmed and how long it has been idle.
 //! Partitions are left out (their disk carries the same I/O); dm, md and loop devices are in.
 
+use crate::catalogue;
 use crate::collector::device_filter::{DevicePattern, wanted};
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
@@ -349,73 +350,43 @@ pub fn stat_metrics(m: &mut MetricSet, device: &str, s: &BlockStat) {
     let l = [("device", device)];
     let ms = |v: u64| v as f64 / 1000.0;
     let bytes = |sectors: u64| (sectors * STAT_SECTOR_BYTES) as f64;
-    m.counter("ssdwatch_disk_reads_completed_total", "Reads completed.")
+    m.family(&catalogue::DISK_READS_COMPLETED_TOTAL)
         .push(&l, s.reads_completed as f64);
-    m.counter("ssdwatch_disk_reads_merged_total", "Adjacent reads merged.")
+    m.family(&catalogue::DISK_READS_MERGED_TOTAL)
         .push(&l, s.reads_merged as f64);
-    m.counter("ssdwatch_disk_read_bytes_total", "Bytes read.")
+    m.family(&catalogue::DISK_READ_BYTES_TOTAL)
         .push(&l, bytes(s.read_sectors));
-    m.counter(
-        "ssdwatch_disk_read_time_seconds_total",
-        "Time spent by all reads.",
-    )
-    .push(&l, ms(s.read_time_ms));
-    m.counter("ssdwatch_disk_writes_completed_total", "Writes completed.")
+    m.family(&catalogue::DISK_READ_TIME_SECONDS_TOTAL)
+        .push(&l, ms(s.read_time_ms));
+    m.family(&catalogue::DISK_WRITES_COMPLETED_TOTAL)
         .push(&l, s.writes_completed as f64);
-    m.counter(
-        "ssdwatch_disk_writes_merged_total",
-        "Adjacent writes merged.",
-    )
-    .push(&l, s.writes_merged as f64);
-    m.counter("ssdwatch_disk_written_bytes_total", "Bytes written.")
+    m.family(&catalogue::DISK_WRITES_MERGED_TOTAL)
+        .push(&l, s.writes_merged as f64);
+    m.family(&catalogue::DISK_WRITTEN_BYTES_TOTAL)
         .push(&l, bytes(s.write_sectors));
-    m.counter(
-        "ssdwatch_disk_write_time_seconds_total",
-        "Time spent by all writes.",
-    )
-    .push(&l, ms(s.write_time_ms));
-    m.gauge("ssdwatch_disk_io_now", "I/Os currently in flight.")
+    m.family(&catalogue::DISK_WRITE_TIME_SECONDS_TOTAL)
+        .push(&l, ms(s.write_time_ms));
+    m.family(&catalogue::DISK_IO_NOW)
         .push(&l, s.in_flight as f64);
-    m.counter(
-        "ssdwatch_disk_io_time_seconds_total",
-        "Time the device had I/O in flight (busy time).",
-    )
-    .push(&l, ms(s.io_time_ms));
-    m.counter(
-        "ssdwatch_disk_io_time_weighted_seconds_total",
-        "Busy time weighted by the number of I/Os in flight.",
-    )
-    .push(&l, ms(s.weighted_io_time_ms));
+    m.family(&catalogue::DISK_IO_TIME_SECONDS_TOTAL)
+        .push(&l, ms(s.io_time_ms));
+    m.family(&catalogue::DISK_IO_TIME_WEIGHTED_SECONDS_TOTAL)
+        .push(&l, ms(s.weighted_io_time_ms));
     if let Some(d) = s.discard {
-        m.counter(
-            "ssdwatch_disk_discards_completed_total",
-            "Discards (TRIM/UNMAP/deallocate) completed.",
-        )
-        .push(&l, d.completed as f64);
-        m.counter(
-            "ssdwatch_disk_discards_merged_total",
-            "Adjacent discards merged.",
-        )
-        .push(&l, d.merged as f64);
-        m.counter("ssdwatch_disk_discarded_bytes_total", "Bytes discarded.")
+        m.family(&catalogue::DISK_DISCARDS_COMPLETED_TOTAL)
+            .push(&l, d.completed as f64);
+        m.family(&catalogue::DISK_DISCARDS_MERGED_TOTAL)
+            .push(&l, d.merged as f64);
+        m.family(&catalogue::DISK_DISCARDED_BYTES_TOTAL)
             .push(&l, bytes(d.sectors));
-        m.counter(
-            "ssdwatch_disk_discard_time_seconds_total",
-            "Time spent by all discards.",
-        )
-        .push(&l, ms(d.time_ms));
+        m.family(&catalogue::DISK_DISCARD_TIME_SECONDS_TOTAL)
+            .push(&l, ms(d.time_ms));
     }
     if let Some(f) = s.flush {
-        m.counter(
-            "ssdwatch_disk_flush_requests_total",
-            "Cache flush requests completed.",
-        )
-        .push(&l, f.completed as f64);
-        m.counter(
-            "ssdwatch_disk_flush_time_seconds_total",
-            "Time spent by all flush requests.",
-        )
-        .push(&l, ms(f.time_ms));
+        m.family(&catalogue::DISK_FLUSH_REQUESTS_TOTAL)
+            .push(&l, f.completed as f64);
+        m.family(&catalogue::DISK_FLUSH_TIME_SECONDS_TOTAL)
+            .push(&l, ms(f.time_ms));
     }
 }
 
@@ -500,42 +471,25 @@ impl Collector for DiskstatsCollector {
             let h = derived.as_ref().map(|(h, _)| h);
             let l = [("device", name.as_str())];
             s.metrics
-                .gauge(
-                    "ssdwatch_disk_iostats_enabled",
-                    "1 when the kernel accounts the device's I/O (queue/iostats); 0 when turned off: its counters then stay frozen, so idle time, the last-discard time and the probes' utilization context are absent.",
-                )
+                .family(&catalogue::DISK_IOSTATS_ENABLED)
                 .push(&l, if iostats { 1.0 } else { 0.0 });
             if let Some((t, source)) = h.and_then(|h| h.discards.last) {
                 s.metrics
-                    .gauge(
-                        "ssdwatch_disk_last_discard_timestamp_seconds",
-                        "Last time (Unix) the device received a discard; source: observed (this run saw its discarded bytes grow), state (an earlier run did), fstrim_timer (systemd's fstrim.timer last ran then: a hint).",
-                    )
+                    .family(&catalogue::DISK_LAST_DISCARD_TIMESTAMP_SECONDS)
                     .push(&[("device", name.as_str()), ("source", source.as_str())], t);
             }
             s.metrics
-                .gauge(
-                    "ssdwatch_disk_last_discard_burst_bytes",
-                    "Bytes discarded in the device's newest discard burst (consecutive samples in which discarded bytes grew: one fstrim, one mkfs).",
-                )
+                .family(&catalogue::DISK_LAST_DISCARD_BURST_BYTES)
                 .push_opt(&l, h.and_then(|h| h.discards.burst_bytes).map(|b| b as f64));
             let written_since = h.and_then(|h| h.discards.written_since(h.stat.write_sectors));
             s.metrics
-                .gauge(
-                    "ssdwatch_disk_written_since_discard_bytes",
-                    "Bytes written to the device since its last discard: what the drive has had to absorb without a TRIM.",
-                )
+                .family(&catalogue::DISK_WRITTEN_SINCE_DISCARD_BYTES)
                 .push_opt(&l, written_since.map(|b| b as f64));
-            s.metrics
-                .gauge(
-                    "ssdwatch_disk_idle_seconds",
-                    "How long the device's busy time has not moved (idle time for garbage collection); 0 when busy in the last interval.",
-                )
-                .push_opt(
-                    &l,
-                    h.filter(|_| seen_before)
-                        .map(|h| h.idle_since.map(|t| now - t).unwrap_or(0.0)),
-                );
+            s.metrics.family(&catalogue::DISK_IDLE_SECONDS).push_opt(
+                &l,
+                h.filter(|_| seen_before)
+                    .map(|h| h.idle_since.map(|t| now - t).unwrap_or(0.0)),
+            );
             ctx.shared.set_disk_activity(
                 &name,
                 DiskActivity {

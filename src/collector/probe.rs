@@ -1,6 +1,7 @@
 //! Probe collector: schedules budgeted probe runs per target with jitter, on a dedicated thread
 //! each, and turns their results into metrics. The I/O and the safety gates live in `crate::probe`.
 
+use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{DriveKey, ProbeRecord};
@@ -243,11 +244,7 @@ impl ProbeCollector {
                     .copied()
                     .zip(h.buckets.iter().copied())
                     .collect();
-                m.histogram(
-                    "ssdwatch_probe_latency_seconds",
-                    "Latency of each probe I/O (seconds), since the daemon started.",
-                )
-                .push_histogram(
+                m.family(&catalogue::PROBE_LATENCY_SECONDS).push_histogram(
                     &[("probe", k.as_str()), base[0], base[1]],
                     &buckets,
                     h.sum,
@@ -255,10 +252,7 @@ impl ProbeCollector {
                 );
             }
             for (k, r) in &t.last {
-                let fam = m.summary(
-                    "ssdwatch_probe_last_latency_seconds",
-                    "Latency quantiles of the last run of each probe (seconds); quantile 1 is the maximum.",
-                );
+                let fam = m.family(&catalogue::PROBE_LAST_LATENCY_SECONDS);
                 // Only what the run could measure: a p99 of 16 I/Os would be their maximum.
                 for (q, v) in [
                     ("0.5", r.p50_seconds),
@@ -270,75 +264,42 @@ impl ProbeCollector {
                         v,
                     );
                 }
-                m.gauge(
-                    "ssdwatch_probe_throughput_bytes_per_second",
-                    "Throughput of the last sequential-write probe, fdatasync included.",
-                )
-                .push_opt(
-                    &[("probe", k.as_str()), base[0], base[1]],
-                    r.throughput_bytes_per_second,
-                );
+                m.family(&catalogue::PROBE_THROUGHPUT_BYTES_PER_SECOND)
+                    .push_opt(
+                        &[("probe", k.as_str()), base[0], base[1]],
+                        r.throughput_bytes_per_second,
+                    );
             }
-            m.counter("ssdwatch_probe_runs_total", "Probe runs completed.")
+            m.family(&catalogue::PROBE_RUNS_TOTAL)
                 .push(&base, t.runs as f64);
-            let fam = m.counter(
-                "ssdwatch_probe_skipped_total",
-                "Probe runs skipped, by reason (budget, busy, low_space, readonly, unsafe, error, budget_unrecorded).",
-            );
+            let fam = m.family(&catalogue::PROBE_SKIPPED_TOTAL);
             for r in SkipReason::ALL {
                 let n = t.skipped.get(&r).copied().unwrap_or(0);
                 fam.push(&[base[0], base[1], ("reason", r.as_str())], n as f64);
             }
-            m.counter(
-                "ssdwatch_probe_written_bytes_total",
-                "Bytes written by probes, probe file creation included.",
-            )
-            .push(&base, t.written as f64);
-            m.gauge(
-                "ssdwatch_probe_last_run_timestamp_seconds",
-                "Unix time the last completed probe run started.",
-            )
-            .push_opt(&base, t.last_run_unix);
-            m.gauge(
-                "ssdwatch_probe_target_unsafe",
-                "1 when the last attempt refused the probe directory or file (symlink, owner, links).",
-            )
-            .push(&base, if t.unsafe_now { 1.0 } else { 0.0 });
+            m.family(&catalogue::PROBE_WRITTEN_BYTES_TOTAL)
+                .push(&base, t.written as f64);
+            m.family(&catalogue::PROBE_LAST_RUN_TIMESTAMP_SECONDS)
+                .push_opt(&base, t.last_run_unix);
+            m.family(&catalogue::PROBE_TARGET_UNSAFE)
+                .push(&base, if t.unsafe_now { 1.0 } else { 0.0 });
             let failing = t.failing();
-            let fam = m.gauge(
-                "ssdwatch_probe_target_failing",
-                "1 for the reason of the last attempt once a target has gone 3 attempts in a row without a completed run; 0 otherwise.",
-            );
+            let fam = m.family(&catalogue::PROBE_TARGET_FAILING);
             for r in SkipReason::ALL {
                 let v = if failing == Some(r) { 1.0 } else { 0.0 };
                 fam.push(&[base[0], base[1], ("reason", r.as_str())], v);
             }
             if let Some(c) = &t.context {
-                m.gauge(
-                    "ssdwatch_probe_context_fill_ratio",
-                    "Filesystem fill (0..1) at the last probe run, as df shows it: used / (used + avail).",
-                )
-                .push_opt(&base, c.fill_ratio);
-                m.gauge(
-                    "ssdwatch_probe_context_since_discard_seconds",
-                    "Seconds since the drive last received a discard, at the last probe run.",
-                )
-                .push_opt(&base, c.since_discard_seconds);
-                m.gauge(
-                    "ssdwatch_probe_context_written_since_discard_bytes",
-                    "Bytes written to the drive since its last discard, at the last probe run.",
-                )
-                .push_opt(&base, c.written_since_discard_bytes.map(|b| b as f64));
-                m.gauge(
-                    "ssdwatch_probe_context_idle_seconds",
-                    "Seconds the drive had been idle before the last probe run.",
-                )
-                .push_opt(&base, c.idle_seconds);
-                m.gauge(
-                    "ssdwatch_probe_context_utilization_ratio",
-                    "Drive utilization (0..1) during the last probe run, the probe's own I/O included.",
-                )
-                .push_opt(&base, c.utilization_ratio);
+                m.family(&catalogue::PROBE_CONTEXT_FILL_RATIO)
+                    .push_opt(&base, c.fill_ratio);
+                m.family(&catalogue::PROBE_CONTEXT_SINCE_DISCARD_SECONDS)
+                    .push_opt(&base, c.since_discard_seconds);
+                m.family(&catalogue::PROBE_CONTEXT_WRITTEN_SINCE_DISCARD_BYTES)
+                    .push_opt(&base, c.written_since_discard_bytes.map(|b| b as f64));
+                m.family(&catalogue::PROBE_CONTEXT_IDLE_SECONDS)
+                    .push_opt(&base, c.idle_seconds);
+                m.family(&catalogue::PROBE_CONTEXT_UTILIZATION_RATIO)
+                    .push_opt(&base, c.utilization_ratio);
             }
         }
         m

@@ -1,6 +1,7 @@
 //! Topology collector: identity of every drive (`ssdwatch_disk_info`), block sizes, and the
 //! discard support of every layer of the block stack. Reads /sys only; never opens a device.
 
+use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::metrics::MetricSet;
 use crate::sysfs::topology::{DeviceKind, Topology};
@@ -155,11 +156,7 @@ pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
         let dev = d.name.as_str();
         let l = [("device", dev)];
         if d.kind() != DeviceKind::Partition && d.slaves.is_empty() {
-            m.gauge(
-                "ssdwatch_disk_info",
-                "Identity of a physical drive (bottom of the block stack); always 1. Join on device.",
-            )
-            .push(
+            m.family(&catalogue::DISK_INFO).push(
                 &[
                     ("device", dev),
                     ("kind", d.kind().as_str()),
@@ -179,11 +176,7 @@ pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
                 1.0,
             );
         } else {
-            m.gauge(
-                "ssdwatch_disk_layer_info",
-                "A layer of the block stack above the drives (partition, dm, md); always 1.",
-            )
-            .push(
+            m.family(&catalogue::DISK_LAYER_INFO).push(
                 &[
                     ("device", dev),
                     ("kind", d.kind().as_str()),
@@ -196,45 +189,24 @@ pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
             );
         }
         for s in &d.slaves {
-            m.gauge(
-                "ssdwatch_disk_layer_slave_info",
-                "Edge of the block stack: device is built on slave; always 1.",
-            )
-            .push(&[("device", dev), ("slave", s)], 1.0);
+            m.family(&catalogue::DISK_LAYER_SLAVE_INFO)
+                .push(&[("device", dev), ("slave", s)], 1.0);
         }
         if d.kind() == DeviceKind::Partition {
             continue; // partitions share their disk's queue limits
         }
-        m.gauge(
-            "ssdwatch_disk_size_bytes",
-            "Size of the block device in bytes.",
-        )
-        .push_opt(&l, d.size_bytes.map(|v| v as f64));
-        m.gauge(
-            "ssdwatch_disk_rotational",
-            "Whether the kernel reports the device as rotational (virtio disks report 1 even on SSDs).",
-        )
-        .push_opt(&l, d.rotational.map(|b| if b { 1.0 } else { 0.0 }));
-        m.gauge(
-            "ssdwatch_disk_logical_block_size_bytes",
-            "Logical block size of the device.",
-        )
-        .push_opt(&l, d.logical_block_size.map(|v| v as f64));
-        m.gauge(
-            "ssdwatch_disk_physical_block_size_bytes",
-            "Physical block size of the device.",
-        )
-        .push_opt(&l, d.physical_block_size.map(|v| v as f64));
-        m.gauge(
-            "ssdwatch_disk_discard_max_bytes",
-            "Largest discard the device's queue accepts; 0 means this layer drops discards.",
-        )
-        .push_opt(&l, d.discard_max_bytes.map(|v| v as f64));
-        m.gauge(
-            "ssdwatch_disk_discard_granularity_bytes",
-            "Discard granularity of the device's queue.",
-        )
-        .push_opt(&l, d.discard_granularity.map(|v| v as f64));
+        m.family(&catalogue::DISK_SIZE_BYTES)
+            .push_opt(&l, d.size_bytes.map(|v| v as f64));
+        m.family(&catalogue::DISK_ROTATIONAL)
+            .push_opt(&l, d.rotational.map(|b| if b { 1.0 } else { 0.0 }));
+        m.family(&catalogue::DISK_LOGICAL_BLOCK_SIZE_BYTES)
+            .push_opt(&l, d.logical_block_size.map(|v| v as f64));
+        m.family(&catalogue::DISK_PHYSICAL_BLOCK_SIZE_BYTES)
+            .push_opt(&l, d.physical_block_size.map(|v| v as f64));
+        m.family(&catalogue::DISK_DISCARD_MAX_BYTES)
+            .push_opt(&l, d.discard_max_bytes.map(|v| v as f64));
+        m.family(&catalogue::DISK_DISCARD_GRANULARITY_BYTES)
+            .push_opt(&l, d.discard_granularity.map(|v| v as f64));
     }
 }
 
@@ -267,15 +239,10 @@ impl Collector for TopologyCollector {
                 xen: d.name.starts_with("xvd"),
             };
             if let Some((v, source)) = solid_state(&clues) {
-                s.metrics
-                    .gauge(
-                        "ssdwatch_disk_solid_state",
-                        "1 when the drive is taken for solid-state (flash), 0 for spinning; source says from what: config, smart (rotation rate), nvme, rotational (the kernel's flag), virtual_discard (a virtual disk that passes discards).",
-                    )
-                    .push(
-                        &[("device", d.name.as_str()), ("source", source.as_str())],
-                        if v { 1.0 } else { 0.0 },
-                    );
+                s.metrics.family(&catalogue::DISK_SOLID_STATE).push(
+                    &[("device", d.name.as_str()), ("source", source.as_str())],
+                    if v { 1.0 } else { 0.0 },
+                );
             }
         }
         s.errors = t

@@ -6,6 +6,7 @@ use super::curve::{
     Curve, CurveBin, FILL_BIN_LABELS, RECOVERY_WINDOW_SECONDS, Recovery, long_idle, recovery,
 };
 use super::{DriveId, Store, StoreError};
+use crate::catalogue::{self, Family};
 use crate::metrics::MetricSet;
 use crate::probe::ProbeKind;
 use std::collections::BTreeMap;
@@ -42,42 +43,18 @@ pub struct Group {
 
 /// The recovery gauges (name, help) of TRIM (first) and idle (second), in the order of
 /// [`recovery_values`]. `ssdwatch history export` writes them too, one sample per event.
-pub const RECOVERY_FAMILIES: [[(&str, &str); 4]; 2] = [
+pub static RECOVERY_FAMILIES: [[&Family; 4]; 2] = [
     [
-        (
-            "ssdwatch_trim_recovery_ratio",
-            "Probe p50 latency in the hour after the drive's last discard burst ÷ in the hour before it (below 1: the TRIM made it faster), from the daemon's history.",
-        ),
-        (
-            "ssdwatch_trim_recovery_event_timestamp_seconds",
-            "When the discard burst behind ssdwatch_trim_recovery_ratio began (Unix time).",
-        ),
-        (
-            "ssdwatch_trim_recovery_before_seconds",
-            "Median probe p50 latency in the hour before the drive's last discard burst.",
-        ),
-        (
-            "ssdwatch_trim_recovery_after_seconds",
-            "Median probe p50 latency in the hour after the drive's last discard burst.",
-        ),
+        &catalogue::TRIM_RECOVERY_RATIO,
+        &catalogue::TRIM_RECOVERY_EVENT_TIMESTAMP_SECONDS,
+        &catalogue::TRIM_RECOVERY_BEFORE_SECONDS,
+        &catalogue::TRIM_RECOVERY_AFTER_SECONDS,
     ],
     [
-        (
-            "ssdwatch_idle_recovery_ratio",
-            "Probe p50 latency in the hour after the drive's last idle period of at least 10 minutes ÷ in the hour before it (below 1: the rest made it faster), from the daemon's history.",
-        ),
-        (
-            "ssdwatch_idle_recovery_event_timestamp_seconds",
-            "When the idle period behind ssdwatch_idle_recovery_ratio began (Unix time).",
-        ),
-        (
-            "ssdwatch_idle_recovery_before_seconds",
-            "Median probe p50 latency in the hour before the drive's last idle period of at least 10 minutes.",
-        ),
-        (
-            "ssdwatch_idle_recovery_after_seconds",
-            "Median probe p50 latency in the hour after the drive's last idle period of at least 10 minutes.",
-        ),
+        &catalogue::IDLE_RECOVERY_RATIO,
+        &catalogue::IDLE_RECOVERY_EVENT_TIMESTAMP_SECONDS,
+        &catalogue::IDLE_RECOVERY_BEFORE_SECONDS,
+        &catalogue::IDLE_RECOVERY_AFTER_SECONDS,
     ],
 ];
 
@@ -102,12 +79,14 @@ pub fn push_metrics(groups: &[Group], m: &mut MetricSet) {
             for (q, v) in [("0.5", b.p50_seconds), ("0.99", b.p99_seconds)] {
                 // A summary (quantiles only), as ssdwatch_probe_last_latency_seconds: promtool
                 // refuses a `quantile` label on a gauge.
-                m.summary(
-                    "ssdwatch_degradation_latency_seconds",
-                    "Probe latency by the filesystem's fill ratio when the probe ran, over the whole history: the median of the stored runs' p50 (quantile 0.5) or p99 (quantile 0.99), within 1 %.",
-                )
-                .push(
-                    &[base[0], base[1], base[2], ("fill_bin", FILL_BIN_LABELS[b.bin]), ("quantile", q)],
+                m.family(&catalogue::DEGRADATION_LATENCY_SECONDS).push(
+                    &[
+                        base[0],
+                        base[1],
+                        base[2],
+                        ("fill_bin", FILL_BIN_LABELS[b.bin]),
+                        ("quantile", q),
+                    ],
                     v,
                 );
             }
@@ -117,8 +96,8 @@ pub fn push_metrics(groups: &[Group], m: &mut MetricSet) {
             (&g.idle, &RECOVERY_FAMILIES[1]),
         ] {
             if let Some(r) = events.last() {
-                for ((name, help), v) in families.iter().zip(recovery_values(r)) {
-                    m.gauge(name, help).push(&base, v);
+                for (family, v) in families.iter().zip(recovery_values(r)) {
+                    m.family(family).push(&base, v);
                 }
             }
         }

@@ -5,9 +5,7 @@
 
 use super::record::*;
 use super::store::{Store, StoreError};
-
-const DAY: i64 = 86_400;
-const HOUR: i64 = 3600;
+use crate::time::{DAY, HOUR};
 
 /// What [`fill`] wrote.
 #[derive(Debug, Clone, Default, PartialEq)]

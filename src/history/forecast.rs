@@ -35,8 +35,8 @@
 //! itself is not extrapolated (a curve fitted to a few 1% steps would be noise).
 
 use super::record::{DrivePoint, FsPoint};
+use crate::time::{DAY, DAY_F64};
 
-const DAY: f64 = 86_400.0;
 /// Predictions beyond this many days are "not in sight" (no date).
 pub const HORIZON_DAYS: f64 = 3652.5;
 
@@ -89,7 +89,7 @@ fn median(v: &mut [f64]) -> Option<f64> {
 /// `now + days`, or `None` when not finite, negative or beyond the horizon.
 fn date_in(now: i64, days: f64) -> Option<i64> {
     (days.is_finite() && (0.0..=HORIZON_DAYS).contains(&days))
-        .then(|| now.saturating_add((days * DAY) as i64))
+        .then(|| now.saturating_add((days * DAY_F64) as i64))
 }
 
 /// One UTC day of a filesystem: low and high of used bytes, and the size.
@@ -105,7 +105,7 @@ pub struct DayUse {
 pub fn daily_use(points: &[FsPoint]) -> Vec<DayUse> {
     let mut out: Vec<DayUse> = Vec::new();
     for p in points {
-        let day = p.t.div_euclid(86_400);
+        let day = p.t.div_euclid(DAY);
         let low = p.size.last - p.avail.max;
         let high = p.size.last - p.avail.min;
         match out.last_mut() {
@@ -198,7 +198,7 @@ pub fn forecast_filesystem(points: &[FsPoint], now: i64) -> FsForecast {
 /// `fs_days` give them, in day order).
 pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
     let all = days.to_vec();
-    let today = now.div_euclid(86_400);
+    let today = now.div_euclid(DAY);
     let all: Vec<DayUse> = all
         .into_iter()
         .filter(|d| d.day <= today && d.day > today - 60)
@@ -230,7 +230,7 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
                 .filter(|d| d.day > today - 7)
                 .map(|d| d.high - floor_at(d.day as f64))
                 .fold(0.0, f64::max);
-            let now_days = now as f64 / DAY;
+            let now_days = now as f64 / DAY_F64;
             let headroom = size - floor_at(now_days) - excursion;
             date_in(now, (headroom / slope).max(0.0))
         }
@@ -240,7 +240,7 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
         growth_7d_bytes_per_day: growth_7d,
         growth_30d_bytes_per_day: growth_30d,
         predicted_full_unix: predicted_full,
-        trend_since_unix: Some(days[0].day * 86_400),
+        trend_since_unix: Some(days[0].day * DAY),
     }
 }
 
@@ -292,7 +292,7 @@ pub fn wear_fit(points: &[(i64, f64)], now: i64) -> Option<(f64, f64)> {
     // The last value of each day.
     let mut daily: Vec<(f64, f64)> = Vec::new();
     for &(t, w) in points {
-        let d = t.div_euclid(86_400) as f64;
+        let d = t.div_euclid(DAY) as f64;
         match daily.last_mut() {
             Some(last) if last.0 == d => last.1 = w,
             _ => daily.push((d, w)),
@@ -316,18 +316,18 @@ pub fn wear_fit(points: &[(i64, f64)], now: i64) -> Option<(f64, f64)> {
     };
     let (xs, ys): (Vec<f64>, Vec<f64>) = in_window.into_iter().unzip();
     let (slope, icept) = least_squares(&xs, &ys)?;
-    Some((slope, icept + slope * (now as f64 / DAY)))
+    Some((slope, icept + slope * (now as f64 / DAY_F64)))
 }
 
 /// Increase of a counter per day over the `window_days` before its last point, from the
 /// point at or before the window's start; `None` without such a point or across a reset.
 fn counter_delta(points: &[(i64, f64)], window_days: f64) -> Option<(f64, f64)> {
     let &(t1, v1) = points.last()?;
-    let start = t1 - (window_days * DAY) as i64;
+    let start = t1 - (window_days * DAY_F64) as i64;
     let &(t0, v0) = points.iter().rev().find(|(t, _)| *t <= start)?;
     let span = points.iter().filter(|(t, _)| *t >= t0);
     let monotone = span.clone().zip(span.skip(1)).all(|(a, b)| b.1 >= a.1);
-    (monotone && t1 > t0).then(|| (v1 - v0, (t1 - t0) as f64 / DAY))
+    (monotone && t1 > t0).then(|| (v1 - v0, (t1 - t0) as f64 / DAY_F64))
 }
 
 /// Wear, host writes, write amplification and endurance of one drive as of `now`.
@@ -391,7 +391,7 @@ mod tests {
     const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 
     fn at(d: f64) -> i64 {
-        T0 + (d * DAY) as i64
+        T0 + (d * DAY_F64) as i64
     }
 
     /// Hourly points of used bytes `used(day)` for days 0..60, with a ±2 GB daily cycle.
@@ -425,12 +425,12 @@ mod tests {
         let (xs, ys): (Vec<f64>, Vec<f64>) = points
             .iter()
             .filter(|p| p.t > now - 30 * 86_400)
-            .map(|p| (p.t as f64 / DAY, p.size.last - p.avail.last))
+            .map(|p| (p.t as f64 / DAY_F64, p.size.last - p.avail.last))
             .unzip();
         let Some((slope, icept)) = least_squares(&xs, &ys) else {
             return (None, None);
         };
-        let level = icept + slope * now as f64 / DAY;
+        let level = icept + slope * now as f64 / DAY_F64;
         let date = (slope > 0.0)
             .then(|| date_in(now, ((SIZE - level) / slope).max(0.0)))
             .flatten();
@@ -442,7 +442,7 @@ mod tests {
     fn err_days(pred: Option<i64>, truth: Option<i64>) -> f64 {
         match (pred, truth) {
             (None, None) => 0.0,
-            (Some(p), Some(t)) => (p - t).abs() as f64 / DAY,
+            (Some(p), Some(t)) => (p - t).abs() as f64 / DAY_F64,
             _ => HORIZON_DAYS,
         }
     }
@@ -549,7 +549,7 @@ mod tests {
                 "big delete then slow growth" => {
                     assert_eq!(f.trend_since_unix, Some(at(40.0)));
                     assert!((g30 - c.growth).abs() < 0.1 * c.growth, "{}", g30 / G);
-                    let horizon = (t.unwrap() - now) as f64 / DAY;
+                    let horizon = (t.unwrap() - now) as f64 / DAY_F64;
                     assert!(ours <= 0.05 * horizon, "{ours} of {horizon}");
                     assert!(ours < ls, "ours {ours} LS {ls}");
                 }
@@ -603,10 +603,10 @@ mod tests {
     fn wear_least_squares(points: &[DrivePoint], now: i64) -> Option<i64> {
         let (xs, ys): (Vec<f64>, Vec<f64>) = points
             .iter()
-            .map(|p| (p.t as f64 / DAY, p.wear_used_ratio.unwrap().last))
+            .map(|p| (p.t as f64 / DAY_F64, p.wear_used_ratio.unwrap().last))
             .unzip();
         let (slope, icept) = least_squares(&xs, &ys)?;
-        date_in(now, (1.0 - icept - slope * now as f64 / DAY) / slope)
+        date_in(now, (1.0 - icept - slope * now as f64 / DAY_F64) / slope)
     }
 
     #[test]
@@ -634,7 +634,7 @@ mod tests {
             let t = wear_truth(w);
             let ours = err_days(f.predicted_wear_out_unix, t);
             let ls = err_days(wear_least_squares(&pts, now), t);
-            let horizon = (t.unwrap() - now) as f64 / DAY;
+            let horizon = (t.unwrap() - now) as f64 / DAY_F64;
             eprintln!("{name:<14} {horizon:>12.0} {ours:>12.1} {ls:>12.1}");
             if name == "linear" {
                 let rate = f.wear_rate_per_day.unwrap();

@@ -4,6 +4,7 @@
 //! plain series back.
 
 pub mod codec;
+pub mod current;
 pub mod curve;
 pub mod degradation;
 pub mod fill;
@@ -19,12 +20,10 @@ pub use record::{
 };
 pub use store::{Maintenance, Store, StoreError};
 
+use crate::time::{DAY_DURATION, HOUR_DURATION};
 use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_range};
 use serde::Deserialize;
 use std::time::Duration;
-
-const HOUR: Duration = Duration::from_secs(3600);
-const DAY: Duration = Duration::from_secs(86_400);
 
 /// The largest rated endurance (1 EiB written): a thousand times the largest drive's rating.
 pub const MAX_TBW_BYTES: u64 = 1 << 60;
@@ -147,9 +146,9 @@ impl Default for HistoryConfig {
     fn default() -> Self {
         HistoryConfig {
             enabled: true,
-            retention_raw: 14 * DAY,
-            retention_hourly: 730 * DAY,
-            forecast_interval: HOUR,
+            retention_raw: 14 * DAY_DURATION,
+            retention_hourly: 730 * DAY_DURATION,
+            forecast_interval: HOUR_DURATION,
             raw_interval: Duration::from_secs(300),
             flush_interval: Duration::from_secs(900),
             endurance: Vec::new(),
@@ -162,15 +161,15 @@ impl HistoryConfig {
         check_duration(
             &format!("{key}.retention_raw"),
             self.retention_raw,
-            HOUR,
-            90 * DAY,
+            HOUR_DURATION,
+            90 * DAY_DURATION,
         )?;
         // Ten years bounds every timestamp subtraction the store does with it.
         check_duration(
             &format!("{key}.retention_hourly"),
             self.retention_hourly,
-            DAY,
-            3653 * DAY,
+            DAY_DURATION,
+            3653 * DAY_DURATION,
         )?;
         if self.retention_hourly < self.retention_raw {
             return Err(Invalid::new(
@@ -182,19 +181,19 @@ impl HistoryConfig {
             &format!("{key}.forecast_interval"),
             self.forecast_interval,
             Duration::from_secs(60),
-            DAY,
+            DAY_DURATION,
         )?;
         check_duration(
             &format!("{key}.raw_interval"),
             self.raw_interval,
             Duration::from_secs(1),
-            HOUR,
+            HOUR_DURATION,
         )?;
         check_duration(
             &format!("{key}.flush_interval"),
             self.flush_interval,
             Duration::from_secs(1),
-            HOUR,
+            HOUR_DURATION,
         )?;
         check_entries(
             &format!("{key}.endurance"),
@@ -223,7 +222,7 @@ mod tests {
     fn humantime_values_and_unknown_keys() {
         let c: HistoryConfig =
             serde_yaml_ng::from_str("retention_raw: 7d\nretention_hourly: 1y\n").unwrap();
-        assert_eq!(c.retention_raw, 7 * DAY);
+        assert_eq!(c.retention_raw, 7 * DAY_DURATION);
         c.validate("history").unwrap();
         let e = serde_yaml_ng::from_str::<HistoryConfig>("retention: 7d\n").unwrap_err();
         assert!(e.to_string().contains("retention"), "{e}");
@@ -239,25 +238,25 @@ mod tests {
             c.validate("history").unwrap_err().key,
             "history.retention_raw"
         );
-        c.retention_raw = 30 * DAY;
-        c.retention_hourly = 20 * DAY;
+        c.retention_raw = 30 * DAY_DURATION;
+        c.retention_hourly = 20 * DAY_DURATION;
         assert_eq!(
             c.validate("history").unwrap_err().key,
             "history.retention_hourly"
         );
-        c.retention_hourly = 100 * 365 * DAY;
+        c.retention_hourly = 100 * 365 * DAY_DURATION;
         assert_eq!(
             c.validate("history").unwrap_err().key,
             "history.retention_hourly"
         );
-        c.retention_hourly = 365 * DAY;
+        c.retention_hourly = 365 * DAY_DURATION;
         c.forecast_interval = Duration::ZERO;
         assert_eq!(
             c.validate("history").unwrap_err().key,
             "history.forecast_interval"
         );
-        c.forecast_interval = HOUR;
-        c.raw_interval = DAY;
+        c.forecast_interval = HOUR_DURATION;
+        c.raw_interval = DAY_DURATION;
         assert_eq!(
             c.validate("history").unwrap_err().key,
             "history.raw_interval"

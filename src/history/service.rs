@@ -4,11 +4,13 @@
 //! them with its own health as the `history` collector. A store that can't be opened or written
 //! (a read-only or full state directory) is an error of this collector only.
 
-use super::forecast::{Endurance, forecast_drive, forecast_filesystem_days};
+use super::current;
+use super::forecast::Endurance;
 use super::{
     DiscardEvent, DriveSample, FsKey, FsSample, FsSampleRef, HistoryConfig, IdlePeriod,
     ProbeRecord, Store,
 };
+use crate::catalogue;
 use crate::metrics::MetricSet;
 use crate::snapshot::{Published, Store as Snapshot, unix_now};
 use regex_lite::Regex;
@@ -32,7 +34,6 @@ const QUEUE: usize = 4096;
 const MAINTAIN_EVERY: Duration = Duration::from_secs(3600);
 /// A store that could not be opened is tried again this often.
 const REOPEN_EVERY: Duration = Duration::from_secs(60);
-const DAY: i64 = 86_400;
 
 /// One thing a collector saw that the history keeps.
 #[derive(Debug, Clone, PartialEq)]
@@ -406,12 +407,9 @@ impl Worker {
         let mut m = MetricSet::new();
         let result = (|| -> Result<(), super::StoreError> {
             for f in store.filesystems()? {
-                let days = store.fs_days(f.id, now - 60 * DAY, now)?;
-                // Only filesystems seen in the last two days: an old mount point has no future.
-                if days.last().is_none_or(|d| d.day * DAY < now - 2 * DAY) {
+                let Some(fc) = current::stored_filesystem(store, f.id, now)? else {
                     continue;
-                }
-                let fc = forecast_filesystem_days(&days, now);
+                };
                 let dev = f.device.clone().unwrap_or_default();
                 let l = [
                     ("mountpoint", f.key.mountpoint.as_str()),
@@ -421,26 +419,18 @@ impl Worker {
                     ("7d", fc.growth_7d_bytes_per_day),
                     ("30d", fc.growth_30d_bytes_per_day),
                 ] {
-                    m.gauge(
-                        "ssdwatch_filesystem_growth_bytes_per_day",
-                        "Growth of used bytes a day over the window, a robust slope (Theil-Sen) of daily low points since the last big drop; from the daemon's history.",
-                    )
-                    .push_opt(&[l[0], l[1], ("window", window)], v);
+                    m.family(&catalogue::FILESYSTEM_GROWTH_BYTES_PER_DAY)
+                        .push_opt(&[l[0], l[1], ("window", window)], v);
                 }
-                m.gauge(
-                    "ssdwatch_filesystem_predicted_full_timestamp_seconds",
-                    "When the filesystem is predicted full (Unix time), from the daemon's history; absent when it is flat, shrinking or too new to tell.",
-                )
-                .push_opt(&l, fc.predicted_full_unix.map(|t| t as f64));
+                m.family(&catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS)
+                    .push_opt(&l, fc.predicted_full_unix.map(|t| t as f64));
             }
             for d in store.drives()? {
                 let pts = store.drive_days(d.id, 0, now)?;
-                // Only drives seen in the last two days.
-                if pts.last().is_none_or(|p| p.t < now - 2 * DAY) {
-                    continue;
-                }
                 let endurance = self.rating(d.key.model.as_deref(), d.capacity_bytes);
-                let fc = forecast_drive(&pts, now, endurance);
+                let Some(fc) = current::drive(&pts, now, endurance) else {
+                    continue;
+                };
                 let dev = d.kernel_name.clone().unwrap_or_default();
                 let serial = d.key.serial.clone().unwrap_or_default();
                 let wwn = d.key.wwn.clone().unwrap_or_default();
@@ -449,46 +439,28 @@ impl Worker {
                     ("serial", serial.as_str()),
                     ("wwn", wwn.as_str()),
                 ];
-                m.gauge(
-                    "ssdwatch_device_wear_rate_ratio_per_day",
-                    "Rated endurance used a day (wear ratio per day) over the recent window, from the daemon's history.",
-                )
-                .push_opt(&l, fc.wear_rate_per_day);
-                m.gauge(
-                    "ssdwatch_device_predicted_wearout_timestamp_seconds",
-                    "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the daemon's history.",
-                )
-                .push_opt(&l, fc.predicted_wear_out_unix.map(|t| t as f64));
+                m.family(&catalogue::DEVICE_WEAR_RATE_RATIO_PER_DAY)
+                    .push_opt(&l, fc.wear_rate_per_day);
+                m.family(&catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS)
+                    .push_opt(&l, fc.predicted_wear_out_unix.map(|t| t as f64));
                 for (window, v) in [
                     ("1d", fc.host_bytes_per_day_1d),
                     ("30d", fc.host_bytes_per_day_30d),
                 ] {
-                    m.gauge(
-                        "ssdwatch_device_host_written_bytes_per_day",
-                        "Bytes the host wrote to the drive a day over the window, from the daemon's history.",
-                    )
-                    .push_opt(&[l[0], l[1], l[2], ("window", window)], v);
+                    m.family(&catalogue::DEVICE_HOST_WRITTEN_BYTES_PER_DAY)
+                        .push_opt(&[l[0], l[1], l[2], ("window", window)], v);
                 }
                 for (window, v) in [
                     ("1d", fc.write_amplification_1d),
                     ("30d", fc.write_amplification_30d),
                 ] {
-                    m.gauge(
-                        "ssdwatch_device_recent_write_amplification_ratio",
-                        "NAND bytes / host bytes written over the window, from the daemon's history (drives that report NAND writes).",
-                    )
-                    .push_opt(&[l[0], l[1], l[2], ("window", window)], v);
+                    m.family(&catalogue::DEVICE_RECENT_WRITE_AMPLIFICATION_RATIO)
+                        .push_opt(&[l[0], l[1], l[2], ("window", window)], v);
                 }
-                m.gauge(
-                    "ssdwatch_device_endurance_used_ratio",
-                    "Share of the rated endurance (history.endurance in the config: TBW, or DWPD over the warranty) the host has written.",
-                )
-                .push_opt(&l, fc.endurance_consumed_ratio);
-                m.gauge(
-                    "ssdwatch_device_predicted_endurance_timestamp_seconds",
-                    "When the host's writes are predicted to reach the rated endurance (Unix time).",
-                )
-                .push_opt(&l, fc.predicted_endurance_exhausted_unix.map(|t| t as f64));
+                m.family(&catalogue::DEVICE_ENDURANCE_USED_RATIO)
+                    .push_opt(&l, fc.endurance_consumed_ratio);
+                m.family(&catalogue::DEVICE_PREDICTED_ENDURANCE_TIMESTAMP_SECONDS)
+                    .push_opt(&l, fc.predicted_endurance_exhausted_unix.map(|t| t as f64));
             }
             let from = now.saturating_sub(self.cfg.retention_hourly.as_secs() as i64);
             let groups = super::degradation::analyse(store, from, now)?;
@@ -519,26 +491,14 @@ impl Worker {
         let failing = faults.items(NAME, &items);
         let mut m = self.forecasts.clone();
         let size = self.store.as_ref().and_then(|s| s.size_bytes().ok());
-        m.gauge(
-            "ssdwatch_history_store_bytes",
-            "Size of the history store (state_dir/history.db and its WAL).",
-        )
-        .push_opt(&[], size.map(|b| b as f64));
-        m.counter(
-            "ssdwatch_history_records_written_total",
-            "Records the history store has written since the daemon started.",
-        )
-        .push(&[], self.written as f64);
-        m.counter(
-            "ssdwatch_history_records_dropped_total",
-            "Records not kept: the queue was full, or the store could not be opened or written.",
-        )
-        .push(&[], self.dropped.load(Ordering::Relaxed) as f64);
-        m.gauge(
-            "ssdwatch_history_last_write_timestamp_seconds",
-            "When the history store last committed records (Unix time).",
-        )
-        .push_opt(&[], self.last_write_unix);
+        m.family(&catalogue::HISTORY_STORE_BYTES)
+            .push_opt(&[], size.map(|b| b as f64));
+        m.family(&catalogue::HISTORY_RECORDS_WRITTEN_TOTAL)
+            .push(&[], self.written as f64);
+        m.family(&catalogue::HISTORY_RECORDS_DROPPED_TOTAL)
+            .push(&[], self.dropped.load(Ordering::Relaxed) as f64);
+        m.family(&catalogue::HISTORY_LAST_WRITE_TIMESTAMP_SECONDS)
+            .push_opt(&[], self.last_write_unix);
         let ok = self.last_ok != Some(false) && self.store.is_some();
         self.snapshot.publish(
             NAME,

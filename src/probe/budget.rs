@@ -4,6 +4,7 @@
 //! ([`finish`]): a run killed in between stays counted at its planned bytes, an overcount, never
 //! an undercount. A run whose intent can't be recorded doesn't write at all.
 
+use crate::time::{DAY_F64, HOUR};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -60,8 +61,8 @@ pub struct Budgets {
 impl Usage {
     /// This usage as seen at `now` (counts of a past day/hour read as zero).
     pub fn at(&self, now_unix: f64) -> Usage {
-        let day = (now_unix / 86400.0) as u64;
-        let hour = (now_unix / 3600.0) as u64;
+        let day = (now_unix / DAY_F64) as u64;
+        let hour = (now_unix / HOUR as f64) as u64;
         Usage {
             day,
             written_bytes: if self.day == day {

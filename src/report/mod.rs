@@ -9,15 +9,13 @@ pub mod prometheus;
 pub mod svg;
 pub mod text;
 
+use crate::history::current;
 use crate::history::degradation::{self, Group};
-use crate::history::forecast::{DayUse, forecast_drive, forecast_filesystem_days};
+use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::{FsId, Store, StoreError};
+use crate::time::DAY;
 use serde::Serialize;
-
-const DAY: i64 = 86_400;
-/// A series not seen for this long is reported as gone, without a forecast.
-const STALE: i64 = 2 * DAY;
 
 /// The whole report of one host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -166,7 +164,7 @@ fn build_in(
         first(f.first_seen);
         let days = store.fs_days(f.id, 0, now)?;
         let last = days.last().copied();
-        let latest = store.fs_series(f.id, now - STALE, now)?;
+        let latest = store.fs_series(f.id, now - current::STALE_SECONDS, now)?;
         let cur = latest.last();
         let last_seen = cur.map(|p| p.t).or(last.map(|d| d.day * DAY));
         let (size, used) = match (cur, last) {
@@ -174,11 +172,11 @@ fn build_in(
             (None, Some(d)) => (Some(d.size), Some(d.high)),
             _ => (None, None),
         };
-        let stale = last_seen.is_none_or(|t| t < now - STALE);
+        let stale = !current::seen_recently(last_seen, now);
         let fc = if stale {
             Default::default()
         } else {
-            forecast_filesystem_days(&days, now)
+            current::filesystem(&days, now).unwrap_or_default()
         };
         let full_note = if fc.predicted_full_unix.is_some() {
             None
@@ -220,7 +218,7 @@ fn build_in(
         first(d.first_seen);
         let pts = store.drive_days(d.id, 0, now)?;
         let last_seen = pts.last().map(|p| p.t);
-        let stale = last_seen.is_none_or(|t| t < now - STALE);
+        let stale = !current::seen_recently(last_seen, now);
         let endurance = rated_endurance(rules, d.key.model.as_deref(), d.capacity_bytes);
         let fc = forecast_drive(&pts, now, endurance);
         let discards = store.discard_events(d.id, 0, now)?;

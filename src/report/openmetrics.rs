@@ -13,15 +13,14 @@
 //! `ssdwatch_disk_size_bytes`) and the predicted-full and wear-out dates as of the export close
 //! it, one sample each at its time.
 
+use crate::catalogue::{self, Family};
+use crate::history::current;
 use crate::history::curve::RECOVERY_WINDOW_SECONDS;
 use crate::history::degradation::{self, RECOVERY_FAMILIES, mountpoint_of, recovery_values};
-use crate::history::forecast::{forecast_drive, forecast_filesystem_days};
 use crate::history::{DrivePoint, FsPoint, Store, StoreError};
-use crate::metrics::format_value;
+use crate::metrics::{MetricKind, format_value};
 use std::collections::BTreeMap;
 use std::io::Write;
-
-const DAY: i64 = 86_400;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -45,9 +44,16 @@ fn labels(l: &[(&str, &str)]) -> String {
     format!("{{{}}}", inner.join(","))
 }
 
-fn family(w: &mut dyn Write, name: &str, kind: &str, help: &str) -> std::io::Result<()> {
+/// The family's `# TYPE` and `# HELP` lines, from its catalogue entry. OpenMetrics names a
+/// counter's family without `_total` and its samples with it.
+fn family(w: &mut dyn Write, def: &Family) -> std::io::Result<()> {
+    let name = match def.kind {
+        MetricKind::Counter => def.name.strip_suffix("_total").unwrap_or(def.name),
+        _ => def.name,
+    };
+    let kind = def.kind.as_str();
     writeln!(w, "# TYPE {name} {kind}")?;
-    writeln!(w, "# HELP {name} {help}")
+    writeln!(w, "# HELP {name} {}", def.help)
 }
 
 type FsField = fn(&FsPoint) -> f64;
@@ -87,25 +93,14 @@ fn export_in(
     };
     let mut n = 0u64;
     let fss = store.filesystems()?;
-    let fs_fields: [(&str, &str, FsField); 3] = [
-        (
-            "ssdwatch_filesystem_size_bytes",
-            "Filesystem size in bytes (statvfs f_blocks × f_frsize).",
-            |p| p.size.last,
-        ),
-        (
-            "ssdwatch_filesystem_avail_bytes",
-            "Bytes available to unprivileged users (statvfs f_bavail).",
-            |p| p.avail.last,
-        ),
-        (
-            "ssdwatch_filesystem_free_bytes",
-            "Free bytes including the root reserve (statvfs f_bfree).",
-            |p| p.free.last,
-        ),
+    let fs_fields: [(&Family, FsField); 3] = [
+        (&catalogue::FILESYSTEM_SIZE_BYTES, |p| p.size.last),
+        (&catalogue::FILESYSTEM_AVAIL_BYTES, |p| p.avail.last),
+        (&catalogue::FILESYSTEM_FREE_BYTES, |p| p.free.last),
     ];
-    for (name, help, field) in fs_fields {
-        family(w, name, "gauge", help)?;
+    for (def, field) in fs_fields {
+        family(w, def)?;
+        let name = def.name;
         for f in &fss {
             let dev = f.device.clone().unwrap_or_default();
             let l = labels(&[("mountpoint", &f.key.mountpoint), ("device", &dev)]);
@@ -122,39 +117,23 @@ fn export_in(
         }
     }
     let drives = store.drives()?;
-    let drive_fields: [(&str, &str, &str, DriveField); 4] = [
-        (
-            "ssdwatch_device_wear_used_ratio",
-            "gauge",
-            "Rated wear used, 0..1 (SMART).",
-            |p| p.wear_used_ratio.map(|s| s.last),
-        ),
-        (
-            "ssdwatch_device_temperature_celsius",
-            "gauge",
-            "Drive temperature (SMART).",
-            |p| p.temperature_celsius.map(|s| s.last),
-        ),
-        (
-            "ssdwatch_device_host_written_bytes",
-            "counter",
-            "Bytes the host wrote to the drive (SMART).",
-            |p| p.host_written_bytes,
-        ),
-        (
-            "ssdwatch_device_nand_written_bytes",
-            "counter",
-            "Bytes written to NAND, where the drive reports it (SMART).",
-            |p| p.nand_written_bytes,
-        ),
+    let drive_fields: [(&Family, DriveField); 4] = [
+        (&catalogue::DEVICE_WEAR_USED_RATIO, |p| {
+            p.wear_used_ratio.map(|s| s.last)
+        }),
+        (&catalogue::DEVICE_TEMPERATURE_CELSIUS, |p| {
+            p.temperature_celsius.map(|s| s.last)
+        }),
+        (&catalogue::DEVICE_HOST_WRITTEN_BYTES_TOTAL, |p| {
+            p.host_written_bytes
+        }),
+        (&catalogue::DEVICE_NAND_WRITTEN_BYTES_TOTAL, |p| {
+            p.nand_written_bytes
+        }),
     ];
-    for (name, kind, help, field) in drive_fields {
-        family(w, name, kind, help)?;
-        let sample = if kind == "counter" {
-            format!("{name}_total")
-        } else {
-            name.to_string()
-        };
+    for (def, field) in drive_fields {
+        family(w, def)?;
+        let sample = def.name;
         for d in &drives {
             let dev = d.kernel_name.clone().unwrap_or_default();
             let serial = d.key.serial.clone().unwrap_or_default();
@@ -200,12 +179,7 @@ fn export_in(
             (mp, dev.clone(), *kind, v)
         })
         .collect();
-    family(
-        w,
-        "ssdwatch_probe_last_latency_seconds",
-        "gauge",
-        "Latency quantiles of a probe run, at the run's time.",
-    )?;
+    family(w, &catalogue::PROBE_LAST_LATENCY_SECONDS)?;
     for (q, pick) in [("0.5", 0usize), ("0.99", 1)] {
         for (mp, dev, kind, v) in &series {
             let l = labels(&[
@@ -218,7 +192,8 @@ fn export_in(
                 let x = if pick == 0 { r.1 } else { r.2 };
                 writeln!(
                     w,
-                    "ssdwatch_probe_last_latency_seconds{l} {} {}",
+                    "{}{l} {} {}",
+                    catalogue::PROBE_LAST_LATENCY_SECONDS.name,
                     format_value(x),
                     r.0
                 )?;
@@ -226,19 +201,15 @@ fn export_in(
             }
         }
     }
-    family(
-        w,
-        "ssdwatch_probe_run_fill_ratio",
-        "gauge",
-        "Fill ratio of the probed filesystem when a probe run ran, at the run's time.",
-    )?;
+    family(w, &catalogue::PROBE_RUN_FILL_RATIO)?;
     for (mp, dev, kind, v) in &series {
         let l = labels(&[("probe", kind), ("mountpoint", mp), ("device", dev)]);
         for r in v.iter() {
             if let Some(f) = r.3 {
                 writeln!(
                     w,
-                    "ssdwatch_probe_run_fill_ratio{l} {} {}",
+                    "{}{l} {} {}",
+                    catalogue::PROBE_RUN_FILL_RATIO.name,
                     format_value(f),
                     r.0
                 )?;
@@ -250,8 +221,9 @@ fn export_in(
     // end of the hour after it (when the daemon first knows the figures).
     let groups = degradation::analyse(store, 0, now)?;
     for (which, families) in RECOVERY_FAMILIES.iter().enumerate() {
-        for (i, (name, help)) in families.iter().enumerate() {
-            family(w, name, "gauge", help)?;
+        for (i, def) in families.iter().enumerate() {
+            family(w, def)?;
+            let name = def.name;
             for g in &groups {
                 let l = labels(&[
                     ("device", g.device.as_deref().unwrap_or("")),
@@ -272,12 +244,7 @@ fn export_in(
     // The drives' identity as of the export (the daemon's ssdwatch_device_info and
     // ssdwatch_disk_size_bytes carry it), so a report from the query API names the model and
     // finds the drive's rated endurance.
-    family(
-        w,
-        "ssdwatch_device_info",
-        "gauge",
-        "The drive's model (from the history store), always 1.",
-    )?;
+    family(w, &catalogue::DEVICE_INFO)?;
     for d in &drives {
         if let Some(model) = &d.key.model {
             let dev = d.kernel_name.clone().unwrap_or_default();
@@ -289,21 +256,17 @@ fn export_in(
                 ("wwn", &wwn),
                 ("model", model),
             ]);
-            writeln!(w, "ssdwatch_device_info{l} 1 {now}")?;
+            writeln!(w, "{}{l} 1 {now}", catalogue::DEVICE_INFO.name)?;
             n += 1;
         }
     }
-    family(
-        w,
-        "ssdwatch_disk_size_bytes",
-        "gauge",
-        "The drive's capacity in bytes (from the history store).",
-    )?;
+    family(w, &catalogue::DISK_SIZE_BYTES)?;
     for d in &drives {
         if let (Some(dev), Some(size)) = (&d.kernel_name, d.capacity_bytes) {
             writeln!(
                 w,
-                "ssdwatch_disk_size_bytes{} {size} {now}",
+                "{}{} {size} {now}",
+                catalogue::DISK_SIZE_BYTES.name,
                 labels(&[("device", dev)])
             )?;
             n += 1;
@@ -311,46 +274,33 @@ fn export_in(
     }
     // The forecasts as of the export, one sample at `now` (what the daemon exports every
     // forecast pass), so the fleet's view reads a backfilled host like a scraped one.
-    family(
-        w,
-        "ssdwatch_filesystem_predicted_full_timestamp_seconds",
-        "gauge",
-        "When the filesystem is predicted full (Unix time), from the history as of the export.",
-    )?;
+    family(w, &catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS)?;
     for f in &fss {
-        let days = store.fs_days(f.id, now - 60 * DAY, now)?;
-        if days.last().is_none_or(|d| d.day * DAY < now - 2 * DAY) {
-            continue;
-        }
-        if let Some(t) = forecast_filesystem_days(&days, now).predicted_full_unix {
+        let fc = current::stored_filesystem(store, f.id, now)?;
+        if let Some(t) = fc.and_then(|fc| fc.predicted_full_unix) {
             let dev = f.device.clone().unwrap_or_default();
             let l = labels(&[("mountpoint", &f.key.mountpoint), ("device", &dev)]);
             writeln!(
                 w,
-                "ssdwatch_filesystem_predicted_full_timestamp_seconds{l} {t} {now}"
+                "{}{l} {t} {now}",
+                catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS.name
             )?;
             n += 1;
         }
     }
-    family(
-        w,
-        "ssdwatch_device_predicted_wearout_timestamp_seconds",
-        "gauge",
-        "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the history as of the export.",
-    )?;
+    family(w, &catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS)?;
     for d in &drives {
         let pts = store.drive_days(d.id, 0, now)?;
-        if pts.last().is_none_or(|p| p.t < now - 2 * DAY) {
-            continue;
-        }
-        if let Some(t) = forecast_drive(&pts, now, None).predicted_wear_out_unix {
+        let fc = current::drive(&pts, now, None);
+        if let Some(t) = fc.and_then(|fc| fc.predicted_wear_out_unix) {
             let dev = d.kernel_name.clone().unwrap_or_default();
             let serial = d.key.serial.clone().unwrap_or_default();
             let wwn = d.key.wwn.clone().unwrap_or_default();
             let l = labels(&[("device", &dev), ("serial", &serial), ("wwn", &wwn)]);
             writeln!(
                 w,
-                "ssdwatch_device_predicted_wearout_timestamp_seconds{l} {t} {now}"
+                "{}{l} {t} {now}",
+                catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS.name
             )?;
             n += 1;
         }

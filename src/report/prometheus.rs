@@ -10,24 +10,24 @@
 //! TRIM/idle recovery gauges at one point an hour in 30-day chunks (720 points a series).
 
 use super::{DriveReport, FsReport, Report};
+use crate::catalogue;
+use crate::history::current;
 use crate::history::curve::{Curve, Recovery};
-use crate::history::degradation::Group;
-use crate::history::forecast::{DayUse, forecast_drive, forecast_filesystem_days};
+use crate::history::degradation::{Group, RECOVERY_FAMILIES};
+use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::{DrivePoint, Stat};
 use crate::probe::ProbeKind;
+use crate::time::{DAY, HOUR};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-const DAY: i64 = 86_400;
 /// Days of daily figures asked for filesystems (what the forecast uses) and drives.
-const FS_DAYS: i64 = 60;
 const DRIVE_DAYS: i64 = 730;
 /// Probe samples are asked for in chunks this long (a chunk of 5-minute runs is 8,640 samples
 /// a series, under Prometheus' 11,000-point and 50-million-sample limits).
 const CHUNK: i64 = 30 * DAY;
-const HOUR: i64 = 3600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -182,7 +182,10 @@ pub fn build(
     let mut unknown = Vec::new();
     let today = now.div_euclid(DAY);
     // Day d is evaluated at its last second (or now): (d·86400 - 1, d·86400 + 86399].
-    let (start, end) = ((today - FS_DAYS + 1) * DAY + DAY - 1, today * DAY + DAY - 1);
+    let (start, end) = (
+        (today - current::FILESYSTEM_DAYS + 1) * DAY + DAY - 1,
+        today * DAY + DAY - 1,
+    );
     let fs_sel = sel(instance, "");
     let key = |l: &Labels| {
         (
@@ -192,9 +195,18 @@ pub fn build(
     };
     let mut fs: Daily<(String, String)> = BTreeMap::new();
     for (i, q) in [
-        format!("min_over_time(ssdwatch_filesystem_avail_bytes{fs_sel}[1d])"),
-        format!("max_over_time(ssdwatch_filesystem_avail_bytes{fs_sel}[1d])"),
-        format!("last_over_time(ssdwatch_filesystem_size_bytes{fs_sel}[1d])"),
+        format!(
+            "min_over_time({}{fs_sel}[1d])",
+            catalogue::FILESYSTEM_AVAIL_BYTES.name
+        ),
+        format!(
+            "max_over_time({}{fs_sel}[1d])",
+            catalogue::FILESYSTEM_AVAIL_BYTES.name
+        ),
+        format!(
+            "last_over_time({}{fs_sel}[1d])",
+            catalogue::FILESYSTEM_SIZE_BYTES.name
+        ),
     ]
     .iter()
     .enumerate()
@@ -208,7 +220,10 @@ pub fn build(
     }
     let last_avail: BTreeMap<(String, String), f64> = api
         .query(
-            &format!("last_over_time(ssdwatch_filesystem_avail_bytes{fs_sel}[2d])"),
+            &format!(
+                "last_over_time({}{fs_sel}[2d])",
+                catalogue::FILESYSTEM_AVAIL_BYTES.name
+            ),
             now,
         )?
         .into_iter()
@@ -231,7 +246,7 @@ pub fn build(
         let Some(last) = uses.last().copied() else {
             continue;
         };
-        let fc = forecast_filesystem_days(&uses, now);
+        let fc = current::filesystem(&uses, now).unwrap_or_default();
         let used = last_avail
             .get(&(mp.clone(), dev.clone()))
             .map(|a| last.size - a);
@@ -271,9 +286,9 @@ pub fn build(
     };
     let mut drives: Daily<(String, String, String)> = BTreeMap::new();
     for (i, m) in [
-        "ssdwatch_device_wear_used_ratio",
-        "ssdwatch_device_host_written_bytes_total",
-        "ssdwatch_device_nand_written_bytes_total",
+        catalogue::DEVICE_WEAR_USED_RATIO.name,
+        catalogue::DEVICE_HOST_WRITTEN_BYTES_TOTAL.name,
+        catalogue::DEVICE_NAND_WRITTEN_BYTES_TOTAL.name,
     ]
     .iter()
     .enumerate()
@@ -288,11 +303,11 @@ pub fn build(
     }
     // Identity and the daemon's own endurance figures: the last value of each (2 days back).
     let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[2d])"), now);
-    let models: BTreeMap<(String, String, String), String> = last("ssdwatch_device_info")?
+    let models: BTreeMap<(String, String, String), String> = last(catalogue::DEVICE_INFO.name)?
         .into_iter()
         .filter_map(|(l, _)| Some((dkey(&l), label(&l, "model")?.to_string())))
         .collect();
-    let sizes: BTreeMap<String, u64> = last("ssdwatch_disk_size_bytes")?
+    let sizes: BTreeMap<String, u64> = last(catalogue::DISK_SIZE_BYTES.name)?
         .into_iter()
         .filter_map(|(l, p)| Some((label(&l, "device")?.to_string(), p.first()?.1 as u64)))
         .collect();
@@ -302,8 +317,8 @@ pub fn build(
             .filter_map(|(l, p)| Some((dkey(&l), p.first()?.1)))
             .collect())
     };
-    let daemon_used = gauge("ssdwatch_device_endurance_used_ratio")?;
-    let daemon_date = gauge("ssdwatch_device_predicted_endurance_timestamp_seconds")?;
+    let daemon_used = gauge(catalogue::DEVICE_ENDURANCE_USED_RATIO.name)?;
+    let daemon_date = gauge(catalogue::DEVICE_PREDICTED_ENDURANCE_TIMESTAMP_SECONDS.name)?;
     let mut drive_reports = Vec::new();
     for ((dev, serial, wwn), days) in drives {
         let k = (dev.clone(), serial.clone(), wwn.clone());
@@ -369,10 +384,10 @@ pub fn build(
     }
     let (from, mut degradation) = curves(api, instance, now)?;
     if degradation.is_empty() {
-        unknown.push(
-            "no per-run probe series (ssdwatch_probe_run_fill_ratio, written by `ssdwatch history export`): latency by fill is unknown"
-                .into(),
-        );
+        unknown.push(format!(
+            "no per-run probe series ({}, written by `ssdwatch history export`): latency by fill is unknown",
+            catalogue::PROBE_RUN_FILL_RATIO.name
+        ));
     }
     let mut events = recoveries(api, instance, from, now)?;
     for g in &mut degradation {
@@ -410,7 +425,8 @@ pub fn build(
 fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), QueryError> {
     let first = api.query(
         &format!(
-            "min_over_time(timestamp(ssdwatch_probe_run_fill_ratio{})[{}d:1h])",
+            "min_over_time(timestamp({}{})[{}d:1h])",
+            catalogue::PROBE_RUN_FILL_RATIO.name,
             sel(instance, ""),
             DRIVE_DAYS
         ),
@@ -439,13 +455,19 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
     while t > from {
         let span = CHUNK.min(t - from);
         for (i, m) in [
-            format!("ssdwatch_probe_run_fill_ratio{}", sel(instance, "")),
             format!(
-                "ssdwatch_probe_last_latency_seconds{}",
+                "{}{}",
+                catalogue::PROBE_RUN_FILL_RATIO.name,
+                sel(instance, "")
+            ),
+            format!(
+                "{}{}",
+                catalogue::PROBE_LAST_LATENCY_SECONDS.name,
                 sel(instance, "quantile=\"0.5\"")
             ),
             format!(
-                "ssdwatch_probe_last_latency_seconds{}",
+                "{}{}",
+                catalogue::PROBE_LAST_LATENCY_SECONDS.name,
                 sel(instance, "quantile=\"0.99\"")
             ),
         ]
@@ -504,23 +526,12 @@ fn recoveries(api: &Api, instance: &str, from: i64, now: i64) -> Result<Events, 
     let mut points: BTreeMap<(usize, String, String, String), BTreeMap<i64, Point>> =
         BTreeMap::new();
     let end = from + (now - from).div_euclid(HOUR) * HOUR + HOUR;
-    for (which, event) in ["trim", "idle"].iter().enumerate() {
+    for (which, families) in RECOVERY_FAMILIES.iter().enumerate() {
         let mut s = from;
         while s <= end {
             let e = (s + CHUNK - HOUR).min(end);
-            for (i, m) in [
-                "ratio",
-                "event_timestamp_seconds",
-                "before_seconds",
-                "after_seconds",
-            ]
-            .iter()
-            .enumerate()
-            {
-                let q = format!(
-                    "last_over_time(ssdwatch_{event}_recovery_{m}{}[1h])",
-                    sel(instance, "")
-                );
+            for (i, def) in families.iter().enumerate() {
+                let q = format!("last_over_time({}{}[1h])", def.name, sel(instance, ""));
                 for (l, pts) in api.query_range(&q, s, e, HOUR)? {
                     let k = (
                         which,
@@ -601,13 +612,15 @@ pub fn fleet(
     };
     let fs = rows(
         format!(
-            "bottomk({limit}, last_over_time(ssdwatch_filesystem_predicted_full_timestamp_seconds[2h]))"
+            "bottomk({limit}, last_over_time({}[2h]))",
+            catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS.name
         ),
         &|l| label(l, "mountpoint").unwrap_or("?").to_string(),
     )?;
     let drives = rows(
         format!(
-            "bottomk({limit}, last_over_time(ssdwatch_device_predicted_wearout_timestamp_seconds[2h]))"
+            "bottomk({limit}, last_over_time({}[2h]))",
+            catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS.name
         ),
         &|l| {
             format!(

@@ -6,6 +6,7 @@ pub mod select;
 pub mod thresholds;
 pub mod untrimmed;
 
+use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{FsKey, FsSample};
@@ -257,10 +258,7 @@ impl Collector for FilesystemCollector {
         let mut results = self.guard.run(&source, jobs, self.cfg.statfs_timeout).await;
         let mut s = Sample::default();
         s.metrics
-            .gauge(
-                "ssdwatch_filesystem_statfs_hung_threads",
-                "Threads blocked in a statvfs call past the timeout (one per hung mount at most).",
-            )
+            .family(&catalogue::FILESYSTEM_STATFS_HUNG_THREADS)
             .push(&[], self.guard.outstanding().len() as f64);
         let mut untrimmed = std::collections::HashMap::with_capacity(selected.len());
         for m in &selected {
@@ -303,14 +301,14 @@ impl Collector for FilesystemCollector {
                     untrimmed::advance(self.untrimmed.get(&m.info.mount_point), newest, used);
                 untrimmed.insert(m.info.mount_point.clone(), state);
                 s.metrics
-                    .gauge(
-                        "ssdwatch_filesystem_freed_untrimmed_bytes",
-                        "Estimate of bytes freed since the last discard reached the filesystem's drives (deleted, not trimmed): the fall in used bytes from their peak since then, or since the daemon started when no discard is known.",
-                    )
+                    .family(&catalogue::FILESYSTEM_FREED_UNTRIMMED_BYTES)
                     .push_opt(
                         &[
                             ("mountpoint", m.info.mount_point.as_str()),
-                            ("device", m.device.as_deref().unwrap_or(m.info.source.as_str())),
+                            (
+                                "device",
+                                m.device.as_deref().unwrap_or(m.info.source.as_str()),
+                            ),
                             ("fstype", m.info.fstype.as_str()),
                         ],
                         Some(estimate as f64),
@@ -357,21 +355,12 @@ pub fn threshold_metrics(
 ) {
     for (severity, t) in [("warning", warning), ("critical", critical)] {
         let l = [("mountpoint", mount_point), ("severity", severity)];
-        set.gauge(
-            "ssdwatch_filesystem_alert_threshold_ratio",
-            "Used ratio above which the low-space alert of this severity may fire (config: collectors.filesystem.alert_thresholds).",
-        )
-        .push(&l, t.used_ratio);
-        set.gauge(
-            "ssdwatch_filesystem_alert_threshold_avail_bytes",
-            "Bytes available under which the low-space alert of this severity may fire once above its used ratio.",
-        )
-        .push(&l, t.avail_bytes as f64);
-        set.gauge(
-            "ssdwatch_filesystem_alert_threshold_full_seconds",
-            "Seconds to full under which the low-space alert of this severity may fire once above its used ratio.",
-        )
-        .push(&l, t.full_within.as_secs_f64());
+        set.family(&catalogue::FILESYSTEM_ALERT_THRESHOLD_RATIO)
+            .push(&l, t.used_ratio);
+        set.family(&catalogue::FILESYSTEM_ALERT_THRESHOLD_AVAIL_BYTES)
+            .push(&l, t.avail_bytes as f64);
+        set.family(&catalogue::FILESYSTEM_ALERT_THRESHOLD_FULL_SECONDS)
+            .push(&l, t.full_within.as_secs_f64());
     }
 }
 
@@ -389,14 +378,7 @@ pub fn filesystem_metrics(
         ("device", device),
         ("fstype", m.info.fstype.as_str()),
     ];
-    set.gauge(
-        "ssdwatch_filesystem_info",
-        "Identity of a filesystem; always 1. device is the kernel name, as on the other \
-         ssdwatch_filesystem_* series; mount_source is the source in the mount table (/dev/vda1, \
-         /dev/mapper/vg-data, server:/export), which node_exporter labels device on \
-         node_filesystem_*: join on mountpoint and mount_source to match the two on a host.",
-    )
-    .push(
+    set.family(&catalogue::FILESYSTEM_INFO).push(
         &[
             ("mountpoint", mp),
             ("device", device),
@@ -406,44 +388,27 @@ pub fn filesystem_metrics(
         1.0,
     );
     let stuck = matches!(r, StatResult::Stuck);
-    set.gauge(
-        "ssdwatch_filesystem_stuck",
-        "Whether statvfs on the mount has not returned within the timeout (a hung NFS/FUSE mount).",
-    )
-    .push(&l, if stuck { 1.0 } else { 0.0 });
+    set.family(&catalogue::FILESYSTEM_STUCK)
+        .push(&l, if stuck { 1.0 } else { 0.0 });
     let failed = !matches!(r, StatResult::Done(Ok(_)));
-    set.gauge(
-        "ssdwatch_filesystem_device_error",
-        "Whether the last statvfs of the mount failed, hung or could not run.",
-    )
-    .push(&l, if failed { 1.0 } else { 0.0 });
-    set.gauge(
-        "ssdwatch_filesystem_discard_mount_option",
-        "Whether the filesystem is mounted with the discard option (online TRIM).",
-    )
-    .push(
-        &l,
-        if m.info.has_option("discard") {
-            1.0
-        } else {
-            0.0
-        },
-    );
+    set.family(&catalogue::FILESYSTEM_DEVICE_ERROR)
+        .push(&l, if failed { 1.0 } else { 0.0 });
+    set.family(&catalogue::FILESYSTEM_DISCARD_MOUNT_OPTION)
+        .push(
+            &l,
+            if m.info.has_option("discard") {
+                1.0
+            } else {
+                0.0
+            },
+        );
     if let Some(dev) = &m.device {
-        set.gauge(
-            "ssdwatch_filesystem_trim_capable",
-            "Whether every layer from the filesystem's device down to each drive passes discards.",
-        )
-        .push_opt(
+        set.family(&catalogue::FILESYSTEM_TRIM_CAPABLE).push_opt(
             &l,
             topo.trim_capable(dev).map(|b| if b { 1.0 } else { 0.0 }),
         );
         for d in topo.physical_drives(dev) {
-            set.gauge(
-                "ssdwatch_filesystem_drive_info",
-                "The filesystem lives (in part) on this physical drive; always 1. Join drive to device of drive metrics.",
-            )
-            .push(
+            set.family(&catalogue::FILESYSTEM_DRIVE_INFO).push(
                 &[
                     ("mountpoint", mp),
                     ("device", device),
@@ -456,34 +421,22 @@ pub fn filesystem_metrics(
     }
     let st = r.into_stat(mp)?;
     let f = st.frsize as f64;
-    set.gauge(
-        "ssdwatch_filesystem_size_bytes",
-        "Filesystem size in bytes.",
-    )
-    .push(&l, st.blocks as f64 * f);
-    set.gauge(
-        "ssdwatch_filesystem_free_bytes",
-        "Free bytes, including those reserved for root.",
-    )
-    .push(&l, st.bfree as f64 * f);
-    set.gauge(
-        "ssdwatch_filesystem_avail_bytes",
-        "Bytes available to unprivileged users.",
-    )
-    .push(&l, st.bavail as f64 * f);
-    set.gauge("ssdwatch_filesystem_files", "Inodes in the filesystem.")
+    set.family(&catalogue::FILESYSTEM_SIZE_BYTES)
+        .push(&l, st.blocks as f64 * f);
+    set.family(&catalogue::FILESYSTEM_FREE_BYTES)
+        .push(&l, st.bfree as f64 * f);
+    set.family(&catalogue::FILESYSTEM_AVAIL_BYTES)
+        .push(&l, st.bavail as f64 * f);
+    set.family(&catalogue::FILESYSTEM_FILES)
         .push(&l, st.files as f64);
-    set.gauge("ssdwatch_filesystem_files_free", "Free inodes.")
+    set.family(&catalogue::FILESYSTEM_FILES_FREE)
         .push(&l, st.ffree as f64);
     // From the host's mount table, not statvfs's ST_RDONLY: a sandboxed unit
     // (`ProtectSystem=strict`) sees every mount read-only. "ro" in the superblock options is also
     // what errors=remount-ro leaves after an I/O error.
     let ro = m.info.has_option("ro");
-    set.gauge(
-        "ssdwatch_filesystem_readonly",
-        "Whether the filesystem is mounted read-only (mount or superblock option ro).",
-    )
-    .push(&l, if ro { 1.0 } else { 0.0 });
+    set.family(&catalogue::FILESYSTEM_READONLY)
+        .push(&l, if ro { 1.0 } else { 0.0 });
     Ok(())
 }
 

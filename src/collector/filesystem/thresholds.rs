@@ -2,6 +2,7 @@
 //! the shipped alert rules join on, so one rule file serves every host and a DBA tunes a volume
 //! where it lives. Pure: config types, validation and the per-mount lookup.
 
+use crate::time::{DAY, DAY_DURATION};
 use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries};
 use regex_lite::Regex;
 use serde::Deserialize;
@@ -59,13 +60,13 @@ impl Default for AlertThresholds {
             warning: Threshold {
                 used_ratio: 0.90,
                 avail_bytes: 20 * GIB,
-                full_within: Duration::from_secs(7 * 86400),
+                full_within: Duration::from_secs(7 * DAY as u64),
             },
             // A page: 95 % used and under 5 GiB left, or full within a day.
             critical: Threshold {
                 used_ratio: 0.95,
                 avail_bytes: 5 * GIB,
-                full_within: Duration::from_secs(86400),
+                full_within: DAY_DURATION,
             },
             overrides: Vec::new(),
         }
@@ -99,7 +100,7 @@ fn check(key: &str, t: &Threshold) -> Result<(), Invalid> {
         &format!("{key}.full_within"),
         t.full_within,
         Duration::from_secs(60),
-        Duration::from_secs(366 * 86400),
+        Duration::from_secs(366 * DAY as u64),
     )
 }
 

@@ -2,9 +2,11 @@
 //! the next state and the errors to publish. No processes and no clock here: time is an input.
 
 use super::runner::{RunError, RunOutcome};
+use crate::catalogue;
 use crate::collector::ItemError;
 use crate::smart::{Health, ParseError};
 use crate::sysfs::topology::DeviceKind;
+use crate::time::DAY_F64;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -56,8 +58,6 @@ pub fn waf_over_window(history: &VecDeque<(f64, u64, u64)>, window: f64) -> Opti
     (dh > 0).then(|| dn as f64 / dh as f64)
 }
 
-pub(super) const DAY: f64 = 86_400.0;
-
 impl DriveState {
     fn record(&mut self, h: Health, now: f64) {
         self.protocol = h.protocol.clone().or(self.protocol.take());
@@ -73,7 +73,10 @@ impl DriveState {
             self.history.push_back((now, host, nand));
             // Keep one sample older than the window as the baseline, drop the rest.
             while self.history.len() > 2
-                && self.history.get(1).is_some_and(|&(t, _, _)| t <= now - DAY)
+                && self
+                    .history
+                    .get(1)
+                    .is_some_and(|&(t, _, _)| t <= now - DAY_F64)
             {
                 self.history.pop_front();
             }
@@ -226,8 +229,9 @@ pub(super) fn step(
             if escaped.killed > 0 {
                 if st.escaped_total == 0 {
                     notes.push(format!(
-                        "device {device}: smartctl on {path} left {} process(es) running after it exited (they left its process group, e.g. with setsid); killed. Counted in ssdwatch_device_smartctl_escaped_processes_total",
-                        escaped.killed
+                        "device {device}: smartctl on {path} left {} process(es) running after it exited (they left its process group, e.g. with setsid); killed. Counted in {}",
+                        escaped.killed,
+                        catalogue::DEVICE_SMARTCTL_ESCAPED_PROCESSES_TOTAL.name
                     ));
                 }
                 st.escaped_total = st.escaped_total.saturating_add(escaped.killed as u64);
@@ -266,7 +270,8 @@ pub(super) fn step(
                             .map(String::as_str)
                             .unwrap_or("no SMART data");
                         notes.push(format!(
-                            "device {device}: no SMART on this device type (smartctl on {path}: {why}); shown as ssdwatch_device_smart_supported 0"
+                            "device {device}: no SMART on this device type (smartctl on {path}: {why}); shown as {} 0",
+                            catalogue::DEVICE_SMART_SUPPORTED.name
                         ));
                     }
                     st.unsupported = unsupported;
@@ -334,15 +339,19 @@ mod tests {
         let mut h = VecDeque::new();
         h.push_back((0.0, 1000, 1500));
         h.push_back((3600.0, 2000, 3000));
-        assert_eq!(waf_over_window(&h, DAY), None, "no baseline a day old yet");
-        h.push_back((DAY + 3600.0, 4000, 6000));
+        assert_eq!(
+            waf_over_window(&h, DAY_F64),
+            None,
+            "no baseline a day old yet"
+        );
+        h.push_back((DAY_F64 + 3600.0, 4000, 6000));
         // Baseline is the 3600 s sample: (6000-3000)/(4000-2000).
-        assert_eq!(waf_over_window(&h, DAY), Some(1.5));
+        assert_eq!(waf_over_window(&h, DAY_F64), Some(1.5));
         let mut flat = VecDeque::new();
         flat.push_back((0.0, 10, 10));
-        flat.push_back((DAY, 10, 20));
+        flat.push_back((DAY_F64, 10, 20));
         assert_eq!(
-            waf_over_window(&flat, DAY),
+            waf_over_window(&flat, DAY_F64),
             None,
             "no host writes: no ratio"
         );
@@ -360,7 +369,7 @@ mod tests {
             st.record(h(100 * (i + 1), 200 * (i + 1)), i as f64 * 3600.0);
         }
         assert!(st.history.len() <= 26, "{}", st.history.len());
-        assert_eq!(waf_over_window(&st.history, DAY), Some(2.0));
+        assert_eq!(waf_over_window(&st.history, DAY_F64), Some(2.0));
         st.record(h(5, 5), 51.0 * 3600.0);
         assert_eq!(st.history.len(), 1);
     }

@@ -18,6 +18,7 @@ pub use atasmart::Backend;
 pub use drive::waf_over_window;
 pub use runner::smartctl_args;
 
+use crate::catalogue;
 use crate::collector::device_filter::{DevicePattern, wanted};
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
@@ -513,11 +514,11 @@ impl Collector for SmartCollector {
                 .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire));
             sample
                 .metrics
-                .gauge(
-                    "ssdwatch_device_smartctl_stuck",
-                    "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.",
-                )
-                .push(&[("device", t.label.as_str())], if stuck { 1.0 } else { 0.0 });
+                .family(&catalogue::DEVICE_SMARTCTL_STUCK)
+                .push(
+                    &[("device", t.label.as_str())],
+                    if stuck { 1.0 } else { 0.0 },
+                );
             if let Some(st) = self.drives.get(&t.label) {
                 let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
                 render::render_drive(t, st, every, now_unix, &mut sample.metrics);

@@ -1,0 +1,538 @@
+//! Every metric family ssdwatch exports, declared once: name, type, unit, help and label names.
+//! Collectors, the history's forecasts, the OpenMetrics export, the Prometheus-backed report and
+//! docs/metrics.md all refer to these entries; nothing else names a family (a test checks that).
+
+/// Prometheus metric types we emit (text format 0.0.4 names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Gauge,
+    Counter,
+    Histogram,
+    Summary,
+}
+
+impl MetricKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Gauge => "gauge",
+            MetricKind::Counter => "counter",
+            MetricKind::Histogram => "histogram",
+            MetricKind::Summary => "summary",
+        }
+    }
+}
+
+/// One metric family as exported: the name (with `_total` for counters, as text format 0.0.4
+/// writes it), its type, the unit its name ends with ("" for counts, states and `_info`), the
+/// `# HELP` text, and the label names of every series in the order they are written (`le` and
+/// `quantile` of histograms and summaries come on top).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: MetricKind,
+    pub unit: &'static str,
+    pub help: &'static str,
+    pub labels: &'static [&'static str],
+}
+
+macro_rules! catalogue {
+    ($($(#[$doc:meta])* $id:ident: $kind:ident $name:literal [$($label:literal),*] unit $unit:literal $help:literal;)*) => {
+        $($(#[$doc])* pub static $id: Family = Family {
+            name: $name,
+            kind: MetricKind::$kind,
+            unit: $unit,
+            help: $help,
+            labels: &[$($label),*],
+        };)*
+        /// Every family, in the order of the sections below.
+        pub static ALL: &[&Family] = &[$(&$id),*];
+    };
+}
+
+catalogue! {
+    // The daemon itself, rendered at each scrape (src/snapshot.rs).
+    COLLECTOR_SUCCESS: Gauge "ssdwatch_collector_success" ["collector"] unit ""
+        "Whether the collector's last sample succeeded (1) or failed (0).";
+    COLLECTOR_DURATION_SECONDS: Gauge "ssdwatch_collector_duration_seconds" ["collector"] unit "seconds"
+        "How long the collector's last sample took.";
+    COLLECTOR_LAST_SUCCESS_TIMESTAMP_SECONDS: Gauge "ssdwatch_collector_last_success_timestamp_seconds" ["collector"] unit "seconds"
+        "When the collector last sampled successfully (Unix time).";
+    COLLECTOR_ERRORS_TOTAL: Counter "ssdwatch_collector_errors_total" ["collector"] unit ""
+        "Errors met by the collector: failed samples and per-device errors.";
+    COLLECTOR_FAILING_ITEMS: Gauge "ssdwatch_collector_failing_items" ["collector"] unit ""
+        "Items (mounts, devices, targets) the collector could not sample in its last sample.";
+    BUILD_INFO: Gauge "ssdwatch_build_info" ["version"] unit ""
+        "Version of the running ssdwatch; always 1.";
+    // The main process, named as every Prometheus client library names these (src/process.rs).
+    PROCESS_CPU_SECONDS_TOTAL: Counter "process_cpu_seconds_total" [] unit "seconds"
+        "Total user and system CPU time spent in seconds.";
+    PROCESS_VIRTUAL_MEMORY_BYTES: Gauge "process_virtual_memory_bytes" [] unit "bytes"
+        "Virtual memory size in bytes.";
+    PROCESS_RESIDENT_MEMORY_BYTES: Gauge "process_resident_memory_bytes" [] unit "bytes"
+        "Resident memory size in bytes.";
+    PROCESS_START_TIME_SECONDS: Gauge "process_start_time_seconds" [] unit "seconds"
+        "Start time of the process since unix epoch in seconds.";
+    PROCESS_OPEN_FDS: Gauge "process_open_fds" [] unit ""
+        "Number of open file descriptors.";
+    PROCESS_MAX_FDS: Gauge "process_max_fds" [] unit ""
+        "Maximum number of open file descriptors.";
+    // Collector `topology`: the block stack from /sys.
+    DISK_INFO: Gauge "ssdwatch_disk_info" ["device", "kind", "model", "serial", "firmware", "wwn", "rotational"] unit ""
+        "Identity of a physical drive (bottom of the block stack); always 1. Join on device.";
+    DISK_LAYER_INFO: Gauge "ssdwatch_disk_layer_info" ["device", "kind", "parent", "dm_name", "dm_target", "md_level"] unit ""
+        "A layer of the block stack above the drives (partition, dm, md); always 1.";
+    DISK_LAYER_SLAVE_INFO: Gauge "ssdwatch_disk_layer_slave_info" ["device", "slave"] unit ""
+        "Edge of the block stack: device is built on slave; always 1.";
+    DISK_SIZE_BYTES: Gauge "ssdwatch_disk_size_bytes" ["device"] unit "bytes"
+        "Size of the block device in bytes.";
+    DISK_ROTATIONAL: Gauge "ssdwatch_disk_rotational" ["device"] unit ""
+        "Whether the kernel reports the device as rotational (virtio disks report 1 even on SSDs).";
+    DISK_LOGICAL_BLOCK_SIZE_BYTES: Gauge "ssdwatch_disk_logical_block_size_bytes" ["device"] unit "bytes"
+        "Logical block size of the device.";
+    DISK_PHYSICAL_BLOCK_SIZE_BYTES: Gauge "ssdwatch_disk_physical_block_size_bytes" ["device"] unit "bytes"
+        "Physical block size of the device.";
+    DISK_DISCARD_MAX_BYTES: Gauge "ssdwatch_disk_discard_max_bytes" ["device"] unit "bytes"
+        "Largest discard the device's queue accepts; 0 means this layer drops discards.";
+    DISK_DISCARD_GRANULARITY_BYTES: Gauge "ssdwatch_disk_discard_granularity_bytes" ["device"] unit "bytes"
+        "Discard granularity of the device's queue.";
+    DISK_SOLID_STATE: Gauge "ssdwatch_disk_solid_state" ["device", "source"] unit ""
+        "1 when the drive is taken for solid-state (flash), 0 for spinning; source says from what: config, smart (rotation rate), nvme, rotational (the kernel's flag), virtual_discard (a virtual disk that passes discards).";
+    // Collector `diskstats`: I/O, discard and idle counters from /sys/block/*/stat.
+    DISK_READS_COMPLETED_TOTAL: Counter "ssdwatch_disk_reads_completed_total" ["device"] unit ""
+        "Reads completed.";
+    DISK_READS_MERGED_TOTAL: Counter "ssdwatch_disk_reads_merged_total" ["device"] unit ""
+        "Adjacent reads merged.";
+    DISK_READ_BYTES_TOTAL: Counter "ssdwatch_disk_read_bytes_total" ["device"] unit "bytes"
+        "Bytes read.";
+    DISK_READ_TIME_SECONDS_TOTAL: Counter "ssdwatch_disk_read_time_seconds_total" ["device"] unit "seconds"
+        "Time spent by all reads.";
+    DISK_WRITES_COMPLETED_TOTAL: Counter "ssdwatch_disk_writes_completed_total" ["device"] unit ""
+        "Writes completed.";
+    DISK_WRITES_MERGED_TOTAL: Counter "ssdwatch_disk_writes_merged_total" ["device"] unit ""
+        "Adjacent writes merged.";
+    DISK_WRITTEN_BYTES_TOTAL: Counter "ssdwatch_disk_written_bytes_total" ["device"] unit "bytes"
+        "Bytes written.";
+    DISK_WRITE_TIME_SECONDS_TOTAL: Counter "ssdwatch_disk_write_time_seconds_total" ["device"] unit "seconds"
+        "Time spent by all writes.";
+    DISK_IO_NOW: Gauge "ssdwatch_disk_io_now" ["device"] unit ""
+        "I/Os currently in flight.";
+    DISK_IO_TIME_SECONDS_TOTAL: Counter "ssdwatch_disk_io_time_seconds_total" ["device"] unit "seconds"
+        "Time the device had I/O in flight (busy time).";
+    DISK_IO_TIME_WEIGHTED_SECONDS_TOTAL: Counter "ssdwatch_disk_io_time_weighted_seconds_total" ["device"] unit "seconds"
+        "Busy time weighted by the number of I/Os in flight.";
+    DISK_DISCARDS_COMPLETED_TOTAL: Counter "ssdwatch_disk_discards_completed_total" ["device"] unit ""
+        "Discards (TRIM/UNMAP/deallocate) completed.";
+    DISK_DISCARDS_MERGED_TOTAL: Counter "ssdwatch_disk_discards_merged_total" ["device"] unit ""
+        "Adjacent discards merged.";
+    DISK_DISCARDED_BYTES_TOTAL: Counter "ssdwatch_disk_discarded_bytes_total" ["device"] unit "bytes"
+        "Bytes discarded.";
+    DISK_DISCARD_TIME_SECONDS_TOTAL: Counter "ssdwatch_disk_discard_time_seconds_total" ["device"] unit "seconds"
+        "Time spent by all discards.";
+    DISK_FLUSH_REQUESTS_TOTAL: Counter "ssdwatch_disk_flush_requests_total" ["device"] unit ""
+        "Cache flush requests completed.";
+    DISK_FLUSH_TIME_SECONDS_TOTAL: Counter "ssdwatch_disk_flush_time_seconds_total" ["device"] unit "seconds"
+        "Time spent by all flush requests.";
+    DISK_IOSTATS_ENABLED: Gauge "ssdwatch_disk_iostats_enabled" ["device"] unit ""
+        "1 when the kernel accounts the device's I/O (queue/iostats); 0 when turned off: its counters then stay frozen, so idle time, the last-discard time and the probes' utilization context are absent.";
+    DISK_LAST_DISCARD_TIMESTAMP_SECONDS: Gauge "ssdwatch_disk_last_discard_timestamp_seconds" ["device", "source"] unit "seconds"
+        "Last time (Unix) the device received a discard; source: observed (this run saw its discarded bytes grow), state (an earlier run did), fstrim_timer (systemd's fstrim.timer last ran then: a hint).";
+    DISK_LAST_DISCARD_BURST_BYTES: Gauge "ssdwatch_disk_last_discard_burst_bytes" ["device"] unit "bytes"
+        "Bytes discarded in the device's newest discard burst (consecutive samples in which discarded bytes grew: one fstrim, one mkfs).";
+    DISK_WRITTEN_SINCE_DISCARD_BYTES: Gauge "ssdwatch_disk_written_since_discard_bytes" ["device"] unit "bytes"
+        "Bytes written to the device since its last discard: what the drive has had to absorb without a TRIM.";
+    DISK_IDLE_SECONDS: Gauge "ssdwatch_disk_idle_seconds" ["device"] unit "seconds"
+        "How long the device's busy time has not moved (idle time for garbage collection); 0 when busy in the last interval.";
+    // Collector `filesystem`: statvfs and the mount table.
+    FILESYSTEM_STATFS_HUNG_THREADS: Gauge "ssdwatch_filesystem_statfs_hung_threads" [] unit ""
+        "Threads blocked in a statvfs call past the timeout (one per hung mount at most).";
+    FILESYSTEM_FREED_UNTRIMMED_BYTES: Gauge "ssdwatch_filesystem_freed_untrimmed_bytes" ["mountpoint", "device", "fstype"] unit "bytes"
+        "Estimate of bytes freed since the last discard reached the filesystem's drives (deleted, not trimmed): the fall in used bytes from their peak since then, or since the daemon started when no discard is known.";
+    FILESYSTEM_ALERT_THRESHOLD_RATIO: Gauge "ssdwatch_filesystem_alert_threshold_ratio" ["mountpoint", "severity"] unit "ratio"
+        "Used ratio above which the low-space alert of this severity may fire (config: collectors.filesystem.alert_thresholds).";
+    FILESYSTEM_ALERT_THRESHOLD_AVAIL_BYTES: Gauge "ssdwatch_filesystem_alert_threshold_avail_bytes" ["mountpoint", "severity"] unit "bytes"
+        "Bytes available under which the low-space alert of this severity may fire once above its used ratio.";
+    FILESYSTEM_ALERT_THRESHOLD_FULL_SECONDS: Gauge "ssdwatch_filesystem_alert_threshold_full_seconds" ["mountpoint", "severity"] unit "seconds"
+        "Seconds to full under which the low-space alert of this severity may fire once above its used ratio.";
+    FILESYSTEM_INFO: Gauge "ssdwatch_filesystem_info" ["mountpoint", "device", "fstype", "mount_source"] unit ""
+        "Identity of a filesystem; always 1. device is the kernel name, as on the other ssdwatch_filesystem_* series; mount_source is the source in the mount table (/dev/vda1, /dev/mapper/vg-data, server:/export), which node_exporter labels device on node_filesystem_*: join on mountpoint and mount_source to match the two on a host.";
+    FILESYSTEM_STUCK: Gauge "ssdwatch_filesystem_stuck" ["mountpoint", "device", "fstype"] unit ""
+        "Whether statvfs on the mount has not returned within the timeout (a hung NFS/FUSE mount).";
+    FILESYSTEM_DEVICE_ERROR: Gauge "ssdwatch_filesystem_device_error" ["mountpoint", "device", "fstype"] unit ""
+        "Whether the last statvfs of the mount failed, hung or could not run.";
+    FILESYSTEM_DISCARD_MOUNT_OPTION: Gauge "ssdwatch_filesystem_discard_mount_option" ["mountpoint", "device", "fstype"] unit ""
+        "Whether the filesystem is mounted with the discard option (online TRIM).";
+    FILESYSTEM_TRIM_CAPABLE: Gauge "ssdwatch_filesystem_trim_capable" ["mountpoint", "device", "fstype"] unit ""
+        "Whether every layer from the filesystem's device down to each drive passes discards.";
+    FILESYSTEM_DRIVE_INFO: Gauge "ssdwatch_filesystem_drive_info" ["mountpoint", "device", "fstype", "drive"] unit ""
+        "The filesystem lives (in part) on this physical drive; always 1. Join drive to device of drive metrics.";
+    FILESYSTEM_SIZE_BYTES: Gauge "ssdwatch_filesystem_size_bytes" ["mountpoint", "device", "fstype"] unit "bytes"
+        "Filesystem size in bytes.";
+    FILESYSTEM_FREE_BYTES: Gauge "ssdwatch_filesystem_free_bytes" ["mountpoint", "device", "fstype"] unit "bytes"
+        "Free bytes, including those reserved for root.";
+    FILESYSTEM_AVAIL_BYTES: Gauge "ssdwatch_filesystem_avail_bytes" ["mountpoint", "device", "fstype"] unit "bytes"
+        "Bytes available to unprivileged users.";
+    FILESYSTEM_FILES: Gauge "ssdwatch_filesystem_files" ["mountpoint", "device", "fstype"] unit ""
+        "Inodes in the filesystem.";
+    FILESYSTEM_FILES_FREE: Gauge "ssdwatch_filesystem_files_free" ["mountpoint", "device", "fstype"] unit ""
+        "Free inodes.";
+    FILESYSTEM_READONLY: Gauge "ssdwatch_filesystem_readonly" ["mountpoint", "device", "fstype"] unit ""
+        "Whether the filesystem is mounted read-only (mount or superblock option ro).";
+    // Collector `smart`: each drive's SMART data, normalized.
+    DEVICE_SMART_SAMPLE_OK: Gauge "ssdwatch_device_smart_sample_ok" ["device", "serial", "wwn"] unit ""
+        "1 if the last smartctl run on this drive gave usable data (or found it in standby).";
+    DEVICE_IN_STANDBY: Gauge "ssdwatch_device_in_standby" ["device", "serial", "wwn"] unit ""
+        "1 if the drive was in standby at the last attempt; values are then from the last awake sample.";
+    DEVICE_SMARTCTL_ESCAPED_PROCESSES_TOTAL: Counter "ssdwatch_device_smartctl_escaped_processes_total" ["device", "serial", "wwn"] unit ""
+        "Processes a smartctl run of this drive left running after it exited (they left its process group, e.g. with setsid), found and killed.";
+    DEVICE_SMARTCTL_EXIT_STATUS_BIT: Gauge "ssdwatch_device_smartctl_exit_status_bit" ["device", "serial", "wwn", "bit"] unit ""
+        "smartctl exit-status bits of the last run (smartctl(8) RETURN VALUES), 1 when set.";
+    DEVICE_INFO: Gauge "ssdwatch_device_info" ["device", "serial", "wwn", "model", "firmware", "model_family", "family_source", "device_type", "backend"] unit ""
+        "Identity of a drive as its SMART backend (smartctl or libatasmart) reports it; always 1. Join on device.";
+    DEVICE_SMART_SUPPORTED: Gauge "ssdwatch_device_smart_supported" ["device", "serial", "wwn"] unit ""
+        "1 if the drive answers SMART/health commands, 0 if it has none (virtio, RAID volume).";
+    DEVICE_SMART_SAMPLE_AGE_SECONDS: Gauge "ssdwatch_device_smart_sample_age_seconds" ["device", "serial", "wwn"] unit "seconds"
+        "Age of the SMART values shown for this drive.";
+    DEVICE_SMART_INTERVAL_SECONDS: Gauge "ssdwatch_device_smart_interval_seconds" ["device", "serial", "wwn"] unit "seconds"
+        "Configured time between smartctl runs for this drive (its device class's interval).";
+    DEVICE_WEAR_USED_RATIO: Gauge "ssdwatch_device_wear_used_ratio" ["device", "serial", "wwn"] unit "ratio"
+        "Rated endurance used (0..1, may exceed 1): NVMe percentage used, SCSI/ATA endurance indicator or the vendor attribute.";
+    DEVICE_SPARE_AVAILABLE_RATIO: Gauge "ssdwatch_device_spare_available_ratio" ["device", "serial", "wwn"] unit "ratio"
+        "Spare blocks remaining (0..1).";
+    DEVICE_SPARE_THRESHOLD_RATIO: Gauge "ssdwatch_device_spare_threshold_ratio" ["device", "serial", "wwn"] unit "ratio"
+        "Spare level below which the drive reports a critical condition (0..1).";
+    DEVICE_HOST_WRITTEN_BYTES_TOTAL: Counter "ssdwatch_device_host_written_bytes_total" ["device", "serial", "wwn"] unit "bytes"
+        "Bytes written by the host over the drive's life.";
+    DEVICE_HOST_READ_BYTES_TOTAL: Counter "ssdwatch_device_host_read_bytes_total" ["device", "serial", "wwn"] unit "bytes"
+        "Bytes read by the host over the drive's life.";
+    DEVICE_NAND_WRITTEN_BYTES_TOTAL: Counter "ssdwatch_device_nand_written_bytes_total" ["device", "serial", "wwn"] unit "bytes"
+        "Bytes written to flash (host plus internal writes), where the vendor reports it.";
+    DEVICE_ERASE_COUNT_AVG: Gauge "ssdwatch_device_erase_count_avg" ["device", "serial", "wwn"] unit ""
+        "Average program/erase cycles per block.";
+    DEVICE_ERASE_COUNT_MAX: Gauge "ssdwatch_device_erase_count_max" ["device", "serial", "wwn"] unit ""
+        "Maximum program/erase cycles of any block.";
+    DEVICE_MEDIA_ERRORS_TOTAL: Counter "ssdwatch_device_media_errors_total" ["device", "serial", "wwn"] unit ""
+        "Unrecovered media/data-integrity errors (NVMe media errors, SCSI uncorrected, ATA reported uncorrectable).";
+    DEVICE_CRITICAL_WARNING: Gauge "ssdwatch_device_critical_warning" ["device", "serial", "wwn"] unit ""
+        "NVMe critical warning bit mask (0 = none).";
+    DEVICE_SMART_PASSED: Gauge "ssdwatch_device_smart_passed" ["device", "serial", "wwn"] unit ""
+        "1 if the drive's overall SMART self-assessment passed, 0 if it failed.";
+    DEVICE_TEMPERATURE_CELSIUS: Gauge "ssdwatch_device_temperature_celsius" ["device", "serial", "wwn"] unit "celsius"
+        "Current drive temperature.";
+    DEVICE_POWER_ON_SECONDS_TOTAL: Counter "ssdwatch_device_power_on_seconds_total" ["device", "serial", "wwn"] unit "seconds"
+        "Power-on time over the drive's life.";
+    DEVICE_POWER_CYCLES_TOTAL: Counter "ssdwatch_device_power_cycles_total" ["device", "serial", "wwn"] unit ""
+        "Power cycles over the drive's life.";
+    DEVICE_UNSAFE_SHUTDOWNS_TOTAL: Counter "ssdwatch_device_unsafe_shutdowns_total" ["device", "serial", "wwn"] unit ""
+        "Power losses without a clean shutdown over the drive's life.";
+    DEVICE_REALLOCATED_SECTORS: Gauge "ssdwatch_device_reallocated_sectors" ["device", "serial", "wwn"] unit ""
+        "Reallocated sectors/blocks (ATA attribute 5, SCSI grown defect list).";
+    DEVICE_PENDING_SECTORS: Gauge "ssdwatch_device_pending_sectors" ["device", "serial", "wwn"] unit ""
+        "Sectors waiting for reallocation (ATA attribute 197).";
+    DEVICE_WRITE_AMPLIFICATION_RATIO: Gauge "ssdwatch_device_write_amplification_ratio" ["device", "serial", "wwn", "window"] unit "ratio"
+        "Flash bytes written per host byte written, over the drive's life or the last day.";
+    DEVICE_SMART_ATTRIBUTE_VALUE: Gauge "ssdwatch_device_smart_attribute_value" ["device", "serial", "id", "name"] unit ""
+        "ATA SMART attribute normalized value (vendor scale, usually 100 or 200 = new).";
+    DEVICE_SMART_ATTRIBUTE_RAW: Gauge "ssdwatch_device_smart_attribute_raw" ["device", "serial", "id", "name"] unit ""
+        "ATA SMART attribute raw value (48-bit; meaning and unit depend on the drive family).";
+    // Collector `smart`: the runs of smartctl.
+    DEVICE_SMARTCTL_STUCK: Gauge "ssdwatch_device_smartctl_stuck" ["device"] unit ""
+        "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.";
+    // Collector `probe`: latency probes.
+    PROBE_LATENCY_SECONDS: Histogram "ssdwatch_probe_latency_seconds" ["probe", "mountpoint", "device"] unit "seconds"
+        "Latency of each probe I/O (seconds), since the daemon started.";
+    PROBE_LAST_LATENCY_SECONDS: Summary "ssdwatch_probe_last_latency_seconds" ["probe", "mountpoint", "device"] unit "seconds"
+        "Latency quantiles of the last run of each probe (seconds); quantile 1 is the maximum.";
+    PROBE_THROUGHPUT_BYTES_PER_SECOND: Gauge "ssdwatch_probe_throughput_bytes_per_second" ["probe", "mountpoint", "device"] unit "bytes_per_second"
+        "Throughput of the last sequential-write probe, fdatasync included.";
+    PROBE_RUNS_TOTAL: Counter "ssdwatch_probe_runs_total" ["mountpoint", "device"] unit ""
+        "Probe runs completed.";
+    PROBE_SKIPPED_TOTAL: Counter "ssdwatch_probe_skipped_total" ["mountpoint", "device", "reason"] unit ""
+        "Probe runs skipped, by reason (budget, busy, low_space, readonly, unsafe, error, budget_unrecorded).";
+    PROBE_WRITTEN_BYTES_TOTAL: Counter "ssdwatch_probe_written_bytes_total" ["mountpoint", "device"] unit "bytes"
+        "Bytes written by probes, probe file creation included.";
+    PROBE_LAST_RUN_TIMESTAMP_SECONDS: Gauge "ssdwatch_probe_last_run_timestamp_seconds" ["mountpoint", "device"] unit "seconds"
+        "Unix time the last completed probe run started.";
+    PROBE_TARGET_UNSAFE: Gauge "ssdwatch_probe_target_unsafe" ["mountpoint", "device"] unit ""
+        "1 when the last attempt refused the probe directory or file (symlink, owner, links).";
+    PROBE_TARGET_FAILING: Gauge "ssdwatch_probe_target_failing" ["mountpoint", "device", "reason"] unit ""
+        "1 for the reason of the last attempt once a target has gone 3 attempts in a row without a completed run; 0 otherwise.";
+    PROBE_CONTEXT_FILL_RATIO: Gauge "ssdwatch_probe_context_fill_ratio" ["mountpoint", "device"] unit "ratio"
+        "Filesystem fill (0..1) at the last probe run, as df shows it: used / (used + avail).";
+    PROBE_CONTEXT_SINCE_DISCARD_SECONDS: Gauge "ssdwatch_probe_context_since_discard_seconds" ["mountpoint", "device"] unit "seconds"
+        "Seconds since the drive last received a discard, at the last probe run.";
+    PROBE_CONTEXT_WRITTEN_SINCE_DISCARD_BYTES: Gauge "ssdwatch_probe_context_written_since_discard_bytes" ["mountpoint", "device"] unit "bytes"
+        "Bytes written to the drive since its last discard, at the last probe run.";
+    PROBE_CONTEXT_IDLE_SECONDS: Gauge "ssdwatch_probe_context_idle_seconds" ["mountpoint", "device"] unit "seconds"
+        "Seconds the drive had been idle before the last probe run.";
+    PROBE_CONTEXT_UTILIZATION_RATIO: Gauge "ssdwatch_probe_context_utilization_ratio" ["mountpoint", "device"] unit "ratio"
+        "Drive utilization (0..1) during the last probe run, the probe's own I/O included.";
+    // The history: the store's own figures and the forecasts.
+    FILESYSTEM_GROWTH_BYTES_PER_DAY: Gauge "ssdwatch_filesystem_growth_bytes_per_day" ["mountpoint", "device", "window"] unit "bytes_per_day"
+        "Growth of used bytes a day over the window, a robust slope (Theil-Sen) of daily low points since the last big drop; from the daemon's history.";
+    FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS: Gauge "ssdwatch_filesystem_predicted_full_timestamp_seconds" ["mountpoint", "device"] unit "seconds"
+        "When the filesystem is predicted full (Unix time), from the daemon's history; absent when it is flat, shrinking or too new to tell.";
+    DEVICE_WEAR_RATE_RATIO_PER_DAY: Gauge "ssdwatch_device_wear_rate_ratio_per_day" ["device", "serial", "wwn"] unit "ratio_per_day"
+        "Rated endurance used a day (wear ratio per day) over the recent window, from the daemon's history.";
+    DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS: Gauge "ssdwatch_device_predicted_wearout_timestamp_seconds" ["device", "serial", "wwn"] unit "seconds"
+        "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the daemon's history.";
+    DEVICE_HOST_WRITTEN_BYTES_PER_DAY: Gauge "ssdwatch_device_host_written_bytes_per_day" ["device", "serial", "wwn", "window"] unit "bytes_per_day"
+        "Bytes the host wrote to the drive a day over the window, from the daemon's history.";
+    DEVICE_RECENT_WRITE_AMPLIFICATION_RATIO: Gauge "ssdwatch_device_recent_write_amplification_ratio" ["device", "serial", "wwn", "window"] unit "ratio"
+        "NAND bytes / host bytes written over the window, from the daemon's history (drives that report NAND writes).";
+    DEVICE_ENDURANCE_USED_RATIO: Gauge "ssdwatch_device_endurance_used_ratio" ["device", "serial", "wwn"] unit "ratio"
+        "Share of the rated endurance (history.endurance in the config: TBW, or DWPD over the warranty) the host has written.";
+    DEVICE_PREDICTED_ENDURANCE_TIMESTAMP_SECONDS: Gauge "ssdwatch_device_predicted_endurance_timestamp_seconds" ["device", "serial", "wwn"] unit "seconds"
+        "When the host's writes are predicted to reach the rated endurance (Unix time).";
+    HISTORY_STORE_BYTES: Gauge "ssdwatch_history_store_bytes" [] unit "bytes"
+        "Size of the history store (state_dir/history.db and its WAL).";
+    HISTORY_RECORDS_WRITTEN_TOTAL: Counter "ssdwatch_history_records_written_total" [] unit ""
+        "Records the history store has written since the daemon started.";
+    HISTORY_RECORDS_DROPPED_TOTAL: Counter "ssdwatch_history_records_dropped_total" [] unit ""
+        "Records not kept: the queue was full, or the store could not be opened or written.";
+    HISTORY_LAST_WRITE_TIMESTAMP_SECONDS: Gauge "ssdwatch_history_last_write_timestamp_seconds" [] unit "seconds"
+        "When the history store last committed records (Unix time).";
+    // The history: latency by fill.
+    DEGRADATION_LATENCY_SECONDS: Summary "ssdwatch_degradation_latency_seconds" ["device", "mountpoint", "probe", "fill_bin"] unit "seconds"
+        "Probe latency by the filesystem's fill ratio when the probe ran, over the whole history: the median of the stored runs' p50 (quantile 0.5) or p99 (quantile 0.99), within 1 %.";
+    // The history: the latest TRIM and idle recovery of each probe target and kind.
+    TRIM_RECOVERY_RATIO: Gauge "ssdwatch_trim_recovery_ratio" ["device", "mountpoint", "probe"] unit "ratio"
+        "Probe p50 latency in the hour after the drive's last discard burst ÷ in the hour before it (below 1: the TRIM made it faster), from the daemon's history.";
+    TRIM_RECOVERY_EVENT_TIMESTAMP_SECONDS: Gauge "ssdwatch_trim_recovery_event_timestamp_seconds" ["device", "mountpoint", "probe"] unit "seconds"
+        "When the discard burst behind ssdwatch_trim_recovery_ratio began (Unix time).";
+    TRIM_RECOVERY_BEFORE_SECONDS: Gauge "ssdwatch_trim_recovery_before_seconds" ["device", "mountpoint", "probe"] unit "seconds"
+        "Median probe p50 latency in the hour before the drive's last discard burst.";
+    TRIM_RECOVERY_AFTER_SECONDS: Gauge "ssdwatch_trim_recovery_after_seconds" ["device", "mountpoint", "probe"] unit "seconds"
+        "Median probe p50 latency in the hour after the drive's last discard burst.";
+    IDLE_RECOVERY_RATIO: Gauge "ssdwatch_idle_recovery_ratio" ["device", "mountpoint", "probe"] unit "ratio"
+        "Probe p50 latency in the hour after the drive's last idle period of at least 10 minutes ÷ in the hour before it (below 1: the rest made it faster), from the daemon's history.";
+    IDLE_RECOVERY_EVENT_TIMESTAMP_SECONDS: Gauge "ssdwatch_idle_recovery_event_timestamp_seconds" ["device", "mountpoint", "probe"] unit "seconds"
+        "When the idle period behind ssdwatch_idle_recovery_ratio began (Unix time).";
+    IDLE_RECOVERY_BEFORE_SECONDS: Gauge "ssdwatch_idle_recovery_before_seconds" ["device", "mountpoint", "probe"] unit "seconds"
+        "Median probe p50 latency in the hour before the drive's last idle period of at least 10 minutes.";
+    IDLE_RECOVERY_AFTER_SECONDS: Gauge "ssdwatch_idle_recovery_after_seconds" ["device", "mountpoint", "probe"] unit "seconds"
+        "Median probe p50 latency in the hour after the drive's last idle period of at least 10 minutes.";
+    // Only in `ssdwatch history export`, beside the live families.
+    PROBE_RUN_FILL_RATIO: Gauge "ssdwatch_probe_run_fill_ratio" ["mountpoint", "device", "probe"] unit "ratio"
+        "Fill ratio of the probed filesystem when a probe run ran, at the run's time.";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    fn repo() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn each_family_is_declared_once_and_named_by_the_conventions() {
+        let mut seen = BTreeSet::new();
+        for f in ALL {
+            assert!(seen.insert(f.name), "{} is declared twice", f.name);
+            let base = match f.kind {
+                MetricKind::Counter => f
+                    .name
+                    .strip_suffix("_total")
+                    .unwrap_or_else(|| panic!("counter {} does not end in _total", f.name)),
+                _ => {
+                    assert!(!f.name.ends_with("_total"), "{} is not a counter", f.name);
+                    f.name
+                }
+            };
+            if !f.unit.is_empty() {
+                assert!(
+                    base.ends_with(&format!("_{}", f.unit)),
+                    "{} does not end in its unit {}",
+                    f.name,
+                    f.unit
+                );
+            }
+            assert!(
+                f.name.starts_with("ssdwatch_") || f.name.starts_with("process_"),
+                "{}",
+                f.name
+            );
+            assert!(!f.help.is_empty(), "{} has no help", f.name);
+        }
+    }
+
+    /// Every `.rs` file under `dir`, with its `#[cfg(test)] mod tests` cut off.
+    fn sources(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let s = std::fs::read_to_string(&p).unwrap();
+                let body = match s.find("#[cfg(test)]\nmod tests") {
+                    Some(i) => s[..i].to_string(),
+                    None => s,
+                };
+                out.push((p, body));
+            }
+        }
+    }
+
+    /// `ssdwatch_…` and `process_…` words in `line` (whole words: a prefix such as
+    /// `ssdwatch_disk_` in prose is one too).
+    fn metric_words(line: &str) -> Vec<&str> {
+        let mut v = Vec::new();
+        let b = line.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+            if word(b[i]) && (i == 0 || !word(b[i - 1])) {
+                let mut j = i;
+                while j < b.len() && word(b[j]) {
+                    j += 1;
+                }
+                let w = &line[i..j];
+                if w.starts_with("ssdwatch_") || w.starts_with("process_") {
+                    v.push(w);
+                }
+                i = j;
+            } else {
+                i += 1;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn no_code_outside_the_catalogue_names_a_family() {
+        let names: BTreeSet<&str> = ALL.iter().map(|f| f.name).collect();
+        let mut files = Vec::new();
+        sources(&repo().join("src"), &mut files);
+        let mut found = Vec::new();
+        for (path, body) in &files {
+            if path.ends_with("catalogue.rs") {
+                continue;
+            }
+            for (n, line) in body.lines().enumerate() {
+                let code = line.trim_start();
+                if code.starts_with("//") {
+                    continue;
+                }
+                for w in metric_words(line) {
+                    if names.contains(w) {
+                        found.push(format!("{}:{}: {w}", path.display(), n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "families named outside src/catalogue.rs (refer to the catalogue entry instead):\n{}",
+            found.join("\n")
+        );
+    }
+
+    /// The families docs/metrics.md documents in its tables (first column; several names may
+    /// share a row), with the type of the row where the table has a type column.
+    fn documented() -> BTreeMap<String, Option<String>> {
+        let text = std::fs::read_to_string(repo().join("docs/metrics.md")).unwrap();
+        let mut out = BTreeMap::new();
+        for line in text.lines().filter(|l| l.starts_with("| `")) {
+            let cols: Vec<&str> = line.split(" | ").collect();
+            let kind = cols
+                .get(1)
+                .map(|c| c.trim())
+                .filter(|c| ["gauge", "counter", "histogram", "summary"].contains(c))
+                .map(str::to_string);
+            for w in metric_words(cols[0]) {
+                out.insert(w.to_string(), kind.clone());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn docs_metrics_md_documents_every_family_and_no_other() {
+        let docs = documented();
+        let mut missing = Vec::new();
+        for f in ALL {
+            match docs.get(f.name) {
+                None => missing.push(f.name.to_string()),
+                Some(Some(k)) => assert_eq!(
+                    k,
+                    f.kind.as_str(),
+                    "docs/metrics.md gives {} the wrong type",
+                    f.name
+                ),
+                Some(None) => {}
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "not in docs/metrics.md: {}",
+            missing.join(", ")
+        );
+        let names: BTreeSet<&str> = ALL.iter().map(|f| f.name).collect();
+        let prefixes = [
+            "ssdwatch_disk_",
+            "ssdwatch_device_",
+            "ssdwatch_filesystem_",
+            "ssdwatch_probe_",
+            "ssdwatch_collector_",
+        ];
+        let unknown: Vec<&String> = docs
+            .keys()
+            .filter(|d| !names.contains(d.as_str()) && !prefixes.contains(&d.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "docs/metrics.md lists families that do not exist: {unknown:?}"
+        );
+    }
+
+    #[test]
+    fn every_family_in_the_golden_scrapes_is_in_the_catalogue() {
+        let names: BTreeSet<&str> = ALL.iter().map(|f| f.name).collect();
+        for e in std::fs::read_dir(repo().join("tests/golden")).unwrap() {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap();
+            for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+                let name = l.split(' ').nth(2).unwrap();
+                assert!(
+                    names.contains(name),
+                    "{}: {name} is not in the catalogue",
+                    p.display()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_family_the_rules_and_dashboards_use_exists() {
+        let names: BTreeSet<&str> = ALL.iter().map(|f| f.name).collect();
+        let mut files = vec![
+            repo().join("packaging/prometheus/ssdwatch.rules.yml"),
+            repo().join("packaging/prometheus/ssdwatch.alerts.yml"),
+        ];
+        for e in std::fs::read_dir(repo().join("dashboards")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json") {
+                files.push(p);
+            }
+        }
+        for p in files {
+            let text = std::fs::read_to_string(&p).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                for w in metric_words(line) {
+                    let base = ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .find_map(|s| w.strip_suffix(s).filter(|b| names.contains(b)))
+                        .unwrap_or(w);
+                    assert!(
+                        names.contains(base) || w.ends_with('_'),
+                        "{}:{}: {w} is not a family of the catalogue",
+                        p.display(),
+                        n + 1
+                    );
+                }
+            }
+        }
+    }
+}

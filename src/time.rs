@@ -1,0 +1,15 @@
+//! Time constants, so no module keeps its own: seconds as `i64` (the unit of every timestamp the
+//! daemon stores and exports: Unix seconds, UTC days as `t.div_euclid(DAY)`), and the same
+//! spans as `f64` for rates per day and as `Duration` for config defaults and ranges.
+
+use std::time::Duration;
+
+pub const MINUTE: i64 = 60;
+pub const HOUR: i64 = 60 * MINUTE;
+pub const DAY: i64 = 24 * HOUR;
+
+/// [`DAY`] as a float: rates per day, days between timestamps.
+pub const DAY_F64: f64 = DAY as f64;
+
+pub const HOUR_DURATION: Duration = Duration::from_secs(HOUR as u64);
+pub const DAY_DURATION: Duration = Duration::from_secs(DAY as u64);
