@@ -155,7 +155,7 @@ pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
     for d in t.devices.values() {
         let dev = d.name.as_str();
         let l = [("device", dev)];
-        if d.kind() != DeviceKind::Partition && d.slaves.is_empty() {
+        if d.is_drive() {
             m.family(&catalogue::DISK_INFO).push(
                 &[
                     ("device", dev),
@@ -257,6 +257,57 @@ impl Collector for TopologyCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// node_exporter's sysfs fixture has dm-7 ("vg0-root") and md arrays with no `slaves/`
+    /// directory: they are layers with their dm name and md level, never physical drives.
+    #[test]
+    fn dm_and_md_without_slaves_are_layers_with_their_names_not_drives() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("block");
+        let file = |p: &str, text: &str| {
+            let p = block.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        file("dm-7/dev", "252:7\n");
+        file("dm-7/size", "8192\n");
+        file("dm-7/dm/name", "vg0-root\n");
+        file("dm-7/dm/uuid", "LVM-OHTLKPGhQ\n");
+        file("md0/dev", "9:0\n");
+        file("md0/size", "8192\n");
+        file("md0/md/level", "raid1\n");
+        file("sda/dev", "8:0\n");
+        file("sda/size", "8192\n");
+        let t = Topology::read(dir.path()).unwrap();
+        let drives: Vec<&str> = t.drives().iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(drives, vec!["sda"]);
+        assert!(t.physical_drives("dm-7").is_empty());
+        let mut m = MetricSet::new();
+        topology_metrics(&t, &mut m);
+        let info = &catalogue::DISK_INFO;
+        let layer = &catalogue::DISK_LAYER_INFO;
+        assert_eq!(m.value(info.name, &[("device", "sda")]), Some(1.0));
+        assert_eq!(m.value(info.name, &[("device", "dm-7")]), None);
+        assert_eq!(m.value(info.name, &[("device", "md0")]), None);
+        assert_eq!(
+            m.value(
+                layer.name,
+                &[
+                    ("device", "dm-7"),
+                    ("dm_name", "vg0-root"),
+                    ("dm_target", "lvm")
+                ]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            m.value(
+                layer.name,
+                &[("device", "md0"), ("kind", "md"), ("md_level", "raid1")]
+            ),
+            Some(1.0)
+        );
+    }
 
     fn clues(kind: DeviceKind, rotational: Option<bool>, discard: Option<u64>) -> MediaClues {
         MediaClues {

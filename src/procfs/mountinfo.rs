@@ -42,6 +42,12 @@ impl MountInfo {
 pub enum LineProblem {
     #[error("expected at least 6 space-separated fields before \" - \", found {0:?}")]
     TooFewFields(String),
+    #[error("field {index} ({name}) is empty (two spaces in a row?): {line:?}")]
+    EmptyField {
+        index: usize,
+        name: &'static str,
+        line: String,
+    },
     #[error("no \" - \" separator before the filesystem type")]
     NoSeparator,
     #[error("expected filesystem type, source and super options after \" - \"")]
@@ -93,33 +99,27 @@ pub fn unescape_bytes(b: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Bytes as a label value: valid UTF-8 as is, every other byte as `\xNN`, so nothing is lost and
-/// two different paths never share a label.
-pub fn label_form(mut b: &[u8]) -> String {
+/// Bytes as a label value and map key: valid UTF-8 as is, except that every byte that is not
+/// valid UTF-8, a backslash and an ASCII control character (an ESC must not reach an admin's
+/// terminal through a report) are written `\xNN`. So nothing is lost, the label turns back into
+/// the exact bytes ([`crate::sysfs::name_path`]), and two different paths never share a label:
+/// a mount point at the byte 0xff is `b\xff`, one at the text `b\xff` is `b\x5cxff`.
+/// Mount points and /sys names are labelled alike.
+pub fn label_form(b: &[u8]) -> String {
     let mut out = String::with_capacity(b.len());
-    loop {
-        match std::str::from_utf8(b) {
-            Ok(s) => {
-                out.push_str(s);
-                return out;
-            }
-            Err(e) => {
-                let (good, rest) = b.split_at(e.valid_up_to());
-                // valid_up_to() guarantees `good` is UTF-8.
-                out.push_str(std::str::from_utf8(good).unwrap_or_default());
-                let bad = e.error_len().unwrap_or(rest.len()).max(1);
-                for byte in &rest[..bad] {
-                    out.push_str(&format!("\\x{byte:02x}"));
-                }
-                b = &rest[bad..];
+    for chunk in b.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' || c.is_ascii_control() {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                out.push(c);
             }
         }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
     }
-}
-
-/// Undoes the kernel's escaping and gives the label form (see [`label_form`]).
-pub fn unescape(s: &str) -> String {
-    label_form(&unescape_bytes(s.as_bytes()))
+    out
 }
 
 fn field(b: &[u8]) -> String {
@@ -131,8 +131,23 @@ fn parse_line(line: &[u8]) -> Result<MountInfo, LineProblem> {
     // The kernel separates fields by exactly one space and escapes spaces inside them, so an empty
     // field is meaningful (`mount -t tmpfs "" /x` shows an empty source): split on single spaces.
     let fields: Vec<&[u8]> = line.split(|c| *c == b' ').collect();
-    if fields.len() < 7 || fields[..6].iter().any(|f| f.is_empty()) {
+    if fields.len() < 7 {
         return Err(LineProblem::TooFewFields(truncate(line)));
+    }
+    const NAMES: [&str; 6] = [
+        "mount id",
+        "parent id",
+        "major:minor",
+        "root",
+        "mount point",
+        "mount options",
+    ];
+    if let Some(i) = fields[..6].iter().position(|f| f.is_empty()) {
+        return Err(LineProblem::EmptyField {
+            index: i + 1,
+            name: NAMES[i],
+            line: truncate(line),
+        });
     }
     // Optional fields (`shared:1`, `master:2`, ...) run up to the lone "-".
     let sep = fields[6..]
@@ -270,10 +285,30 @@ mod tests {
     }
 
     #[test]
-    fn label_form_escapes_only_invalid_bytes() {
+    fn label_form_escapes_invalid_bytes_backslashes_and_control_characters() {
         assert_eq!(label_form("/srv/pg data".as_bytes()), "/srv/pg data");
         assert_eq!(label_form("/mnt/été".as_bytes()), "/mnt/été");
         assert_eq!(label_form(b"/a\xc3(\xff"), "/a\\xc3(\\xff");
+        assert_eq!(label_form(b"/mnt/\x1b[31mred"), "/mnt/\\x1b[31mred");
+        assert_eq!(label_form(b"/a\tb"), "/a\\x09b");
+    }
+
+    /// A mount at the byte 0xff and one at the text `b\xff` are two mounts with two labels.
+    #[test]
+    fn a_byte_and_its_escape_written_out_never_share_a_label() {
+        let (m, e) = parse_mountinfo_bytes(
+            b"1 0 8:1 / /mnt/b\xff rw - ext4 /dev/sda1 rw\n2 0 8:2 / /mnt/b\\134xff rw - ext4 /dev/sda2 rw\n",
+        );
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(m[0].mount_point, "/mnt/b\\xff");
+        assert_eq!(m[1].mount_point, "/mnt/b\\x5cxff");
+        for mi in &m {
+            assert_eq!(
+                crate::sysfs::name_path(&mi.mount_point),
+                mi.mount_path.as_os_str(),
+                "the label turns back into the exact path"
+            );
+        }
     }
 
     #[test]
@@ -297,11 +332,12 @@ mod tests {
         let (m, _) = parse_mountinfo(
             "50 1 259:2 / /srv/pg\\040data\\011x rw,relatime - ext4 /dev/nvme0n1p2 rw,discard\n",
         );
-        assert_eq!(m[0].mount_point, "/srv/pg data\tx");
+        assert_eq!(m[0].mount_point, "/srv/pg data\\x09x");
+        assert_eq!(m[0].mount_path, Path::new("/srv/pg data\tx"));
         assert!(m[0].has_option("discard"));
-        assert_eq!(unescape("a\\134b"), "a\\b");
-        assert_eq!(unescape("trailing\\04"), "trailing\\04");
-        assert_eq!(unescape("\\999"), "\\999");
+        assert_eq!(unescape_bytes(b"a\\134b"), b"a\\b");
+        assert_eq!(unescape_bytes(b"trailing\\04"), b"trailing\\04");
+        assert_eq!(unescape_bytes(b"\\999"), b"\\999");
     }
 
     #[test]
@@ -403,15 +439,34 @@ mod tests {
         assert_eq!(lines, vec![2, 3, 4]);
     }
 
+    /// Eight fields with an empty one is not "fewer than 6 fields": the message says which.
+    #[test]
+    fn an_empty_field_is_named_not_counted_as_missing() {
+        let (m, e) = parse_mountinfo("7 1 0:50  /mnt/t rw - tmpfs none rw\n");
+        assert!(m.is_empty());
+        let msg = e[0].problem.to_string();
+        assert!(msg.contains("field 4 (root) is empty"), "{msg}");
+        assert!(!msg.contains("at least 6"), "{msg}");
+    }
+
     #[test]
     fn real_mountinfo_of_this_machine_parses_without_errors() {
-        let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-            crate::testing::skip("real mountinfo", "no /proc/self/mountinfo here");
-            return;
+        // Bytes, not a String: a mount point need not be UTF-8, and this machine may have one.
+        let text = match std::fs::read("/proc/self/mountinfo") {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                crate::testing::skip("real mountinfo", "no /proc/self/mountinfo here");
+                return;
+            }
+            Err(e) => panic!("reading /proc/self/mountinfo: {e}"),
         };
-        let (m, e) = parse_mountinfo(&text);
+        let (m, e) = parse_mountinfo_bytes(&text);
         assert!(e.is_empty(), "{e:?}");
-        assert_eq!(m.len(), text.lines().count());
+        let lines = text
+            .split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        assert_eq!(m.len(), lines);
         assert!(m.iter().any(|m| m.mount_point == "/"));
     }
 
@@ -458,7 +513,9 @@ mod tests {
             }).collect();
             let (m, e) = parse_mountinfo(&format!("1 0 8:1 / /m/{esc} rw - ext4 /dev/sda1 rw\n"));
             prop_assert!(e.is_empty());
-            prop_assert_eq!(&m[0].mount_point, &format!("/m/{name}"));
+            let path = format!("/m/{name}");
+            prop_assert_eq!(&m[0].mount_path, Path::new(&path));
+            prop_assert_eq!(&m[0].mount_point, &label_form(format!("/m/{name}").as_bytes()));
         }
     }
 }

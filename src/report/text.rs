@@ -8,7 +8,26 @@ fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "unknown".into())
 }
 
+/// The report as text for a terminal: every control character but the newline is written
+/// `\xNN`, so nothing in it (a mount point, a drive's model string, a store written by an older
+/// version) can send an escape sequence to the terminal that shows it.
 pub fn render(r: &Report) -> String {
+    let text = render_raw(r);
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return text;
+    }
+    let mut o = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            let _ = write!(o, "\\x{:02x}", c as u32);
+        } else {
+            o.push(c);
+        }
+    }
+    o
+}
+
+fn render_raw(r: &Report) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "ssdwatch report: {}", r.host);
     let _ = writeln!(
@@ -174,4 +193,41 @@ pub fn render(r: &Report) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::FsReport;
+
+    #[test]
+    fn an_escape_sequence_in_a_mount_point_never_reaches_the_terminal() {
+        let fs = FsReport {
+            mountpoint: "/mnt/\u{1b}[2J\u{1b}]0;owned\u{7}x".into(),
+            device: Some("sda1".into()),
+            first_seen_unix: 0,
+            last_seen_unix: None,
+            size_bytes: None,
+            used_bytes: None,
+            fill_ratio: None,
+            growth_7d_bytes_per_day: None,
+            growth_30d_bytes_per_day: None,
+            predicted_full_unix: None,
+            full_note: None,
+            usage: Vec::new(),
+        };
+        let r = Report {
+            host: "db1".into(),
+            generated_unix: 0,
+            source: "test".into(),
+            history_since_unix: None,
+            filesystems: vec![fs],
+            drives: Vec::new(),
+            degradation: Vec::new(),
+            unknown: Vec::new(),
+        };
+        let text = render(&r);
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        assert!(text.contains("/mnt/\\x1b[2J\\x1b]0;owned\\x07x"), "{text}");
+    }
 }

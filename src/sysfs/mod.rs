@@ -46,19 +46,7 @@ pub fn dir_names(dir: &Path) -> std::io::Result<Vec<String>> {
 /// practice; one that is not (a driver's, a fixture's) must neither lose its device its series
 /// (read through a lossy name, its files are not found) nor merge two devices.
 pub fn name_label(raw: &OsStr) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for chunk in raw.as_bytes().utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\\' => out.push_str("\\x5c"),
-                c => out.push(c),
-            }
-        }
-        for byte in chunk.invalid() {
-            out.push_str(&format!("\\x{byte:02x}"));
-        }
-    }
-    out
+    crate::procfs::mountinfo::label_form(raw.as_bytes())
 }
 
 /// The exact bytes of a name given in its label form ([`name_label`]), for building paths.

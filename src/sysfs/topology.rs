@@ -72,6 +72,16 @@ impl BlockDevice {
         self.kind.unwrap_or(DeviceKind::Other)
     }
 
+    /// Whether this is a physical drive, the bottom of the stack: a whole disk built on nothing.
+    /// A dm or md device is a layer even when its `slaves/` can't be read (a container's /sys,
+    /// a fixture copied without it): its drives are unknown, not itself.
+    pub fn is_drive(&self) -> bool {
+        !matches!(
+            self.kind(),
+            DeviceKind::Partition | DeviceKind::Dm | DeviceKind::Md
+        ) && self.slaves.is_empty()
+    }
+
     /// The dm target type guessed from the uuid prefix set by cryptsetup / LVM.
     pub fn dm_target(&self) -> Option<&'static str> {
         let u = self.dm_uuid.as_deref()?;
@@ -256,13 +266,14 @@ impl Topology {
         out
     }
 
-    /// The bottom devices under `name`: whole disks with no slaves (NVMe namespaces, sd, virtio,
-    /// loop). A partition resolves to its disk; dm and md resolve through their slaves.
+    /// The bottom devices under `name` ([`BlockDevice::is_drive`]: NVMe namespaces, sd, virtio,
+    /// loop). A partition resolves to its disk; dm and md resolve through their slaves (none
+    /// when their slaves are unknown).
     pub fn physical_drives(&self, name: &str) -> Vec<&BlockDevice> {
         let mut out: Vec<&BlockDevice> = self
             .layers(name)
             .into_iter()
-            .filter(|d| d.kind() != DeviceKind::Partition && d.slaves.is_empty())
+            .filter(|d| d.is_drive())
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out.dedup_by(|a, b| a.name == b.name);
@@ -293,10 +304,7 @@ impl Topology {
 
     /// All physical drives on the host (bottom devices), sorted by name.
     pub fn drives(&self) -> Vec<&BlockDevice> {
-        self.devices
-            .values()
-            .filter(|d| d.kind() != DeviceKind::Partition && d.slaves.is_empty())
-            .collect()
+        self.devices.values().filter(|d| d.is_drive()).collect()
     }
 }
 
