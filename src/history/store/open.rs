@@ -1,11 +1,9 @@
 //! Opening the file: for the daemon (pragmas, an integrity check, the schema made or upgraded,
 //! a damaged file moved aside) and read-only beside it for the tools.
 
-use super::schema::SCHEMA;
-use super::{FILE_NAME, SCHEMA_VERSION, Store, StoreError, classify};
+use super::{FILE_NAME, Store, StoreError, classify, schema};
 use crate::history::HistoryConfig;
-use crate::probe::ProbeKind;
-use rusqlite::{Connection, ErrorCode, OpenFlags, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -91,28 +89,7 @@ impl Store {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(|e| classify(path, "reading the schema version", e))?;
-        match version {
-            0 => return Err(not_created()),
-            SCHEMA_VERSION => {}
-            found @ 1..SCHEMA_VERSION => {
-                return Err(StoreError::OlderSchema {
-                    path: path.to_path_buf(),
-                    found,
-                });
-            }
-            found if found > SCHEMA_VERSION => {
-                return Err(StoreError::NewerSchema {
-                    path: path.to_path_buf(),
-                    found,
-                });
-            }
-            found => {
-                return Err(StoreError::Corrupt {
-                    path: path.to_path_buf(),
-                    detail: format!("unknown schema version {found}"),
-                });
-            }
-        }
+        schema::readable(path, version)?;
         let cfg = HistoryConfig::default();
         Ok(Store {
             path: path.to_path_buf(),
@@ -130,6 +107,14 @@ impl Store {
 
     /// Pragmas, an integrity check and the schema.
     fn prepare(&mut self) -> Result<(), StoreError> {
+        self.set_pragmas()?;
+        self.check_integrity()?;
+        self.make_or_upgrade_schema()
+    }
+
+    /// The busy timeout, WAL mode, `synchronous` and the page cache. The first read of the
+    /// header is here: a file of garbage fails in this step.
+    fn set_pragmas(&mut self) -> Result<(), StoreError> {
         let path = self.path.clone();
         let path = &path;
         let e = |op| move |err| classify(path, op, err);
@@ -172,57 +157,21 @@ impl Store {
         // minute and reads for a forecast once an hour; its memory matters more than the I/O.
         self.conn
             .pragma_update(None, "cache_size", -512)
-            .map_err(e("setting the cache size"))?;
-        // A truncated file passes the header read; quick_check walks every page (~0.1 s for
-        // 50 MiB, once at start).
+            .map_err(e("setting the cache size"))
+    }
+
+    /// A truncated file passes the header read; quick_check walks every page (~0.1 s for
+    /// 50 MiB, once at start).
+    fn check_integrity(&self) -> Result<(), StoreError> {
         let check: String = self
             .conn
             .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(e("checking integrity"))?;
+            .map_err(self.err("checking integrity"))?;
         if check != "ok" {
             return Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 detail: check,
             });
-        }
-        let version: i64 = self
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(e("reading the schema version"))?;
-        match version {
-            // A new file: the schema made.
-            0 => self.under_write_lock(0, "creating the schema", |tx| {
-                tx.execute_batch(SCHEMA)?;
-                for (i, k) in ProbeKind::ALL.iter().enumerate() {
-                    tx.execute(
-                        "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
-                        params![i as i64, k.as_str()],
-                    )?;
-                }
-                tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-            })?,
-            // In place, in one transaction: a crash or a full disk mid-way leaves version 1
-            // whole.
-            1 => self.under_write_lock(1, "upgrading the schema from version 1", |tx| {
-                super::migrate::v1_to_v2(tx)?;
-                super::migrate::v2_to_v3(tx)
-            })?,
-            2 => self.under_write_lock(2, "upgrading the schema from version 2", |tx| {
-                super::migrate::v2_to_v3(tx)
-            })?,
-            SCHEMA_VERSION => {}
-            found if found > SCHEMA_VERSION => {
-                return Err(StoreError::NewerSchema {
-                    path: self.path.clone(),
-                    found,
-                });
-            }
-            found => {
-                return Err(StoreError::Corrupt {
-                    path: self.path.clone(),
-                    detail: format!("unknown schema version {found}"),
-                });
-            }
         }
         Ok(())
     }

@@ -2,11 +2,14 @@
 //! docs/history.md); a file of an older version is upgraded by `migrate`.
 
 use super::{Store, StoreError, classify};
+use crate::probe::ProbeKind;
+use rusqlite::params;
+use std::path::Path;
 
 /// The schema this code writes; a file with a higher version is refused, not downgraded.
 pub const SCHEMA_VERSION: i64 = 3;
 
-pub(super) const SCHEMA: &str = "
+const SCHEMA: &str = "
 CREATE TABLE fs (
     id INTEGER PRIMARY KEY,
     mountpoint TEXT NOT NULL,
@@ -102,12 +105,88 @@ CREATE TABLE idle (
 ) WITHOUT ROWID;
 ";
 
+/// Whether a file of schema `version` can be read as it is, by a tool that opened it read-only
+/// (only the daemon makes or upgrades the schema).
+pub(super) fn readable(path: &Path, version: i64) -> Result<(), StoreError> {
+    let not_created = || StoreError::NotCreated {
+        path: path.to_path_buf(),
+    };
+    match version {
+        0 => return Err(not_created()),
+        SCHEMA_VERSION => {}
+        found @ 1..SCHEMA_VERSION => {
+            return Err(StoreError::OlderSchema {
+                path: path.to_path_buf(),
+                found,
+            });
+        }
+        found if found > SCHEMA_VERSION => {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found,
+            });
+        }
+        found => {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("unknown schema version {found}"),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Store {
+    /// Makes the schema in a new file, upgrades a file of an older version in place, refuses
+    /// one of a newer version.
+    pub(super) fn make_or_upgrade_schema(&mut self) -> Result<(), StoreError> {
+        let version: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(self.err("reading the schema version"))?;
+        match version {
+            // A new file: the schema made.
+            0 => self.under_write_lock(0, "creating the schema", |tx| {
+                tx.execute_batch(SCHEMA)?;
+                for (i, k) in ProbeKind::ALL.iter().enumerate() {
+                    tx.execute(
+                        "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
+                        params![i as i64, k.as_str()],
+                    )?;
+                }
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            })?,
+            // In place, in one transaction: a crash or a full disk mid-way leaves version 1
+            // whole.
+            1 => self.under_write_lock(1, "upgrading the schema from version 1", |tx| {
+                super::migrate::v1_to_v2(tx)?;
+                super::migrate::v2_to_v3(tx)
+            })?,
+            2 => self.under_write_lock(2, "upgrading the schema from version 2", |tx| {
+                super::migrate::v2_to_v3(tx)
+            })?,
+            SCHEMA_VERSION => {}
+            found if found > SCHEMA_VERSION => {
+                return Err(StoreError::NewerSchema {
+                    path: self.path.clone(),
+                    found,
+                });
+            }
+            found => {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    detail: format!("unknown schema version {found}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Runs `change` in an immediate transaction if the schema version, read again under the
     /// write lock, is still `from`: a second process opening the same file at that moment (the
     /// daemon and a tool) waits (busy timeout), then finds the change made, instead of making it
     /// twice. `what` names the change in an error.
-    pub(super) fn under_write_lock(
+    fn under_write_lock(
         &mut self,
         from: i64,
         what: &'static str,
