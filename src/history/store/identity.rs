@@ -56,6 +56,8 @@ impl Store {
         Ok(id)
     }
 
+    /// The id of a drive series, its row made at first sight; a known drive's kernel name,
+    /// identity and capacity brought up to date.
     pub(super) fn drive_id(
         &mut self,
         key: &DriveKey,
@@ -73,31 +75,7 @@ impl Store {
                 path: self.path.clone(),
             });
         }
-        let mut id = None;
-        if let Some(wwn) = &key.wwn {
-            id = self
-                .conn
-                .query_row("SELECT id FROM drive WHERE wwn = ?1", [wwn], |r| r.get(0))
-                .optional()
-                .map_err(self.err("looking up a drive"))?;
-        }
-        if id.is_none()
-            && let Some(serial) = &key.serial
-        {
-            // A serial is unique per model; a row without a model (or a key without one)
-            // matches on the serial alone.
-            id = self
-                .conn
-                .query_row(
-                    "SELECT id FROM drive WHERE serial = ?1 AND (model IS NULL OR ?2 IS NULL OR model = ?2) \
-                     AND (wwn IS NULL OR ?3 IS NULL OR wwn = ?3)",
-                    params![serial, key.model, key.wwn],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(self.err("looking up a drive"))?;
-        }
-        let id: i64 = match id {
+        let id: i64 = match self.find_drive(key)? {
             Some(id) => {
                 self.conn
                     .execute(
@@ -136,6 +114,35 @@ impl Store {
         };
         self.drive_ids
             .insert(key.clone(), (id, kernel_name.to_string()));
+        Ok(id)
+    }
+
+    /// The stored drive a key names: by WWN, else by serial.
+    fn find_drive(&self, key: &DriveKey) -> Result<Option<i64>, StoreError> {
+        let mut id = None;
+        if let Some(wwn) = &key.wwn {
+            id = self
+                .conn
+                .query_row("SELECT id FROM drive WHERE wwn = ?1", [wwn], |r| r.get(0))
+                .optional()
+                .map_err(self.err("looking up a drive"))?;
+        }
+        if id.is_none()
+            && let Some(serial) = &key.serial
+        {
+            // A serial is unique per model; a row without a model (or a key without one)
+            // matches on the serial alone.
+            id = self
+                .conn
+                .query_row(
+                    "SELECT id FROM drive WHERE serial = ?1 AND (model IS NULL OR ?2 IS NULL OR model = ?2) \
+                     AND (wwn IS NULL OR ?3 IS NULL OR wwn = ?3)",
+                    params![serial, key.model, key.wwn],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(self.err("looking up a drive"))?;
+        }
         Ok(id)
     }
 
