@@ -330,42 +330,83 @@ pub fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let flags = Overrides::from_matches(&cli, &matches);
+    let log = match start_logging(&cli) {
+        Ok(log) => log,
+        Err(code) => return code,
+    };
+    match &cli.command {
+        Some(Command::Smart {
+            command: SmartCommand::Inspect { file },
+        }) => code(smart::inspect(file)),
+        Some(Command::Generate { what }) => run_generate(what),
+        Some(Command::SmartHelper { worker, spec }) => code(privsep::smart_helper(*worker, spec)),
+        Some(Command::Probe {
+            command: ProbeCommand::Run { target, kind, json },
+        }) => {
+            let args = probe::RunArgs {
+                target: target.clone(),
+                kind: kind.clone(),
+                json: *json,
+            };
+            with_config(&cli, &flags, &log, |config, roots| {
+                code(probe::run(&args, &config, &roots))
+            })
+        }
+        Some(Command::Report {
+            json,
+            html,
+            store,
+            prometheus,
+            instance,
+            fleet,
+        }) => {
+            let args = report::ReportArgs {
+                json: *json,
+                html: html.clone(),
+                store: store.clone(),
+                prometheus: prometheus.clone(),
+                instance: instance.clone(),
+                fleet: *fleet,
+            };
+            with_config(&cli, &flags, &log, |config, roots| {
+                code(report::run(&args, &config, &roots))
+            })
+        }
+        Some(Command::History { command }) => with_config(&cli, &flags, &log, |config, _| {
+            run_history(command, &config)
+        }),
+        Some(Command::Sample) => with_config(&cli, &flags, &log, run_sample),
+        None | Some(Command::Serve) => run_serve(&cli, flags, log),
+    }
+}
+
+/// Logging to stderr from the start, at `--log.level` (info without it); a level that can't be
+/// parsed is exit status 2.
+fn start_logging(cli: &Cli) -> Result<reload::LogHandle, ExitCode> {
     // The flag is checked before anything runs; the file's level is applied once it is read.
     let start_level = cli.log_level.as_deref().unwrap_or("info");
     let filter = match log_filter(start_level) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("ssdwatch: --log.level {start_level:?}: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
-    let log = reload::init_logging(filter);
+    Ok(reload::init_logging(filter))
+}
 
-    match &cli.command {
-        Some(Command::Smart {
-            command: SmartCommand::Inspect { file },
-        }) => return code(smart::inspect(file)),
-        Some(Command::Generate { what }) => {
-            let out = match what {
-                GenerateCommand::Man { dir: Some(dir) } => {
-                    return code(generate::man_pages(command(), dir));
-                }
-                GenerateCommand::Man { dir: None } => generate::man(command()),
-                GenerateCommand::Completions { shell } => generate::completions(command(), *shell),
-            };
-            return code(generate::write_stdout(out));
-        }
-        Some(Command::SmartHelper { worker, spec }) => {
-            return code(privsep::smart_helper(*worker, spec));
-        }
-        _ => {}
-    }
-
-    let config = match load_config(cli.config.as_deref(), &flags) {
+/// The config (the file or the defaults, the flags over it) with its log level applied, and
+/// the roots the flags give; a config that can't be loaded is exit status 2.
+fn configured(
+    cli: &Cli,
+    flags: &Overrides,
+    log: &reload::LogHandle,
+) -> Result<(Config, Roots), ExitCode> {
+    let config = match load_config(cli.config.as_deref(), flags) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ssdwatch: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     log.set_level(&config.log.level);
@@ -376,98 +417,103 @@ pub fn main() -> ExitCode {
         statvfs_fixture: cli.statvfs_fixture.clone(),
         probe_fixture: cli.probe_fixture.clone(),
     };
+    Ok((config, roots))
+}
 
-    if let Some(Command::Probe {
-        command: ProbeCommand::Run { target, kind, json },
-    }) = &cli.command
-    {
-        let args = probe::RunArgs {
-            target: target.clone(),
-            kind: kind.clone(),
-            json: *json,
-        };
-        return code(probe::run(&args, &config, &roots));
+/// Runs a subcommand on the config and the roots ([`configured`]).
+fn with_config(
+    cli: &Cli,
+    flags: &Overrides,
+    log: &reload::LogHandle,
+    run: impl FnOnce(Config, Roots) -> ExitCode,
+) -> ExitCode {
+    match configured(cli, flags, log) {
+        Ok((config, roots)) => run(config, roots),
+        Err(code) => code,
     }
+}
 
-    if let Some(Command::Report {
-        json,
-        html,
-        store,
-        prometheus,
-        instance,
-        fleet,
-    }) = &cli.command
-    {
-        let args = report::ReportArgs {
-            json: *json,
-            html: html.clone(),
-            store: store.clone(),
-            prometheus: prometheus.clone(),
-            instance: instance.clone(),
-            fleet: *fleet,
-        };
-        return code(report::run(&args, &config, &roots));
-    }
-    if let Some(Command::History {
-        command:
-            HistoryCommand::Export {
-                store,
-                output,
-                instance,
-                ..
-            },
-    }) = &cli.command
-    {
-        return code(report::export(store, output, instance.as_deref(), &config));
-    }
-    if let Some(Command::History {
-        command: HistoryCommand::Fill { like, days },
-    }) = &cli.command
-    {
-        return code(report::fill(like, i64::from(*days), &config));
-    }
-
-    // The daemon gives up its capabilities here, before any thread, port or collector exists.
-    let smart_helper = match &cli.command {
-        None | Some(Command::Serve) => match privsep::split(&config.collectors.smart, &roots) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("ssdwatch: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        _ => None,
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+/// The async runtime of `sample` and of the daemon.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(rt) => Ok(rt),
         Err(e) => {
             eprintln!("ssdwatch: starting the async runtime: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+/// `generate`: the man page(s) or shell completions.
+fn run_generate(what: &GenerateCommand) -> ExitCode {
+    let out = match what {
+        GenerateCommand::Man { dir: Some(dir) } => {
+            return code(generate::man_pages(command(), dir));
+        }
+        GenerateCommand::Man { dir: None } => generate::man(command()),
+        GenerateCommand::Completions { shell } => generate::completions(command(), *shell),
+    };
+    code(generate::write_stdout(out))
+}
+
+/// `history export` and `history fill`.
+fn run_history(command: &HistoryCommand, config: &Config) -> ExitCode {
+    match command {
+        HistoryCommand::Export {
+            store,
+            output,
+            instance,
+            ..
+        } => code(report::export(store, output, instance.as_deref(), config)),
+        HistoryCommand::Fill { like, days } => code(report::fill(like, i64::from(*days), config)),
+    }
+}
+
+/// `sample`: collects once and prints the exposition; exit status 1 when a collector failed.
+fn run_sample(config: Config, roots: Roots) -> ExitCode {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    match rt.block_on(crate::sample_once(&config, roots)) {
+        Ok((text, ok)) => {
+            print!("{text}");
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("ssdwatch: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `serve` (the default): the daemon, until SIGTERM or SIGINT.
+fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
+    let (config, roots) = match configured(cli, &flags, &log) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    // The daemon gives up its capabilities here, before any thread, port or collector exists.
+    let smart_helper = match privsep::split(&config.collectors.smart, &roots) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ssdwatch: {e}");
             return ExitCode::from(1);
         }
     };
-
-    if let Some(Command::Sample) = cli.command {
-        return match rt.block_on(crate::sample_once(&config, roots)) {
-            Ok((text, ok)) => {
-                print!("{text}");
-                if ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                }
-            }
-            Err(e) => {
-                eprintln!("ssdwatch: {e:#}");
-                ExitCode::from(1)
-            }
-        };
-    }
-
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
     // SIGHUP is caught from here on, before the web config is loaded.
     let reload = {
         let _in_runtime = rt.enter();
@@ -484,7 +530,7 @@ pub fn main() -> ExitCode {
             log,
         })
     };
-    let web = match web_setup(&cli, reload) {
+    let web = match web_setup(cli, reload) {
         Ok(w) => w,
         Err(message) => {
             eprintln!("ssdwatch: {message}");

@@ -9,7 +9,6 @@ pub mod curve;
 pub mod degradation;
 pub mod fill;
 pub mod forecast;
-mod migrate;
 pub mod record;
 pub mod service;
 pub mod store;

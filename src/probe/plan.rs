@@ -18,6 +18,7 @@ use super::budget::{BudgetError, Usage};
 use super::fsafe::{self, LeftoverError, SafetyError};
 use super::{Placement, ProbeKind, Skip, SkipReason, TargetConfig};
 use crate::statfs::{FsStat, FsType};
+use std::ops::ControlFlow;
 
 /// What a run asks for: the target's config and the kinds due now.
 #[derive(Debug, Clone, Copy)]
@@ -139,190 +140,28 @@ pub fn overwrites_in_place(fs: FsType) -> bool {
     matches!(fs, FsType::EXT4 | FsType::XFS)
 }
 
-/// The next step of a run on what has been observed so far, or why it doesn't happen.
+/// The next step of a run on what has been observed so far, or why it doesn't happen: the
+/// gates in order, each a method of [`Gates`].
 pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
-    let t = spec.target;
-    let shown = t.path.display();
-    let dir_shown = format!("{shown}/{}", fsafe::PROBE_DIR);
-    let file_shown = format!("{dir_shown}/{}", fsafe::PROBE_FILE);
-    let skip = |reason, detail: String| Skip {
-        target: t.path.clone(),
-        placement: Some(o.placement.clone()),
-        reason,
-        detail,
+    let g = Gates::new(o, spec);
+    g.writable()?;
+    let (stat, file, usage) = match g.probe_dir()? {
+        ControlFlow::Continue(ready) => ready,
+        ControlFlow::Break(next) => return Ok(next),
     };
-    if o.stat.readonly {
-        return Err(skip(
-            SkipReason::Readonly,
-            format!("{shown}: read-only filesystem"),
-        ));
-    }
-    let floor = floor_bytes(t, o.stat.size_bytes());
-    let low_space = |avail: u64| {
-        skip(
-            SkipReason::LowSpace,
-            format!("{shown}: {avail} bytes available, under the floor of {floor}"),
-        )
+    let file_bytes = probe_file_bytes(g.t, stat.size_bytes());
+    let (create_bytes, allocated) = match g.probe_file(file, file_bytes)? {
+        ControlFlow::Continue(sizes) => sizes,
+        ControlFlow::Break(next) => return Ok(next),
     };
-    let (stat, file, usage) = match &o.dir {
-        // Short of space and no probe directory: nothing of ours to clean up, and not even a
-        // directory gets created.
-        ProbeDir::Unopened { exists: false } if o.stat.avail_bytes() < floor => {
-            return Err(low_space(o.stat.avail_bytes()));
-        }
-        ProbeDir::Unopened { .. } => return Ok(Plan::Enter),
-        ProbeDir::Refused(SafetyError::Io { path, source })
-            if source.raw_os_error() == Some(libc::EROFS) =>
-        {
-            return Err(skip(SkipReason::Readonly, format!("{path}: {source}")));
-        }
-        ProbeDir::Refused(e @ SafetyError::Io { .. }) => {
-            return Err(skip(SkipReason::Error, e.to_string()));
-        }
-        ProbeDir::Refused(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
-        ProbeDir::Locked => {
-            return Err(skip(
-                SkipReason::Busy,
-                format!("{dir_shown}: another probe run on this target is in progress"),
-            ));
-        }
-        ProbeDir::Uncleared(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
-        ProbeDir::Ready { stat, file, usage } => (stat, file, usage),
-    };
-    let file_bytes = probe_file_bytes(t, stat.size_bytes());
-    let (create_bytes, allocated) = match file {
-        ProbeFile::Absent => (file_bytes, 0),
-        ProbeFile::Sound { size, allocated } if *size == file_bytes => (0, *allocated),
-        // Resized in the config (or the filesystem): removed, then judged as a new file.
-        ProbeFile::Sound { .. } => return Ok(Plan::RemoveStale),
-        ProbeFile::Symlink => {
-            return Err(skip(
-                SkipReason::Unsafe,
-                format!("{file_shown} is a symlink; refusing it"),
-            ));
-        }
-        ProbeFile::Refused(e) => return Err(skip(SkipReason::Unsafe, e.to_string())),
-        ProbeFile::Unopenable(e) => {
-            return Err(skip(SkipReason::Error, format!("{file_shown}: {e}")));
-        }
-    };
-
-    // Judged once leftovers are gone (a half-created probe file may be what filled it), on what
-    // this run would consume.
-    let avail = stat.avail_bytes();
-    let in_place = overwrites_in_place(o.fs_type);
-    if create_bytes == 0 && in_place && allocated >= file_bytes {
-        let reserve = t.rewrite_reserve_bytes;
-        if avail < reserve {
-            return Err(skip(
-                SkipReason::LowSpace,
-                format!(
-                    "{shown}: {avail} bytes available, under the reserve of {reserve} kept even for rewriting the probe file in place"
-                ),
-            ));
-        }
-    } else if avail < floor {
-        return Err(low_space(avail));
-    } else if create_bytes > 0 && avail.saturating_sub(create_bytes) < floor {
-        return Err(skip(
-            SkipReason::LowSpace,
-            format!(
-                "{shown}: creating the {create_bytes}-byte probe file would leave {} bytes, under the floor of {floor}",
-                avail.saturating_sub(create_bytes)
-            ),
-        ));
-    } else if !in_place {
-        // Every write allocates here (until the old blocks are freed after the commit): the
-        // run's own bytes count as well as the file's.
-        let writes: u64 = spec.kinds.iter().map(|k| t.planned_bytes(*k)).sum();
-        let left = avail.saturating_sub(create_bytes + writes);
-        if left < floor {
-            return Err(skip(
-                SkipReason::LowSpace,
-                format!(
-                    "{shown}: on {} every write allocates; the run's {} bytes would leave {left} bytes, under the floor of {floor}",
-                    fs_name(o.fs_type),
-                    create_bytes + writes
-                ),
-            ));
-        }
-    }
-
-    // Budget: time per hour, then bytes per day. A budget that can't be read stops the probes:
-    // they can't know what they may write.
-    let usage = match usage {
-        Ok(u) => u,
-        Err(e) => return Err(skip(SkipReason::Error, e.to_string())),
-    };
-    if usage.seconds >= t.budget_time_per_hour.as_secs_f64() {
-        return Err(skip(
-            SkipReason::Budget,
-            format!(
-                "{shown}: {:.1} s of probing this hour already",
-                usage.seconds
-            ),
-        ));
-    }
-    let mut left = t.budget_bytes_per_day.saturating_sub(usage.written_bytes);
-    if create_bytes > left {
-        return Err(skip(
-            SkipReason::Budget,
-            format!(
-                "{shown}: creating the probe file ({create_bytes} bytes) exceeds today's write budget ({left} bytes left)"
-            ),
-        ));
-    }
-    left -= create_bytes;
-    let mut kinds = Vec::new();
-    let mut budget_skipped = Vec::new();
-    for k in spec.kinds {
-        let b = t.planned_bytes(*k);
-        if b <= left {
-            left -= b;
-            kinds.push(*k);
-        } else {
-            budget_skipped.push(*k);
-        }
-    }
-    if kinds.is_empty() {
-        return Err(skip(
-            SkipReason::Budget,
-            format!(
-                "{shown}: today's write budget is spent ({} of {} bytes)",
-                usage.written_bytes, t.budget_bytes_per_day
-            ),
-        ));
-    }
-
-    if let Some(u) = o.utilization_before
-        && u > t.busy_threshold
-    {
-        return Err(skip(
-            SkipReason::Busy,
-            format!(
-                "{shown}: drive {} {:.0}% busy, above the {:.0}% threshold",
-                o.placement.device(),
-                u * 100.0,
-                t.busy_threshold * 100.0
-            ),
-        ));
-    }
+    g.space(stat, file_bytes, create_bytes, allocated)?;
+    let (kinds, budget_skipped) = g.budget(usage, create_bytes)?;
+    g.not_busy()?;
     // The budget is recorded before the first write, or nothing is written: a run that can't
     // be counted would let the probes write without a cap.
-    let planned_bytes = create_bytes + kinds.iter().map(|k| t.planned_bytes(*k)).sum::<u64>();
-    match &o.intent {
-        None => {
-            return Ok(Plan::Record {
-                bytes: planned_bytes,
-            });
-        }
-        Some(Err(e)) => {
-            return Err(skip(
-                SkipReason::BudgetUnrecorded,
-                format!("{e}; not probing {shown}: its writes could not be counted"),
-            ));
-        }
-        Some(Ok(())) => {}
+    let planned_bytes = create_bytes + kinds.iter().map(|k| g.t.planned_bytes(*k)).sum::<u64>();
+    if let ControlFlow::Break(next) = g.intent_recorded(planned_bytes)? {
+        return Ok(next);
     }
     Ok(Plan::Run(RunPlan {
         kinds,
@@ -331,6 +170,269 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
         file_bytes,
         planned_bytes,
     }))
+}
+
+/// What the gates of [`plan`] judge, and how a skip names the target.
+struct Gates<'a> {
+    o: &'a Observed,
+    spec: &'a Spec<'a>,
+    t: &'a TargetConfig,
+    shown: std::path::Display<'a>,
+    dir_shown: String,
+    file_shown: String,
+    /// The space floor for a run that allocates ([`floor_bytes`]).
+    floor: u64,
+}
+
+/// The probe directory, opened, locked and cleared: statvfs after the clearing, the probe file,
+/// the budget usage.
+type Ready<'a> = (&'a FsStat, &'a ProbeFile, &'a Result<Usage, BudgetError>);
+
+impl<'a> Gates<'a> {
+    fn new(o: &'a Observed, spec: &'a Spec<'a>) -> Gates<'a> {
+        let t = spec.target;
+        let shown = t.path.display();
+        let dir_shown = format!("{shown}/{}", fsafe::PROBE_DIR);
+        let file_shown = format!("{dir_shown}/{}", fsafe::PROBE_FILE);
+        Gates {
+            o,
+            spec,
+            t,
+            shown,
+            dir_shown,
+            file_shown,
+            floor: floor_bytes(t, o.stat.size_bytes()),
+        }
+    }
+
+    fn skip(&self, reason: SkipReason, detail: String) -> Skip {
+        Skip {
+            target: self.t.path.clone(),
+            placement: Some(self.o.placement.clone()),
+            reason,
+            detail,
+        }
+    }
+
+    fn low_space(&self, avail: u64) -> Skip {
+        let (shown, floor) = (&self.shown, self.floor);
+        self.skip(
+            SkipReason::LowSpace,
+            format!("{shown}: {avail} bytes available, under the floor of {floor}"),
+        )
+    }
+
+    fn writable(&self) -> Result<(), Skip> {
+        if self.o.stat.readonly {
+            let shown = &self.shown;
+            return Err(self.skip(
+                SkipReason::Readonly,
+                format!("{shown}: read-only filesystem"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The probe directory: entered (made when absent) unless short of space with none yet;
+    /// refused, locked by another run or not cleared of leftovers; else ready.
+    fn probe_dir(&self) -> Result<ControlFlow<Plan, Ready<'a>>, Skip> {
+        let o = self.o;
+        let dir_shown = &self.dir_shown;
+        let ready = match &o.dir {
+            // Short of space and no probe directory: nothing of ours to clean up, and not even a
+            // directory gets created.
+            ProbeDir::Unopened { exists: false } if o.stat.avail_bytes() < self.floor => {
+                return Err(self.low_space(o.stat.avail_bytes()));
+            }
+            ProbeDir::Unopened { .. } => return Ok(ControlFlow::Break(Plan::Enter)),
+            ProbeDir::Refused(SafetyError::Io { path, source })
+                if source.raw_os_error() == Some(libc::EROFS) =>
+            {
+                return Err(self.skip(SkipReason::Readonly, format!("{path}: {source}")));
+            }
+            ProbeDir::Refused(e @ SafetyError::Io { .. }) => {
+                return Err(self.skip(SkipReason::Error, e.to_string()));
+            }
+            ProbeDir::Refused(e) => return Err(self.skip(SkipReason::Unsafe, e.to_string())),
+            ProbeDir::Locked => {
+                return Err(self.skip(
+                    SkipReason::Busy,
+                    format!("{dir_shown}: another probe run on this target is in progress"),
+                ));
+            }
+            ProbeDir::Uncleared(e) => return Err(self.skip(SkipReason::Unsafe, e.to_string())),
+            ProbeDir::Ready { stat, file, usage } => (stat, file, usage),
+        };
+        Ok(ControlFlow::Continue(ready))
+    }
+
+    /// The probe file: (bytes to create, bytes already allocated) when it serves or is absent;
+    /// removed when of another size than `file_bytes`; refused when not sound.
+    fn probe_file(
+        &self,
+        file: &ProbeFile,
+        file_bytes: u64,
+    ) -> Result<ControlFlow<Plan, (u64, u64)>, Skip> {
+        let file_shown = &self.file_shown;
+        let sizes = match file {
+            ProbeFile::Absent => (file_bytes, 0),
+            ProbeFile::Sound { size, allocated } if *size == file_bytes => (0, *allocated),
+            // Resized in the config (or the filesystem): removed, then judged as a new file.
+            ProbeFile::Sound { .. } => return Ok(ControlFlow::Break(Plan::RemoveStale)),
+            ProbeFile::Symlink => {
+                return Err(self.skip(
+                    SkipReason::Unsafe,
+                    format!("{file_shown} is a symlink; refusing it"),
+                ));
+            }
+            ProbeFile::Refused(e) => return Err(self.skip(SkipReason::Unsafe, e.to_string())),
+            ProbeFile::Unopenable(e) => {
+                return Err(self.skip(SkipReason::Error, format!("{file_shown}: {e}")));
+            }
+        };
+        Ok(ControlFlow::Continue(sizes))
+    }
+
+    /// Judged once leftovers are gone (a half-created probe file may be what filled it), on what
+    /// this run would consume.
+    fn space(
+        &self,
+        stat: &FsStat,
+        file_bytes: u64,
+        create_bytes: u64,
+        allocated: u64,
+    ) -> Result<(), Skip> {
+        let (o, t, spec) = (self.o, self.t, self.spec);
+        let (shown, floor) = (&self.shown, self.floor);
+        let avail = stat.avail_bytes();
+        let in_place = overwrites_in_place(o.fs_type);
+        if create_bytes == 0 && in_place && allocated >= file_bytes {
+            let reserve = t.rewrite_reserve_bytes;
+            if avail < reserve {
+                return Err(self.skip(
+                    SkipReason::LowSpace,
+                    format!(
+                        "{shown}: {avail} bytes available, under the reserve of {reserve} kept even for rewriting the probe file in place"
+                    ),
+                ));
+            }
+        } else if avail < floor {
+            return Err(self.low_space(avail));
+        } else if create_bytes > 0 && avail.saturating_sub(create_bytes) < floor {
+            return Err(self.skip(
+                SkipReason::LowSpace,
+                format!(
+                    "{shown}: creating the {create_bytes}-byte probe file would leave {} bytes, under the floor of {floor}",
+                    avail.saturating_sub(create_bytes)
+                ),
+            ));
+        } else if !in_place {
+            // Every write allocates here (until the old blocks are freed after the commit): the
+            // run's own bytes count as well as the file's.
+            let writes: u64 = spec.kinds.iter().map(|k| t.planned_bytes(*k)).sum();
+            let left = avail.saturating_sub(create_bytes + writes);
+            if left < floor {
+                return Err(self.skip(
+                    SkipReason::LowSpace,
+                    format!(
+                        "{shown}: on {} every write allocates; the run's {} bytes would leave {left} bytes, under the floor of {floor}",
+                        fs_name(o.fs_type),
+                        create_bytes + writes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Budget: time per hour, then bytes per day; returns the kinds that fit today's bytes and
+    /// those left out. A budget that can't be read stops the probes: they can't know what they
+    /// may write.
+    fn budget(
+        &self,
+        usage: &Result<Usage, BudgetError>,
+        create_bytes: u64,
+    ) -> Result<(Vec<ProbeKind>, Vec<ProbeKind>), Skip> {
+        let (t, spec, shown) = (self.t, self.spec, &self.shown);
+        let usage = match usage {
+            Ok(u) => u,
+            Err(e) => return Err(self.skip(SkipReason::Error, e.to_string())),
+        };
+        if usage.seconds >= t.budget_time_per_hour.as_secs_f64() {
+            return Err(self.skip(
+                SkipReason::Budget,
+                format!(
+                    "{shown}: {:.1} s of probing this hour already",
+                    usage.seconds
+                ),
+            ));
+        }
+        let mut left = t.budget_bytes_per_day.saturating_sub(usage.written_bytes);
+        if create_bytes > left {
+            return Err(self.skip(
+                SkipReason::Budget,
+                format!(
+                    "{shown}: creating the probe file ({create_bytes} bytes) exceeds today's write budget ({left} bytes left)"
+                ),
+            ));
+        }
+        left -= create_bytes;
+        let mut kinds = Vec::new();
+        let mut budget_skipped = Vec::new();
+        for k in spec.kinds {
+            let b = t.planned_bytes(*k);
+            if b <= left {
+                left -= b;
+                kinds.push(*k);
+            } else {
+                budget_skipped.push(*k);
+            }
+        }
+        if kinds.is_empty() {
+            return Err(self.skip(
+                SkipReason::Budget,
+                format!(
+                    "{shown}: today's write budget is spent ({} of {} bytes)",
+                    usage.written_bytes, t.budget_bytes_per_day
+                ),
+            ));
+        }
+        Ok((kinds, budget_skipped))
+    }
+
+    fn not_busy(&self) -> Result<(), Skip> {
+        let (o, t, shown) = (self.o, self.t, &self.shown);
+        if let Some(u) = o.utilization_before
+            && u > t.busy_threshold
+        {
+            return Err(self.skip(
+                SkipReason::Busy,
+                format!(
+                    "{shown}: drive {} {:.0}% busy, above the {:.0}% threshold",
+                    o.placement.device(),
+                    u * 100.0,
+                    t.busy_threshold * 100.0
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The run's intent of `planned_bytes` in the budget: to be recorded first, recorded, or
+    /// not recordable (then nothing is written).
+    fn intent_recorded(&self, planned_bytes: u64) -> Result<ControlFlow<Plan>, Skip> {
+        let shown = &self.shown;
+        match &self.o.intent {
+            None => Ok(ControlFlow::Break(Plan::Record {
+                bytes: planned_bytes,
+            })),
+            Some(Err(e)) => Err(self.skip(
+                SkipReason::BudgetUnrecorded,
+                format!("{e}; not probing {shown}: its writes could not be counted"),
+            )),
+            Some(Ok(())) => Ok(ControlFlow::Continue(())),
+        }
+    }
 }
 
 /// The space gate judged again on a statvfs taken right before an allocation of `allocating`

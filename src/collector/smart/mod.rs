@@ -296,7 +296,104 @@ impl Collector for SmartCollector {
 
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
         let mut sample = Sample::default();
-        let topo = if self.cfg.discover {
+        let topo = self.discover(ctx, &mut sample).await;
+        let targets = self.targets(topo.as_deref());
+        self.forget_gone(&targets);
+        let reads = self.start_due(&targets, &mut sample);
+        self.take_results(ctx, &targets, reads, &mut sample).await;
+        self.render(&targets, &mut sample);
+        Ok(sample)
+    }
+}
+
+/// What a read hands back: its outcome and, through the helper, the cause of a refusal it
+/// observed where smartctl ran.
+type Reading = (RunOutcome, Option<String>);
+
+/// The reads one sample started: at most `parallelism` at a time.
+struct Reads {
+    sem: Arc<Semaphore>,
+    set: tokio::task::JoinSet<Reading>,
+    /// Which drive each task is for, so a task that did not complete is still named.
+    task_label: HashMap<tokio::task::Id, (String, atasmart::Used)>,
+}
+
+impl Reads {
+    /// Starts the read of one drive by the backend `used`, through the helper when there is
+    /// one.
+    fn spawn(
+        &mut self,
+        cfg: &SmartConfig,
+        helper: Option<helper::Client>,
+        t: &Target,
+        used: atasmart::Used,
+        protocol: Option<&str>,
+        in_kernel: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        let set = &mut self.set;
+        let timeout = cfg.timeout;
+        let sem = self.sem.clone();
+        let task = match (used, helper) {
+            // Through the helper: it builds the same argument set from these facts.
+            (atasmart::Used::Smartctl, Some(h)) => {
+                let req = helper::client::RequestKind::Smartctl {
+                    path: t.path.clone(),
+                    dev_type: t.dev_type.clone(),
+                    devstat: protocol == Some("ATA"),
+                };
+                set.spawn(async move {
+                    let _permit = sem.acquire_owned().await;
+                    let a = h.read(req, &in_kernel).await;
+                    (a.outcome, a.cause)
+                })
+            }
+            // Only chosen when built in (`atasmart::choose`); the helper is the same binary.
+            (atasmart::Used::Libatasmart, Some(h)) => {
+                let req = helper::client::RequestKind::Atasmart {
+                    path: t.path.clone(),
+                };
+                set.spawn(async move {
+                    let _permit = sem.acquire_owned().await;
+                    let a = h.read(req, &in_kernel).await;
+                    (a.outcome, a.cause)
+                })
+            }
+            (atasmart::Used::Smartctl, None) => {
+                let args = smartctl_args(
+                    &t.path,
+                    t.dev_type.as_deref(),
+                    protocol,
+                    cfg.nocheck_standby,
+                );
+                let bin = cfg.smartctl_path.clone();
+                set.spawn(async move {
+                    let _permit = sem.acquire_owned().await;
+                    let out = runner::run_smartctl(&bin, &args, timeout, &in_kernel).await;
+                    (out, None)
+                })
+            }
+            #[cfg(feature = "atasmart")]
+            (atasmart::Used::Libatasmart, None) => {
+                let path = t.path.clone();
+                let nocheck = cfg.nocheck_standby;
+                set.spawn(async move {
+                    let _permit = sem.acquire_owned().await;
+                    let out = runner::run_atasmart(&path, nocheck, timeout, &in_kernel).await;
+                    (out, None)
+                })
+            }
+            #[cfg(not(feature = "atasmart"))]
+            (atasmart::Used::Libatasmart, None) => return,
+        };
+        self.task_label.insert(task.id(), (t.label.clone(), used));
+    }
+}
+
+/// The steps of a sample: discover, forget the drives gone, start the reads due, take their
+/// results, render every drive.
+impl SmartCollector {
+    async fn discover(&self, ctx: &Context, sample: &mut Sample) -> Option<Arc<Topology>> {
+        if self.cfg.discover {
             match ctx.topology().await {
                 Ok(t) => Some(t),
                 Err(e) => {
@@ -309,17 +406,21 @@ impl Collector for SmartCollector {
             }
         } else {
             None
-        };
-        let targets = self.targets(topo.as_deref());
+        }
+    }
+
+    fn forget_gone(&mut self, targets: &[Target]) {
         self.drives
             .retain(|label, _| targets.iter().any(|t| &t.label == label));
         self.in_kernel.retain(|label, stuck| {
             targets.iter().any(|t| &t.label == label)
                 || stuck.load(std::sync::atomic::Ordering::Acquire)
         });
+    }
 
-        let now = Instant::now();
-        let smartctl_found = atasmart::BUILT_IN && self.cfg.backend == Backend::Auto && {
+    /// Whether `auto` finds smartctl to read ATA drives with (else libatasmart does).
+    fn smartctl_found(&self) -> bool {
+        atasmart::BUILT_IN && self.cfg.backend == Backend::Auto && {
             let p = &self.cfg.smartctl_path;
             if p.components().count() > 1 {
                 p.is_file()
@@ -327,12 +428,20 @@ impl Collector for SmartCollector {
                 std::env::var_os("PATH")
                     .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(p).is_file()))
             }
+        }
+    }
+
+    /// Starts a read of each drive whose interval is due and whose last smartctl is not stuck
+    /// in the kernel.
+    fn start_due(&mut self, targets: &[Target], sample: &mut Sample) -> Reads {
+        let now = Instant::now();
+        let smartctl_found = self.smartctl_found();
+        let mut reads = Reads {
+            sem: Arc::new(Semaphore::new(self.cfg.parallelism.max(1))),
+            set: tokio::task::JoinSet::new(),
+            task_label: HashMap::new(),
         };
-        let sem = Arc::new(Semaphore::new(self.cfg.parallelism.max(1)));
-        let mut set = tokio::task::JoinSet::new();
-        // Which drive each task is for, so a task that did not complete is still named.
-        let mut task_label = HashMap::new();
-        for t in &targets {
+        for t in targets {
             let st = self.drives.entry(t.label.clone()).or_default();
             if st.next_due.is_some_and(|due| due > now) {
                 continue;
@@ -356,64 +465,22 @@ impl Collector for SmartCollector {
                 None => matches!(t.dev_type.as_deref(), None | Some("sat" | "ata")),
             };
             let used = atasmart::choose(self.cfg.backend, smartctl_found, may_be_ata);
-            let timeout = self.cfg.timeout;
-            let sem = sem.clone();
             let protocol = st.protocol.as_deref().filter(|_| !st.no_devstat);
-            let task = match (used, self.helper.clone()) {
-                // Through the helper: it builds the same argument set from these facts.
-                (atasmart::Used::Smartctl, Some(h)) => {
-                    let req = helper::client::RequestKind::Smartctl {
-                        path: t.path.clone(),
-                        dev_type: t.dev_type.clone(),
-                        devstat: protocol == Some("ATA"),
-                    };
-                    set.spawn(async move {
-                        let _permit = sem.acquire_owned().await;
-                        let a = h.read(req, &in_kernel).await;
-                        (a.outcome, a.cause)
-                    })
-                }
-                // Only chosen when built in (`atasmart::choose`); the helper is the same binary.
-                (atasmart::Used::Libatasmart, Some(h)) => {
-                    let req = helper::client::RequestKind::Atasmart {
-                        path: t.path.clone(),
-                    };
-                    set.spawn(async move {
-                        let _permit = sem.acquire_owned().await;
-                        let a = h.read(req, &in_kernel).await;
-                        (a.outcome, a.cause)
-                    })
-                }
-                (atasmart::Used::Smartctl, None) => {
-                    let args = smartctl_args(
-                        &t.path,
-                        t.dev_type.as_deref(),
-                        protocol,
-                        self.cfg.nocheck_standby,
-                    );
-                    let bin = self.cfg.smartctl_path.clone();
-                    set.spawn(async move {
-                        let _permit = sem.acquire_owned().await;
-                        let out = runner::run_smartctl(&bin, &args, timeout, &in_kernel).await;
-                        (out, None)
-                    })
-                }
-                #[cfg(feature = "atasmart")]
-                (atasmart::Used::Libatasmart, None) => {
-                    let path = t.path.clone();
-                    let nocheck = self.cfg.nocheck_standby;
-                    set.spawn(async move {
-                        let _permit = sem.acquire_owned().await;
-                        let out = runner::run_atasmart(&path, nocheck, timeout, &in_kernel).await;
-                        (out, None)
-                    })
-                }
-                #[cfg(not(feature = "atasmart"))]
-                (atasmart::Used::Libatasmart, None) => continue,
-            };
-            task_label.insert(task.id(), (t.label.clone(), used));
+            reads.spawn(&self.cfg, self.helper.clone(), t, used, protocol, in_kernel);
         }
-        while let Some(joined) = set.join_next_with_id().await {
+        reads
+    }
+
+    /// Each read, as it completes, stepped into its drive's state; a fresh reading handed to
+    /// the history, the drive's errors to the sample.
+    async fn take_results(
+        &mut self,
+        ctx: &Context,
+        targets: &[Target],
+        mut reads: Reads,
+        sample: &mut Sample,
+    ) {
+        while let Some(joined) = reads.set.join_next_with_id().await {
             let (id, (outcome, helper_cause)) = match joined {
                 Ok(done) => done,
                 Err(e) => {
@@ -422,7 +489,7 @@ impl Collector for SmartCollector {
                 }
             };
             // Every task was spawned above with its label.
-            let Some((label, used)) = task_label.remove(&id) else {
+            let Some((label, used)) = reads.task_label.remove(&id) else {
                 continue;
             };
             let target = targets.iter().find(|t| t.label == label);
@@ -459,40 +526,8 @@ impl Collector for SmartCollector {
             );
             *st = step.state;
             st.backend = used;
-            // A fresh reading goes to the history store, keyed by the drive's identity.
-            if ctx.history.is_some()
-                && st.last_ok_unix == Some(run_unix)
-                && let Some(h) = &st.last
-            {
-                let serial = h
-                    .serial
-                    .clone()
-                    .or_else(|| target.and_then(|t| t.serial.clone()));
-                let wwn = target.and_then(|t| t.wwn.clone()).or_else(|| h.wwn.clone());
-                if serial.is_some() || wwn.is_some() {
-                    sample.records.push(Record::Drive(DriveSample {
-                        key: DriveKey {
-                            wwn,
-                            serial,
-                            model: h.model.clone(),
-                        },
-                        kernel_name: label.clone(),
-                        capacity_bytes: h.capacity_bytes,
-                        t: run_unix as i64,
-                        wear_used_ratio: h.wear_used_ratio,
-                        spare_ratio: h.spare_available_ratio,
-                        host_written_bytes: h.host_written_bytes,
-                        nand_written_bytes: h.nand_written_bytes,
-                        media_errors: h.media_errors,
-                        power_on_hours: h.power_on_seconds.map(|s| s / 3600),
-                        temperature_celsius: h.temperature_celsius,
-                        // The kernel's count (diskstats), since boot: the drive reports none.
-                        discarded_bytes: ctx
-                            .shared
-                            .disk_activity(&label)
-                            .and_then(|a| a.discarded_bytes),
-                    }));
-                }
+            if let Some(record) = history_record(ctx, target, &label, st, run_unix) {
+                sample.records.push(record);
             }
             // The solid-state decision (topology collector) trusts the drive's own word.
             if let Some(rpm) = st.last.as_ref().and_then(|h| h.rotation_rate_rpm) {
@@ -505,9 +540,12 @@ impl Collector for SmartCollector {
                 sample.error(e);
             }
         }
+    }
 
+    /// Every drive's metrics, from its state (a drive not read this time shows its last).
+    fn render(&self, targets: &[Target], sample: &mut Sample) {
         let now_unix = unix_now();
-        for t in &targets {
+        for t in targets {
             let stuck = self
                 .in_kernel
                 .get(&t.label)
@@ -524,8 +562,53 @@ impl Collector for SmartCollector {
                 render::render_drive(t, st, every, now_unix, &mut sample.metrics);
             }
         }
-        Ok(sample)
     }
+}
+
+/// A fresh reading for the history store, keyed by the drive's identity: None when the run at
+/// `run_unix` did not succeed, the history is off, or the drive has neither serial nor WWN.
+fn history_record(
+    ctx: &Context,
+    target: Option<&Target>,
+    label: &str,
+    st: &DriveState,
+    run_unix: f64,
+) -> Option<Record> {
+    if ctx.history.is_some()
+        && st.last_ok_unix == Some(run_unix)
+        && let Some(h) = &st.last
+    {
+        let serial = h
+            .serial
+            .clone()
+            .or_else(|| target.and_then(|t| t.serial.clone()));
+        let wwn = target.and_then(|t| t.wwn.clone()).or_else(|| h.wwn.clone());
+        if serial.is_some() || wwn.is_some() {
+            return Some(Record::Drive(DriveSample {
+                key: DriveKey {
+                    wwn,
+                    serial,
+                    model: h.model.clone(),
+                },
+                kernel_name: label.to_string(),
+                capacity_bytes: h.capacity_bytes,
+                t: run_unix as i64,
+                wear_used_ratio: h.wear_used_ratio,
+                spare_ratio: h.spare_available_ratio,
+                host_written_bytes: h.host_written_bytes,
+                nand_written_bytes: h.nand_written_bytes,
+                media_errors: h.media_errors,
+                power_on_hours: h.power_on_seconds.map(|s| s / 3600),
+                temperature_celsius: h.temperature_celsius,
+                // The kernel's count (diskstats), since boot: the drive reports none.
+                discarded_bytes: ctx
+                    .shared
+                    .disk_activity(label)
+                    .and_then(|a| a.discarded_bytes),
+            }));
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -1,0 +1,433 @@
+//! Reading back: the series, listed and as points (hourly chunks, then raw rows), a summary a
+//! day for the forecasts, and the file's size; in one snapshot between `begin_read`/`end_read`.
+
+use super::layout::{Agg, Kind, Layout, MILLI, PPM, SERIES_BITS, raw_keys};
+use super::{DAY, HOUR, Store, StoreError};
+use crate::history::forecast::DayUse;
+use crate::history::record::{
+    DriveId, DriveInfo, DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, Stat,
+};
+use rusqlite::OptionalExtension;
+use std::collections::BTreeMap;
+
+/// Days `?1..=?2` as a table `d(day)`: a series' day-keyed rows are read by one statement
+/// that looks each day up (`d CROSS JOIN t ON key = day, series`) rather than a statement a day.
+const DAYS_CTE: &str =
+    "WITH RECURSIVE d(day) AS (SELECT ?1 UNION ALL SELECT day + 1 FROM d WHERE day < ?2) ";
+
+fn stat(vals: &[Option<i64>], c: usize, scale: f64) -> Option<Stat> {
+    Some(Stat {
+        min: vals[c]? as f64 / scale,
+        max: vals[c + 1]? as f64 / scale,
+        mean: vals[c + 2]? as f64 / scale,
+        last: vals[c + 3]? as f64 / scale,
+    })
+}
+
+fn fs_point(t: i64, hourly: bool, v: &[Option<i64>]) -> Option<FsPoint> {
+    Some(FsPoint {
+        t,
+        hourly,
+        size: Stat::one(v[0]? as f64),
+        avail: stat(v, 1, 1.0)?,
+        free: stat(v, 5, 1.0)?,
+        files_free: stat(v, 9, 1.0),
+    })
+}
+
+fn drive_point(t: i64, hourly: bool, v: &[Option<i64>]) -> DrivePoint {
+    let c = |i: usize| v[12 + i].map(|x| x as f64);
+    DrivePoint {
+        t,
+        hourly,
+        wear_used_ratio: stat(v, 0, PPM),
+        spare_ratio: stat(v, 4, PPM),
+        temperature_celsius: stat(v, 8, MILLI),
+        host_written_bytes: c(0),
+        nand_written_bytes: c(1),
+        media_errors: c(2),
+        power_on_hours: c(3),
+        discarded_bytes: c(4),
+    }
+}
+
+/// A raw row as hourly-shaped columns (each gauge's four aggregates equal), for reading.
+fn raw_as_hourly(layout: &Layout, raw: &[Option<i64>]) -> Vec<Option<i64>> {
+    let mut vals = Vec::with_capacity(layout.hourly_cols());
+    for (v, agg) in raw.iter().zip(layout.fields) {
+        match agg {
+            Agg::Full => vals.extend([*v; 4]),
+            Agg::Last => vals.push(*v),
+        }
+    }
+    vals.push(Some(1));
+    vals
+}
+
+/// A point read back: time, whether it is an hourly row, hourly-shaped columns.
+type SeriesRow = (i64, bool, Vec<Option<i64>>);
+
+impl Store {
+    /// Reads in one snapshot: every query until [`Store::end_read`] sees the same state of the
+    /// file, however the daemon writes meanwhile (a report's figures agree with each other).
+    pub fn begin_read(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("BEGIN")
+            .map_err(self.err("starting a read"))
+    }
+
+    /// Ends what [`Store::begin_read`] started.
+    pub fn end_read(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(self.err("ending a read"))
+    }
+
+    /// Every filesystem series.
+    pub fn filesystems(&self) -> Result<Vec<FsInfo>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, mountpoint, uuid, device, first_seen FROM fs ORDER BY id")
+            .map_err(self.err("listing filesystems"))?;
+        st.query_map([], |r| {
+            let uuid: String = r.get(2)?;
+            Ok(FsInfo {
+                id: FsId(r.get(0)?),
+                key: FsKey {
+                    mountpoint: r.get(1)?,
+                    uuid: (!uuid.is_empty()).then_some(uuid),
+                },
+                device: r.get(3)?,
+                first_seen: r.get(4)?,
+            })
+        })
+        .and_then(|it| it.collect())
+        .map_err(self.err("listing filesystems"))
+    }
+
+    /// Every drive series.
+    pub fn drives(&self) -> Result<Vec<DriveInfo>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, wwn, serial, model, kernel_name, capacity, first_seen FROM drive ORDER BY id",
+            )
+            .map_err(self.err("listing drives"))?;
+        st.query_map([], |r| {
+            Ok(DriveInfo {
+                id: DriveId(r.get(0)?),
+                key: DriveKey {
+                    wwn: r.get(1)?,
+                    serial: r.get(2)?,
+                    model: r.get(3)?,
+                },
+                kernel_name: r.get(4)?,
+                capacity_bytes: r.get::<_, Option<i64>>(5)?.map(|c| c.max(0) as u64),
+                first_seen: r.get(6)?,
+            })
+        })
+        .and_then(|it| it.collect())
+        .map_err(self.err("listing drives"))
+    }
+
+    /// Hourly rows of one series in `from..=to`, then raw rows, merged in time order (an hour
+    /// is left out once raw rows cover it).
+    fn series(
+        &self,
+        kind: Kind,
+        id: i64,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<SeriesRow>, StoreError> {
+        let layout = kind.layout();
+        let nf = layout.fields();
+        let raw: Vec<(i64, Vec<Option<i64>>)> = match raw_keys(from, to) {
+            None => Vec::new(),
+            Some((lo, hi)) => {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{} WHERE id >= ?1 AND id <= ?2 AND id & 16777215 = ?3 ORDER BY id",
+                        kind.raw_select(),
+                    ))
+                    .map_err(self.err("reading raw rows"))?;
+                st.query_map([lo, hi, id], |r| {
+                    let mut v = Vec::with_capacity(nf);
+                    for i in 0..nf {
+                        v.push(r.get(2 + i)?);
+                    }
+                    Ok((r.get(1)?, v))
+                })
+                .and_then(|it| it.collect())
+                .map_err(self.err("reading raw rows"))?
+            }
+        };
+        let first_raw = raw.first().map(|r| r.0).unwrap_or(i64::MAX);
+        let mut out = Vec::new();
+        // One lookup a stored day: the chunks are day-major.
+        if let Some((d0, d1)) = self.chunk_days(kind, from, to)? {
+            let chunks: Vec<(i64, Vec<u8>)> = {
+                let mut st = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{DAYS_CTE}SELECT d.day, h.data FROM d CROSS JOIN {} h \
+                         ON h.id = (d.day << {SERIES_BITS}) | ?3",
+                        kind.hourly_table(),
+                    ))
+                    .map_err(self.err("reading hourly rows"))?;
+                st.query_map([d0, d1, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .and_then(|it| it.collect())
+                    .map_err(self.err("reading hourly rows"))?
+            };
+            for (day, blob) in chunks {
+                for r in self.decode_day(kind, id, day, &blob)? {
+                    if r.t >= from && r.t <= to && r.t.saturating_add(HOUR) <= first_raw {
+                        out.push((r.t, true, r.vals));
+                    }
+                }
+            }
+        }
+        for (t, v) in raw {
+            out.push((t, false, raw_as_hourly(layout, &v)));
+        }
+        Ok(out)
+    }
+
+    /// A filesystem's series in `from..=to` (Unix seconds): hourly points, then raw samples.
+    pub fn fs_series(&self, fs: FsId, from: i64, to: i64) -> Result<Vec<FsPoint>, StoreError> {
+        Ok(self
+            .series(Kind::Fs, fs.0, from, to)?
+            .into_iter()
+            .filter_map(|(t, h, v)| fs_point(t, h, &v))
+            .collect())
+    }
+
+    /// A drive's series in `from..=to`: hourly points, then raw samples.
+    pub fn drive_series(
+        &self,
+        drive: DriveId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<DrivePoint>, StoreError> {
+        Ok(self
+            .series(Kind::Drive, drive.0, from, to)?
+            .into_iter()
+            .map(|(t, h, v)| drive_point(t, h, &v))
+            .collect())
+    }
+
+    /// A filesystem's daily low and high of used bytes (`size - avail`) and size for the days
+    /// from `from`'s to `to`'s (whole days): what
+    /// [`crate::history::forecast::forecast_filesystem_days`] needs, read from the hourly
+    /// chunks' day summaries and the raw days' extremes kept in memory, instead of every point.
+    /// Equal to [`crate::history::forecast::daily_use`] of [`Store::fs_series`] over whole days.
+    pub fn fs_days(&self, fs: FsId, from: i64, to: i64) -> Result<Vec<DayUse>, StoreError> {
+        let mut days: BTreeMap<i64, DayUse> = BTreeMap::new();
+        let e = self.err("reading daily summaries");
+        // The chunks are day-major: one lookup a stored day.
+        if let Some((d0, d1)) = self.chunk_days(Kind::Fs, from, to)? {
+            let mut st = self
+                .conn
+                .prepare_cached(&format!(
+                    "{DAYS_CTE}SELECT d.day, h.avail_min, h.avail_max, h.size FROM d \
+                     CROSS JOIN fs_hourly h ON h.id = (d.day << {SERIES_BITS}) | ?3"
+                ))
+                .map_err(&e)?;
+            let rows = st
+                .query_map([d0, d1, fs.0], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, Option<i64>>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                        r.get::<_, Option<i64>>(3)?,
+                    ))
+                })
+                .map_err(&e)?;
+            for row in rows {
+                if let (day, Some(amin), Some(amax), Some(size)) = row.map_err(&e)? {
+                    days.insert(
+                        day,
+                        DayUse {
+                            day,
+                            low: (size - amax) as f64,
+                            high: (size - amin) as f64,
+                            size: size as f64,
+                        },
+                    );
+                }
+            }
+        }
+        if self.raw_days.borrow().is_none() {
+            let built = self.scan_raw_days()?;
+            self.raw_days.replace(Some(built));
+        }
+        let raw_days: Vec<DayUse> = self
+            .raw_days
+            .borrow()
+            .iter()
+            .flat_map(|m| m.range((fs.0, from.div_euclid(DAY))..=(fs.0, to.div_euclid(DAY))))
+            .map(|(&(_, day), &(lo, hi, size))| DayUse {
+                day,
+                low: (size - hi) as f64,
+                high: (size - lo) as f64,
+                size: size as f64,
+            })
+            .collect();
+        for d in raw_days {
+            days.entry(d.day)
+                .and_modify(|h| {
+                    h.low = h.low.min(d.low);
+                    h.high = h.high.max(d.high);
+                    h.size = d.size;
+                })
+                .or_insert(d);
+        }
+        Ok(days.into_values().collect())
+    }
+
+    /// One point a day of a drive (the day's last wear, host and NAND bytes written; the other
+    /// fields `None`) for the days from `from`'s to `to`'s: what
+    /// [`crate::history::forecast::forecast_drive`] needs over years, without decoding every hour.
+    pub fn drive_days(
+        &self,
+        drive: DriveId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<DrivePoint>, StoreError> {
+        let e = self.err("reading daily summaries");
+        let point =
+            |t: i64, hourly: bool, w: Option<i64>, h: Option<i64>, n: Option<i64>| DrivePoint {
+                t,
+                hourly,
+                wear_used_ratio: w.map(|w| Stat::one(w as f64 / PPM)),
+                spare_ratio: None,
+                temperature_celsius: None,
+                host_written_bytes: h.map(|x| x as f64),
+                nand_written_bytes: n.map(|x| x as f64),
+                media_errors: None,
+                power_on_hours: None,
+                discarded_bytes: None,
+            };
+        let mut days: BTreeMap<i64, DrivePoint> = BTreeMap::new();
+        // One lookup a stored day: the chunks are day-major.
+        if let Some((d0, d1)) = self.chunk_days(Kind::Drive, from, to)? {
+            let mut st = self
+                .conn
+                .prepare_cached(&format!(
+                    "{DAYS_CTE}SELECT h.t_last, h.wear_ppm, h.host_written, h.nand_written FROM d \
+                     CROSS JOIN drive_hourly h ON h.id = (d.day << {SERIES_BITS}) | ?3"
+                ))
+                .map_err(&e)?;
+            let rows = st
+                .query_map([d0, d1, drive.0], |r| {
+                    Ok(point(r.get(0)?, true, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .map_err(&e)?;
+            for p in rows {
+                let p = p.map_err(&e)?;
+                days.insert(p.t.div_euclid(DAY), p);
+            }
+        }
+        // Raw rows are time-major: each day's last row of this drive is found by reading the
+        // day backwards from its end (past the other drives' rows of the same moments).
+        let held = self.days_held(
+            "SELECT min(id) FROM drive_raw",
+            "SELECT max(id) FROM drive_raw",
+            |k| (k >> SERIES_BITS).div_euclid(DAY),
+            from,
+            to,
+        )?;
+        if let Some((d0, d1)) = held {
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "SELECT id >> 24, wear_ppm, host_written, nand_written FROM drive_raw \
+                     WHERE id >= ?1 AND id <= ?2 AND id & 16777215 = ?3 ORDER BY id DESC LIMIT 1",
+                )
+                .map_err(&e)?;
+            for day in d0..=d1 {
+                let Some((a, b)) = raw_keys((day * DAY).max(from), (day * DAY + DAY - 1).min(to))
+                else {
+                    continue;
+                };
+                let p = st
+                    .query_row([a, b, drive.0], |r| {
+                        Ok(point(r.get(0)?, false, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()
+                    .map_err(&e)?;
+                if let Some(p) = p {
+                    days.insert(day, p);
+                }
+            }
+        }
+        Ok(days.into_values().collect())
+    }
+
+    /// The first and last day a day-keyed table holds, clamped to `from`'s and `to`'s days
+    /// (two lookups at the ends of its key), so a read day by day costs the days stored, not
+    /// the range asked; `min_sql`/`max_sql` select the key's extremes, `day` maps one to a day.
+    fn days_held(
+        &self,
+        min_sql: &str,
+        max_sql: &str,
+        day: fn(i64) -> i64,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<(i64, i64)>, StoreError> {
+        let one = |sql: &str| {
+            self.conn
+                .prepare_cached(sql)
+                .and_then(|mut st| st.query_row([], |r| r.get::<_, Option<i64>>(0)))
+                .map_err(self.err("reading the stored days"))
+        };
+        let (Some(lo), Some(hi)) = (one(min_sql)?, one(max_sql)?) else {
+            return Ok(None);
+        };
+        let (a, b) = (
+            from.div_euclid(DAY).max(day(lo)),
+            to.div_euclid(DAY).min(day(hi)),
+        );
+        Ok((a <= b).then_some((a, b)))
+    }
+
+    /// The days of a kind's hourly chunks in `from..=to`'s days that the table can hold.
+    fn chunk_days(&self, kind: Kind, from: i64, to: i64) -> Result<Option<(i64, i64)>, StoreError> {
+        let t = kind.hourly_table();
+        self.days_held(
+            &format!("SELECT min(id) FROM {t}"),
+            &format!("SELECT max(id) FROM {t}"),
+            |id| id >> SERIES_BITS,
+            from,
+            to,
+        )
+    }
+
+    /// Bytes each table and index takes in the file, largest first (SQLite's dbstat).
+    pub fn table_sizes(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
+            .map_err(self.err("reading table sizes"))?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+            .and_then(|it| it.collect())
+            .map_err(self.err("reading table sizes"))
+    }
+
+    /// The file's size in bytes (pages in use, WAL excluded).
+    pub fn size_bytes(&self) -> Result<u64, StoreError> {
+        let pages: i64 = self
+            .conn
+            .pragma_query_value(None, "page_count", |r| r.get(0))
+            .map_err(self.err("reading the size"))?;
+        let free: i64 = self
+            .conn
+            .pragma_query_value(None, "freelist_count", |r| r.get(0))
+            .map_err(self.err("reading the size"))?;
+        let size: i64 = self
+            .conn
+            .pragma_query_value(None, "page_size", |r| r.get(0))
+            .map_err(self.err("reading the size"))?;
+        Ok(((pages - free).max(0) * size) as u64)
+    }
+}

@@ -1,0 +1,623 @@
+use super::*;
+use crate::history::HistoryConfig;
+use crate::history::record::*;
+use crate::probe::ProbeKind;
+use std::time::Duration;
+
+const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+fn cfg() -> HistoryConfig {
+    HistoryConfig {
+        raw_interval: Duration::from_secs(60),
+        ..Default::default()
+    }
+}
+
+fn fs(mp: &str, uuid: Option<&str>, device: &str, t: i64, avail: u64) -> FsSample {
+    FsSample {
+        key: FsKey {
+            mountpoint: mp.into(),
+            uuid: uuid.map(Into::into),
+        },
+        device: device.into(),
+        t,
+        size_bytes: 1 << 40,
+        avail_bytes: avail,
+        free_bytes: avail + (50 << 30),
+        files_free: Some(1_000_000 - (t - T0) as u64 / 60),
+    }
+}
+
+fn drive(serial: &str, wwn: Option<&str>, name: &str, t: i64, host: u64) -> DriveSample {
+    DriveSample {
+        key: DriveKey {
+            wwn: wwn.map(Into::into),
+            serial: Some(serial.into()),
+            model: Some("SAMSUNG MZQL23T8HCLS".into()),
+        },
+        kernel_name: name.into(),
+        capacity_bytes: Some(3_840_000_000_000),
+        t,
+        wear_used_ratio: Some(0.03),
+        spare_ratio: Some(1.0),
+        host_written_bytes: Some(host),
+        nand_written_bytes: None,
+        media_errors: Some(0),
+        power_on_hours: Some(1000 + (t - T0) as u64 / 3600),
+        temperature_celsius: Some(35.0 + ((t - T0) / 60 % 10) as f64),
+        discarded_bytes: Some(host / 2),
+    }
+}
+
+#[test]
+fn samples_round_trip_and_the_raw_interval_thins_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let stored = s
+        .record_fs(&[
+            fs("/srv/pg", Some("u1"), "nvme0n1p1", T0, 500 << 30),
+            fs("/srv/pg", Some("u1"), "nvme0n1p1", T0 + 15, 499 << 30),
+            fs("/srv/pg", Some("u1"), "nvme0n1p1", T0 + 60, 498 << 30),
+        ])
+        .unwrap();
+    assert_eq!(stored, 2, "the sample 15 s after the first is left out");
+    let d = drive("S1", None, "nvme0n1", T0, 1 << 40);
+    assert_eq!(s.record_drives(std::slice::from_ref(&d)).unwrap(), 1);
+    drop(s);
+    let s = Store::open(dir.path(), &cfg()).unwrap();
+    let id = s.filesystems().unwrap()[0].id;
+    let pts = s.fs_series(id, T0, T0 + 3600).unwrap();
+    assert_eq!(pts.len(), 2);
+    assert_eq!(pts[1].avail, Stat::one((498u64 << 30) as f64));
+    assert_eq!(pts[1].free.last, ((498u64 << 30) + (50 << 30)) as f64);
+    assert!(!pts[1].hourly);
+    let drives = s.drives().unwrap();
+    assert_eq!(drives[0].kernel_name.as_deref(), Some("nvme0n1"));
+    let dp = s.drive_series(drives[0].id, T0, T0).unwrap();
+    assert_eq!(dp[0].wear_used_ratio.unwrap().last, 0.03);
+    assert_eq!(dp[0].temperature_celsius.unwrap().last, 35.0);
+    assert_eq!(dp[0].host_written_bytes, Some((1u64 << 40) as f64));
+    assert_eq!(dp[0].nand_written_bytes, None, "unknown stays unknown");
+    let tables = s.table_sizes().unwrap();
+    assert!(
+        tables.iter().any(|(n, b)| n == "fs_raw" && *b > 0),
+        "{tables:?}"
+    );
+}
+
+#[test]
+fn downsampling_keeps_min_max_mean_last_and_deletes_raw_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    // One hour, a sample a minute: avail falls 1 MiB a minute, with one dip at minute 30.
+    let mib = 1u64 << 20;
+    let samples: Vec<FsSample> = (0..60)
+        .map(|m| {
+            let avail = if m == 30 {
+                100 * mib
+            } else {
+                1000 * mib - m as u64 * mib
+            };
+            fs("/srv/pg", Some("u1"), "dm-0", T0 + m * 60, avail)
+        })
+        .collect();
+    s.record_fs(&samples).unwrap();
+    let drives: Vec<DriveSample> = (0..4)
+        .map(|q| drive("S1", None, "nvme0n1", T0 + q * 900, (q as u64 + 1) << 30))
+        .collect();
+    s.record_drives(&drives).unwrap();
+    // Not yet older than 14 days: nothing rolls.
+    assert_eq!(s.downsample(T0 + 3600).unwrap().raw_rolled, 0);
+    let m = s.downsample(T0 + 15 * 86_400).unwrap();
+    assert_eq!(m.raw_rolled, 64);
+    assert_eq!(m.hours_written, 2);
+    let raw_left: i64 = s
+        .conn
+        .query_row("SELECT count(*) FROM fs_raw", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(raw_left, 0);
+    assert!(
+        s.raw_days.borrow().as_ref().is_none_or(|d| d.is_empty()),
+        "a rolled day's raw extremes go with its rows"
+    );
+    let id = s.filesystems().unwrap()[0].id;
+    let pts = s.fs_series(id, T0 - 86_400, T0 + 86_400).unwrap();
+    assert_eq!(pts.len(), 1);
+    let p = &pts[0];
+    assert!(p.hourly);
+    assert_eq!(p.t, T0);
+    let values: Vec<f64> = samples.iter().map(|x| x.avail_bytes as f64).collect();
+    let mean = (values.iter().sum::<f64>() / 60.0).round();
+    assert_eq!(p.avail.min, (100 * mib) as f64);
+    assert_eq!(p.avail.max, (1000 * mib) as f64);
+    assert_eq!(p.avail.mean, mean);
+    assert_eq!(p.avail.last, (941 * mib) as f64);
+    assert_eq!(p.free.min, (100 * mib + (50 << 30)) as f64);
+    assert_eq!(p.free.last, (941 * mib + (50 << 30)) as f64);
+    assert_eq!(p.size, Stat::one((1u64 << 40) as f64));
+    let ff = p.files_free.unwrap();
+    assert_eq!(
+        (ff.min, ff.max, ff.last),
+        (999_941.0, 1_000_000.0, 999_941.0)
+    );
+    let did = s.drives().unwrap()[0].id;
+    let dp = s.drive_series(did, T0, T0 + 86_400).unwrap();
+    assert_eq!(dp.len(), 1);
+    let t = dp[0].temperature_celsius.unwrap();
+    assert_eq!((t.min, t.max, t.last), (35.0, 35.0 + 5.0, 35.0 + 5.0));
+    assert_eq!(t.mean, 35.0 + (0.0 + 5.0 + 0.0 + 5.0) / 4.0);
+    assert_eq!(
+        dp[0].host_written_bytes,
+        Some((4u64 << 30) as f64),
+        "counter: last"
+    );
+}
+
+#[test]
+fn raw_and_hourly_points_merge_in_time_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let day = 86_400;
+    let samples: Vec<FsSample> = (0..20 * 24)
+        .map(|h| fs("/", None, "sda1", T0 + h * 3600, (900 - h as u64) << 30))
+        .collect();
+    s.record_fs(&samples).unwrap();
+    s.downsample(T0 + 20 * day).unwrap();
+    let id = s.filesystems().unwrap()[0].id;
+    let pts = s.fs_series(id, T0, T0 + 20 * day).unwrap();
+    assert_eq!(pts.len(), 20 * 24);
+    assert!(pts.windows(2).all(|w| w[0].t < w[1].t));
+    let hourly = pts.iter().filter(|p| p.hourly).count();
+    assert_eq!(hourly, 6 * 24, "what is older than 14 days is hourly");
+}
+
+/// /srv/pg over `days` days from T0, a sample every 10 min, avail shrinking and wandering.
+fn wandering_pg(days: i64) -> Vec<FsSample> {
+    (0..days * 144)
+        .map(|i| {
+            let wobble = (i * 7919 % 1000) as u64 * (1 << 20);
+            fs(
+                "/srv/pg",
+                Some("u1"),
+                "dm-0",
+                T0 + i * 600,
+                (800u64 << 30) - ((i as u64) << 24) + wobble,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn daily_summaries_equal_what_the_points_say() {
+    use crate::history::forecast::{daily_use, forecast_drive, forecast_filesystem};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let day = 86_400;
+    // 20 days, a sample every 10 min, avail wandering; 6 days end up hourly.
+    let samples = wandering_pg(20);
+    s.record_fs(&samples).unwrap();
+    let drives: Vec<DriveSample> = (0..20 * 96)
+        .map(|q| drive("S1", None, "nvme0n1", T0 + q * 900, (q as u64 + 1) << 30))
+        .collect();
+    s.record_drives(&drives).unwrap();
+    let now = T0 + 20 * day;
+    s.downsample(now).unwrap();
+    let id = s.filesystems().unwrap()[0].id;
+    let pts = s.fs_series(id, T0, now).unwrap();
+    assert!(pts.iter().any(|p| p.hourly) && pts.iter().any(|p| !p.hourly));
+    assert_eq!(s.fs_days(id, T0, now).unwrap(), daily_use(&pts));
+    assert_eq!(
+        forecast_filesystem(&pts, now),
+        crate::history::forecast::forecast_filesystem_days(&s.fs_days(id, T0, now).unwrap(), now)
+    );
+    let did = s.drives().unwrap()[0].id;
+    let days = s.drive_days(did, T0, now).unwrap();
+    assert_eq!(days.len(), 20);
+    let all = s.drive_series(did, T0, now).unwrap();
+    for d in &days {
+        let last = all
+            .iter()
+            .rfind(|p| p.t.div_euclid(day) == d.t.div_euclid(day))
+            .unwrap();
+        assert_eq!(d.host_written_bytes, last.host_written_bytes);
+        assert_eq!(
+            d.wear_used_ratio.unwrap().last,
+            last.wear_used_ratio.unwrap().last
+        );
+    }
+    let (a, b) = (
+        forecast_drive(&days, now, None),
+        forecast_drive(&all, now, None),
+    );
+    assert_eq!(a.host_bytes_per_day_30d, b.host_bytes_per_day_30d);
+    assert_eq!(a.wear_rate_per_day, b.wear_rate_per_day);
+}
+
+#[test]
+fn finished_raw_days_are_summarized_once_and_a_restart_reads_the_same_days() {
+    use crate::history::forecast::daily_use;
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let samples = wandering_pg(20);
+    s.record_fs(&samples).unwrap();
+    let count = |s: &Store| -> (i64, Option<i64>, Option<i64>) {
+        s.conn
+            .query_row(
+                "SELECT count(*), min(id) >> 24, max(id) >> 24 FROM fs_day",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    };
+    // 01:00 on day 20: day 19 ended only an hour ago, so it is not summarized yet.
+    let now = T0 + 20 * DAY + HOUR;
+    let m = s.downsample(now).unwrap();
+    let first_raw = T0 / DAY + 6;
+    assert_eq!(m.days_summarized, 13, "days 6..=18 of the 14 raw days");
+    assert_eq!(count(&s), (13, Some(first_raw), Some(T0 / DAY + 18)));
+    assert_eq!(
+        s.downsample(now).unwrap().days_summarized,
+        0,
+        "written once"
+    );
+    // Three hours later day 19 is over by more than two hours.
+    assert_eq!(s.downsample(now + 2 * HOUR).unwrap().days_summarized, 1);
+    let id = s.filesystems().unwrap()[0].id;
+    let before = s.fs_days(id, T0, now).unwrap();
+    assert_eq!(before, daily_use(&s.fs_series(id, T0, now).unwrap()));
+    drop(s);
+
+    // After a start the days are read from fs_day and the raw rows since; the same days.
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    assert_eq!(s.fs_days(id, T0, now).unwrap(), before);
+    // A sample that arrives for a day already summarized (the raw gate refuses one older
+    // than its series' last, so only a series' first can: here a filesystem first seen
+    // with a time in day 10) goes into that day's summary too, so a restart reads it.
+    let late = fs("/srv/late", None, "sdb1", T0 + 10 * DAY + 300, 1 << 30);
+    assert_eq!(s.record_fs(std::slice::from_ref(&late)).unwrap(), 1);
+    let late_id = s.fs_id_of(&late.key).unwrap().unwrap();
+    let after = s.fs_days(late_id, T0, now).unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after, daily_use(&s.fs_series(late_id, T0, now).unwrap()));
+    drop(s);
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    assert_eq!(s.fs_days(late_id, T0, now).unwrap(), after);
+    assert_eq!(s.fs_days(id, T0, now).unwrap(), before);
+    // Rolled days leave fs_day with their raw rows.
+    s.downsample(now + 3 * DAY).unwrap();
+    let (_, lo, _) = count(&s);
+    assert_eq!(lo, Some(first_raw + 3));
+    assert_eq!(
+        s.fs_days(id, T0, now + 3 * DAY).unwrap(),
+        daily_use(&s.fs_series(id, T0, now + 3 * DAY).unwrap())
+    );
+}
+
+#[test]
+fn retention_drops_old_hours_probes_and_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = HistoryConfig {
+        retention_raw: Duration::from_secs(86_400),
+        retention_hourly: Duration::from_secs(10 * 86_400),
+        raw_interval: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let mut s = Store::open(dir.path(), &c).unwrap();
+    let samples: Vec<FsSample> = (0..30 * 24)
+        .map(|h| fs("/", None, "sda1", T0 + h * 3600, 1 << 30))
+        .collect();
+    s.record_fs(&samples).unwrap();
+    let key = DriveKey {
+        serial: Some("S1".into()),
+        ..Default::default()
+    };
+    s.record_discards(&[
+        DiscardEvent {
+            drive: key.clone(),
+            t: T0,
+            bytes: 1 << 30,
+        },
+        DiscardEvent {
+            drive: key.clone(),
+            t: T0 + 25 * 86_400,
+            bytes: 2 << 30,
+        },
+    ])
+    .unwrap();
+    s.record_idle(&[IdlePeriod {
+        drive: key.clone(),
+        start: T0,
+        seconds: 600,
+    }])
+    .unwrap();
+    let now = T0 + 30 * 86_400;
+    let m = s.downsample(now).unwrap();
+    assert_eq!(m.raw_rolled, 29 * 24);
+    assert_eq!(m.hours_dropped, 20 * 24);
+    assert_eq!(m.events_dropped, 2);
+    let id = s.filesystems().unwrap()[0].id;
+    let pts = s.fs_series(id, 0, now).unwrap();
+    assert_eq!(pts.first().unwrap().t, now - 10 * 86_400);
+    assert_eq!(pts.len(), 10 * 24);
+    let did = s.drives().unwrap()[0].id;
+    assert_eq!(
+        s.discard_events(did, 0, now).unwrap(),
+        vec![(T0 + 25 * 86_400, 2 << 30)]
+    );
+    assert!(s.idle_periods(did, 0, now).unwrap().is_empty());
+}
+
+#[test]
+fn probe_results_keep_their_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let p = ProbeRecord {
+        target: "/srv/pg".into(),
+        drive: Some(DriveKey {
+            wwn: Some("eui.0025388b91b2c0e5".into()),
+            serial: Some("S1".into()),
+            model: None,
+        }),
+        t: T0,
+        kind: ProbeKind::SyncWrite4k,
+        ops: 16,
+        p50_seconds: 0.000_123_456,
+        p99_seconds: 0.002,
+        max_seconds: 0.0031,
+        throughput_bytes_per_second: None,
+        fill_ratio: Some(0.873),
+        since_discard_seconds: Some(3600.0),
+        idle_seconds: Some(12.0),
+        utilization_ratio: Some(0.05),
+        utilization_before_ratio: Some(0.01),
+        written_since_discard_bytes: Some(5 << 30),
+    };
+    let mut q = p.clone();
+    q.kind = ProbeKind::SeqWrite;
+    q.drive = None;
+    q.written_since_discard_bytes = None;
+    q.throughput_bytes_per_second = Some(1.5e9);
+    s.record_probes(&[p.clone(), q.clone()]).unwrap();
+    assert_eq!(s.probe_results(T0, T0).unwrap(), vec![p, q]);
+}
+
+#[test]
+fn two_openers_of_a_new_file_make_the_schema_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = HistoryConfig::default();
+    for _ in 0..20 {
+        let _ = std::fs::remove_file(dir.path().join(FILE_NAME));
+        let _ = std::fs::remove_file(dir.path().join(format!("{FILE_NAME}-wal")));
+        let _ = std::fs::remove_file(dir.path().join(format!("{FILE_NAME}-shm")));
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let p = dir.path().to_path_buf();
+                let c = cfg.clone();
+                std::thread::spawn(move || Store::open(&p, &c).map(|_| ()))
+            })
+            .collect();
+        for o in openers {
+            o.join().unwrap().expect("every opener finds one schema");
+        }
+    }
+}
+
+#[test]
+fn a_remounted_filesystem_continues_its_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    s.record_fs(&[fs("/srv/pg", Some("u1"), "dm-3", T0, 10 << 30)])
+        .unwrap();
+    drop(s);
+    // After a reboot the same filesystem comes up as dm-5.
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    s.record_fs(&[fs("/srv/pg", Some("u1"), "dm-5", T0 + 600, 9 << 30)])
+        .unwrap();
+    // A reformat (new UUID) at the same mount point is another filesystem.
+    s.record_fs(&[fs("/srv/pg", Some("u2"), "dm-5", T0 + 1200, 1 << 40)])
+        .unwrap();
+    let all = s.filesystems().unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].device.as_deref(), Some("dm-5"));
+    assert_eq!(s.fs_series(all[0].id, 0, i64::MAX).unwrap().len(), 2);
+    // Seen first without a UUID, then with one: the same series.
+    s.record_fs(&[fs("/boot", None, "sda1", T0, 1 << 30)])
+        .unwrap();
+    s.record_fs(&[fs("/boot", Some("b1"), "sda1", T0 + 600, 1 << 30)])
+        .unwrap();
+    let boot = s.fs_id_of(&FsKey {
+        mountpoint: "/boot".into(),
+        uuid: Some("b1".into()),
+    });
+    assert_eq!(
+        s.fs_series(boot.unwrap().unwrap(), 0, i64::MAX)
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn a_drive_under_another_kernel_name_continues_its_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    s.record_drives(&[drive("S1", None, "nvme0n1", T0, 1 << 30)])
+        .unwrap();
+    drop(s);
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    s.record_drives(&[
+        drive("S1", Some("eui.1"), "nvme1n1", T0 + 900, 2 << 30),
+        drive("S2", None, "nvme0n1", T0 + 900, 5 << 30),
+    ])
+    .unwrap();
+    // The WWN learnt above is enough from now on.
+    let mut by_wwn = drive("ignored", Some("eui.1"), "nvme2n1", T0 + 1800, 3 << 30);
+    by_wwn.key.serial = None;
+    s.record_drives(&[by_wwn]).unwrap();
+    let drives = s.drives().unwrap();
+    assert_eq!(drives.len(), 2);
+    assert_eq!(drives[0].key.wwn.as_deref(), Some("eui.1"));
+    assert_eq!(drives[0].kernel_name.as_deref(), Some("nvme2n1"));
+    let series = s.drive_series(drives[0].id, 0, i64::MAX).unwrap();
+    let host: Vec<f64> = series.iter().filter_map(|p| p.host_written_bytes).collect();
+    assert_eq!(
+        host,
+        vec![
+            (1u64 << 30) as f64,
+            (2u64 << 30) as f64,
+            (3u64 << 30) as f64
+        ]
+    );
+    let mut anonymous = drive("x", None, "sdz", T0, 0);
+    anonymous.key.serial = None;
+    let e = s.record_drives(&[anonymous]).unwrap_err();
+    assert!(matches!(e, StoreError::NoDriveIdentity { .. }), "{e}");
+}
+
+fn damaged_file_is_moved_aside(damage: impl Fn(&Path)) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let samples: Vec<FsSample> = (0..5000)
+        .map(|m| fs("/srv/pg", Some("u1"), "dm-0", T0 + m * 60, 1 << 30))
+        .collect();
+    s.record_fs(&samples).unwrap();
+    drop(s);
+    let path = dir.path().join(FILE_NAME);
+    damage(&path);
+    let e = Store::open(dir.path(), &cfg()).unwrap_err();
+    assert!(e.is_corrupt(), "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    let (mut s, aside) = Store::open_or_recover(dir.path(), &cfg(), 1_800_000_000).unwrap();
+    let aside = aside.expect("moved aside");
+    assert_eq!(aside, dir.path().join("history.db.corrupt-1800000000"));
+    assert!(aside.exists());
+    assert_eq!(
+        s.record_fs(&samples[..1]).unwrap(),
+        1,
+        "the new store works"
+    );
+    assert_eq!(s.filesystems().unwrap().len(), 1);
+}
+
+#[test]
+fn a_file_of_garbage_is_named_and_moved_aside() {
+    damaged_file_is_moved_aside(|p| {
+        let garbage: Vec<u8> = (0..100_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        std::fs::write(p, garbage).unwrap();
+    });
+}
+
+#[test]
+fn a_truncated_file_is_named_and_moved_aside() {
+    damaged_file_is_moved_aside(|p| {
+        let len = std::fs::metadata(p).unwrap().len();
+        assert!(len > 16_384, "{len}");
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        f.set_len(len / 2).unwrap();
+    });
+}
+
+#[test]
+fn a_healthy_store_is_not_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), &cfg()).unwrap());
+    let (_s, aside) = Store::open_or_recover(dir.path(), &cfg(), 1).unwrap();
+    assert_eq!(aside, None);
+}
+
+/// A read-only filesystem under the state directory: a tmpfs mounted read-only when we are
+/// root (permission bits do not stop root), a mode 0555 directory otherwise.
+struct ReadOnlyDir {
+    dir: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl ReadOnlyDir {
+    fn new(options: &str) -> Option<ReadOnlyDir> {
+        let dir = tempfile::tempdir().unwrap();
+        if nix::unistd::geteuid().is_root() {
+            let ok = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", options, "ssdwatch-test"])
+                .arg(dir.path())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                eprintln!("skipped: cannot mount a tmpfs here");
+                return None;
+            }
+            Some(ReadOnlyDir { dir, mounted: true })
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            if options.contains("size") {
+                eprintln!("skipped: a full filesystem needs root to mount");
+                return None;
+            }
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+            Some(ReadOnlyDir {
+                dir,
+                mounted: false,
+            })
+        }
+    }
+}
+
+impl Drop for ReadOnlyDir {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = std::process::Command::new("umount")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+}
+
+#[test]
+fn a_read_only_state_dir_is_an_error_not_a_panic() {
+    let Some(ro) = ReadOnlyDir::new("ro,size=1m") else {
+        return;
+    };
+    let e = Store::open(&ro.dir.path().join("state"), &cfg()).unwrap_err();
+    assert!(e.to_string().contains("history.db"), "{e}");
+    let e = Store::open(ro.dir.path(), &cfg()).unwrap_err();
+    assert!(e.to_string().contains("history.db"), "{e}");
+    assert!(!e.is_corrupt());
+    let e = Store::open_or_recover(ro.dir.path(), &cfg(), 1).unwrap_err();
+    assert!(e.to_string().contains("history.db"), "{e}");
+}
+
+#[test]
+fn a_full_state_dir_is_an_error_not_a_panic() {
+    let Some(full) = ReadOnlyDir::new("size=256k") else {
+        return;
+    };
+    let mut s = match Store::open(full.dir.path(), &cfg()) {
+        Ok(s) => s,
+        Err(e) => {
+            assert!(e.to_string().contains("history.db"), "{e}");
+            return;
+        }
+    };
+    let mut failed = None;
+    for batch in 0..200 {
+        let samples: Vec<FsSample> = (0..500)
+            .map(|m| {
+                fs(
+                    "/srv/pg",
+                    Some("u1"),
+                    "dm-0",
+                    T0 + (batch * 500 + m) * 60,
+                    1 << 30,
+                )
+            })
+            .collect();
+        if let Err(e) = s.record_fs(&samples) {
+            failed = Some(e);
+            break;
+        }
+    }
+    let e = failed.expect("a 256 KiB filesystem fills up");
+    assert!(e.to_string().contains("history.db"), "{e}");
+    assert!(e.to_string().contains("full"), "{e}");
+}
