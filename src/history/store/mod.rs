@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 /// The file name inside the state directory.
 pub const FILE_NAME: &str = "history.db";
 
-const HOUR: i64 = 3600;
-const DAY: i64 = 86_400;
+use crate::time::{DAY, HOUR};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
