@@ -151,6 +151,10 @@ impl Config {
         }) {
             Config::default()
         } else {
+            crate::yaml_guard::check_depth(text).map_err(|e| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
             serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Parse {
                 path: path.to_path_buf(),
                 message: e.to_string(),

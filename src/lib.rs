@@ -28,6 +28,7 @@ mod testing;
 pub mod time;
 pub mod validate;
 pub mod web;
+pub mod yaml_guard;
 pub mod yaml_line;
 
 use std::path::{Path, PathBuf};

@@ -42,6 +42,9 @@ pub struct Store {
 /// Outcome of one sample, as the scheduler reports it.
 pub struct Published {
     pub metrics: Option<MetricSet>,
+    /// Series shown whatever the outcome, after `metrics`: counters of what the collector lost
+    /// (the history's dropped records), which matter most exactly while its samples fail.
+    pub kept: MetricSet,
     pub duration: Duration,
     /// Errors in this sample: a failed sample (metrics = None) or per-item errors in a good one.
     pub errors: u64,
@@ -61,7 +64,7 @@ impl Store {
     }
 
     /// Publishes a sample. A failed sample drops the collector's series (as node_exporter does)
-    /// rather than serving stale values as if they were fresh.
+    /// rather than serving stale values as if they were fresh; only its `kept` series stay.
     pub fn publish(&self, name: &'static str, p: Published) {
         // Sized from the collector's last exposition, so a large one (500 mounts: 700 KB) is
         // written into one allocation instead of doubling its way there, which would briefly
@@ -70,28 +73,24 @@ impl Store {
             let g = self.states.read().unwrap_or_else(|e| e.into_inner());
             g.get(name).map_or(0, |st| st.rendered.len())
         };
-        let rendered = p.metrics.as_ref().map(|m| {
-            let mut s = String::with_capacity(hint + hint / 8 + 4096);
+        let success = p.metrics.is_some();
+        let mut s = String::with_capacity(if success { hint + hint / 8 + 4096 } else { 0 });
+        if let Some(m) = &p.metrics {
             render::render_families(&mut s, m.families());
-            s.shrink_to_fit();
-            Arc::new(s)
-        });
+        }
+        render::render_families(&mut s, p.kept.families());
+        s.shrink_to_fit();
+        let rendered = Arc::new(s);
         let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
         let st = g.entry(name).or_default();
         st.duration = Some(p.duration);
         st.cycles += 1;
         st.errors_total += p.errors;
         st.failing_items = p.failing_items;
-        match rendered {
-            Some(r) => {
-                st.rendered = r;
-                st.success = Some(true);
-                st.last_success_unix = Some(unix_now());
-            }
-            None => {
-                st.rendered = Arc::new(String::new());
-                st.success = Some(false);
-            }
+        st.rendered = rendered;
+        st.success = Some(success);
+        if success {
+            st.last_success_unix = Some(unix_now());
         }
     }
 
@@ -253,6 +252,7 @@ mod tests {
             "filesystem",
             Published {
                 metrics: Some(m),
+                kept: MetricSet::new(),
                 duration: Duration::from_millis(2),
                 errors: 0,
                 failing_items: 0,
@@ -266,6 +266,7 @@ mod tests {
             "filesystem",
             Published {
                 metrics: None,
+                kept: MetricSet::new(),
                 duration: Duration::from_millis(2),
                 errors: 1,
                 failing_items: 0,

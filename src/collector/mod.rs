@@ -133,6 +133,7 @@ fn publish(
                 name,
                 Published {
                     metrics: Some(s.metrics),
+                    kept: MetricSet::new(),
                     duration,
                     errors: s.errors.len() as u64,
                     failing_items: failing,
@@ -146,6 +147,7 @@ fn publish(
                 name,
                 Published {
                     metrics: None,
+                    kept: MetricSet::new(),
                     duration,
                     errors: 1,
                     failing_items: 0,

@@ -493,17 +493,20 @@ impl Worker {
         let size = self.store.as_ref().and_then(|s| s.size_bytes().ok());
         m.family(&catalogue::HISTORY_STORE_BYTES)
             .push_opt(&[], size.map(|b| b as f64));
-        m.family(&catalogue::HISTORY_RECORDS_WRITTEN_TOTAL)
-            .push(&[], self.written as f64);
-        m.family(&catalogue::HISTORY_RECORDS_DROPPED_TOTAL)
-            .push(&[], self.dropped.load(Ordering::Relaxed) as f64);
         m.family(&catalogue::HISTORY_LAST_WRITE_TIMESTAMP_SECONDS)
             .push_opt(&[], self.last_write_unix);
+        // The counters stay while the store fails: the dropped records are what counts then.
+        let mut kept = MetricSet::new();
+        kept.family(&catalogue::HISTORY_RECORDS_WRITTEN_TOTAL)
+            .push(&[], self.written as f64);
+        kept.family(&catalogue::HISTORY_RECORDS_DROPPED_TOTAL)
+            .push(&[], self.dropped.load(Ordering::Relaxed) as f64);
         let ok = self.last_ok != Some(false) && self.store.is_some();
         self.snapshot.publish(
             NAME,
             Published {
                 metrics: ok.then_some(m),
+                kept,
                 duration: took,
                 errors: errors.len() as u64,
                 failing_items: failing,

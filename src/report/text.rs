@@ -227,7 +227,10 @@ mod tests {
             unknown: Vec::new(),
         };
         let text = render(&r);
-        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
         assert!(text.contains("/mnt/\\x1b[2J\\x1b]0;owned\\x07x"), "{text}");
     }
 }

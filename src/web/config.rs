@@ -126,6 +126,8 @@ impl WebConfigFile {
         let cfg: WebConfigFile = if blank {
             WebConfigFile::default()
         } else {
+            crate::yaml_guard::check_depth(text)
+                .map_err(|e| WebConfigError::new(path, e.to_string()))?;
             serde_yaml_ng::from_str(text).map_err(|e| WebConfigError::new(path, e.to_string()))?
         };
         cfg.validate().map_err(|i| {

@@ -258,6 +258,7 @@ mod tests {
         let published = |metrics| Published {
             failing_items: 0,
             metrics,
+            kept: Default::default(),
             duration: Duration::from_millis(1),
             errors: 0,
         };
