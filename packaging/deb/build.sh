@@ -12,15 +12,16 @@ if ! command -v cargo-deb >/dev/null 2>&1; then
     echo "cargo-deb not found: cargo install cargo-deb --locked" >&2
     exit 2
 fi
-# With the libatasmart backend: dpkg-shlibdeps ($auto) then adds libatasmart0 to Depends.
-cargo build --release --locked --features atasmart
+# The same build as `cargo run --release`: the libatasmart backend is in it and loads the library
+# at run time, so the package Recommends libatasmart4 (Cargo.toml) instead of linking it.
+cargo build --release --locked
 bin=target/release/ssdwatch
 out=target/deb-assets
 rm -rf "$out"
 mkdir -p "$out"
 # ssdwatch.1 and ssdwatch-SUBCOMMAND.1; ssdwatch.bash, _ssdwatch and ssdwatch.fish.
-cargo run --release --locked --quiet -p xtask --features ssdwatch/atasmart -- man "$out/man" >/dev/null
-cargo run --release --locked --quiet -p xtask --features ssdwatch/atasmart -- completions "$out" >/dev/null
+cargo run --release --locked --quiet -p xtask -- man "$out/man" >/dev/null
+cargo run --release --locked --quiet -p xtask -- completions "$out" >/dev/null
 # gzip -n: no name or time stamp in the header, so the same source gives the same page.
 gzip -9n "$out"/man/*.1
 # The upstream changelog, and the Debian changelog a non-native package must carry.
