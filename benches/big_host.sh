@@ -6,10 +6,11 @@
 
 big_host_setup() {
   # SSDWATCH=path uses that binary (a CI test passes its debug build) instead of building one:
-  # the release build with the features the .deb is built with (packaging/deb/build.sh), so the
-  # figures are the shipped binary's (libatasmart and libudev are mapped in it).
+  # the release build, the binary the .deb ships (packaging/deb/build.sh packages this same
+  # build), so the figures are the shipped binary's. libatasmart and libudev are not mapped in
+  # the daemon: the library is loaded at run time, by the process that reads a drive with it.
   if [ -z "${SSDWATCH:-}" ]; then
-    cargo build --release --quiet --features atasmart
+    cargo build --release --quiet
     SSDWATCH=${CARGO_TARGET_DIR:-target}/release/ssdwatch
   fi
   work=$(mktemp -d)

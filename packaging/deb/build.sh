@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian package in one command: the release binary, the man page and shell
-# completions generated from its own CLI definition (so they can't drift from the flags), then
-# `cargo deb` with the metadata of Cargo.toml. Prints the path of the .deb on its last line.
+# completions generated from its CLI definition by the xtask package (so they can't drift from
+# the flags, and the daemon doesn't link the generators), then `cargo deb` with the metadata of
+# Cargo.toml. Prints the path of the .deb on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # The package's metadata (Cargo.toml) names its files under target/: build there whatever
@@ -11,18 +12,18 @@ if ! command -v cargo-deb >/dev/null 2>&1; then
     echo "cargo-deb not found: cargo install cargo-deb --locked" >&2
     exit 2
 fi
-# With the libatasmart backend: dpkg-shlibdeps ($auto) then adds libatasmart0 to Depends.
-cargo build --release --locked --features atasmart
+# The same build as `cargo run --release`: the libatasmart backend is in it and loads the library
+# at run time, so the package Recommends libatasmart4 (Cargo.toml) instead of linking it.
+cargo build --release --locked
 bin=target/release/ssdwatch
 out=target/deb-assets
 rm -rf "$out"
 mkdir -p "$out"
+# ssdwatch.1 and ssdwatch-SUBCOMMAND.1; ssdwatch.bash, _ssdwatch and ssdwatch.fish.
+cargo run --release --locked --quiet -p xtask -- man "$out/man" >/dev/null
+cargo run --release --locked --quiet -p xtask -- completions "$out" >/dev/null
 # gzip -n: no name or time stamp in the header, so the same source gives the same page.
-"$bin" generate man --dir "$out/man"
 gzip -9n "$out"/man/*.1
-"$bin" generate completions bash >"$out/ssdwatch.bash"
-"$bin" generate completions zsh >"$out/_ssdwatch"
-"$bin" generate completions fish >"$out/ssdwatch.fish"
 # The upstream changelog, and the Debian changelog a non-native package must carry.
 gzip -9n <CHANGELOG.md >"$out/changelog.gz"
 version=$("$bin" --version | cut -d' ' -f2)

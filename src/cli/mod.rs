@@ -1,7 +1,6 @@
 //! The command line: flags (clap), config loading and the subcommands, each calling an engine
 //! (`daemon`, `probe`, `smart`). No engine imports this module; it sits on top of all of them.
 
-mod generate;
 mod privsep;
 mod probe;
 mod reload;
@@ -122,12 +121,6 @@ enum Command {
         #[command(subcommand)]
         command: HistoryCommand,
     },
-    /// Writes the man page or shell completions generated from these flags (for packaging).
-    #[command(hide = true)]
-    Generate {
-        #[command(subcommand)]
-        what: GenerateCommand,
-    },
     /// The SMART helper, started by the daemon (docs/threat-model.md).
     #[command(hide = true, name = "smart-helper")]
     SmartHelper {
@@ -166,18 +159,6 @@ enum HistoryCommand {
         #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u16).range(1..=800))]
         days: u16,
     },
-}
-
-#[derive(Subcommand, Debug)]
-enum GenerateCommand {
-    /// The man page (roff) on stdout; with --dir, a page per subcommand too, written there.
-    Man {
-        /// Directory to write ssdwatch.1 and ssdwatch-SUBCOMMAND.1 into.
-        #[arg(long)]
-        dir: Option<PathBuf>,
-    },
-    /// Completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
-    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Subcommand, Debug)]
@@ -338,7 +319,6 @@ pub fn main() -> ExitCode {
         Some(Command::Smart {
             command: SmartCommand::Inspect { file },
         }) => code(smart::inspect(file)),
-        Some(Command::Generate { what }) => run_generate(what),
         Some(Command::SmartHelper { worker, spec }) => code(privsep::smart_helper(*worker, spec)),
         Some(Command::Probe {
             command: ProbeCommand::Run { target, kind, json },
@@ -447,18 +427,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
             Err(ExitCode::from(1))
         }
     }
-}
-
-/// `generate`: the man page(s) or shell completions.
-fn run_generate(what: &GenerateCommand) -> ExitCode {
-    let out = match what {
-        GenerateCommand::Man { dir: Some(dir) } => {
-            return code(generate::man_pages(command(), dir));
-        }
-        GenerateCommand::Man { dir: None } => generate::man(command()),
-        GenerateCommand::Completions { shell } => generate::completions(command(), *shell),
-    };
-    code(generate::write_stdout(out))
 }
 
 /// `history export` and `history fill`.

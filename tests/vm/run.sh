@@ -26,7 +26,10 @@ chmod 755 "$ov/init"
 cp "$HERE"/guest-*.yaml "$ov/etc/ssdwatch/"
 # Debug symbols are most of a debug build; the guest unpacks every byte under emulation.
 strip -o "$ov/sbin/ssdwatch" "$BIN" 2>/dev/null || cp "$BIN" "$ov/sbin/ssdwatch"
-for l in $(libs_of "$BIN"); do
+# libatasmart is loaded at run time, so ldd doesn't list it: the guest's libatasmart backend
+# needs it and what it links (libudev) too.
+atasmart=$(ldconfig -p | awk '$1 == "libatasmart.so.4" { print $NF; exit }')
+for l in $(libs_of "$BIN") ${atasmart:+$atasmart $(libs_of "$atasmart")}; do
   mkdir -p "$ov$(dirname "$l")"
   cp -L "$l" "$ov$l"
 done

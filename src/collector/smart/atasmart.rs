@@ -1,5 +1,5 @@
-//! The second SMART backend: ATA drives read through libatasmart (feature `atasmart`), for
-//! hosts without smartctl. What it reads is written in smartctl's JSON shape, so one parser and
+//! The second SMART backend: ATA drives read through libatasmart (feature `atasmart`, on by
+//! default; the library is loaded at run time), for hosts without smartctl. What it reads is written in smartctl's JSON shape, so one parser and
 //! the same vendor tables (`crate::smart`) normalize both backends. No scheduling here, and
 //! never NVMe (libatasmart speaks ATA only).
 
@@ -36,7 +36,8 @@ impl Used {
     }
 }
 
-/// Whether this build can read drives through libatasmart.
+/// Whether this build can read drives through libatasmart. The library itself is loaded on the
+/// first read; a host without it gets "libatasmart not installed" for each drive so read.
 pub const BUILT_IN: bool = cfg!(feature = "atasmart");
 
 /// The backend for one drive: libatasmart only for drives that may be ATA (sd devices, or a
@@ -172,19 +173,153 @@ pub struct AtaError {
 
 #[cfg(feature = "atasmart")]
 mod ffi {
+    //! libatasmart's C API as atasmart.h (0.19, Debian's libatasmart4) declares it, bound at run
+    //! time: the binary has no link-time dependency on the library, so one build runs on hosts
+    //! with and without it, and a host without it gets an error per drive read this way.
+
     use super::{AtaError, Attr, Power, Reading, may_read};
-    use libatasmart_sys as sk;
-    use std::ffi::{CStr, CString, c_void};
+    use libloading::Library;
+    use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+    use std::sync::OnceLock;
+
+    /// The library's soname: ABI version 4 (Debian and Ubuntu: libatasmart4).
+    pub(super) const SONAME: &str = "libatasmart.so.4";
+
+    type SkBool = c_uint;
+
+    /// `SkDisk`: opaque, only ever behind a pointer libatasmart made.
+    #[repr(C)]
+    struct SkDisk {
+        _opaque: [u8; 0],
+    }
+
+    /// `SkIdentifyParsedData` (libatasmart may append fields: only read through its pointer).
+    #[repr(C)]
+    pub(super) struct SkIdentifyParsedData {
+        serial: [c_char; 21],
+        firmware: [c_char; 9],
+        model: [c_char; 41],
+    }
+
+    /// `SkSmartAttributeParsedData`. The C struct's ten one-bit `SkBool` fields after
+    /// `threshold` are `bits`: GCC puts the first eight (threshold_valid, online, prefailure,
+    /// good_now, good_now_valid, good_in_the_past, good_in_the_past_valid, current_value_valid)
+    /// in the byte after `threshold`, lowest bit first, and the last two (worst_value_valid,
+    /// warn) in the next byte, as a bit-field may not straddle its 4-byte unit. Checked against
+    /// atasmart.h with offsetof and by setting each field (x86-64): size 48, current_value at 25,
+    /// raw at 40 (the test below keeps these).
+    #[repr(C)]
+    pub(super) struct SkSmartAttributeParsedData {
+        id: u8,
+        name: *const c_char,
+        pretty_unit: c_uint,
+        flags: u16,
+        threshold: u8,
+        bits: [u8; 2],
+        current_value: u8,
+        worst_value: u8,
+        pretty_value: u64,
+        raw: [u8; 6],
+    }
+
+    impl SkSmartAttributeParsedData {
+        const THRESHOLD_VALID: usize = 0;
+        const CURRENT_VALUE_VALID: usize = 7;
+        const WORST_VALUE_VALID: usize = 8;
+
+        fn bit(&self, n: usize) -> bool {
+            self.bits[n / 8] >> (n % 8) & 1 != 0
+        }
+    }
+
+    type Figure = unsafe extern "C" fn(*mut SkDisk, *mut u64) -> c_int;
+    type Flag = unsafe extern "C" fn(*mut SkDisk, *mut SkBool) -> c_int;
+    type OnAttribute =
+        unsafe extern "C" fn(*mut SkDisk, *const SkSmartAttributeParsedData, *mut c_void);
+
+    /// The functions read() calls, resolved once; the library stays loaded for the process.
+    struct Api {
+        open: unsafe extern "C" fn(*const c_char, *mut *mut SkDisk) -> c_int,
+        free: unsafe extern "C" fn(*mut SkDisk),
+        identify_is_available: Flag,
+        identify_parse:
+            unsafe extern "C" fn(*mut SkDisk, *mut *const SkIdentifyParsedData) -> c_int,
+        check_sleep_mode: Flag,
+        smart_is_available: Flag,
+        get_size: Figure,
+        smart_read_data: unsafe extern "C" fn(*mut SkDisk) -> c_int,
+        smart_status: Flag,
+        smart_parse_attributes:
+            unsafe extern "C" fn(*mut SkDisk, OnAttribute, *mut c_void) -> c_int,
+        smart_get_power_on: Figure,
+        smart_get_power_cycle: Figure,
+        smart_get_temperature: Figure,
+        _lib: Library,
+    }
+
+    /// Loads `soname` and resolves every function; the error is what to tell the operator.
+    fn load(soname: &str) -> Result<Api, String> {
+        // SAFETY: loading runs libatasmart's and libudev's initialisers, which only set up
+        // their own state.
+        let lib = unsafe { Library::new(soname) }.map_err(|e| {
+            format!(
+                "libatasmart not installed ({}; Debian and Ubuntu: package libatasmart4)",
+                cause(&e)
+            )
+        })?;
+        fn sym<T: Copy>(lib: &Library, name: &str) -> Result<T, String> {
+            // SAFETY: each T below is the function's type as atasmart.h declares it.
+            unsafe { lib.get::<T>(name.as_bytes()) }
+                .map(|f| *f)
+                .map_err(|e| {
+                    format!(
+                        "{SONAME} is not the libatasmart this build knows: {}",
+                        cause(&e)
+                    )
+                })
+        }
+        Ok(Api {
+            open: sym(&lib, "sk_disk_open")?,
+            free: sym(&lib, "sk_disk_free")?,
+            identify_is_available: sym(&lib, "sk_disk_identify_is_available")?,
+            identify_parse: sym(&lib, "sk_disk_identify_parse")?,
+            check_sleep_mode: sym(&lib, "sk_disk_check_sleep_mode")?,
+            smart_is_available: sym(&lib, "sk_disk_smart_is_available")?,
+            get_size: sym(&lib, "sk_disk_get_size")?,
+            smart_read_data: sym(&lib, "sk_disk_smart_read_data")?,
+            smart_status: sym(&lib, "sk_disk_smart_status")?,
+            smart_parse_attributes: sym(&lib, "sk_disk_smart_parse_attributes")?,
+            smart_get_power_on: sym(&lib, "sk_disk_smart_get_power_on")?,
+            smart_get_power_cycle: sym(&lib, "sk_disk_smart_get_power_cycle")?,
+            smart_get_temperature: sym(&lib, "sk_disk_smart_get_temperature")?,
+            _lib: lib,
+        })
+    }
+
+    /// dlerror()'s text ("libatasmart.so.4: cannot open shared object file: ..."), which
+    /// libloading keeps as the source of its "dlopen failed".
+    fn cause(e: &libloading::Error) -> String {
+        std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
+    }
+
+    /// The library, loaded on the first read (by whichever process reads: the SMART helper).
+    fn api() -> Result<&'static Api, &'static str> {
+        static API: OnceLock<Result<Api, String>> = OnceLock::new();
+        API.get_or_init(|| load(SONAME))
+            .as_ref()
+            .map_err(String::as_str)
+    }
 
     /// An open libatasmart disk, freed on drop.
-    struct Disk(*mut sk::SkDisk);
+    struct Disk<'a> {
+        api: &'a Api,
+        d: *mut SkDisk,
+    }
 
-    impl Drop for Disk {
+    impl Drop for Disk<'_> {
         fn drop(&mut self) {
             // SAFETY: opened by sk_disk_open and freed once, here.
-            unsafe {
-                sk::sk_disk_free(self.0);
-            }
+            unsafe { (self.api.free)(self.d) }
         }
     }
 
@@ -196,7 +331,7 @@ mod ffi {
         }
     }
 
-    fn text(chars: &[std::ffi::c_char]) -> Option<String> {
+    fn text(chars: &[c_char]) -> Option<String> {
         let bytes: Vec<u8> = chars
             .iter()
             .take_while(|c| **c != 0)
@@ -213,8 +348,8 @@ mod ffi {
     }
 
     extern "C" fn on_attribute(
-        _d: *mut sk::SkDisk,
-        a: *const sk::SkSmartAttributeParsedData,
+        _d: *mut SkDisk,
+        a: *const SkSmartAttributeParsedData,
         user: *mut c_void,
     ) {
         // SAFETY: libatasmart passes a valid attribute for the duration of the call, and
@@ -236,34 +371,43 @@ mod ffi {
         out.push(Attr {
             id: a.id,
             name,
-            value: (a.current_value_valid() != 0).then_some(a.current_value),
-            worst: (a.worst_value_valid() != 0).then_some(a.worst_value),
-            thresh: (a.threshold_valid() != 0).then_some(a.threshold),
+            value: a
+                .bit(SkSmartAttributeParsedData::CURRENT_VALUE_VALID)
+                .then_some(a.current_value),
+            worst: a
+                .bit(SkSmartAttributeParsedData::WORST_VALUE_VALID)
+                .then_some(a.worst_value),
+            thresh: a
+                .bit(SkSmartAttributeParsedData::THRESHOLD_VALID)
+                .then_some(a.threshold),
             raw,
         });
     }
 
     pub fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
+        let api = api().map_err(|e| AtaError {
+            step: "load",
+            path: path.to_string(),
+            source: std::io::Error::other(e),
+        })?;
         let c_path = CString::new(path).map_err(|_| AtaError {
             step: "open",
             path: path.to_string(),
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         })?;
-        let mut d: *mut sk::SkDisk = std::ptr::null_mut();
+        let mut d: *mut SkDisk = std::ptr::null_mut();
         // SAFETY: a NUL-terminated path and a place for the handle.
-        if unsafe { sk::sk_disk_open(c_path.as_ptr(), &mut d) } < 0 || d.is_null() {
+        if unsafe { (api.open)(c_path.as_ptr(), &mut d) } < 0 || d.is_null() {
             return Err(last_err("open", path));
         }
-        let disk = Disk(d);
+        let disk = Disk { api, d };
         let mut r = Reading::default();
         // libatasmart picks its access method (SAT 16/12, Linux IDE ioctls, USB bridges) from
         // udev's ID_ATA_SMART_ACCESS or the parent bus; when none answered IDENTIFY, every
         // later call fails with ENOTSUP: say which step that is.
-        let mut identified: sk::SkBool = 0;
+        let mut identified: SkBool = 0;
         // SAFETY: an open disk and a place for the answer.
-        if unsafe { sk::sk_disk_identify_is_available(disk.0, &mut identified) } < 0
-            || identified == 0
-        {
+        if unsafe { (api.identify_is_available)(disk.d, &mut identified) } < 0 || identified == 0 {
             return Err(AtaError {
                 step: "identify (no access method libatasmart tried answered IDENTIFY DEVICE; the udev property ID_ATA_SMART_ACCESS selects one: sat16, sat12, linux-ide)",
                 path: path.to_string(),
@@ -271,9 +415,9 @@ mod ffi {
             });
         }
         // Power mode first: a sleeping disk is not woken (as smartctl --nocheck=standby).
-        let mut awake: sk::SkBool = 0;
+        let mut awake: SkBool = 0;
         // SAFETY: an open disk and a place for the answer.
-        let power = if unsafe { sk::sk_disk_check_sleep_mode(disk.0, &mut awake) } < 0 {
+        let power = if unsafe { (api.check_sleep_mode)(disk.d, &mut awake) } < 0 {
             Power::Unknown(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
         } else if awake != 0 {
             Power::Awake
@@ -291,22 +435,15 @@ mod ffi {
             r.asleep = true;
             return Ok(r);
         }
-        let mut available: sk::SkBool = 0;
+        let mut available: SkBool = 0;
         // SAFETY: as above.
-        if unsafe { sk::sk_disk_smart_is_available(disk.0, &mut available) } < 0 {
+        if unsafe { (api.smart_is_available)(disk.d, &mut available) } < 0 {
             return Err(last_err("SMART availability", path));
         }
         r.smart_available = available != 0;
-        let mut id: *const sk::SkIdentifyParsedData = std::ptr::null();
+        let mut id: *const SkIdentifyParsedData = std::ptr::null();
         // SAFETY: libatasmart stores a pointer to its own parsed identify data in `id`.
-        let idok = unsafe {
-            sk::sk_disk_identify_parse(
-                disk.0,
-                &mut id as *mut *const sk::SkIdentifyParsedData
-                    as *const *const sk::SkIdentifyParsedData,
-            )
-        };
-        if idok >= 0 && !id.is_null() {
+        if unsafe { (api.identify_parse)(disk.d, &mut id) } >= 0 && !id.is_null() {
             // SAFETY: valid until the disk is freed; copied out here.
             let id = unsafe { &*id };
             r.model = text(&id.model);
@@ -314,24 +451,24 @@ mod ffi {
             r.firmware = text(&id.firmware);
         }
         // SAFETY: an open disk and a place for the size.
-        r.size_bytes = figure(|x| unsafe { sk::sk_disk_get_size(disk.0, x) });
+        r.size_bytes = figure(|x| unsafe { (api.get_size)(disk.d, x) });
         if !r.smart_available {
             return Ok(r);
         }
         // SAFETY: an open disk.
-        if unsafe { sk::sk_disk_smart_read_data(disk.0) } < 0 {
+        if unsafe { (api.smart_read_data)(disk.d) } < 0 {
             return Err(last_err("reading SMART data", path));
         }
-        let mut good: sk::SkBool = 0;
+        let mut good: SkBool = 0;
         // SAFETY: as above.
-        if unsafe { sk::sk_disk_smart_status(disk.0, &mut good) } >= 0 {
+        if unsafe { (api.smart_status)(disk.d, &mut good) } >= 0 {
             r.passed = Some(good != 0);
         }
         let mut attrs: Vec<Attr> = Vec::new();
         // SAFETY: the callback only runs during this call, with `attrs` alive.
         let parsed = unsafe {
-            sk::sk_disk_smart_parse_attributes(
-                disk.0,
+            (api.smart_parse_attributes)(
+                disk.d,
                 on_attribute,
                 &mut attrs as *mut Vec<Attr> as *mut c_void,
             )
@@ -341,10 +478,89 @@ mod ffi {
         }
         r.attributes = attrs;
         // SAFETY: an open disk with SMART data read, and a place for each figure.
-        r.power_on_ms = figure(|x| unsafe { sk::sk_disk_smart_get_power_on(disk.0, x) });
-        r.power_cycles = figure(|x| unsafe { sk::sk_disk_smart_get_power_cycle(disk.0, x) });
-        r.temperature_mkelvin = figure(|x| unsafe { sk::sk_disk_smart_get_temperature(disk.0, x) });
+        r.power_on_ms = figure(|x| unsafe { (api.smart_get_power_on)(disk.d, x) });
+        r.power_cycles = figure(|x| unsafe { (api.smart_get_power_cycle)(disk.d, x) });
+        r.temperature_mkelvin = figure(|x| unsafe { (api.smart_get_temperature)(disk.d, x) });
         Ok(r)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::mem::{offset_of, size_of};
+
+        #[test]
+        fn the_attribute_struct_has_atasmart_h_layout() {
+            // gcc on x86-64, offsetof over atasmart.h 0.19.
+            type A = SkSmartAttributeParsedData;
+            assert_eq!(size_of::<A>(), 48);
+            assert_eq!(
+                [
+                    offset_of!(A, name),
+                    offset_of!(A, pretty_unit),
+                    offset_of!(A, flags),
+                    offset_of!(A, threshold),
+                    offset_of!(A, bits),
+                    offset_of!(A, current_value),
+                    offset_of!(A, worst_value),
+                    offset_of!(A, pretty_value),
+                    offset_of!(A, raw),
+                ],
+                [8, 16, 20, 22, 23, 25, 26, 32, 40]
+            );
+            type I = SkIdentifyParsedData;
+            assert_eq!(
+                [
+                    offset_of!(I, serial),
+                    offset_of!(I, firmware),
+                    offset_of!(I, model)
+                ],
+                [0, 21, 30]
+            );
+            // The bytes gcc writes for current_value_valid = 1 and for worst_value_valid = 1.
+            let mut a = A {
+                id: 0,
+                name: std::ptr::null(),
+                pretty_unit: 0,
+                flags: 0,
+                threshold: 0,
+                bits: [0x80, 0x00],
+                current_value: 0,
+                worst_value: 0,
+                pretty_value: 0,
+                raw: [0; 6],
+            };
+            assert!(a.bit(A::CURRENT_VALUE_VALID) && !a.bit(A::WORST_VALUE_VALID));
+            a.bits = [0x00, 0x01];
+            assert!(!a.bit(A::CURRENT_VALUE_VALID) && a.bit(A::WORST_VALUE_VALID));
+            a.bits = [0x01, 0x00];
+            assert!(a.bit(A::THRESHOLD_VALID));
+        }
+
+        #[test]
+        fn a_host_without_the_library_is_told_so() {
+            let e = load("libatasmart-not-here.so.4")
+                .err()
+                .expect("no such library");
+            assert!(
+                e.starts_with("libatasmart not installed (libatasmart-not-here.so.4: cannot open")
+                    && e.contains("libatasmart4"),
+                "{e}"
+            );
+        }
+
+        #[test]
+        fn a_missing_disk_fails_at_open_or_for_want_of_the_library() {
+            // Whether this machine has libatasmart4 is not the test's business: both are told.
+            let e = read("/dev/ssdwatch-no-disk", true).unwrap_err().to_string();
+            assert!(
+                e == "libatasmart open on /dev/ssdwatch-no-disk: No such file or directory (os error 2)"
+                    || e.starts_with(
+                        "libatasmart load on /dev/ssdwatch-no-disk: libatasmart not installed ("
+                    ),
+                "{e}"
+            );
+        }
     }
 }
 
