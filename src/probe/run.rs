@@ -154,12 +154,13 @@ pub fn place(
 /// The kernel name of the block device behind the deepest mount holding `dir`, by the mount
 /// table's source (see [`resolve_device`]).
 fn mount_device(dir: &Path, roots: &Roots, topo: &Topology) -> Option<String> {
-    let table = crate::procfs::mountinfo::read_mountinfo(&roots.proc).ok()?;
+    let mut table = crate::procfs::mountinfo::read_mountinfo(&roots.proc).ok()?;
+    crate::procfs::mountinfo::strip_rootfs(&mut table.mounts, &roots.rootfs);
     let dir = std::fs::canonicalize(dir).ok()?;
     table
         .mounts
         .iter()
-        .filter(|m| dir.starts_with(&m.mount_point))
+        .filter(|m| dir.starts_with(roots.in_rootfs(&m.mount_path)))
         .max_by_key(|m| m.mount_point.len())
         .and_then(|m| resolve_device(m, topo))
 }

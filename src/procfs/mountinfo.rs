@@ -3,7 +3,7 @@
 //! No statvfs and no metrics here: the filesystem collector does that.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,6 +193,24 @@ fn parse_line(line: &[u8]) -> Result<MountInfo, LineProblem> {
             .map(|s| split_opts(s))
             .unwrap_or_default(),
     })
+}
+
+/// Mount points as the host names them when the daemon runs with `--path.rootfs` (the host's
+/// root mounted at, say, /host): in a container that shares the host's mount table through its
+/// own PID 1 (not the host's PID namespace), the table already shows `/host/media/volume1`;
+/// that mount is the host's `/media/volume1`, and [`crate::Roots::in_rootfs`] puts the prefix
+/// back to reach it. Mounts outside the prefix stay as they are (node_exporter's rule).
+pub fn strip_rootfs(mounts: &mut [MountInfo], rootfs: &Path) {
+    if rootfs == Path::new("/") || rootfs.as_os_str().is_empty() {
+        return;
+    }
+    for m in mounts {
+        if let Ok(rest) = m.mount_path.strip_prefix(rootfs) {
+            let host = Path::new("/").join(rest);
+            m.mount_point = label_form(host.as_os_str().as_bytes());
+            m.mount_path = host;
+        }
+    }
 }
 
 /// The start of an overlong line, for error messages.
@@ -437,6 +455,46 @@ mod tests {
         assert_eq!(m[0].super_options, vec!["rw", "size=8k"]);
         let lines: Vec<usize> = e.iter().map(|e| e.line).collect();
         assert_eq!(lines, vec![2, 3, 4]);
+    }
+
+    /// node_exporter's `fixtures_bindmount`: run with `--path.rootfs /host` in a container whose
+    /// table shows the host's mounts under /host. Those are labelled as the host names them;
+    /// the others stay.
+    #[test]
+    fn mounts_under_the_rootfs_prefix_are_labelled_as_the_host_names_them() {
+        let (mut m, e) = parse_mountinfo(
+            "29 1 259:0 / /host rw,relatime shared:1 - ext4 /dev/nvme1n0 rw\n\
+             30 1 260:0 / /host/media/volume1 rw,relatime shared:1 - ext4 /dev/nvme1n1 rw\n\
+             31 1 261:0 / /host/media/volume2 rw,relatime shared:1 - ext4 /dev/nvme1n2 rw\n\
+             31 26 0:26 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs rw,inode64\n\
+             34 1 262:0 / /hostile rw - ext4 /dev/nvme1n3 rw\n",
+        );
+        assert!(e.is_empty(), "{e:?}");
+        strip_rootfs(&mut m, Path::new("/host"));
+        let mps: Vec<&str> = m.iter().map(|m| m.mount_point.as_str()).collect();
+        assert_eq!(
+            mps,
+            vec![
+                "/",
+                "/media/volume1",
+                "/media/volume2",
+                "/dev/shm",
+                "/hostile"
+            ]
+        );
+        assert_eq!(m[1].mount_path, Path::new("/media/volume1"));
+        let roots = crate::Roots {
+            rootfs: "/host".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            roots.in_rootfs(&m[1].mount_path),
+            Path::new("/host/media/volume1"),
+            "statvfs reaches it through the prefix once"
+        );
+        let mut unchanged = m.clone();
+        strip_rootfs(&mut unchanged, Path::new("/"));
+        assert_eq!(unchanged, m);
     }
 
     /// Eight fields with an empty one is not "fewer than 6 fields": the message says which.

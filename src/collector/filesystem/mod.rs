@@ -11,7 +11,7 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{FsKey, FsSample};
 use crate::metrics::MetricSet;
-use crate::procfs::mountinfo::read_mountinfo;
+use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
 use crate::snapshot::unix_now;
 use crate::statfs::StatSource;
 use crate::statfs::guard::{
@@ -216,7 +216,8 @@ impl Collector for FilesystemCollector {
         // Only the history keys on UUIDs: no directory walk when it is off.
         let want_uuids = ctx.history.is_some();
         let (table, uuids) = tokio::task::spawn_blocking(move || {
-            let table = read_mountinfo(&roots.proc)?;
+            let mut table = read_mountinfo(&roots.proc)?;
+            strip_rootfs(&mut table.mounts, &roots.rootfs);
             let uuids = if want_uuids {
                 fs_uuids(&roots.in_rootfs(std::path::Path::new("/dev/disk/by-uuid")))
             } else {
