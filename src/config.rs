@@ -191,9 +191,7 @@ impl Config {
                 format!("{:?}: {e}", self.log.level),
             ));
         }
-        if !self.state_dir.is_absolute() {
-            return Err(Invalid::new("state_dir", "must be an absolute path"));
-        }
+        crate::validate::check_absolute_path("state_dir", &self.state_dir)?;
         self.collectors.validate()?;
         self.history.validate("history")
     }
@@ -227,6 +225,18 @@ mod tests {
 
     fn parse(s: &str) -> Result<Config, ConfigError> {
         Config::parse(s, Path::new("/etc/ssdwatch/ssdwatch.yaml"))
+    }
+
+    #[test]
+    fn a_state_dir_with_a_nul_byte_is_refused_at_start_naming_its_line() {
+        let e = Config::parse(
+            "log:\n  level: info\nstate_dir: \"/var/lib/ssd\\0watch\"\n",
+            Path::new("c.yaml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("state_dir: contains a NUL byte"), "{e}");
+        assert!(e.contains("line 3"), "{e}");
     }
 
     #[test]

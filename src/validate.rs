@@ -29,6 +29,19 @@ impl std::fmt::Display for Invalid {
 /// larger value could overflow the clock arithmetic of the scheduler.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// Checks that `p` is a path the kernel can take: absolute, and without a NUL byte (a path with
+/// one can't be passed to any system call, so it would fail only at run time, far from the
+/// config).
+pub fn check_absolute_path(key: &str, p: &std::path::Path) -> Result<(), Invalid> {
+    if !p.is_absolute() {
+        return Err(Invalid::new(key, "must be an absolute path"));
+    }
+    if std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()).contains(&0) {
+        return Err(Invalid::new(key, "contains a NUL byte; no path can"));
+    }
+    Ok(())
+}
+
 /// Checks that `d` lies in `min..=max`, naming `key` otherwise.
 pub fn check_duration(key: &str, d: Duration, min: Duration, max: Duration) -> Result<(), Invalid> {
     let show = |d: Duration| humantime::format_duration(d).to_string();

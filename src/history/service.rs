@@ -344,6 +344,15 @@ impl Worker {
     }
 
     fn write(&mut self, batch: &mut Vec<Record>, mut fs: PendingFs) {
+        if let Some(Err(e)) = self.store.as_ref().map(Store::still_at_its_path) {
+            tracing::error!("history store: {e}");
+            self.error(e);
+            if let Some(old) = self.store.take() {
+                old.close_replaced();
+            }
+            self.next_open = Instant::now();
+            self.ensure_open();
+        }
         let Some(store) = self.store.as_mut() else {
             // Not open: what can't be written is dropped, and counted.
             self.dropped
@@ -519,6 +528,27 @@ impl Worker {
 }
 
 #[cfg(test)]
+mod tests_support {
+    use super::*;
+
+    /// A filesystem sample of `mp` at `t`.
+    pub(super) fn sample_at(mp: &str, t: i64) -> FsSample {
+        FsSample {
+            key: FsKey {
+                mountpoint: mp.into(),
+                uuid: Some(format!("uuid-of-{mp}")),
+            },
+            device: "sda1".into(),
+            t,
+            size_bytes: 1 << 40,
+            avail_bytes: 1 << 39,
+            free_bytes: 1 << 39,
+            files_free: Some(7),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -569,5 +599,91 @@ mod tests {
             (first.size_bytes, first.free_bytes, first.files_free),
             (1 << 40, 11, Some(7))
         );
+    }
+}
+
+#[cfg(test)]
+mod replaced_store_tests {
+    use super::tests_support::sample_at;
+    use super::*;
+
+    fn worker(state_dir: &std::path::Path) -> Worker {
+        Worker {
+            cfg: HistoryConfig {
+                raw_interval: Duration::from_secs(1),
+                ..HistoryConfig::default()
+            },
+            state_dir: state_dir.to_path_buf(),
+            endurance: Vec::new(),
+            snapshot: Arc::new(Snapshot::new()),
+            dropped: Arc::new(AtomicU64::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+            store: None,
+            next_open: Instant::now(),
+            written: 0,
+            errors: Vec::new(),
+            forecasts: MetricSet::new(),
+            last_write_unix: None,
+            last_ok: None,
+        }
+    }
+
+    fn write_one(w: &mut Worker, mp: &str, t: i64) {
+        let mut fs = PendingFs::default();
+        fs.push(sample_at(mp, t));
+        w.write(&mut Vec::new(), fs);
+    }
+
+    fn mounts_in(path: &std::path::Path) -> Vec<String> {
+        let s = Store::open_read_only(path).unwrap();
+        let mut v: Vec<String> = s
+            .filesystems()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.key.mountpoint)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A history.db replaced (or deleted) under the running daemon is noticed at the next
+    /// commit: an error is reported and the records go to the file now at the path, not into
+    /// the old inode where nobody would ever read them.
+    #[test]
+    fn a_store_file_replaced_under_the_daemon_is_reopened_not_written_blindly() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = worker(dir.path());
+        w.ensure_open();
+        write_one(&mut w, "/a", 1_767_225_600);
+        assert!(w.errors.is_empty(), "{:?}", w.errors);
+        let path = dir.path().join(crate::history::store::FILE_NAME);
+        // Another store made elsewhere and moved over the daemon's file.
+        let other = tempfile::tempdir().unwrap();
+        let mut w2 = worker(other.path());
+        w2.ensure_open();
+        write_one(&mut w2, "/other", 1_767_225_600);
+        drop(w2);
+        std::fs::rename(other.path().join(crate::history::store::FILE_NAME), &path).unwrap();
+        write_one(&mut w, "/b", 1_767_225_700);
+        assert!(
+            w.errors
+                .iter()
+                .any(|e| e.contains("replaced by another file")),
+            "{:?}",
+            w.errors
+        );
+        assert_eq!(mounts_in(&path), vec!["/b", "/other"]);
+        // Deleted outright: a new store is created at the path.
+        w.errors.clear();
+        for f in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{f}", path.display()));
+        }
+        write_one(&mut w, "/c", 1_767_225_800);
+        assert!(
+            w.errors.iter().any(|e| e.contains("removed")),
+            "{:?}",
+            w.errors
+        );
+        assert_eq!(mounts_in(&path), vec!["/c"]);
     }
 }

@@ -145,12 +145,7 @@ impl Default for TargetConfig {
 
 impl TargetConfig {
     pub fn validate(&self, key: &str) -> Result<(), Invalid> {
-        if !self.path.is_absolute() {
-            return Err(Invalid::new(
-                format!("{key}.path"),
-                "must be an absolute path",
-            ));
-        }
+        crate::validate::check_absolute_path(&format!("{key}.path"), &self.path)?;
         if self.kinds.is_empty() {
             return Err(Invalid::new(
                 format!("{key}.kinds"),

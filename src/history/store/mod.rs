@@ -109,6 +109,47 @@ pub struct Store {
     last_raw: HashMap<(u8, i64), i64>,
     /// Each raw day's extremes of avail and last size per filesystem, once asked for.
     raw_days: std::cell::RefCell<Option<RawDays>>,
+    /// The file's device and inode when it was opened: a file replaced or removed under the
+    /// running daemon would otherwise take every later write into the deleted inode.
+    identity: Option<(u64, u64)>,
+}
+
+/// The (device, inode) of the file at `path`, if there is one.
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Store {
+    /// `Err` with what happened when the file this store writes is no longer the one at its
+    /// path (replaced, moved away or deleted while the daemon ran): the caller reopens.
+    pub fn still_at_its_path(&self) -> Result<(), String> {
+        match (self.identity, file_identity(&self.path)) {
+            (Some(a), Some(b)) if a == b => Ok(()),
+            (Some(_), Some(_)) => Err(format!(
+                "{}: replaced by another file while the daemon ran; the new file is opened",
+                self.path.display()
+            )),
+            (Some(_), None) => Err(format!(
+                "{}: removed while the daemon ran; a new store is created",
+                self.path.display()
+            )),
+            (None, _) => Ok(()),
+        }
+    }
+
+    /// Closes a store whose file is no longer at its path ([`Store::still_at_its_path`]): its
+    /// write-ahead log is emptied into the old file first. SQLite does not remove the log of a
+    /// file renamed while open, and a log left at the path would be replayed into whatever file
+    /// is opened there next (a restored copy would come back with the old pages over it).
+    pub fn close_replaced(self) {
+        if let Err(e) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        {
+            tracing::debug!("{}: checkpoint before closing: {e}", self.path.display());
+        }
+    }
 }
 
 /// (filesystem, day) -> (avail min, avail max, size at the day's last sample).

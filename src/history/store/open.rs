@@ -29,8 +29,10 @@ impl Store {
             target_ids: HashMap::new(),
             last_raw: HashMap::new(),
             raw_days: Default::default(),
+            identity: None,
         };
         store.prepare()?;
+        store.identity = super::file_identity(&store.path);
         Ok(store)
     }
 
@@ -102,6 +104,7 @@ impl Store {
             target_ids: HashMap::new(),
             last_raw: HashMap::new(),
             raw_days: Default::default(),
+            identity: None,
         })
     }
 
