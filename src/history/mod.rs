@@ -3,6 +3,7 @@
 //! It knows no collector and renders no metric: the daemon hands it plain records and reads
 //! plain series back.
 
+pub mod clock;
 pub mod codec;
 pub mod current;
 pub mod curve;

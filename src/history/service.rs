@@ -4,6 +4,7 @@
 //! them with its own health as the `history` collector. A store that can't be opened or written
 //! (a read-only or full state directory) is an error of this collector only.
 
+use super::clock::{ClockGuard, Verdict};
 use super::current;
 use super::forecast::Endurance;
 use super::{
@@ -43,6 +44,17 @@ pub enum Record {
     Probe(ProbeRecord),
     Discard(DiscardEvent),
     Idle(IdlePeriod),
+}
+
+/// When a record was taken (Unix seconds).
+fn record_time(r: &Record) -> i64 {
+    match r {
+        Record::Fs(s) => s.t,
+        Record::Drive(s) => s.t,
+        Record::Probe(p) => p.t,
+        Record::Discard(d) => d.t,
+        Record::Idle(i) => i.start,
+    }
 }
 
 /// The collectors' end of the queue: cheap to clone, never blocks.
@@ -155,6 +167,7 @@ pub fn start(
         forecasts: MetricSet::new(),
         last_write_unix: None,
         last_ok: None,
+        clock: ClockGuard::default(),
     };
     let thread = std::thread::Builder::new()
         .name("ssdwatch-history".into())
@@ -224,6 +237,13 @@ impl PendingFs {
         self.rows.len()
     }
 
+    /// Drops the samples stamped after `limit`; returns how many.
+    fn drop_after(&mut self, limit: i64) -> usize {
+        let before = self.rows.len();
+        self.rows.retain(|(_, v)| v.t <= limit);
+        before - self.rows.len()
+    }
+
     fn samples(&self) -> impl Iterator<Item = FsSampleRef<'_>> {
         self.rows.iter().map(|(k, v)| {
             let (key, device) = &self.keys[*k as usize];
@@ -256,6 +276,9 @@ struct Worker {
     last_write_unix: Option<f64>,
     /// Whether the last open/write/maintenance succeeded.
     last_ok: Option<bool>,
+    /// The wall clock against the monotonic one: nothing is stored or deleted by a clock that
+    /// just jumped.
+    clock: ClockGuard,
 }
 
 impl Worker {
@@ -343,7 +366,40 @@ impl Worker {
         }
     }
 
+    /// Whether the wall clock can be believed now; when not, says so as an error.
+    fn clock_trusted(&mut self, what: &str) -> bool {
+        match self.clock.check(unix_now() as i64, Instant::now()) {
+            Verdict::Trusted => true,
+            Verdict::Jumped { by_seconds } => {
+                self.error(format!(
+                    "the wall clock jumped {} by {} s against the monotonic clock: {what} until it is back or has held its new time for an hour",
+                    if by_seconds > 0 { "forward" } else { "back" },
+                    by_seconds.abs()
+                ));
+                false
+            }
+        }
+    }
+
     fn write(&mut self, batch: &mut Vec<Record>, mut fs: PendingFs) {
+        if !self.clock_trusted("samples are not stored (they are counted as dropped)") {
+            self.dropped
+                .fetch_add((batch.len() + fs.len()) as u64, Ordering::Relaxed);
+            *batch = Vec::new();
+            return;
+        }
+        // Samples stamped in the future were taken while the clock was off (and it came back
+        // before this commit): stored, they would hold back every later sample of their series.
+        let limit = unix_now() as i64 + super::clock::TOLERANCE_SECONDS;
+        let before = batch.len();
+        batch.retain(|r| record_time(r) <= limit);
+        let future = before - batch.len() + fs.drop_after(limit);
+        if future > 0 {
+            self.dropped.fetch_add(future as u64, Ordering::Relaxed);
+            self.error(format!(
+                "{future} sample(s) stamped in the future (taken while the clock was ahead) were not stored; counted as dropped"
+            ));
+        }
         if let Some(Err(e)) = self.store.as_ref().map(Store::still_at_its_path) {
             tracing::error!("history store: {e}");
             self.error(e);
@@ -380,11 +436,18 @@ impl Worker {
             .and_then(|_| store.record_probes(&probes))
             .and_then(|_| store.record_discards(&discards))
             .and_then(|_| store.record_idle(&idle));
+        let older = store.take_refused_older();
         match result {
             Ok(()) => {
-                self.written += n;
+                self.written += n - older.min(n);
                 self.last_write_unix = Some(unix_now());
                 self.last_ok = Some(true);
+                if older > 0 {
+                    self.dropped.fetch_add(older, Ordering::Relaxed);
+                    self.error(format!(
+                        "{older} sample(s) older than their series' newest stored one (the clock was set back?) were not stored; counted as dropped"
+                    ));
+                }
             }
             Err(e) => {
                 self.dropped.fetch_add(n, Ordering::Relaxed);
@@ -400,6 +463,9 @@ impl Worker {
     }
 
     fn maintain(&mut self) {
+        if self.store.is_none() || !self.clock_trusted("no rows are rolled up or deleted by age") {
+            return;
+        }
         let Some(store) = self.store.as_mut() else {
             return;
         };
@@ -409,6 +475,9 @@ impl Worker {
     }
 
     fn forecast(&mut self) {
+        if self.store.is_none() || !self.clock_trusted("forecasts are not recomputed") {
+            return;
+        }
         let Some(store) = self.store.as_ref() else {
             return;
         };
@@ -603,7 +672,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod replaced_store_tests {
+mod worker_tests {
     use super::tests_support::sample_at;
     use super::*;
 
@@ -625,6 +694,7 @@ mod replaced_store_tests {
             forecasts: MetricSet::new(),
             last_write_unix: None,
             last_ok: None,
+            clock: ClockGuard::default(),
         }
     }
 
@@ -685,5 +755,80 @@ mod replaced_store_tests {
             w.errors
         );
         assert_eq!(mounts_in(&path), vec!["/c"]);
+    }
+
+    fn rows(path: &std::path::Path, mp: &str) -> usize {
+        let s = Store::open_read_only(path).unwrap();
+        let f = s
+            .filesystems()
+            .unwrap()
+            .into_iter()
+            .find(|f| f.key.mountpoint == mp)
+            .unwrap();
+        s.fs_series(f.id, 0, i64::MAX / 4).unwrap().len()
+    }
+
+    /// The clock jumps ten years forward and back, then a day back: nothing stored is deleted,
+    /// every sample is stored or counted as dropped with an error (the collector's success 0),
+    /// and no forecast is computed by the wrong clock.
+    #[test]
+    fn a_clock_jump_neither_deletes_history_nor_stores_samples_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(crate::history::store::FILE_NAME);
+        let mut w = worker(dir.path());
+        w.ensure_open();
+        let now = unix_now() as i64;
+        for i in 0..5 {
+            write_one(&mut w, "/db", now - 3 * 86_400 + i * 3600);
+        }
+        write_one(&mut w, "/db", now);
+        assert!(w.errors.is_empty(), "{:?}", w.errors);
+        let stored = rows(&path, "/db");
+        assert_eq!(stored, 6);
+        let ten_years = 3_650 * 86_400;
+        // The wall clock now reads ten years ahead of where the monotonic clock puts it.
+        w.clock = ClockGuard::anchored(now - ten_years, Instant::now());
+        let dropped = w.dropped.load(Ordering::Relaxed);
+        write_one(&mut w, "/db", now + ten_years);
+        w.maintain();
+        w.forecast();
+        assert_eq!(w.dropped.load(Ordering::Relaxed), dropped + 1);
+        assert_eq!(w.last_ok, Some(false));
+        assert!(
+            w.errors.iter().any(|e| e.contains("jumped forward")),
+            "{:?}",
+            w.errors
+        );
+        assert_eq!(
+            rows(&path, "/db"),
+            stored,
+            "nothing deleted, nothing stored"
+        );
+        // Back: a sample still stamped ten years ahead is dropped, a right one stored.
+        w.errors.clear();
+        w.clock = ClockGuard::anchored(unix_now() as i64, Instant::now());
+        let mut fs = PendingFs::default();
+        fs.push(sample_at("/db", now + ten_years));
+        fs.push(sample_at("/other", now + 60));
+        w.write(&mut Vec::new(), fs);
+        assert!(
+            w.errors.iter().any(|e| e.contains("in the future")),
+            "{:?}",
+            w.errors
+        );
+        assert_eq!(w.dropped.load(Ordering::Relaxed), dropped + 2);
+        assert_eq!(rows(&path, "/db"), stored);
+        assert_eq!(rows(&path, "/other"), 1);
+        // A day back, believed (it held): a sample older than the newest stored is counted.
+        w.errors.clear();
+        write_one(&mut w, "/db", now - 86_400);
+        assert!(
+            w.errors.iter().any(|e| e.contains("older than")),
+            "{:?}",
+            w.errors
+        );
+        assert_eq!(w.dropped.load(Ordering::Relaxed), dropped + 3);
+        w.maintain();
+        assert_eq!(rows(&path, "/db"), stored, "retention deleted nothing");
     }
 }

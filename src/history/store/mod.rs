@@ -112,6 +112,9 @@ pub struct Store {
     /// The file's device and inode when it was opened: a file replaced or removed under the
     /// running daemon would otherwise take every later write into the deleted inode.
     identity: Option<(u64, u64)>,
+    /// Samples refused since the last [`Store::take_refused_older`] for being older than their
+    /// series' newest row.
+    refused_older: u64,
 }
 
 /// The (device, inode) of the file at `path`, if there is one.

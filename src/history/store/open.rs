@@ -30,6 +30,7 @@ impl Store {
             last_raw: HashMap::new(),
             raw_days: Default::default(),
             identity: None,
+            refused_older: 0,
         };
         store.prepare()?;
         store.identity = super::file_identity(&store.path);
@@ -105,6 +106,7 @@ impl Store {
             last_raw: HashMap::new(),
             raw_days: Default::default(),
             identity: None,
+            refused_older: 0,
         })
     }
 

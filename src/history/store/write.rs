@@ -7,6 +7,12 @@ use crate::history::record::{DriveSample, FsSampleRef};
 use rusqlite::params;
 
 impl Store {
+    /// How many samples were refused since the last call for being older than their series'
+    /// newest stored sample (a clock set back), and resets the count.
+    pub fn take_refused_older(&mut self) -> u64 {
+        std::mem::take(&mut self.refused_older)
+    }
+
     /// Records filesystem samples in one transaction; returns how many were stored (samples
     /// closer than `raw_interval` to the series' previous one, or before 1970, are left out).
     pub fn record_fs<'a, I>(&mut self, samples: I) -> Result<usize, StoreError>
@@ -129,6 +135,11 @@ impl Store {
                 .map_err(self.err("reading the last sample"))?,
         };
         let due = last.is_none_or(|l| t >= l.saturating_add(self.raw_interval));
+        if last.is_some_and(|l| t < l) {
+            // Older than the series' newest row: the clock was set back. Counted, so the
+            // service reports it as dropped rather than as written.
+            self.refused_older += 1;
+        }
         if due {
             self.last_raw.insert(k, t);
         } else if let Some(l) = last {
