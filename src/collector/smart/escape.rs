@@ -1,5 +1,5 @@
 //! Finds and kills what a smartctl run left behind, even processes that left its process group
-//! with `setsid`: a run's processes are those in its
+//! with `setsid`, and watches them until they are gone: a run's processes are those in its
 //! process group, those carrying its tag in their environment, and those holding its output
 //! pipe for writing (unless they are a fork of this process that has not exec'd yet: another
 //! run's smartctl between fork and exec holds a copy of every descriptor here). No scheduling
@@ -10,10 +10,11 @@
 //! its own needs a delegated cgroup tree the daemon can't count on. The tag and the pipe find a
 //! run's processes wherever they were reparented, and a pidfd makes the kill race-free.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The environment variable that marks a smartctl run's processes; children inherit it.
 pub const TAG_VAR: &str = "SSDWATCH_SMARTCTL_RUN";
@@ -149,14 +150,90 @@ pub struct Swept {
     /// Processes of the run that could not be signalled (another user's, or gone mid-way in
     /// a way the kernel did not tell).
     pub failed: usize,
+    /// Processes of the run that were killed but were still there after the grace: stuck in
+    /// the kernel (uninterruptible sleep), where SIGKILL waits until their I/O returns.
+    #[serde(default)]
+    pub stuck: usize,
+}
+
+/// The processes a sweep signalled, by pidfd, to be watched until they are gone.
+#[derive(Debug, Default)]
+pub struct Signalled(Vec<OwnedFd>);
+
+impl Signalled {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds a process to watch.
+    pub fn push(&mut self, pidfd: OwnedFd) {
+        self.0.push(pidfd);
+    }
+
+    /// Waits until every one is gone or `deadline` passes; those still there.
+    pub async fn left_at(self, deadline: tokio::time::Instant) -> Signalled {
+        let mut left = Vec::new();
+        for fd in self.0 {
+            if tokio::time::timeout_at(deadline, exit_of(&fd))
+                .await
+                .is_err()
+            {
+                left.push(fd);
+            }
+        }
+        Signalled(left)
+    }
+
+    /// Waits until every one is gone, however long that takes.
+    pub async fn all_gone(self) {
+        for fd in &self.0 {
+            exit_of(fd).await;
+        }
+    }
+}
+
+/// Waits for the process of a pidfd to end (exit or zombie: it no longer runs). A pidfd reads
+/// as readable then; it is watched by the runtime's poller, holding no thread.
+pub async fn exit_of(pidfd: &OwnedFd) {
+    use tokio::io::{Interest, unix::AsyncFd};
+    // SAFETY: the borrowed descriptor stays open, and the same, while the watch (bound to the
+    // borrow) lives.
+    let watch = unsafe { AsyncFd::register_with_interest(pidfd.as_fd(), Interest::READABLE) };
+    if let Ok(watch) = watch
+        && watch.readable().await.is_ok()
+    {
+        return;
+    }
+    // Not watchable by the poller: ask now and then.
+    while !ended_now(pidfd) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether the process of a pidfd has ended, without waiting.
+fn ended_now(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0
 }
 
 /// Kills every process of the run except this one. Repeats a few times: a process may fork
 /// between the scan and the kill. Each kill goes through a pidfd opened before the ownership
-/// check, so a reused pid can never be hit.
-pub fn sweep(marks: &Marks) -> Swept {
+/// check, so a reused pid can never be hit; the pidfds of those killed are returned, to see
+/// them gone.
+pub fn sweep(marks: &Marks) -> (Swept, Signalled) {
     let me = Me::now();
     let mut total = Swept::default();
+    let mut watch = Signalled::default();
     // Killed ones may not have died yet when the next round looks: signalled once is enough.
     let mut signalled = std::collections::HashSet::new();
     for _ in 0..4 {
@@ -180,6 +257,7 @@ pub fn sweep(marks: &Marks) -> Swept {
             }
             if pidfd_kill(&pidfd) {
                 signalled.insert(pid);
+                watch.push(pidfd);
                 round += 1;
             } else {
                 total.failed += 1;
@@ -190,7 +268,7 @@ pub fn sweep(marks: &Marks) -> Swept {
             break;
         }
     }
-    total
+    (total, watch)
 }
 
 fn pids() -> Vec<u32> {
@@ -232,7 +310,7 @@ mod tests {
     use super::*;
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     /// Waits (generously: the machine may be busy) until `pid`, a fork of this test, has
     /// exec'd: its program is no longer this test's.
@@ -262,12 +340,13 @@ mod tests {
             .expect("spawn setsid sleep");
         // A child of ours leads no group, so setsid calls setsid(2) and execs sleep: no fork.
         wait_exec(child.id());
-        assert_eq!(sweep(&marks), killed(1));
+        let (swept, signalled) = sweep(&marks);
+        assert_eq!((swept, signalled.len()), (killed(1), 1));
         let status = child.wait().expect("wait");
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
-        assert_eq!(sweep(&marks), Swept::default(), "nothing left");
+        assert_eq!(sweep(&marks).0, Swept::default(), "nothing left");
         // Another run's tag finds nothing of this one.
-        assert_eq!(sweep(&Marks::new_run()), Swept::default());
+        assert_eq!(sweep(&Marks::new_run()).0, Swept::default());
     }
 
     #[test]
@@ -284,7 +363,7 @@ mod tests {
             pgid: Some(leader.id()),
             ..Marks::new_run()
         };
-        assert_eq!(sweep(&marks), killed(1));
+        assert_eq!(sweep(&marks).0, killed(1));
         let status = leader.wait().expect("wait");
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
     }
@@ -315,7 +394,7 @@ mod tests {
         // The fork is between fork and exec once it wrote; `spawn` returns after its exec.
         assert_eq!(nix::unistd::read(&ready_r, &mut byte).expect("read"), 1);
         drop(ready_w);
-        let swept = sweep(&marks);
+        let (swept, _) = sweep(&marks);
         let mut child = starting.join().expect("thread").expect("spawn");
         let status = child.wait().expect("wait");
         assert_eq!(swept, Swept::default());
@@ -346,7 +425,7 @@ mod tests {
             .expect("spawn reader");
         wait_exec(writer.id());
         wait_exec(reader.id());
-        assert_eq!(sweep(&marks), killed(1));
+        assert_eq!(sweep(&marks).0, killed(1));
         let status = writer.wait().expect("wait");
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         assert_eq!(
@@ -357,6 +436,23 @@ mod tests {
         let _ = reader.kill();
         let _ = reader.wait();
         drop(r);
+    }
+
+    /// What a run killed and is still there at the grace's end is handed on, and watched until
+    /// it ends (a process stuck in the kernel ends when its I/O returns).
+    #[tokio::test]
+    async fn a_process_still_there_at_the_deadline_is_left_and_watched_until_it_ends() {
+        let mut child = Command::new("sleep").arg("30").spawn().expect("spawn");
+        let mut watch = Signalled::default();
+        watch.push(pidfd_open(child.id()).expect("pidfd"));
+        let left = watch
+            .left_at(tokio::time::Instant::now() + Duration::from_millis(100))
+            .await;
+        assert_eq!(left.len(), 1, "still running");
+        child.kill().expect("kill");
+        // Ended once it is a zombie: its parent need not have reaped it.
+        left.all_gone().await;
+        assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
     }
 
     #[test]

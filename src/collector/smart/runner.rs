@@ -5,11 +5,13 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, Interest};
 
-use super::escape::{self, Marks, Swept};
+use super::escape::{self, Marks, Signalled, Swept};
 
 /// The smartctl argv for one drive. Cheap options only: identity, overall health and the
 /// attribute table / NVMe health log. No `--log=error` (NVMe error-log reads are counted by
@@ -108,9 +110,10 @@ pub enum RunError {
     /// The task that ran it did not complete (it panicked or was cancelled).
     #[error("the smartctl task did not complete: {cause}")]
     Task { cause: String },
-    /// Killed at the deadline but still not gone: stuck in the kernel (uninterruptible sleep on
-    /// a failing drive or controller). It is reaped in the background when it ends; no other
-    /// run of that drive starts meanwhile.
+    /// Killed at the deadline but still not gone, smartctl or a process it started: stuck in
+    /// the kernel (uninterruptible sleep on a failing drive or controller, or any I/O that
+    /// doesn't return). Watched in the background until it ends; no other run of that drive
+    /// starts meanwhile.
     #[error(
         "timed out after {}, killed, and still not gone after {}: stuck in the kernel (D state); no new run of this drive until it ends",
         humantime::format_duration(*after),
@@ -168,7 +171,7 @@ struct Cleanup {
 impl Cleanup {
     /// Sweeps the run's processes; `group_first` SIGKILLs its group as a whole before (at a
     /// timeout: a process forking in a loop can't outrun one signal to the group).
-    fn now(&mut self, group_first: bool) -> Swept {
+    fn now(&mut self, group_first: bool) -> (Swept, Signalled) {
         self.done = true;
         if group_first {
             kill_group(self.marks.pgid);
@@ -215,13 +218,14 @@ async fn ended(child: &mut tokio::process::Child, leader: Option<&AsyncFd<OwnedF
 /// parsed from what the pipe held, without waiting for an end-of-file that a descendant (one
 /// that left the group with setsid) may hold back; such descendants are found and killed, and
 /// counted. smartctl is reaped only after that sweep, so its group id names the run's
-/// processes throughout. Never waits on it longer than `timeout` plus [`REAP_GRACE`]: one that
-/// won't die is left to a background reaper and `in_kernel` stays set until it is gone.
+/// processes throughout. Never waits on the run longer than `timeout` plus [`REAP_GRACE`]: when
+/// smartctl or any process of the run won't die (stuck in the kernel), they are left to a
+/// background watcher and `in_kernel` stays set until every one of them is gone.
 pub async fn run_smartctl(
     bin: &Path,
     args: &[String],
     timeout: Duration,
-    in_kernel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    in_kernel: &Arc<AtomicBool>,
 ) -> RunOutcome {
     let mut marks = Marks::new_run();
     let mut cmd = tokio::process::Command::new(bin);
@@ -266,19 +270,18 @@ pub async fn run_smartctl(
         }
     };
     let Some(end) = end else {
-        cleanup.now(true);
+        let (_, killed) = cleanup.now(true);
         drop(stdout);
         // Reap: no zombie is left behind. A process stuck in the kernel ignores even SIGKILL
-        // until its I/O returns: hand it to a reaper instead of waiting on it.
-        if tokio::time::timeout(REAP_GRACE, child.wait()).await.is_ok() {
+        // until its I/O returns, and so may any process smartctl started: hand them to a
+        // watcher instead of waiting on them.
+        let by = tokio::time::Instant::now() + REAP_GRACE;
+        let reaped = tokio::time::timeout_at(by, child.wait()).await.is_ok();
+        let left = killed.left_at(by).await;
+        if reaped && left.is_empty() {
             return RunOutcome::Failed(RunError::TimedOut { after: timeout });
         }
-        in_kernel.store(true, std::sync::atomic::Ordering::Release);
-        let flag = in_kernel.clone();
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-            flag.store(false, std::sync::atomic::Ordering::Release);
-        });
+        watch_stuck(in_kernel, (!reaped).then_some(child), left);
         return RunOutcome::Failed(RunError::Stuck { after: timeout });
     };
     let status = match end {
@@ -307,7 +310,7 @@ pub async fn run_smartctl(
     drop(stdout);
     // Members of the group are found by it (smartctl is not reaped yet) and by the tag, like
     // those that left it.
-    let escaped = tokio::task::spawn_blocking(move || cleanup.now(false))
+    let (mut escaped, killed) = tokio::task::spawn_blocking(move || cleanup.now(false))
         .await
         .unwrap_or_default();
     // Now smartctl may be reaped: the sweep no longer needs its group id.
@@ -323,11 +326,34 @@ pub async fn run_smartctl(
             }
         },
     };
+    // What was killed must also go: a process of the run stuck in the kernel would otherwise
+    // be left behind by every run, one more each time.
+    let left = killed
+        .left_at(tokio::time::Instant::now() + REAP_GRACE)
+        .await;
+    if !left.is_empty() {
+        escaped.stuck = left.len();
+        watch_stuck(in_kernel, None, left);
+    }
     RunOutcome::Output {
         stdout: got,
         exit: Exit::from_status(status),
         escaped,
     }
+}
+
+/// Sets `in_kernel` until smartctl (when given, unreaped) and every process left are gone:
+/// no new run of the drive starts meanwhile. The watcher holds no thread.
+fn watch_stuck(in_kernel: &Arc<AtomicBool>, child: Option<tokio::process::Child>, left: Signalled) {
+    in_kernel.store(true, Ordering::Release);
+    let flag = in_kernel.clone();
+    tokio::spawn(async move {
+        if let Some(mut child) = child {
+            let _ = child.wait().await;
+        }
+        left.all_gone().await;
+        flag.store(false, Ordering::Release);
+    });
 }
 
 /// One read from the pipe; pending forever once it is closed (so `select!` ignores it).
