@@ -117,6 +117,14 @@ pub(super) enum DriveError {
         path: String,
         count: usize,
     },
+    #[error(
+        "device {device}: smartctl on {path} left {count} process(es) stuck in the kernel (D state), killed but not gone until their I/O returns; no new run of this drive until they are gone"
+    )]
+    StuckLeftovers {
+        device: String,
+        path: String,
+        count: usize,
+    },
     #[error("device {device}: smartctl returned no usable data ({exit})")]
     NoData { device: String, exit: String },
     #[error("device {device}: smartctl output on {path} is unusable: {source}")]
@@ -136,6 +144,7 @@ impl DriveError {
             | DriveError::Smartctl { device, .. }
             | DriveError::NoData { device, .. }
             | DriveError::Escaped { device, .. }
+            | DriveError::StuckLeftovers { device, .. }
             | DriveError::Unusable { device, .. } => device,
         }
     }
@@ -241,6 +250,15 @@ pub(super) fn step(
                     device: device.clone(),
                     path: path.clone(),
                     count: escaped.failed,
+                });
+            }
+            if escaped.stuck > 0 {
+                // The runner keeps the drive marked stuck until they are gone; what smartctl
+                // printed is still used.
+                errors.push(DriveError::StuckLeftovers {
+                    device: device.clone(),
+                    path: path.clone(),
+                    count: escaped.stuck,
                 });
             }
             let text = String::from_utf8_lossy(&stdout);
@@ -446,24 +464,38 @@ mod tests {
 
     #[test]
     fn processes_left_behind_are_counted_told_once_and_unkillable_ones_are_errors() {
-        let run = |prev, killed, failed| {
+        let run = |prev, killed, failed, stuck| {
             go(
                 prev,
                 RunOutcome::Output {
                     stdout: NVME.as_bytes().to_vec(),
                     exit: Exit::Code(0),
-                    escaped: Swept { killed, failed },
+                    escaped: Swept {
+                        killed,
+                        failed,
+                        stuck,
+                    },
                 },
             )
         };
-        let (st, errors, _) = run(DriveState::default(), 2, 0);
+        let (st, errors, _) = run(DriveState::default(), 2, 0, 0);
         assert!(errors.is_empty() && st.ok, "{errors:?}");
         assert_eq!(st.escaped_total, 2);
-        let (st, errors, _) = run(st, 1, 1);
+        let (st, errors, _) = run(st, 1, 1, 0);
         assert_eq!(st.escaped_total, 3);
         assert_eq!(
             errors,
             ["device sda: smartctl on /dev/sda left 1 process(es) behind that could not be killed"]
+        );
+        assert!(st.ok, "the output is still used");
+        // Killed but stuck in the kernel: counted, an error of the drive, the output used.
+        let (st, errors, _) = run(st, 1, 0, 1);
+        assert_eq!(st.escaped_total, 4);
+        assert_eq!(
+            errors,
+            [
+                "device sda: smartctl on /dev/sda left 1 process(es) stuck in the kernel (D state), killed but not gone until their I/O returns; no new run of this drive until they are gone"
+            ]
         );
         assert!(st.ok, "the output is still used");
     }

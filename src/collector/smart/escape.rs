@@ -1,15 +1,20 @@
 //! Finds and kills what a smartctl run left behind, even processes that left its process group
-//! with `setsid`: each run's processes carry a tag in their environment, and anything still
-//! holding the run's output pipe is its too. No scheduling and no parsing here.
+//! with `setsid`, and watches them until they are gone: a run's processes are those in its
+//! process group, those carrying its tag in their environment, and those holding its output
+//! pipe for writing (unless they are a fork of this process that has not exec'd yet: another
+//! run's smartctl between fork and exec holds a copy of every descriptor here). No scheduling
+//! and no parsing here.
 //!
 //! Why not a subreaper or a cgroup: a subreaper makes the daemon the parent of every orphan of
 //! every child it ever starts (it would have to reap them all, or keep zombies), and a cgroup of
 //! its own needs a delegated cgroup tree the daemon can't count on. The tag and the pipe find a
 //! run's processes wherever they were reparented, and a pidfd makes the kill race-free.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The environment variable that marks a smartctl run's processes; children inherit it.
 pub const TAG_VAR: &str = "SSDWATCH_SMARTCTL_RUN";
@@ -18,11 +23,62 @@ pub const TAG_VAR: &str = "SSDWATCH_SMARTCTL_RUN";
 /// `--path.procfs` says (fixture trees describe hosts, not this daemon's children).
 const PROC: &str = "/proc";
 
-/// One run's marks: its environment tag and the inode of its output pipe.
+/// One run's marks: its environment tag, the inode of its output pipe and its process group.
 #[derive(Debug, Clone)]
 pub struct Marks {
     pub tag: String,
     pub pipe_inode: Option<u64>,
+    /// The run's process group (smartctl's pid), only while smartctl is not yet reaped: until
+    /// then no other process can be given that id, so every member of the group is the run's.
+    pub pgid: Option<u32>,
+}
+
+/// What /proc/PID/stat tells of a process.
+struct Stat {
+    state: char,
+    ppid: u32,
+    pgrp: u32,
+}
+
+fn stat(proc_dir: &Path) -> Option<Stat> {
+    let s = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+    // After the command name (which may hold spaces and parentheses): state, ppid, pgrp.
+    let (_, rest) = s.rsplit_once(')')?;
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    Some(Stat {
+        state,
+        ppid: f.next()?.parse().ok()?,
+        pgrp: f.next()?.parse().ok()?,
+    })
+}
+
+/// The sweeping process: its pid and the (device, inode) of the program it runs.
+struct Me {
+    pid: u32,
+    exe: Option<(u64, u64)>,
+}
+
+impl Me {
+    fn now() -> Me {
+        Me {
+            pid: std::process::id(),
+            exe: exe_of(Path::new("/proc/self")),
+        }
+    }
+
+    /// A child of this process still running this process's program: a fork that has not
+    /// exec'd yet (another run's smartctl on its way), which holds a copy of every descriptor
+    /// of this process, the run's pipe included, until its exec closes them.
+    fn unexeced_fork(&self, st: &Stat, proc_dir: &Path) -> bool {
+        st.ppid == self.pid && self.exe.is_some() && exe_of(proc_dir) == self.exe
+    }
+}
+
+fn exe_of(proc_dir: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(proc_dir.join("exe"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 impl Marks {
@@ -33,11 +89,18 @@ impl Marks {
         Marks {
             tag: format!("{}-{n}", std::process::id()),
             pipe_inode: None,
+            pgid: None,
         }
     }
 
-    /// True when process `pid` belongs to this run: it carries the tag or holds the pipe.
-    fn owns(&self, proc_dir: &Path) -> bool {
+    /// True when the process belongs to this run: it is in the run's group, carries the tag,
+    /// or holds the pipe's write end, which only smartctl's descendants were given. Who holds
+    /// just the read end is this process or a fork of it; and a fork of this process that has
+    /// not exec'd yet may hold both ends of any run's pipe without being that run's.
+    fn owns(&self, st: &Stat, proc_dir: &Path, me: &Me) -> bool {
+        if self.pgid.is_some_and(|g| g == st.pgrp) {
+            return true;
+        }
         let want = format!("{TAG_VAR}={}", self.tag);
         if std::fs::read(proc_dir.join("environ"))
             .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
@@ -47,13 +110,31 @@ impl Marks {
         let Some(ino) = self.pipe_inode else {
             return false;
         };
-        let pipe = format!("pipe:[{ino}]");
-        std::fs::read_dir(proc_dir.join("fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == pipe.as_str()))
+        holds_for_writing(proc_dir, ino) && !me.unexeced_fork(st, proc_dir)
     }
+}
+
+/// Whether the process has pipe `ino` open for writing (its fdinfo's access mode).
+fn holds_for_writing(proc_dir: &Path, ino: u64) -> bool {
+    let pipe = format!("pipe:[{ino}]");
+    std::fs::read_dir(proc_dir.join("fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == pipe.as_str()))
+        .any(|fd| {
+            let info = std::fs::read_to_string(proc_dir.join("fdinfo").join(fd.file_name()));
+            info.ok()
+                .as_deref()
+                .and_then(fdinfo_flags)
+                .is_some_and(|f| f & libc::O_ACCMODE != libc::O_RDONLY)
+        })
+}
+
+/// The `flags:` line of /proc/PID/fdinfo/N, in octal.
+fn fdinfo_flags(info: &str) -> Option<i32> {
+    let v = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+    i32::from_str_radix(v.trim(), 8).ok()
 }
 
 /// The inode of a pipe end (both ends share it; /proc/PID/fd shows `pipe:[INODE]`).
@@ -69,20 +150,96 @@ pub struct Swept {
     /// Processes of the run that could not be signalled (another user's, or gone mid-way in
     /// a way the kernel did not tell).
     pub failed: usize,
+    /// Processes of the run that were killed but were still there after the grace: stuck in
+    /// the kernel (uninterruptible sleep), where SIGKILL waits until their I/O returns.
+    #[serde(default)]
+    pub stuck: usize,
+}
+
+/// The processes a sweep signalled, by pidfd, to be watched until they are gone.
+#[derive(Debug, Default)]
+pub struct Signalled(Vec<OwnedFd>);
+
+impl Signalled {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds a process to watch.
+    pub fn push(&mut self, pidfd: OwnedFd) {
+        self.0.push(pidfd);
+    }
+
+    /// Waits until every one is gone or `deadline` passes; those still there.
+    pub async fn left_at(self, deadline: tokio::time::Instant) -> Signalled {
+        let mut left = Vec::new();
+        for fd in self.0 {
+            if tokio::time::timeout_at(deadline, exit_of(&fd))
+                .await
+                .is_err()
+            {
+                left.push(fd);
+            }
+        }
+        Signalled(left)
+    }
+
+    /// Waits until every one is gone, however long that takes.
+    pub async fn all_gone(self) {
+        for fd in &self.0 {
+            exit_of(fd).await;
+        }
+    }
+}
+
+/// Waits for the process of a pidfd to end (exit or zombie: it no longer runs). A pidfd reads
+/// as readable then; it is watched by the runtime's poller, holding no thread.
+pub async fn exit_of(pidfd: &OwnedFd) {
+    use tokio::io::{Interest, unix::AsyncFd};
+    // SAFETY: the borrowed descriptor stays open, and the same, while the watch (bound to the
+    // borrow) lives.
+    let watch = unsafe { AsyncFd::register_with_interest(pidfd.as_fd(), Interest::READABLE) };
+    if let Ok(watch) = watch
+        && watch.readable().await.is_ok()
+    {
+        return;
+    }
+    // Not watchable by the poller: ask now and then.
+    while !ended_now(pidfd) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether the process of a pidfd has ended, without waiting.
+fn ended_now(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0
 }
 
 /// Kills every process of the run except this one. Repeats a few times: a process may fork
 /// between the scan and the kill. Each kill goes through a pidfd opened before the ownership
-/// check, so a reused pid can never be hit.
-pub fn sweep(marks: &Marks) -> Swept {
-    let me = std::process::id();
+/// check, so a reused pid can never be hit; the pidfds of those killed are returned, to see
+/// them gone.
+pub fn sweep(marks: &Marks) -> (Swept, Signalled) {
+    let me = Me::now();
     let mut total = Swept::default();
+    let mut watch = Signalled::default();
     // Killed ones may not have died yet when the next round looks: signalled once is enough.
     let mut signalled = std::collections::HashSet::new();
     for _ in 0..4 {
         let mut round = 0;
         for pid in pids() {
-            if pid == me || signalled.contains(&pid) {
+            if pid == me.pid || signalled.contains(&pid) {
                 continue;
             }
             let Some(pidfd) = pidfd_open(pid) else {
@@ -90,11 +247,17 @@ pub fn sweep(marks: &Marks) -> Swept {
             };
             // Checked after the pidfd is open: it names the process we looked at, or a dead one.
             let dir = Path::new(PROC).join(pid.to_string());
-            if exited(&dir) || !marks.owns(&dir) {
+            // A zombie (killed, not yet reaped by its parent) is done: signalling it again
+            // would count it twice.
+            let Some(st) = stat(&dir).filter(|st| !matches!(st.state, 'Z' | 'X')) else {
+                continue;
+            };
+            if !marks.owns(&st, &dir, &me) {
                 continue;
             }
             if pidfd_kill(&pidfd) {
                 signalled.insert(pid);
+                watch.push(pidfd);
                 round += 1;
             } else {
                 total.failed += 1;
@@ -105,16 +268,7 @@ pub fn sweep(marks: &Marks) -> Swept {
             break;
         }
     }
-    total
-}
-
-/// A zombie (killed, not yet reaped by its parent) is done: signalling it again would count it
-/// twice.
-fn exited(proc_dir: &Path) -> bool {
-    std::fs::read_to_string(proc_dir.join("stat")).map_or(true, |s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
-    })
+    (total, watch)
 }
 
 fn pids() -> Vec<u32> {
@@ -126,7 +280,8 @@ fn pids() -> Vec<u32> {
         .collect()
 }
 
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+/// A pidfd on a process: it names that process only, whatever later happens to its pid.
+pub fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let pid = libc::pid_t::try_from(pid).ok()?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -153,30 +308,161 @@ fn pidfd_kill(pidfd: &OwnedFd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    /// Waits (generously: the machine may be busy) until `pid`, a fork of this test, has
+    /// exec'd: its program is no longer this test's.
+    fn wait_exec(pid: u32) {
+        let dir = Path::new(PROC).join(pid.to_string());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while exe_of(&dir) == exe_of(Path::new("/proc/self")) {
+            assert!(Instant::now() < deadline, "{pid} never exec'd");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn killed(n: usize) -> Swept {
+        Swept {
+            killed: n,
+            ..Swept::default()
+        }
+    }
 
     #[test]
     fn a_tagged_process_that_left_the_group_is_found_and_killed() {
         let marks = Marks::new_run();
-        let mut child = std::process::Command::new("setsid")
+        let mut child = Command::new("setsid")
             .args(["sleep", "30"])
             .env(TAG_VAR, &marks.tag)
             .spawn()
             .expect("spawn setsid sleep");
         // A child of ours leads no group, so setsid calls setsid(2) and execs sleep: no fork.
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let swept = sweep(&marks);
-        assert_eq!(
-            swept,
-            Swept {
-                killed: 1,
-                failed: 0
-            }
-        );
-        use std::os::unix::process::ExitStatusExt;
+        wait_exec(child.id());
+        let (swept, signalled) = sweep(&marks);
+        assert_eq!((swept, signalled.len()), (killed(1), 1));
         let status = child.wait().expect("wait");
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
-        assert_eq!(sweep(&marks), Swept::default(), "nothing left");
+        assert_eq!(sweep(&marks).0, Swept::default(), "nothing left");
         // Another run's tag finds nothing of this one.
-        assert_eq!(sweep(&Marks::new_run()), Swept::default());
+        assert_eq!(sweep(&Marks::new_run()).0, Swept::default());
+    }
+
+    #[test]
+    fn a_member_of_the_runs_group_is_found_while_its_leader_is_unreaped() {
+        let mut leader = Command::new("sleep")
+            .arg("30")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        wait_exec(leader.id());
+        let marks = Marks {
+            pgid: Some(leader.id()),
+            ..Marks::new_run()
+        };
+        assert_eq!(sweep(&marks).0, killed(1));
+        let status = leader.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    }
+
+    /// The race that lost samples: another run's smartctl, forked but not yet exec'd, holds a
+    /// copy of every descriptor of the process starting it, this run's pipe included (both
+    /// ends, when it was forked while this run was being started). It is not this run's.
+    #[test]
+    fn a_fork_between_fork_and_exec_holding_the_pipe_is_not_taken_for_the_runs() {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let mut marks = Marks::new_run();
+        marks.pipe_inode = pipe_inode(&r);
+        let ready_fd = ready_w.as_raw_fd();
+        let starting = std::thread::spawn(move || {
+            let mut cmd = Command::new("true");
+            // SAFETY: only async-signal-safe calls between fork and exec: write and sleep.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::write(ready_fd, b"x".as_ptr().cast(), 1);
+                    libc::sleep(2);
+                    Ok(())
+                });
+            }
+            cmd.spawn()
+        });
+        let mut byte = [0u8; 1];
+        // The fork is between fork and exec once it wrote; `spawn` returns after its exec.
+        assert_eq!(nix::unistd::read(&ready_r, &mut byte).expect("read"), 1);
+        drop(ready_w);
+        let (swept, _) = sweep(&marks);
+        let mut child = starting.join().expect("thread").expect("spawn");
+        let status = child.wait().expect("wait");
+        assert_eq!(swept, Swept::default());
+        assert!(status.success(), "the fork was killed: {status:?}");
+        drop((r, w));
+    }
+
+    /// An escaped process that also cleared its environment is still the run's while it holds
+    /// the pipe for writing; one that only holds the read end never got it from smartctl.
+    #[test]
+    fn a_writer_of_the_pipe_is_the_runs_and_a_reader_is_not() {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let mut marks = Marks::new_run();
+        marks.pipe_inode = pipe_inode(&r);
+        let mut writer = Command::new("setsid")
+            .args(["sleep", "30"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdout(Stdio::from(w))
+            .spawn()
+            .expect("spawn writer");
+        let mut reader = Command::new("sleep")
+            .arg("30")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::from(r.try_clone().expect("dup")))
+            .spawn()
+            .expect("spawn reader");
+        wait_exec(writer.id());
+        wait_exec(reader.id());
+        assert_eq!(sweep(&marks).0, killed(1));
+        let status = writer.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        assert_eq!(
+            reader.try_wait().expect("try_wait"),
+            None,
+            "the reader is not the run's"
+        );
+        let _ = reader.kill();
+        let _ = reader.wait();
+        drop(r);
+    }
+
+    /// What a run killed and is still there at the grace's end is handed on, and watched until
+    /// it ends (a process stuck in the kernel ends when its I/O returns).
+    #[tokio::test]
+    async fn a_process_still_there_at_the_deadline_is_left_and_watched_until_it_ends() {
+        let mut child = Command::new("sleep").arg("30").spawn().expect("spawn");
+        let mut watch = Signalled::default();
+        watch.push(pidfd_open(child.id()).expect("pidfd"));
+        let left = watch
+            .left_at(tokio::time::Instant::now() + Duration::from_millis(100))
+            .await;
+        assert_eq!(left.len(), 1, "still running");
+        child.kill().expect("kill");
+        // Ended once it is a zombie: its parent need not have reaped it.
+        left.all_gone().await;
+        assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn fdinfo_flags_are_octal() {
+        let info = "pos:\t0\nflags:\t02000001\nmnt_id:\t15\nino:\t123\n";
+        assert_eq!(fdinfo_flags(info), Some(0o2000001));
+        assert_eq!(
+            fdinfo_flags(info).map(|f| f & libc::O_ACCMODE),
+            Some(libc::O_WRONLY)
+        );
+        assert_eq!(fdinfo_flags("pos: 0\n"), None);
     }
 }

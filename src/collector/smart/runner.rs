@@ -1,13 +1,17 @@
 //! Runs smartctl once: its argv, the spawn in its own process group, the timeout that kills the
 //! whole group, the output cap and how it ended. No parsing and no scheduling here.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, Interest};
 
-use super::escape::{self, Marks, Swept};
+use super::escape::{self, Marks, Signalled, Swept};
 
 /// The smartctl argv for one drive. Cheap options only: identity, overall health and the
 /// attribute table / NVMe health log. No `--log=error` (NVMe error-log reads are counted by
@@ -106,9 +110,10 @@ pub enum RunError {
     /// The task that ran it did not complete (it panicked or was cancelled).
     #[error("the smartctl task did not complete: {cause}")]
     Task { cause: String },
-    /// Killed at the deadline but still not gone: stuck in the kernel (uninterruptible sleep on
-    /// a failing drive or controller). It is reaped in the background when it ends; no other
-    /// run of that drive starts meanwhile.
+    /// Killed at the deadline but still not gone, smartctl or a process it started: stuck in
+    /// the kernel (uninterruptible sleep on a failing drive or controller, or any I/O that
+    /// doesn't return). Watched in the background until it ends; no other run of that drive
+    /// starts meanwhile.
     #[error(
         "timed out after {}, killed, and still not gone after {}: stuck in the kernel (D state); no new run of this drive until it ends",
         humantime::format_duration(*after),
@@ -156,47 +161,71 @@ const DRAIN_IDLE: Duration = Duration::from_millis(200);
 /// included) when dropped: at the end of a run, and when the run is cancelled (the daemon
 /// stopping on SIGTERM drops the running sample).
 struct Cleanup {
-    /// The group id (smartctl's pid) while smartctl is not yet reaped: until then its pid,
-    /// and so the group id, cannot belong to anyone else. None afterwards: the sweep (by tag
-    /// and pipe) finds the group's members then.
-    pgid: Option<u32>,
+    /// Its `pgid` is smartctl's pid while smartctl is not yet reaped: until then no other
+    /// process can be given it, so the group is signalled by it and its members are the run's.
+    /// None afterwards: the sweep goes by tag and pipe then.
     marks: Marks,
     done: bool,
 }
 
 impl Cleanup {
-    fn now(&mut self) -> Swept {
+    /// Sweeps the run's processes; `group_first` SIGKILLs its group as a whole before (at a
+    /// timeout: a process forking in a loop can't outrun one signal to the group).
+    fn now(&mut self, group_first: bool) -> (Swept, Signalled) {
         self.done = true;
-        kill_group(self.pgid);
+        if group_first {
+            kill_group(self.marks.pgid);
+        }
         escape::sweep(&self.marks)
     }
 
     /// smartctl has been reaped: its group id may be reused from now on.
     fn leader_reaped(&mut self) {
-        self.pgid = None;
+        self.marks.pgid = None;
     }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if !self.done {
-            kill_group(self.pgid);
+            kill_group(self.marks.pgid);
             escape::sweep(&self.marks);
         }
     }
+}
+
+/// How smartctl was seen to end.
+enum Ended {
+    /// Its pidfd said it ended; it is not reaped yet, so its pid (the group id) is still its.
+    Exited,
+    /// Reaped (no pidfd to watch it by).
+    Reaped(std::io::Result<std::process::ExitStatus>),
+}
+
+/// Waits for smartctl to end: through its pidfd, which tells without reaping it, else by
+/// reaping it.
+async fn ended(child: &mut tokio::process::Child, leader: Option<&AsyncFd<OwnedFd>>) -> Ended {
+    if let Some(fd) = leader
+        && fd.readable().await.is_ok()
+    {
+        return Ended::Exited;
+    }
+    Ended::Reaped(child.wait().await)
 }
 
 /// Runs smartctl once in its own process group; on timeout the whole group is killed and
 /// reaped, so nothing it started survives. Once smartctl itself has exited, its output is
 /// parsed from what the pipe held, without waiting for an end-of-file that a descendant (one
 /// that left the group with setsid) may hold back; such descendants are found and killed, and
-/// counted. Never waits on it longer than `timeout` plus [`REAP_GRACE`]: one that won't die is
-/// left to a background reaper and `in_kernel` stays set until it is gone.
+/// counted. smartctl is reaped only after that sweep, so its group id names the run's
+/// processes throughout. Never waits on the run longer than `timeout` plus [`REAP_GRACE`]: when
+/// smartctl or any process of the run won't die (stuck in the kernel), they are left to a
+/// background watcher and `in_kernel` stays set until every one of them is gone.
 pub async fn run_smartctl(
     bin: &Path,
     args: &[String],
     timeout: Duration,
-    in_kernel: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    in_kernel: &Arc<AtomicBool>,
 ) -> RunOutcome {
     let mut marks = Marks::new_run();
     let mut cmd = tokio::process::Command::new(bin);
@@ -219,70 +248,112 @@ pub async fn run_smartctl(
     };
     let mut stdout = child.stdout.take();
     marks.pipe_inode = stdout.as_ref().and_then(escape::pipe_inode);
-    let mut cleanup = Cleanup {
-        pgid: child.id(),
-        marks,
-        done: false,
-    };
+    marks.pgid = child.id();
+    // Without a pidfd (a kernel before 5.3) smartctl is reaped when it ends, and the sweep
+    // goes by tag and pipe only.
+    let leader = child
+        .id()
+        .and_then(escape::pidfd_open)
+        // SAFETY: the watch owns the pidfd, which stays open and the same until it is dropped.
+        .and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok());
+    let mut cleanup = Cleanup { marks, done: false };
     let mut got = Vec::new();
     let mut chunk = vec![0u8; 8192];
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     // Read while smartctl runs (its output can exceed the pipe's buffer).
-    let status = loop {
+    let end = loop {
         tokio::select! {
             r = read_some(&mut stdout, &mut chunk) => keep(&mut got, &mut stdout, r, &chunk),
-            s = child.wait() => break Some(s),
+            e = ended(&mut child, leader.as_ref()) => break Some(e),
             _ = &mut deadline => break None,
         }
     };
-    let Some(status) = status else {
-        cleanup.now();
+    let Some(end) = end else {
+        let (_, killed) = cleanup.now(true);
         drop(stdout);
         // Reap: no zombie is left behind. A process stuck in the kernel ignores even SIGKILL
-        // until its I/O returns: hand it to a reaper instead of waiting on it.
-        if tokio::time::timeout(REAP_GRACE, child.wait()).await.is_ok() {
+        // until its I/O returns, and so may any process smartctl started: hand them to a
+        // watcher instead of waiting on them.
+        let by = tokio::time::Instant::now() + REAP_GRACE;
+        let reaped = tokio::time::timeout_at(by, child.wait()).await.is_ok();
+        let left = killed.left_at(by).await;
+        if reaped && left.is_empty() {
             return RunOutcome::Failed(RunError::TimedOut { after: timeout });
         }
-        in_kernel.store(true, std::sync::atomic::Ordering::Release);
-        let flag = in_kernel.clone();
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-            flag.store(false, std::sync::atomic::Ordering::Release);
-        });
+        watch_stuck(in_kernel, (!reaped).then_some(child), left);
         return RunOutcome::Failed(RunError::Stuck { after: timeout });
     };
-    match status {
-        Ok(status) => {
+    let status = match end {
+        Ended::Exited => None,
+        Ended::Reaped(Ok(status)) => {
             cleanup.leader_reaped();
-            // smartctl has exited: all it wrote is in the pipe. Take that, and stop at the
-            // first pause rather than at an end-of-file a leftover process may never give.
-            while stdout.is_some() {
-                match tokio::time::timeout(DRAIN_IDLE, read_some(&mut stdout, &mut chunk)).await {
-                    Ok(r) => keep(&mut got, &mut stdout, r, &chunk),
-                    Err(_) => break,
-                }
-            }
-            drop(stdout);
-            // Members of the group carry the tag like those that left it: the sweep finds both.
-            let escaped = tokio::task::spawn_blocking(move || cleanup.now())
-                .await
-                .unwrap_or_default();
-            RunOutcome::Output {
-                stdout: got,
-                exit: Exit::from_status(status),
-                escaped,
-            }
+            Some(status)
         }
-        Err(source) => {
-            cleanup.now();
+        Ended::Reaped(Err(source)) => {
+            cleanup.now(true);
             let _ = child.wait().await;
-            RunOutcome::Failed(RunError::Wait {
+            return RunOutcome::Failed(RunError::Wait {
                 bin: bin.to_path_buf(),
                 source,
-            })
+            });
+        }
+    };
+    // smartctl has exited: all it wrote is in the pipe. Take that, and stop at the first
+    // pause rather than at an end-of-file a leftover process may never give.
+    while stdout.is_some() {
+        match tokio::time::timeout(DRAIN_IDLE, read_some(&mut stdout, &mut chunk)).await {
+            Ok(r) => keep(&mut got, &mut stdout, r, &chunk),
+            Err(_) => break,
         }
     }
+    drop(stdout);
+    // Members of the group are found by it (smartctl is not reaped yet) and by the tag, like
+    // those that left it.
+    let (mut escaped, killed) = tokio::task::spawn_blocking(move || cleanup.now(false))
+        .await
+        .unwrap_or_default();
+    // Now smartctl may be reaped: the sweep no longer needs its group id.
+    let status = match status {
+        Some(s) => s,
+        None => match child.wait().await {
+            Ok(s) => s,
+            Err(source) => {
+                return RunOutcome::Failed(RunError::Wait {
+                    bin: bin.to_path_buf(),
+                    source,
+                });
+            }
+        },
+    };
+    // What was killed must also go: a process of the run stuck in the kernel would otherwise
+    // be left behind by every run, one more each time.
+    let left = killed
+        .left_at(tokio::time::Instant::now() + REAP_GRACE)
+        .await;
+    if !left.is_empty() {
+        escaped.stuck = left.len();
+        watch_stuck(in_kernel, None, left);
+    }
+    RunOutcome::Output {
+        stdout: got,
+        exit: Exit::from_status(status),
+        escaped,
+    }
+}
+
+/// Sets `in_kernel` until smartctl (when given, unreaped) and every process left are gone:
+/// no new run of the drive starts meanwhile. The watcher holds no thread.
+fn watch_stuck(in_kernel: &Arc<AtomicBool>, child: Option<tokio::process::Child>, left: Signalled) {
+    in_kernel.store(true, Ordering::Release);
+    let flag = in_kernel.clone();
+    tokio::spawn(async move {
+        if let Some(mut child) = child {
+            let _ = child.wait().await;
+        }
+        left.all_gone().await;
+        flag.store(false, Ordering::Release);
+    });
 }
 
 /// One read from the pipe; pending forever once it is closed (so `select!` ignores it).

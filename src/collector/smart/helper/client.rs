@@ -285,6 +285,12 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
                     Err(e) => break format!("broke its socket: {e}"),
                 };
                 if let Some(p) = take(id) {
+                    if escaped.stuck > 0 {
+                        // Processes of the run stuck in the kernel: the helper says when
+                        // they are gone.
+                        p.in_kernel.store(true, Ordering::Release);
+                        lock(&inner.stuck).insert(id, (pid, p.in_kernel.clone()));
+                    }
                     let _ = p.tx.send(Answer {
                         outcome: RunOutcome::Output {
                             stdout,

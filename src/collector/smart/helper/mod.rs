@@ -92,7 +92,8 @@ pub enum Reply {
     },
     /// The request was not one the helper serves.
     Refused { id: u64, reason: String },
-    /// A run reported stuck in the kernel has ended.
+    /// A run reported stuck in the kernel (failed as stuck, or output with `escaped.stuck`)
+    /// has ended.
     Reaped { id: u64 },
 }
 

@@ -152,6 +152,11 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
                 cause,
             };
             send(wr, &reply, Some(&stdout)).await;
+            if escaped.stuck > 0 {
+                // Processes of the run are stuck in the kernel: the daemon keeps the drive
+                // stuck until told they are gone.
+                reaped_when_gone(wr, id, &in_kernel).await;
+            }
         }
         RunOutcome::Failed(e) => {
             let (kind, after) = match &e {
@@ -174,12 +179,16 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
             };
             send(wr, &reply, None).await;
             if stuck {
-                // Tell the daemon when the stuck run is gone, so the drive is read again.
-                while in_kernel.load(Ordering::Acquire) {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                send(wr, &Reply::Reaped { id }, None).await;
+                reaped_when_gone(wr, id, &in_kernel).await;
             }
         }
     }
+}
+
+/// Tells the daemon when a run reported stuck is gone, so the drive is read again.
+async fn reaped_when_gone(wr: &Mutex<OwnedWriteHalf>, id: u64, in_kernel: &AtomicBool) {
+    while in_kernel.load(Ordering::Acquire) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    send(wr, &Reply::Reaped { id }, None).await;
 }
