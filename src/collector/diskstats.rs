@@ -354,7 +354,7 @@ fn advance(
     )
 }
 
-/// Renders one device's counters (pure: used by tests and benchmarks too).
+/// One device's counters as series (pure: used by tests and benchmarks too).
 pub fn stat_metrics(m: &mut MetricSet, device: &str, s: &BlockStat) {
     let l = [("device", device)];
     let ms = |v: u64| v as f64 / 1000.0;

@@ -229,7 +229,8 @@ impl ProbeCollector {
         iv.mul_f64(1.0 + self.jitter * (2.0 * random_unit() - 1.0))
     }
 
-    fn render(&self) -> MetricSet {
+    /// Every target's metrics, from its state (a target not run this time shows its last).
+    fn metrics(&self) -> MetricSet {
         let mut m = MetricSet::new();
         for t in &self.targets {
             let fallback = t.cfg.path.to_string_lossy();
@@ -514,7 +515,7 @@ impl Collector for ProbeCollector {
             }
         }
         Ok(Sample {
-            metrics: self.render(),
+            metrics: self.metrics(),
             errors,
             records,
         })

@@ -8,7 +8,7 @@ use crate::smart::EXIT_BITS;
 use crate::time::DAY_F64;
 use std::time::Duration;
 
-pub(super) fn render_drive(
+pub(super) fn drive_metrics(
     t: &Target,
     st: &DriveState,
     every: Duration,
