@@ -354,7 +354,7 @@ fn advance(
     )
 }
 
-/// Renders one device's counters (pure: used by tests and benchmarks too).
+/// One device's counters as series (pure: used by tests and benchmarks too).
 pub fn stat_metrics(m: &mut MetricSet, device: &str, s: &BlockStat) {
     let l = [("device", device)];
     let ms = |v: u64| v as f64 / 1000.0;
@@ -400,17 +400,84 @@ pub fn stat_metrics(m: &mut MetricSet, device: &str, s: &BlockStat) {
     }
 }
 
-#[async_trait::async_trait]
-impl Collector for DiskstatsCollector {
-    fn name(&self) -> &'static str {
-        "diskstats"
+/// What only history tells of a device, as series: whether its I/O is accounted, its last
+/// discard (and how that is known), the newest burst's bytes, the bytes written since, and how
+/// long it has been idle (not on its first sample: nothing says how long it was idle before).
+fn derived_metrics(
+    m: &mut MetricSet,
+    device: &str,
+    iostats: bool,
+    h: Option<&History>,
+    written_since: Option<u64>,
+    seen_before: bool,
+    now: f64,
+) {
+    let l = [("device", device)];
+    m.family(&catalogue::DISK_IOSTATS_ENABLED)
+        .push(&l, if iostats { 1.0 } else { 0.0 });
+    if let Some((t, source)) = h.and_then(|h| h.discards.last) {
+        m.family(&catalogue::DISK_LAST_DISCARD_TIMESTAMP_SECONDS)
+            .push(&[("device", device), ("source", source.as_str())], t);
     }
+    m.family(&catalogue::DISK_LAST_DISCARD_BURST_BYTES)
+        .push_opt(&l, h.and_then(|h| h.discards.burst_bytes).map(|b| b as f64));
+    m.family(&catalogue::DISK_WRITTEN_SINCE_DISCARD_BYTES)
+        .push_opt(&l, written_since.map(|b| b as f64));
+    m.family(&catalogue::DISK_IDLE_SECONDS).push_opt(
+        &l,
+        h.filter(|_| seen_before)
+            .map(|h| h.idle_since.map(|t| now - t).unwrap_or(0.0)),
+    );
+}
 
-    fn next_delay(&mut self) -> Duration {
-        self.interval
+/// The history's events of a drive that ended between its previous sample `p` and this one
+/// `h`: a discard burst (at the time of its last discard) and an idle stretch.
+fn ended_events(p: &History, h: &History, drive: DriveKey, now: f64) -> Vec<Record> {
+    let mut records = Vec::new();
+    if p.discards.burst_open
+        && !h.discards.burst_open
+        && let (Some((t, _)), Some(bytes)) = (p.discards.last, p.discards.burst_bytes)
+    {
+        records.push(Record::Discard(DiscardEvent {
+            drive: drive.clone(),
+            t: t as i64,
+            bytes,
+        }));
     }
+    if let (Some(start), None) = (p.idle_since, h.idle_since) {
+        records.push(Record::Idle(IdlePeriod {
+            drive,
+            start: start as i64,
+            seconds: (now - start).max(0.0) as u64,
+        }));
+    }
+    records
+}
 
-    async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+/// The saved discard history by drive identity.
+type Saved = BTreeMap<String, SavedDiscards>;
+
+/// What a sample reads on the blocking pool: the stat files of the devices the config keeps
+/// and their errors, the host's clues and, at the first sample, the saved discard history.
+struct Reading {
+    stats: Vec<DeviceStat>,
+    errors: Vec<ItemError>,
+    clues: HostClues,
+    loaded: Option<Result<Option<Saved>, crate::statefile::StateError>>,
+}
+
+/// What every device of one sample is judged against.
+struct Moment<'a> {
+    ctx: &'a Context,
+    topo: Option<&'a Topology>,
+    clues: &'a HostClues,
+    now: f64,
+}
+
+/// The steps of a sample: read, take the saved history (first sample), one step per device,
+/// save the history when due.
+impl DiskstatsCollector {
+    async fn read(&self, ctx: &Context) -> anyhow::Result<Reading> {
         let roots = ctx.roots.clone();
         let state_file = self.state_file.clone();
         let load_state = self.saved.is_none();
@@ -422,152 +489,178 @@ impl Collector for DiskstatsCollector {
         .await??;
         // device_include / device_exclude: a filtered device is neither reported nor an error.
         let keep = |name: &str| wanted(self.include.as_ref(), self.exclude.as_ref(), name);
-        let stats: Vec<_> = stats.into_iter().filter(|d| keep(&d.name)).collect();
-        let errors = errors.into_iter().filter(|e| keep(&e.item)).collect();
+        Ok(Reading {
+            stats: stats.into_iter().filter(|d| keep(&d.name)).collect(),
+            errors: errors.into_iter().filter(|e| keep(&e.item)).collect(),
+            clues,
+            loaded,
+        })
+    }
+
+    fn take_saved(
+        &mut self,
+        loaded: Result<Option<Saved>, crate::statefile::StateError>,
+        s: &mut Sample,
+    ) {
+        self.saved = Some(match loaded {
+            Ok(saved) => saved.unwrap_or_default(),
+            Err(e) => {
+                // Start afresh (and overwrite it at the next save): the history is a
+                // convenience, not worth failing the collector for.
+                s.error(ItemError::new(
+                    self.state_file.display().to_string(),
+                    format!("{e}; discard history starts afresh"),
+                ));
+                BTreeMap::new()
+            }
+        });
+    }
+
+    /// One device's series, its activity (for the probes' context), the history's events and
+    /// its saved discard record; returns what to remember of it until the next sample (nothing
+    /// while its I/O accounting is off).
+    fn device(
+        &mut self,
+        name: &str,
+        stat: BlockStat,
+        iostats: bool,
+        at: &Moment,
+        s: &mut Sample,
+    ) -> Option<History> {
+        stat_metrics(&mut s.metrics, name, &stat);
+        let saved = self.saved.get_or_insert_with(BTreeMap::new);
+        let prev = self.history.get(name);
+        let key = identity(name, at.topo);
+        let discard_capable = at
+            .topo
+            .and_then(|t| t.get(name))
+            .and_then(|d| d.discard_max_bytes)
+            .is_some_and(|b| b > 0);
+        let write_sectors = stat.write_sectors;
+        // Sectors of 512 bytes, whatever the device's block size (Documentation/block/stat).
+        let discarded_bytes = stat
+            .discard
+            .map(|d| d.sectors.saturating_mul(STAT_SECTOR_BYTES));
+        // Frozen counters (I/O accounting off) say nothing about discards, idleness or
+        // utilization: nothing is derived from them, and no history is kept, so once
+        // accounting is back on the next sample is a fresh baseline rather than "idle" for
+        // the whole time it was off.
+        let derived = iostats.then(|| {
+            advance(prev, stat, at.now, &mut || {
+                restore(
+                    saved.get(&key),
+                    at.clues.fstrim_stamp.filter(|_| discard_capable),
+                    &at.clues.boot_id,
+                    write_sectors,
+                )
+            })
+        });
+        let h = derived.as_ref().map(|(h, _)| h);
+        let written_since = h.and_then(|h| h.discards.written_since(h.stat.write_sectors));
+        derived_metrics(
+            &mut s.metrics,
+            name,
+            iostats,
+            h,
+            written_since,
+            prev.is_some(),
+            at.now,
+        );
+        at.ctx.shared.set_disk_activity(
+            name,
+            DiskActivity {
+                last_discard_unix: h.and_then(|h| h.last_discard()),
+                written_since_discard_bytes: written_since,
+                idle_since_unix: h.and_then(|h| h.idle_since),
+                utilization_ratio: derived.as_ref().and_then(|(_, u)| *u),
+                discarded_bytes,
+                updated_unix: at.now,
+            },
+        );
+        // The history keeps each drive's discard bursts and idle stretches once they end.
+        if at.ctx.history.is_some()
+            && let (Some(p), Some(h)) = (prev, h)
+            && let Some(drive) = drive_key(name, at.topo)
+        {
+            s.records.extend(ended_events(p, h, drive, at.now));
+        }
+        let (h, _) = derived?;
+        if let Some((t, DiscardSource::Observed | DiscardSource::State)) = h.discards.last {
+            let record = SavedDiscards {
+                last_discard_unix: t,
+                burst_bytes: h.discards.burst_bytes,
+                written_since_discard_bytes: written_since.unwrap_or(0),
+                boot_id: at.clues.boot_id.clone(),
+                write_sectors: h.stat.write_sectors,
+            };
+            self.dirty |= save_at_once(saved.get(&key), t);
+            saved.insert(key, record);
+        }
+        Some(h)
+    }
+
+    /// Writes the discard history back when a discard made it news or the hourly save is due.
+    async fn save_if_due(&mut self, now: f64, s: &mut Sample) -> anyhow::Result<()> {
+        if !(self.persist && (self.dirty || now - self.saved_at >= SAVE_EVERY)) {
+            return Ok(());
+        }
+        let path = self.state_file.clone();
+        let snapshot = self.saved.clone().unwrap_or_default();
+        match tokio::task::spawn_blocking(move || crate::statefile::store(&path, &snapshot)).await?
+        {
+            Ok(()) => {
+                self.saved_at = now;
+                self.dirty = false;
+            }
+            Err(e) => s.error(ItemError::new(
+                self.state_file.display().to_string(),
+                format!("{e} (the discard history will not survive a restart)"),
+            )),
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Collector for DiskstatsCollector {
+    fn name(&self) -> &'static str {
+        "diskstats"
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        self.interval
+    }
+
+    async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        let read = self.read(ctx).await?;
         let now = unix_now();
         let mut s = Sample {
-            errors,
+            errors: read.errors,
             ..Default::default()
         };
-        if let Some(loaded) = loaded {
-            self.saved = Some(match loaded {
-                Ok(saved) => saved.unwrap_or_default(),
-                Err(e) => {
-                    // Start afresh (and overwrite it at the next save): the history is a
-                    // convenience, not worth failing the collector for.
-                    s.error(ItemError::new(
-                        self.state_file.display().to_string(),
-                        format!("{e}; discard history starts afresh"),
-                    ));
-                    BTreeMap::new()
-                }
-            });
+        if let Some(loaded) = read.loaded {
+            self.take_saved(loaded, &mut s);
         }
         let topo = ctx.topology().await.ok();
-        let saved = self.saved.get_or_insert_with(BTreeMap::new);
-        let mut next = HashMap::with_capacity(stats.len());
+        let at = Moment {
+            ctx,
+            topo: topo.as_deref(),
+            clues: &read.clues,
+            now,
+        };
+        let mut next = HashMap::with_capacity(read.stats.len());
         for DeviceStat {
             name,
             stat,
             iostats,
-        } in stats
+        } in read.stats
         {
-            stat_metrics(&mut s.metrics, &name, &stat);
-            let prev = self.history.get(&name);
-            let seen_before = prev.is_some();
-            let key = identity(&name, topo.as_deref());
-            let discard_capable = topo
-                .as_deref()
-                .and_then(|t| t.get(&name))
-                .and_then(|d| d.discard_max_bytes)
-                .is_some_and(|b| b > 0);
-            let write_sectors = stat.write_sectors;
-            // Sectors of 512 bytes, whatever the device's block size (Documentation/block/stat).
-            let discarded_bytes = stat
-                .discard
-                .map(|d| d.sectors.saturating_mul(STAT_SECTOR_BYTES));
-            // Frozen counters (I/O accounting off) say nothing about discards, idleness or
-            // utilization: nothing is derived from them, and no history is kept, so once
-            // accounting is back on the next sample is a fresh baseline rather than "idle" for
-            // the whole time it was off.
-            let derived = iostats.then(|| {
-                advance(prev, stat, now, &mut || {
-                    restore(
-                        saved.get(&key),
-                        clues.fstrim_stamp.filter(|_| discard_capable),
-                        &clues.boot_id,
-                        write_sectors,
-                    )
-                })
-            });
-            let h = derived.as_ref().map(|(h, _)| h);
-            let l = [("device", name.as_str())];
-            s.metrics
-                .family(&catalogue::DISK_IOSTATS_ENABLED)
-                .push(&l, if iostats { 1.0 } else { 0.0 });
-            if let Some((t, source)) = h.and_then(|h| h.discards.last) {
-                s.metrics
-                    .family(&catalogue::DISK_LAST_DISCARD_TIMESTAMP_SECONDS)
-                    .push(&[("device", name.as_str()), ("source", source.as_str())], t);
-            }
-            s.metrics
-                .family(&catalogue::DISK_LAST_DISCARD_BURST_BYTES)
-                .push_opt(&l, h.and_then(|h| h.discards.burst_bytes).map(|b| b as f64));
-            let written_since = h.and_then(|h| h.discards.written_since(h.stat.write_sectors));
-            s.metrics
-                .family(&catalogue::DISK_WRITTEN_SINCE_DISCARD_BYTES)
-                .push_opt(&l, written_since.map(|b| b as f64));
-            s.metrics.family(&catalogue::DISK_IDLE_SECONDS).push_opt(
-                &l,
-                h.filter(|_| seen_before)
-                    .map(|h| h.idle_since.map(|t| now - t).unwrap_or(0.0)),
-            );
-            ctx.shared.set_disk_activity(
-                &name,
-                DiskActivity {
-                    last_discard_unix: h.and_then(|h| h.last_discard()),
-                    written_since_discard_bytes: written_since,
-                    idle_since_unix: h.and_then(|h| h.idle_since),
-                    utilization_ratio: derived.as_ref().and_then(|(_, u)| *u),
-                    discarded_bytes,
-                    updated_unix: now,
-                },
-            );
-            // The history keeps each drive's discard bursts and idle stretches once they end.
-            if ctx.history.is_some()
-                && let (Some(p), Some(h)) = (prev, h)
-                && let Some(drive) = drive_key(&name, topo.as_deref())
-            {
-                if p.discards.burst_open
-                    && !h.discards.burst_open
-                    && let (Some((t, _)), Some(bytes)) = (p.discards.last, p.discards.burst_bytes)
-                {
-                    s.records.push(Record::Discard(DiscardEvent {
-                        drive: drive.clone(),
-                        t: t as i64,
-                        bytes,
-                    }));
-                }
-                if let (Some(start), None) = (p.idle_since, h.idle_since) {
-                    s.records.push(Record::Idle(IdlePeriod {
-                        drive,
-                        start: start as i64,
-                        seconds: (now - start).max(0.0) as u64,
-                    }));
-                }
-            }
-            if let Some((h, _)) = derived {
-                if let Some((t, DiscardSource::Observed | DiscardSource::State)) = h.discards.last {
-                    let record = SavedDiscards {
-                        last_discard_unix: t,
-                        burst_bytes: h.discards.burst_bytes,
-                        written_since_discard_bytes: written_since.unwrap_or(0),
-                        boot_id: clues.boot_id.clone(),
-                        write_sectors: h.stat.write_sectors,
-                    };
-                    self.dirty |= save_at_once(saved.get(&key), t);
-                    saved.insert(key, record);
-                }
+            if let Some(h) = self.device(&name, stat, iostats, &at, &mut s) {
                 next.insert(name, h);
             }
         }
         self.history = next;
-        if self.persist && (self.dirty || now - self.saved_at >= SAVE_EVERY) {
-            let path = self.state_file.clone();
-            let snapshot = saved.clone();
-            match tokio::task::spawn_blocking(move || crate::statefile::store(&path, &snapshot))
-                .await?
-            {
-                Ok(()) => {
-                    self.saved_at = now;
-                    self.dirty = false;
-                }
-                Err(e) => s.error(ItemError::new(
-                    self.state_file.display().to_string(),
-                    format!("{e} (the discard history will not survive a restart)"),
-                )),
-            }
-        }
+        self.save_if_due(now, &mut s).await?;
         Ok(s)
     }
 }

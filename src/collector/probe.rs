@@ -229,7 +229,51 @@ impl ProbeCollector {
         iv.mul_f64(1.0 + self.jitter * (2.0 * random_unit() - 1.0))
     }
 
-    fn render(&self) -> MetricSet {
+    /// Starts a run of `t` for `kinds` on a thread of its own (a hung filesystem may hold it
+    /// forever); its outcome comes through the receiver. The target counts as running until
+    /// the thread ends.
+    fn spawn_run(
+        &self,
+        t: &TargetState,
+        kinds: Vec<ProbeKind>,
+        ctx: &Context,
+        topology: Option<Arc<Topology>>,
+    ) -> std::io::Result<tokio::sync::oneshot::Receiver<Outcome>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cfg = t.cfg.clone();
+        let roots = ctx.roots.clone();
+        let shared = ctx.shared.clone();
+        let state_dir = self.state_dir.clone();
+        let busy_window = self.busy_window;
+        let running = t.running.clone();
+        let runner = self.runner.clone();
+        running.store(true, Ordering::Release);
+        let spawned = std::thread::Builder::new()
+            .name("ssdwatch-probe".into())
+            .spawn(move || {
+                let running = Running(running);
+                let inputs = RunInputs {
+                    roots: &roots,
+                    state_dir: &state_dir,
+                    shared: Some(&shared),
+                    topology,
+                    kinds,
+                    busy_window,
+                    hand: false,
+                };
+                let o = runner(&cfg, &inputs);
+                drop(running);
+                let _ = tx.send(o);
+            });
+        if let Err(e) = spawned {
+            t.running.store(false, Ordering::Release);
+            return Err(e);
+        }
+        Ok(rx)
+    }
+
+    /// Every target's metrics, from its state (a target not run this time shows its last).
+    fn metrics(&self) -> MetricSet {
         let mut m = MetricSet::new();
         for t in &self.targets {
             let fallback = t.cfg.path.to_string_lossy();
@@ -304,6 +348,20 @@ impl ProbeCollector {
         }
         m
     }
+}
+
+/// The kinds a run of `t` at `now` measures: all configured, the sequential write only once
+/// its own interval has passed.
+fn due_kinds(t: &TargetState, now: Instant) -> Vec<ProbeKind> {
+    let seq_due = t
+        .last_seq
+        .is_none_or(|s| now.duration_since(s) >= t.cfg.seq_write_interval);
+    t.cfg
+        .kinds
+        .iter()
+        .copied()
+        .filter(|k| *k != ProbeKind::SeqWrite || seq_due)
+        .collect()
 }
 
 /// Clears a target's running flag when its run's thread ends, by a panic too: a flag left set
@@ -446,48 +504,15 @@ impl Collector for ProbeCollector {
                 ));
                 continue;
             }
-            let seq_due = t
-                .last_seq
-                .is_none_or(|s| now.duration_since(s) >= t.cfg.seq_write_interval);
-            let kinds: Vec<ProbeKind> = t
-                .cfg
-                .kinds
-                .iter()
-                .copied()
-                .filter(|k| *k != ProbeKind::SeqWrite || seq_due)
-                .collect();
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let cfg = t.cfg.clone();
-            let roots = ctx.roots.clone();
-            let shared = ctx.shared.clone();
-            let run_topology = topology.clone();
-            let state_dir = self.state_dir.clone();
-            let busy_window = self.busy_window;
-            let running = t.running.clone();
-            let runner = self.runner.clone();
-            running.store(true, Ordering::Release);
-            let spawned = std::thread::Builder::new()
-                .name("ssdwatch-probe".into())
-                .spawn(move || {
-                    let running = Running(running);
-                    let inputs = RunInputs {
-                        roots: &roots,
-                        state_dir: &state_dir,
-                        shared: Some(&shared),
-                        topology: run_topology,
-                        kinds,
-                        busy_window,
-                        hand: false,
-                    };
-                    let o = runner(&cfg, &inputs);
-                    drop(running);
-                    let _ = tx.send(o);
-                });
-            if let Err(e) = spawned {
-                t.running.store(false, Ordering::Release);
-                errors.push(fault(&format!("cannot start probe thread: {e}")));
-                continue;
-            }
+            let kinds = due_kinds(t, now);
+            let rx = match self.spawn_run(&self.targets[i], kinds, ctx, topology.clone()) {
+                Ok(rx) => rx,
+                Err(e) => {
+                    errors.push(fault(&format!("cannot start probe thread: {e}")));
+                    continue;
+                }
+            };
+            let t = &mut self.targets[i];
             match tokio::time::timeout(t.cfg.timeout, rx).await {
                 Ok(Ok(o)) => {
                     if let Outcome::Ran(r) = &o {
@@ -514,7 +539,7 @@ impl Collector for ProbeCollector {
             }
         }
         Ok(Sample {
-            metrics: self.render(),
+            metrics: self.metrics(),
             errors,
             records,
         })

@@ -17,9 +17,10 @@ use crate::catalogue::{self, Family};
 use crate::history::current;
 use crate::history::curve::RECOVERY_WINDOW_SECONDS;
 use crate::history::degradation::{self, RECOVERY_FAMILIES, mountpoint_of, recovery_values};
-use crate::history::{DrivePoint, FsPoint, Store, StoreError};
+use crate::history::{DriveInfo, DrivePoint, FsInfo, FsPoint, Store, StoreError};
 use crate::metrics::{MetricKind, format_value};
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::io::Write;
 
 #[derive(Debug, thiserror::Error)]
@@ -77,33 +78,86 @@ pub fn export(
     Ok(n)
 }
 
+/// The export's families in their order: the stored series (filesystems, drives, probe runs),
+/// the recoveries, then what holds as of `now` (the drives' identity, the forecasts).
 fn export_in(
     store: &Store,
     now: i64,
     instance: Option<&str>,
     w: &mut dyn Write,
 ) -> Result<u64, ExportError> {
-    let labels = |l: &[(&str, &str)]| match instance {
-        Some(i) => {
-            let mut all = l.to_vec();
-            all.push(("instance", i));
-            labels(&all)
-        }
-        None => labels(l),
-    };
-    let mut n = 0u64;
+    let mut out = Out { w, instance, n: 0 };
     let fss = store.filesystems()?;
+    filesystem_series(&mut out, store, now, &fss)?;
+    let drives = store.drives()?;
+    drive_series(&mut out, store, now, &drives)?;
+    probe_runs(&mut out, store, now, &fss, &drives)?;
+    recoveries(&mut out, store, now)?;
+    drive_identity(&mut out, now, &drives)?;
+    forecasts(&mut out, store, now, &fss, &drives)?;
+    writeln!(out.w, "# EOF")?;
+    Ok(out.n)
+}
+
+/// Where the export goes, the `instance` label every series carries (if any), and the number
+/// of samples written so far.
+struct Out<'a> {
+    w: &'a mut dyn Write,
+    instance: Option<&'a str>,
+    n: u64,
+}
+
+impl Out<'_> {
+    /// A series' label set, with `instance` last when given.
+    fn labels(&self, l: &[(&str, &str)]) -> String {
+        match self.instance {
+            Some(i) => {
+                let mut all = l.to_vec();
+                all.push(("instance", i));
+                labels(&all)
+            }
+            None => labels(l),
+        }
+    }
+
+    fn family(&mut self, def: &Family) -> std::io::Result<()> {
+        family(self.w, def)
+    }
+
+    /// One sample line: `name{labels} value t`.
+    fn sample(&mut self, name: &str, l: &str, value: impl Display, t: i64) -> std::io::Result<()> {
+        writeln!(self.w, "{name}{l} {value} {t}")?;
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// A drive's identity labels: kernel name, serial and WWN ("" where unknown).
+fn drive_ids(d: &DriveInfo) -> [(&'static str, &str); 3] {
+    [
+        ("device", d.kernel_name.as_deref().unwrap_or("")),
+        ("serial", d.key.serial.as_deref().unwrap_or("")),
+        ("wwn", d.key.wwn.as_deref().unwrap_or("")),
+    ]
+}
+
+/// Size, available and free bytes of every filesystem, raw and hourly rows in time order.
+fn filesystem_series(
+    out: &mut Out,
+    store: &Store,
+    now: i64,
+    fss: &[FsInfo],
+) -> Result<(), ExportError> {
     let fs_fields: [(&Family, FsField); 3] = [
         (&catalogue::FILESYSTEM_SIZE_BYTES, |p| p.size.last),
         (&catalogue::FILESYSTEM_AVAIL_BYTES, |p| p.avail.last),
         (&catalogue::FILESYSTEM_FREE_BYTES, |p| p.free.last),
     ];
     for (def, field) in fs_fields {
-        family(w, def)?;
-        let name = def.name;
-        for f in &fss {
-            let dev = f.device.clone().unwrap_or_default();
-            let l = labels(&[("mountpoint", &f.key.mountpoint), ("device", &dev)]);
+        out.family(def)?;
+        for f in fss {
+            let dev = f.device.as_deref().unwrap_or("");
+            let l = out.labels(&[("mountpoint", &f.key.mountpoint), ("device", dev)]);
             let mut last = i64::MIN;
             for p in store.fs_series(f.id, 0, now)? {
                 // An hour's row and a raw row may share a second: one sample per timestamp.
@@ -111,12 +165,20 @@ fn export_in(
                     continue;
                 }
                 last = p.t;
-                writeln!(w, "{name}{l} {} {}", format_value(field(&p)), p.t)?;
-                n += 1;
+                out.sample(def.name, &l, format_value(field(&p)), p.t)?;
             }
         }
     }
-    let drives = store.drives()?;
+    Ok(())
+}
+
+/// Wear, temperature and the written-bytes counters of every drive, where a row has them.
+fn drive_series(
+    out: &mut Out,
+    store: &Store,
+    now: i64,
+    drives: &[DriveInfo],
+) -> Result<(), ExportError> {
     let drive_fields: [(&Family, DriveField); 4] = [
         (&catalogue::DEVICE_WEAR_USED_RATIO, |p| {
             p.wear_used_ratio.map(|s| s.last)
@@ -132,13 +194,9 @@ fn export_in(
         }),
     ];
     for (def, field) in drive_fields {
-        family(w, def)?;
-        let sample = def.name;
-        for d in &drives {
-            let dev = d.kernel_name.clone().unwrap_or_default();
-            let serial = d.key.serial.clone().unwrap_or_default();
-            let wwn = d.key.wwn.clone().unwrap_or_default();
-            let l = labels(&[("device", &dev), ("serial", &serial), ("wwn", &wwn)]);
+        out.family(def)?;
+        for d in drives {
+            let l = out.labels(&drive_ids(d));
             let mut last = i64::MIN;
             for p in store.drive_series(d.id, 0, now)? {
                 if p.t <= last {
@@ -146,20 +204,78 @@ fn export_in(
                 }
                 if let Some(v) = field(&p) {
                     last = p.t;
-                    writeln!(w, "{sample}{l} {} {}", format_value(v), p.t)?;
-                    n += 1;
+                    out.sample(def.name, &l, format_value(v), p.t)?;
                 }
             }
         }
     }
-    // Probe runs, grouped by target and kind (a series' samples must be in time order).
-    let targets: BTreeMap<i64, String> = store.probe_targets()?.into_iter().collect();
+    Ok(())
+}
+
+/// A probe run as exported: its time, p50 and p99 latency, and the fill it ran at.
+type Run = (i64, f64, f64, Option<f64>);
+
+/// Probe runs by target and kind, with the kernel name of the drive they ran on.
+type RunGroups = BTreeMap<(i64, &'static str), (String, Vec<Run>)>;
+
+/// A probe series: mount point, device, probe kind and its runs in time order.
+type ProbeSeries<'a> = (String, String, &'static str, &'a Vec<Run>);
+
+/// Every probe run's p50 and p99 latency and its fill.
+fn probe_runs(
+    out: &mut Out,
+    store: &Store,
+    now: i64,
+    fss: &[FsInfo],
+    drives: &[DriveInfo],
+) -> Result<(), ExportError> {
+    let runs = runs_by_target(store, now, drives)?;
+    let series = probe_series(store, fss, &runs)?;
+    out.family(&catalogue::PROBE_LAST_LATENCY_SECONDS)?;
+    for (q, pick) in [("0.5", 0usize), ("0.99", 1)] {
+        for (mp, dev, kind, v) in &series {
+            let l = out.labels(&[
+                ("probe", kind),
+                ("mountpoint", mp),
+                ("device", dev),
+                ("quantile", q),
+            ]);
+            for r in v.iter() {
+                let x = if pick == 0 { r.1 } else { r.2 };
+                out.sample(
+                    catalogue::PROBE_LAST_LATENCY_SECONDS.name,
+                    &l,
+                    format_value(x),
+                    r.0,
+                )?;
+            }
+        }
+    }
+    out.family(&catalogue::PROBE_RUN_FILL_RATIO)?;
+    for (mp, dev, kind, v) in &series {
+        let l = out.labels(&[("probe", kind), ("mountpoint", mp), ("device", dev)]);
+        for r in v.iter() {
+            if let Some(f) = r.3 {
+                out.sample(
+                    catalogue::PROBE_RUN_FILL_RATIO.name,
+                    &l,
+                    format_value(f),
+                    r.0,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Probe runs grouped by target and kind (a series' samples must be in time order), each group
+/// with the kernel name of the drive its runs were on.
+fn runs_by_target(store: &Store, now: i64, drives: &[DriveInfo]) -> Result<RunGroups, ExportError> {
     let names: BTreeMap<i64, String> = drives
         .iter()
         .map(|d| (d.id.0, d.kernel_name.clone().unwrap_or_default()))
         .collect();
-    type Run = (i64, f64, f64, Option<f64>);
-    let mut runs: BTreeMap<(i64, &'static str), (String, Vec<Run>)> = BTreeMap::new();
+    let mut runs = RunGroups::new();
     store.for_each_probe_run(0, now, |r| {
         let e = runs
             .entry((r.target, r.kind.as_str()))
@@ -169,7 +285,18 @@ fn export_in(
         }
         e.1.push((r.t, r.p50_seconds, r.p99_seconds, r.fill_ratio));
     })?;
-    let series: Vec<(String, String, &'static str, &Vec<Run>)> = runs
+    Ok(runs)
+}
+
+/// The groups of runs as series labelled like the daemon's: the target's mount point (its
+/// path where no stored filesystem holds it), device and probe kind.
+fn probe_series<'a>(
+    store: &Store,
+    fss: &[FsInfo],
+    runs: &'a RunGroups,
+) -> Result<Vec<ProbeSeries<'a>>, ExportError> {
+    let targets: BTreeMap<i64, String> = store.probe_targets()?.into_iter().collect();
+    Ok(runs
         .iter()
         .map(|((target, kind), (dev, v))| {
             let path = targets.get(target).map(String::as_str).unwrap_or("");
@@ -178,54 +305,18 @@ fn export_in(
                 .to_string();
             (mp, dev.clone(), *kind, v)
         })
-        .collect();
-    family(w, &catalogue::PROBE_LAST_LATENCY_SECONDS)?;
-    for (q, pick) in [("0.5", 0usize), ("0.99", 1)] {
-        for (mp, dev, kind, v) in &series {
-            let l = labels(&[
-                ("probe", kind),
-                ("mountpoint", mp),
-                ("device", dev),
-                ("quantile", q),
-            ]);
-            for r in v.iter() {
-                let x = if pick == 0 { r.1 } else { r.2 };
-                writeln!(
-                    w,
-                    "{}{l} {} {}",
-                    catalogue::PROBE_LAST_LATENCY_SECONDS.name,
-                    format_value(x),
-                    r.0
-                )?;
-                n += 1;
-            }
-        }
-    }
-    family(w, &catalogue::PROBE_RUN_FILL_RATIO)?;
-    for (mp, dev, kind, v) in &series {
-        let l = labels(&[("probe", kind), ("mountpoint", mp), ("device", dev)]);
-        for r in v.iter() {
-            if let Some(f) = r.3 {
-                writeln!(
-                    w,
-                    "{}{l} {} {}",
-                    catalogue::PROBE_RUN_FILL_RATIO.name,
-                    format_value(f),
-                    r.0
-                )?;
-                n += 1;
-            }
-        }
-    }
-    // TRIM and idle recoveries: one sample per event on the daemon's recovery gauges, at the
-    // end of the hour after it (when the daemon first knows the figures).
+        .collect())
+}
+
+/// TRIM and idle recoveries: one sample per event on the daemon's recovery gauges, at the
+/// end of the hour after it (when the daemon first knows the figures).
+fn recoveries(out: &mut Out, store: &Store, now: i64) -> Result<(), ExportError> {
     let groups = degradation::analyse(store, 0, now)?;
     for (which, families) in RECOVERY_FAMILIES.iter().enumerate() {
         for (i, def) in families.iter().enumerate() {
-            family(w, def)?;
-            let name = def.name;
+            out.family(def)?;
             for g in &groups {
-                let l = labels(&[
+                let l = out.labels(&[
                     ("device", g.device.as_deref().unwrap_or("")),
                     ("mountpoint", g.mountpoint.as_deref().unwrap_or("")),
                     ("probe", g.probe.as_str()),
@@ -235,76 +326,72 @@ fn export_in(
                     let t = (e.end + RECOVERY_WINDOW_SECONDS).min(now).max(last + 1);
                     last = t;
                     let v = recovery_values(e)[i];
-                    writeln!(w, "{name}{l} {} {t}", format_value(v))?;
-                    n += 1;
+                    out.sample(def.name, &l, format_value(v), t)?;
                 }
             }
         }
     }
-    // The drives' identity as of the export (the daemon's ssdwatch_device_info and
-    // ssdwatch_disk_size_bytes carry it), so a report from the query API names the model and
-    // finds the drive's rated endurance.
-    family(w, &catalogue::DEVICE_INFO)?;
-    for d in &drives {
+    Ok(())
+}
+
+/// The drives' identity as of the export (the daemon's ssdwatch_device_info and
+/// ssdwatch_disk_size_bytes carry it), so a report from the query API names the model and
+/// finds the drive's rated endurance.
+fn drive_identity(out: &mut Out, now: i64, drives: &[DriveInfo]) -> Result<(), ExportError> {
+    out.family(&catalogue::DEVICE_INFO)?;
+    for d in drives {
         if let Some(model) = &d.key.model {
-            let dev = d.kernel_name.clone().unwrap_or_default();
-            let serial = d.key.serial.clone().unwrap_or_default();
-            let wwn = d.key.wwn.clone().unwrap_or_default();
-            let l = labels(&[
-                ("device", &dev),
-                ("serial", &serial),
-                ("wwn", &wwn),
-                ("model", model),
-            ]);
-            writeln!(w, "{}{l} 1 {now}", catalogue::DEVICE_INFO.name)?;
-            n += 1;
+            let [device, serial, wwn] = drive_ids(d);
+            let l = out.labels(&[device, serial, wwn, ("model", model)]);
+            out.sample(catalogue::DEVICE_INFO.name, &l, 1, now)?;
         }
     }
-    family(w, &catalogue::DISK_SIZE_BYTES)?;
-    for d in &drives {
+    out.family(&catalogue::DISK_SIZE_BYTES)?;
+    for d in drives {
         if let (Some(dev), Some(size)) = (&d.kernel_name, d.capacity_bytes) {
-            writeln!(
-                w,
-                "{}{} {size} {now}",
-                catalogue::DISK_SIZE_BYTES.name,
-                labels(&[("device", dev)])
-            )?;
-            n += 1;
+            let l = out.labels(&[("device", dev)]);
+            out.sample(catalogue::DISK_SIZE_BYTES.name, &l, size, now)?;
         }
     }
-    // The forecasts as of the export, one sample at `now` (what the daemon exports every
-    // forecast pass), so the fleet's view reads a backfilled host like a scraped one.
-    family(w, &catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS)?;
-    for f in &fss {
+    Ok(())
+}
+
+/// The forecasts as of the export, one sample at `now` (what the daemon exports every
+/// forecast pass), so the fleet's view reads a backfilled host like a scraped one.
+fn forecasts(
+    out: &mut Out,
+    store: &Store,
+    now: i64,
+    fss: &[FsInfo],
+    drives: &[DriveInfo],
+) -> Result<(), ExportError> {
+    out.family(&catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS)?;
+    for f in fss {
         let fc = current::stored_filesystem(store, f.id, now)?;
         if let Some(t) = fc.and_then(|fc| fc.predicted_full_unix) {
-            let dev = f.device.clone().unwrap_or_default();
-            let l = labels(&[("mountpoint", &f.key.mountpoint), ("device", &dev)]);
-            writeln!(
-                w,
-                "{}{l} {t} {now}",
-                catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS.name
+            let dev = f.device.as_deref().unwrap_or("");
+            let l = out.labels(&[("mountpoint", &f.key.mountpoint), ("device", dev)]);
+            out.sample(
+                catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS.name,
+                &l,
+                t,
+                now,
             )?;
-            n += 1;
         }
     }
-    family(w, &catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS)?;
-    for d in &drives {
+    out.family(&catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS)?;
+    for d in drives {
         let pts = store.drive_days(d.id, 0, now)?;
         let fc = current::drive(&pts, now, None);
         if let Some(t) = fc.and_then(|fc| fc.predicted_wear_out_unix) {
-            let dev = d.kernel_name.clone().unwrap_or_default();
-            let serial = d.key.serial.clone().unwrap_or_default();
-            let wwn = d.key.wwn.clone().unwrap_or_default();
-            let l = labels(&[("device", &dev), ("serial", &serial), ("wwn", &wwn)]);
-            writeln!(
-                w,
-                "{}{l} {t} {now}",
-                catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS.name
+            let l = out.labels(&drive_ids(d));
+            out.sample(
+                catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS.name,
+                &l,
+                t,
+                now,
             )?;
-            n += 1;
         }
     }
-    writeln!(w, "# EOF")?;
-    Ok(n)
+    Ok(())
 }

@@ -50,8 +50,10 @@ pub struct Api {
 type Labels = BTreeMap<String, String>;
 /// A query's answer: each series' labels and its (time, value) samples.
 pub type Answer = Vec<(Labels, Vec<(i64, f64)>)>;
+/// Up to three figures a day, by day.
+type Days = BTreeMap<i64, [Option<f64>; 3]>;
 /// Up to three figures per series and day.
-type Daily<K> = BTreeMap<K, BTreeMap<i64, [Option<f64>; 3]>>;
+type Daily<K> = BTreeMap<K, Days>;
 
 impl Api {
     pub fn new(base: &str) -> Api {
@@ -180,225 +182,20 @@ pub fn build(
     rules: &[EnduranceRule],
 ) -> Result<Report, QueryError> {
     let mut unknown = Vec::new();
-    let today = now.div_euclid(DAY);
-    // Day d is evaluated at its last second (or now): (d·86400 - 1, d·86400 + 86399].
-    let (start, end) = (
-        (today - current::FILESYSTEM_DAYS + 1) * DAY + DAY - 1,
-        today * DAY + DAY - 1,
-    );
-    let fs_sel = sel(instance, "");
-    let key = |l: &Labels| {
-        (
-            label(l, "mountpoint").unwrap_or("").to_string(),
-            label(l, "device").unwrap_or("").to_string(),
-        )
-    };
-    let mut fs: Daily<(String, String)> = BTreeMap::new();
-    for (i, q) in [
-        format!(
-            "min_over_time({}{fs_sel}[1d])",
-            catalogue::FILESYSTEM_AVAIL_BYTES.name
-        ),
-        format!(
-            "max_over_time({}{fs_sel}[1d])",
-            catalogue::FILESYSTEM_AVAIL_BYTES.name
-        ),
-        format!(
-            "last_over_time({}{fs_sel}[1d])",
-            catalogue::FILESYSTEM_SIZE_BYTES.name
-        ),
-    ]
-    .iter()
-    .enumerate()
-    {
-        for (l, pts) in api.query_range(q, start, end, DAY)? {
-            let days = fs.entry(key(&l)).or_default();
-            for (t, v) in pts {
-                days.entry(t.div_euclid(DAY)).or_default()[i] = Some(v);
-            }
-        }
-    }
-    let last_avail: BTreeMap<(String, String), f64> = api
-        .query(
-            &format!(
-                "last_over_time({}{fs_sel}[2d])",
-                catalogue::FILESYSTEM_AVAIL_BYTES.name
-            ),
-            now,
-        )?
-        .into_iter()
-        .filter_map(|(l, p)| Some((key(&l), p.first()?.1)))
-        .collect();
-    let mut filesystems = Vec::new();
-    for ((mp, dev), days) in fs {
-        let uses: Vec<DayUse> = days
-            .iter()
-            .filter_map(|(&day, v)| {
-                let (amin, amax, size) = (v[0]?, v[1]?, v[2]?);
-                Some(DayUse {
-                    day,
-                    low: size - amax,
-                    high: size - amin,
-                    size,
-                })
-            })
-            .collect();
-        let Some(last) = uses.last().copied() else {
-            continue;
-        };
-        let fc = current::filesystem(&uses, now).unwrap_or_default();
-        let used = last_avail
-            .get(&(mp.clone(), dev.clone()))
-            .map(|a| last.size - a);
-        filesystems.push(FsReport {
-            mountpoint: mp.clone(),
-            device: (!dev.is_empty()).then(|| dev.clone()),
-            first_seen_unix: uses[0].day * DAY,
-            last_seen_unix: Some((last.day * DAY + DAY - 1).min(now)),
-            size_bytes: Some(last.size),
-            used_bytes: used,
-            fill_ratio: used.map(|u| u / last.size).filter(|_| last.size > 0.0),
-            growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
-            growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
-            predicted_full_unix: fc.predicted_full_unix,
-            full_note: fc
-                .predicted_full_unix
-                .is_none()
-                .then(|| "no date from the query API's daily figures".to_string()),
-            usage: uses.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
-        });
-    }
+    let filesystems = filesystems(api, instance, now)?;
     if filesystems.is_empty() {
         unknown.push(format!("no filesystem series for instance {instance:?}"));
     }
-
-    // Drives: one point a day (its last values), as the store's drive_days.
-    let (dstart, dend) = (
-        (today - DRIVE_DAYS + 1) * DAY + DAY - 1,
-        today * DAY + DAY - 1,
-    );
-    let dkey = |l: &Labels| {
-        (
-            label(l, "device").unwrap_or("").to_string(),
-            label(l, "serial").unwrap_or("").to_string(),
-            label(l, "wwn").unwrap_or("").to_string(),
-        )
-    };
-    let mut drives: Daily<(String, String, String)> = BTreeMap::new();
-    for (i, m) in [
-        catalogue::DEVICE_WEAR_USED_RATIO.name,
-        catalogue::DEVICE_HOST_WRITTEN_BYTES_TOTAL.name,
-        catalogue::DEVICE_NAND_WRITTEN_BYTES_TOTAL.name,
-    ]
-    .iter()
-    .enumerate()
-    {
-        let q = format!("last_over_time({m}{fs_sel}[1d])");
-        for (l, pts) in api.query_range(&q, dstart, dend, DAY)? {
-            let days = drives.entry(dkey(&l)).or_default();
-            for (t, v) in pts {
-                days.entry(t.min(now).div_euclid(DAY)).or_default()[i] = Some(v);
-            }
-        }
-    }
-    // Identity and the daemon's own endurance figures: the last value of each (2 days back).
-    let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[2d])"), now);
-    let models: BTreeMap<(String, String, String), String> = last(catalogue::DEVICE_INFO.name)?
-        .into_iter()
-        .filter_map(|(l, _)| Some((dkey(&l), label(&l, "model")?.to_string())))
-        .collect();
-    let sizes: BTreeMap<String, u64> = last(catalogue::DISK_SIZE_BYTES.name)?
-        .into_iter()
-        .filter_map(|(l, p)| Some((label(&l, "device")?.to_string(), p.first()?.1 as u64)))
-        .collect();
-    let gauge = |m: &str| -> Result<BTreeMap<(String, String, String), f64>, QueryError> {
-        Ok(last(m)?
-            .into_iter()
-            .filter_map(|(l, p)| Some((dkey(&l), p.first()?.1)))
-            .collect())
-    };
-    let daemon_used = gauge(catalogue::DEVICE_ENDURANCE_USED_RATIO.name)?;
-    let daemon_date = gauge(catalogue::DEVICE_PREDICTED_ENDURANCE_TIMESTAMP_SECONDS.name)?;
-    let mut drive_reports = Vec::new();
-    for ((dev, serial, wwn), days) in drives {
-        let k = (dev.clone(), serial.clone(), wwn.clone());
-        let model = models.get(&k).cloned();
-        let capacity = sizes.get(&dev).copied();
-        let pts: Vec<DrivePoint> = days
-            .iter()
-            .map(|(&day, v)| DrivePoint {
-                t: (day * DAY + DAY - 1).min(now),
-                hourly: true,
-                wear_used_ratio: v[0].map(Stat::one),
-                spare_ratio: None,
-                temperature_celsius: None,
-                host_written_bytes: v[1],
-                nand_written_bytes: v[2],
-                media_errors: None,
-                power_on_hours: None,
-                discarded_bytes: None,
-            })
-            .collect();
-        let endurance = rated_endurance(rules, model.as_deref(), capacity);
-        let fc = forecast_drive(&pts, now, endurance);
-        let (endurance_used, endurance_date) = if endurance.is_some() {
-            (
-                fc.endurance_consumed_ratio,
-                fc.predicted_endurance_exhausted_unix,
-            )
-        } else {
-            (
-                daemon_used.get(&k).copied(),
-                daemon_date.get(&k).map(|t| *t as i64),
-            )
-        };
-        let wear: Vec<(i64, f64)> = pts
-            .iter()
-            .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
-            .collect();
-        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
-        drive_reports.push(DriveReport {
-            device: some(&dev),
-            model,
-            serial: some(&serial),
-            wwn: some(&wwn),
-            capacity_bytes: capacity,
-            first_seen_unix: pts.first().map(|p| p.t).unwrap_or(now),
-            last_seen_unix: pts.last().map(|p| p.t),
-            wear_used_ratio: wear.last().map(|w| w.1),
-            wear_rate_per_day: fc.wear_rate_per_day,
-            predicted_wear_out_unix: fc.predicted_wear_out_unix,
-            host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
-            endurance_used_ratio: endurance_used,
-            predicted_endurance_exhausted_unix: endurance_date,
-            write_amplification_30d: fc.write_amplification_30d,
-            host_bytes_per_day_30d: fc.host_bytes_per_day_30d,
-            discard_bursts: 0,
-            last_discard_unix: None,
-            last_discard_bytes: None,
-            wear,
-        });
-    }
+    let drive_reports = drives(api, instance, now, rules)?;
     if drive_reports.is_empty() {
         unknown.push(format!("no drive series for instance {instance:?}"));
     }
-    let (from, mut degradation) = curves(api, instance, now)?;
+    let degradation = degradation(api, instance, now)?;
     if degradation.is_empty() {
         unknown.push(format!(
             "no per-run probe series ({}, written by `ssdwatch history export`): latency by fill is unknown",
             catalogue::PROBE_RUN_FILL_RATIO.name
         ));
-    }
-    let mut events = recoveries(api, instance, from, now)?;
-    for g in &mut degradation {
-        let k = (
-            g.probe.as_str().to_string(),
-            g.mountpoint.clone().unwrap_or_default(),
-            g.device.clone().unwrap_or_default(),
-        );
-        if let Some((trim, idle)) = events.remove(&k) {
-            (g.trim, g.idle) = (trim, idle);
-        }
     }
     unknown.push(
         "discard bursts are not in the query API's series: their count and sizes are unknown here (the TRIM recoveries come from ssdwatch_trim_recovery_*)"
@@ -418,6 +215,302 @@ pub fn build(
         degradation,
         unknown,
     })
+}
+
+/// The range of a daily range query over the `days` days up to today: day d is evaluated at
+/// its last second (or now), (d·86400 - 1, d·86400 + 86399].
+fn day_range(now: i64, days: i64) -> (i64, i64) {
+    let today = now.div_euclid(DAY);
+    ((today - days + 1) * DAY + DAY - 1, today * DAY + DAY - 1)
+}
+
+/// A filesystem series' key: its mount point and device ("" where absent).
+type FsLabels = (String, String);
+
+fn fs_labels(l: &Labels) -> FsLabels {
+    (
+        label(l, "mountpoint").unwrap_or("").to_string(),
+        label(l, "device").unwrap_or("").to_string(),
+    )
+}
+
+/// A drive series' key: its device, serial and WWN ("" where absent).
+type DriveLabels = (String, String, String);
+
+fn drive_labels(l: &Labels) -> DriveLabels {
+    (
+        label(l, "device").unwrap_or("").to_string(),
+        label(l, "serial").unwrap_or("").to_string(),
+        label(l, "wwn").unwrap_or("").to_string(),
+    )
+}
+
+/// Every filesystem with a day of figures, as the store's report shows it.
+fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, QueryError> {
+    let days = filesystem_days(api, instance, now)?;
+    let last_avail = last_avail(api, instance, now)?;
+    Ok(days
+        .into_iter()
+        .filter_map(|((mp, dev), days)| {
+            let used_now = last_avail.get(&(mp.clone(), dev.clone())).copied();
+            filesystem(mp, dev, &days, used_now, now)
+        })
+        .collect())
+}
+
+/// Each filesystem's daily lowest and highest available bytes and its last size.
+fn filesystem_days(api: &Api, instance: &str, now: i64) -> Result<Daily<FsLabels>, QueryError> {
+    let (start, end) = day_range(now, current::FILESYSTEM_DAYS);
+    let fs_sel = sel(instance, "");
+    let mut fs: Daily<FsLabels> = BTreeMap::new();
+    for (i, q) in [
+        format!(
+            "min_over_time({}{fs_sel}[1d])",
+            catalogue::FILESYSTEM_AVAIL_BYTES.name
+        ),
+        format!(
+            "max_over_time({}{fs_sel}[1d])",
+            catalogue::FILESYSTEM_AVAIL_BYTES.name
+        ),
+        format!(
+            "last_over_time({}{fs_sel}[1d])",
+            catalogue::FILESYSTEM_SIZE_BYTES.name
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for (l, pts) in api.query_range(q, start, end, DAY)? {
+            let days = fs.entry(fs_labels(&l)).or_default();
+            for (t, v) in pts {
+                days.entry(t.div_euclid(DAY)).or_default()[i] = Some(v);
+            }
+        }
+    }
+    Ok(fs)
+}
+
+/// Each filesystem's last available bytes (2 days back at most).
+fn last_avail(api: &Api, instance: &str, now: i64) -> Result<BTreeMap<FsLabels, f64>, QueryError> {
+    Ok(api
+        .query(
+            &format!(
+                "last_over_time({}{}[2d])",
+                catalogue::FILESYSTEM_AVAIL_BYTES.name,
+                sel(instance, "")
+            ),
+            now,
+        )?
+        .into_iter()
+        .filter_map(|(l, p)| Some((fs_labels(&l), p.first()?.1)))
+        .collect())
+}
+
+/// One filesystem's report from its daily figures and its last available bytes; None
+/// without a day that has all three figures.
+fn filesystem(
+    mp: String,
+    dev: String,
+    days: &Days,
+    last_avail: Option<f64>,
+    now: i64,
+) -> Option<FsReport> {
+    let uses: Vec<DayUse> = days
+        .iter()
+        .filter_map(|(&day, v)| {
+            let (amin, amax, size) = (v[0]?, v[1]?, v[2]?);
+            Some(DayUse {
+                day,
+                low: size - amax,
+                high: size - amin,
+                size,
+            })
+        })
+        .collect();
+    let last = uses.last().copied()?;
+    let fc = current::filesystem(&uses, now).unwrap_or_default();
+    let used = last_avail.map(|a| last.size - a);
+    Some(FsReport {
+        mountpoint: mp,
+        device: (!dev.is_empty()).then_some(dev),
+        first_seen_unix: uses[0].day * DAY,
+        last_seen_unix: Some((last.day * DAY + DAY - 1).min(now)),
+        size_bytes: Some(last.size),
+        used_bytes: used,
+        fill_ratio: used.map(|u| u / last.size).filter(|_| last.size > 0.0),
+        growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
+        growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
+        predicted_full_unix: fc.predicted_full_unix,
+        full_note: fc
+            .predicted_full_unix
+            .is_none()
+            .then(|| "no date from the query API's daily figures".to_string()),
+        usage: uses.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
+    })
+}
+
+/// Every drive with a day of figures, as the store's report shows it.
+fn drives(
+    api: &Api,
+    instance: &str,
+    now: i64,
+    rules: &[EnduranceRule],
+) -> Result<Vec<DriveReport>, QueryError> {
+    let days = drive_days(api, instance, now)?;
+    let facts = DriveFacts::query(api, instance, now)?;
+    Ok(days
+        .into_iter()
+        .map(|(k, days)| drive(k, &days, &facts, rules, now))
+        .collect())
+}
+
+/// Drives: one point a day (its last values), as the store's drive_days: wear and the host's
+/// and NAND's written bytes.
+fn drive_days(api: &Api, instance: &str, now: i64) -> Result<Daily<DriveLabels>, QueryError> {
+    let (dstart, dend) = day_range(now, DRIVE_DAYS);
+    let fs_sel = sel(instance, "");
+    let mut drives: Daily<DriveLabels> = BTreeMap::new();
+    for (i, m) in [
+        catalogue::DEVICE_WEAR_USED_RATIO.name,
+        catalogue::DEVICE_HOST_WRITTEN_BYTES_TOTAL.name,
+        catalogue::DEVICE_NAND_WRITTEN_BYTES_TOTAL.name,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let q = format!("last_over_time({m}{fs_sel}[1d])");
+        for (l, pts) in api.query_range(&q, dstart, dend, DAY)? {
+            let days = drives.entry(drive_labels(&l)).or_default();
+            for (t, v) in pts {
+                days.entry(t.min(now).div_euclid(DAY)).or_default()[i] = Some(v);
+            }
+        }
+    }
+    Ok(drives)
+}
+
+/// Identity and the daemon's own endurance figures: the last value of each (2 days back).
+struct DriveFacts {
+    models: BTreeMap<DriveLabels, String>,
+    sizes: BTreeMap<String, u64>,
+    daemon_used: BTreeMap<DriveLabels, f64>,
+    daemon_date: BTreeMap<DriveLabels, f64>,
+}
+
+impl DriveFacts {
+    fn query(api: &Api, instance: &str, now: i64) -> Result<DriveFacts, QueryError> {
+        let fs_sel = sel(instance, "");
+        let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[2d])"), now);
+        let models = last(catalogue::DEVICE_INFO.name)?
+            .into_iter()
+            .filter_map(|(l, _)| Some((drive_labels(&l), label(&l, "model")?.to_string())))
+            .collect();
+        let sizes = last(catalogue::DISK_SIZE_BYTES.name)?
+            .into_iter()
+            .filter_map(|(l, p)| Some((label(&l, "device")?.to_string(), p.first()?.1 as u64)))
+            .collect();
+        let gauge = |m: &str| -> Result<BTreeMap<DriveLabels, f64>, QueryError> {
+            Ok(last(m)?
+                .into_iter()
+                .filter_map(|(l, p)| Some((drive_labels(&l), p.first()?.1)))
+                .collect())
+        };
+        Ok(DriveFacts {
+            models,
+            sizes,
+            daemon_used: gauge(catalogue::DEVICE_ENDURANCE_USED_RATIO.name)?,
+            daemon_date: gauge(catalogue::DEVICE_PREDICTED_ENDURANCE_TIMESTAMP_SECONDS.name)?,
+        })
+    }
+}
+
+/// One drive's report from its daily figures: the forecast under the config's rated
+/// endurance where a rule covers it, else the daemon's endurance gauges.
+fn drive(
+    (dev, serial, wwn): DriveLabels,
+    days: &Days,
+    facts: &DriveFacts,
+    rules: &[EnduranceRule],
+    now: i64,
+) -> DriveReport {
+    let k = (dev.clone(), serial.clone(), wwn.clone());
+    let model = facts.models.get(&k).cloned();
+    let capacity = facts.sizes.get(&dev).copied();
+    let pts = drive_points(days, now);
+    let endurance = rated_endurance(rules, model.as_deref(), capacity);
+    let fc = forecast_drive(&pts, now, endurance);
+    let (endurance_used, endurance_date) = if endurance.is_some() {
+        (
+            fc.endurance_consumed_ratio,
+            fc.predicted_endurance_exhausted_unix,
+        )
+    } else {
+        (
+            facts.daemon_used.get(&k).copied(),
+            facts.daemon_date.get(&k).map(|t| *t as i64),
+        )
+    };
+    let wear: Vec<(i64, f64)> = pts
+        .iter()
+        .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
+        .collect();
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    DriveReport {
+        device: some(&dev),
+        model,
+        serial: some(&serial),
+        wwn: some(&wwn),
+        capacity_bytes: capacity,
+        first_seen_unix: pts.first().map(|p| p.t).unwrap_or(now),
+        last_seen_unix: pts.last().map(|p| p.t),
+        wear_used_ratio: wear.last().map(|w| w.1),
+        wear_rate_per_day: fc.wear_rate_per_day,
+        predicted_wear_out_unix: fc.predicted_wear_out_unix,
+        host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
+        endurance_used_ratio: endurance_used,
+        predicted_endurance_exhausted_unix: endurance_date,
+        write_amplification_30d: fc.write_amplification_30d,
+        host_bytes_per_day_30d: fc.host_bytes_per_day_30d,
+        discard_bursts: 0,
+        last_discard_unix: None,
+        last_discard_bytes: None,
+        wear,
+    }
+}
+
+/// A drive's daily figures as the store's points (one a day, at the day's last second or now).
+fn drive_points(days: &Days, now: i64) -> Vec<DrivePoint> {
+    days.iter()
+        .map(|(&day, v)| DrivePoint {
+            t: (day * DAY + DAY - 1).min(now),
+            hourly: true,
+            wear_used_ratio: v[0].map(Stat::one),
+            spare_ratio: None,
+            temperature_celsius: None,
+            host_written_bytes: v[1],
+            nand_written_bytes: v[2],
+            media_errors: None,
+            power_on_hours: None,
+            discarded_bytes: None,
+        })
+        .collect()
+}
+
+/// Latency by fill from the per-run series, with each group's TRIM and idle recoveries.
+fn degradation(api: &Api, instance: &str, now: i64) -> Result<Vec<Group>, QueryError> {
+    let (from, mut groups) = curves(api, instance, now)?;
+    let mut events = recoveries(api, instance, from, now)?;
+    for g in &mut groups {
+        let k = (
+            g.probe.as_str().to_string(),
+            g.mountpoint.clone().unwrap_or_default(),
+            g.device.clone().unwrap_or_default(),
+        );
+        if let Some((trim, idle)) = events.remove(&k) {
+            (g.trim, g.idle) = (trim, idle);
+        }
+    }
+    Ok(groups)
 }
 
 /// Latency by fill from the per-run series, 30 days at a time back to the first run; and

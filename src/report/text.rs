@@ -1,7 +1,8 @@
 //! The plain-text rendering of a [`Report`]: what a DBA reads in a terminal or an email.
 
-use super::{Report, bytes, date, datetime, latency, pct};
-use crate::history::curve::FILL_BIN_LABELS;
+use super::{DriveReport, FsReport, Report, bytes, date, datetime, latency, pct};
+use crate::history::curve::{FILL_BIN_LABELS, Recovery};
+use crate::history::degradation::Group;
 use std::fmt::Write;
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -27,8 +28,18 @@ pub fn render(r: &Report) -> String {
     o
 }
 
+/// The report's sections in order, control characters as they are.
 fn render_raw(r: &Report) -> String {
     let mut o = String::new();
+    header(&mut o, r);
+    filesystems(&mut o, &r.filesystems);
+    drives(&mut o, r);
+    latency_by_fill(&mut o, &r.degradation);
+    not_known(&mut o, &r.unknown);
+    o
+}
+
+fn header(o: &mut String, r: &Report) {
     let _ = writeln!(o, "ssdwatch report: {}", r.host);
     let _ = writeln!(
         o,
@@ -37,168 +48,202 @@ fn render_raw(r: &Report) -> String {
         r.source,
         opt(r.history_since_unix, date)
     );
+}
+
+fn filesystems(o: &mut String, filesystems: &[FsReport]) {
     let _ = writeln!(o, "\nFILESYSTEMS");
-    if r.filesystems.is_empty() {
+    if filesystems.is_empty() {
         let _ = writeln!(o, "  none recorded yet");
     }
-    for f in &r.filesystems {
-        let _ = writeln!(
-            o,
-            "  {}  ({})",
-            f.mountpoint,
-            f.device.as_deref().unwrap_or("device unknown")
-        );
-        let _ = writeln!(
-            o,
-            "    fill {}  used {} of {}",
-            opt(f.fill_ratio, pct),
-            opt(f.used_bytes, bytes),
-            opt(f.size_bytes, bytes)
-        );
-        let _ = writeln!(
-            o,
-            "    growth {}/day over 7 days, {}/day over 30 days",
-            opt(f.growth_7d_bytes_per_day, bytes),
-            opt(f.growth_30d_bytes_per_day, bytes)
-        );
-        let full = match (f.predicted_full_unix, &f.full_note) {
-            (Some(t), _) => date(t),
-            (None, Some(n)) => n.clone(),
-            (None, None) => "unknown".into(),
-        };
-        let _ = writeln!(o, "    predicted full: {full}");
+    for f in filesystems {
+        filesystem(o, f);
     }
+}
+
+/// A filesystem's fill, growth and predicted-full date (or why there is none).
+fn filesystem(o: &mut String, f: &FsReport) {
+    let _ = writeln!(
+        o,
+        "  {}  ({})",
+        f.mountpoint,
+        f.device.as_deref().unwrap_or("device unknown")
+    );
+    let _ = writeln!(
+        o,
+        "    fill {}  used {} of {}",
+        opt(f.fill_ratio, pct),
+        opt(f.used_bytes, bytes),
+        opt(f.size_bytes, bytes)
+    );
+    let _ = writeln!(
+        o,
+        "    growth {}/day over 7 days, {}/day over 30 days",
+        opt(f.growth_7d_bytes_per_day, bytes),
+        opt(f.growth_30d_bytes_per_day, bytes)
+    );
+    let full = match (f.predicted_full_unix, &f.full_note) {
+        (Some(t), _) => date(t),
+        (None, Some(n)) => n.clone(),
+        (None, None) => "unknown".into(),
+    };
+    let _ = writeln!(o, "    predicted full: {full}");
+}
+
+fn drives(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nDRIVES");
     if r.drives.is_empty() {
         let _ = writeln!(o, "  none recorded yet");
     }
     for d in &r.drives {
-        let _ = writeln!(
-            o,
-            "  {}  {}  serial {}",
-            d.device.as_deref().unwrap_or("?"),
-            d.model.as_deref().unwrap_or("model unknown"),
-            d.serial.as_deref().unwrap_or("unknown")
-        );
-        let _ = writeln!(
-            o,
-            "    wear used {}  ({}/day)  predicted wear-out: {}",
-            opt(d.wear_used_ratio, pct),
-            opt(d.wear_rate_per_day, |x| format!("{:.4} %", x * 100.0)),
-            opt(d.predicted_wear_out_unix, date)
-        );
-        let _ = writeln!(
-            o,
-            "    written by the host {} (TBW consumed{})  {}/day over 30 days",
-            opt(d.host_written_bytes, bytes),
-            d.endurance_used_ratio
-                .map(|e| format!(": {} of the rating", pct(e)))
-                .unwrap_or_default(),
-            opt(d.host_bytes_per_day_30d, bytes)
-        );
-        let _ = writeln!(
-            o,
-            "    write amplification (30 days) {}  endurance exhausted: {}",
-            opt(d.write_amplification_30d, |w| format!("{w:.2}")),
-            opt(d.predicted_endurance_exhausted_unix, date)
-        );
-        let trims: Vec<_> = r
-            .degradation
-            .iter()
-            .filter(|g| g.device.is_some() && g.device == d.device)
-            .filter_map(|g| Some((g.probe, g.trim.last()?)))
-            .collect();
-        let _ = writeln!(
-            o,
-            "    TRIM: {} discard burst(s) recorded, last {}{}",
-            d.discard_bursts,
-            opt(d.last_discard_unix, datetime),
-            d.last_discard_bytes
-                .map(|b| format!(" ({})", bytes(b as f64)))
-                .unwrap_or_default()
-        );
-        for (probe, t) in trims {
-            let _ = writeln!(
-                o,
-                "      recovery ({}) after the last one: {:.2} ({} → {})",
-                probe.as_str(),
-                t.ratio,
-                latency(t.before_seconds),
-                latency(t.after_seconds)
-            );
-        }
+        drive(o, d);
+        drive_trim(o, d, &r.degradation);
     }
+}
+
+/// A drive's identity, wear, writes and endurance.
+fn drive(o: &mut String, d: &DriveReport) {
+    let _ = writeln!(
+        o,
+        "  {}  {}  serial {}",
+        d.device.as_deref().unwrap_or("?"),
+        d.model.as_deref().unwrap_or("model unknown"),
+        d.serial.as_deref().unwrap_or("unknown")
+    );
+    let _ = writeln!(
+        o,
+        "    wear used {}  ({}/day)  predicted wear-out: {}",
+        opt(d.wear_used_ratio, pct),
+        opt(d.wear_rate_per_day, |x| format!("{:.4} %", x * 100.0)),
+        opt(d.predicted_wear_out_unix, date)
+    );
+    let _ = writeln!(
+        o,
+        "    written by the host {} (TBW consumed{})  {}/day over 30 days",
+        opt(d.host_written_bytes, bytes),
+        d.endurance_used_ratio
+            .map(|e| format!(": {} of the rating", pct(e)))
+            .unwrap_or_default(),
+        opt(d.host_bytes_per_day_30d, bytes)
+    );
+    let _ = writeln!(
+        o,
+        "    write amplification (30 days) {}  endurance exhausted: {}",
+        opt(d.write_amplification_30d, |w| format!("{w:.2}")),
+        opt(d.predicted_endurance_exhausted_unix, date)
+    );
+}
+
+/// A drive's discard bursts, and the recovery after the last one of each probe on it.
+fn drive_trim(o: &mut String, d: &DriveReport, degradation: &[Group]) {
+    let trims: Vec<_> = degradation
+        .iter()
+        .filter(|g| g.device.is_some() && g.device == d.device)
+        .filter_map(|g| Some((g.probe, g.trim.last()?)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "    TRIM: {} discard burst(s) recorded, last {}{}",
+        d.discard_bursts,
+        opt(d.last_discard_unix, datetime),
+        d.last_discard_bytes
+            .map(|b| format!(" ({})", bytes(b as f64)))
+            .unwrap_or_default()
+    );
+    for (probe, t) in trims {
+        let _ = writeln!(
+            o,
+            "      recovery ({}) after the last one: {:.2} ({} → {})",
+            probe.as_str(),
+            t.ratio,
+            latency(t.before_seconds),
+            latency(t.after_seconds)
+        );
+    }
+}
+
+fn latency_by_fill(o: &mut String, degradation: &[Group]) {
     let _ = writeln!(o, "\nLATENCY BY FILL (median of the runs' p50 / p99)");
-    if r.degradation.is_empty() {
+    if degradation.is_empty() {
         let _ = writeln!(o, "  no probe results yet");
     }
-    for g in &r.degradation {
-        let _ = writeln!(
-            o,
-            "  {} on {} ({}), {}: {} runs {} .. {}",
-            g.target,
-            g.mountpoint.as_deref().unwrap_or("?"),
-            g.device.as_deref().unwrap_or("?"),
-            g.probe.as_str(),
-            g.runs,
-            date(g.first_run),
-            date(g.last_run)
-        );
+    for g in degradation {
+        curve(o, g);
+        for (what, list) in [("TRIM", &g.trim), ("idle", &g.idle)] {
+            recoveries(o, what, list);
+        }
+    }
+}
+
+/// A probe target's runs and its latency by fill bin.
+fn curve(o: &mut String, g: &Group) {
+    let _ = writeln!(
+        o,
+        "  {} on {} ({}), {}: {} runs {} .. {}",
+        g.target,
+        g.mountpoint.as_deref().unwrap_or("?"),
+        g.device.as_deref().unwrap_or("?"),
+        g.probe.as_str(),
+        g.runs,
+        date(g.first_run),
+        date(g.last_run)
+    );
+    let _ = writeln!(
+        o,
+        "    {:<10} {:>8} {:>10} {:>10}",
+        "fill", "runs", "p50", "p99"
+    );
+    for b in &g.curve {
         let _ = writeln!(
             o,
             "    {:<10} {:>8} {:>10} {:>10}",
-            "fill", "runs", "p50", "p99"
+            FILL_BIN_LABELS[b.bin],
+            b.runs,
+            latency(b.p50_seconds),
+            latency(b.p99_seconds)
         );
-        for b in &g.curve {
-            let _ = writeln!(
-                o,
-                "    {:<10} {:>8} {:>10} {:>10}",
-                FILL_BIN_LABELS[b.bin],
-                b.runs,
-                latency(b.p50_seconds),
-                latency(b.p99_seconds)
-            );
-        }
-        for (what, list) in [("TRIM", &g.trim), ("idle", &g.idle)] {
-            if list.is_empty() {
-                continue;
-            }
-            let _ = writeln!(
-                o,
-                "    {what} recovery (p50 hour after ÷ hour before), newest {} event(s):",
-                list.len().min(5)
-            );
-            for e in list.iter().rev().take(5) {
-                // Run counts are 0 where the query API was the source: it doesn't have them.
-                let runs = if e.runs_before + e.runs_after > 0 {
-                    format!(", {}+{} runs", e.runs_before, e.runs_after)
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(
-                    o,
-                    "      {}  {:.2}  ({} → {}{runs})",
-                    datetime(e.start),
-                    e.ratio,
-                    latency(e.before_seconds),
-                    latency(e.after_seconds),
-                );
-            }
-        }
     }
-    if !r.unknown.is_empty() {
+}
+
+/// The newest 5 recoveries after `what` (TRIM or idle), newest first; nothing without any.
+fn recoveries(o: &mut String, what: &str, list: &[Recovery]) {
+    if list.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "    {what} recovery (p50 hour after ÷ hour before), newest {} event(s):",
+        list.len().min(5)
+    );
+    for e in list.iter().rev().take(5) {
+        // Run counts are 0 where the query API was the source: it doesn't have them.
+        let runs = if e.runs_before + e.runs_after > 0 {
+            format!(", {}+{} runs", e.runs_before, e.runs_after)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "      {}  {:.2}  ({} → {}{runs})",
+            datetime(e.start),
+            e.ratio,
+            latency(e.before_seconds),
+            latency(e.after_seconds),
+        );
+    }
+}
+
+fn not_known(o: &mut String, unknown: &[String]) {
+    if !unknown.is_empty() {
         let _ = writeln!(o, "\nNOT KNOWN YET");
-        for u in &r.unknown {
+        for u in unknown {
             let _ = writeln!(o, "  - {u}");
         }
     }
-    o
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::FsReport;
 
     #[test]
     fn an_escape_sequence_in_a_mount_point_never_reaches_the_terminal() {

@@ -3,7 +3,7 @@
 //! loop live here; the process runner (timeout, process-group kill, output cap, exit decoding)
 //! in `runner`, what a run left behind in `escape`, the cause of a refusal in `access`, the
 //! libatasmart backend in `atasmart`, the per-drive state step (standby, exit bits, schedule)
-//! in `drive`, the metrics of a drive in `render`. Parsing and unit conversion live in
+//! in `drive`, the metrics of a drive in `metrics`. Parsing and unit conversion live in
 //! `crate::smart`.
 
 mod access;
@@ -11,7 +11,7 @@ mod atasmart;
 mod drive;
 mod escape;
 pub mod helper;
-mod render;
+mod metrics;
 mod runner;
 
 pub use atasmart::Backend;
@@ -301,7 +301,7 @@ impl Collector for SmartCollector {
         self.forget_gone(&targets);
         let reads = self.start_due(&targets, &mut sample);
         self.take_results(ctx, &targets, reads, &mut sample).await;
-        self.render(&targets, &mut sample);
+        self.fill_metrics(&targets, &mut sample);
         Ok(sample)
     }
 }
@@ -390,7 +390,7 @@ impl Reads {
 }
 
 /// The steps of a sample: discover, forget the drives gone, start the reads due, take their
-/// results, render every drive.
+/// results, fill in every drive's metrics.
 impl SmartCollector {
     async fn discover(&self, ctx: &Context, sample: &mut Sample) -> Option<Arc<Topology>> {
         if self.cfg.discover {
@@ -543,7 +543,7 @@ impl SmartCollector {
     }
 
     /// Every drive's metrics, from its state (a drive not read this time shows its last).
-    fn render(&self, targets: &[Target], sample: &mut Sample) {
+    fn fill_metrics(&self, targets: &[Target], sample: &mut Sample) {
         let now_unix = unix_now();
         for t in targets {
             let stuck = self
@@ -559,7 +559,7 @@ impl SmartCollector {
                 );
             if let Some(st) = self.drives.get(&t.label) {
                 let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
-                render::render_drive(t, st, every, now_unix, &mut sample.metrics);
+                metrics::drive_metrics(t, st, every, now_unix, &mut sample.metrics);
             }
         }
     }

@@ -4,11 +4,13 @@
 use super::drive::{DriveState, Target, waf_over_window};
 use crate::catalogue;
 use crate::metrics::MetricSet;
-use crate::smart::EXIT_BITS;
+use crate::smart::{EXIT_BITS, Health};
 use crate::time::DAY_F64;
 use std::time::Duration;
 
-pub(super) fn render_drive(
+/// Every series of one drive: how its last read went, then (once a read succeeded) what the
+/// drive told.
+pub(super) fn drive_metrics(
     t: &Target,
     st: &DriveState,
     every: Duration,
@@ -25,14 +27,54 @@ pub(super) fn render_drive(
         .clone()
         .or_else(|| h.and_then(|h| h.wwn.clone()))
         .unwrap_or_default();
-    let dev = t.label.as_str();
-    let l = [
-        ("device", dev),
-        ("serial", serial.as_str()),
-        ("wwn", wwn.as_str()),
-    ];
-    let b = |x: bool| if x { 1.0 } else { 0.0 };
+    let ids = Ids {
+        dev: t.label.as_str(),
+        serial: serial.as_str(),
+        wwn: wwn.as_str(),
+    };
+    read_metrics(&ids, st, m);
+    let Some(h) = h else { return };
+    identity_metrics(&ids, t, st, h, m);
+    schedule_metrics(&ids, st, every, now, m);
+    health_metrics(&ids, h, m);
+    waf_metrics(&ids, st, h, m);
+    attribute_metrics(&ids, h, m);
+}
 
+/// What names a drive in its series: the kernel name, serial and WWN ("" where unknown).
+struct Ids<'a> {
+    dev: &'a str,
+    serial: &'a str,
+    wwn: &'a str,
+}
+
+impl<'a> Ids<'a> {
+    fn labels(&self) -> [(&'static str, &'a str); 3] {
+        [
+            ("device", self.dev),
+            ("serial", self.serial),
+            ("wwn", self.wwn),
+        ]
+    }
+
+    /// The drive's labels and one more.
+    fn and(&self, k: &'static str, v: &'a str) -> [(&'static str, &'a str); 4] {
+        let [d, s, w] = self.labels();
+        [d, s, w, (k, v)]
+    }
+}
+
+fn b(x: bool) -> f64 {
+    if x { 1.0 } else { 0.0 }
+}
+
+fn f(x: Option<u64>) -> Option<f64> {
+    x.map(|v| v as f64)
+}
+
+/// How the last read went: success, standby, escaped processes and smartctl's exit bits.
+fn read_metrics(ids: &Ids, st: &DriveState, m: &mut MetricSet) {
+    let l = ids.labels();
     m.family(&catalogue::DEVICE_SMART_SAMPLE_OK)
         .push(&l, b(st.ok));
     m.family(&catalogue::DEVICE_IN_STANDBY)
@@ -42,23 +84,19 @@ pub(super) fn render_drive(
     if let Some(s) = st.exit_status {
         let fam = m.family(&catalogue::DEVICE_SMARTCTL_EXIT_STATUS_BIT);
         for (i, bit) in EXIT_BITS.iter().enumerate() {
-            fam.push(
-                &[
-                    ("device", dev),
-                    ("serial", serial.as_str()),
-                    ("wwn", wwn.as_str()),
-                    ("bit", bit),
-                ],
-                b(s & (1 << i) != 0),
-            );
+            fam.push(&ids.and("bit", bit), b(s & (1 << i) != 0));
         }
     }
-    let Some(h) = h else { return };
+}
+
+/// The drive's `_info` series (model from /sys where smartctl has none) and whether it
+/// supports SMART.
+fn identity_metrics(ids: &Ids, t: &Target, st: &DriveState, h: &Health, m: &mut MetricSet) {
     m.family(&catalogue::DEVICE_INFO).push(
         &[
-            ("device", dev),
-            ("serial", serial.as_str()),
-            ("wwn", wwn.as_str()),
+            ("device", ids.dev),
+            ("serial", ids.serial),
+            ("wwn", ids.wwn),
             (
                 "model",
                 h.model.as_deref().or(t.model.as_deref()).unwrap_or(""),
@@ -72,14 +110,23 @@ pub(super) fn render_drive(
         1.0,
     );
     m.family(&catalogue::DEVICE_SMART_SUPPORTED)
-        .push_opt(&l, h.smart_supported.map(b));
+        .push_opt(&ids.labels(), h.smart_supported.map(b));
+}
+
+/// The age of the last good read and the interval the drive is read at.
+fn schedule_metrics(ids: &Ids, st: &DriveState, every: Duration, now: f64, m: &mut MetricSet) {
+    let l = ids.labels();
     if let Some(t0) = st.last_ok_unix {
         m.family(&catalogue::DEVICE_SMART_SAMPLE_AGE_SECONDS)
             .push(&l, (now - t0).max(0.0));
     }
     m.family(&catalogue::DEVICE_SMART_INTERVAL_SECONDS)
         .push(&l, every.as_secs_f64());
-    let f = |x: Option<u64>| x.map(|v| v as f64);
+}
+
+/// The normalized health figures; an unknown one produces no series.
+fn health_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
+    let l = ids.labels();
     m.family(&catalogue::DEVICE_WEAR_USED_RATIO)
         .push_opt(&l, h.wear_used_ratio);
     m.family(&catalogue::DEVICE_SPARE_AVAILABLE_RATIO)
@@ -114,7 +161,11 @@ pub(super) fn render_drive(
         .push_opt(&l, f(h.reallocated_sectors));
     m.family(&catalogue::DEVICE_PENDING_SECTORS)
         .push_opt(&l, f(h.pending_sectors));
+}
 
+/// Write amplification over the drive's life (NAND over host bytes) and over the last day
+/// (from the state's history of readings).
+fn waf_metrics(ids: &Ids, st: &DriveState, h: &Health, m: &mut MetricSet) {
     let lifetime = match (h.nand_written_bytes, h.host_written_bytes) {
         (Some(n), Some(w)) if w > 0 => Some(n as f64 / w as f64),
         _ => None,
@@ -124,22 +175,17 @@ pub(super) fn render_drive(
         ("lifetime", lifetime),
         ("1d", waf_over_window(&st.history, DAY_F64)),
     ] {
-        waf.push_opt(
-            &[
-                ("device", dev),
-                ("serial", serial.as_str()),
-                ("wwn", wwn.as_str()),
-                ("window", window),
-            ],
-            v,
-        );
+        waf.push_opt(&ids.and("window", window), v);
     }
+}
 
+/// Each SMART attribute's normalized value and raw value, by id and name.
+fn attribute_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
     let id_buf: Vec<String> = h.attributes.iter().map(|a| a.id.to_string()).collect();
     for (a, id) in h.attributes.iter().zip(&id_buf) {
         let al = [
-            ("device", dev),
-            ("serial", serial.as_str()),
+            ("device", ids.dev),
+            ("serial", ids.serial),
             ("id", id.as_str()),
             ("name", a.name.as_str()),
         ];
