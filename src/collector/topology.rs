@@ -150,7 +150,7 @@ impl TopologyCollector {
     }
 }
 
-/// Renders a topology into series. Pure, so the golden tests and benchmarks can call it.
+/// Builds a topology's series. Pure, so the golden tests and benchmarks can call it.
 pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
     for d in t.devices.values() {
         let dev = d.name.as_str();

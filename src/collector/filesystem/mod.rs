@@ -1,6 +1,6 @@
 //! Filesystem collector: its config, one sample (the selected mounts, each statvfs'd through the
 //! stuck-mount guard, `statfs::guard`, mapped through the block stack to its drives) and the
-//! series it renders. statvfs never runs on the async workers here: it can hang forever.
+//! series it builds. statvfs never runs on the async workers here: it can hang forever.
 
 pub mod select;
 pub mod thresholds;
@@ -365,7 +365,7 @@ pub fn threshold_metrics(
     }
 }
 
-/// Renders one mount's series; the sizes only when its statvfs answered, else the reason.
+/// Builds one mount's series; the sizes only when its statvfs answered, else the reason.
 pub fn filesystem_metrics(
     set: &mut MetricSet,
     m: &SelectedMount,

@@ -339,7 +339,13 @@ mod tests {
             .spawn()
             .expect("spawn setsid sleep");
         // A child of ours leads no group, so setsid calls setsid(2) and execs sleep: no fork.
-        wait_exec(child.id());
+        // Wait for sleep itself: between setsid's exec and sleep's, the sweep may find nothing.
+        let dir = Path::new(PROC).join(child.id().to_string());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_link(dir.join("exe")).is_ok_and(|e| e.ends_with("sleep")) {
+            assert!(Instant::now() < deadline, "setsid never exec'd sleep");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let (swept, signalled) = sweep(&marks);
         assert_eq!((swept, signalled.len()), (killed(1), 1));
         let status = child.wait().expect("wait");
