@@ -1,5 +1,7 @@
 //! The latest immutable sample of each collector, and what a scrape renders from it.
-//! Collectors publish here from their own tasks; a scrape only reads (a lock held for a memcpy).
+//! Collectors publish here from their own tasks; a scrape only reads: it holds the lock while it
+//! clones the collectors' shared texts (reference counts, no copy) and renders their health
+//! series, then reads the process's own figures (`/proc/self/statm`, `/proc/self/fd`) unlocked.
 
 use crate::catalogue;
 use crate::metrics::MetricSet;

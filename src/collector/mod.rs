@@ -1,5 +1,6 @@
-//! The collector trait, the registry of collectors and the scheduler that runs each on its own
-//! interval in the background. A collector never runs on the scrape path.
+//! The collector trait and the scheduler that runs each collector on its own interval in the
+//! background (the table of collectors is `registry.rs`). A collector never runs on the scrape
+//! path.
 
 pub mod device_filter;
 pub mod diskstats;
