@@ -55,10 +55,12 @@ pub fn load(path: &Path) -> Result<Active, WebConfigError> {
         }
         _ => None,
     };
-    let users = cfg
-        .basic_auth_users
-        .filter(|u| !u.is_empty())
-        .map(|u| Arc::new(Users::new(u)));
+    let users = match cfg.basic_auth_users.filter(|u| !u.is_empty()) {
+        Some(u) => Some(Arc::new(
+            Users::new(u).map_err(|e| WebConfigError::new(path, e))?,
+        )),
+        None => None,
+    };
     let headers = cfg
         .http_server_config
         .and_then(|h| h.headers)
@@ -159,7 +161,17 @@ pub async fn watch(
         };
         let result = tokio::task::spawn_blocking(move || load(&path)).await;
         match result {
-            Ok(Ok(active)) => {
+            Ok(Ok(mut active)) => {
+                // What the previous users verified stays verified (entries name their hash):
+                // a reload under a flood of wrong passwords must not send Prometheus' password
+                // back to bcrypt.
+                let previous = current.get();
+                if let (Some(new), Some(old)) = (
+                    active.users.as_mut().and_then(Arc::get_mut),
+                    previous.users.as_deref(),
+                ) {
+                    new.inherit(old);
+                }
                 tracing::info!(
                     tls = active.tls.is_some(),
                     users = active.users.is_some(),

@@ -5,8 +5,10 @@
 use crate::web::Limits;
 use crate::web::reload::Current;
 use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -19,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
+use tower_service::Service;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then gives open connections
 /// `limits.shutdown_timeout` to finish and drops the rest.
@@ -128,7 +131,18 @@ impl Connection {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let service = TowerToHyperService::new(self.app.clone());
+        // Each request carries its peer's address: auth and the rate limit share by client.
+        let app = self.app.clone();
+        let peer = self.peer;
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(peer));
+            let mut app = app.clone();
+            async move {
+                std::future::poll_fn(|cx| Service::<Request<Incoming>>::poll_ready(&mut app, cx))
+                    .await?;
+                app.call(req).await
+            }
+        });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
