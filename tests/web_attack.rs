@@ -9,7 +9,7 @@ mod web_common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -84,14 +84,17 @@ fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<u16> {
 /// A scrape of /metrics on a fresh connection with `authorization`; its status (0 for none)
 /// and how long it took.
 fn scrape(addr: SocketAddr, authorization: &str) -> (u16, Duration) {
+    scrape_as(addr, &format!("Authorization: {authorization}\r\n"))
+}
+
+/// A scrape of /metrics on a fresh connection with the header lines `headers`.
+fn scrape_as(addr: SocketAddr, headers: &str) -> (u16, Duration) {
     let t = Instant::now();
     let Ok(s) = TcpStream::connect_timeout(&addr, SCRAPE_BOUND) else {
         return (0, t.elapsed());
     };
     let _ = s.set_read_timeout(Some(SCRAPE_BOUND));
-    let req = format!(
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\nConnection: close\r\n\r\n"
-    );
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n");
     if (&s).write_all(req.as_bytes()).is_err() {
         return (0, t.elapsed());
     }
@@ -256,4 +259,163 @@ fn a_flood_emptying_the_rate_limit_leaves_prometheus_its_own_bucket() {
         "the flood never met the rate limit: {attack:?}"
     );
     assert_all_succeeded(&results, &attack, &d);
+}
+
+/// `n` connections that never send a byte, each reopened when the server closes it, checked
+/// every `pass` (which bounds the churn on a shared machine's loopback). Connects don't wait:
+/// one the kernel's backlog can't take yet is retried by the kernel meanwhile. Stopped on
+/// `finish`.
+struct Holder {
+    stop: Arc<AtomicBool>,
+    passes: Arc<AtomicUsize>,
+    connected: Arc<AtomicUsize>,
+    thread: JoinHandle<u64>,
+}
+
+fn connect_without_waiting(addr: SocketAddr) -> Option<TcpStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let SocketAddr::V4(v4) = addr else {
+        return None;
+    };
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: v4.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*v4.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a new socket owned at once; connect reads `sa` for its given length only.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        );
+        if fd < 0 {
+            return None;
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let r = libc::connect(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            (&raw const sa).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        let in_progress = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINPROGRESS);
+        (r == 0 || in_progress).then(|| TcpStream::from(fd))
+    }
+}
+
+impl Holder {
+    fn start(addr: SocketAddr, n: usize, pass: Duration) -> Holder {
+        let stop = Arc::new(AtomicBool::new(false));
+        let passes = Arc::new(AtomicUsize::new(0));
+        let connected = Arc::new(AtomicUsize::new(0));
+        let (stop2, passes2, connected2) = (stop.clone(), passes.clone(), connected.clone());
+        let thread = std::thread::spawn(move || {
+            let mut conns: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+            let mut reopened = 0u64;
+            while !stop2.load(Ordering::Relaxed) {
+                for slot in conns.iter_mut() {
+                    // Still connecting reads as "would block" too.
+                    let alive = slot.as_mut().is_some_and(|s| {
+                        let mut b = [0u8; 64];
+                        match s.read(&mut b) {
+                            Ok(0) => false,
+                            Ok(_) => true,
+                            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+                        }
+                    });
+                    if !alive {
+                        reopened += u64::from(slot.is_some());
+                        *slot = connect_without_waiting(addr);
+                    }
+                }
+                let now = conns.iter().flatten().filter(|s| s.peer_addr().is_ok());
+                connected2.store(now.count(), Ordering::Relaxed);
+                passes2.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(pass);
+            }
+            reopened
+        });
+        Holder {
+            stop,
+            passes,
+            connected,
+            thread,
+        }
+    }
+
+    /// Stops; how many connections were reopened after the server closed them.
+    fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// Idle connections past the connection cap kept a scrape in the kernel's accept queue until
+/// they timed out: 8.5 s at the cap of 1,024, 17.0 s under a hard limit of 1,024 descriptors
+/// (cap 768), past Prometheus' timeout. Now at the cap the connection idle longest is closed to
+/// admit the new one. The header timeout is 60 s here, so only that can let the scrape in.
+#[test]
+fn with_1024_descriptors_1100_idle_connections_held_and_reopened_keep_no_scrape_out() {
+    use std::os::unix::process::CommandExt;
+    let _one = serial();
+    let d = Daemon::start_with(
+        host(),
+        &[
+            "--web.read-header-timeout",
+            "60s",
+            "--web.idle-timeout",
+            "120s",
+        ],
+        |cmd| {
+            // SAFETY: setrlimit is async-signal-safe and touches nothing of the parent.
+            unsafe {
+                cmd.pre_exec(|| {
+                    nix::sys::resource::setrlimit(
+                        nix::sys::resource::Resource::RLIMIT_NOFILE,
+                        1024,
+                        1024,
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
+        },
+    );
+    assert!(
+        d.log_text().contains("lowered to 768"),
+        "the cap under 1,024 descriptors:\n{}",
+        d.log_text()
+    );
+    let holder = Holder::start(d.addr, 1100, Duration::from_millis(250));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while holder.passes.load(Ordering::Relaxed) < 4 {
+        assert!(Instant::now() < deadline, "the holder is stuck");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let connected = holder.connected.load(Ordering::Relaxed);
+    let mut results = Vec::new();
+    for _ in 0..5 {
+        results.push(scrape_as(d.addr, ""));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let reopened = holder.finish();
+    eprintln!(
+        "scrapes with 1,100 idle connections held ({connected} connected) at a cap of 768: {results:?}; {reopened} reopened"
+    );
+    assert!(
+        results.iter().all(|(code, _)| *code == 200),
+        "scrapes (status, time): {results:?}\n{}",
+        d.log_text()
+    );
+    assert!(
+        reopened > 0,
+        "no idle connection was closed to admit another"
+    );
+    assert!(
+        !d.log_text().contains("Too many open files"),
+        "{}",
+        d.log_text()
+    );
 }
