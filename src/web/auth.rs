@@ -15,19 +15,19 @@ use tokio::sync::oneshot;
 /// A verified credential is answered without bcrypt while it is used at least this often (each
 /// use renews it): a scrape interval is well under it, so Prometheus' password, once checked,
 /// never waits for bcrypt again, whatever else is checked meanwhile.
-pub const VERIFIED_IDLE: Duration = Duration::from_secs(15 * 60);
+const VERIFIED_IDLE: Duration = Duration::from_secs(15 * 60);
 /// A refused credential is answered without bcrypt while it is tried at least this often: a
 /// client repeating one wrong password (an old one in a forgotten job, or a flood) costs one
 /// bcrypt, not one per request.
-pub const REFUSED_IDLE: Duration = Duration::from_secs(60);
+const REFUSED_IDLE: Duration = Duration::from_secs(60);
 /// Only right passwords are remembered as verified, so this is a few per user.
 const VERIFIED_MAX: usize = 256;
 const REFUSED_MAX: usize = 4096;
 /// Checks waiting for bcrypt from one client (an IPv4 address or an IPv6 /64), and from all:
 /// beyond them a check is answered "busy" (429) at once, so no client can make another wait
 /// behind more than one check of its own per turn. 256 × a 16 KiB header at most is 4 MiB.
-pub const QUEUE_PER_CLIENT: usize = 4;
-pub const QUEUE_MAX: usize = 256;
+const QUEUE_PER_CLIENT: usize = 4;
+const QUEUE_MAX: usize = 256;
 
 /// A keyed hash (HMAC-SHA256 under a key made at start) of user, hash and password: the
 /// memory of checks never holds a password, an entry is useless without the process's key,
@@ -40,8 +40,8 @@ pub enum Verdict {
     Allowed,
     /// No credentials, an unknown user or a wrong password: 401.
     Refused,
-    /// Not checked: the client has [`QUEUE_PER_CLIENT`] checks waiting already, or all clients
-    /// [`QUEUE_MAX`]: 429.
+    /// Not checked: the client has its few checks waiting already, or all clients together
+    /// have as many as are kept: 429.
     Busy,
 }
 
