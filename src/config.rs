@@ -86,18 +86,60 @@ pub fn log_filter(spec: &str) -> Result<tracing_subscriber::filter::Targets, Str
         .map_err(|e| e.to_string())
 }
 
+/// Why a config file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("not a regular file but {0}; a config file must be one")]
+    NotRegular(&'static str),
+    #[error("larger than {0} bytes; not a config file")]
+    TooLarge(u64),
+}
+
+/// Reads a config file whole (`--config`, `--web.config.file` and the files it names), refusing
+/// what would hang or exhaust the daemon: anything but a regular file (a FIFO waits for a writer
+/// forever, `/dev/zero` never ends) and more than `max` bytes (a log file given by mistake).
+/// Opened non-blocking, so not even the open of a FIFO can wait; a regular file's reads ignore
+/// the flag.
+pub fn read_config_file(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(ReadError::NotRegular(if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a special file"
+        }));
+    }
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(ReadError::TooLarge(max));
+    }
+    Ok(bytes)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: ReadError },
     /// serde_yaml_ng's message names the key path and the line/column.
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error("config file {path}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")]
-    TooLarge { path: PathBuf },
     /// A value serde read but validation refused: the key path, and where it is written
     /// (` at line N`, as serde_yaml_ng's own errors say it) or that it is the default.
     #[error("config file {path}: {key}: {message}{place}")]
@@ -115,26 +157,11 @@ impl Config {
         let Some(path) = path else {
             return Ok(Config::default());
         };
-        let read_err = |source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        // Read with a cap: `--config /dev/zero` (or a log file by mistake) must not read until
-        // memory runs out.
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(
-                std::fs::File::open(path).map_err(read_err)?,
-                MAX_CONFIG_BYTES + 1,
-            ),
-            &mut bytes,
-        )
-        .map_err(read_err)?;
-        if bytes.len() as u64 > MAX_CONFIG_BYTES {
-            return Err(ConfigError::TooLarge {
+        let bytes =
+            read_config_file(path, MAX_CONFIG_BYTES).map_err(|source| ConfigError::Read {
                 path: path.to_path_buf(),
-            });
-        }
+                source,
+            })?;
         let text = String::from_utf8(bytes).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
@@ -375,10 +402,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("/dev/zero") && err.contains("larger than"),
+            err.contains("/dev/zero") && err.contains("not a regular file"),
             "{err}"
         );
         let dir = tempfile::tempdir().unwrap();
+        let huge = dir.path().join("huge.yaml");
+        std::fs::write(&huge, "# padding\n".repeat(200_000)).unwrap();
+        let err = Config::load(Some(&huge)).unwrap_err().to_string();
+        assert!(
+            err.contains("huge.yaml") && err.contains("larger than"),
+            "{err}"
+        );
+        // A FIFO with no writer: refused at once, not waited on.
+        let fifo = dir.path().join("fifo.yaml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = Config::load(Some(&fifo)).unwrap_err().to_string();
+        assert!(
+            err.contains("fifo.yaml") && err.contains("not a regular file but a FIFO"),
+            "{err}"
+        );
         let bin = dir.path().join("binary.yaml");
         std::fs::write(&bin, b"web:\n  listen_address: \xff\n").unwrap();
         let err = Config::load(Some(&bin)).unwrap_err().to_string();

@@ -215,12 +215,17 @@ fn sighup_keeps_the_daemon_running_with_the_same_pid_and_logs_it() {
 
 #[test]
 fn the_attack_bench_runs_in_short_mode() {
+    // On a port of the caller's choosing: a free one, found the way the daemon would.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
     let out = std::process::Command::new("bash")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/benches/http_attack.sh"
         ))
-        .arg("--short")
+        .args(["--short", "--port", &port.to_string()])
         .env("SSDWATCH_BIN", env!("CARGO_BIN_EXE_ssdwatch"))
         .output()
         .expect("run benches/http_attack.sh");
@@ -230,7 +235,15 @@ fn the_attack_bench_runs_in_short_mode() {
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for line in ["scrape p99", "RSS", "fds", "exit after SIGTERM"] {
+    for line in [
+        "scrape p99",
+        "RSS",
+        "fds",
+        "exit after SIGTERM",
+        "right password every",
+        "scrapes under 1,100 idle connections",
+        &format!("daemon at 127.0.0.1:{port}"),
+    ] {
         assert!(text.contains(line), "{line:?} missing:\n{text}");
     }
 }

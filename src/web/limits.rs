@@ -2,6 +2,8 @@
 //! descriptors. The numbers and the decisions on them; the accept loop only carries them out.
 
 use crate::validate::{Invalid, check_duration};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -126,13 +128,44 @@ pub fn raise_nofile() -> std::io::Result<(u64, u64)> {
     Ok((soft, target))
 }
 
+/// Whose share a request counts against: its IPv4 address, or its IPv6 /64 (a host's usual
+/// allocation: a client with a /64 has 2^64 addresses, not 2^64 shares). An IPv4-mapped IPv6
+/// address is its IPv4 address.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// Whose bucket a request takes a token from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bucket {
+    /// Credentials verified before (their keyed hash): a client sharing Prometheus' address
+    /// can't empty Prometheus' bucket.
+    Credential(crate::web::auth::Key),
+    /// Anything else, by [`client_key`].
+    Client(IpAddr),
+}
+
+/// Buckets kept at most; a client whose bucket was dropped starts with a full one, so dropping
+/// one can let a client through, never shut one out.
+const MAX_BUCKETS: usize = 4096;
+
 /// exporter-toolkit's `rate_limit`: a token bucket of `burst` tokens refilled one per
-/// `interval`, shared by every request; an empty bucket answers 429.
+/// `interval`, one bucket per client (one for all let a flood from anywhere answer 429 to
+/// Prometheus); an empty bucket answers 429.
 #[derive(Debug)]
 pub struct RateLimiter {
     interval: Duration,
     burst: u32,
-    state: Mutex<(f64, Instant)>,
+    buckets: Mutex<HashMap<Bucket, (f64, Instant)>>,
 }
 
 impl RateLimiter {
@@ -140,21 +173,35 @@ impl RateLimiter {
         RateLimiter {
             interval,
             burst,
-            state: Mutex::new((f64::from(burst), Instant::now())),
+            buckets: Mutex::new(HashMap::new()),
         }
     }
 
-    pub fn allow(&self) -> bool {
-        self.allow_at(Instant::now())
+    pub fn allow(&self, bucket: Bucket) -> bool {
+        self.allow_at(bucket, Instant::now())
     }
 
-    fn allow_at(&self, now: Instant) -> bool {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let refill = now.saturating_duration_since(s.1).as_secs_f64() / self.interval.as_secs_f64();
-        s.0 = (s.0 + refill).min(f64::from(self.burst));
-        s.1 = now;
-        if s.0 >= 1.0 {
-            s.0 -= 1.0;
+    fn allow_at(&self, bucket: Bucket, now: Instant) -> bool {
+        let burst = f64::from(self.burst);
+        let refilled = |(tokens, at): (f64, Instant)| {
+            let refill =
+                now.saturating_duration_since(at).as_secs_f64() / self.interval.as_secs_f64();
+            (tokens + refill).min(burst)
+        };
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if !buckets.contains_key(&bucket) && buckets.len() >= MAX_BUCKETS {
+            // A full bucket is the same as none: drop those first, then the one unused longest.
+            buckets.retain(|_, b| refilled(*b) < burst);
+            if buckets.len() >= MAX_BUCKETS
+                && let Some(oldest) = buckets.iter().min_by_key(|(_, b)| b.1).map(|(k, _)| *k)
+            {
+                buckets.remove(&oldest);
+            }
+        }
+        let b = buckets.entry(bucket).or_insert((burst, now));
+        *b = (refilled(*b), now);
+        if b.0 >= 1.0 {
+            b.0 -= 1.0;
             true
         } else {
             false
@@ -208,15 +255,65 @@ mod tests {
         assert_eq!(bad.validate().unwrap_err().key, "--web.read-header-timeout");
     }
 
+    fn v4(a: u8, b: u8, c: u8, d: u8) -> Bucket {
+        Bucket::Client(IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d)))
+    }
+
     #[test]
     fn rate_limiter_allows_a_burst_then_one_per_interval() {
         let r = RateLimiter::new(Duration::from_secs(1), 2);
         let t0 = Instant::now();
-        assert!(r.allow_at(t0));
-        assert!(r.allow_at(t0));
-        assert!(!r.allow_at(t0));
-        assert!(!r.allow_at(t0 + Duration::from_millis(500)));
-        assert!(r.allow_at(t0 + Duration::from_millis(1000)));
-        assert!(!r.allow_at(t0 + Duration::from_millis(1100)));
+        let c = v4(192, 0, 2, 1);
+        assert!(r.allow_at(c, t0));
+        assert!(r.allow_at(c, t0));
+        assert!(!r.allow_at(c, t0));
+        assert!(!r.allow_at(c, t0 + Duration::from_millis(500)));
+        assert!(r.allow_at(c, t0 + Duration::from_millis(1000)));
+        assert!(!r.allow_at(c, t0 + Duration::from_millis(1100)));
+    }
+
+    #[test]
+    fn one_client_emptying_its_bucket_leaves_the_others_theirs() {
+        let r = RateLimiter::new(Duration::from_secs(10), 3);
+        let t0 = Instant::now();
+        let flood = v4(192, 0, 2, 66);
+        let allowed = (0..1000).filter(|_| r.allow_at(flood, t0)).count();
+        assert_eq!(allowed, 3);
+        assert!(r.allow_at(v4(192, 0, 2, 1), t0));
+        // Prometheus' verified credentials have their own bucket, even at the flood's address.
+        assert!(r.allow_at(Bucket::Credential([7; 32]), t0));
+    }
+
+    #[test]
+    fn rate_limiter_keeps_a_bounded_number_of_buckets_and_never_shuts_a_client_out_for_it() {
+        let r = RateLimiter::new(Duration::from_secs(1), 1);
+        let t0 = Instant::now();
+        let prometheus = v4(192, 0, 2, 1);
+        assert!(r.allow_at(prometheus, t0));
+        for n in 0..(2 * MAX_BUCKETS as u32) {
+            let c = Bucket::Client(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + n)));
+            let at = t0 + Duration::from_micros(u64::from(n) + 1);
+            assert!(r.allow_at(c, at), "a new client gets its burst");
+        }
+        assert!(r.buckets.lock().unwrap().len() <= MAX_BUCKETS);
+        // Its bucket, the one unused longest, was dropped: it starts full rather than empty
+        // (8 ms later, when its own bucket would hold less than a hundredth of a token).
+        assert!(r.allow_at(prometheus, t0 + Duration::from_millis(9)));
+    }
+
+    #[test]
+    fn clients_are_ipv4_addresses_and_ipv6_64s() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let table = [
+            ("192.0.2.7", "192.0.2.7"),
+            ("::ffff:192.0.2.7", "192.0.2.7"),
+            ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::"),
+            ("2001:db8:1:2:ffff::1", "2001:db8:1:2::"),
+            ("2001:db8:1:3::1", "2001:db8:1:3::"),
+            ("::1", "::"),
+        ];
+        for (addr, want) in table {
+            assert_eq!(client_key(ip(addr)), ip(want), "{addr}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The web config in force, and its reloads: on SIGHUP and when the web config file or a file
 //! it names changes (polled). A bad reload keeps the config in force and says why.
 
+use crate::config::{MAX_CONFIG_BYTES, read_config_file};
 use crate::web::auth::Users;
 use crate::web::config::{TlsVersion, WebConfigError, WebConfigFile};
 use crate::web::limits::RateLimiter;
@@ -28,8 +29,16 @@ pub struct Active {
 /// Reads and checks a web config file and everything it names (certificates, key, CA).
 /// Does one bcrypt (the decoy hash) when there are users.
 pub fn load(path: &Path) -> Result<Active, WebConfigError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| WebConfigError::new(path, e.to_string()))?;
+    // Capped and regular files only, as `--config`: `/dev/zero` or a FIFO must not take the
+    // daemon's memory or hang its start (or a reload).
+    let bytes = read_config_file(path, MAX_CONFIG_BYTES)
+        .map_err(|e| WebConfigError::new(path, e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        WebConfigError::new(
+            path,
+            format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+        )
+    })?;
     let cfg = WebConfigFile::parse(&text, path)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut files = vec![path.to_path_buf()];
@@ -46,10 +55,12 @@ pub fn load(path: &Path) -> Result<Active, WebConfigError> {
         }
         _ => None,
     };
-    let users = cfg
-        .basic_auth_users
-        .filter(|u| !u.is_empty())
-        .map(|u| Arc::new(Users::new(u)));
+    let users = match cfg.basic_auth_users.filter(|u| !u.is_empty()) {
+        Some(u) => Some(Arc::new(
+            Users::new(u).map_err(|e| WebConfigError::new(path, e))?,
+        )),
+        None => None,
+    };
     let headers = cfg
         .http_server_config
         .and_then(|h| h.headers)
@@ -150,7 +161,17 @@ pub async fn watch(
         };
         let result = tokio::task::spawn_blocking(move || load(&path)).await;
         match result {
-            Ok(Ok(active)) => {
+            Ok(Ok(mut active)) => {
+                // What the previous users verified stays verified (entries name their hash):
+                // a reload under a flood of wrong passwords must not send Prometheus' password
+                // back to bcrypt.
+                let previous = current.get();
+                if let (Some(new), Some(old)) = (
+                    active.users.as_mut().and_then(Arc::get_mut),
+                    previous.users.as_deref(),
+                ) {
+                    new.inherit(old);
+                }
                 tracing::info!(
                     tls = active.tls.is_some(),
                     users = active.users.is_some(),
@@ -167,5 +188,65 @@ pub async fn watch(
         // Compare against what was just read, good or bad: a bad file is reported once per
         // change, not every poll.
         seen = fingerprint(&files);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `load(path)` on another thread: a load that hangs fails the test instead of holding it.
+    fn load_error(path: &Path) -> String {
+        let p = path.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(load(&p).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => panic!("{} was accepted", path.display()),
+            Err(_) => panic!("loading {} did not return", path.display()),
+        }
+    }
+
+    #[test]
+    fn an_endless_a_blocking_or_a_huge_web_config_file_is_refused_at_once_naming_it() {
+        let err = load_error(Path::new("/dev/zero"));
+        assert!(
+            err.contains("web config file /dev/zero") && err.contains("not a regular file"),
+            "{err}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("web.yml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = load_error(&fifo);
+        assert!(
+            err.contains(&fifo.display().to_string()) && err.contains("a FIFO"),
+            "{err}"
+        );
+
+        let huge = dir.path().join("huge.yml");
+        std::fs::write(&huge, "# padding\n".repeat(200_000)).unwrap();
+        let err = load_error(&huge);
+        assert!(
+            err.contains(&huge.display().to_string()) && err.contains("larger than 1048576 bytes"),
+            "{err}"
+        );
+
+        // The files it names are read the same way.
+        let cert_fifo = dir.path().join("server.crt");
+        nix::unistd::mkfifo(&cert_fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let web = dir.path().join("tls.yml");
+        std::fs::write(
+            &web,
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: /dev/zero\n",
+        )
+        .unwrap();
+        let err = load_error(&web);
+        assert!(
+            err.contains("tls.yml") && err.contains("server.crt") && err.contains("a FIFO"),
+            "{err}"
+        );
     }
 }

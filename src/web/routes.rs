@@ -5,15 +5,18 @@
 
 use crate::render::CONTENT_TYPE;
 use crate::snapshot::Store;
+use crate::web::auth::Verdict;
+use crate::web::limits::{Bucket, client_key};
 use crate::web::reload::Current;
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -72,28 +75,48 @@ async fn scrape_slot(
 }
 
 /// The web config's rules for every request, in exporter-toolkit's order: its extra headers
-/// go on every response (401 and 429 too), then the rate limit, then basic auth.
+/// go on every response (401 and 429 too), then the rate limit, then basic auth. Credentials
+/// verified before are recognised first (no bcrypt), so they pass with their own rate-limit
+/// bucket; anything else takes its client's bucket and its client's turn at bcrypt.
 async fn gate(State(current): State<Arc<Current>>, req: Request, next: Next) -> Response {
     let active = current.get();
-    let mut resp = if active.rate_limit.as_ref().is_some_and(|r| !r.allow()) {
-        (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response()
-    } else if let Some(users) = &active.users
-        && !users
-            .check(
-                req.headers()
-                    .get(header::AUTHORIZATION)
-                    .map(|v| v.as_bytes()),
-            )
-            .await
-    {
-        (
+    // Requests made in-process (tests) have no peer: they share the unspecified address.
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes().to_vec());
+    let verified = active
+        .users
+        .as_ref()
+        .and_then(|u| u.verified(authorization.as_deref()));
+    let bucket = match verified {
+        Some(key) => Bucket::Credential(key),
+        None => Bucket::Client(client_key(client)),
+    };
+    let verdict = match (&active.users, verified) {
+        _ if active.rate_limit.as_ref().is_some_and(|r| !r.allow(bucket)) => None,
+        (Some(users), None) => Some(users.check(authorization.as_deref(), client).await),
+        _ => Some(Verdict::Allowed),
+    };
+    let mut resp = match verdict {
+        None => (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n").into_response(),
+        Some(Verdict::Allowed) => next.run(req).await,
+        Some(Verdict::Refused) => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Basic")],
             "Unauthorized\n",
         )
-            .into_response()
-    } else {
-        next.run(req).await
+            .into_response(),
+        Some(Verdict::Busy) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            "Too many password checks waiting from this address\n",
+        )
+            .into_response(),
     };
     for (name, value) in &active.headers {
         resp.headers_mut().insert(name.clone(), value.clone());

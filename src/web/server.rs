@@ -1,24 +1,35 @@
-//! The accept loop and the connections: a semaphore caps open connections (the rest wait in
-//! the kernel's queue), hyper's HTTP/1 builder bounds headers in time and bytes, an idle timer
-//! closes connections where nothing moves, and shutdown drops stragglers at a deadline.
+//! The accept loop and the connections: a semaphore caps open connections; at the cap the
+//! connection idle longest (no request in flight) is closed to admit the new one, so idle
+//! clients can't keep a scrape out. hyper's HTTP/1 builder bounds headers in time and bytes, an
+//! idle timer closes connections where nothing moves, and shutdown drops stragglers at a deadline.
 
 use crate::web::Limits;
 use crate::web::reload::Current;
 use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
+use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
+use tower_service::Service;
+
+/// Connections the kernel may hold for us before we accept them. mio (and std) listen with
+/// 128: a burst of reconnecting idle clients overflowed it and a scrape's SYN was dropped, to
+/// be retried a second later. The kernel caps it at `net.core.somaxconn`.
+const LISTEN_BACKLOG: i32 = 1024;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then gives open connections
 /// `limits.shutdown_timeout` to finish and drops the rest.
@@ -29,39 +40,28 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    // listen() again on a listening socket only changes its backlog.
+    if let Err(e) = nix::sys::socket::Backlog::new(LISTEN_BACKLOG)
+        .and_then(|b| nix::sys::socket::listen(&listener, b))
+    {
+        tracing::debug!("raising the listen backlog to {LISTEN_BACKLOG}: {e}");
+    }
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let open = Arc::new(Open::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut accept_failing = false;
+    let mut at_cap = false;
     let limits = Arc::new(limits);
     tokio::pin!(shutdown);
-    loop {
-        // A slot first, then accept: over the cap, connections wait in the listen backlog
-        // and cost us no descriptor.
-        let permit = tokio::select! {
-            _ = &mut shutdown => break,
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-        };
+    'accept: loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,
             a = listener.accept() => a,
         };
         while conns.try_join_next().is_some() {}
-        match accepted {
-            Ok((stream, peer)) => {
-                if accept_failing {
-                    accept_failing = false;
-                    tracing::info!("accepting connections again");
-                }
-                let conn = Connection {
-                    app: app.clone(),
-                    current: current.clone(),
-                    limits: limits.clone(),
-                    peer,
-                    _permit: permit,
-                };
-                conns.spawn(conn.run(stream, stop_rx.clone()));
-            }
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
             Err(e) => {
                 // EMFILE and friends: say it once, retry gently rather than spin.
                 if !accept_failing {
@@ -71,8 +71,59 @@ pub async fn serve(
                     tracing::debug!("accepting a connection failed: {e}");
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
             }
+        };
+        if accept_failing {
+            accept_failing = false;
+            tracing::info!("accepting connections again");
         }
+        // A slot for it: a free one, else the one of the connection idle longest, closed for
+        // it; when every connection has a request in flight, the first to end. Meanwhile only
+        // this one connection waits accepted (one descriptor over the cap); the next ones wait
+        // in the kernel's backlog.
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => {
+                if at_cap && slots.available_permits() >= limits.max_connections / 4 {
+                    at_cap = false;
+                    tracing::info!("below the connection cap again");
+                }
+                p
+            }
+            Err(_) => {
+                if !at_cap {
+                    at_cap = true;
+                    tracing::warn!(
+                        "at the connection cap ({}): closing the connection idle longest to admit each new one",
+                        limits.max_connections
+                    );
+                }
+                loop {
+                    if let Some(idle) = open.idle_longest() {
+                        idle.shed();
+                    }
+                    // Looked at again now and then: a connection busy now may be idle soon,
+                    // and keep its slot open for a keep-alive rather than end.
+                    tokio::select! {
+                        _ = &mut shutdown => break 'accept,
+                        p = slots.clone().acquire_owned() => match p {
+                            Ok(p) => break p,
+                            Err(_) => break 'accept,
+                        },
+                        _ = tokio::time::sleep(SHED_GRACE) => {}
+                    }
+                }
+            }
+        };
+        let conn = Connection {
+            app: app.clone(),
+            current: current.clone(),
+            limits: limits.clone(),
+            peer,
+            _permit: permit,
+            _open: open.register(),
+        };
+        conns.spawn(conn.run(stream, stop_rx.clone()));
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -91,18 +142,85 @@ pub async fn serve(
     }
 }
 
+/// The open connections, for choosing one to close at the cap.
+#[derive(Default)]
+struct Open {
+    next_id: AtomicU64,
+    conns: Mutex<HashMap<u64, Arc<Activity>>>,
+}
+
+impl Open {
+    /// Lists a new connection until the returned guard drops.
+    fn register(self: &Arc<Self>) -> Registered {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let activity = Arc::new(Activity::new());
+        self.lock().insert(id, activity.clone());
+        Registered {
+            open: self.clone(),
+            id,
+            activity,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Activity>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn idle_longest(&self) -> Option<Arc<Activity>> {
+        let conns = self.lock();
+        let id = shed_choice(conns.iter().map(|(id, a)| (*id, a.standing())))?;
+        conns.get(&id).cloned()
+    }
+}
+
+/// A connection's entry in [`Open`], removed on drop.
+struct Registered {
+    open: Arc<Open>,
+    id: u64,
+    activity: Arc<Activity>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.open.lock().remove(&self.id);
+    }
+}
+
+/// What the choice of a connection to close looks at.
+#[derive(Debug, Clone, Copy)]
+struct Standing {
+    /// A request is in flight (from its head read to its response sent).
+    busy: bool,
+    /// Already asked to close.
+    closing: bool,
+    /// When a byte last moved (or it opened).
+    quiet_since: Instant,
+}
+
+/// The connection to close so a new one can be served: of those with no request in flight and
+/// not closing already, the one quiet longest (an idle keep-alive, a client that never sent a
+/// byte or trickles a head); none when every connection is serving a request.
+fn shed_choice(conns: impl IntoIterator<Item = (u64, Standing)>) -> Option<u64> {
+    conns
+        .into_iter()
+        .filter(|(_, s)| !s.busy && !s.closing)
+        .min_by_key(|(id, s)| (s.quiet_since, *id))
+        .map(|(id, _)| id)
+}
+
 struct Connection {
     app: Router,
     current: Arc<Current>,
     limits: Arc<Limits>,
     peer: SocketAddr,
     _permit: OwnedSemaphorePermit,
+    _open: Registered,
 }
 
 impl Connection {
     async fn run(self, stream: TcpStream, stop: watch::Receiver<bool>) {
         let _ = stream.set_nodelay(true);
-        let activity = Arc::new(Activity::new());
+        let activity = self._open.activity.clone();
         let io = Watched {
             inner: stream,
             activity: activity.clone(),
@@ -114,7 +232,14 @@ impl Connection {
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
                 let handshake =
                     tokio::time::timeout(self.limits.read_header_timeout, acceptor.accept(io));
-                match handshake.await {
+                let handshake = tokio::select! {
+                    h = handshake => h,
+                    _ = activity.shed.notified() => {
+                        tracing::debug!(peer = %self.peer, "closed in its TLS handshake to admit a new connection at the cap");
+                        return;
+                    }
+                };
+                match handshake {
                     Ok(Ok(tls_stream)) => self.http(tls_stream, activity, stop).await,
                     Ok(Err(e)) => tracing::debug!(peer = %self.peer, "TLS handshake refused: {e}"),
                     Err(_) => tracing::debug!(peer = %self.peer, "TLS handshake timed out"),
@@ -128,7 +253,25 @@ impl Connection {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let service = TowerToHyperService::new(self.app.clone());
+        // Each request carries its peer's address (auth and the rate limit share by client)
+        // and marks the connection busy until its response is sent or dropped.
+        let app = self.app.clone();
+        let peer = self.peer;
+        let marks = activity.clone();
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(peer));
+            let in_flight = InFlight::new(marks.clone());
+            let mut app = app.clone();
+            async move {
+                std::future::poll_fn(|cx| Service::<Request<Incoming>>::poll_ready(&mut app, cx))
+                    .await?;
+                let resp = app.call(req).await?;
+                Ok::<_, Infallible>(resp.map(|inner| Marked {
+                    inner,
+                    _in_flight: in_flight,
+                }))
+            }
+        });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
@@ -143,6 +286,10 @@ impl Connection {
         if stopping {
             conn.as_mut().graceful_shutdown();
         }
+        // Asked to close at the cap: hyper closes an idle connection at once on a graceful
+        // shutdown and finishes a request in flight first; one that is still open and idle
+        // after this is dropped.
+        let mut shed_by: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 r = conn.as_mut() => {
@@ -155,6 +302,18 @@ impl Connection {
                     stopping = true;
                     conn.as_mut().graceful_shutdown();
                 }
+                _ = activity.shed.notified(), if shed_by.is_none() => {
+                    tracing::debug!(peer = %self.peer, "closing the connection idle longest to admit a new one at the cap");
+                    stopping = true;
+                    conn.as_mut().graceful_shutdown();
+                    shed_by = Some(tokio::time::Instant::now() + SHED_GRACE);
+                }
+                _ = sleep_until_some(shed_by) => {
+                    if !activity.busy() {
+                        return;
+                    }
+                    shed_by = Some(tokio::time::Instant::now() + SHED_GRACE);
+                }
                 _ = tick.tick() => {
                     if activity.idle_for() >= self.limits.idle_timeout {
                         tracing::debug!(peer = %self.peer, "closing a connection idle for {:?}", self.limits.idle_timeout);
@@ -166,15 +325,30 @@ impl Connection {
     }
 }
 
+/// How long a connection asked to close at the cap may take to do it when it has no request
+/// in flight, before it is dropped.
+const SHED_GRACE: Duration = Duration::from_millis(100);
+
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The idle check runs a few times per timeout, at most once a second.
 fn tick_for(idle: Duration) -> Duration {
     (idle / 4).clamp(Duration::from_millis(25), Duration::from_secs(1))
 }
 
-/// When a byte last moved on a connection, in milliseconds since it opened.
+/// When a byte last moved on a connection (in milliseconds since it opened), whether a request
+/// is in flight on it, and the accept loop's request that it close.
 struct Activity {
     start: Instant,
     last_ms: AtomicU64,
+    in_flight: AtomicU32,
+    closing: AtomicBool,
+    shed: Notify,
 }
 
 impl Activity {
@@ -182,7 +356,29 @@ impl Activity {
         Activity {
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
+            in_flight: AtomicU32::new(0),
+            closing: AtomicBool::new(false),
+            shed: Notify::new(),
         }
+    }
+
+    fn busy(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) > 0
+    }
+
+    fn standing(&self) -> Standing {
+        Standing {
+            busy: self.busy(),
+            closing: self.closing.load(Ordering::Relaxed),
+            quiet_since: self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Asks the connection to close (it may already be gone: the notification then waits
+    /// unread, harmless).
+    fn shed(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+        self.shed.notify_one();
     }
 
     fn touch(&self) {
@@ -252,5 +448,92 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A request in flight on a connection, from its head read to its response sent (or dropped).
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn new(activity: Arc<Activity>) -> InFlight {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(activity)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body that keeps its request marked in flight until hyper has taken all of it.
+struct Marked {
+    inner: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for Marked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_the_cap_the_connection_quiet_longest_without_a_request_is_closed() {
+        let t0 = Instant::now();
+        let s = |busy, closing, ms| Standing {
+            busy,
+            closing,
+            quiet_since: t0 + Duration::from_millis(ms),
+        };
+        // (connections, the one to close)
+        type Case = (Vec<(u64, Standing)>, Option<u64>);
+        let table: [Case; 5] = [
+            (vec![], None),
+            // Quiet longest goes first, whatever its age: a scrape in flight never does.
+            (
+                vec![
+                    (1, s(true, false, 0)),
+                    (2, s(false, false, 50)),
+                    (3, s(false, false, 10)),
+                ],
+                Some(3),
+            ),
+            // One already asked to close is not asked again.
+            (
+                vec![(1, s(false, true, 0)), (2, s(false, false, 5))],
+                Some(2),
+            ),
+            // Every connection serving a request: none; the new one waits for the first to end.
+            (vec![(1, s(true, false, 0)), (2, s(true, false, 1))], None),
+            // Ties go to the older connection.
+            (
+                vec![(7, s(false, false, 3)), (4, s(false, false, 3))],
+                Some(4),
+            ),
+        ];
+        for (conns, want) in table {
+            assert_eq!(shed_choice(conns.clone()), want, "{conns:?}");
+        }
     }
 }

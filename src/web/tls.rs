@@ -2,6 +2,7 @@
 //! client CA (PEM), picks versions, suites, groups and the client-certificate policy.
 //! Never accepts a connection itself; never OpenSSL (rustls on ring).
 
+use crate::config::{MAX_CONFIG_BYTES, read_config_file};
 use crate::validate::Invalid;
 use crate::web::config::{
     CipherChoice, ClientAuthType, TlsServerConfig, TlsVersion, cipher_suite, curve,
@@ -41,7 +42,7 @@ fn pem_source(
         (Some(text), _) => Ok(text.as_bytes().to_vec()),
         (None, Some(p)) => {
             let p = dir.join(p);
-            std::fs::read(&p)
+            read_config_file(&p, MAX_CONFIG_BYTES)
                 .map_err(|e| Invalid::new(key(file_key), format!("{}: {e}", p.display())))
         }
         (None, None) => Err(Invalid::new(key(file_key), "not set")),
