@@ -4,7 +4,7 @@
 # SIGTERM with half-open clients. Starts its own daemon on a free loopback port (an empty
 # fixture host) and stops exactly that PID.
 #   benches/http_attack.sh           1,000 connections per attack (the figures in docs/web.md)
-#   benches/http_attack.sh --short   100 connections, a few seconds (run by tests/web_limits.rs)
+#   benches/http_attack.sh --short   100 connections, a few seconds (run by tests/it/web/limits.rs)
 # SSDWATCH_BIN picks the binary (default: target/release/ssdwatch, built when missing).
 # Targets: scrape p99 < 100 ms, RSS < 64 MiB, exit < 5 s; exit status 1 when one is missed.
 set -euo pipefail
