@@ -4,13 +4,11 @@
 
 use crate::support;
 
-use crate::support::smart::{Fake, smart_fixture as fixture};
+use crate::support::smart::{EmptyHost, Fake, sample, smart_fixture as fixture};
 
+use ssdwatch::collector::Collector;
 use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
-use ssdwatch::collector::{Collector, Context};
-use ssdwatch::snapshot::Shared;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Wear of the Samsung 860 EVO capture (attribute 177, 81% life left).
@@ -44,28 +42,6 @@ impl Configs for Fake {
             ..SmartConfig::default()
         }
     }
-}
-
-fn ctx() -> Context {
-    let empty = tempfile::tempdir().expect("tempdir").keep();
-    Context {
-        roots: Arc::new(ssdwatch::Roots::fixture(&empty)),
-        shared: Arc::new(Shared::default()),
-        topology_max_age: std::time::Duration::from_secs(60),
-        history: None,
-    }
-}
-
-fn sample(c: &mut SmartCollector) -> (String, Vec<String>) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let s = rt.block_on(c.sample(&ctx())).expect("sample never fails");
-    (
-        support::exposition(&s),
-        s.errors.iter().map(|e| e.to_string()).collect(),
-    )
 }
 
 fn val(text: &str, family: &str, labels_contain: &[&str]) -> Option<f64> {
@@ -453,7 +429,9 @@ fn a_failing_drive_is_one_fault_under_its_device_label() {
         .enable_all()
         .build()
         .expect("runtime");
-    let s = rt.block_on(c.sample(&ctx())).expect("sample never fails");
+    let s = rt
+        .block_on(c.sample(&EmptyHost::new().ctx))
+        .expect("sample never fails");
     // Faults are logged when they start and clear per item: the item is the device label.
     assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
     assert_eq!(s.errors[0].item, "sda");
@@ -563,7 +541,7 @@ fn a_smartctl_stuck_in_the_kernel_freezes_no_other_drive() {
 /// the errors and the time the sample took.
 struct Sampler {
     rt: tokio::runtime::Runtime,
-    ctx: Context,
+    host: EmptyHost,
 }
 
 impl Sampler {
@@ -574,13 +552,13 @@ impl Sampler {
                 .enable_all()
                 .build()
                 .unwrap(),
-            ctx: ctx(),
+            host: EmptyHost::new(),
         }
     }
 
     fn run(&self, c: &mut SmartCollector) -> (String, Vec<String>, Duration) {
         let t = std::time::Instant::now();
-        let s = self.rt.block_on(c.sample(&self.ctx)).unwrap();
+        let s = self.rt.block_on(c.sample(&self.host.ctx)).unwrap();
         (
             support::exposition(&s),
             s.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),

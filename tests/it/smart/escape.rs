@@ -4,42 +4,26 @@
 //! descriptor leaks over many runs, and nothing of a run outlives the daemon's SIGTERM.
 
 use crate::support::binary;
+use crate::support::smart::{EmptyHost, Fake, smart_fixture};
 
 use nix::sys::signal::Signal;
+use ssdwatch::collector::Collector;
 use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
-use ssdwatch::collector::{Collector, Context};
-use ssdwatch::snapshot::Shared;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Wear of the Samsung 860 EVO capture (attribute 177, 81% life left).
 const WEAR_860EVO: f64 = 0.19;
 const CAPTURE: &str = "ata-samsung-860evo.json";
 
-/// A temp dir holding a `smartctl` wrapper that runs the fake with its state dir.
-fn fake(mode: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let wrapper = dir.path().join("smartctl");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nFAKE_STATE='{}' exec sh '{}' \"$@\"\n",
-            dir.path().display(),
-            root.join("tests/fake-smartctl/smartctl").display()
-        ),
-    )
-    .expect("write wrapper");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let capture = root.join("tests/fixtures/smart").join(CAPTURE);
-    std::fs::write(
-        dir.path().join("sda.mode"),
-        format!("{mode} {}", capture.display()),
-    )
-    .expect("mode");
-    (dir, wrapper)
+/// The fake smartctl answering for sda in `mode` (`escape`, `escape-hang`) with the capture.
+fn fake(mode: &str) -> Fake {
+    let fake = Fake::new();
+    fake.mode(
+        "sda",
+        &format!("{mode} {}", smart_fixture(CAPTURE).display()),
+    );
+    fake
 }
 
 fn pids_in(file: &Path) -> Vec<String> {
@@ -110,7 +94,8 @@ fn valid_json_is_used_while_a_setsid_grandchild_holds_the_pipe_and_nothing_leaks
         return;
     }
     const RUNS: usize = 15;
-    let (state, bin) = fake("escape");
+    let fake = fake("escape");
+    let (state, bin) = (&fake.dir, fake.bin());
     let mut c = SmartCollector::new(&SmartConfig {
         interval: Duration::ZERO,
         smartctl_path: bin,
@@ -124,13 +109,7 @@ fn valid_json_is_used_while_a_setsid_grandchild_holds_the_pipe_and_nothing_leaks
         ..SmartConfig::default()
     })
     .expect("collector");
-    let empty = tempfile::tempdir().expect("tempdir");
-    let ctx = Context {
-        roots: Arc::new(ssdwatch::Roots::fixture(empty.path())),
-        shared: Arc::new(Shared::default()),
-        topology_max_age: Duration::from_secs(60),
-        history: None,
-    };
+    let host = EmptyHost::new();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -139,7 +118,9 @@ fn valid_json_is_used_while_a_setsid_grandchild_holds_the_pipe_and_nothing_leaks
     let mut last = String::new();
     for run in 1..=RUNS {
         let started = Instant::now();
-        let s = rt.block_on(c.sample(&ctx)).expect("sample never fails");
+        let s = rt
+            .block_on(c.sample(&host.ctx))
+            .expect("sample never fails");
         let errors: Vec<String> = s.errors.iter().map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "run {run}: {errors:?}");
         last = String::new();
@@ -186,7 +167,8 @@ fn valid_json_is_used_while_a_setsid_grandchild_holds_the_pipe_and_nothing_leaks
 
 #[test]
 fn sigterm_leaves_no_smartctl_nor_its_setsid_grandchild_behind() {
-    let (state, bin) = fake("escape-hang");
+    let fake = fake("escape-hang");
+    let (state, bin) = (&fake.dir, fake.bin());
     let dir = binary::host();
     std::fs::write(
         dir.path().join("ssdwatch.yaml"),

@@ -5,12 +5,9 @@
 
 use crate::support;
 
-use crate::support::smart::{Fake, smart_fixture as fixture};
+use crate::support::smart::{Fake, sample, smart_fixture as fixture};
 
 use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
-use ssdwatch::collector::{Collector, Context};
-use ssdwatch::snapshot::Shared;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The runner's output cap (src/collector/smart/runner.rs).
@@ -40,28 +37,6 @@ impl Configs for Fake {
             ..SmartConfig::default()
         }
     }
-}
-
-fn ctx() -> Context {
-    let empty = tempfile::tempdir().expect("tempdir").keep();
-    Context {
-        roots: Arc::new(ssdwatch::Roots::fixture(&empty)),
-        shared: Arc::new(Shared::default()),
-        topology_max_age: Duration::from_secs(60),
-        history: None,
-    }
-}
-
-fn sample(c: &mut SmartCollector) -> (String, Vec<String>) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let s = rt.block_on(c.sample(&ctx())).expect("sample never fails");
-    (
-        support::exposition(&s),
-        s.errors.iter().map(|e| e.to_string()).collect(),
-    )
 }
 
 fn sample_ok(m: &str, dev: &str) -> Option<f64> {
