@@ -1,14 +1,11 @@
 //! A DBA upgrading ssdwatch keeps their history: a store written by the schema-1 code
-//! (tests/fixtures/history/v1.db, made by `make_v1_fixture` below when the code wrote schema 1)
-//! is migrated to schema 2 in place when the daemon opens it, and every row it held reads back.
-//! A store from a newer ssdwatch is still refused by name.
+//! (tests/fixtures/history/v1.db; its README says how it was made, from the story below) is
+//! migrated to the current schema in place when the daemon opens it, and every row it held reads
+//! back. A store from a newer ssdwatch is still refused by name.
 
 use ssdwatch::history::forecast::daily_use;
 use ssdwatch::history::store::{FILE_NAME, SCHEMA_VERSION};
-use ssdwatch::history::{
-    DiscardEvent, DriveKey, DriveSample, FsKey, FsSample, HistoryConfig, IdlePeriod, Store,
-    StoreError,
-};
+use ssdwatch::history::{DriveKey, FsKey, FsSample, HistoryConfig, Store, StoreError};
 use std::path::{Path, PathBuf};
 
 /// 2026-01-01T00:00:00Z: the story starts here.
@@ -79,64 +76,6 @@ fn fs_samples() -> Vec<FsSample> {
         });
     }
     out
-}
-
-fn drive_samples() -> Vec<DriveSample> {
-    (0..DAYS * DAY / DRIVE_STEP)
-        .map(|q| DriveSample {
-            key: drive_key(),
-            kernel_name: "nvme0n1".into(),
-            capacity_bytes: Some(3_840_755_982_336),
-            t: T0 + q * DRIVE_STEP,
-            wear_used_ratio: Some(0.03 + q as f64 * 1e-6),
-            spare_ratio: Some(1.0),
-            host_written_bytes: Some((q as u64 + 1) * GIB),
-            nand_written_bytes: Some((q as u64 + 1) * GIB * 3 / 2),
-            media_errors: Some(0),
-            power_on_hours: Some(1000 + q as u64 / 2),
-            temperature_celsius: Some(35.0 + (q % 10) as f64),
-            discarded_bytes: None,
-        })
-        .collect()
-}
-
-/// Run at the schema-1 code (commit 653240e) to make the fixture:
-/// `cargo test --test history_migrate make_v1_fixture -- --ignored`.
-#[test]
-#[ignore]
-fn make_v1_fixture() {
-    assert_eq!(
-        SCHEMA_VERSION, 1,
-        "the fixture must be written by the schema-1 code"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
-    let fs = fs_samples();
-    for batch in fs.chunks(2) {
-        s.record_fs(batch).unwrap();
-    }
-    for d in drive_samples() {
-        s.record_drives(&[d]).unwrap();
-    }
-    s.record_discards(&[DiscardEvent {
-        drive: drive_key(),
-        t: T0 + 7 * DAY,
-        bytes: 200 * GIB,
-    }])
-    .unwrap();
-    s.record_idle(&[IdlePeriod {
-        drive: drive_key(),
-        start: T0 + 3 * DAY,
-        seconds: 900,
-    }])
-    .unwrap();
-    s.downsample(T0 + DAYS * DAY).unwrap();
-    let out = fixture();
-    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let _ = std::fs::remove_file(&out);
-    let conn = rusqlite::Connection::open(dir.path().join(FILE_NAME)).unwrap();
-    conn.execute("VACUUM INTO ?1", [out.to_str().unwrap()])
-        .unwrap();
 }
 
 /// The fixture copied into a fresh state directory, as the daemon would find it.
