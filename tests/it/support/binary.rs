@@ -1,7 +1,6 @@
 //! The real `ssdwatch` binary, as the web, CLI and report tests start it: on an empty fixture
 //! host at 127.0.0.1:0 (the address read from its log), test certificates made with rcgen,
 //! and curl. The daemon is stopped by its own PID when the guard drops.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,6 +1,5 @@
 //! Helpers for tests that need the real kernel: root checks, loop-mounted filesystems, a hung
 //! FUSE mount. Everything set up is torn down by Drop guards, also when a test panics.
-#![allow(dead_code)]
 
 pub mod binary;
 pub mod browser;
@@ -153,8 +152,8 @@ pub fn run_status(cmd: &str, args: &[&str]) -> (bool, String) {
 
 /// An ext4 filesystem on a loop device over a sparse file, mounted in a temp dir.
 pub struct LoopFs {
+    /// Holds the image file (disk.img) and the mount point.
     pub dir: tempfile::TempDir,
-    pub image: PathBuf,
     pub device: String,
     pub mountpoint: PathBuf,
 }
@@ -192,7 +191,6 @@ impl LoopFs {
         std::fs::create_dir(&mountpoint).unwrap();
         let mut fs = LoopFs {
             dir,
-            image,
             device,
             mountpoint,
         };
@@ -243,7 +241,8 @@ impl Drop for LoopFs {
 /// A FUSE mount whose statfs never returns. Dropping it SIGKILLs the server (the only thing that
 /// releases threads blocked in statvfs) and lazily unmounts.
 pub struct HungFuse {
-    pub dir: tempfile::TempDir,
+    /// Holds the mount point.
+    _dir: tempfile::TempDir,
     pub mountpoint: PathBuf,
     server: Option<Child>,
 }
@@ -263,7 +262,7 @@ impl HungFuse {
             .spawn()
             .expect("start FUSE server");
         let mut hf = HungFuse {
-            dir,
+            _dir: dir,
             mountpoint,
             server: Some(server),
         };

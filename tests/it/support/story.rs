@@ -9,7 +9,6 @@
 //! 03:00) brings the hour after it to 0.6 × that, and a 30-minute idle every day at 12:00
 //! brings the hour after it to 0.8 ×. Extra quiet filesystems and drives scale it to the
 //! history bench's host (50 filesystems, 10 drives).
-#![allow(dead_code)]
 
 use ssdwatch::history::{
     DiscardEvent, DriveKey, DriveSample, FsKey, FsSample, HistoryConfig, IdlePeriod, ProbeRecord,
