@@ -79,6 +79,11 @@ echo "== cargo clippy (default features: no libatasmart)"
 cargo clippy --lib --bins -- -D warnings
 echo "== the simulated SSD's model (tests/vm/ftl)"
 python3 -m unittest discover -s tests/vm/ftl
+# The .deb's release build (fat LTO, one codegen unit: minutes of both cores) is made before the
+# tests, with packaging/deb/build.sh's own flags, so packaging::deb finds it done instead of
+# compiling beside the tests of the same binary that time themselves.
+echo "== cargo build --release (the binary the .deb packages)"
+(unset CARGO_TARGET_DIR; cargo build --release --locked "${FEATURES[@]}")
 echo "== cargo test (library, binary, integration tests)"
 cargo test "${FEATURES[@]}" --lib --bins --tests -- --test-threads=2
 echo "== cargo test --benches (each benchmark runs once, as a smoke test)"

@@ -100,7 +100,7 @@ impl Drop for Restore {
 /// Builds the package once with the project's one command; the path of the .deb.
 fn build() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("packaging/deb/build.sh"))
+    let out = support::as_from_shell(&mut Command::new(root.join("packaging/deb/build.sh")))
         .output()
         .expect("run packaging/deb/build.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);

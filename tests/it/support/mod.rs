@@ -81,6 +81,33 @@ pub fn alone(module: &str, test: &str) -> bool {
     false
 }
 
+/// `cmd` without the variables `cargo test` sets for a test process (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, ...), as if started from a shell. A cargo build inside it (the .deb's release
+/// build) then finds the one tests/run.sh or a developer already made: some build scripts (ring's)
+/// track those variables, and a build that saw them differ starts over.
+pub fn as_from_shell(cmd: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if matches!(
+            name,
+            "CARGO"
+                | "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+        ) || name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+        {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
 /// Whether a command is on PATH; otherwise prints why the test is skipped.
 pub fn require_cmd(test: &str, cmd: &str, package: &str) -> bool {
     let found = Command::new("sh")
