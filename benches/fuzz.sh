@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation fuzzing of the parsers of outside input (smartctl JSON, mountinfo, /sys block stat,
-# the config YAML), each for SECONDS_PER_PARSER of wall time, through tests/fuzz.rs built with
+# the config YAML), each for SECONDS_PER_PARSER of wall time, through tests/it/fuzz.rs built with
 # the release profile. Prints one line of figures per parser: cases run, cases the parser
 # accepted, panics, the slowest case, and the seed that replays the run (FUZZ_SEED=...).
 #   benches/fuzz.sh                 600 s per parser (40 minutes in all)
@@ -19,11 +19,11 @@ export FUZZ_SECONDS=$seconds
 export FUZZ_CRASH_DIR=${FUZZ_CRASH_DIR:-$root/target/fuzz-crashes}
 mkdir -p "$FUZZ_CRASH_DIR"
 cd "$root"
-cargo test --release --quiet --test fuzz --no-run
+cargo test --release --quiet --test it --no-run
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --release --quiet --test fuzz -- --exact no_parser_panics_on_mutations_of_real_inputs \
+cargo test --release --quiet --test it -- --exact fuzz::no_parser_panics_on_mutations_of_real_inputs \
   >"$log" 2>&1 || status=$?
 grep '^FUZZ ' "$log" || true
 if [[ $status -ne 0 ]]; then

@@ -8,7 +8,7 @@
 #   benches/http_attack.sh           1,000 connections per attack, 200 wrong-password connections
 #                                    for 100 s, 1,100 idle connections for 30 s (docs/web.md)
 #   benches/http_attack.sh --short   100 connections, 50 for 8 s, 1,100 for 5 s (run by
-#                                    tests/web_limits.rs)
+#                                    tests/it/web/limits.rs)
 #   --port N (or SSDWATCH_PORT=N)    listen on 127.0.0.1:N (default: a free port)
 # SSDWATCH_BIN picks the binary (default: target/release/ssdwatch, built when missing).
 # Targets: scrape p99 < 100 ms, RSS < 64 MiB, exit < 5 s, the right password's scrapes >= 99 %

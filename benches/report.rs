@@ -1,13 +1,13 @@
 //! `ssdwatch report` on the history bench's host after 2 years: 50 filesystems, 10 drives and
 //! one probe target (sync_write_4k every 5 minutes, ~210,000 runs), built from a store written
-//! as the daemon would (tests/support/story.rs). Targets: text and HTML each ≤ 1 s, the HTML
+//! as the daemon would (tests/it/support/story.rs). Targets: text and HTML each ≤ 1 s, the HTML
 //! page ≤ 1 MiB. Also times the curves and recoveries alone (what the daemon's forecast pass
 //! adds) and the OpenMetrics export of the same store.
 //!
 //! `cargo bench --bench report` simulates 730 days; `cargo test --bench report` 16;
 //! REPORT_BENCH_DAYS overrides both.
 
-#[path = "../tests/support/story.rs"]
+#[path = "../tests/it/support/story.rs"]
 mod story;
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -1,8 +1,10 @@
-//! Helpers for the crate's unit tests. A skip goes through `skip`, which the test script's strict
-//! mode (`SSDWATCH_TESTS_STRICT`, set when it runs as root with every package installed) turns
-//! into a failure, as tests/support does for the integration tests.
+//! Helpers for the crate's unit tests; the integration tests take this file as their own too
+//! (tests/it/support/mod.rs), so a skip means the same in both. A skip goes through `skip`,
+//! which the test script's strict mode (`SSDWATCH_TESTS_STRICT`, set when it runs as root with
+//! every package installed) turns into a failure.
 
-/// Says why a test is skipped and returns false; panics instead under strict mode.
+/// Says why a test is skipped and returns false; panics instead under strict mode, so a suite
+/// that was meant to run everything can't pass by skipping.
 pub fn skip(test: &str, why: &str) -> bool {
     if std::env::var_os("SSDWATCH_TESTS_STRICT").is_some_and(|v| !v.is_empty()) {
         panic!("{test}: {why}, and SSDWATCH_TESTS_STRICT is set: nothing may be skipped");

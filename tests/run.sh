@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # --preflight: only find the toolchain (as the run would) and print it; nothing is installed or
-# run. tests/run_script.rs checks it in the environments sudo and su give root.
+# run. tests/it/run_script.rs checks it in the environments sudo and su give root.
 PREFLIGHT=""
 [ "${1:-}" = "--preflight" ] && PREFLIGHT=1
 
@@ -51,8 +51,8 @@ if [ -n "$PREFLIGHT" ]; then
   exit 0
 fi
 
-# cargo-deb builds the Debian package (tests/deb.rs); installed once into cargo's bin directory
-# and kept there.
+# cargo-deb builds the Debian package (tests/it/packaging/deb.rs); installed once into cargo's
+# bin directory and kept there.
 cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
 case ":$PATH:" in *":$cargo_bin:"*) ;; *) export PATH="$PATH:$cargo_bin" ;; esac
 if ! command -v cargo-deb >/dev/null 2>&1; then
@@ -75,18 +75,27 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets "${FEATURES[@]}" -- -D warnings
-echo "== cargo clippy (default features: no libatasmart)"
-cargo clippy --lib --bins -- -D warnings
+echo "== cargo clippy (without the libatasmart backend)"
+cargo clippy --lib --bins --no-default-features -- -D warnings
+echo "== cargo clippy and test of xtask (man pages and completions)"
+cargo clippy -p xtask --all-targets -- -D warnings
+cargo test -p xtask
 echo "== the simulated SSD's model (tests/vm/ftl)"
-python3 -m unittest discover -s tests/vm/ftl
+/usr/bin/python3 -m unittest discover -s tests/vm/ftl
+# The .deb's release build (fat LTO, one codegen unit: minutes of both cores) is made before the
+# tests, with packaging/deb/build.sh's own flags, so packaging::deb finds it done instead of
+# compiling beside the tests of the same binary that time themselves.
+echo "== cargo build --release (the binary the .deb packages)"
+(unset CARGO_TARGET_DIR; cargo build --release --locked "${FEATURES[@]}")
 echo "== cargo test (library, binary, integration tests)"
 cargo test "${FEATURES[@]}" --lib --bins --tests -- --test-threads=2
 echo "== cargo test --benches (each benchmark runs once, as a smoke test)"
 cargo test "${FEATURES[@]}" --bench '*'
+# The QEMU suites are the integration binary's ignored tests (tests/it/vm/), one module each.
 echo "== VM suite (boots a QEMU guest with NVMe, SATA, virtio, dm and md drives)"
-cargo test "${FEATURES[@]}" --test vm -- --ignored --test-threads=2
+cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::drives::
 echo "== the .deb under systemd (a QEMU guest booting Debian with systemd; its root filesystem is built once and cached)"
-cargo test "${FEATURES[@]}" --test vm_systemd -- --ignored --test-threads=2
+cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::systemd::
 echo "== degradation story (a QEMU guest on the simulated SSD of tests/vm/ftl, about 4 minutes)"
-cargo test "${FEATURES[@]}" --test vm_degrade -- --ignored --test-threads=2
+cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::degrade::
 echo "== all tests passed"

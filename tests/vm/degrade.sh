@@ -2,7 +2,7 @@
 # Boots a guest whose NVMe drive is the simulated SSD of tests/vm/ftl/ftl.py (nbdkit on a unix
 # socket, reached by QEMU's NBD client, discards passed through), runs the degradation story of
 # tests/vm/guest-degrade.sh in it with the real daemon, and unpacks the scrapes into OUT_DIR.
-# Assertions live in tests/vm_degrade.rs; this script only runs.
+# Assertions live in tests/it/vm/degrade.rs; this script only runs.
 #
 #   tests/vm/degrade.sh SSDWATCH_BINARY OUT_DIR
 #

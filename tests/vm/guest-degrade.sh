@@ -2,7 +2,7 @@
 # /init of the degradation guest: the real daemon probes an ext4 filesystem on the simulated SSD
 # (tests/vm/ftl/ftl.py behind the NVMe drive FTL0001) while the filesystem is filled step by step
 # to 95 %, emptied by a delete, left idle and trimmed. Every scrape is kept, with the time it was
-# taken, as a tar on the scratch disk. It asserts nothing: the host does (tests/vm_degrade.rs).
+# taken, as a tar on the scratch disk. It asserts nothing: the host does (tests/it/vm/degrade.rs).
 /bin/busybox --install -s /bin
 export PATH=/sbin:/bin
 mount -t proc proc /proc

@@ -1,7 +1,7 @@
 #!/bin/busybox sh
 # /init of the end-to-end guest: formats the NVMe, SATA and virtio drives, runs ssdwatch around
 # an O_DIRECT write, a delete, probes and fstrim, and leaves everything it saw as a tar on the
-# scratch disk for the host to check. It asserts nothing itself: the host does (tests/vm.rs).
+# scratch disk for the host to check. It asserts nothing itself: the host does (tests/it/vm/drives.rs).
 /bin/busybox --install -s /bin
 export PATH=/sbin:/bin
 mount -t proc proc /proc
@@ -208,7 +208,7 @@ wait_daemon() {
   done
 }
 
-# Drives every fstrim below reaches, by mount: the host checks each of them (tests/vm.rs).
+# Drives every fstrim below reaches, by mount: the host checks each of them (tests/it/vm/drives.rs).
 TRIMMED="/mnt/nvme:$NVME /mnt/sata:sda /mnt/virtio:$VIRT /mnt/virtio:$DM /mnt/md:md0 /mnt/md:$MDA /mnt/md:$MDB"
 # Before the trim, the diskstats collector must hold a sample of every drive to grow from (its
 # first sample of a device is the baseline; the trim shows as growth in a later one). Two samples

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Boots a Linux guest under QEMU with an emulated NVMe drive, a SATA (AHCI) drive and a
 # virtio drive, runs the end-to-end scenario of tests/vm/guest-init.sh inside it and unpacks
-# what the guest collected into OUT_DIR. Assertions live in tests/vm.rs; this script only runs.
+# what the guest collected into OUT_DIR. Assertions live in tests/it/vm/drives.rs; this script only runs.
 #
 #   tests/vm/run.sh SSDWATCH_BINARY OUT_DIR
 #

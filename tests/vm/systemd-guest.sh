@@ -3,7 +3,7 @@
 # up with systemd as PID 1: installs the .deb with dpkg, configures a probe target made writable
 # by a drop-in and one left outside it, then drives the installed unit (restart, reload,
 # SIGHUP, kill -9, stop) and records what it saw. It asserts nothing itself: the host does
-# (tests/vm_systemd.rs). Every wait polls for what it needs; SLOW only stretches the deadlines.
+# (tests/it/vm/systemd.rs). Every wait polls for what it needs; SLOW only stretches the deadlines.
 set -u
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 T=/root/ssdwatch-test

@@ -2,7 +2,7 @@
 # Boots a small Debian (bookworm) root filesystem with systemd as PID 1 under QEMU, with the
 # same emulated NVMe, SATA (AHCI) and virtio drives as the end-to-end guest, installs the
 # project's .deb there with dpkg, and runs tests/vm/systemd-guest.sh against the installed unit.
-# What the guest recorded is unpacked into OUT_DIR; the assertions live in tests/vm_systemd.rs.
+# What the guest recorded is unpacked into OUT_DIR; the assertions live in tests/it/vm/systemd.rs.
 #
 #   tests/vm/systemd.sh SSDWATCH_BINARY OUT_DIR
 #

@@ -1,0 +1,466 @@
+//! Mutation fuzzing, on stable Rust, of every parser that reads what comes from outside: smartctl's
+//! JSON, the mount table, /sys block `stat` files and the config file. Each is fed mutations of
+//! the real inputs under tests/fixtures (and config/) for a wall time, panics are caught and the
+//! input that caused one is saved; a parser must never panic, whatever the bytes.
+//!
+//! The test suite runs a few seconds per parser (`FUZZ_SECONDS`, default 2);
+//! `benches/fuzz.sh [SECONDS_PER_PARSER]` runs the long version and prints the figures.
+//! `FUZZ_SEED` replays a run; `FUZZ_CRASH_DIR` is where crashing inputs go.
+//! (`smart::fuzz` complements it for smartctl with structure-aware JSON from proptest.)
+
+use std::cell::{Cell, RefCell};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+/// Inputs grow by insertions and duplications; past this they are cut (the real inputs are a
+/// few KiB; the config loader refuses more than 1 MiB anyway).
+const MAX_INPUT: usize = 64 << 10;
+
+/// Inputs that still parsed are kept to mutate further (they reach past the first error).
+const POOL: usize = 256;
+
+/// xorshift64*: reproducible from its seed, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in 0..n (n > 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// One parser under fuzzing: its real inputs, the tokens worth inserting, and the call, which
+/// says whether the input was accepted.
+struct Target {
+    name: &'static str,
+    seeds: Vec<Vec<u8>>,
+    dict: &'static [&'static [u8]],
+    call: fn(&[u8]) -> bool,
+}
+
+/// Values at the edges of every integer type and of the parsers' own formats.
+const NUMBERS: &[&[u8]] = &[
+    b"0",
+    b"-1",
+    b"255",
+    b"256",
+    b"4294967295",
+    b"4294967296",
+    b"9223372036854775807",
+    b"18446744073709551615",
+    b"18446744073709551616",
+    b"99999999999999999999999999",
+    b"1e308",
+    b"1e309",
+    b"-0",
+    b"0.5",
+    b"NaN",
+    b"inf",
+];
+
+const JSON_TOKENS: &[&[u8]] = &[
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b",",
+    b"\"",
+    b"\\u0000",
+    b"\\ud800",
+    b"null",
+    b"true",
+    b"[]",
+    b"{}",
+    b"\"raw\":",
+    b"\"value\":",
+    b"\"table\":[",
+    b"\"nvme_smart_health_information_log\":",
+    b"\"ata_smart_attributes\":",
+    b"\"exit_status\":",
+    b"\"percentage_used\":",
+];
+
+const MOUNTINFO_TOKENS: &[&[u8]] = &[
+    b" ",
+    b"\n",
+    b" - ",
+    b"-",
+    b"\\040",
+    b"\\011",
+    b"\\134",
+    b"\\",
+    b"\\0",
+    b"\\777",
+    b"0:0",
+    b"259:1",
+    b":",
+    b"shared:1 ",
+    b"master:2 ",
+    b"rw,",
+    b"ro",
+    b"ext4",
+    b"/",
+    b"\xff",
+];
+
+const STAT_TOKENS: &[&[u8]] = &[b" ", b"  ", b"\n", b"\t", b"-", b"+", b"x", b"\0"];
+
+const YAML_TOKENS: &[&[u8]] = &[
+    b"\n",
+    b"  ",
+    b": ",
+    b"- ",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b"&a ",
+    b"*a",
+    b"<<: *a",
+    b"!!binary ",
+    b"~",
+    b"'",
+    b"\"",
+    b"#",
+    b"---\n",
+    b"...",
+    b"1s",
+    b"0s",
+    b"10000000days",
+    b"1ms",
+    b"targets:\n      - path: /data\n",
+    b"interval: ",
+    b"enabled: ",
+    b"ratio: ",
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Files under `dir` (recursively, symlinks not followed) whose name satisfies `keep`.
+fn files(dir: &Path, keep: &dyn Fn(&str) -> bool, out: &mut Vec<Vec<u8>>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() {
+            files(&e.path(), keep, out);
+        } else if ft.is_file() && keep(&e.file_name().to_string_lossy()) {
+            out.push(std::fs::read(e.path()).expect("reading a fixture"));
+        }
+    }
+}
+
+fn corpus(dir: &str, keep: &dyn Fn(&str) -> bool) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    files(&repo().join(dir), keep, &mut out);
+    assert!(!out.is_empty(), "no fuzz seeds under {dir}");
+    out
+}
+
+fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}
+
+fn targets() -> Vec<Target> {
+    let mut configs = vec![std::fs::read(repo().join("config/ssdwatch.example.yaml")).unwrap()];
+    // The example lists no probe target or SMART device (they are the host's); one that does,
+    // so mutations reach their validation too.
+    configs.push(
+        b"state_dir: /var/lib/ssdwatch\ncollectors:\n  smart:\n    devices:\n      - path: /dev/sda\n        type: sat\n  probe:\n    interval: 5m\n    targets:\n      - path: /srv/pg\n        kinds: [sync_write_4k, rand_read_4k]\n        write_ops: 64\n        file_size_bytes: 33554432\n        free_floor_ratio: 0.05\n        timeout: 2m\n"
+            .to_vec(),
+    );
+    vec![
+        Target {
+            name: "smartctl_json",
+            seeds: corpus("tests/fixtures/smart", &|n| {
+                n.ends_with(".json") && n != "expected.json"
+            }),
+            dict: JSON_TOKENS,
+            call: |b| match ssdwatch::smart::parse(&lossy(b)) {
+                Ok(h) => {
+                    let _ = ssdwatch::smart::inspect_json(&h);
+                    true
+                }
+                Err(_) => false,
+            },
+        },
+        Target {
+            name: "mountinfo",
+            seeds: corpus("tests/fixtures/hosts", &|n| n == "mountinfo"),
+            dict: MOUNTINFO_TOKENS,
+            call: |b| {
+                let (mounts, _) = ssdwatch::procfs::mountinfo::parse_mountinfo_bytes(b);
+                let (text_mounts, _) = ssdwatch::procfs::mountinfo::parse_mountinfo(&lossy(b));
+                for m in mounts.iter().chain(&text_mounts) {
+                    let _ = ssdwatch::procfs::mountinfo::label_form(
+                        m.mount_path.as_os_str().as_encoded_bytes(),
+                    );
+                }
+                !mounts.is_empty()
+            },
+        },
+        Target {
+            name: "sys_block_stat",
+            seeds: corpus("tests/fixtures/hosts", &|n| n == "stat"),
+            dict: STAT_TOKENS,
+            call: |b| ssdwatch::sysfs::blockstat::parse_block_stat(&lossy(b)).is_ok(),
+        },
+        Target {
+            name: "config_yaml",
+            seeds: configs,
+            dict: YAML_TOKENS,
+            call: |b| match ssdwatch::config::Config::parse(&lossy(b), Path::new("fuzz.yaml")) {
+                Ok(_) => true,
+                // Refused, and saying which file: a message without it is a finding too.
+                Err(e) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains("fuzz.yaml"), "error names no file: {msg}");
+                    false
+                }
+            },
+        },
+    ]
+}
+
+/// One to eight stacked mutations of `input`: bit flips, random or special bytes, tokens of the
+/// format, numbers at type edges, deletions, duplications, truncation, splices with another seed.
+fn mutate(rng: &mut Rng, input: &[u8], t: &Target) -> Vec<u8> {
+    let mut b = input.to_vec();
+    for _ in 0..1 + rng.below(8) {
+        let at = rng.below(b.len() + 1);
+        match rng.below(10) {
+            0 if !b.is_empty() => {
+                let i = at.min(b.len() - 1);
+                b[i] ^= 1 << rng.below(8);
+            }
+            1 if !b.is_empty() => {
+                let i = at.min(b.len() - 1);
+                b[i] = rng.next() as u8;
+            }
+            2 => {
+                let tok = t.dict[rng.below(t.dict.len())];
+                b.splice(at..at, tok.iter().copied());
+            }
+            3 => {
+                // A number at an edge, in place of the digits found here (or inserted).
+                let tok = NUMBERS[rng.below(NUMBERS.len())];
+                let end = b[at..]
+                    .iter()
+                    .position(|c| !c.is_ascii_digit())
+                    .map_or(b.len(), |p| at + p);
+                b.splice(at..end, tok.iter().copied());
+            }
+            4 => {
+                let end = (at + 1 + rng.below(64)).min(b.len());
+                b.drain(at..end);
+            }
+            5 if !b.is_empty() => {
+                let start = rng.below(b.len());
+                let end = (start + 1 + rng.below(256)).min(b.len());
+                let chunk = b[start..end].to_vec();
+                b.splice(at..at, chunk);
+            }
+            6 => b.truncate(at),
+            7 => {
+                let other = &t.seeds[rng.below(t.seeds.len())];
+                let from = rng.below(other.len() + 1);
+                b.truncate(at);
+                b.extend_from_slice(&other[from..]);
+            }
+            8 => {
+                const SPECIAL: &[u8] = b"\0\xff\n\r\t \"\\:#-{}[]";
+                b.insert(at, SPECIAL[rng.below(SPECIAL.len())]);
+            }
+            _ => {
+                let n = 1 + rng.below(16);
+                let noise: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                b.splice(at..at, noise);
+            }
+        }
+    }
+    b.truncate(MAX_INPUT);
+    b
+}
+
+/// What one parser's run found.
+struct Report {
+    cases: u64,
+    accepted: u64,
+    panics: Vec<(PathBuf, String)>,
+    slowest: Duration,
+}
+
+thread_local! {
+    /// Whether this thread is running a fuzz case: its panics are expected, kept, not printed.
+    static FUZZING: Cell<bool> = const { Cell::new(false) };
+    /// The message of this thread's last panic in a fuzz case (a run may see thousands).
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs, once, a panic hook that keeps a fuzz case's panic quietly in `LAST_PANIC` and hands
+/// every other panic to the hook it replaced: the binary's other tests run beside the fuzzer, and
+/// their failures must still say why.
+fn keep_fuzz_panics_quiet() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let others = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !FUZZING.with(Cell::get) {
+                return others(info);
+            }
+            let where_ = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let msg = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{msg}{where_}")));
+        }));
+    });
+}
+
+fn fuzz(t: &Target, wall: Duration, seed: u64, crash_dir: &Path) -> Report {
+    let mut rng = Rng(seed | 1);
+    let mut pool: Vec<Vec<u8>> = t.seeds.clone();
+    keep_fuzz_panics_quiet();
+    let mut r = Report {
+        cases: 0,
+        accepted: 0,
+        panics: Vec::new(),
+        slowest: Duration::ZERO,
+    };
+    let start = Instant::now();
+    while start.elapsed() < wall {
+        // The unmutated seeds first: each must go through as it is.
+        let input = if (r.cases as usize) < t.seeds.len() {
+            t.seeds[r.cases as usize].clone()
+        } else {
+            let base = &pool[rng.below(pool.len())];
+            mutate(&mut rng, base, t)
+        };
+        r.cases += 1;
+        let t0 = Instant::now();
+        FUZZING.with(|f| f.set(true));
+        let outcome = catch_unwind(AssertUnwindSafe(|| (t.call)(&input)));
+        FUZZING.with(|f| f.set(false));
+        r.slowest = r.slowest.max(t0.elapsed());
+        match outcome {
+            Ok(true) => {
+                r.accepted += 1;
+                if pool.len() < POOL {
+                    pool.push(input);
+                } else {
+                    let i = rng.below(POOL);
+                    pool[i] = input;
+                }
+            }
+            Ok(false) => {}
+            Err(_) => {
+                let msg = LAST_PANIC.with(|p| p.take()).unwrap_or_default();
+                let path = crash_dir.join(format!("{}-{seed:016x}-{}.bin", t.name, r.cases));
+                std::fs::write(&path, &input)
+                    .unwrap_or_else(|e| panic!("saving {}: {e}", path.display()));
+                r.panics.push((path, msg));
+            }
+        }
+    }
+    r
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a valid value")),
+        Err(_) => default,
+    }
+}
+
+/// Every parser, for `FUZZ_SECONDS` each: no input makes one panic. Prints one line of figures
+/// per parser (`benches/fuzz.sh` collects them).
+#[test]
+fn no_parser_panics_on_mutations_of_real_inputs() {
+    let seconds: f64 = env_or("FUZZ_SECONDS", 2.0);
+    let seed: u64 = env_or(
+        "FUZZ_SEED",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    );
+    let crash_dir = std::env::var_os("FUZZ_CRASH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuzz-crashes"));
+    std::fs::create_dir_all(&crash_dir).unwrap();
+    let wall = Duration::from_secs_f64(seconds);
+
+    let reports: Vec<(&str, Report)> = targets()
+        .iter()
+        .map(|t| (t.name, fuzz(t, wall, seed, &crash_dir)))
+        .collect();
+
+    let mut found = Vec::new();
+    for (name, r) in &reports {
+        // Straight to stderr: the figures are what a bench run is for.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "FUZZ {name} seconds={seconds} cases={} accepted={} panics={} slowest_ms={:.2} seed={seed:#x}",
+            r.cases,
+            r.accepted,
+            r.panics.len(),
+            r.slowest.as_secs_f64() * 1000.0
+        );
+        assert!(r.cases > 0, "{name}: no case ran in {seconds} s");
+        for (path, msg) in &r.panics {
+            found.push(format!("{name}: {msg} (input: {})", path.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "parsers panicked (replay with FUZZ_SEED={seed:#x}):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The harness itself finds a panic and saves its input: a parser that panics on a NUL byte,
+/// fed real inputs, is caught within a second.
+#[test]
+fn the_harness_catches_a_panic_and_saves_the_input() {
+    let t = Target {
+        name: "panics_on_nul",
+        seeds: vec![b"1 2 3 4 5 6 7 8 9 10 11".to_vec()],
+        dict: STAT_TOKENS,
+        call: |b| {
+            assert!(!b.contains(&0), "a NUL byte");
+            true
+        },
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let r = fuzz(&t, Duration::from_secs(1), 42, dir.path());
+    assert!(r.cases > 1);
+    let (path, _) = r.panics.first().expect("the NUL byte was never produced");
+    assert!(
+        std::fs::read(path).unwrap().contains(&0),
+        "{}",
+        path.display()
+    );
+}

@@ -1,0 +1,28 @@
+//! ssdwatch's integration tests, in one binary: a module per area a user would recognise, and
+//! `support` with the helpers they share (hung mounts, loop filesystems, the daemon in-process
+//! or as its real binary, the fake smartctl). One binary links the crate once, not once a file.
+//!
+//! Run one area or one test by its path: `cargo test --features atasmart --test it smart::`,
+//! `cargo test --test it -- --exact golden::every_fixture_host_matches_its_golden_exposition`.
+//! The QEMU suites under `vm::` are `#[ignore]`d; tests/run.sh runs each by its module:
+//! `cargo test --features atasmart --test it -- --ignored vm::drives::`.
+
+mod support;
+
+mod cli;
+mod config_bounds;
+mod filesystem;
+mod fuzz;
+mod golden;
+mod history;
+mod layering;
+mod memory;
+mod packaging;
+mod privsep;
+mod probe;
+mod prometheus;
+mod report;
+mod run_script;
+mod smart;
+mod vm;
+mod web;

@@ -1,0 +1,1045 @@
+//! The dashboards work against the real thing: a real Prometheus (Debian's `prometheus`) loads the
+//! rule files and scrapes the real `ssdwatch` binary every second, on a host with a loop-mounted
+//! ext4 that was written, cleaned and fstrim'd and is being probed. Then every query of every
+//! panel, annotation and template variable of every dashboard is evaluated through Prometheus'
+//! HTTP API: none may error, and none may come back empty unless it is in the short list below
+//! of panels this machine can't fill (with the reason).
+//!
+//! The machine's own disks (virtio, loop) have no SMART, so the daemon's smartctl is the
+//! project's test stand-in replaying real captures (tests/fixtures/smart: a worn Intel P4510
+//! NVMe and a worn Intel S4500 SATA SSD): the SMART panels are checked for data too.
+
+use crate::support::*;
+use serde_json::Value as Json;
+use ssdwatch::snapshot::unix_now;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Panels (by dashboard file and title) that may legitimately be empty on the test machine.
+const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
+    ("ssdwatch-host.json", "Days to full (forecast)", NOT_FILLING),
+    (
+        "ssdwatch-host.json",
+        "Predicted wear-out (days)",
+        NO_WEAR_TREND,
+    ),
+    (
+        "ssdwatch-degradation.json",
+        "annotation: Idle periods",
+        "needs a drive idle for 10 minutes",
+    ),
+    (
+        "ssdwatch-fleet.json",
+        "Soonest predicted full (days)",
+        NOT_FILLING,
+    ),
+    (
+        "ssdwatch-fleet.json",
+        "SSD filesystems that cannot TRIM",
+        "every SSD filesystem here has a TRIM-capable path (vda is taken for flash as a virtual disk that passes discards; the loop device can TRIM too)",
+    ),
+    (
+        "ssdwatch-fleet.json",
+        "SSD filesystems without TRIM in 8 days",
+        "needs 8 days of history and an SSD",
+    ),
+    (
+        "ssdwatch-fleet.json",
+        "Soonest predicted wear-out (days)",
+        NO_WEAR_TREND,
+    ),
+];
+const NOT_FILLING: &str = "only filling filesystems appear; nothing here fills steadily for hours";
+const NO_WEAR_TREND: &str = "needs wear to grow over days of SMART samples";
+
+/// A child process killed (and reaped) when the test ends, also on panic.
+struct Proc {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: &'static str, cmd: &mut Command, log: PathBuf) -> Proc {
+        let out = std::fs::File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let child = cmd
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        Proc { name, child, log }
+    }
+
+    fn assert_running(&mut self) {
+        if let Ok(Some(st)) = self.child.try_wait() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            panic!("{} exited early ({st}):\n{log}", self.name);
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
+        .http_status_as_error(false)
+        .build()
+        .new_agent()
+}
+
+fn get(url: &str) -> Option<(u16, String)> {
+    let mut r = agent().get(url).call().ok()?;
+    let status = r.status().as_u16();
+    Some((status, r.body_mut().read_to_string().ok()?))
+}
+
+struct Prom {
+    base: String,
+}
+
+/// Calls a Prometheus HTTP API endpoint; Err carries Prometheus' own error message.
+fn api(req: ureq::RequestBuilder<ureq::typestate::WithoutBody>) -> Result<Json, String> {
+    let mut r = req.call().map_err(|e| format!("HTTP: {e}"))?;
+    let body = r
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| format!("body: {e}"))?;
+    let j: Json = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+    if j["status"] != "success" {
+        return Err(format!("{}: {}", j["errorType"], j["error"]));
+    }
+    Ok(j)
+}
+
+impl Prom {
+    /// Instant query; Err carries Prometheus' error message.
+    fn query(&self, expr: &str) -> Result<Vec<Json>, String> {
+        let j = api(agent()
+            .get(&format!("{}/api/v1/query", self.base))
+            .query("query", expr))?;
+        match j["data"]["resultType"].as_str() {
+            Some("vector") | Some("matrix") => {
+                Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
+            }
+            Some("scalar") | Some("string") => Ok(vec![j["data"]["result"].clone()]),
+            other => Err(format!("unexpected result type {other:?}")),
+        }
+    }
+
+    /// A range query, as Grafana evaluates annotations over the dashboard's time range.
+    fn query_range(&self, expr: &str, start: f64, end: f64) -> Result<Vec<Json>, String> {
+        let j = api(agent()
+            .get(&format!("{}/api/v1/query_range", self.base))
+            .query("query", expr)
+            .query("start", format!("{start:.3}"))
+            .query("end", format!("{end:.3}"))
+            .query("step", "1"))?;
+        Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
+    }
+
+    fn wait_for(&self, what: &str, expr: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.query(expr) {
+                Ok(r) if !r.is_empty() => return,
+                Ok(_) => {}
+                Err(e) => panic!("waiting for {what}: query {expr} failed: {e}"),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what} ({expr})"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+/// One query of a dashboard: a panel target, or an annotation.
+struct Query {
+    /// The panel's title, or "annotation: NAME".
+    what: String,
+    expr: String,
+    legend: String,
+    /// A table's query: rows are label sets, legends unused.
+    table: bool,
+    /// The template variable the panel is repeated for, if any.
+    repeat: Option<String>,
+}
+
+/// Every panel and annotation query of a dashboard (template variables are evaluated apart).
+fn queries(d: &Json) -> Vec<Query> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().expect("panels") {
+        if p["type"] == "row" {
+            continue;
+        }
+        let title = p["title"].as_str().expect("title").to_string();
+        for t in p["targets"].as_array().expect("targets") {
+            out.push(Query {
+                what: title.clone(),
+                expr: t["expr"].as_str().expect("expr").to_string(),
+                legend: t["legendFormat"].as_str().unwrap_or("").to_string(),
+                table: t["format"] == "table",
+                repeat: p["repeat"].as_str().map(str::to_string),
+            });
+        }
+    }
+    for a in d["annotations"]["list"].as_array().expect("annotations") {
+        if let Some(e) = a["expr"].as_str() {
+            out.push(Query {
+                what: format!("annotation: {}", a["name"].as_str().unwrap()),
+                expr: e.to_string(),
+                legend: String::new(),
+                table: false,
+                repeat: None,
+            });
+        }
+    }
+    out
+}
+
+/// Template variables that may find no values here, with the reason (none today).
+const VARIABLES_MAY_BE_EMPTY: &[(&str, &str, &str)] = &[];
+
+/// A template variable's values, as Grafana gets them for `label_values(SELECTOR, LABEL)`:
+/// the label's values on the series the selector finds over the dashboard's range.
+fn label_values(prom: &Prom, def: &str, start: f64, end: f64) -> Result<Vec<String>, String> {
+    let (selector, label) = def
+        .strip_prefix("label_values(")
+        .and_then(|s| s.strip_suffix(')'))
+        .and_then(|s| s.rsplit_once(','))
+        .ok_or_else(|| format!("unexpected variable query {def}"))?;
+    let j = api(agent()
+        .get(&format!(
+            "{}/api/v1/label/{}/values",
+            prom.base,
+            label.trim()
+        ))
+        .query("match[]", selector.trim())
+        .query("start", format!("{start:.3}"))
+        .query("end", format!("{end:.3}")))?;
+    Ok(j["data"]
+        .as_array()
+        .ok_or("no values array")?
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect())
+}
+
+/// Every query variable of a dashboard, in order, each from its own query with the earlier
+/// variables substituted: (name, values).
+fn variables(
+    prom: &Prom,
+    file: &str,
+    d: &Json,
+    start: f64,
+    end: f64,
+    failures: &mut Vec<String>,
+) -> Vec<(String, Vec<String>)> {
+    let mut vars: Vec<(String, Vec<String>)> = Vec::new();
+    for v in d["templating"]["list"].as_array().expect("templating") {
+        if v["type"] != "query" {
+            continue;
+        }
+        let name = v["name"].as_str().expect("name").to_string();
+        let def = substitute(v["definition"].as_str().expect("definition"), &vars, "");
+        let values = label_values(prom, &def, start, end).unwrap_or_else(|e| {
+            failures.push(format!("{file} / variable {name}: {e}\n    {def}"));
+            Vec::new()
+        });
+        eprintln!("{file} / ${name} = {values:?}");
+        if values.is_empty() {
+            match VARIABLES_MAY_BE_EMPTY
+                .iter()
+                .find(|(f, n, _)| *f == file && *n == name)
+            {
+                Some((_, _, why)) => eprintln!("{file} / ${name}: empty, as expected ({why})"),
+                None => failures.push(format!("{file} / variable {name}: no values\n    {def}")),
+            }
+        }
+        vars.push((name, values));
+    }
+    vars
+}
+
+/// The query as Grafana sends it: each variable replaced by its values (a multi-value variable
+/// as a regex alternation of its escaped values, as Grafana's Prometheus data source does),
+/// `$__range` by the dashboard's range.
+fn substitute(expr: &str, vars: &[(String, Vec<String>)], range: &str) -> String {
+    let mut s = expr
+        .replace("$__rate_interval", "5s")
+        .replace("$__interval", "1s")
+        .replace("$__range", range)
+        .replace("$topn", "10");
+    // Longest names first: $instance must not eat a $instances.
+    let mut by_len: Vec<&(String, Vec<String>)> = vars.iter().collect();
+    by_len.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
+    for (name, values) in by_len {
+        let v = match values.as_slice() {
+            [one] if expr.contains(&format!("=\"${name}\"")) => one.clone(),
+            _ => values
+                .iter()
+                // Escaped for the regex, then for the PromQL string it sits in.
+                .map(|v| regex_lite::escape(v).replace('\\', "\\\\"))
+                .collect::<Vec<_>>()
+                .join("|"),
+        };
+        s = s.replace(&format!("${name}"), &v);
+    }
+    assert!(
+        !s.contains('$') || s.contains("\"$1\""),
+        "unsubstituted variable in {s}"
+    );
+    s
+}
+
+/// The variables with `name` set to `value` alone (a repeated panel, or one target looked at).
+fn with_value(
+    vars: &[(String, Vec<String>)],
+    name: &str,
+    value: &str,
+) -> Vec<(String, Vec<String>)> {
+    vars.iter()
+        .map(|(k, v)| match k == name {
+            true => (k.clone(), vec![value.to_string()]),
+            false => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+/// A legend as Grafana renders it for one series: `{{label}}` replaced by the label's value.
+fn render_legend(legend: &str, metric: &Json) -> String {
+    let re = regex_lite::Regex::new(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}").unwrap();
+    re.replace_all(legend, |c: &regex_lite::Captures| {
+        metric[&c[1]].as_str().unwrap_or("").to_string()
+    })
+    .into_owned()
+}
+
+/// A series' labels, less `__name__` and what a table hides: its row key.
+fn row_key(metric: &Json) -> BTreeMap<String, String> {
+    metric
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| !["__name__", "job", "instance"].contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The value of an instant-query series.
+fn val(r: &Json) -> f64 {
+    r["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The one target of panel `title` whose legend contains `legend`.
+fn target<'a>(qs: &'a [Query], title: &str, legend: &str) -> &'a Query {
+    qs.iter()
+        .find(|q| q.what == title && q.legend.contains(legend))
+        .unwrap_or_else(|| panic!("no panel '{title}' with a '{legend}' target"))
+}
+
+/// smartctl replaying real captures, per device (see tests/fake-smartctl/smartctl).
+fn fake_smartctl(repo: &Path, work: &Path) -> PathBuf {
+    let state = work.join("smartctl-state");
+    std::fs::create_dir(&state).unwrap();
+    let fixtures = repo.join("tests/fixtures/smart");
+    for (dev, file) in [
+        ("nvme0", "nvme-intel-p4510-ssdpe2kx010t8-worn73.json"),
+        ("sdz", "ata-intel-s4500-ssdsc2kb240g7-worn45.json"),
+    ] {
+        std::fs::write(
+            state.join(format!("{dev}.mode")),
+            format!("ok {}\n", fixtures.join(file).display()),
+        )
+        .unwrap();
+    }
+    let bin = work.join("smartctl");
+    std::fs::write(
+        &bin,
+        format!(
+            "#!/bin/sh\nFAKE_STATE='{}' exec sh '{}' \"$@\"\n",
+            state.display(),
+            repo.join("tests/fake-smartctl/smartctl").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// `mp` is probed every second (every kind); `quiet` every 3 s with two kinds, so its drive rests
+/// between runs and the runs carry an idle time.
+fn write_config(path: &Path, port: u16, state: &Path, mp: &str, quiet: &str, smartctl: &Path) {
+    let mut f = std::fs::File::create(path).expect("config");
+    write!(
+        f,
+        r#"web:
+  listen_address: "127.0.0.1:{port}"
+state_dir: {state}
+collectors:
+  topology:
+    interval: 1s
+  diskstats:
+    interval: 1s
+  filesystem:
+    interval: 1s
+    mount_points_include: '^(/|{mp_re}|{quiet_re})$'
+  smart:
+    smartctl_path: {smartctl}
+    discover: false
+    devices:
+      - path: /dev/nvme0
+      - path: /dev/sdz
+  probe:
+    interval: 1s
+    jitter_ratio: 0
+    busy_window: 0s
+    targets:
+      - path: {mp}
+        kinds: [sync_write_4k, rand_read_4k, rand_write_4k, seq_write]
+        seq_write_interval: 1s
+        write_ops: 8
+        read_ops: 16
+        file_size_bytes: 8388608
+        seq_write_bytes: 2097152
+        budget_bytes_per_day: 1073741824
+        busy_threshold: 1.0
+        free_floor_ratio: 0.01
+        free_floor_bytes: 8388608
+      - path: {quiet}
+        interval: 3s
+        kinds: [sync_write_4k, rand_read_4k]
+        write_ops: 8
+        read_ops: 16
+        file_size_bytes: 4194304
+        budget_bytes_per_day: 1073741824
+        busy_threshold: 1.0
+        free_floor_ratio: 0.01
+        free_floor_bytes: 4194304
+"#,
+        state = state.display(),
+        mp_re = regex_lite::escape(mp),
+        quiet_re = regex_lite::escape(quiet),
+        smartctl = smartctl.display(),
+    )
+    .expect("writing config");
+}
+
+#[test]
+fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
+    let name = "prometheus live";
+    if !require_root(name)
+        || !require_cmd(name, "prometheus", "prometheus")
+        || !require_cmd(name, "fstrim", "util-linux")
+    {
+        return;
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let fs = LoopFs::new(256);
+    let dev = fs.kernel_name();
+    let mp = fs.mp().to_string();
+    // A second filesystem, probed every 3 s: its drive rests between runs (the idle story).
+    let quiet_fs = LoopFs::new(64);
+    let quiet = quiet_fs.mp().to_string();
+    // Garbage for fstrim: 32 MiB written and flushed now, deleted once the daemon watches, so
+    // the dashboards see a delete that is not yet trimmed, then the fstrim.
+    {
+        let mut f = std::fs::File::create(fs.mountpoint.join("data")).unwrap();
+        let chunk = vec![0x5Au8; 1 << 20];
+        for _ in 0..32 {
+            f.write_all(&chunk).unwrap();
+        }
+        f.sync_all().unwrap();
+    }
+
+    let work = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = work.path().join("ssdwatch.yaml");
+    let smartctl = fake_smartctl(&repo, work.path());
+    write_config(
+        &cfg,
+        port,
+        &work.path().join("state"),
+        &mp,
+        &quiet,
+        &smartctl,
+    );
+    let mut daemon = Proc::spawn(
+        "ssdwatch",
+        Command::new(env!("CARGO_BIN_EXE_ssdwatch")).args([
+            "--config",
+            cfg.to_str().unwrap(),
+            "--log.level",
+            "warn",
+            "serve",
+        ]),
+        work.path().join("ssdwatch.log"),
+    );
+    let instance = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        daemon.assert_running();
+        if let Some((200, m)) = get(&format!("http://{instance}/metrics"))
+            && m.contains(&format!("mountpoint=\"{mp}\""))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ssdwatch did not serve the loop filesystem"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let pport = free_port();
+    let rules = repo.join("packaging/prometheus");
+    let pcfg = work.path().join("prometheus.yml");
+    std::fs::write(
+        &pcfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - {}\n  - {}\n\
+             scrape_configs:\n  - job_name: ssdwatch\n    static_configs:\n      - targets: ['{instance}']\n",
+            rules.join("ssdwatch.rules.yml").display(),
+            rules.join("ssdwatch.alerts.yml").display(),
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Proc::spawn(
+        "prometheus",
+        Command::new("prometheus").args([
+            &format!("--config.file={}", pcfg.display()),
+            &format!("--storage.tsdb.path={}", work.path().join("tsdb").display()),
+            &format!("--web.listen-address=127.0.0.1:{pport}"),
+            "--log.level=warn",
+        ]),
+        work.path().join("prometheus.log"),
+    );
+    let prom = Prom {
+        base: format!("http://127.0.0.1:{pport}"),
+    };
+    let prom_started = unix_now().floor();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        prometheus.assert_running();
+        if matches!(get(&format!("{}/-/ready", prom.base)), Some((200, _))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "prometheus did not become ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // A few scrapes before the TRIM, so the daemon and Prometheus see the counter move.
+    prom.wait_for(
+        "three scrapes",
+        r#"count_over_time(up{job="ssdwatch"}[1m]) >= 3"#,
+        Duration::from_secs(20),
+    );
+    std::fs::remove_file(fs.mountpoint.join("data")).unwrap();
+    run("sync", &[]);
+    prom.wait_for(
+        "probe runs while the delete is not trimmed",
+        &format!(
+            r#"ssdwatch_filesystem_freed_untrimmed_bytes{{mountpoint="{mp}"}} > 16777216
+               and on (mountpoint) count_over_time(ssdwatch_probe_runs_total{{mountpoint="{mp}"}}[1m]) >= 3"#
+        ),
+        Duration::from_secs(30),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let trimmed_at = unix_now();
+    let out = run("fstrim", &["-v", &mp]);
+    eprintln!("fstrim: {}", out.trim());
+    prom.wait_for(
+        "the discard to reach Prometheus",
+        &format!(r#"ssdwatch_disk_last_discard_timestamp_seconds{{device="{dev}"}}"#),
+        Duration::from_secs(20),
+    );
+    prom.wait_for(
+        "probe runs after the discard",
+        &format!(
+            r#"ssdwatch_probe_context_since_discard_seconds{{mountpoint="{mp}"}} < 60
+               and on (mountpoint) count_over_time(ssdwatch_probe_runs_total{{mountpoint="{mp}"}}[1m]) >= 3"#
+        ),
+        Duration::from_secs(30),
+    );
+    prom.wait_for(
+        "runs after a rest on the quiet filesystem",
+        &format!(
+            r#"count_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}[1m]) >= 2"#
+        ),
+        Duration::from_secs(30),
+    );
+    prom.wait_for(
+        "SMART samples of both drives",
+        r#"count(ssdwatch_device_wear_used_ratio) == 2"#,
+        Duration::from_secs(20),
+    );
+    prom.wait_for(
+        "recording rules",
+        r#"ssdwatch:probe_latency_seconds:p99_regression_ratio"#,
+        Duration::from_secs(10),
+    );
+    daemon.assert_running();
+    prometheus.assert_running();
+    // Series that just appeared are not yet visible to subqueries (their steps are aligned to
+    // whole seconds): give them a few more scrapes.
+    std::thread::sleep(Duration::from_secs(3));
+
+    let allowed: BTreeMap<(&str, &str), &str> = MAY_BE_EMPTY
+        .iter()
+        .map(|(d, t, why)| ((*d, *t), *why))
+        .collect();
+    let mut failures = Vec::new();
+    let mut evaluated = 0;
+    // The dashboard's time range: the whole run, as a user would look at it.
+    let end = unix_now();
+    let range = format!("{}s", (end - prom_started).ceil() as u64);
+    let mut degradation = None;
+    for file in [
+        "ssdwatch-host.json",
+        "ssdwatch-degradation.json",
+        "ssdwatch-fleet.json",
+    ] {
+        let path = repo.join("dashboards").join(file);
+        let d: Json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let vars = variables(&prom, file, &d, prom_started, end, &mut failures);
+        let var = |n: &str| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        assert_eq!(
+            var("instance"),
+            Some(vec![instance.clone()]),
+            "{file}: the $instance variable"
+        );
+        // A panel has data when any of its queries returns something.
+        let mut has_data: BTreeMap<String, bool> = BTreeMap::new();
+        // Per panel (and repeated value): its series' rendered legends, and its table rows.
+        let mut legends: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        let mut rows: BTreeMap<String, Vec<(String, BTreeSet<String>)>> = BTreeMap::new();
+        let qs = queries(&d);
+        for q in &qs {
+            // A repeated panel is one panel per value of its variable, with that value alone.
+            let repeats: Vec<Option<String>> = match &q.repeat {
+                Some(v) => var(v)
+                    .unwrap_or_else(|| panic!("{file} / {}: repeat by unknown ${v}", q.what))
+                    .into_iter()
+                    .map(Some)
+                    .collect(),
+                None => vec![None],
+            };
+            for value in repeats {
+                let vs = match (&q.repeat, &value) {
+                    (Some(r), Some(v)) => with_value(&vars, r, v),
+                    _ => vars.clone(),
+                };
+                let e = substitute(&q.expr, &vs, &range);
+                evaluated += 1;
+                // Annotations are range queries over the dashboard's window (here: since the
+                // fstrim, however long the waits above took); panels are instant queries.
+                let r = if q.what.starts_with("annotation: ") {
+                    prom.query_range(&e, trimmed_at, unix_now())
+                } else {
+                    prom.query(&e)
+                };
+                let r = match r {
+                    Ok(r) => r,
+                    Err(err) => {
+                        failures.push(format!("{file} / {}: query error {err}\n    {e}", q.what));
+                        continue;
+                    }
+                };
+                *has_data.entry(q.what.clone()).or_default() |= !r.is_empty();
+                if q.what.starts_with("annotation: ") {
+                    continue;
+                }
+                if q.table {
+                    let keys: BTreeSet<String> = r
+                        .iter()
+                        .map(|s| format!("{:?}", row_key(&s["metric"])))
+                        .collect();
+                    if keys.len() != r.len() {
+                        failures.push(format!(
+                            "{file} / {}: {} series make {} rows\n    {e}",
+                            q.what,
+                            r.len(),
+                            keys.len()
+                        ));
+                    }
+                    rows.entry(q.what.clone())
+                        .or_default()
+                        .push((e.clone(), keys));
+                } else {
+                    let names = legends
+                        .entry((q.what.clone(), value.clone().unwrap_or_default()))
+                        .or_default();
+                    for s in &r {
+                        names.push(render_legend(&q.legend, &s["metric"]));
+                    }
+                    // Every label that tells this query's series apart is in its legend.
+                    let varying: BTreeSet<&str> = r
+                        .iter()
+                        .flat_map(|s| s["metric"].as_object().into_iter().flatten())
+                        .filter(|(k, v)| r.iter().any(|o| &o["metric"][k.as_str()] != *v))
+                        .map(|(k, _)| k.as_str())
+                        .collect();
+                    for k in varying {
+                        // serial and wwn name the same drive as device.
+                        if !["device", "serial", "wwn"].contains(&k)
+                            && !q.legend.contains(&format!("{{{{{k}}}}}"))
+                        {
+                            failures.push(format!("{file} / {}: its series differ in {k}, its legend '{}' does not say it", q.what, q.legend));
+                        }
+                    }
+                }
+            }
+        }
+        for (what, data) in has_data {
+            match (data, allowed.get(&(file, what.as_str()))) {
+                (true, _) => {}
+                (false, Some(why)) => eprintln!("{file} / {what}: empty, as expected here ({why})"),
+                (false, None) => failures.push(format!("{file} / {what}: no data")),
+            }
+        }
+        // Every legend names its series: no two series of a panel share a name.
+        for ((what, value), names) in legends {
+            let mut seen = BTreeSet::new();
+            for n in &names {
+                if (n.trim().is_empty() && names.len() > 1) || !seen.insert(n) {
+                    failures.push(format!(
+                        "{file} / {what} {value}: two series named '{n}' ({names:?})"
+                    ));
+                }
+            }
+        }
+        // A table's queries merge into one row per label set: each query gives the same rows.
+        for (what, per_query) in rows {
+            let first = &per_query[0].1;
+            for (e, keys) in &per_query[1..] {
+                if !first.is_empty() && !keys.is_empty() && keys != first {
+                    failures.push(format!("{file} / {what}: rows differ between queries: {first:?} and {keys:?}\n    {e}"));
+                }
+            }
+        }
+        if file == "ssdwatch-degradation.json" {
+            degradation = Some((qs, vars, range.clone()));
+        }
+    }
+    eprintln!("{evaluated} dashboard queries evaluated");
+    assert!(evaluated > 60, "only {evaluated} queries found");
+    assert!(
+        failures.is_empty(),
+        "dashboard queries failed:\n{}",
+        failures.join("\n")
+    );
+    let (qs, vars, range) = degradation.expect("the degradation dashboard");
+    let story = Story {
+        mp: &mp,
+        quiet: &quiet,
+        dev: &dev,
+        start: prom_started,
+    };
+    the_degradation_dashboard_tells_the_story(&prom, &qs, &vars, &range, &story);
+
+    // The alert rules are loaded and evaluated without errors.
+    let (_, rules_json) = get(&format!("{}/api/v1/rules", prom.base)).expect("rules API");
+    let j: Json = serde_json::from_str(&rules_json).unwrap();
+    let groups = j["data"]["groups"].as_array().expect("rule groups");
+    assert!(
+        groups.len() >= 8,
+        "only {} rule groups loaded",
+        groups.len()
+    );
+    for g in groups {
+        for r in g["rules"].as_array().unwrap() {
+            assert_eq!(
+                r["health"], "ok",
+                "rule {} unhealthy: {}",
+                r["name"], r["lastError"]
+            );
+        }
+    }
+}
+
+/// (time, value) of each point of the one series of `r` whose labels match every pair.
+fn points(r: &[Json], want: &[(&str, &str)]) -> Vec<(f64, f64)> {
+    r.iter()
+        .filter(|s| want.iter().all(|(k, v)| s["metric"][*k] == *v))
+        .flat_map(|s| s["values"].as_array().cloned().unwrap_or_default())
+        .map(|p| {
+            (
+                p[0].as_f64().unwrap_or(f64::NAN),
+                p[1].as_str()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(f64::NAN),
+            )
+        })
+        .collect()
+}
+
+const LAST_LATENCY: &str = "ssdwatch_probe_last_latency_seconds";
+
+/// What the live run did: `mp` probed every second, deleted from and trimmed; `quiet` probed
+/// every 3 s; `dev` the drive under `mp`; Prometheus up since `start`.
+struct Story<'a> {
+    mp: &'a str,
+    quiet: &'a str,
+    dev: &'a str,
+    start: f64,
+}
+
+/// The degradation dashboard's pictures against what happened on the loop filesystem: four
+/// probe kinds ran all along, 32 MiB were deleted, then fstrim ran.
+fn the_degradation_dashboard_tells_the_story(
+    prom: &Prom,
+    qs: &[Query],
+    vars: &[(String, Vec<String>)],
+    range: &str,
+    story: &Story,
+) {
+    let Story {
+        mp,
+        quiet,
+        dev,
+        start,
+    } = *story;
+    let kinds = BTreeSet::from([
+        "rand_read_4k".to_string(),
+        "rand_write_4k".to_string(),
+        "seq_write".to_string(),
+        "sync_write_4k".to_string(),
+    ]);
+    let var = |n: &str| {
+        vars.iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(
+        var("probe").into_iter().collect::<BTreeSet<_>>(),
+        kinds,
+        "$probe"
+    );
+    assert!(var("mountpoint").contains(&mp.to_string()), "$mountpoint");
+    // The repeated XY panels are looked at for this target alone.
+    let one = with_value(vars, "mountpoint", mp);
+    let instant = |title: &str, legend: &str| -> Vec<Json> {
+        let e = substitute(&target(qs, title, legend).expr, &one, range);
+        prom.query(&e)
+            .unwrap_or_else(|err| panic!("{title}: {err}\n{e}"))
+    };
+    let by_probe = |r: &[Json]| -> BTreeMap<String, f64> {
+        r.iter()
+            .filter(|s| s["metric"]["mountpoint"] == mp)
+            .map(|s| {
+                (
+                    s["metric"]["probe"].as_str().unwrap_or("").to_string(),
+                    val(s),
+                )
+            })
+            .collect()
+    };
+
+    // The latency panels show every probe kind, each its own series.
+    for (title, legend) in [
+        ("Probe latency per run with fill ratio", "p50 (run)"),
+        ("Probe latency per run with fill ratio", "max (run)"),
+        ("Latency distribution (histogram)", "p50"),
+        ("Latency over the time range (histogram)", "p99"),
+    ] {
+        let got = by_probe(&instant(title, legend));
+        assert_eq!(
+            got.keys().cloned().collect::<BTreeSet<_>>(),
+            kinds,
+            "{title} {legend}: {got:?}"
+        );
+        assert!(
+            got.values().all(|v| *v > 0.0 && *v < 10.0),
+            "{title} {legend}: {got:?}"
+        );
+    }
+
+    // The TRIM: the recovery panels compare the run before it with the run after it, as the
+    // runs' own gauges say (every second of the run, read back from Prometheus).
+    let discard = prom
+        .query(&format!(
+            r#"ssdwatch_disk_last_discard_timestamp_seconds{{device="{dev}", source="observed"}}"#
+        ))
+        .expect("discard time");
+    let d = discard.first().map(val).expect("the fstrim is observed");
+    let end = unix_now().floor();
+    let series = |e: &str| {
+        prom.query_range(e, start, end)
+            .unwrap_or_else(|err| panic!("{e}: {err}"))
+    };
+    // A per-run gauge of one target, every second of the run.
+    let of = |metric: &str, target: &str, more: &str| {
+        series(&format!(r#"{metric}{{mountpoint="{target}"{more}}}"#))
+    };
+    let runs = points(
+        &of("ssdwatch_probe_last_run_timestamp_seconds", mp, ""),
+        &[],
+    );
+    let p50s = of(LAST_LATENCY, mp, r#", quantile="0.5""#);
+    let before = instant("Latest TRIM: last run before, first run after", "before");
+    let after = instant("Latest TRIM: last run before, first run after", "after");
+    let ratio = instant("Latency after the latest TRIM / before it", "{{probe}}");
+    let (before, after, ratio) = (by_probe(&before), by_probe(&after), by_probe(&ratio));
+    for k in &kinds {
+        let p50 = points(&p50s, &[("probe", k)]);
+        let at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
+        // (run start, its p50) at every second the run was shown.
+        let shown: Vec<(f64, f64)> = runs
+            .iter()
+            .filter_map(|(t, r)| Some((*r, at(*t)?)))
+            .collect();
+        let want_before = shown
+            .iter()
+            .filter(|(r, _)| *r < d)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        let want_after = shown
+            .iter()
+            .filter(|(r, _)| *r >= d)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let (Some(wb), Some(wa)) = (want_before, want_after) else {
+            panic!("{k}: no runs around the discard at {d}: {shown:?}");
+        };
+        assert_eq!(
+            before.get(k),
+            Some(&wb.1),
+            "{k}: last run before the TRIM (run at {})",
+            wb.0
+        );
+        // Decoded from a key (see the generator): exact to float rounding.
+        let a = after.get(k).copied().unwrap_or(f64::NAN);
+        assert!(
+            (a - wa.1).abs() <= 1e-9 * wa.1,
+            "{k}: first run after the TRIM (run at {}): {a}, want {}",
+            wa.0,
+            wa.1
+        );
+        let r = ratio.get(k).copied().unwrap_or(f64::NAN);
+        assert!(
+            (r - wa.1 / wb.1).abs() <= 1e-9 * r.abs(),
+            "{k}: ratio {r}, want {}",
+            wa.1 / wb.1
+        );
+    }
+
+    // Idle: the run after the rest saw at least half the longest idle time of any run, and
+    // both runs are there for every kind.
+    let idle_t = "Idle recovery: last run before a long rest, the run after";
+    let quiet_kinds = ["rand_read_4k", "sync_write_4k"];
+    let on_quiet = with_value(vars, "mountpoint", quiet);
+    let quiet_table = |legend: &str| -> BTreeMap<String, f64> {
+        let e = substitute(&target(qs, idle_t, legend).expr, &on_quiet, range);
+        prom.query(&e)
+            .unwrap_or_else(|err| panic!("{idle_t}: {err}\n{e}"))
+            .iter()
+            .filter(|s| s["metric"]["mountpoint"] == quiet)
+            .map(|s| {
+                (
+                    s["metric"]["probe"].as_str().unwrap_or("").to_string(),
+                    val(s),
+                )
+            })
+            .collect()
+    };
+    let longest = prom
+        .query(&format!(
+            r#"max(max_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}[{range}]))"#
+        ))
+        .expect("longest idle");
+    let longest = longest
+        .first()
+        .map(val)
+        .expect("runs after a rest on the quiet filesystem");
+    let rest = quiet_table("idle before");
+    let (ib, ia) = (quiet_table("before"), quiet_table("after"));
+    let quiet_runs = points(
+        &of("ssdwatch_probe_last_run_timestamp_seconds", quiet, ""),
+        &[],
+    );
+    let idles = points(&of("ssdwatch_probe_context_idle_seconds", quiet, ""), &[]);
+    let quiet_p50s = of(LAST_LATENCY, quiet, r#", quantile="0.5""#);
+    for k in quiet_kinds {
+        let r = rest.get(k).copied().unwrap_or(f64::NAN);
+        assert!(
+            r >= 0.5 * longest && r <= longest,
+            "{idle_t}: {k} rest {r} s, longest {longest} s ({rest:?})"
+        );
+        // The run that saw this rest, and the run shown right before it.
+        let p50 = points(&quiet_p50s, &[("probe", k)]);
+        let at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
+        let seen = |t: f64| idles.iter().any(|(it, v)| *it == t && *v == r);
+        let i = quiet_runs
+            .iter()
+            .rposition(|(t, _)| seen(*t))
+            .expect("a run with that idle time");
+        let run = quiet_runs[i].1;
+        let first = quiet_runs.iter().position(|(_, v)| *v == run).unwrap();
+        let prev = first.checked_sub(1).map(|j| quiet_runs[j].0);
+        eprintln!(
+            "{idle_t}: {k}: rest {r} s, before {:?}, after {:?}",
+            ib.get(k),
+            ia.get(k)
+        );
+        assert_eq!(
+            ia.get(k).copied(),
+            at(quiet_runs[i].0),
+            "{idle_t}: {k}: the run after the rest"
+        );
+        // p50 after minus the step between the two scrapes: exact to float rounding.
+        let (got, want) = (ib.get(k).copied(), prev.and_then(at));
+        assert!(
+            matches!((got, want), (Some(g), Some(w)) if (g - w).abs() <= 1e-9 * w),
+            "{idle_t}: {k}: the run before the rest: {got:?}, want {want:?}"
+        );
+    }
+
+    // The fill view: runs while the 32 MiB were deleted and not trimmed are their own series,
+    // and end with the TRIM; runs after it are "trimmed".
+    let xy = "Run p50 vs fill ratio: trimmed vs deleted, not trimmed";
+    let untrimmed = series(&substitute(
+        &target(qs, xy, "deleted not trimmed").expr,
+        &one,
+        range,
+    ));
+    let trimmed = series(&substitute(
+        &target(qs, xy, "p50, trimmed").expr,
+        &one,
+        range,
+    ));
+    for k in &kinds {
+        let u = points(&untrimmed, &[("probe", k)]);
+        let t = points(&trimmed, &[("probe", k)]);
+        assert!(
+            !u.is_empty(),
+            "{xy}: no {k} runs while deleted and not trimmed"
+        );
+        assert!(
+            u.iter().all(|(at, _)| *at < d + 5.0),
+            "{xy}: {k} 'deleted not trimmed' after the TRIM at {d}: {u:?}"
+        );
+        let last_untrimmed = u.iter().map(|(at, _)| *at).fold(f64::MIN, f64::max);
+        assert!(
+            t.iter().any(|(at, _)| *at > last_untrimmed && *at > d),
+            "{xy}: no {k} 'trimmed' runs after the TRIM at {d} (last untrimmed {last_untrimmed}): {t:?}"
+        );
+    }
+}

@@ -1,0 +1,424 @@
+//! `ssdwatch report` on real stores: a month with a known story reads back as that story, a
+//! brand-new or empty store says what it can't know yet, and the report reads the store while
+//! the daemon writes it.
+
+#![allow(clippy::field_reassign_with_default)]
+
+use crate::support::story;
+
+use crate::support::story::{DAY, Story};
+use crate::support::*;
+use ssdwatch::config::Config;
+use ssdwatch::history::{HistoryConfig, Store, store::FILE_NAME};
+use std::process::Command;
+use std::time::Duration;
+
+fn report(store: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(["report", "--store"])
+        .arg(store)
+        .args(extra)
+        .output()
+        .expect("run ssdwatch report");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn close(got: f64, want: f64, rel: f64) -> bool {
+    (got / want - 1.0).abs() <= rel
+}
+
+#[test]
+fn a_month_of_history_reads_back_as_its_story() {
+    let dir = tempfile::tempdir().unwrap();
+    const DAYS: i64 = 35;
+    let s = Story::small(DAYS);
+    let trims = (0..DAYS * 288)
+        .filter(|i| Story::is_trim(s.start() + i * 300))
+        .count();
+    drop(s.store(dir.path()));
+    let path = dir.path().join(FILE_NAME);
+    let now = s.end;
+    let r = ssdwatch::cli::report::report_of(&path, "db1", now, &Config::default()).unwrap();
+
+    // The database filesystem: 90 % full, growing 0.6 TB / 35 days = 17 GB a day, so full in
+    // about (100 GB - the 2 GB daily excursion) / 17 GB/day ≈ 5.7 days.
+    let fs = r
+        .filesystems
+        .iter()
+        .find(|f| f.mountpoint == story::DB_MOUNT)
+        .expect("the database filesystem");
+    assert!(close(fs.fill_ratio.unwrap(), 0.9, 0.01), "{fs:?}");
+    let growth = 0.6 * story::SIZE / DAYS as f64;
+    assert!(
+        close(fs.growth_7d_bytes_per_day.unwrap(), growth, 0.05),
+        "{fs:?}"
+    );
+    assert!(
+        close(fs.growth_30d_bytes_per_day.unwrap(), growth, 0.05),
+        "{fs:?}"
+    );
+    let full = fs.predicted_full_unix.expect("a full date");
+    let want = now + ((0.1 * story::SIZE - 2e9) / growth * DAY as f64) as i64;
+    assert!(
+        (full - want).abs() <= DAY,
+        "full at {full}, want {want}: {fs:?}"
+    );
+    // One point per UTC day the story's samples touch ([start, end): 36 days, or 35 when it
+    // ends on a midnight).
+    let days_touched = (s.end - 1).div_euclid(DAY) - s.start().div_euclid(DAY) + 1;
+    assert_eq!(fs.usage.len() as i64, days_touched);
+    // The quiet root filesystem: flat, so no date, and the report says why.
+    let root = r.filesystems.iter().find(|f| f.mountpoint == "/").unwrap();
+    assert_eq!(root.predicted_full_unix, None);
+    assert_eq!(root.full_note.as_deref(), Some("not growing: no full date"));
+
+    // The drive: 1 % of wear every 20 days, 50 GB a day, write amplification 2.5.
+    let d = &r.drives[0];
+    assert_eq!(d.device.as_deref(), Some("nvme0n1"));
+    assert!(close(d.wear_rate_per_day.unwrap(), 0.0005, 0.25), "{d:?}");
+    let wear_out = d.predicted_wear_out_unix.unwrap();
+    // 11 % used, wearing a staircase of 1 % steps: the date is where the fitted rate takes
+    // what is left to 100 % (~1,780 days at the story's 0.05 %/day).
+    let rate = d.wear_rate_per_day.unwrap();
+    let left_days = (1.0 - d.wear_used_ratio.unwrap()) / rate;
+    let days = (wear_out - now) as f64 / DAY as f64;
+    assert!(
+        close(days, left_days, 0.02),
+        "{days} days, {left_days} expected: {d:?}"
+    );
+    assert!(close(
+        d.host_bytes_per_day_30d.unwrap(),
+        story::HOST_PER_DAY,
+        0.01
+    ));
+    assert!(close(d.write_amplification_30d.unwrap(), story::WA, 0.001));
+    assert_eq!(d.discard_bursts, trims, "Sundays in {DAYS} days");
+    assert!(trims >= 5);
+
+    // Latency by fill: flat 100 µs below 80 %, then 100 µs × (1 + 10 × (fill − 0.8)), whose
+    // median in a 5 % bin is its value at the bin's middle (the fill rises linearly).
+    let g = &r.degradation[0];
+    assert_eq!(g.mountpoint.as_deref(), Some(story::DB_MOUNT));
+    assert_eq!(g.device.as_deref(), Some("nvme0n1"));
+    let bins: Vec<&str> = g
+        .curve
+        .iter()
+        .map(|b| ssdwatch::history::curve::FILL_BIN_LABELS[b.bin])
+        .collect();
+    assert_eq!(
+        bins,
+        [
+            "0.30-0.40",
+            "0.40-0.50",
+            "0.50-0.60",
+            "0.60-0.70",
+            "0.70-0.80",
+            "0.80-0.85",
+            "0.85-0.90"
+        ]
+    );
+    for b in &g.curve[..5] {
+        assert!(close(b.p50_seconds, 100e-6, 0.011), "{b:?}");
+    }
+    assert!(
+        close(g.curve[5].p50_seconds, Story::latency(0.825), 0.02),
+        "{:?}",
+        g.curve[5]
+    );
+    assert!(
+        close(g.curve[6].p50_seconds, Story::latency(0.875), 0.02),
+        "{:?}",
+        g.curve[6]
+    );
+    assert!(close(
+        g.curve[6].p99_seconds,
+        4.0 * Story::latency(0.875),
+        0.02
+    ));
+    // Rising with fill, as the story says.
+    assert!(g.curve[6].p50_seconds > g.curve[5].p50_seconds);
+    assert!(g.curve[5].p50_seconds > g.curve[4].p50_seconds);
+    // TRIM: the hour after each fstrim runs at 0.6 × the hour before (whose fill is within a
+    // hair of it); idle: 0.8 ×.
+    assert_eq!(g.trim.len(), trims, "{:?}", g.trim);
+    for t in &g.trim {
+        assert!(close(t.ratio, 0.6, 0.01), "{t:?}");
+        assert_eq!((t.runs_before, t.runs_after), (12, 12));
+    }
+    assert!(g.idle.len() as i64 >= DAYS - 1, "{}", g.idle.len());
+    for t in &g.idle {
+        // Above 80 % the fill's rise over the 2.5 hours around a rest adds up to 1.1 %.
+        assert!(close(t.ratio, 0.8, 0.015), "{t:?}");
+    }
+
+    // The text and JSON say the same.
+    let (code, text, err) = report(&path, &[]);
+    assert_eq!(code, 0, "{err}");
+    let fill = format!("fill {}", ssdwatch::report::pct(fs.fill_ratio.unwrap()));
+    let full = format!("predicted full: {}", ssdwatch::report::date(full));
+    for want in [
+        "FILESYSTEMS",
+        story::DB_MOUNT,
+        &fill,
+        &full,
+        "DRIVES",
+        "nvme0n1  SAMSUNG MZQL23T8HCLS-00A07",
+        "write amplification (30 days) 2.50",
+        "discard burst(s) recorded",
+        "recovery (sync_write_4k) after the last one: 0.60",
+        "0.85-0.90",
+    ] {
+        assert!(text.contains(want), "{want:?} missing in:\n{text}");
+    }
+    let (code, json, err) = report(&path, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("report --json is JSON");
+    let fsj = v["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["mountpoint"] == story::DB_MOUNT)
+        .unwrap();
+    assert!(fsj["predicted_full_unix"].as_i64().is_some());
+    assert_eq!(v["degradation"][0]["probe"], "sync_write_4k");
+    assert!(close(
+        v["degradation"][0]["trim"][trims - 1]["ratio"]
+            .as_f64()
+            .unwrap(),
+        0.6,
+        0.01
+    ));
+}
+
+#[test]
+fn a_brand_new_or_empty_store_says_what_it_cannot_know_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    // No file at all: a report that says so, exit 0, and no file created.
+    let (code, text, err) = report(&path, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("NOT KNOWN YET"), "{text}");
+    assert!(text.contains("nothing is known yet"), "{text}");
+    assert!(!path.exists(), "the report must not create the store");
+    // A store the daemon just created: tables, no rows.
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    let (code, json, err) = report(&path, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let unknown: Vec<&str> = v["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u.as_str())
+        .collect();
+    assert_eq!(unknown.len(), 3, "{unknown:?}");
+    assert!(unknown[0].starts_with("no filesystem samples yet"));
+    assert!(unknown[1].starts_with("no SMART samples"));
+    assert!(unknown[2].starts_with("no probe results yet"));
+    // A day-old store: figures, but no growth and no date yet, and the reason.
+    let dir = tempfile::tempdir().unwrap();
+    let day = Story::small(1);
+    drop(day.store(dir.path()));
+    let r = ssdwatch::cli::report::report_of(
+        &dir.path().join(FILE_NAME),
+        "db1",
+        day.end,
+        &Config::default(),
+    )
+    .unwrap();
+    let fs = &r.filesystems[0];
+    assert!(fs.fill_ratio.is_some());
+    assert_eq!(fs.predicted_full_unix, None);
+    assert!(
+        fs.full_note
+            .as_deref()
+            .unwrap()
+            .starts_with("not enough history yet"),
+        "{fs:?}"
+    );
+    // Not a store: an error naming the file, exit 1.
+    let bad = dir.path().join("garbage.db");
+    std::fs::write(&bad, vec![0x5a; 8192]).unwrap();
+    let (code, _, err) = report(&bad, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("garbage.db"), "{err}");
+}
+
+#[test]
+fn the_report_reads_the_store_while_the_daemon_writes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::default();
+    c.state_dir = dir.path().to_path_buf();
+    c.collectors.smart.enabled = false;
+    c.collectors.probe.enabled = false;
+    c.collectors.filesystem.interval = Duration::from_secs(1);
+    c.collectors.diskstats.interval = Duration::from_secs(1);
+    c.history.flush_interval = Duration::from_secs(1);
+    c.history.raw_interval = Duration::from_secs(1);
+    let daemon = Daemon::start(c, ssdwatch::Roots::default());
+    let path = dir.path().join(FILE_NAME);
+    let written = |m: &str| value(m, "ssdwatch_history_records_written_total").unwrap_or(0.0);
+    let m = daemon.wait_metrics("records written", Duration::from_secs(20), |m| {
+        written(m) > 0.0
+    });
+    let before = written(&m);
+    // Reports back to back while the daemon commits every second: each succeeds, sees the
+    // root filesystem, and the daemon goes on writing.
+    for _ in 0..5 {
+        let (code, json, err) = report(&path, &["--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert!(
+            v["filesystems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["mountpoint"] == "/" && f["fill_ratio"].as_f64().is_some()),
+            "{json}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    daemon.wait_metrics("more records written", Duration::from_secs(20), |m| {
+        written(m) > before
+    });
+    let m = daemon.get("/metrics");
+    assert_eq!(
+        value(&m, "ssdwatch_collector_success{collector=\"history\"}"),
+        Some(1.0),
+        "{m}"
+    );
+}
+
+use crate::support::binary;
+
+#[test]
+fn the_daemon_serves_the_report_behind_the_same_basic_auth_as_metrics() {
+    let host = binary::host();
+    let state = host.path().join("state");
+    drop(Story::small(35).store(&state));
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let web = host.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  dba: {hash}\n")).unwrap();
+    let d = binary::Daemon::start_in(host, &["--web.config.file", web.to_str().unwrap()]);
+    assert_eq!(d.get_status("/report"), 401);
+    assert_eq!(d.get_status("/metrics"), 401);
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let auth = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "dba:s3cret")
+    );
+    let get = |path: &str| {
+        let mut r = agent
+            .get(&format!("http://{}{path}", d.addr))
+            .header("Authorization", &auth)
+            .call()
+            .unwrap();
+        (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+    };
+    let (status, html) = get("/report");
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains("<svg") && html.contains(story::DB_MOUNT),
+        "{html}"
+    );
+    assert!(
+        html.contains("<path class=\"forecast\""),
+        "the forecast lines"
+    );
+    let (status, json) = get("/report?format=json");
+    assert_eq!(status, 200, "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        v["filesystems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["mountpoint"] == story::DB_MOUNT && f["predicted_full_unix"].is_i64()),
+        "{json}"
+    );
+    let (status, text) = get("/report?format=text");
+    assert_eq!(status, 200);
+    assert!(text.contains("LATENCY BY FILL"), "{text}");
+    let (status, body) = get("/report?format=pdf");
+    assert_eq!(status, 400);
+    assert!(body.contains("one of html, json, text"), "{body}");
+
+    // The daemon's first forecast pass (30 s after start) publishes the curve and the last
+    // recoveries of the stored story on /metrics, and they pass promtool.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let metrics = loop {
+        let (status, m) = get("/metrics");
+        assert_eq!(status, 200);
+        if m.contains("ssdwatch_trim_recovery_ratio{") {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no curve metrics after 90 s:\n{m}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let l = format!(
+        "device=\"nvme0n1\",mountpoint=\"{}\",probe=\"sync_write_4k\"",
+        story::DB_MOUNT
+    );
+    let ratio = value(&metrics, &format!("ssdwatch_trim_recovery_ratio{{{l}}}")).unwrap();
+    assert!((ratio - 0.6).abs() < 0.01, "{ratio}");
+    let p50 = value(
+        &metrics,
+        &format!(
+            "ssdwatch_degradation_latency_seconds{{{l},fill_bin=\"0.85-0.90\",quantile=\"0.5\"}}"
+        ),
+    )
+    .unwrap();
+    assert!((p50 / Story::latency(0.875) - 1.0).abs() < 0.02, "{p50}");
+    let ours: String = metrics
+        .lines()
+        .filter(|l| l.contains("degradation") || l.contains("recovery"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_promtool_clean("the daemon's curve metrics", &ours);
+}
+
+#[test]
+fn the_degradation_and_recovery_gauges_pass_promtool() {
+    if !require_cmd(
+        "the_degradation_and_recovery_gauges_pass_promtool",
+        "promtool",
+        "prometheus",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = Story::small(35);
+    let store = s.store(dir.path());
+    let groups = ssdwatch::history::degradation::analyse(&store, 0, s.end).unwrap();
+    let mut m = ssdwatch::metrics::MetricSet::new();
+    ssdwatch::history::degradation::push_metrics(&groups, &mut m);
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, m.families());
+    // 7 bins with runs × 2 quantiles, and one TRIM and one idle recovery with their times.
+    assert_eq!(
+        text.matches("ssdwatch_degradation_latency_seconds{")
+            .count(),
+        14,
+        "{text}"
+    );
+    for name in [
+        "ssdwatch_trim_recovery_ratio{",
+        "ssdwatch_trim_recovery_event_timestamp_seconds{",
+        "ssdwatch_idle_recovery_ratio{",
+        "ssdwatch_idle_recovery_event_timestamp_seconds{",
+    ] {
+        assert_eq!(text.matches(name).count(), 1, "{name}: {text}");
+    }
+    assert_promtool_clean("degradation gauges", &text);
+}
