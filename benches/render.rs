@@ -12,7 +12,7 @@ use ssdwatch::collector::{self, Collector, Context};
 use ssdwatch::config::Config;
 use ssdwatch::fault::Faults;
 use ssdwatch::registry::{self, BuildEnv};
-use ssdwatch::snapshot::Store;
+use ssdwatch::snapshot::Snapshots;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -30,12 +30,12 @@ fn generate(dir: &Path) {
 }
 
 /// Samples the host once through every collector (smart and probe off) into a store.
-fn sampled_store(dir: &Path) -> Arc<Store> {
+fn sampled_store(dir: &Path) -> Arc<Snapshots> {
     let mut config = Config::default();
     config.collectors.smart.enabled = false;
     config.collectors.probe.enabled = false;
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Snapshots::new());
     let ctx = Context::new(Roots::fixture(dir), Duration::from_secs(60));
     rt.block_on(async {
         let env = BuildEnv {
@@ -44,7 +44,10 @@ fn sampled_store(dir: &Path) -> Arc<Store> {
         };
         for mut c in registry::build(&config.collectors, &env).unwrap() {
             store.register(c.name());
-            assert!(collector::sample_once(c.as_mut(), &ctx, &store, &mut Faults::default()).await);
+            assert!(
+                collector::sample_and_publish(c.as_mut(), &ctx, &store, &mut Faults::default())
+                    .await
+            );
         }
     });
     store

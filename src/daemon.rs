@@ -7,7 +7,7 @@ use crate::fault::Faults;
 use crate::history;
 use crate::notify;
 use crate::registry::{self, BuildEnv};
-use crate::snapshot::Store;
+use crate::snapshot::Snapshots;
 use crate::web::WebSetup;
 use crate::web::reload::{self, Current};
 use anyhow::Context as _;
@@ -53,7 +53,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let host = crate::report::host_name(&roots.proc);
     let (collectors, mut ctx) = build(&config, roots, true)?;
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Snapshots::new());
     let history = start_history(&config, store.clone())?;
     ctx.history = history.as_ref().map(|(sink, _)| sink.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -133,7 +133,7 @@ const COLLECTOR_STOP_DEADLINE: Duration = Duration::from_secs(1);
 /// exposition. Returns the text and whether every collector succeeded.
 pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(String, bool)> {
     let (collectors, ctx) = build(config, roots, false)?;
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Snapshots::new());
     for c in &collectors {
         store.register(c.name());
     }
@@ -143,14 +143,14 @@ pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(Strin
         .into_iter()
         .partition(|c| registry::feeds_others(c.name()));
     for mut c in feeders {
-        collector::sample_once(c.as_mut(), &ctx, &store, &mut Faults::default()).await;
+        collector::sample_and_publish(c.as_mut(), &ctx, &store, &mut Faults::default()).await;
     }
     let mut handles = Vec::new();
     for mut c in rest {
         let ctx = ctx.clone();
         let store = store.clone();
         handles.push(tokio::spawn(async move {
-            collector::sample_once(c.as_mut(), &ctx, &store, &mut Faults::default()).await
+            collector::sample_and_publish(c.as_mut(), &ctx, &store, &mut Faults::default()).await
         }));
     }
     for h in handles {
@@ -162,7 +162,7 @@ pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(Strin
 /// The history store's thread, when `history.enabled`.
 fn start_history(
     config: &Config,
-    store: Arc<Store>,
+    store: Arc<Snapshots>,
 ) -> anyhow::Result<Option<(history::service::Sink, history::service::Service)>> {
     if !config.history.enabled {
         return Ok(None);

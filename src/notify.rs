@@ -2,7 +2,7 @@
 //! while every enabled collector keeps finishing samples. It reads the snapshot store's counts
 //! and nothing else: it never touches a collector or a device. Without $NOTIFY_SOCKET it does nothing.
 
-use crate::snapshot::Store;
+use crate::snapshot::Snapshots;
 use sd_notify::NotifyState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -286,7 +286,7 @@ pub fn stopping() {
 /// and pets the watchdog while no collector is stalled, until `stop` turns true. Without
 /// $NOTIFY_SOCKET: nothing.
 pub fn start(
-    store: Arc<Store>,
+    store: Arc<Snapshots>,
     serving: String,
     intervals: Vec<(&'static str, Duration)>,
     mut stop: watch::Receiver<bool>,

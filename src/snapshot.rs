@@ -37,7 +37,7 @@ pub struct CollectorState {
 
 /// The snapshot store: one entry per enabled collector.
 #[derive(Debug, Default)]
-pub struct Store {
+pub struct Snapshots {
     states: RwLock<BTreeMap<&'static str, CollectorState>>,
 }
 
@@ -54,7 +54,7 @@ pub struct Published {
     pub failing_items: u64,
 }
 
-impl Store {
+impl Snapshots {
     pub fn new() -> Self {
         Self::default()
     }
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn failed_sample_drops_series_and_counts_error() {
-        let store = Store::new();
+        let store = Snapshots::new();
         store.register("filesystem");
         assert!(!store.ready());
         let mut m = MetricSet::new();

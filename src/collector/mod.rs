@@ -13,7 +13,7 @@ use crate::Roots;
 use crate::fault::Faults;
 pub use crate::fault::ItemError;
 use crate::metrics::MetricSet;
-use crate::snapshot::{Published, Shared, Store};
+use crate::snapshot::{Published, Shared, Snapshots};
 use crate::sysfs::topology::Topology;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -97,10 +97,10 @@ pub trait Collector: Send + 'static {
 /// Runs one sample of `c` and publishes it; returns whether it succeeded. `faults` carries the
 /// collector's open faults from one sample to the next, so each is logged once when it starts
 /// and once when it clears (repeats at debug level).
-pub async fn sample_once(
+pub async fn sample_and_publish(
     c: &mut dyn Collector,
     ctx: &Context,
-    store: &Store,
+    store: &Snapshots,
     faults: &mut Faults,
 ) -> bool {
     let name = c.name();
@@ -118,7 +118,7 @@ fn publish(
     result: anyhow::Result<Sample>,
     duration: std::time::Duration,
     ctx: &Context,
-    store: &Store,
+    store: &Snapshots,
     faults: &mut Faults,
 ) -> bool {
     match result {
@@ -176,7 +176,7 @@ fn release_freed_memory() {
 pub fn spawn_all(
     collectors: Vec<Box<dyn Collector>>,
     ctx: Context,
-    store: Arc<Store>,
+    store: Arc<Snapshots>,
     shutdown: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     for c in &collectors {
@@ -192,7 +192,7 @@ pub fn spawn_all(
                 let mut faults = Faults::default();
                 loop {
                     tokio::select! {
-                        _ = sample_once(c.as_mut(), &ctx, &store, &mut faults) => {}
+                        _ = sample_and_publish(c.as_mut(), &ctx, &store, &mut faults) => {}
                         _ = shutdown.changed() => break,
                     }
                     let delay = c.next_delay();
@@ -248,12 +248,12 @@ mod tests {
         }
         let mut c = Scripted { samples };
         let ctx = Context::new(Roots::default(), Duration::from_secs(60));
-        let store = Store::new();
+        let store = Snapshots::new();
         store.register("filesystem");
         let mut faults = Faults::recording();
         let mut failing = Vec::new();
         for _ in 0..100 {
-            rt.block_on(sample_once(&mut c, &ctx, &store, &mut faults));
+            rt.block_on(sample_and_publish(&mut c, &ctx, &store, &mut faults));
             let text = store.render();
             let line = text
                 .lines()

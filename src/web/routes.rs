@@ -4,7 +4,7 @@
 //! also the cap on concurrent scrapes.
 
 use crate::render::CONTENT_TYPE;
-use crate::snapshot::Store;
+use crate::snapshot::Snapshots;
 use crate::web::auth::Verdict;
 use crate::web::limits::{Bucket, client_key};
 use crate::web::reload::Current;
@@ -31,7 +31,7 @@ pub struct ReportSource {
 /// The routes behind the gate of `current`; `max_requests` concurrent /metrics (0: no cap);
 /// /report when the history is on.
 pub fn router(
-    store: Arc<Store>,
+    store: Arc<Snapshots>,
     current: Arc<Current>,
     max_requests: usize,
     report: Option<ReportSource>,
@@ -124,7 +124,7 @@ async fn gate(State(current): State<Arc<Current>>, req: Request, next: Next) -> 
     resp
 }
 
-async fn metrics(State(store): State<Arc<Store>>) -> impl IntoResponse {
+async fn metrics(State(store): State<Arc<Snapshots>>) -> impl IntoResponse {
     let (parts, health) = store.render_parts();
     let mut chunks: VecDeque<Bytes> = parts
         .into_iter()
@@ -237,7 +237,7 @@ async fn healthy() -> &'static str {
     "OK\n"
 }
 
-async fn ready(State(store): State<Arc<Store>>) -> impl IntoResponse {
+async fn ready(State(store): State<Arc<Snapshots>>) -> impl IntoResponse {
     if store.ready() {
         (StatusCode::OK, "Ready\n")
     } else {
@@ -270,10 +270,10 @@ mod tests {
     /// (even a failed one: the daemon is up and reporting), then 200.
     #[tokio::test]
     async fn ready_is_503_until_every_collector_has_sampled_once() {
-        let store = Arc::new(Store::new());
+        let store = Arc::new(Snapshots::new());
         store.register("topology");
         store.register("smart");
-        let status = |s: &Arc<Store>| {
+        let status = |s: &Arc<Snapshots>| {
             let s = s.clone();
             async move { ready(State(s)).await.into_response().status() }
         };
