@@ -1,6 +1,9 @@
 //! How long the config parser takes on 1 MiB texts of hostile shapes (target: each refused or
 //! accepted in under 1 s): deep flow and block nesting, long flow lists, many keys, comments,
 //! aliases. Prints one line a shape; `cargo test --benches` runs it once as a smoke test.
+// Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
+// expect are how a test says "this must hold".
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use ssdwatch::config::{Config, MAX_CONFIG_BYTES};
 use std::path::Path;

@@ -1,6 +1,9 @@
 //! The filesystem collector's own costs on a host with 500 mounts: parsing mountinfo, choosing
 //! the mounts (filters, bind-mount dedupe), and one guarded statvfs batch (8 short-lived threads,
 //! answers from a fixture so the figure is the guard's overhead, not the filesystems').
+// Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
+// expect are how a test says "this must hold".
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ssdwatch::collector::filesystem::FilesystemConfig;

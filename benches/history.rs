@@ -13,6 +13,9 @@
 //!
 //! `cargo bench --bench history` simulates 730 days; `cargo test --bench history` (criterion's
 //! test mode runs each benchmark once) simulates 16; HISTORY_BENCH_DAYS overrides both.
+// Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
+// expect are how a test says "this must hold".
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ssdwatch::history::forecast::{Endurance, forecast_drive, forecast_filesystem_days};

@@ -2,6 +2,9 @@
 //! A scrape copies pre-rendered collector output, so this should stay far under 1 ms.
 //! Also measures one background sample of each collector on that host (not on the scrape path).
 //! benches/rss.sh measures the daemon's memory on the same generated host.
+// Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
+// expect are how a test says "this must hold".
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ssdwatch::Roots;

@@ -6,6 +6,9 @@
 //!
 //! `cargo bench --bench report` simulates 730 days; `cargo test --bench report` 16;
 //! REPORT_BENCH_DAYS overrides both.
+// Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
+// expect are how a test says "this must hold".
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/it/support/story.rs"]
 mod story;

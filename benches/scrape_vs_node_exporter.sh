@@ -26,7 +26,7 @@ CFG
 big_host_serve "$work/config.yaml"
 ne_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$NODE_EXPORTER" --web.listen-address "127.0.0.1:$ne_port" --log.level=error \
-  --path.sysfs "$work/host/sys" --path.procfs "$work/host/proc" --path.rootfs "$work/host/rootfs" &
+  --path.sysfs "$work/host/sys" --path.procfs "$work/host/proc" --path.rootfs "$work/host/rootfs" 2>/dev/null &
 ne_pid=$!
 stop_ne() { kill "$ne_pid" 2>/dev/null || true; wait "$ne_pid" 2>/dev/null || true; }
 trap 'stop_ne; big_host_cleanup' EXIT

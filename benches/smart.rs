@@ -1,6 +1,9 @@
 //! Parse + normalize cost of the whole smartctl fixture corpus (target: <= 200 us per drive),
 //! and the CPU cost of one real smartctl spawn on this machine (measured with
 //! getrusage(RUSAGE_CHILDREN), printed after the criterion run).
+// Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
+// expect are how a test says "this must hold".
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group};
 use std::path::Path;

@@ -44,7 +44,7 @@ pub async fn run_with_listener(
 
 /// Runs the daemon on `listener` as `web` says until `shutdown` resolves; then the web layer
 /// gets `web.limits.shutdown_timeout` and the collectors one more short deadline.
-pub async fn serve(
+pub(crate) async fn serve(
     config: Config,
     roots: Roots,
     listener: TcpListener,

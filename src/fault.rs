@@ -134,6 +134,7 @@ impl Faults {
     }
 
     /// Items failing as of the last sample.
+    #[cfg(test)]
     pub fn open_items(&self) -> impl Iterator<Item = &str> {
         self.open.keys().map(String::as_str)
     }

@@ -1,35 +1,35 @@
 //! ssdwatch: a Prometheus exporter and monitoring daemon for SSDs under databases.
 //! `run` boots the whole daemon in-process so tests can drive it like `main` does.
 
-pub mod catalogue;
+pub(crate) mod catalogue;
 pub mod cli;
 pub mod collector;
 pub mod config;
-pub mod daemon;
+pub(crate) mod daemon;
 pub mod fault;
 pub mod history;
-pub mod memory;
+pub(crate) mod memory;
 pub mod metrics;
-pub mod notify;
+pub(crate) mod notify;
 pub mod privsep;
 pub mod probe;
-pub mod process;
+pub(crate) mod process;
 pub mod procfs;
 pub mod registry;
 pub mod render;
 pub mod report;
 pub mod smart;
 pub mod snapshot;
-pub mod statefile;
+pub(crate) mod statefile;
 pub mod statfs;
 pub mod sysfs;
 #[cfg(test)]
 mod testing;
-pub mod time;
-pub mod validate;
-pub mod web;
-pub mod yaml_guard;
-pub mod yaml_line;
+pub(crate) mod time;
+pub(crate) mod validate;
+pub(crate) mod web;
+pub(crate) mod yaml_guard;
+pub(crate) mod yaml_line;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// What a release let go of.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Released {
+pub(crate) struct Released {
     pub mappings: usize,
     /// Pages of those mappings that were resident just before, in KiB.
     pub resident_kib: u64,
@@ -25,7 +25,7 @@ pub struct Released {
 /// - writable or shared mappings (data, SQLite's WAL index) are live state;
 /// - locked or special mappings (`lo`, `io`, `pf`) refuse `MADV_DONTNEED`;
 /// - anonymous memory and pseudo mappings (`[heap]`, `[vdso]`) are not backed by a file.
-pub fn releasable(maps: &[Mapping]) -> Vec<&Mapping> {
+pub(crate) fn releasable(maps: &[Mapping]) -> Vec<&Mapping> {
     maps.iter()
         .filter(|m| {
             m.is_file()
@@ -44,7 +44,7 @@ pub fn releasable(maps: &[Mapping]) -> Vec<&Mapping> {
 /// (argument parsing, the YAML config, the first discovery, SQLite's schema check, the
 /// dynamic linker's symbol binding) stays out of the resident set; what runs again comes back
 /// within one sampling interval, from the page cache.
-pub fn release_start_up_pages(proc_root: &Path) -> Result<Released, ProcError> {
+pub(crate) fn release_start_up_pages(proc_root: &Path) -> Result<Released, ProcError> {
     let maps = smaps::read_self_smaps(proc_root)?;
     let mut out = Released::default();
     for m in releasable(&maps) {

@@ -134,11 +134,14 @@ impl MetricSet {
     /// The family declared as `def` in the [catalogue](crate::catalogue), created empty on first
     /// use, so loops over devices append to one family.
     pub fn family(&mut self, def: &'static Family) -> &mut MetricFamily {
-        if let Some(i) = self.families.iter().position(|f| f.name == def.name) {
-            return &mut self.families[i];
-        }
-        self.families.push(MetricFamily::new(def));
-        self.families.last_mut().expect("just pushed")
+        let i = match self.families.iter().position(|f| f.name == def.name) {
+            Some(i) => i,
+            None => {
+                self.families.push(MetricFamily::new(def));
+                self.families.len() - 1
+            }
+        };
+        &mut self.families[i]
     }
 
     pub fn families(&self) -> &[MetricFamily] {

@@ -15,14 +15,14 @@ use tokio::sync::watch;
 /// interval after it. The slow parts of a sample have bounds of their own: the statvfs
 /// timeout, smartctl's timeout and the probe timeout. Three intervals leave room for
 /// them, and for a SMART pass over many drives at the default 15 minutes.
-pub const STALL_INTERVALS: u32 = 3;
+pub(crate) const STALL_INTERVALS: u32 = 3;
 
 /// How often the status line is refreshed when systemd runs no watchdog.
 const STATUS_PERIOD: Duration = Duration::from_secs(10);
 
 /// A collector that has not finished a sample for longer than its limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stall {
+pub(crate) struct Stall {
     pub collector: &'static str,
     /// Since its last finished sample, or since the daemon started if it has finished none.
     pub stuck_for: Duration,
@@ -30,7 +30,7 @@ pub struct Stall {
 }
 
 /// How long a collector with this interval may go without finishing a sample.
-pub fn stall_limit(interval: Duration, watchdog: Option<Duration>) -> Duration {
+pub(crate) fn stall_limit(interval: Duration, watchdog: Option<Duration>) -> Duration {
     interval
         .saturating_mul(STALL_INTERVALS)
         .max(watchdog.unwrap_or_default())
@@ -38,7 +38,7 @@ pub fn stall_limit(interval: Duration, watchdog: Option<Duration>) -> Duration {
 
 /// When each enabled collector last finished a sample, as the store's counts show it.
 #[derive(Debug)]
-pub struct Progress {
+pub(crate) struct Progress {
     tracks: BTreeMap<&'static str, Track>,
 }
 
@@ -51,7 +51,7 @@ struct Track {
 
 impl Progress {
     /// Every collector in `intervals` (name, configured interval), none of them sampled yet.
-    pub fn new(
+    pub(crate) fn new(
         intervals: &[(&'static str, Duration)],
         watchdog: Option<Duration>,
         now: Instant,
@@ -72,7 +72,7 @@ impl Progress {
 
     /// Takes each collector's count of finished samples at `now` and returns the stalled ones
     /// (none: the watchdog may be petted). A collector missing from `counts` has finished none.
-    pub fn observe(&mut self, now: Instant, counts: &[(&'static str, u64)]) -> Vec<Stall> {
+    pub(crate) fn observe(&mut self, now: Instant, counts: &[(&'static str, u64)]) -> Vec<Stall> {
         let mut stalls = Vec::new();
         for (name, t) in &mut self.tracks {
             let cycles = counts
@@ -98,7 +98,7 @@ impl Progress {
 
 /// Which stalls are new since the last look and which collectors came back: a stall is logged
 /// when it starts and when it ends, never on every tick.
-pub fn changes<'a>(
+pub(crate) fn changes<'a>(
     logged: &BTreeSet<&'static str>,
     stalls: &'a [Stall],
 ) -> (Vec<&'a Stall>, Vec<&'static str>) {
@@ -116,7 +116,7 @@ pub fn changes<'a>(
 
 /// The line `systemctl status` shows: where the daemon serves and how its collectors are doing.
 /// `progress` is the store's (name, finished samples, last sample succeeded).
-pub fn status_line(
+pub(crate) fn status_line(
     serving: &str,
     progress: &[(&'static str, u64, Option<bool>)],
     stalls: &[Stall],
@@ -156,7 +156,7 @@ fn whole_seconds(d: Duration) -> humantime::FormattedDuration {
 }
 
 /// Whether a service manager listens for notifications.
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     std::env::var_os("NOTIFY_SOCKET").is_some_and(|s| !s.is_empty())
 }
 
@@ -240,7 +240,7 @@ fn update_status(f: impl FnOnce(&mut Status)) -> Option<String> {
 }
 
 /// SIGHUP received: the unit shows "reloading" until [`reloaded`].
-pub fn reloading() {
+pub(crate) fn reloading() {
     if !enabled() {
         return;
     }
@@ -258,7 +258,7 @@ pub fn reloading() {
 }
 
 /// The reload is over (applied or refused, as `outcome` says): ready again.
-pub fn reloaded(outcome: &str) {
+pub(crate) fn reloaded(outcome: &str) {
     if !enabled() {
         return;
     }
@@ -270,7 +270,7 @@ pub fn reloaded(outcome: &str) {
 }
 
 /// Shutdown has begun (a signal came); sent before the web layer drains its connections.
-pub fn stopping() {
+pub(crate) fn stopping() {
     if !enabled() {
         return;
     }
@@ -285,7 +285,7 @@ pub fn stopping() {
 /// first samples; /-/ready says when those are in. Then a task keeps the status line current
 /// and pets the watchdog while no collector is stalled, until `stop` turns true. Without
 /// $NOTIFY_SOCKET: nothing.
-pub fn start(
+pub(crate) fn start(
     store: Arc<Snapshots>,
     serving: String,
     intervals: Vec<(&'static str, Duration)>,

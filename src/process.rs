@@ -15,7 +15,7 @@ const PROC: &str = "/proc";
 /// Appends the `process_*` families. A figure that can't be read is left out (and logged at
 /// debug level): an unknown value produces no series. Per scrape this costs one small procfs
 /// read (`statm`), a listing of `self/fd` and two system calls; the start time is read once.
-pub fn families(set: &mut MetricSet) {
+pub(crate) fn families(set: &mut MetricSet) {
     let proc = Path::new(PROC);
     // getrusage counts every thread, as utime + stime of /proc/self/stat do, without a file.
     match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {

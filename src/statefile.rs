@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// A state file could not be read, parsed or written; names the file.
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -22,7 +22,7 @@ pub enum StateError {
 }
 
 /// Reads a state file; `Ok(None)` when it does not exist yet.
-pub fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
+pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
     match std::fs::read(path) {
         Ok(bytes) => {
             serde_json::from_slice(&bytes)
@@ -41,7 +41,7 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
 }
 
 /// Replaces a state file atomically with `value` as JSON, creating its directory if needed.
-pub fn store<T: Serialize>(path: &Path, value: &T) -> Result<(), StateError> {
+pub(crate) fn store<T: Serialize>(path: &Path, value: &T) -> Result<(), StateError> {
     let io = |source| StateError::Io {
         path: path.to_path_buf(),
         source,

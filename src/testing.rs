@@ -5,7 +5,7 @@
 
 /// Says why a test is skipped and returns false; panics instead under strict mode, so a suite
 /// that was meant to run everything can't pass by skipping.
-pub fn skip(test: &str, why: &str) -> bool {
+pub(crate) fn skip(test: &str, why: &str) -> bool {
     if std::env::var_os("SSDWATCH_TESTS_STRICT").is_some_and(|v| !v.is_empty()) {
         panic!("{test}: {why}, and SSDWATCH_TESTS_STRICT is set: nothing may be skipped");
     }

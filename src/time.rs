@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-pub const MINUTE: i64 = 60;
-pub const HOUR: i64 = 60 * MINUTE;
-pub const DAY: i64 = 24 * HOUR;
+pub(crate) const MINUTE: i64 = 60;
+pub(crate) const HOUR: i64 = 60 * MINUTE;
+pub(crate) const DAY: i64 = 24 * HOUR;
 
 /// [`DAY`] as a float: rates per day, days between timestamps.
-pub const DAY_F64: f64 = DAY as f64;
+pub(crate) const DAY_F64: f64 = DAY as f64;
 
-pub const HOUR_DURATION: Duration = Duration::from_secs(HOUR as u64);
-pub const DAY_DURATION: Duration = Duration::from_secs(DAY as u64);
+pub(crate) const HOUR_DURATION: Duration = Duration::from_secs(HOUR as u64);
+pub(crate) const DAY_DURATION: Duration = Duration::from_secs(DAY as u64);

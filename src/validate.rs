@@ -27,12 +27,12 @@ impl std::fmt::Display for Invalid {
 
 /// The longest interval any collector accepts: beyond it a schedule means nothing, and a
 /// larger value could overflow the clock arithmetic of the scheduler.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Checks that `p` is a path the kernel can take: absolute, and without a NUL byte (a path with
 /// one can't be passed to any system call, so it would fail only at run time, far from the
 /// config).
-pub fn check_absolute_path(key: &str, p: &std::path::Path) -> Result<(), Invalid> {
+pub(crate) fn check_absolute_path(key: &str, p: &std::path::Path) -> Result<(), Invalid> {
     if !p.is_absolute() {
         return Err(Invalid::new(key, "must be an absolute path"));
     }
@@ -43,7 +43,12 @@ pub fn check_absolute_path(key: &str, p: &std::path::Path) -> Result<(), Invalid
 }
 
 /// Checks that `d` lies in `min..=max`, naming `key` otherwise.
-pub fn check_duration(key: &str, d: Duration, min: Duration, max: Duration) -> Result<(), Invalid> {
+pub(crate) fn check_duration(
+    key: &str,
+    d: Duration,
+    min: Duration,
+    max: Duration,
+) -> Result<(), Invalid> {
     let show = |d: Duration| humantime::format_duration(d).to_string();
     if d < min {
         return Err(Invalid::new(
@@ -61,7 +66,7 @@ pub fn check_duration(key: &str, d: Duration, min: Duration, max: Duration) -> R
 }
 
 /// Checks that a count or size `v` lies in `min..=max`, naming `key` otherwise.
-pub fn check_range(key: &str, v: u64, min: u64, max: u64) -> Result<(), Invalid> {
+pub(crate) fn check_range(key: &str, v: u64, min: u64, max: u64) -> Result<(), Invalid> {
     if v < min || v > max {
         return Err(Invalid::new(
             key,
@@ -73,10 +78,10 @@ pub fn check_range(key: &str, v: u64, min: u64, max: u64) -> Result<(), Invalid>
 
 /// The most entries any list of the config takes: far beyond a real host's needs, and a bound
 /// on the work each one costs per sample.
-pub const MAX_ENTRIES: usize = 1024;
+pub(crate) const MAX_ENTRIES: usize = 1024;
 
 /// Checks that the list at `key` has at most `max` entries.
-pub fn check_entries(key: &str, len: usize, max: usize) -> Result<(), Invalid> {
+pub(crate) fn check_entries(key: &str, len: usize, max: usize) -> Result<(), Invalid> {
     if len > max {
         return Err(Invalid::new(key, format!("{len} entries; at most {max}")));
     }
@@ -84,7 +89,7 @@ pub fn check_entries(key: &str, len: usize, max: usize) -> Result<(), Invalid> {
 }
 
 /// Shared check for a collector's `interval`: at least `min`, at most [`MAX_INTERVAL`].
-pub fn check_interval(key: &str, d: Duration, min: Duration) -> Result<(), Invalid> {
+pub(crate) fn check_interval(key: &str, d: Duration, min: Duration) -> Result<(), Invalid> {
     check_duration(&format!("{key}.interval"), d, min, MAX_INTERVAL)
 }
 

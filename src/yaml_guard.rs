@@ -4,19 +4,19 @@
 //! plain scalar as nesting, which only matters past [`MAX_DEPTH`].
 
 /// Deeper than any config ssdwatch reads (they nest about 5 levels): refused unparsed.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// A text nested deeper than [`MAX_DEPTH`], at this 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: nested deeper than {MAX_DEPTH} levels; not a config file")]
-pub struct TooDeep {
+pub(crate) struct TooDeep {
     pub line: usize,
 }
 
 /// Checks that no line of `text` sits deeper than [`MAX_DEPTH`] levels: its block indentation
 /// levels, the `- ` entries that open on it, and the flow collections (`[`, `{`) open on it,
 /// outside quotes and comments. Linear in the text.
-pub fn check_depth(text: &str) -> Result<(), TooDeep> {
+pub(crate) fn check_depth(text: &str) -> Result<(), TooDeep> {
     let mut indents: Vec<usize> = Vec::new();
     let mut flow = 0usize;
     for (n, line) in text.lines().enumerate() {

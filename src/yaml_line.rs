@@ -45,7 +45,7 @@ impl fmt::Display for Place {
 
 /// Where `key` is written in `text` (YAML that serde_yaml_ng parses), or, when it is not, the
 /// nearest enclosing key that is.
-pub fn locate(text: &str, key: &str) -> Place {
+pub(crate) fn locate(text: &str, key: &str) -> Place {
     let Some(path) = segments(key) else {
         return Place::Default { parent: None };
     };

@@ -13,7 +13,7 @@ use std::path::Path;
 const SELF_EXE: &str = "/proc/self/exe";
 
 /// A keeper started, waiting for the runtime to take its workers.
-pub struct Started {
+pub(super) struct Started {
     keeper: std::process::Child,
     control: std::os::unix::net::UnixStream,
     timeout: std::time::Duration,
@@ -22,7 +22,7 @@ pub struct Started {
 /// Starts the keeper (when the SMART collector is on), then gives up every capability of this
 /// process. Must run before any other thread starts. The helper always runs, with or without
 /// capabilities to keep, so there is one way SMART data is read in the daemon.
-pub fn split(smart: &SmartConfig, roots: &Roots) -> Result<Option<Started>, String> {
+pub(super) fn split(smart: &SmartConfig, roots: &Roots) -> Result<Option<Started>, String> {
     let started = if smart.enabled {
         let spec = Spec {
             smartctl: smart.smartctl_path.clone(),
@@ -63,7 +63,7 @@ pub fn split(smart: &SmartConfig, roots: &Roots) -> Result<Option<Started>, Stri
 }
 
 /// Hands the keeper's workers to the SMART collector (on the runtime entered).
-pub fn install(started: Started) -> Result<(), String> {
+pub(super) fn install(started: Started) -> Result<(), String> {
     let client = helper::Client::start(started.control, started.keeper, started.timeout)
         .map_err(|e| format!("the SMART helper's socket: {e}"))?;
     helper::client::install(client);
@@ -72,7 +72,7 @@ pub fn install(started: Started) -> Result<(), String> {
 
 /// `ssdwatch smart-helper [--worker] --spec JSON`: the keeper, or (with --worker) the helper
 /// itself. Both keep CAP_SYS_RAWIO and CAP_SYS_ADMIN, when they have them, and nothing else.
-pub fn smart_helper(worker: bool, spec_json: &str) -> i32 {
+pub(super) fn smart_helper(worker: bool, spec_json: &str) -> i32 {
     let spec: Spec = match serde_json::from_str(spec_json) {
         Ok(s) => s,
         Err(e) => {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// Arguments of `ssdwatch probe run`.
 #[derive(Debug, Clone)]
-pub struct RunArgs {
+pub(super) struct RunArgs {
     pub target: PathBuf,
     pub kind: Option<String>,
     pub json: bool,
@@ -17,7 +17,7 @@ pub struct RunArgs {
 /// `ssdwatch probe run`: one probe now, same safety rules and code path as the daemon.
 /// The target's settings come from the config when it lists that path, else the defaults.
 /// Returns the exit code: 0 ran, 1 skipped, 2 bad arguments.
-pub fn run(args: &RunArgs, config: &Config, roots: &Roots) -> i32 {
+pub(super) fn run(args: &RunArgs, config: &Config, roots: &Roots) -> i32 {
     let listed = config
         .collectors
         .probe

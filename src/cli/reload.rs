@@ -13,11 +13,11 @@ use tracing_subscriber::{Registry, reload};
 
 /// Changes the log filter of the running process.
 #[derive(Clone)]
-pub struct LogHandle(reload::Handle<Targets, Registry>);
+pub(super) struct LogHandle(reload::Handle<Targets, Registry>);
 
 impl LogHandle {
     /// Applies a level spec the config validation already accepted.
-    pub fn set_level(&self, spec: &str) {
+    pub(super) fn set_level(&self, spec: &str) {
         match log_filter(spec) {
             Ok(f) => {
                 if let Err(e) = self.0.reload(f) {
@@ -30,7 +30,7 @@ impl LogHandle {
 }
 
 /// Logs to stderr with `filter`, which can be changed later through the handle.
-pub fn init_logging(filter: Targets) -> LogHandle {
+pub(super) fn init_logging(filter: Targets) -> LogHandle {
     let (filter, handle) = reload::Layer::new(filter);
     tracing_subscriber::registry()
         .with(filter)
@@ -46,7 +46,7 @@ pub fn init_logging(filter: Targets) -> LogHandle {
 
 /// What a reload needs: where the config comes from, the flags that beat it, the config in
 /// force and the log filter to change.
-pub struct Reloader {
+pub(super) struct Reloader {
     pub path: Option<PathBuf>,
     pub flags: Overrides,
     pub current: Config,
@@ -110,7 +110,7 @@ impl Reloader {
 /// Listens for SIGHUP: each one reloads the config file, then asks the web layer to reload
 /// (the receiver gets one message per SIGHUP, coalesced while one is pending). Must run inside
 /// the runtime.
-pub fn on_sighup(mut r: Reloader) -> mpsc::Receiver<()> {
+pub(super) fn on_sighup(mut r: Reloader) -> mpsc::Receiver<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let (tx, rx) = mpsc::channel(1);
     match signal(SignalKind::hangup()) {

@@ -5,7 +5,7 @@ use std::path::Path;
 /// `ssdwatch smart inspect FILE`: prints the normalized model of a saved `smartctl --json`
 /// output as JSON. Returns the process exit code: 0 on success, 1 when the file cannot be
 /// read or is not smartctl JSON.
-pub fn inspect(path: &Path) -> i32 {
+pub(super) fn inspect(path: &Path) -> i32 {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) => {

@@ -24,6 +24,10 @@ unsafe impl Send for AlignedBuf {}
 impl AlignedBuf {
     pub fn new(len: usize, rng: &mut Rng) -> AlignedBuf {
         let len = len.max(ALIGN).div_ceil(ALIGN) * ALIGN;
+        #[allow(
+            clippy::expect_used,
+            reason = "ALIGN is a power of two and len a multiple of it, far below isize::MAX"
+        )]
         let layout = Layout::from_size_align(len, ALIGN).expect("aligned layout");
         // SAFETY: non-zero size layout.
         let ptr = unsafe { alloc_zeroed(layout) };

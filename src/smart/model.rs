@@ -217,7 +217,7 @@ fn as_text<S: Serializer>(s: &Option<Source>, ser: S) -> Result<S::Ok, S::Error>
 /// The values each source offered for one figure, collected while reading every section of
 /// an output; `pick` then applies the figure's order, so no statement order decides.
 #[derive(Debug)]
-pub struct Offers<T>(Vec<(Source, T)>);
+pub(super) struct Offers<T>(Vec<(Source, T)>);
 
 impl<T> Default for Offers<T> {
     fn default() -> Self {
@@ -227,7 +227,7 @@ impl<T> Default for Offers<T> {
 
 impl<T> Offers<T> {
     /// Records what `origin` said; an unknown value is no offer.
-    pub fn offer(&mut self, origin: Origin, detail: impl Into<String>, value: Option<T>) {
+    pub(super) fn offer(&mut self, origin: Origin, detail: impl Into<String>, value: Option<T>) {
         if let Some(v) = value {
             let source = Source {
                 origin,
@@ -238,7 +238,7 @@ impl<T> Offers<T> {
     }
 
     /// The first known value in `order` and where it came from.
-    pub fn pick(mut self, order: &[Origin]) -> (Option<T>, Option<Source>) {
+    pub(super) fn pick(mut self, order: &[Origin]) -> (Option<T>, Option<Source>) {
         for o in order {
             if let Some(i) = self.0.iter().position(|(s, _)| s.origin == *o) {
                 let (s, v) = self.0.swap_remove(i);
@@ -251,7 +251,7 @@ impl<T> Offers<T> {
 
 /// What the protocol readers offer for the figures that have more than one source.
 #[derive(Debug, Default)]
-pub struct Found {
+pub(super) struct Found {
     pub wear: Offers<f64>,
     pub host_written: Offers<u64>,
 }

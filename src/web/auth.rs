@@ -32,7 +32,7 @@ const QUEUE_MAX: usize = 256;
 /// A keyed hash (HMAC-SHA256 under a key made at start) of user, hash and password: the
 /// memory of checks never holds a password, an entry is useless without the process's key,
 /// and a changed hash (a reload) can't match an old entry.
-pub type Key = [u8; 32];
+pub(crate) type Key = [u8; 32];
 
 /// What a check decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -387,7 +387,7 @@ impl Queue {
 }
 
 /// `Basic base64(user:password)` → (user, password).
-pub fn parse_basic(value: &[u8]) -> Option<(String, String)> {
+pub(crate) fn parse_basic(value: &[u8]) -> Option<(String, String)> {
     let value = std::str::from_utf8(value).ok()?.trim();
     let (scheme, encoded) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {

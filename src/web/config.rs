@@ -12,7 +12,7 @@ use std::time::Duration;
 /// refused with their line, like the main config.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct WebConfigFile {
+pub(crate) struct WebConfigFile {
     pub tls_server_config: Option<TlsServerConfig>,
     pub http_server_config: Option<HttpServerConfig>,
     /// user name → bcrypt hash.
@@ -22,7 +22,7 @@ pub struct WebConfigFile {
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct TlsServerConfig {
+pub(crate) struct TlsServerConfig {
     /// Inline PEM, instead of `cert_file`.
     pub cert: Option<String>,
     /// Inline PEM, instead of `key_file`.
@@ -43,7 +43,7 @@ pub struct TlsServerConfig {
 
 /// Go's `tls.ClientAuthType` names, as exporter-toolkit spells them.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-pub enum ClientAuthType {
+pub(crate) enum ClientAuthType {
     #[default]
     NoClientCert,
     RequestClientCert,
@@ -56,7 +56,7 @@ pub enum ClientAuthType {
 
 impl ClientAuthType {
     /// Whether a client must present a certificate to connect.
-    pub fn requires_cert(self) -> bool {
+    pub(crate) fn requires_cert(self) -> bool {
         matches!(
             self,
             ClientAuthType::RequireAnyClientCert | ClientAuthType::RequireAndVerifyClientCert
@@ -64,7 +64,7 @@ impl ClientAuthType {
     }
 
     /// Whether a presented certificate is checked against the client CA.
-    pub fn verifies(self) -> bool {
+    pub(crate) fn verifies(self) -> bool {
         matches!(
             self,
             ClientAuthType::VerifyClientCertIfGiven | ClientAuthType::RequireAndVerifyClientCert
@@ -73,7 +73,7 @@ impl ClientAuthType {
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TlsVersion {
+pub(crate) enum TlsVersion {
     TLS10,
     TLS11,
     TLS12,
@@ -82,7 +82,7 @@ pub enum TlsVersion {
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct HttpServerConfig {
+pub(crate) struct HttpServerConfig {
     /// Accepted for compatibility; ssdwatch serves HTTP/1.1 only (a scrape is one request).
     pub http2: Option<bool>,
     /// Extra response headers: only the five exporter-toolkit allows, checked in `validate`.
@@ -91,7 +91,7 @@ pub struct HttpServerConfig {
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     /// Time between two requests; 0 (the default) disables the limiter.
     #[serde(with = "humantime_serde")]
     pub interval: Option<Duration>,
@@ -100,7 +100,7 @@ pub struct RateLimit {
 
 /// The response headers exporter-toolkit lets a web config set, with the values it accepts
 /// (an empty list: any value). Kept to the same list so one file means the same everywhere.
-pub const ALLOWED_HEADERS: [(&str, &[&str]); 5] = [
+pub(crate) const ALLOWED_HEADERS: [(&str, &[&str]); 5] = [
     ("Content-Security-Policy", &[]),
     ("Strict-Transport-Security", &[]),
     ("X-Content-Type-Options", &["nosniff"]),
@@ -110,7 +110,7 @@ pub const ALLOWED_HEADERS: [(&str, &[&str]); 5] = [
 
 /// bcrypt costs above this take seconds per check (cost 16: ~5 s): a scrape would time out
 /// before its first password check, and each wrong password would burn seconds of CPU.
-pub const MAX_BCRYPT_COST: u32 = 16;
+pub(crate) const MAX_BCRYPT_COST: u32 = 16;
 
 /// The longest rate-limit interval: one request a day is already a locked door.
 const MAX_RATE_INTERVAL: Duration = Duration::from_secs(24 * 3600);
@@ -118,7 +118,7 @@ const MAX_RATE_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 impl WebConfigFile {
     /// Parses the YAML text; `path` only names the source in errors. An empty file (or one of
     /// comments only) is the empty config: plain HTTP, no auth.
-    pub fn parse(text: &str, path: &Path) -> Result<WebConfigFile, WebConfigError> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<WebConfigFile, WebConfigError> {
         let blank = text.lines().all(|l| {
             let t = l.trim();
             t.is_empty() || t.starts_with('#') || t == "---"
@@ -147,7 +147,7 @@ impl WebConfigFile {
 
     /// Checks what serde can't: combinations, header names and values, hash syntax, ranges.
     /// Certificates and keys are checked when they are loaded (`tls::build`).
-    pub fn validate(&self) -> Result<(), Invalid> {
+    pub(crate) fn validate(&self) -> Result<(), Invalid> {
         if let Some(tls) = &self.tls_server_config {
             tls.validate()?;
         }
@@ -180,7 +180,7 @@ impl WebConfigFile {
     }
 
     /// Whether any TLS key is set: exporter-toolkit's test for serving HTTPS.
-    pub fn tls_enabled(&self) -> bool {
+    pub(crate) fn tls_enabled(&self) -> bool {
         self.tls_server_config.as_ref().is_some_and(|t| {
             t.cert.is_some()
                 || t.key.is_some()
@@ -290,7 +290,7 @@ impl TlsServerConfig {
 
 /// What a Go cipher-suite name means here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CipherChoice {
+pub(crate) enum CipherChoice {
     /// A TLS 1.2 suite rustls offers, by its IANA name.
     Tls12(rustls::CipherSuite),
     /// A TLS 1.3 suite: Go ignores these in `cipher_suites` (TLS 1.3 suites are not
@@ -300,7 +300,7 @@ pub enum CipherChoice {
 
 /// Maps a name of Go's `tls.CipherSuites()` to rustls. Suites Go knows but rustls does not
 /// implement (CBC modes, RSA key exchange) are refused by name rather than skipped.
-pub fn cipher_suite(name: &str) -> Result<CipherChoice, String> {
+pub(crate) fn cipher_suite(name: &str) -> Result<CipherChoice, String> {
     use rustls::CipherSuite as C;
     let suite = match name {
         "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
@@ -332,7 +332,7 @@ pub fn cipher_suite(name: &str) -> Result<CipherChoice, String> {
 }
 
 /// Maps a Go curve name to rustls's key-exchange group.
-pub fn curve(name: &str) -> Result<rustls::NamedGroup, String> {
+pub(crate) fn curve(name: &str) -> Result<rustls::NamedGroup, String> {
     use rustls::NamedGroup as G;
     match name {
         "X25519" => Ok(G::X25519),
@@ -391,13 +391,13 @@ fn check_bcrypt_hash(hash: &str) -> Result<(), String> {
 /// message).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("web config file {path}: {message}")]
-pub struct WebConfigError {
+pub(crate) struct WebConfigError {
     pub path: PathBuf,
     pub message: String,
 }
 
 impl WebConfigError {
-    pub fn new(path: &Path, message: impl Into<String>) -> Self {
+    pub(crate) fn new(path: &Path, message: impl Into<String>) -> Self {
         WebConfigError {
             path: path.to_path_buf(),
             message: message.into(),

@@ -26,19 +26,19 @@ pub struct Limits {
     pub shutdown_timeout: Duration,
 }
 
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-pub const DEFAULT_MAX_REQUESTS: usize = 40;
-pub const DEFAULT_READ_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-pub const DEFAULT_MAX_HEADER_BYTES: usize = 16 * 1024;
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+pub(crate) const DEFAULT_MAX_REQUESTS: usize = 40;
+pub(crate) const DEFAULT_READ_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MAX_HEADER_BYTES: usize = 16 * 1024;
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// hyper refuses a read buffer under 8 KiB; a megabyte of headers is no scrape.
 const MIN_HEADER_BYTES: usize = 8 * 1024;
 const MAX_HEADER_BYTES: usize = 1024 * 1024;
 /// The soft open-files limit is raised to the hard one, but no further than this: smartctl
 /// and other children inherit it, and some tools walk every possible descriptor.
-pub const NOFILE_RAISE_CEILING: u64 = 65536;
+pub(crate) const NOFILE_RAISE_CEILING: u64 = 65536;
 /// Descriptors always kept for the collectors (sysfs/procfs reads, smartctl pipes, probe
 /// files), the listener and the runtime.
 const RESERVED_FDS: u64 = 256;
@@ -100,7 +100,7 @@ impl Limits {
 /// The connection cap that leaves descriptors for everything else: at most what was asked,
 /// and no more than the open-files limit less a reserve (256, or a quarter of a large limit).
 /// Returns the cap and whether it had to be lowered.
-pub fn connection_cap(requested: usize, nofile: u64) -> (usize, bool) {
+pub(crate) fn connection_cap(requested: usize, nofile: u64) -> (usize, bool) {
     let reserve = RESERVED_FDS.max(nofile / 4);
     let room = usize::try_from(nofile.saturating_sub(reserve))
         .unwrap_or(usize::MAX)
@@ -113,12 +113,12 @@ pub fn connection_cap(requested: usize, nofile: u64) -> (usize, bool) {
 }
 
 /// The soft open-files limit to set: the hard limit, up to the ceiling; never lower than now.
-pub fn nofile_target(soft: u64, hard: u64) -> u64 {
+pub(crate) fn nofile_target(soft: u64, hard: u64) -> u64 {
     soft.max(hard.min(NOFILE_RAISE_CEILING))
 }
 
 /// Raises the soft RLIMIT_NOFILE (see `nofile_target`); returns (before, after).
-pub fn raise_nofile() -> std::io::Result<(u64, u64)> {
+pub(crate) fn raise_nofile() -> std::io::Result<(u64, u64)> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(std::io::Error::from)?;
     let target = nofile_target(soft, hard);
@@ -131,7 +131,7 @@ pub fn raise_nofile() -> std::io::Result<(u64, u64)> {
 /// Whose share a request counts against: its IPv4 address, or its IPv6 /64 (a host's usual
 /// allocation: a client with a /64 has 2^64 addresses, not 2^64 shares). An IPv4-mapped IPv6
 /// address is its IPv4 address.
-pub fn client_key(ip: IpAddr) -> IpAddr {
+pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

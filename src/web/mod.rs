@@ -2,18 +2,17 @@
 //! auth, headers, rate limit) with live reloads, and limits nothing outside can exhaust.
 //! It renders snapshots only; it never touches a device.
 
-pub mod auth;
-pub mod config;
-pub mod limits;
-pub mod reload;
-pub mod routes;
+pub(crate) mod auth;
+pub(crate) mod config;
+pub(crate) mod limits;
+pub(crate) mod reload;
+pub(crate) mod routes;
 mod server;
-pub mod tls;
+pub(crate) mod tls;
 
-pub use config::WebConfigError;
-pub use limits::Limits;
-pub use reload::{Active, Current, load};
-pub use server::serve;
+pub(crate) use limits::Limits;
+pub(crate) use reload::{Active, load};
+pub(crate) use server::serve;
 
 use std::path::PathBuf;
 use tokio::sync::mpsc;

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, watch};
 
 /// How often the watched files' metadata is compared.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(3);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(3);
 
 /// One loaded web config: what each new connection and request uses.
 #[derive(Debug, Default)]
@@ -28,7 +28,7 @@ pub struct Active {
 
 /// Reads and checks a web config file and everything it names (certificates, key, CA).
 /// Does one bcrypt (the decoy hash) when there are users.
-pub fn load(path: &Path) -> Result<Active, WebConfigError> {
+pub(crate) fn load(path: &Path) -> Result<Active, WebConfigError> {
     // Capped and regular files only, as `--config`: `/dev/zero` or a FIFO must not take the
     // daemon's memory or hang its start (or a reload).
     let bytes = read_config_file(path, MAX_CONFIG_BYTES)
@@ -90,18 +90,18 @@ pub fn load(path: &Path) -> Result<Active, WebConfigError> {
 /// The config in force: swapped whole on a good reload; readers take an `Arc` and keep it for
 /// their connection or request.
 #[derive(Debug, Default)]
-pub struct Current {
+pub(crate) struct Current {
     active: RwLock<Arc<Active>>,
 }
 
 impl Current {
-    pub fn new(active: Active) -> Current {
+    pub(crate) fn new(active: Active) -> Current {
         Current {
             active: RwLock::new(Arc::new(active)),
         }
     }
 
-    pub fn get(&self) -> Arc<Active> {
+    pub(crate) fn get(&self) -> Arc<Active> {
         self.active
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -130,7 +130,7 @@ fn fingerprint(files: &[PathBuf]) -> Fingerprint {
 
 /// Reloads `path` into `current` on each message of `hup` and when a watched file changes,
 /// until `stop`. Without a web config file, a SIGHUP only says so.
-pub async fn watch(
+pub(crate) async fn watch(
     current: Arc<Current>,
     path: Option<PathBuf>,
     mut hup: mpsc::Receiver<()>,

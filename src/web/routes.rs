@@ -22,7 +22,7 @@ use tokio::sync::Semaphore;
 
 /// Where /report reads from: the history store file, the host's name and the endurance rules.
 #[derive(Debug, Clone)]
-pub struct ReportSource {
+pub(crate) struct ReportSource {
     pub store: std::path::PathBuf,
     pub host: String,
     pub endurance: Vec<crate::history::service::EnduranceRule>,
@@ -30,7 +30,7 @@ pub struct ReportSource {
 
 /// The routes behind the gate of `current`; `max_requests` concurrent /metrics (0: no cap);
 /// /report when the history is on.
-pub fn router(
+pub(crate) fn router(
     store: Arc<Snapshots>,
     current: Arc<Current>,
     max_requests: usize,

@@ -33,7 +33,7 @@ const LISTEN_BACKLOG: i32 = 1024;
 
 /// Serves `app` on `listener` until `shutdown` resolves, then gives open connections
 /// `limits.shutdown_timeout` to finish and drops the rest.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     current: Arc<Current>,

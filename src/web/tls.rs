@@ -23,7 +23,7 @@ fn key(k: &str) -> String {
 
 /// The files a config reads (resolved against the web config's directory, as exporter-toolkit
 /// does), so a watcher can reload when one of them changes.
-pub fn files(t: &TlsServerConfig, dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files(t: &TlsServerConfig, dir: &Path) -> Vec<PathBuf> {
     [&t.cert_file, &t.key_file, &t.client_ca_file]
         .into_iter()
         .flatten()
@@ -62,7 +62,7 @@ fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, Invalid
 /// Builds the rustls config. `min_version` TLS10/TLS11 means "TLS 1.2 is the floor": rustls
 /// implements nothing older, and refusing the file would only keep a node_exporter user from
 /// switching; the caller logs it.
-pub fn build(t: &TlsServerConfig, dir: &Path) -> Result<Arc<ServerConfig>, Invalid> {
+pub(crate) fn build(t: &TlsServerConfig, dir: &Path) -> Result<Arc<ServerConfig>, Invalid> {
     let cert_pem = pem_source(&t.cert, &t.cert_file, "cert_file", dir)?;
     let key_pem = pem_source(&t.key, &t.key_file, "key_file", dir)?;
     let chain = certs(&cert_pem, "cert_file")?;

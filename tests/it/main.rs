@@ -6,6 +6,9 @@
 //! `cargo test --test it -- --exact golden::every_fixture_host_matches_its_golden_exposition`.
 //! The QEMU suites under `vm::` are `#[ignore]`d; tests/run.sh runs each by its module:
 //! `cargo test --features atasmart --test it -- --ignored vm::drives::`.
+// Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
+// expect are how a test says "this must hold".
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

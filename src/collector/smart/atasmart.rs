@@ -21,14 +21,14 @@ pub enum Backend {
 
 /// What read one drive: the `backend` label of its info series.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Used {
+pub(super) enum Used {
     #[default]
     Smartctl,
     Libatasmart,
 }
 
 impl Used {
-    pub fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Used::Smartctl => "smartctl",
             Used::Libatasmart => "libatasmart",
@@ -38,12 +38,12 @@ impl Used {
 
 /// Whether this build can read drives through libatasmart. The library itself is loaded on the
 /// first read; a host without it gets "libatasmart not installed" for each drive so read.
-pub const BUILT_IN: bool = cfg!(feature = "atasmart");
+pub(super) const BUILT_IN: bool = cfg!(feature = "atasmart");
 
 /// The backend for one drive: libatasmart only for drives that may be ATA (sd devices, or a
 /// configured device without a `-d` type), only when built in, and under `auto` only when
 /// smartctl is missing. NVMe, virtio and RAID ports always go to smartctl.
-pub fn choose(cfg: Backend, smartctl_found: bool, may_be_ata: bool) -> Used {
+pub(super) fn choose(cfg: Backend, smartctl_found: bool, may_be_ata: bool) -> Used {
     let ata_ok = BUILT_IN && may_be_ata;
     match cfg {
         Backend::Libatasmart if ata_ok => Used::Libatasmart,
@@ -54,7 +54,7 @@ pub fn choose(cfg: Backend, smartctl_found: bool, may_be_ata: bool) -> Used {
 
 /// A drive's answer to CHECK POWER MODE, as libatasmart gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Power {
+pub(super) enum Power {
     Awake,
     /// Standby or sleep: reading SMART data would spin it up.
     Asleep,
@@ -64,13 +64,13 @@ pub enum Power {
 
 /// Whether to read SMART data after the power check (the `--nocheck=standby` rule): never from
 /// a sleeping disk, nor from one whose mode is unknown, unless the check is turned off.
-pub fn may_read(power: Power, nocheck_standby: bool) -> bool {
+pub(super) fn may_read(power: Power, nocheck_standby: bool) -> bool {
     !nocheck_standby || power == Power::Awake
 }
 
 /// One ATA attribute as libatasmart parsed it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Attr {
+pub(super) struct Attr {
     pub id: u8,
     pub name: String,
     pub value: Option<u8>,
@@ -82,7 +82,7 @@ pub struct Attr {
 
 /// What libatasmart read of one drive.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Reading {
+pub(super) struct Reading {
     pub model: Option<String>,
     pub serial: Option<String>,
     pub firmware: Option<String>,
@@ -98,7 +98,7 @@ pub struct Reading {
 }
 
 /// The reading in smartctl's JSON shape (the fields `crate::smart::normalize` reads).
-pub fn to_json(path: &str, r: &Reading) -> Value {
+pub(super) fn to_json(path: &str, r: &Reading) -> Value {
     let mut v = json!({
         "device": {"name": path, "type": "ata", "protocol": "ATA"},
     });
@@ -158,7 +158,7 @@ pub fn to_json(path: &str, r: &Reading) -> Value {
 
 /// Reads one drive through libatasmart. Blocking: run it off the async threads.
 #[cfg(feature = "atasmart")]
-pub fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
+pub(super) fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
     ffi::read(path, nocheck_standby)
 }
 
@@ -384,7 +384,7 @@ mod ffi {
         });
     }
 
-    pub fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
+    pub(super) fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
         let api = api().map_err(|e| AtaError {
             step: "load",
             path: path.to_string(),

@@ -111,11 +111,19 @@ impl Default for SmartConfig {
     }
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "a literal pattern; the config tests compile it"
+)]
 fn type_re() -> Regex {
     // smartctl -d types: letters, digits, and the separators of `sat+megaraid,N`, `jmb39x-q,0`.
     Regex::new(r"^[a-z][a-z0-9_+,-]{0,40}$").expect("static regex")
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "a literal pattern; the config tests compile it"
+)]
 fn path_re() -> Regex {
     Regex::new(r"^/dev/[A-Za-z0-9_][A-Za-z0-9_./-]{0,100}$").expect("static regex")
 }
@@ -229,6 +237,10 @@ impl SmartCollector {
         if self.cfg.discover
             && let Some(t) = topo
         {
+            #[allow(
+                clippy::expect_used,
+                reason = "a literal pattern; the discovery tests run it"
+            )]
             let name_ok = Regex::new(r"^[A-Za-z0-9_-]{1,64}$").expect("static regex");
             for d in t.drives() {
                 let kind = d.kind();

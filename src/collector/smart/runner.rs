@@ -136,7 +136,7 @@ pub enum RunError {
 /// SIGKILLed process that is not in the kernel is gone within milliseconds; the sample that
 /// first finds a drive stuck waits this long once (every other drive's values in it are then
 /// this much older, and say so in their age), later samples not at all.
-pub const REAP_GRACE: Duration = Duration::from_secs(1);
+pub(super) const REAP_GRACE: Duration = Duration::from_secs(1);
 
 /// The outcome of one smartctl run.
 #[derive(Debug)]
@@ -221,7 +221,7 @@ async fn ended(child: &mut tokio::process::Child, leader: Option<&AsyncFd<OwnedF
 /// processes throughout. Never waits on the run longer than `timeout` plus [`REAP_GRACE`]: when
 /// smartctl or any process of the run won't die (stuck in the kernel), they are left to a
 /// background watcher and `in_kernel` stays set until every one of them is gone.
-pub async fn run_smartctl(
+pub(super) async fn run_smartctl(
     bin: &Path,
     args: &[String],
     timeout: Duration,
@@ -387,7 +387,7 @@ fn keep(
 /// reading goes on in smartctl's JSON shape, so the same step and model take it. A call that
 /// does not return is left to finish, with `in_kernel` set until it does.
 #[cfg(feature = "atasmart")]
-pub async fn run_atasmart(
+pub(super) async fn run_atasmart(
     path: &str,
     nocheck_standby: bool,
     timeout: Duration,

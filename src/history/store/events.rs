@@ -96,6 +96,7 @@ impl Store {
     }
 
     /// Probe results in `from..=to`, all targets, in time order.
+    #[cfg(test)]
     pub fn probe_results(&self, from: i64, to: i64) -> Result<Vec<ProbeRecord>, StoreError> {
         let mut st = self
             .conn

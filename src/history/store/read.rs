@@ -404,6 +404,7 @@ impl Store {
     }
 
     /// Bytes each table and index takes in the file, largest first (SQLite's dbstat).
+    #[cfg(test)]
     pub fn table_sizes(&self) -> Result<Vec<(String, u64)>, StoreError> {
         let mut st = self
             .conn

@@ -21,7 +21,7 @@ pub fn require_root(test: &str) -> bool {
 // library), so it is taken from its file rather than imported.
 #[path = "../../../src/testing.rs"]
 mod testing;
-pub use testing::skip;
+pub(crate) use testing::skip;
 
 /// For a test whose premise is a behaviour of this machine's kernel or hypervisor that the test
 /// itself checks first (not a missing tool, privilege or device class the suite can provide):

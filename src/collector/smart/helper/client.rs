@@ -193,11 +193,6 @@ impl Client {
             }
         }
     }
-
-    /// The pid of the worker serving now.
-    pub fn worker_pid(&self) -> Option<u32> {
-        lock(&self.inner.conn).as_ref().map(|c| c.pid)
-    }
 }
 
 /// A request without its id.
