@@ -8,6 +8,7 @@ pub mod config;
 pub(crate) mod daemon;
 pub mod fault;
 pub mod history;
+pub(crate) mod label;
 pub(crate) mod memory;
 pub mod metrics;
 pub(crate) mod notify;

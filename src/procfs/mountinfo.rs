@@ -99,28 +99,7 @@ pub fn unescape_bytes(b: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Bytes as a label value and map key: valid UTF-8 as is, except that every byte that is not
-/// valid UTF-8, a backslash and an ASCII control character (an ESC must not reach an admin's
-/// terminal through a report) are written `\xNN`. So nothing is lost, the label turns back into
-/// the exact bytes ([`crate::sysfs::name_path`]), and two different paths never share a label:
-/// a mount point at the byte 0xff is `b\xff`, one at the text `b\xff` is `b\x5cxff`.
-/// Mount points and /sys names are labelled alike.
-pub fn label_form(b: &[u8]) -> String {
-    let mut out = String::with_capacity(b.len());
-    for chunk in b.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c == '\\' || c.is_ascii_control() {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            } else {
-                out.push(c);
-            }
-        }
-        for byte in chunk.invalid() {
-            out.push_str(&format!("\\x{byte:02x}"));
-        }
-    }
-    out
-}
+pub use crate::label::label_form;
 
 fn field(b: &[u8]) -> String {
     label_form(&unescape_bytes(b))
@@ -322,7 +301,7 @@ mod tests {
         assert_eq!(m[1].mount_point, "/mnt/b\\x5cxff");
         for mi in &m {
             assert_eq!(
-                crate::sysfs::name_path(&mi.mount_point),
+                crate::label::name_path(&mi.mount_point),
                 mi.mount_path.as_os_str(),
                 "the label turns back into the exact path"
             );

@@ -4,8 +4,8 @@
 pub mod blockstat;
 pub mod topology;
 
-use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Reads a sysfs attribute, trimmed; `None` when absent or unreadable (sysfs attributes come and go
@@ -46,31 +46,10 @@ pub fn dir_names(dir: &Path) -> std::io::Result<Vec<String>> {
 /// practice; one that is not (a driver's, a fixture's) must neither lose its device its series
 /// (read through a lossy name, its files are not found) nor merge two devices.
 pub fn name_label(raw: &OsStr) -> String {
-    crate::procfs::mountinfo::label_form(raw.as_bytes())
+    crate::label::label_form(raw.as_bytes())
 }
 
-/// The exact bytes of a name given in its label form ([`name_label`]), for building paths.
-pub fn name_path(label: &str) -> OsString {
-    let b = label.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && b.get(i + 1) == Some(&b'x')
-            && let Some(v) = b
-                .get(i + 2..i + 4)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    OsString::from_vec(out)
-}
+pub use crate::label::name_path;
 
 /// Reads a sysfs attribute as an unsigned integer.
 pub fn read_u64(path: &Path) -> Option<u64> {

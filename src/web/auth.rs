@@ -4,7 +4,7 @@
 //! bcrypt runs on one thread that takes the clients in turn, a few checks waiting each; beyond
 //! that a check is refused at once as busy. Decides only; the responses are the gate's.
 
-use crate::web::limits::client_key;
+use crate::web::client::client_key;
 use base64::Engine as _;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;

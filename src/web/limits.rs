@@ -2,8 +2,9 @@
 //! descriptors. The numbers and the decisions on them; the accept loop only carries them out.
 
 use crate::validate::{Invalid, check_duration};
+pub(crate) use crate::web::client::client_key;
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -126,22 +127,6 @@ pub(crate) fn raise_nofile() -> std::io::Result<(u64, u64)> {
         setrlimit(Resource::RLIMIT_NOFILE, target, hard).map_err(std::io::Error::from)?;
     }
     Ok((soft, target))
-}
-
-/// Whose share a request counts against: its IPv4 address, or its IPv6 /64 (a host's usual
-/// allocation: a client with a /64 has 2^64 addresses, not 2^64 shares). An IPv4-mapped IPv6
-/// address is its IPv4 address.
-pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) => IpAddr::V4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
-    }
 }
 
 /// Whose bucket a request takes a token from.

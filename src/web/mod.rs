@@ -3,6 +3,7 @@
 //! It renders snapshots only; it never touches a device.
 
 pub(crate) mod auth;
+pub(crate) mod client;
 pub(crate) mod config;
 pub(crate) mod limits;
 pub(crate) mod reload;

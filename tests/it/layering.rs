@@ -86,6 +86,10 @@ fn parsers_readers_and_engines_do_not_reach_up_into_collectors_config_or_the_com
                 "validate",
                 "fault",
                 "statefile",
+                "catalogue",
+                "label",
+                "time",
+                "yaml_guard",
             ],
             &[
                 "collector",
