@@ -6,7 +6,7 @@
 //! after fstrim, and the discard counter agrees with fstrim.
 //!
 //! It boots a VM for about four minutes under software emulation, so it is opt-in:
-//! `cargo test --features atasmart --test it -- --ignored vm::degrade::`.
+//! `cargo test --test it -- --ignored vm::degrade::`.
 //! `SSDWATCH_VM_DEGRADE_RESULTS=DIR` checks what an earlier run left in DIR instead of booting.
 
 use crate::support;
@@ -137,7 +137,7 @@ fn table() -> String {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn the_drive_gets_slow_as_it_fills() {
     let t = table();
     println!("{t}");
@@ -169,7 +169,7 @@ fn the_drive_gets_slow_as_it_fills() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn a_delete_without_trim_leaves_the_drive_slow() {
     let t = table();
     let empty = step("empty").p50();
@@ -189,7 +189,7 @@ fn a_delete_without_trim_leaves_the_drive_slow() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn idle_time_brings_part_of_the_speed_back() {
     let t = table();
     let empty = step("empty").p50();
@@ -255,7 +255,7 @@ fn fstrim_bytes() -> f64 {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn fstrim_brings_the_drive_back_and_is_counted_to_the_byte() {
     let t = table();
     let empty = step("empty").p50();
@@ -295,7 +295,7 @@ fn fstrim_brings_the_drive_back_and_is_counted_to_the_byte() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn no_probe_was_skipped_for_space_on_the_way_up() {
     let skipped = |s: &Scrape| {
         s.get(
@@ -325,7 +325,7 @@ fn no_probe_was_skipped_for_space_on_the_way_up() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn the_scenario_fits_its_time_budget() {
     let secs: f64 = read("scenario-seconds.txt")
         .trim()
@@ -579,7 +579,7 @@ fn substitute(expr: &str, vars: &[(String, String)]) -> String {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn the_degradation_dashboard_tells_the_story_from_a_real_prometheus() {
     let all = scrapes();
     let p = prometheus_with(all);
@@ -744,12 +744,14 @@ fn the_degradation_dashboard_tells_the_story_from_a_real_prometheus() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn the_latency_vs_fill_curve_is_drawn() {
     // docs/degradation-curve.png is this picture from a reviewed run.
     let png = guest().join("degradation-curve.png");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/plot_curve.py");
-    let out = Command::new("python3")
+    // Debian's python3, which has python3-matplotlib (tests/run.sh installs it); a python3
+    // earlier on PATH (pyenv, a venv) may not.
+    let out = Command::new(support::system_python())
         .arg(&script)
         .arg(guest())
         .arg(&png)
@@ -767,7 +769,7 @@ fn the_latency_vs_fill_curve_is_drawn() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::degrade::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn the_report_of_the_run_tells_the_story_and_draws_in_a_browser() {
     // docs/report-example.png is this report's screenshot from a reviewed run
     // (SSDWATCH_REPORT_EXAMPLE_PNG=$PWD/docs/report-example.png).

@@ -4,7 +4,7 @@
 //! The guest boots once (tests/vm/run.sh); each test checks one thing it recorded.
 //!
 //! It boots a VM (about a minute under software emulation), so it is opt-in:
-//! `cargo test --features atasmart --test it -- --ignored vm::drives::`. A missing qemu or
+//! `cargo test --test it -- --ignored vm::drives::`. A missing qemu or
 //! kernel fails with what to install.
 
 use crate::support;
@@ -206,7 +206,7 @@ fn assert_exit_bits_agree(s: &[Series], dev: &str, drive: &str) {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn the_guest_scenario_runs_and_every_sample_succeeds() {
     for n in 1..=3 {
         let file = format!("sample-{n}.rc");
@@ -225,7 +225,7 @@ fn the_guest_scenario_runs_and_every_sample_succeeds() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn nvme_host_written_bytes_grow_by_the_bytes_written() {
     let written: f64 = guest_num("written-bytes.txt");
     let before = scrape("sample-1.prom");
@@ -268,7 +268,7 @@ fn nvme_host_written_bytes_grow_by_the_bytes_written() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn drive_identity_matches_the_qemu_device_options() {
     let s = scrape("sample-2.prom");
     let (virt, _) = virtio_names();
@@ -324,7 +324,7 @@ fn drive_identity_matches_the_qemu_device_options() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
     let s = scrape("sample-2.prom");
     let (virt, _) = virtio_names();
@@ -369,7 +369,7 @@ fn smartctl_exit_bits_are_decoded_and_a_drive_without_smart_is_not_fatal() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn an_nvme_critical_warning_set_by_the_host_reads_as_smart_failing() {
     let s = scrape("sample-2.prom");
     let dev = layout("nvme-warning").remove(0);
@@ -471,7 +471,7 @@ fn fstrim_bytes() -> BTreeMap<String, f64> {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn fstrim_moves_discarded_bytes_and_last_discard_time_on_every_drive() {
     let trimmed = fstrim_bytes();
     let (virt, dm) = virtio_names();
@@ -521,7 +521,7 @@ fn fstrim_moves_discarded_bytes_and_last_discard_time_on_every_drive() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn every_filesystem_is_trim_capable_and_mounted_without_discard() {
     let s = scrape("sample-3.prom");
     for mp in MOUNTS {
@@ -545,7 +545,7 @@ fn every_filesystem_is_trim_capable_and_mounted_without_discard() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn filesystems_map_to_their_drives_for_nvme_sata_and_virtio_under_dm() {
     let s = scrape("sample-3.prom");
     let (virt, dm) = virtio_names();
@@ -570,7 +570,7 @@ fn filesystems_map_to_their_drives_for_nvme_sata_and_virtio_under_dm() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn a_filesystem_on_md_raid1_lives_on_both_drives_and_trims_through_to_each() {
     let md = layout("md");
     assert_eq!(md.len(), 3, "layout.txt md: {md:?}");
@@ -611,7 +611,7 @@ fn a_filesystem_on_md_raid1_lives_on_both_drives_and_trims_through_to_each() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn probes_ran_on_every_filesystem_with_their_context() {
     let (virt, _) = virtio_names();
     let nvme = nvme();
@@ -687,7 +687,7 @@ fn probes_ran_on_every_filesystem_with_their_context() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn nothing_is_written_outside_the_probe_directories() {
     // "path type size mtime" of every file on the three filesystems, before the first probe
     // and at the end.
@@ -724,7 +724,7 @@ fn nothing_is_written_outside_the_probe_directories() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn the_guest_expositions_pass_promtool() {
     for name in ["sample-3.prom", "daemon-3.prom"] {
         support::assert_promtool_clean(name, &read(name));
@@ -760,12 +760,12 @@ fn fstrim_output_is_read_from_busybox_and_util_linux() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::drives::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
 fn both_smart_backends_read_the_sata_drive_and_agree_on_every_field_both_report() {
     if !cfg!(feature = "atasmart") {
         support::skip(
             "both_smart_backends_read_the_sata_drive_and_agree_on_every_field_both_report",
-            "built without the atasmart feature (cargo test --features atasmart)",
+            "built without the atasmart feature (the default features include it: build without --no-default-features)",
         );
         return;
     }

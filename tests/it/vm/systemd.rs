@@ -7,7 +7,7 @@
 //!
 //! It builds the .deb (or takes `SSDWATCH_DEB`), builds a cached Debian root filesystem once
 //! and boots a VM (about 3 minutes under software emulation), so it is opt-in:
-//! `cargo test --features atasmart --test it -- --ignored vm::systemd::`.
+//! `cargo test --test it -- --ignored vm::systemd::`.
 //! `SSDWATCH_VM_SYSTEMD_RESULTS=DIR` checks what an earlier run left in DIR instead of booting.
 //! A missing prerequisite (qemu, mmdebstrap, root for the first build of the root filesystem)
 //! is a skip, a failure under `SSDWATCH_TESTS_STRICT`.
@@ -245,7 +245,7 @@ fn slow(dir: &Path) -> u64 {
 /// READY=1, the status line is the daemon's own, and the watchdog is armed as the unit says
 /// (its seccomp filter enforced all along: the guest's systemd applies it).
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn systemd_hears_ready_and_the_status_line_and_arms_the_watchdog() {
     let Some(g) = guest("notify under systemd") else {
         return;
@@ -269,7 +269,7 @@ fn systemd_hears_ready_and_the_status_line_and_arms_the_watchdog() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn dpkg_installs_the_package_and_systemd_starts_and_enables_the_service() {
     let Some(g) = guest("dpkg installs the package under systemd") else {
         return;
@@ -291,7 +291,7 @@ fn dpkg_installs_the_package_and_systemd_starts_and_enables_the_service() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn the_service_runs_as_ssdwatch_with_only_the_capabilities_its_unit_declares() {
     let Some(g) = guest("the service's user and capabilities") else {
         return;
@@ -346,7 +346,7 @@ fn the_service_runs_as_ssdwatch_with_only_the_capabilities_its_unit_declares() {
 /// whatever helper reads SMART for it. (Fails while the daemon itself runs smartctl with its
 /// ambient capabilities.)
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn the_http_facing_main_process_has_no_effective_capability() {
     let Some(g) = guest("CapEff of the HTTP-facing process") else {
         return;
@@ -363,7 +363,7 @@ fn the_http_facing_main_process_has_no_effective_capability() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn smart_reads_the_nvme_and_sata_drives_under_the_sandbox() {
     let Some(g) = guest("SMART under the sandbox") else {
         return;
@@ -437,7 +437,7 @@ fn smart_reads_the_nvme_and_sata_drives_under_the_sandbox() {
 /// a run the guest caught in the unit's cgroup holds both, as the ssdwatch user, and nothing
 /// beyond the unit's bounding set.
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn smartctl_started_in_the_sandbox_inherits_the_capabilities_it_needs() {
     let Some(g) = guest("the smartctl child's capabilities") else {
         return;
@@ -469,7 +469,7 @@ fn smartctl_started_in_the_sandbox_inherits_the_capabilities_it_needs() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn metrics_are_served_by_the_installed_service_and_pass_promtool() {
     let Some(g) = guest("/metrics of the installed service") else {
         return;
@@ -483,7 +483,7 @@ fn metrics_are_served_by_the_installed_service_and_pass_promtool() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn a_probe_target_made_writable_by_a_drop_in_is_probed() {
     let Some(g) = guest("a probe target made writable by a drop-in") else {
         return;
@@ -517,7 +517,7 @@ fn a_probe_target_made_writable_by_a_drop_in_is_probed() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn a_write_outside_read_write_paths_is_refused_by_the_sandbox() {
     let Some(g) = guest("a write outside ReadWritePaths") else {
         return;
@@ -560,7 +560,7 @@ fn a_write_outside_read_write_paths_is_refused_by_the_sandbox() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn systemctl_reload_keeps_the_pid_and_applies_a_new_log_level() {
     let Some(g) = guest("systemctl reload") else {
         return;
@@ -591,7 +591,7 @@ fn systemctl_reload_keeps_the_pid_and_applies_a_new_log_level() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn sighup_keeps_the_pid_and_applies_a_new_log_level() {
     let Some(g) = guest("SIGHUP") else {
         return;
@@ -622,7 +622,7 @@ fn sighup_keeps_the_pid_and_applies_a_new_log_level() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn a_killed_daemon_is_restarted_after_restart_sec() {
     let Some(g) = guest("kill -9 and Restart=") else {
         return;
@@ -649,7 +649,7 @@ fn a_killed_daemon_is_restarted_after_restart_sec() {
 }
 
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn systemctl_stop_finishes_within_its_timeout_without_sigkill() {
     let Some(g) = guest("systemctl stop") else {
         return;
@@ -676,7 +676,7 @@ fn systemctl_stop_finishes_within_its_timeout_without_sigkill() {
 
 /// Recorded for whoever tightens the unit: the analysis runs on the installed unit.
 #[test]
-#[ignore = "boots a QEMU guest; run with: cargo test --features atasmart --test it -- --ignored vm::systemd::"]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
 fn systemd_analyze_security_is_recorded() {
     let Some(g) = guest("systemd-analyze security") else {
         return;
