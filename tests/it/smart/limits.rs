@@ -7,37 +7,11 @@ use crate::support;
 
 use crate::support::smart::{Fake, sample, smart_fixture as fixture};
 
-use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
+use ssdwatch::collector::smart::SmartCollector;
 use std::time::{Duration, Instant};
 
 /// The runner's output cap (src/collector/smart/runner.rs).
 const CAP: u64 = 4 << 20;
-
-/// This file's SMART configs over the fake.
-trait Configs {
-    fn config(&self, devs: &[String], timeout: Duration, parallelism: usize) -> SmartConfig;
-}
-
-impl Configs for Fake {
-    fn config(&self, devs: &[String], timeout: Duration, parallelism: usize) -> SmartConfig {
-        SmartConfig {
-            interval: Duration::ZERO,
-            smartctl_path: self.dir.path().join("smartctl"),
-            timeout,
-            parallelism,
-            discover: false,
-            devices: devs
-                .iter()
-                .map(|d| DeviceEntry {
-                    path: format!("/dev/{d}"),
-                    dev_type: None,
-                    label: None,
-                })
-                .collect(),
-            ..SmartConfig::default()
-        }
-    }
-}
 
 fn sample_ok(m: &str, dev: &str) -> Option<f64> {
     support::value_matching(

@@ -10,7 +10,7 @@
 
 use crate::support;
 
-use ssdwatch::collector::smart::{Backend, DeviceEntry, SmartCollector, SmartConfig};
+use ssdwatch::collector::smart::SmartCollector;
 use ssdwatch::collector::{Collector, Context};
 use ssdwatch::snapshot::Shared;
 use std::sync::Arc;
@@ -66,26 +66,9 @@ fn stress(drives: usize, samples: usize, parallelism: usize) -> Stress {
         ESCAPING,
         &format!("escape {}", smart_fixture(CAPTURES[0]).display()),
     );
-    let mut c = SmartCollector::new(&SmartConfig {
-        // Every sample reads every drive.
-        interval: Duration::ZERO,
-        smartctl_path: fake.bin(),
-        backend: Backend::Smartctl,
-        // Generous: a loaded machine must not turn a slow run into a loss.
-        timeout: Duration::from_secs(60),
-        parallelism,
-        discover: false,
-        devices: names
-            .iter()
-            .map(|d| DeviceEntry {
-                path: format!("/dev/{d}"),
-                dev_type: None,
-                label: None,
-            })
-            .collect(),
-        ..SmartConfig::default()
-    })
-    .expect("collector");
+    // Generous: a loaded machine must not turn a slow run into a loss.
+    let mut c = SmartCollector::new(&fake.config(&names, Duration::from_secs(60), parallelism))
+        .expect("collector");
     let empty = tempfile::tempdir().expect("tempdir");
     let ctx = Context {
         roots: Arc::new(ssdwatch::Roots::fixture(empty.path())),

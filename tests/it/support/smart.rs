@@ -40,6 +40,36 @@ impl Fake {
         Fake { dir }
     }
 
+    /// A SMART config reading `devs` (kernel names) through this fake: every sample reads every
+    /// drive (tests build the collector directly, below the config file's 1 s minimum), always
+    /// with the smartctl backend (never libatasmart, even where `auto` would pick it), no
+    /// discovery.
+    pub fn config<S: AsRef<str>>(
+        &self,
+        devs: &[S],
+        timeout: std::time::Duration,
+        parallelism: usize,
+    ) -> ssdwatch::collector::smart::SmartConfig {
+        use ssdwatch::collector::smart::{Backend, DeviceEntry, SmartConfig};
+        SmartConfig {
+            interval: std::time::Duration::ZERO,
+            smartctl_path: self.bin(),
+            backend: Backend::Smartctl,
+            timeout,
+            parallelism,
+            discover: false,
+            devices: devs
+                .iter()
+                .map(|d| DeviceEntry {
+                    path: format!("/dev/{}", d.as_ref()),
+                    dev_type: None,
+                    label: None,
+                })
+                .collect(),
+            ..SmartConfig::default()
+        }
+    }
+
     /// The wrapper, to give as `smartctl_path`.
     pub fn bin(&self) -> PathBuf {
         self.dir.path().join("smartctl")
