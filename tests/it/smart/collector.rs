@@ -11,6 +11,15 @@ use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The fake's SMART config for this file: a 700 ms timeout, the default parallelism.
+fn config<S: AsRef<str>>(fake: &Fake, devs: &[S]) -> SmartConfig {
+    fake.config(
+        devs,
+        Duration::from_millis(700),
+        SmartConfig::default().parallelism,
+    )
+}
+
 /// Wear of the Samsung 860 EVO capture (attribute 177, 81% life left).
 const WEAR_860EVO: f64 = 0.19;
 
@@ -73,11 +82,7 @@ fn a_hung_smartctl_is_killed_with_its_process_group_and_the_daemon_keeps_serving
     let mut cfg = ssdwatch::config::Config::default();
     cfg.collectors.smart = SmartConfig {
         interval: Duration::from_secs(1),
-        ..fake.config(
-            &["sda", "sdb"],
-            Duration::from_millis(700),
-            SmartConfig::default().parallelism,
-        )
+        ..config(&fake, &["sda", "sdb"])
     };
     cfg.collectors.probe.enabled = false;
     cfg.collectors.filesystem.enabled = false;
@@ -116,12 +121,7 @@ fn garbage_and_truncated_output_fail_only_their_own_drive() {
         &format!("truncated {}", fixture("ata-samsung-860evo.json").display()),
     );
     fake.ok("sdc", "ata-intel-s4510-ssdsc2kb480g8.json");
-    let mut c = SmartCollector::new(&fake.config(
-        &["sda", "sdb", "sdc"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    ))
-    .expect("new");
+    let mut c = SmartCollector::new(&config(&fake, &["sda", "sdb", "sdc"])).expect("new");
     let (m, errors) = sample(&mut c);
     for dev in ["sda", "sdb"] {
         assert_eq!(
@@ -185,12 +185,7 @@ fn each_smartctl_exit_bit_is_reported_by_name() {
                 fixture("nvme-intel-p4510-ssdpe2kx010t8-worn73.json").display()
             ),
         );
-        let mut c = SmartCollector::new(&fake.config(
-            &["sda"],
-            Duration::from_millis(700),
-            SmartConfig::default().parallelism,
-        ))
-        .expect("new");
+        let mut c = SmartCollector::new(&config(&fake, &["sda"])).expect("new");
         let (m, _) = sample(&mut c);
         for (other, oname) in names.iter().enumerate() {
             let want = if other == bit { 1.0 } else { 0.0 };
@@ -217,12 +212,7 @@ fn each_smartctl_exit_bit_is_reported_by_name() {
 fn a_drive_in_standby_keeps_its_last_values_and_is_not_woken() {
     let fake = Fake::new();
     fake.ok("sda", "ata-samsung-860evo.json");
-    let mut c = SmartCollector::new(&fake.config(
-        &["sda"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    ))
-    .expect("new");
+    let mut c = SmartCollector::new(&config(&fake, &["sda"])).expect("new");
     let (awake, _) = sample(&mut c);
     assert_eq!(
         val(&awake, "ssdwatch_device_in_standby", &["device=\"sda\""]),
@@ -290,12 +280,7 @@ fn permission_denied_names_the_capability_needed() {
     )
     .expect("write");
     fake.mode("nvme0n1", &format!("exit 2 {}", json.display()));
-    let mut c = SmartCollector::new(&fake.config(
-        &["nvme0n1"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    ))
-    .expect("new");
+    let mut c = SmartCollector::new(&config(&fake, &["nvme0n1"])).expect("new");
     let (m, errors) = sample(&mut c);
     assert!(
         errors.iter().any(|e| e.contains("device nvme0n1")
@@ -315,11 +300,7 @@ fn permission_denied_names_the_capability_needed() {
 
 #[test]
 fn a_missing_smartctl_binary_is_reported_per_device_without_failing_the_sample() {
-    let mut cfg = Fake::new().config(
-        &["sda"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    );
+    let mut cfg = config(&Fake::new(), &["sda"]);
     cfg.smartctl_path = PathBuf::from("/nonexistent/smartctl");
     let mut c = SmartCollector::new(&cfg).expect("new");
     let (m, errors) = sample(&mut c);
@@ -348,12 +329,7 @@ fn collector_output_passes_promtool() {
     ]) {
         fake.ok(d, f);
     }
-    let mut c = SmartCollector::new(&fake.config(
-        &devs,
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    ))
-    .expect("new");
+    let mut c = SmartCollector::new(&config(&fake, &devs)).expect("new");
     let (m, errors) = sample(&mut c);
     assert!(errors.is_empty(), "{errors:?}");
     support::assert_promtool_clean(&m, &m);
@@ -365,12 +341,7 @@ fn collector_output_passes_promtool() {
 fn a_rejected_device_statistics_log_costs_only_its_own_fields_and_is_not_asked_again() {
     let fake = Fake::new();
     fake.ok("sda", "ata-samsung-860evo.json");
-    let mut c = SmartCollector::new(&fake.config(
-        &["sda"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    ))
-    .expect("new");
+    let mut c = SmartCollector::new(&config(&fake, &["sda"])).expect("new");
     let _ = sample(&mut c);
     // The bridge rejects the log: smartctl sets exit bit 2 and still prints identity data.
     fake.mode(
@@ -400,11 +371,7 @@ fn a_rejected_device_statistics_log_costs_only_its_own_fields_and_is_not_asked_a
 fn each_drive_exports_its_class_interval_and_is_not_queried_again_before_it() {
     let fake = Fake::new();
     fake.ok("sda", "ata-samsung-860evo.json");
-    let mut cfg = fake.config(
-        &["sda"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    );
+    let mut cfg = config(&fake, &["sda"]);
     cfg.class_intervals.ata = Some(Duration::from_secs(7200));
     let mut c = SmartCollector::new(&cfg).expect("new");
     let (first, errors) = sample(&mut c);
@@ -434,11 +401,7 @@ fn each_drive_exports_its_class_interval_and_is_not_queried_again_before_it() {
 
 #[test]
 fn a_failing_drive_is_one_fault_under_its_device_label() {
-    let mut cfg = Fake::new().config(
-        &["sda"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    );
+    let mut cfg = config(&Fake::new(), &["sda"]);
     cfg.smartctl_path = PathBuf::from("/nonexistent/smartctl");
     let mut c = SmartCollector::new(&cfg).expect("new");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -476,12 +439,7 @@ fn a_smartctl_stuck_in_the_kernel_freezes_no_other_drive() {
     let fake = Fake::new();
     fake.mode("sda", &format!("dstate {}", hung.mountpoint.display()));
     fake.ok("sdb", "ata-samsung-860evo.json");
-    let mut c = SmartCollector::new(&fake.config(
-        &["sda", "sdb"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    ))
-    .unwrap();
+    let mut c = SmartCollector::new(&config(&fake, &["sda", "sdb"])).unwrap();
     let sampler = Sampler::new();
     let run = |c: &mut SmartCollector| sampler.run(c);
     let (text, errors, took) = run(&mut c);
@@ -598,12 +556,7 @@ fn a_drive_stuck_after_a_good_read_keeps_its_values_and_their_age_grows_truthful
     let fake = Fake::new();
     fake.ok("sda", "ata-samsung-860evo.json");
     fake.ok("sdb", "ata-samsung-860evo.json");
-    let mut c = SmartCollector::new(&fake.config(
-        &["sda", "sdb"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    ))
-    .unwrap();
+    let mut c = SmartCollector::new(&config(&fake, &["sda", "sdb"])).unwrap();
     let sampler = Sampler::new();
     let age = |text: &str, dev: &str| {
         val(
@@ -788,11 +741,7 @@ fn without_smartctl_auto_hands_ata_drives_to_libatasmart_and_keeps_nvme_on_smart
         support::not_applicable(test, "no /dev/vda on this machine to open");
         return;
     }
-    let mut cfg = Fake::new().config(
-        &["vda"],
-        Duration::from_millis(700),
-        SmartConfig::default().parallelism,
-    );
+    let mut cfg = config(&Fake::new(), &["vda"]);
     cfg.backend = ssdwatch::collector::smart::Backend::Auto;
     cfg.smartctl_path = PathBuf::from("/nonexistent/smartctl");
     cfg.devices.push(DeviceEntry {
