@@ -93,6 +93,10 @@ pub enum Plan {
     Enter,
     /// The probe file has another size than configured: remove it; it is made anew.
     RemoveStale,
+    /// The filesystem is too full for a run while the probe file holds its bytes: remove it,
+    /// so the space goes back to the database. It is made again only once the file fits above
+    /// the floor, so it does not come and go.
+    GiveBack,
     /// Every gate passed: record in the budget that the run is about to write this many bytes,
     /// before it writes any (a run killed midway is then counted, not forgotten).
     Record { bytes: u64 },
@@ -154,7 +158,21 @@ pub fn plan(o: &Observed, spec: &Spec) -> Result<Plan, Skip> {
         ControlFlow::Continue(sizes) => sizes,
         ControlFlow::Break(next) => return Ok(next),
     };
-    g.space(stat, file_bytes, create_bytes, allocated)?;
+    if let Err(skip) = g.space(stat, file_bytes, create_bytes, allocated) {
+        // The run is refused for space while the file holds its bytes: under the reserve where
+        // it is rewritten in place (ext4, XFS probe on under the floor), else under the floor.
+        // Not when only the run's own writes would cross the floor: the file, once given back,
+        // would be made again at the next run.
+        let rewrite_in_place =
+            overwrites_in_place(o.fs_type) && create_bytes == 0 && allocated >= file_bytes;
+        if skip.reason == SkipReason::LowSpace
+            && matches!(file, ProbeFile::Sound { .. })
+            && (rewrite_in_place || stat.avail_bytes() < g.floor)
+        {
+            return Ok(Plan::GiveBack);
+        }
+        return Err(skip);
+    }
     let (kinds, budget_skipped) = g.budget(usage, create_bytes)?;
     g.not_busy()?;
     // The budget is recorded before the first write, or nothing is written: a run that can't
@@ -592,6 +610,7 @@ mod tests {
     enum Want {
         Enter,
         RemoveStale,
+        GiveBack,
         Record(u64),
         Run {
             kinds: &'static [ProbeKind],
@@ -771,15 +790,37 @@ mod tests {
         ),
         // Space once leftovers are gone.
         (
-            "still short of space once leftovers are gone",
+            "still short of space once leftovers are gone, with no probe file",
+            |g| {
+                g.o.fs_type = FsType::BTRFS;
+                g.o.stat = stat(GIB);
+                avail_inside(g, 2 * GIB);
+                file(g, ProbeFile::Absent);
+            },
+            Want::Skip(
+                SkipReason::LowSpace,
+                "/data: 2147483648 bytes available, under the floor of 5368709120",
+            ),
+        ),
+        (
+            "too full for a run while the probe file holds its bytes: the file is given back",
             |g| {
                 g.o.fs_type = FsType::BTRFS;
                 g.o.stat = stat(GIB);
                 avail_inside(g, 2 * GIB);
             },
+            Want::GiveBack,
+        ),
+        (
+            "given back, it is not made again until it fits above the floor",
+            |g| {
+                g.o.fs_type = FsType::BTRFS;
+                avail_inside(g, 5 * GIB + 16 * MIB);
+                file(g, ProbeFile::Absent);
+            },
             Want::Skip(
                 SkipReason::LowSpace,
-                "/data: 2147483648 bytes available, under the floor of 5368709120",
+                "creating the 33554432-byte probe file would leave",
             ),
         ),
         (
@@ -815,12 +856,9 @@ mod tests {
             ALL_RUN,
         ),
         (
-            "a rewrite stops under the reserve",
+            "a rewrite stops under the reserve, and the probe file is given back",
             |g| avail_inside(g, 4 * MIB - 4096),
-            Want::Skip(
-                SkipReason::LowSpace,
-                "/data: 4190208 bytes available, under the reserve of 4194304 kept even for rewriting",
-            ),
+            Want::GiveBack,
         ),
         (
             "the reserve is the target's",
@@ -828,10 +866,10 @@ mod tests {
                 g.t.rewrite_reserve_bytes = GIB;
                 avail_inside(g, GIB - 4096);
             },
-            Want::Skip(SkipReason::LowSpace, "under the reserve of 1073741824"),
+            Want::GiveBack,
         ),
         (
-            "a probe file with holes would allocate: it keeps the floor",
+            "a probe file with holes would allocate: it keeps the floor, and is given back under it",
             |g| {
                 file(
                     g,
@@ -842,7 +880,7 @@ mod tests {
                 );
                 avail_inside(g, 3 * GIB);
             },
-            Want::Skip(SkipReason::LowSpace, "under the floor of 5368709120"),
+            Want::GiveBack,
         ),
         (
             "btrfs at 97% keeps the floor: an overwrite lands in new blocks",
@@ -850,7 +888,7 @@ mod tests {
                 g.o.fs_type = FsType::BTRFS;
                 avail_inside(g, 3 * GIB);
             },
-            Want::Skip(SkipReason::LowSpace, "under the floor of 5368709120"),
+            Want::GiveBack,
         ),
         (
             "on btrfs the run's own writes must fit above the floor",
@@ -858,10 +896,7 @@ mod tests {
                 g.o.fs_type = FsType::BTRFS;
                 avail_inside(g, 5 * GIB + 100 * 1024);
             },
-            Want::Skip(
-                SkipReason::LowSpace,
-                "/data: on btrfs every write allocates; the run's 16908288 bytes would leave",
-            ),
+            Want::Skip(SkipReason::LowSpace, "every write allocates"),
         ),
         (
             "on a type we don't know the message gives its number",
@@ -871,7 +906,7 @@ mod tests {
             },
             Want::Skip(
                 SkipReason::LowSpace,
-                "on filesystem type 0x1234 every write",
+                "on filesystem type 0x1234 every write allocates",
             ),
         ),
         (
@@ -1248,7 +1283,9 @@ mod tests {
 
     fn check(name: &str, got: Result<Plan, Skip>, want: &Want) {
         match (got, want) {
-            (Ok(Plan::Enter), Want::Enter) | (Ok(Plan::RemoveStale), Want::RemoveStale) => {}
+            (Ok(Plan::Enter), Want::Enter)
+            | (Ok(Plan::RemoveStale), Want::RemoveStale)
+            | (Ok(Plan::GiveBack), Want::GiveBack) => {}
             (Ok(Plan::Record { bytes }), Want::Record(want)) => assert_eq!(bytes, *want, "{name}"),
             (
                 Ok(Plan::Run(p)),
@@ -1312,6 +1349,12 @@ mod tests {
             let mut g = given();
             g.o.fs_type = fs;
             avail_inside(&mut g, 3 * GIB);
+            let spec = Spec {
+                target: &g.t,
+                kinds: &g.kinds,
+            };
+            check(&format!("{fs:?}"), plan(&g.o, &spec), &Want::GiveBack);
+            file(&mut g, ProbeFile::Absent);
             let spec = Spec {
                 target: &g.t,
                 kinds: &g.kinds,

@@ -228,6 +228,13 @@ pub fn run_target_with(t: &TargetConfig, inp: &RunInputs, at: &dyn Fn(Stage)) ->
         let done = match step {
             Plan::Enter => run.enter(inp.state_dir),
             Plan::RemoveStale => run.remove_stale(),
+            Plan::GiveBack => {
+                tracing::info!(
+                    "{}: too full for a probe run; the probe file is removed to give its space back (made again once it fits above the floor)",
+                    run.file_shown()
+                );
+                run.remove_stale()
+            }
             // Every other gate passed: worth the busy gate's look (a second by default).
             Plan::Record { .. } | Plan::Run(_) if !measured => {
                 measured = true;
@@ -398,7 +405,8 @@ impl Run {
         Ok(())
     }
 
-    /// Removes a probe file of another size than configured.
+    /// Removes the probe file: of another size than configured, or given back on a filesystem
+    /// too full for a run.
     fn remove_stale(&mut self) -> Result<(), RunError> {
         self.file = None;
         let path = self.file_shown();
