@@ -278,8 +278,30 @@ mod tests {
         assert!(!out.contains("ssdwatch_filesystem_size_bytes"));
         assert!(out.contains("ssdwatch_collector_success{collector=\"filesystem\"} 0\n"));
         assert!(out.contains("ssdwatch_collector_errors_total{collector=\"filesystem\"} 1\n"));
+        // A failed sample's loss counters stay (the history's dropped records while its store
+        // fails); its other series go.
+        let mut kept = MetricSet::new();
+        kept.family(&crate::catalogue::HISTORY_RECORDS_DROPPED_TOTAL)
+            .push(&[], 7.0);
+        store.publish(
+            "filesystem",
+            Published {
+                metrics: None,
+                kept,
+                duration: Duration::from_millis(2),
+                errors: 1,
+                failing_items: 0,
+            },
+        );
+        let out = store.render();
+        assert!(
+            out.contains("ssdwatch_history_records_dropped_total 7\n"),
+            "{out}"
+        );
+        assert!(!out.contains("ssdwatch_filesystem_size_bytes"));
+        assert!(out.contains("ssdwatch_collector_success{collector=\"filesystem\"} 0\n"));
         assert!(!store.all_succeeded());
         // A failed sample is a finished one all the same.
-        assert_eq!(store.progress(), [("filesystem", 2, Some(false))]);
+        assert_eq!(store.progress(), [("filesystem", 3, Some(false))]);
     }
 }
