@@ -597,31 +597,10 @@ impl Worker {
 }
 
 #[cfg(test)]
-mod tests_support {
-    use super::*;
-
-    /// A filesystem sample of `mp` at `t`.
-    pub(super) fn sample_at(mp: &str, t: i64) -> FsSample {
-        FsSample {
-            key: FsKey {
-                mountpoint: mp.into(),
-                uuid: Some(format!("uuid-of-{mp}")),
-            },
-            device: "sda1".into(),
-            t,
-            size_bytes: 1 << 40,
-            avail_bytes: 1 << 39,
-            free_bytes: 1 << 39,
-            files_free: Some(7),
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
-    fn sample(mp: &str, device: &str, t: i64, avail: u64) -> FsSample {
+    pub(super) fn sample(mp: &str, device: &str, t: i64, avail: u64) -> FsSample {
         FsSample {
             key: FsKey {
                 mountpoint: mp.into(),
@@ -673,7 +652,12 @@ mod tests {
 
 #[cfg(test)]
 mod worker_tests {
-    use super::tests_support::sample_at;
+    /// A filesystem sample of `mp` at `t`, half full.
+    fn sample_at(mp: &str, t: i64) -> FsSample {
+        sample(mp, "sda1", t, 1 << 39)
+    }
+
+    use super::tests::sample;
     use super::*;
 
     fn worker(state_dir: &std::path::Path) -> Worker {

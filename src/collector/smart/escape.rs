@@ -315,10 +315,16 @@ mod tests {
     /// Waits (generously: the machine may be busy) until `pid`, a fork of this test, has
     /// exec'd: its program is no longer this test's.
     fn wait_exec(pid: u32) {
+        let ours = exe_of(Path::new("/proc/self"));
+        wait_until(pid, "exec'd", |dir| exe_of(dir) != ours);
+    }
+
+    /// Waits (30 s at most) until `done` holds of the process's /proc directory.
+    fn wait_until(pid: u32, what: &str, done: impl Fn(&Path) -> bool) {
         let dir = Path::new(PROC).join(pid.to_string());
         let deadline = Instant::now() + Duration::from_secs(30);
-        while exe_of(&dir) == exe_of(Path::new("/proc/self")) {
-            assert!(Instant::now() < deadline, "{pid} never exec'd");
+        while !done(&dir) {
+            assert!(Instant::now() < deadline, "{pid} never {what}");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -340,12 +346,9 @@ mod tests {
             .expect("spawn setsid sleep");
         // A child of ours leads no group, so setsid calls setsid(2) and execs sleep: no fork.
         // Wait for sleep itself: between setsid's exec and sleep's, the sweep may find nothing.
-        let dir = Path::new(PROC).join(child.id().to_string());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !std::fs::read_link(dir.join("exe")).is_ok_and(|e| e.ends_with("sleep")) {
-            assert!(Instant::now() < deadline, "setsid never exec'd sleep");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(child.id(), "exec'd sleep", |dir| {
+            std::fs::read_link(dir.join("exe")).is_ok_and(|e| e.ends_with("sleep"))
+        });
         let (swept, signalled) = sweep(&marks);
         assert_eq!((swept, signalled.len()), (killed(1), 1));
         let status = child.wait().expect("wait");
