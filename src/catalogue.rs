@@ -179,6 +179,105 @@ catalogue! {
         "Free inodes.";
     FILESYSTEM_READONLY: Gauge "ssdwatch_filesystem_readonly" ["mountpoint", "device", "fstype"] unit ""
         "Whether the filesystem is mounted read-only (mount or superblock option ro).";
+    FILESYSTEM_EFFECTIVE_AVAIL_BYTES: Gauge "ssdwatch_filesystem_effective_avail_bytes" ["mountpoint", "device", "fstype"] unit "bytes"
+        "Bytes the mount can still take: the least of its filesystem's available bytes and what every layer under it still has (a thin pool's free data space, a ZFS dataset's available bytes and its pool's free space, btrfs's allocatable space, none when btrfs metadata can't grow). ssdwatch_filesystem_limiting_layer_info names the layer.";
+    FILESYSTEM_LIMITING_LAYER_INFO: Gauge "ssdwatch_filesystem_limiting_layer_info" ["mountpoint", "layer", "name"] unit ""
+        "The layer that runs out first under the mount (filesystem, thin_pool, btrfs, btrfs_metadata, zfs_dataset, zfs_pool) and its name (a pool, a btrfs UUID, a dataset); always 1.";
+    FILESYSTEM_LAYER_AVAIL_BYTES: Gauge "ssdwatch_filesystem_layer_avail_bytes" ["mountpoint", "layer", "name"] unit "bytes"
+        "What each layer under the mount still has, the mount's stack of layers: the filesystem itself and each pool or allocator below it.";
+    // Collector `layers`: capacity below statvfs and md arrays.
+    THIN_POOL_DATA_SIZE_BYTES: Gauge "ssdwatch_thin_pool_data_size_bytes" ["pool"] unit "bytes"
+        "Data space of a device-mapper thin pool (LVM thin), from dmsetup status; pool is its device-mapper name (LVM: vg-pool-tpool).";
+    THIN_POOL_DATA_USED_BYTES: Gauge "ssdwatch_thin_pool_data_used_bytes" ["pool"] unit "bytes"
+        "Data space of the thin pool in use: when it reaches the size, every write to its thin volumes fails or queues whatever their filesystems show.";
+    THIN_POOL_METADATA_SIZE_BYTES: Gauge "ssdwatch_thin_pool_metadata_size_bytes" ["pool"] unit "bytes"
+        "Metadata space of the thin pool.";
+    THIN_POOL_METADATA_USED_BYTES: Gauge "ssdwatch_thin_pool_metadata_used_bytes" ["pool"] unit "bytes"
+        "Metadata space of the thin pool in use: a full metadata device turns the pool read-only.";
+    THIN_POOL_VIRTUAL_SIZE_BYTES: Gauge "ssdwatch_thin_pool_virtual_size_bytes" ["pool"] unit "bytes"
+        "Sum of the sizes of the pool's thin volumes: the space promised.";
+    THIN_POOL_OVERCOMMIT_RATIO: Gauge "ssdwatch_thin_pool_overcommit_ratio" ["pool"] unit "ratio"
+        "Space promised over data space (virtual size / data size); above 1 the pool is overcommitted.";
+    THIN_POOL_OUT_OF_DATA_SPACE: Gauge "ssdwatch_thin_pool_out_of_data_space" ["pool"] unit ""
+        "Whether the pool is out of data space (its status says out_of_data_space).";
+    THIN_POOL_READ_ONLY: Gauge "ssdwatch_thin_pool_read_only" ["pool"] unit ""
+        "Whether the pool is read-only (metadata full or damaged, or set so).";
+    THIN_POOL_FAILED: Gauge "ssdwatch_thin_pool_failed" ["pool"] unit ""
+        "Whether the pool has failed: no I/O to any of its volumes.";
+    THIN_POOL_NEEDS_CHECK: Gauge "ssdwatch_thin_pool_needs_check" ["pool"] unit ""
+        "Whether the pool's metadata is flagged for thin_check before it can be used read-write again.";
+    THIN_POOL_ERROR_IF_NO_SPACE: Gauge "ssdwatch_thin_pool_error_if_no_space" ["pool"] unit ""
+        "1 when writes fail at once once the pool is out of data space, 0 when they queue (60 s by default, then fail).";
+    THIN_VOLUME_SIZE_BYTES: Gauge "ssdwatch_thin_volume_size_bytes" ["volume", "pool"] unit "bytes"
+        "Size of a thin volume (device-mapper name) of the pool.";
+    THIN_VOLUME_MAPPED_BYTES: Gauge "ssdwatch_thin_volume_mapped_bytes" ["volume", "pool"] unit "bytes"
+        "Bytes of the thin volume backed by pool space (written and not discarded).";
+    BTRFS_INFO: Gauge "ssdwatch_btrfs_info" ["uuid", "label"] unit ""
+        "A btrfs filesystem; always 1.";
+    BTRFS_SIZE_BYTES: Gauge "ssdwatch_btrfs_size_bytes" ["uuid"] unit "bytes"
+        "Raw bytes of all the filesystem's devices.";
+    BTRFS_UNALLOCATED_BYTES: Gauge "ssdwatch_btrfs_unallocated_bytes" ["uuid"] unit "bytes"
+        "Raw bytes not allocated to any chunk: what new data or metadata chunks come from.";
+    BTRFS_GLOBAL_RESERVE_BYTES: Gauge "ssdwatch_btrfs_global_reserve_bytes" ["uuid"] unit "bytes"
+        "Metadata space held back for the filesystem's own critical updates.";
+    BTRFS_METADATA_CAN_GROW: Gauge "ssdwatch_btrfs_metadata_can_grow" ["uuid"] unit ""
+        "Whether the unallocated space still holds one metadata chunk at its profile's copies; at 0 metadata can't grow and writes fail with ENOSPC once its chunks are full, whatever df shows.";
+    BTRFS_ALLOCATED_BYTES: Gauge "ssdwatch_btrfs_allocated_bytes" ["uuid", "type"] unit "bytes"
+        "Logical bytes in chunks of the type (data, metadata, system).";
+    BTRFS_USED_BYTES: Gauge "ssdwatch_btrfs_used_bytes" ["uuid", "type"] unit "bytes"
+        "Logical bytes used inside chunks of the type.";
+    BTRFS_DISK_ALLOCATED_BYTES: Gauge "ssdwatch_btrfs_disk_allocated_bytes" ["uuid", "type"] unit "bytes"
+        "Raw bytes the type's chunks take on the devices (allocated times the profile's copies).";
+    BTRFS_DISK_USED_BYTES: Gauge "ssdwatch_btrfs_disk_used_bytes" ["uuid", "type"] unit "bytes"
+        "Raw bytes used inside the type's chunks.";
+    BTRFS_PROFILE_INFO: Gauge "ssdwatch_btrfs_profile_info" ["uuid", "type", "profile"] unit ""
+        "A profile (single, dup, raid1…) the type's chunks use; two while a balance converts; always 1.";
+    BTRFS_DEVICE_SIZE_BYTES: Gauge "ssdwatch_btrfs_device_size_bytes" ["uuid", "device"] unit "bytes"
+        "Bytes of the device the filesystem may use.";
+    BTRFS_DEVICE_UNALLOCATED_BYTES: Gauge "ssdwatch_btrfs_device_unallocated_bytes" ["uuid", "device"] unit "bytes"
+        "Raw bytes of the device not allocated to chunks (from the filesystem's device query; absent where it could not be asked).";
+    ZFS_POOL_SIZE_BYTES: Gauge "ssdwatch_zfs_pool_size_bytes" ["pool"] unit "bytes"
+        "Size of a ZFS pool (zpool list).";
+    ZFS_POOL_ALLOCATED_BYTES: Gauge "ssdwatch_zfs_pool_allocated_bytes" ["pool"] unit "bytes"
+        "Space allocated in the pool.";
+    ZFS_POOL_FREE_BYTES: Gauge "ssdwatch_zfs_pool_free_bytes" ["pool"] unit "bytes"
+        "Free space of the pool, shared by all its datasets.";
+    ZFS_POOL_FRAGMENTATION_RATIO: Gauge "ssdwatch_zfs_pool_fragmentation_ratio" ["pool"] unit "ratio"
+        "Fragmentation of the pool's free space, 0 to 1.";
+    ZFS_POOL_CAPACITY_RATIO: Gauge "ssdwatch_zfs_pool_capacity_ratio" ["pool"] unit "ratio"
+        "Allocated over size, as zpool rounds it; ZFS slows down past about 0.8.";
+    ZFS_POOL_CHECKPOINT_BYTES: Gauge "ssdwatch_zfs_pool_checkpoint_bytes" ["pool"] unit "bytes"
+        "Space held by the pool's checkpoint (0 without one).";
+    ZFS_POOL_EXPANDABLE_BYTES: Gauge "ssdwatch_zfs_pool_expandable_bytes" ["pool"] unit "bytes"
+        "Space the pool could grow into (0 when none).";
+    ZFS_POOL_HEALTH: Gauge "ssdwatch_zfs_pool_health" ["pool", "state"] unit ""
+        "1 for the pool's health state (ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED, SUSPENDED), 0 for the others.";
+    ZFS_DATASET_USED_BYTES: Gauge "ssdwatch_zfs_dataset_used_bytes" ["dataset", "pool"] unit "bytes"
+        "Space the dataset and its descendants use.";
+    ZFS_DATASET_AVAILABLE_BYTES: Gauge "ssdwatch_zfs_dataset_available_bytes" ["dataset", "pool"] unit "bytes"
+        "Space the dataset can still take: its quota's room or the pool's free space, which every dataset of the pool shares (never add these up).";
+    ZFS_DATASET_REFERENCED_BYTES: Gauge "ssdwatch_zfs_dataset_referenced_bytes" ["dataset", "pool"] unit "bytes"
+        "Data the dataset itself refers to.";
+    ZFS_DATASET_QUOTA_BYTES: Gauge "ssdwatch_zfs_dataset_quota_bytes" ["dataset", "pool"] unit "bytes"
+        "The dataset's quota; absent without one.";
+    ZFS_DATASET_RESERVATION_BYTES: Gauge "ssdwatch_zfs_dataset_reservation_bytes" ["dataset", "pool"] unit "bytes"
+        "Space reserved for the dataset (0 without a reservation).";
+    MD_INFO: Gauge "ssdwatch_md_info" ["device", "level"] unit ""
+        "An md array and its RAID level; always 1.";
+    MD_ARRAY_STATE: Gauge "ssdwatch_md_array_state" ["device", "state"] unit ""
+        "1 for the array's state (array_state: clean, active, readonly, inactive…), 0 for the others.";
+    MD_DISKS_REQUIRED: Gauge "ssdwatch_md_disks_required" ["device"] unit ""
+        "Members the array is made of (raid_disks).";
+    MD_DISKS_MISSING: Gauge "ssdwatch_md_disks_missing" ["device"] unit ""
+        "Members missing from the array (degraded); above 0 it runs without its full redundancy.";
+    MD_DISKS: Gauge "ssdwatch_md_disks" ["device", "state"] unit ""
+        "Member devices by state: active (in sync), failed, spare (including one being rebuilt into).";
+    MD_SYNC_ACTION: Gauge "ssdwatch_md_sync_action" ["device", "action"] unit ""
+        "1 for the sync action running (idle, resync, recover, check, repair, reshape, frozen), 0 for the others.";
+    MD_SYNC_PROGRESS_RATIO: Gauge "ssdwatch_md_sync_progress_ratio" ["device"] unit "ratio"
+        "Progress of the running sync action, 0 to 1; absent when idle.";
+    MD_MISMATCH_SECTORS: Gauge "ssdwatch_md_mismatch_sectors" ["device"] unit ""
+        "Sectors found inconsistent by the last check or repair (mismatch_cnt).";
     // Collector `smart`: each drive's SMART data, normalized.
     DEVICE_SMART_SAMPLE_OK: Gauge "ssdwatch_device_smart_sample_ok" ["device", "serial", "wwn"] unit ""
         "1 if the last smartctl run on this drive gave usable data (or found it in standby).";

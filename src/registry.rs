@@ -2,7 +2,7 @@
 //! `collectors:`), default interval, how to validate and build each. Adding a collector means a
 //! module, a field in `CollectorsConfig` and a line in `COLLECTORS`.
 
-use crate::collector::{Collector, diskstats, filesystem, probe, smart, topology};
+use crate::collector::{Collector, diskstats, filesystem, layers, probe, smart, topology};
 use crate::validate::Invalid;
 use serde::Deserialize;
 use std::path::Path;
@@ -15,6 +15,7 @@ pub struct CollectorsConfig {
     pub topology: topology::TopologyConfig,
     pub diskstats: diskstats::DiskstatsConfig,
     pub filesystem: filesystem::FilesystemConfig,
+    pub layers: layers::LayersConfig,
     pub smart: smart::SmartConfig,
     pub probe: probe::ProbeConfig,
 }
@@ -77,6 +78,17 @@ pub const COLLECTORS: &[Entry] = &[
                 env.persist_state,
             )?))
         },
+    },
+    Entry {
+        name: "layers",
+        default_interval: layers::DEFAULT_INTERVAL,
+        feeds_others: true,
+        interval: |c| c.layers.interval,
+        enabled: |c| c.layers.enabled,
+        enabled_mut: |c| &mut c.layers.enabled,
+        same: |a, b| a.layers == b.layers,
+        validate: |c, k| c.layers.validate(k),
+        build: |c, _| Ok(Box::new(layers::LayersCollector::new(&c.layers))),
     },
     Entry {
         name: "filesystem",

@@ -186,6 +186,9 @@ pub struct Shared {
     topology: RwLock<Option<(Arc<Topology>, Instant)>>,
     /// SMART's rotation rate per kernel name (0 = solid state), as the SMART collector last read it.
     rotation_rates: RwLock<HashMap<String, u64>>,
+    /// The layers under the filesystems as the layers collector last read them, and until
+    /// when they count.
+    layers: RwLock<Option<(Arc<crate::layers::Layers>, Instant)>>,
 }
 
 impl Shared {
@@ -211,6 +214,21 @@ impl Shared {
         g.as_ref()
             .filter(|(_, at)| at.elapsed() < max_age)
             .map(|(t, _)| t.clone())
+    }
+
+    /// The layers under the filesystems while fresh (a stopped layers collector's last read is
+    /// not used for ever).
+    pub fn layers(&self) -> Option<Arc<crate::layers::Layers>> {
+        let g = self.layers.read().unwrap_or_else(|e| e.into_inner());
+        g.as_ref()
+            .filter(|(_, until)| Instant::now() < *until)
+            .map(|(l, _)| l.clone())
+    }
+
+    /// Shares the layers, good for `valid_for`.
+    pub fn set_layers(&self, l: Arc<crate::layers::Layers>, valid_for: Duration) {
+        let mut g = self.layers.write().unwrap_or_else(|e| e.into_inner());
+        *g = Some((l, Instant::now() + valid_for));
     }
 
     pub fn set_topology(&self, t: Arc<Topology>) {

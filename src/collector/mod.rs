@@ -5,6 +5,7 @@
 pub mod device_filter;
 pub mod diskstats;
 pub mod filesystem;
+pub mod layers;
 pub mod probe;
 pub mod smart;
 pub mod topology;

@@ -2,6 +2,8 @@
 //! No metrics here: collectors turn what these return into series.
 
 pub mod blockstat;
+pub mod btrfs;
+pub mod md;
 pub mod topology;
 
 use std::ffi::OsStr;

@@ -118,18 +118,24 @@ fn sample(host: &str) -> String {
         std::fs::write(state.path().join("discards.json"), saved).unwrap();
     }
     let fake = manifest().join("tests/fake-smartctl/smartctl");
+    // dmsetup, zpool and zfs answer from the host's captures (tests/fixtures/hosts/<host>/layers).
+    let layers_fake = manifest().join("tests/fake-layers");
     std::fs::write(
         cfg.path(),
         format!(
-            "state_dir: {}\ncollectors:\n  smart:\n    smartctl_path: {}\n  probe:\n    jitter_ratio: 0\n    targets: [{{path: {:?}}}]\n  filesystem:\n    statfs_timeout: 300ms\n",
+            "state_dir: {}\ncollectors:\n  smart:\n    smartctl_path: {}\n  probe:\n    jitter_ratio: 0\n    targets: [{{path: {:?}}}]\n  filesystem:\n    statfs_timeout: 300ms\n  layers:\n    dmsetup_path: {}\n    zpool_path: {}\n    zfs_path: {}\n",
             state.path().display(),
             fake.display(),
-            probe_target(&dir)
+            probe_target(&dir),
+            layers_fake.join("dmsetup").display(),
+            layers_fake.join("zpool").display(),
+            layers_fake.join("zfs").display(),
         ),
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ssdwatch"))
         .env("FAKE_STATE", smart.path())
+        .env("FAKE_LAYERS", dir.join("layers"))
         .arg("--config")
         .arg(cfg.path())
         .args(support::fixture_host_flags(&dir))

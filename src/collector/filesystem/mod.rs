@@ -10,6 +10,7 @@ use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{FsKey, FsSample};
+use crate::layers::{Layer, Layers, Limit, MountView, effective};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
 use crate::snapshot::unix_now;
@@ -261,12 +262,20 @@ impl Collector for FilesystemCollector {
         s.metrics
             .family(&catalogue::FILESYSTEM_STATFS_HUNG_THREADS)
             .push(&[], self.guard.outstanding().len() as f64);
+        let layers = ctx.shared.layers();
         let mut untrimmed = std::collections::HashMap::with_capacity(selected.len());
         for m in &selected {
             let r = results
                 .remove(&m.info.mount_point)
                 .unwrap_or(StatResult::NotStarted);
             if let StatResult::Done(Ok(st)) = &r {
+                let avail = effective_avail(
+                    &mut s.metrics,
+                    m,
+                    st.avail_bytes(),
+                    layers.as_deref(),
+                    &topo,
+                );
                 let now_unix = unix_now();
                 let due = ctx.history.as_ref().is_some_and(|h| {
                     self.history_sent
@@ -284,7 +293,9 @@ impl Collector for FilesystemCollector {
                         device: m.device.clone().unwrap_or_else(|| m.info.source.clone()),
                         t: now_unix as i64,
                         size_bytes: st.size_bytes(),
-                        avail_bytes: st.avail_bytes(),
+                        // The effective figure: a thin pool filling under a half-empty
+                        // ext4 fills the mount's forecast too.
+                        avail_bytes: avail,
                         free_bytes: st.free_bytes(),
                         files_free: (st.files > 0).then_some(st.ffree),
                     }));
@@ -363,6 +374,68 @@ pub fn threshold_metrics(
         set.family(&catalogue::FILESYSTEM_ALERT_THRESHOLD_FULL_SECONDS)
             .push(&l, t.full_within.as_secs_f64());
     }
+}
+
+/// The mount's effective free space and its stack of layers (the filesystem first), from the
+/// layers collector's last read; the filesystem's own figure when there is none. Returns the
+/// effective bytes.
+fn effective_avail(
+    set: &mut MetricSet,
+    m: &SelectedMount,
+    fs_avail: u64,
+    layers: Option<&Layers>,
+    topo: &Topology,
+) -> u64 {
+    let mp = m.info.mount_point.as_str();
+    let stack = m
+        .device
+        .as_deref()
+        .map(|d| topo.layers(d))
+        .unwrap_or_default();
+    let limits = layers
+        .map(|l| {
+            l.limits(&MountView {
+                fstype: &m.info.fstype,
+                source: &m.info.source,
+                stack: &stack,
+            })
+        })
+        .unwrap_or_default();
+    let e = effective(fs_avail, &limits);
+    let device = m.device.as_deref().unwrap_or(m.info.source.as_str());
+    set.family(&catalogue::FILESYSTEM_EFFECTIVE_AVAIL_BYTES)
+        .push(
+            &[
+                ("mountpoint", mp),
+                ("device", device),
+                ("fstype", m.info.fstype.as_str()),
+            ],
+            e.avail_bytes as f64,
+        );
+    set.family(&catalogue::FILESYSTEM_LIMITING_LAYER_INFO).push(
+        &[
+            ("mountpoint", mp),
+            ("layer", e.layer.as_str()),
+            ("name", e.name.as_str()),
+        ],
+        1.0,
+    );
+    let own = Limit {
+        layer: Layer::Filesystem,
+        name: String::new(),
+        avail_bytes: fs_avail,
+    };
+    for l in std::iter::once(&own).chain(&limits) {
+        set.family(&catalogue::FILESYSTEM_LAYER_AVAIL_BYTES).push(
+            &[
+                ("mountpoint", mp),
+                ("layer", l.layer.as_str()),
+                ("name", l.name.as_str()),
+            ],
+            l.avail_bytes as f64,
+        );
+    }
+    e.avail_bytes
 }
 
 /// Builds one mount's series; the sizes only when its statvfs answered, else the reason.

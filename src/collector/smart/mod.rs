@@ -17,6 +17,7 @@ mod runner;
 pub use atasmart::Backend;
 pub use drive::waf_over_window;
 pub use runner::smartctl_args;
+pub(crate) use runner::{Exit, MAX_OUTPUT, RunOutcome, run_smartctl as run_bounded};
 
 use crate::catalogue;
 use crate::collector::device_filter::{DevicePattern, wanted};
@@ -30,7 +31,7 @@ use crate::validate::{
 };
 use drive::{DriveState, Run, Target};
 use regex_lite::Regex;
-use runner::{RunError, RunOutcome};
+use runner::RunError;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

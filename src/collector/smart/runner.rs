@@ -151,7 +151,7 @@ pub enum RunOutcome {
 }
 
 /// Output beyond this is garbage, not smartctl JSON (a full `-x` is under 100 KiB).
-const MAX_OUTPUT: u64 = 4 << 20;
+pub(crate) const MAX_OUTPUT: u64 = 4 << 20;
 
 /// After smartctl exited, what it wrote is already in the pipe: a read that waits longer than
 /// this finds an empty pipe some descendant still holds open, not more output.
@@ -221,7 +221,7 @@ async fn ended(child: &mut tokio::process::Child, leader: Option<&AsyncFd<OwnedF
 /// processes throughout. Never waits on the run longer than `timeout` plus [`REAP_GRACE`]: when
 /// smartctl or any process of the run won't die (stuck in the kernel), they are left to a
 /// background watcher and `in_kernel` stays set until every one of them is gone.
-pub(super) async fn run_smartctl(
+pub(crate) async fn run_smartctl(
     bin: &Path,
     args: &[String],
     timeout: Duration,

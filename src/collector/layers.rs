@@ -1,0 +1,593 @@
+//! Layers collector: the capacity below statvfs (LVM thin pools through `dmsetup`, btrfs chunk
+//! allocation from /sys and one ioctl, ZFS pools and datasets through `zpool`/`zfs list -Hp`)
+//! and md arrays' state, sampled off the scrape path. It shares what it read so the filesystem
+//! collector gives each mount its effective free space. A command that hangs, fails or prints
+//! garbage costs only its own series; nothing is run for a layer the host doesn't have.
+
+use crate::catalogue;
+use crate::collector::smart::{Exit, MAX_OUTPUT, RunOutcome, run_bounded};
+use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
+use crate::metrics::MetricSet;
+use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
+use crate::sysfs::topology::{Topology, resolve_device};
+use crate::sysfs::{btrfs, md};
+use crate::validate::{Invalid, check_duration, check_interval};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Between samples unless the config says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// An item error's list is capped: 100 MB of garbage is one error, not a million.
+const MAX_LINE_ERRORS: usize = 3;
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LayersConfig {
+    pub enabled: bool,
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// How long one `dmsetup`, `zpool` or `zfs` run may take before its process group is
+    /// killed.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    pub dmsetup_path: PathBuf,
+    pub zpool_path: PathBuf,
+    pub zfs_path: PathBuf,
+}
+
+impl Default for LayersConfig {
+    fn default() -> Self {
+        LayersConfig {
+            enabled: true,
+            interval: DEFAULT_INTERVAL,
+            timeout: Duration::from_secs(10),
+            dmsetup_path: PathBuf::from("dmsetup"),
+            zpool_path: PathBuf::from("zpool"),
+            zfs_path: PathBuf::from("zfs"),
+        }
+    }
+}
+
+impl LayersConfig {
+    pub fn validate(&self, key: &str) -> Result<(), Invalid> {
+        check_interval(key, self.interval, Duration::from_secs(1))?;
+        check_duration(
+            &format!("{key}.timeout"),
+            self.timeout,
+            Duration::from_millis(100),
+            Duration::from_secs(600),
+        )?;
+        for (k, p) in [
+            ("dmsetup_path", &self.dmsetup_path),
+            ("zpool_path", &self.zpool_path),
+            ("zfs_path", &self.zfs_path),
+        ] {
+            if p.as_os_str().is_empty() {
+                return Err(Invalid::new(format!("{key}.{k}"), "must not be empty"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The commands the collector runs, each with its own stuck flag: a `zpool` stuck in the
+/// kernel (a suspended pool) is not run again until it is gone, and stops nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Tool {
+    DmsetupTable,
+    DmsetupStatus,
+    Zpool,
+    Zfs,
+}
+
+pub struct LayersCollector {
+    cfg: LayersConfig,
+    in_kernel: HashMap<Tool, Arc<AtomicBool>>,
+    /// btrfs filesystems whose device ioctl has not returned (a wedged filesystem): not asked
+    /// again until it does.
+    btrfs_busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+impl LayersCollector {
+    pub fn new(cfg: &LayersConfig) -> Self {
+        LayersCollector {
+            cfg: cfg.clone(),
+            in_kernel: HashMap::new(),
+            btrfs_busy: Default::default(),
+        }
+    }
+
+    /// Runs one fixed command; its output, or an error naming the command.
+    async fn run(&mut self, tool: Tool, bin: &Path, args: &[&str]) -> Result<String, String> {
+        let cmd = format!("{} {}", bin.display(), args.join(" "));
+        let flag = self.in_kernel.entry(tool).or_default().clone();
+        if flag.load(Ordering::Acquire) {
+            return Err(format!(
+                "{cmd}: an earlier run is stuck in the kernel; not run again until it ends"
+            ));
+        }
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        match run_bounded(bin, &args, self.cfg.timeout, &flag).await {
+            RunOutcome::Output { stdout, exit, .. } => {
+                if stdout.len() as u64 + 8192 > MAX_OUTPUT {
+                    return Err(format!(
+                        "{cmd}: output over {} MiB; not read",
+                        MAX_OUTPUT >> 20
+                    ));
+                }
+                let text = String::from_utf8_lossy(&stdout).into_owned();
+                match exit {
+                    Exit::Code(0) => Ok(text),
+                    e => Err(format!(
+                        "{cmd}: {e}{}",
+                        first_line(&text)
+                            .map(|l| format!(": {l}"))
+                            .unwrap_or_default()
+                    )),
+                }
+            }
+            RunOutcome::Failed(e) => Err(format!("{cmd}: {e}")),
+        }
+    }
+}
+
+fn first_line(s: &str) -> Option<String> {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.chars().take(200).collect())
+}
+
+#[async_trait::async_trait]
+impl Collector for LayersCollector {
+    fn name(&self) -> &'static str {
+        "layers"
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        self.cfg.interval
+    }
+
+    async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        let mut s = Sample::default();
+        let topo = ctx.topology().await.unwrap_or_else(|e| {
+            s.error(ItemError::new(
+                "block topology",
+                format!("block topology (thin volumes not placed): {e:#}"),
+            ));
+            Arc::new(Topology::default())
+        });
+        let mut layers = Layers::default();
+        self.sysfs_layers(ctx, &topo, &mut layers, &mut s).await;
+        // Thin pools exist only as device-mapper devices: no dmsetup run on a host without one.
+        if topo.devices.values().any(|d| d.dm_name.is_some()) {
+            self.thin_pools(&topo, &mut layers, &mut s).await;
+        }
+        // ZFS only where its module is loaded.
+        if ctx.roots.sys.join("module").join("zfs").is_dir() {
+            self.zfs(&mut layers, &mut s).await;
+        }
+        layer_metrics(&mut s.metrics, &layers);
+        ctx.shared
+            .set_layers(Arc::new(layers), self.cfg.interval.saturating_mul(3));
+        Ok(s)
+    }
+}
+
+impl LayersCollector {
+    /// md arrays and btrfs from /sys, and each btrfs's per-device allocation.
+    async fn sysfs_layers(
+        &mut self,
+        ctx: &Context,
+        topo: &Topology,
+        layers: &mut Layers,
+        s: &mut Sample,
+    ) {
+        let sys = ctx.roots.sys.clone();
+        let roots = ctx.roots.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let md = md::read_all(&sys);
+            let (fs, errors) = btrfs::read_all(&sys);
+            // A mount of each btrfs, for its device ioctl: by the kernel name of its source.
+            let mounts = read_mountinfo(&roots.proc)
+                .map(|mut t| {
+                    strip_rootfs(&mut t.mounts, &roots.rootfs);
+                    t.mounts
+                })
+                .unwrap_or_default();
+            (md, fs, errors, mounts)
+        })
+        .await;
+        let Ok((md, fs, errors, mounts)) = read else {
+            s.error(ItemError::new(
+                "sysfs layers",
+                "reading md and btrfs from /sys did not complete",
+            ));
+            return;
+        };
+        layers.md = md;
+        for e in errors {
+            s.error(ItemError::new(
+                format!("btrfs {}", e.uuid),
+                format!("btrfs {}: {e}", e.uuid),
+            ));
+        }
+        for b in fs {
+            let mount = mounts
+                .iter()
+                .filter(|m| m.fstype == "btrfs")
+                .find(|m| resolve_device(m, topo).is_some_and(|d| b.devices.contains(&d)))
+                .map(|m| ctx.roots.in_rootfs(&m.mount_path));
+            let devices = self.btrfs_devices(ctx, topo, &b, mount, s).await;
+            layers.btrfs.push(BtrfsSpace { fs: b, devices });
+        }
+    }
+
+    /// Each device's size and unallocated space: from the filesystem (ioctl) where it answers,
+    /// else the block device's size (the total unallocated is then the sizes less the chunks).
+    async fn btrfs_devices(
+        &mut self,
+        ctx: &Context,
+        topo: &Topology,
+        b: &btrfs::Btrfs,
+        mount: Option<PathBuf>,
+        s: &mut Sample,
+    ) -> Vec<BtrfsDevice> {
+        let fallback = || {
+            b.devices
+                .iter()
+                .map(|d| BtrfsDevice {
+                    name: d.clone(),
+                    size_bytes: topo.get(d).and_then(|x| x.size_bytes).unwrap_or(0),
+                    unallocated_bytes: None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let Some(mount) = mount else {
+            return fallback();
+        };
+        let devids: Vec<u64> =
+            crate::sysfs::dir_names(&ctx.roots.sys.join("fs/btrfs").join(&b.uuid).join("devinfo"))
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|n| n.parse().ok())
+                .collect();
+        {
+            let busy = self.btrfs_busy.lock().unwrap_or_else(|e| e.into_inner());
+            if busy.contains(&b.uuid) {
+                s.error(ItemError::new(
+                    format!("btrfs {}", b.uuid),
+                    format!(
+                        "btrfs {}: an earlier device query on {} has not returned",
+                        b.uuid,
+                        mount.display()
+                    ),
+                ));
+                return fallback();
+            }
+        }
+        let busy = self.btrfs_busy.clone();
+        let uuid = b.uuid.clone();
+        busy.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uuid.clone());
+        let m = mount.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            let r = crate::statfs::btrfs::dev_info(&m, &devids);
+            busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&uuid);
+            r
+        });
+        let infos = match tokio::time::timeout(self.cfg.timeout, job).await {
+            Ok(Ok(Ok(infos))) => infos,
+            Ok(Ok(Err(e)))
+                if matches!(e.raw_os_error(), Some(libc::ENOTTY) | Some(libc::EINVAL)) =>
+            {
+                // Not a btrfs after all (a fixture tree, a mount replaced meanwhile).
+                return fallback();
+            }
+            Ok(Ok(Err(e))) => {
+                s.error(ItemError::new(
+                    format!("btrfs {}", b.uuid),
+                    format!("btrfs {}: device query on {}: {e}", b.uuid, mount.display()),
+                ));
+                return fallback();
+            }
+            Ok(Err(_)) | Err(_) => {
+                s.error(ItemError::new(
+                    format!("btrfs {}", b.uuid),
+                    format!(
+                        "btrfs {}: device query on {} did not return within {}",
+                        b.uuid,
+                        mount.display(),
+                        humantime::format_duration(self.cfg.timeout)
+                    ),
+                ));
+                return fallback();
+            }
+        };
+        infos
+            .into_iter()
+            .map(|i| {
+                let path = ctx.roots.in_rootfs(Path::new(&i.path));
+                let name = std::fs::canonicalize(&path)
+                    .ok()
+                    .and_then(|p| p.file_name().map(crate::sysfs::name_label))
+                    .unwrap_or_else(|| format!("devid{}", i.devid));
+                BtrfsDevice {
+                    name,
+                    size_bytes: i.total_bytes,
+                    unallocated_bytes: Some(i.total_bytes.saturating_sub(i.bytes_used)),
+                }
+            })
+            .collect()
+    }
+
+    async fn thin_pools(&mut self, topo: &Topology, layers: &mut Layers, s: &mut Sample) {
+        let bin = self.cfg.dmsetup_path.clone();
+        let table = self.run(Tool::DmsetupTable, &bin, &["table"]).await;
+        let status = self.run(Tool::DmsetupStatus, &bin, &["status"]).await;
+        let (table, status) = match (table, status) {
+            (Ok(t), Ok(s)) => (t, s),
+            (Err(e), _) | (_, Err(e)) => {
+                s.error(ItemError::new("thin pools", format!("thin pools: {e}")));
+                return;
+            }
+        };
+        let name_of = |dev: &str| {
+            crate::sysfs::topology::parse_devnum(dev)
+                .and_then(|(ma, mi)| topo.by_devnum(ma, mi))
+                .and_then(|d| d.dm_name.clone())
+        };
+        let (pools, problems) = thin::pools(&table, &status, name_of);
+        let total = problems.len();
+        for p in problems.into_iter().take(MAX_LINE_ERRORS) {
+            s.error(ItemError::new(format!("thin {}", p.item), p.message));
+        }
+        if total > MAX_LINE_ERRORS {
+            s.error(ItemError::new(
+                "thin more",
+                format!(
+                    "thin pools: {} more problems in dmsetup's output",
+                    total - MAX_LINE_ERRORS
+                ),
+            ));
+        }
+        layers.thin_pools = pools;
+    }
+
+    async fn zfs(&mut self, layers: &mut Layers, s: &mut Sample) {
+        let zpool = self.cfg.zpool_path.clone();
+        match self
+            .run(
+                Tool::Zpool,
+                &zpool,
+                &["list", "-Hp", "-o", zfs::ZPOOL_COLUMNS],
+            )
+            .await
+        {
+            Ok(text) => {
+                let (pools, errors) = zfs::parse_pools(&text);
+                line_errors(s, "zpool list", errors);
+                layers.zfs_pools = pools;
+            }
+            Err(e) => s.error(ItemError::new("zfs pools", format!("zfs pools: {e}"))),
+        }
+        let zfs_bin = self.cfg.zfs_path.clone();
+        match self
+            .run(
+                Tool::Zfs,
+                &zfs_bin,
+                &[
+                    "list",
+                    "-Hp",
+                    "-t",
+                    "filesystem,volume",
+                    "-o",
+                    zfs::ZFS_COLUMNS,
+                ],
+            )
+            .await
+        {
+            Ok(text) => {
+                let (datasets, errors) = zfs::parse_datasets(&text);
+                line_errors(s, "zfs list", errors);
+                layers.zfs_datasets = datasets;
+            }
+            Err(e) => s.error(ItemError::new("zfs datasets", format!("zfs datasets: {e}"))),
+        }
+    }
+}
+
+/// The first few bad lines of a command's output, each an error naming the line, and how many
+/// more there were.
+fn line_errors(s: &mut Sample, what: &str, errors: Vec<zfs::LineError>) {
+    let total = errors.len();
+    for e in errors.into_iter().take(MAX_LINE_ERRORS) {
+        s.error(ItemError::new(
+            format!("{what} line {}", e.line),
+            e.to_string(),
+        ));
+    }
+    if total > MAX_LINE_ERRORS {
+        s.error(ItemError::new(
+            format!("{what} more"),
+            format!("{what}: {} more bad lines", total - MAX_LINE_ERRORS),
+        ));
+    }
+}
+
+fn flag(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+/// Every layer's series.
+pub fn layer_metrics(set: &mut MetricSet, l: &Layers) {
+    for p in &l.thin_pools {
+        let pl = [("pool", p.name.as_str())];
+        set.family(&catalogue::THIN_POOL_DATA_SIZE_BYTES)
+            .push(&pl, p.data_size_bytes() as f64);
+        set.family(&catalogue::THIN_POOL_DATA_USED_BYTES)
+            .push(&pl, p.data_used_bytes() as f64);
+        set.family(&catalogue::THIN_POOL_METADATA_SIZE_BYTES)
+            .push(&pl, p.metadata_size_bytes() as f64);
+        set.family(&catalogue::THIN_POOL_METADATA_USED_BYTES)
+            .push(&pl, p.metadata_used_bytes() as f64);
+        set.family(&catalogue::THIN_POOL_VIRTUAL_SIZE_BYTES)
+            .push(&pl, p.virtual_bytes as f64);
+        let size = p.data_size_bytes();
+        set.family(&catalogue::THIN_POOL_OVERCOMMIT_RATIO).push_opt(
+            &pl,
+            (size > 0).then(|| p.virtual_bytes as f64 / size as f64),
+        );
+        let mode = p.status.mode;
+        set.family(&catalogue::THIN_POOL_OUT_OF_DATA_SPACE)
+            .push(&pl, flag(mode == thin::PoolMode::OutOfDataSpace));
+        set.family(&catalogue::THIN_POOL_READ_ONLY)
+            .push(&pl, flag(mode == thin::PoolMode::ReadOnly));
+        set.family(&catalogue::THIN_POOL_FAILED)
+            .push(&pl, flag(mode == thin::PoolMode::Failed));
+        set.family(&catalogue::THIN_POOL_NEEDS_CHECK)
+            .push(&pl, flag(p.status.needs_check));
+        set.family(&catalogue::THIN_POOL_ERROR_IF_NO_SPACE)
+            .push(&pl, flag(p.error_if_no_space));
+        for v in &p.volumes {
+            let vl = [("volume", v.name.as_str()), ("pool", p.name.as_str())];
+            set.family(&catalogue::THIN_VOLUME_SIZE_BYTES)
+                .push(&vl, v.size_bytes as f64);
+            set.family(&catalogue::THIN_VOLUME_MAPPED_BYTES)
+                .push_opt(&vl, v.mapped_bytes.map(|m| m as f64));
+        }
+    }
+    for b in &l.btrfs {
+        btrfs_metrics(set, b);
+    }
+    for p in &l.zfs_pools {
+        let pl = [("pool", p.name.as_str())];
+        set.family(&catalogue::ZFS_POOL_SIZE_BYTES)
+            .push(&pl, p.size_bytes as f64);
+        set.family(&catalogue::ZFS_POOL_ALLOCATED_BYTES)
+            .push(&pl, p.allocated_bytes as f64);
+        set.family(&catalogue::ZFS_POOL_FREE_BYTES)
+            .push(&pl, p.free_bytes as f64);
+        set.family(&catalogue::ZFS_POOL_FRAGMENTATION_RATIO)
+            .push_opt(&pl, p.fragmentation_ratio);
+        set.family(&catalogue::ZFS_POOL_CAPACITY_RATIO)
+            .push_opt(&pl, p.capacity_ratio);
+        set.family(&catalogue::ZFS_POOL_CHECKPOINT_BYTES)
+            .push(&pl, p.checkpoint_bytes as f64);
+        set.family(&catalogue::ZFS_POOL_EXPANDABLE_BYTES)
+            .push(&pl, p.expandable_bytes as f64);
+        for state in zfs::HEALTH_STATES {
+            set.family(&catalogue::ZFS_POOL_HEALTH).push(
+                &[("pool", p.name.as_str()), ("state", state)],
+                flag(p.health == *state),
+            );
+        }
+    }
+    for d in &l.zfs_datasets {
+        let dl = [("dataset", d.name.as_str()), ("pool", d.pool.as_str())];
+        set.family(&catalogue::ZFS_DATASET_USED_BYTES)
+            .push(&dl, d.used_bytes as f64);
+        set.family(&catalogue::ZFS_DATASET_AVAILABLE_BYTES)
+            .push(&dl, d.available_bytes as f64);
+        set.family(&catalogue::ZFS_DATASET_REFERENCED_BYTES)
+            .push(&dl, d.referenced_bytes as f64);
+        set.family(&catalogue::ZFS_DATASET_QUOTA_BYTES)
+            .push_opt(&dl, d.quota_bytes.map(|q| q as f64));
+        set.family(&catalogue::ZFS_DATASET_RESERVATION_BYTES)
+            .push(&dl, d.reservation_bytes as f64);
+    }
+    for a in &l.md {
+        md_metrics(set, a);
+    }
+}
+
+fn btrfs_metrics(set: &mut MetricSet, b: &BtrfsSpace) {
+    let u = b.fs.uuid.as_str();
+    set.family(&catalogue::BTRFS_INFO).push(
+        &[("uuid", u), ("label", b.fs.label.as_deref().unwrap_or(""))],
+        1.0,
+    );
+    set.family(&catalogue::BTRFS_SIZE_BYTES)
+        .push(&[("uuid", u)], b.size_bytes() as f64);
+    set.family(&catalogue::BTRFS_UNALLOCATED_BYTES)
+        .push(&[("uuid", u)], b.unallocated_bytes() as f64);
+    set.family(&catalogue::BTRFS_GLOBAL_RESERVE_BYTES)
+        .push(&[("uuid", u)], b.fs.global_reserve_bytes as f64);
+    set.family(&catalogue::BTRFS_METADATA_CAN_GROW)
+        .push(&[("uuid", u)], flag(b.metadata_can_grow()));
+    for (t, a) in [
+        ("data", &b.fs.data),
+        ("metadata", &b.fs.metadata),
+        ("system", &b.fs.system),
+    ] {
+        let tl = [("uuid", u), ("type", t)];
+        set.family(&catalogue::BTRFS_ALLOCATED_BYTES)
+            .push(&tl, a.total_bytes as f64);
+        set.family(&catalogue::BTRFS_USED_BYTES)
+            .push(&tl, a.used_bytes as f64);
+        set.family(&catalogue::BTRFS_DISK_ALLOCATED_BYTES)
+            .push(&tl, a.disk_total_bytes as f64);
+        set.family(&catalogue::BTRFS_DISK_USED_BYTES)
+            .push(&tl, a.disk_used_bytes as f64);
+        for p in &a.profiles {
+            set.family(&catalogue::BTRFS_PROFILE_INFO)
+                .push(&[("uuid", u), ("type", t), ("profile", p.as_str())], 1.0);
+        }
+    }
+    for d in &b.devices {
+        let dl = [("uuid", u), ("device", d.name.as_str())];
+        set.family(&catalogue::BTRFS_DEVICE_SIZE_BYTES)
+            .push(&dl, d.size_bytes as f64);
+        set.family(&catalogue::BTRFS_DEVICE_UNALLOCATED_BYTES)
+            .push_opt(&dl, d.unallocated_bytes.map(|x| x as f64));
+    }
+}
+
+fn md_metrics(set: &mut MetricSet, a: &md::Array) {
+    let dl = [("device", a.name.as_str())];
+    set.family(&catalogue::MD_INFO).push(
+        &[("device", a.name.as_str()), ("level", a.level.as_str())],
+        1.0,
+    );
+    // An unknown state or member list gives no series, never a row of zeros.
+    if md::ARRAY_STATES.contains(&a.state.as_str()) {
+        for state in md::ARRAY_STATES {
+            set.family(&catalogue::MD_ARRAY_STATE).push(
+                &[("device", a.name.as_str()), ("state", state)],
+                flag(a.state == *state),
+            );
+        }
+    }
+    set.family(&catalogue::MD_DISKS_REQUIRED)
+        .push_opt(&dl, a.disks_required.map(|x| x as f64));
+    set.family(&catalogue::MD_DISKS_MISSING)
+        .push_opt(&dl, a.degraded.map(|x| x as f64));
+    if a.members > 0 {
+        for (state, n) in [
+            ("active", a.disks_active),
+            ("failed", a.disks_failed),
+            ("spare", a.disks_spare),
+        ] {
+            set.family(&catalogue::MD_DISKS)
+                .push(&[("device", a.name.as_str()), ("state", state)], n as f64);
+        }
+    }
+    if let Some(action) = &a.sync_action {
+        for x in md::SYNC_ACTIONS {
+            set.family(&catalogue::MD_SYNC_ACTION).push(
+                &[("device", a.name.as_str()), ("action", x)],
+                flag(action == x),
+            );
+        }
+    }
+    set.family(&catalogue::MD_SYNC_PROGRESS_RATIO)
+        .push_opt(&dl, a.sync_progress);
+    set.family(&catalogue::MD_MISMATCH_SECTORS)
+        .push_opt(&dl, a.mismatch_sectors.map(|x| x as f64));
+}

@@ -1,0 +1,345 @@
+//! Capacity below statvfs: the layers under a filesystem that run out on their own (LVM thin
+//! pools, btrfs chunk allocation, ZFS pools and datasets), md arrays' state, and a mount's
+//! effective free space (the least of what its filesystem and every layer under it still have,
+//! and which layer that is). Pure: what the collector read goes in, numbers come out; no I/O
+//! and no metrics here.
+
+pub mod thin;
+pub mod zfs;
+
+use crate::sysfs::btrfs::Btrfs;
+use crate::sysfs::md::Array;
+use crate::sysfs::topology::BlockDevice;
+
+/// A btrfs with what only its devices tell: their sizes and unallocated space.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BtrfsSpace {
+    pub fs: Btrfs,
+    pub devices: Vec<BtrfsDevice>,
+}
+
+/// One device of a btrfs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BtrfsDevice {
+    /// Kernel name (`sdb1`, `dm-2`).
+    pub name: String,
+    /// Bytes of the device the filesystem may use.
+    pub size_bytes: u64,
+    /// Raw bytes not allocated to any chunk; None when only the filesystem's total is known.
+    pub unallocated_bytes: Option<u64>,
+}
+
+impl BtrfsSpace {
+    pub fn size_bytes(&self) -> u64 {
+        self.devices.iter().map(|d| d.size_bytes).sum()
+    }
+    /// Raw bytes not allocated to chunks on any device: the devices' own figures where known,
+    /// else their sizes less what is allocated in all.
+    pub fn unallocated_bytes(&self) -> u64 {
+        if !self.devices.is_empty() && self.devices.iter().all(|d| d.unallocated_bytes.is_some()) {
+            self.devices
+                .iter()
+                .filter_map(|d| d.unallocated_bytes)
+                .sum()
+        } else {
+            self.size_bytes()
+                .saturating_sub(self.fs.allocated_raw_bytes())
+        }
+    }
+    pub fn metadata_can_grow(&self) -> bool {
+        self.fs
+            .metadata_can_grow(self.unallocated_bytes(), self.size_bytes())
+    }
+    /// What data can still get; none when metadata is exhausted (writes fail with ENOSPC
+    /// whatever the data chunks hold).
+    pub fn limit(&self) -> Limit {
+        let unallocated = self.unallocated_bytes();
+        if self.fs.metadata_exhausted(unallocated, self.size_bytes()) {
+            return Limit {
+                layer: Layer::BtrfsMetadata,
+                name: self.fs.uuid.clone(),
+                avail_bytes: 0,
+            };
+        }
+        Limit {
+            layer: Layer::Btrfs,
+            name: self.fs.uuid.clone(),
+            avail_bytes: self.fs.data_allocatable_bytes(unallocated),
+        }
+    }
+}
+
+/// Everything the layers collector read in one sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Layers {
+    pub thin_pools: Vec<thin::Pool>,
+    pub btrfs: Vec<BtrfsSpace>,
+    pub zfs_pools: Vec<zfs::Pool>,
+    pub zfs_datasets: Vec<zfs::Dataset>,
+    pub md: Vec<Array>,
+}
+
+/// A kind of layer that can limit a mount's free space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Layer {
+    /// The filesystem itself (statvfs).
+    Filesystem,
+    ThinPool,
+    Btrfs,
+    /// A btrfs whose metadata can't grow and is all but used.
+    BtrfsMetadata,
+    ZfsDataset,
+    ZfsPool,
+}
+
+impl Layer {
+    /// The value of the `layer` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Filesystem => "filesystem",
+            Layer::ThinPool => "thin_pool",
+            Layer::Btrfs => "btrfs",
+            Layer::BtrfsMetadata => "btrfs_metadata",
+            Layer::ZfsDataset => "zfs_dataset",
+            Layer::ZfsPool => "zfs_pool",
+        }
+    }
+}
+
+/// What one layer under a mount still has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    pub layer: Layer,
+    /// The layer's own name: a pool, a btrfs UUID, a dataset.
+    pub name: String,
+    pub avail_bytes: u64,
+}
+
+/// What is known of one mount to place it on its layers.
+pub struct MountView<'a> {
+    pub fstype: &'a str,
+    /// The mount table's source (a ZFS dataset's name for ZFS).
+    pub source: &'a str,
+    /// Its block device and every device under it (`Topology::layers`), top first.
+    pub stack: &'a [&'a BlockDevice],
+}
+
+impl Layers {
+    /// The limits of every layer under a mount, bottom-most last. A thin volume anywhere in the
+    /// stack (under dm-crypt, say) puts its pool's free space under the mount: any one volume
+    /// can take all of it, and every volume of the pool competes for it.
+    pub fn limits(&self, m: &MountView) -> Vec<Limit> {
+        let mut out = Vec::new();
+        match m.fstype {
+            "btrfs" => {
+                if let Some(dev) = m.stack.first()
+                    && let Some(b) = self.btrfs.iter().find(|b| b.fs.devices.contains(&dev.name))
+                {
+                    out.push(b.limit());
+                }
+            }
+            "zfs" => {
+                if let Some(d) = self.zfs_datasets.iter().find(|d| d.name == m.source) {
+                    out.push(Limit {
+                        layer: Layer::ZfsDataset,
+                        name: d.name.clone(),
+                        avail_bytes: d.available_bytes,
+                    });
+                    if let Some(p) = self.zfs_pools.iter().find(|p| p.name == d.pool) {
+                        out.push(Limit {
+                            layer: Layer::ZfsPool,
+                            name: p.name.clone(),
+                            avail_bytes: p.free_bytes,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        for dev in m.stack {
+            let Some(dm) = dev.dm_name.as_deref() else {
+                continue;
+            };
+            for p in &self.thin_pools {
+                if p.volumes.iter().any(|v| v.name == dm) {
+                    out.push(Limit {
+                        layer: Layer::ThinPool,
+                        name: p.name.clone(),
+                        avail_bytes: p.free_bytes(),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A mount's effective free space: the least of its filesystem's `avail_bytes` and every
+/// layer's; on a tie the filesystem (then the upper layer) is named.
+pub fn effective(fs_avail_bytes: u64, limits: &[Limit]) -> Limit {
+    let mut best = Limit {
+        layer: Layer::Filesystem,
+        name: String::new(),
+        avail_bytes: fs_avail_bytes,
+    };
+    for l in limits {
+        if l.avail_bytes < best.avail_bytes {
+            best = l.clone();
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sysfs::btrfs::Allocation;
+
+    fn dev(name: &str, dm: Option<&str>) -> BlockDevice {
+        BlockDevice {
+            name: name.into(),
+            dm_name: dm.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn pool(free_blocks: u64, mode: thin::PoolMode) -> thin::Pool {
+        thin::Pool {
+            name: "vg-pool-tpool".into(),
+            data_block_bytes: 65536,
+            status: thin::PoolStatus {
+                transaction_id: 1,
+                metadata_used_blocks: 10,
+                metadata_total_blocks: 1024,
+                data_used_blocks: 1024 - free_blocks,
+                data_total_blocks: 1024,
+                mode,
+                error_if_no_space: Some(false),
+                needs_check: false,
+            },
+            error_if_no_space: false,
+            virtual_bytes: 200 << 20,
+            volumes: vec![thin::Volume {
+                name: "vg-db".into(),
+                size_bytes: 100 << 20,
+                mapped_bytes: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_thin_pool_filling_under_a_half_empty_ext4_limits_the_mount() {
+        let layers = Layers {
+            thin_pools: vec![pool(16, thin::PoolMode::ReadWrite)],
+            ..Default::default()
+        };
+        // ext4 on dm-crypt on the thin volume.
+        let (crypt, thin) = (dev("dm-4", Some("db-crypt")), dev("dm-3", Some("vg-db")));
+        let stack = [&crypt, &thin];
+        let m = MountView {
+            fstype: "ext4",
+            source: "/dev/mapper/db-crypt",
+            stack: &stack,
+        };
+        let limits = layers.limits(&m);
+        assert_eq!(limits.len(), 1);
+        let e = effective(50 << 20, &limits);
+        assert_eq!(e.layer, Layer::ThinPool);
+        assert_eq!(e.name, "vg-pool-tpool");
+        assert_eq!(e.avail_bytes, 16 * 65536);
+        // Out of data space: nothing, whatever the filesystem says.
+        let layers = Layers {
+            thin_pools: vec![pool(16, thin::PoolMode::OutOfDataSpace)],
+            ..Default::default()
+        };
+        assert_eq!(effective(50 << 20, &layers.limits(&m)).avail_bytes, 0);
+        // The filesystem is the limit while it has less than the pool.
+        assert_eq!(effective(1 << 20, &limits).layer, Layer::Filesystem);
+    }
+
+    #[test]
+    fn a_zfs_dataset_is_limited_by_its_quota_or_its_pool() {
+        let layers = Layers {
+            zfs_pools: vec![zfs::Pool {
+                name: "tank".into(),
+                size_bytes: 1000,
+                allocated_bytes: 900,
+                free_bytes: 100,
+                fragmentation_ratio: None,
+                capacity_ratio: Some(0.9),
+                health: "ONLINE".into(),
+                checkpoint_bytes: 0,
+                expandable_bytes: 0,
+            }],
+            zfs_datasets: vec![zfs::Dataset {
+                name: "tank/pg".into(),
+                pool: "tank".into(),
+                used_bytes: 500,
+                available_bytes: 40,
+                referenced_bytes: 500,
+                quota_bytes: Some(540),
+                reservation_bytes: 0,
+                mountpoint: Some("/tank/pg".into()),
+            }],
+            ..Default::default()
+        };
+        let m = MountView {
+            fstype: "zfs",
+            source: "tank/pg",
+            stack: &[],
+        };
+        let e = effective(60, &layers.limits(&m));
+        assert_eq!((e.layer, e.avail_bytes), (Layer::ZfsDataset, 40));
+    }
+
+    fn alloc(total: u64, used: u64, copies: u64) -> Allocation {
+        Allocation {
+            total_bytes: total,
+            used_bytes: used,
+            disk_total_bytes: total * copies,
+            disk_used_bytes: used * copies,
+            profiles: vec![],
+            chunk_size_bytes: None,
+        }
+    }
+
+    #[test]
+    fn a_btrfs_with_every_byte_in_data_chunks_has_no_room_for_metadata() {
+        let gib = 1u64 << 30;
+        let mut b = BtrfsSpace {
+            fs: Btrfs {
+                uuid: "u".into(),
+                data: alloc(9 * gib, 5 * gib, 1),
+                metadata: alloc(gib / 2, gib / 2 - (8 << 20), 2),
+                system: alloc(8 << 20, 16384, 2),
+                global_reserve_bytes: 16 << 20,
+                devices: vec!["sdb".into()],
+                ..Default::default()
+            },
+            devices: vec![BtrfsDevice {
+                name: "sdb".into(),
+                size_bytes: 10 * gib + (16 << 20),
+                unallocated_bytes: Some(0),
+            }],
+        };
+        let sdb = dev("sdb", None);
+        let stack = [&sdb];
+        let m = MountView {
+            fstype: "btrfs",
+            source: "/dev/sdb",
+            stack: &stack,
+        };
+        let layers = Layers {
+            btrfs: vec![b.clone()],
+            ..Default::default()
+        };
+        // statvfs still says 4 GiB free in data chunks.
+        let e = effective(4 * gib, &layers.limits(&m));
+        assert_eq!((e.layer, e.avail_bytes), (Layer::BtrfsMetadata, 0));
+        assert!(!b.metadata_can_grow());
+        // With 1 GiB unallocated metadata grows, and data gets its free chunks plus that.
+        b.devices[0].unallocated_bytes = Some(gib);
+        assert!(b.metadata_can_grow());
+        assert_eq!(b.limit().avail_bytes, 5 * gib);
+    }
+}

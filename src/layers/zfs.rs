@@ -1,0 +1,250 @@
+//! ZFS pools and datasets from the stable scripting output of `zpool list -Hp` and `zfs list
+//! -Hp` (tab-separated, exact numbers): each pool's size, allocation, fragmentation and health,
+//! each dataset's use, availability, quota and reservation. Pure; running the commands is the
+//! collector's. A dataset's `available` already counts the pool's free space (shared by every
+//! dataset of the pool), so the datasets' figures are never added up.
+
+/// The columns asked of `zpool list`, in order.
+pub const ZPOOL_COLUMNS: &str =
+    "name,size,allocated,free,fragmentation,capacity,health,checkpoint,expandsize";
+/// The columns asked of `zfs list`, in order.
+pub const ZFS_COLUMNS: &str = "name,used,available,referenced,quota,reservation,mountpoint";
+
+/// The health states `zpool list` reports.
+pub const HEALTH_STATES: &[&str] = &[
+    "ONLINE",
+    "DEGRADED",
+    "FAULTED",
+    "OFFLINE",
+    "UNAVAIL",
+    "REMOVED",
+    "SUSPENDED",
+];
+
+/// A pool, as `zpool list -Hp` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    pub name: String,
+    pub size_bytes: u64,
+    pub allocated_bytes: u64,
+    pub free_bytes: u64,
+    /// Fragmentation of the free space, 0..1; unknown on pools without spacemap histograms.
+    pub fragmentation_ratio: Option<f64>,
+    /// Allocated ÷ size as zpool rounds it, 0..1.
+    pub capacity_ratio: Option<f64>,
+    pub health: String,
+    /// Space held by a checkpoint (0 without one).
+    pub checkpoint_bytes: u64,
+    /// Space the pool could grow into (0 when none).
+    pub expandable_bytes: u64,
+}
+
+/// A dataset (filesystem or volume), as `zfs list -Hp` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub name: String,
+    pub pool: String,
+    pub used_bytes: u64,
+    pub available_bytes: u64,
+    pub referenced_bytes: u64,
+    /// None: no quota.
+    pub quota_bytes: Option<u64>,
+    pub reservation_bytes: u64,
+    /// Where it is mounted; None for volumes and unmounted or legacy filesystems.
+    pub mountpoint: Option<String>,
+}
+
+/// A line that could not be read, with its number (1-based).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{what} line {line}: {reason}")]
+pub struct LineError {
+    pub what: &'static str,
+    pub line: usize,
+    pub reason: String,
+}
+
+/// `-` (none) and `0` of an optional size both mean "not set".
+fn none_or_bytes(s: &str) -> Result<Option<u64>, String> {
+    match s {
+        "-" | "none" | "0" => Ok(None),
+        _ => bytes(s).map(Some),
+    }
+}
+
+fn bytes(s: &str) -> Result<u64, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not a byte count (zpool/zfs run without -p?)"))
+}
+
+fn percent(s: &str) -> Result<Option<f64>, String> {
+    match s.trim_end_matches('%') {
+        "-" => Ok(None),
+        v => v
+            .parse::<u64>()
+            .ok()
+            .filter(|p| *p <= 100)
+            .map(|p| Some(p as f64 / 100.0))
+            .ok_or_else(|| format!("{s:?} is not a percentage")),
+    }
+}
+
+fn fields(line: &str, n: usize) -> Result<Vec<&str>, String> {
+    let f: Vec<&str> = line.split('\t').collect();
+    if f.len() == n {
+        Ok(f)
+    } else {
+        Err(format!("{} fields, expected {n}", f.len()))
+    }
+}
+
+/// Parses `zpool list -Hp -o` [`ZPOOL_COLUMNS`]; bad lines are errors of their own.
+pub fn parse_pools(text: &str) -> (Vec<Pool>, Vec<LineError>) {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.is_empty()) {
+        match parse_pool(line) {
+            Ok(p) => out.push(p),
+            Err(reason) => errors.push(LineError {
+                what: "zpool list",
+                line: i + 1,
+                reason,
+            }),
+        }
+    }
+    (out, errors)
+}
+
+fn parse_pool(line: &str) -> Result<Pool, String> {
+    let f = fields(line, 9)?;
+    let health = f[6].to_string();
+    if !HEALTH_STATES.contains(&health.as_str()) {
+        return Err(format!("unknown health {health:?}"));
+    }
+    Ok(Pool {
+        name: f[0].to_string(),
+        size_bytes: bytes(f[1])?,
+        allocated_bytes: bytes(f[2])?,
+        free_bytes: bytes(f[3])?,
+        fragmentation_ratio: percent(f[4])?,
+        capacity_ratio: percent(f[5])?,
+        health,
+        checkpoint_bytes: none_or_bytes(f[7])?.unwrap_or(0),
+        expandable_bytes: none_or_bytes(f[8])?.unwrap_or(0),
+    })
+}
+
+/// Parses `zfs list -Hp -o` [`ZFS_COLUMNS`]; bad lines are errors of their own.
+pub fn parse_datasets(text: &str) -> (Vec<Dataset>, Vec<LineError>) {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.is_empty()) {
+        match parse_dataset(line) {
+            Ok(d) => out.push(d),
+            Err(reason) => errors.push(LineError {
+                what: "zfs list",
+                line: i + 1,
+                reason,
+            }),
+        }
+    }
+    (out, errors)
+}
+
+fn parse_dataset(line: &str) -> Result<Dataset, String> {
+    let f = fields(line, 7)?;
+    let name = f[0];
+    if name.is_empty() {
+        return Err("empty dataset name".into());
+    }
+    let pool = name.split('/').next().unwrap_or(name).to_string();
+    let mountpoint = match f[6] {
+        "-" | "none" | "legacy" => None,
+        m if m.starts_with('/') => Some(m.to_string()),
+        m => return Err(format!("mountpoint {m:?} is not a path")),
+    };
+    Ok(Dataset {
+        name: name.to_string(),
+        pool,
+        used_bytes: bytes(f[1])?,
+        available_bytes: bytes(f[2])?,
+        referenced_bytes: bytes(f[3])?,
+        quota_bytes: none_or_bytes(f[4])?,
+        reservation_bytes: none_or_bytes(f[5])?.unwrap_or(0),
+        mountpoint,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As OpenZFS 2.1 prints them: a 1 GiB pool 83 % full with a checkpoint, and a degraded
+    /// mirror; datasets with a reservation, a quota and a volume.
+    const ZPOOL: &str = "\
+tank\t1006632960\t838467584\t168165376\t6\t83\tONLINE\t1228800\t-
+broken\t520093696\t116736\t519976960\t0\t0\tDEGRADED\t-\t-
+";
+    const ZFS: &str = "\
+tank\t838410240\t137625600\t98304\t0\t0\t/tank
+tank/pg\t536903680\t137625600\t536903680\t0\t268435456\t/tank/pg
+tank/logs\t209739776\t4902912\t209739776\t214642688\t0\t/tank/logs
+tank/vol\t91750400\t229277696\t57344\t-\t91750400\t-
+";
+
+    #[test]
+    fn pools_read_every_column() {
+        let (pools, errors) = parse_pools(ZPOOL);
+        assert!(errors.is_empty(), "{errors:?}");
+        let t = &pools[0];
+        assert_eq!(t.name, "tank");
+        assert_eq!(t.size_bytes, 1006632960);
+        assert_eq!(t.allocated_bytes, 838467584);
+        assert_eq!(t.free_bytes, 168165376);
+        assert_eq!(t.fragmentation_ratio, Some(0.06));
+        assert_eq!(t.capacity_ratio, Some(0.83));
+        assert_eq!(t.health, "ONLINE");
+        assert_eq!(t.checkpoint_bytes, 1228800);
+        assert_eq!(t.expandable_bytes, 0);
+        assert_eq!(pools[1].health, "DEGRADED");
+    }
+
+    #[test]
+    fn datasets_know_their_pool_quota_and_reservation() {
+        let (ds, errors) = parse_datasets(ZFS);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(ds.len(), 4);
+        let pg = &ds[1];
+        assert_eq!(pg.pool, "tank");
+        assert_eq!(pg.quota_bytes, None);
+        assert_eq!(pg.reservation_bytes, 268435456);
+        assert_eq!(pg.mountpoint.as_deref(), Some("/tank/pg"));
+        let logs = &ds[2];
+        assert_eq!(logs.quota_bytes, Some(214642688));
+        assert_eq!(logs.available_bytes, 4902912);
+        let vol = &ds[3];
+        assert_eq!(vol.mountpoint, None);
+        assert_eq!(vol.quota_bytes, None);
+    }
+
+    #[test]
+    fn garbage_lines_are_errors_with_their_number_and_the_rest_is_read() {
+        let text = format!(
+            "hello world\n{ZPOOL}tank2\t1K\t0\t0\t-\t-\tONLINE\t-\t-\nx\t1\t1\t1\t1\t1\tHAPPY\t-\t-\n"
+        );
+        let (pools, errors) = parse_pools(&text);
+        assert_eq!(pools.len(), 2);
+        assert_eq!(errors.len(), 3);
+        assert_eq!(errors[0].line, 1);
+        assert!(
+            errors[0]
+                .to_string()
+                .contains("zpool list line 1: 1 fields, expected 9")
+        );
+        assert!(errors[1].reason.contains("without -p"), "{errors:?}");
+        assert!(errors[2].reason.contains("HAPPY"));
+        let (_, errors) = parse_pools("t\t1\t1\t1\t101\t1\tONLINE\t-\t-\n");
+        assert!(errors[0].reason.contains("not a percentage"));
+        let (_, errors) = parse_datasets("t\t1\t1\t1\t0\t0\trelative/path\n");
+        assert!(errors[0].reason.contains("not a path"));
+    }
+}

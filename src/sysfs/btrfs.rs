@@ -1,0 +1,278 @@
+//! btrfs space allocation from `/sys/fs/btrfs/<uuid>/`: per block-group type (data, metadata,
+//! system) the space allocated to chunks and used inside them, raw and logical, the profile, the
+//! global reserve, and the devices. A btrfs says "No space left" while `df` shows free space when
+//! every byte of its devices is allocated to data chunks and metadata can't get a new chunk:
+//! what [`Btrfs::metadata_can_grow`] tells. Reads only; no ioctl (see `layers` for those).
+
+use super::{dir_names, read_attr};
+use std::path::Path;
+
+/// One block-group type's allocation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Allocation {
+    /// Logical bytes in chunks of this type (what `btrfs filesystem df` calls total).
+    pub total_bytes: u64,
+    /// Logical bytes used inside those chunks.
+    pub used_bytes: u64,
+    /// Raw bytes those chunks take on the devices (total × the profile's copies).
+    pub disk_total_bytes: u64,
+    pub disk_used_bytes: u64,
+    /// Profiles in use (`single`, `dup`, `raid1`…): more than one while a balance converts.
+    pub profiles: Vec<String>,
+    /// Size of a new chunk of this type, where the kernel says (5.19 and later).
+    pub chunk_size_bytes: Option<u64>,
+}
+
+impl Allocation {
+    /// Raw bytes a logical byte takes: 2 for dup and raid1, 3 for raid1c3…; 1 when unknown.
+    pub fn copies(&self) -> u64 {
+        if self.total_bytes > 0 && self.disk_total_bytes >= self.total_bytes {
+            (self.disk_total_bytes + self.total_bytes / 2) / self.total_bytes
+        } else {
+            1
+        }
+    }
+    /// Allocated but unused logical bytes.
+    pub fn free_bytes(&self) -> u64 {
+        self.total_bytes.saturating_sub(self.used_bytes)
+    }
+}
+
+/// One btrfs filesystem.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Btrfs {
+    pub uuid: String,
+    pub label: Option<String>,
+    pub data: Allocation,
+    pub metadata: Allocation,
+    pub system: Allocation,
+    pub global_reserve_bytes: u64,
+    pub global_reserve_reserved_bytes: u64,
+    /// Kernel names of its devices (`devices/`).
+    pub devices: Vec<String>,
+}
+
+/// A btrfs whose sysfs directory could not be read, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: {reason}", dir.display())]
+pub struct BtrfsError {
+    pub uuid: String,
+    pub dir: std::path::PathBuf,
+    pub reason: String,
+}
+
+fn num(dir: &Path, file: &str) -> Result<u64, String> {
+    let p = dir.join(file);
+    let s = read_attr(&p).ok_or_else(|| format!("{file}: missing or unreadable"))?;
+    s.parse()
+        .map_err(|_| format!("{file}: {s:?} is not a number"))
+}
+
+fn allocation(dir: &Path) -> Result<Allocation, String> {
+    let profiles = dir_names(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| dir.join(n).is_dir())
+        .collect();
+    let a = Allocation {
+        total_bytes: num(dir, "total_bytes")?,
+        used_bytes: num(dir, "bytes_used")?,
+        disk_total_bytes: num(dir, "disk_total")?,
+        disk_used_bytes: num(dir, "disk_used")?,
+        profiles,
+        chunk_size_bytes: num(dir, "chunk_size").ok(),
+    };
+    if a.used_bytes > a.total_bytes || a.disk_used_bytes > a.disk_total_bytes {
+        return Err("used above total".into());
+    }
+    Ok(a)
+}
+
+/// Reads one filesystem's directory.
+pub fn read_one(dir: &Path, uuid: &str) -> Result<Btrfs, BtrfsError> {
+    let err = |reason: String| BtrfsError {
+        uuid: uuid.to_string(),
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    let alloc = dir.join("allocation");
+    let typed =
+        |t: &str| allocation(&alloc.join(t)).map_err(|e| err(format!("allocation/{t}/{e}")));
+    Ok(Btrfs {
+        uuid: uuid.to_string(),
+        label: read_attr(&dir.join("label")).filter(|l| !l.is_empty()),
+        data: typed("data")?,
+        metadata: typed("metadata")?,
+        system: typed("system")?,
+        global_reserve_bytes: num(&alloc, "global_rsv_size")
+            .map_err(|e| err(format!("allocation/{e}")))?,
+        global_reserve_reserved_bytes: num(&alloc, "global_rsv_reserved").unwrap_or(0),
+        devices: dir_names(&dir.join("devices")).unwrap_or_default(),
+    })
+}
+
+/// Every btrfs under `<sys>/fs/btrfs` (none when btrfs is not loaded), and those that could
+/// not be read.
+pub fn read_all(sys: &Path) -> (Vec<Btrfs>, Vec<BtrfsError>) {
+    let base = sys.join("fs").join("btrfs");
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for name in dir_names(&base).unwrap_or_default() {
+        // Beside the filesystems: `features/`, and files such as `debug`.
+        if name == "features" || !base.join(&name).join("allocation").is_dir() {
+            continue;
+        }
+        match read_one(&base.join(&name), &name) {
+            Ok(b) => out.push(b),
+            Err(e) => errors.push(e),
+        }
+    }
+    (out, errors)
+}
+
+impl Btrfs {
+    /// Raw bytes allocated to chunks of any type.
+    pub fn allocated_raw_bytes(&self) -> u64 {
+        self.data
+            .disk_total_bytes
+            .saturating_add(self.metadata.disk_total_bytes)
+            .saturating_add(self.system.disk_total_bytes)
+    }
+
+    /// Whether metadata can still get a new chunk from `unallocated_bytes` (raw, on all
+    /// devices): one metadata chunk times its copies. The chunk size is the kernel's where it
+    /// says; else 256 MiB, which the kernel caps at a tenth of the filesystem.
+    pub fn metadata_can_grow(&self, unallocated_bytes: u64, size_bytes: u64) -> bool {
+        let chunk = self
+            .metadata
+            .chunk_size_bytes
+            .unwrap_or((256 << 20).min(size_bytes / 10).max(1 << 20));
+        unallocated_bytes >= chunk.saturating_mul(self.metadata.copies())
+    }
+
+    /// Logical bytes data can still take: free space in data chunks plus what the unallocated
+    /// space gives at the data profile's copies.
+    pub fn data_allocatable_bytes(&self, unallocated_bytes: u64) -> u64 {
+        self.data
+            .free_bytes()
+            .saturating_add(unallocated_bytes / self.data.copies())
+    }
+
+    /// Whether the filesystem is out of metadata space in effect: metadata can't get a new
+    /// chunk and the room left in its chunks is within the global reserve (which only the
+    /// kernel's own transactions may use), so ordinary writes soon fail with ENOSPC.
+    pub fn metadata_exhausted(&self, unallocated_bytes: u64, size_bytes: u64) -> bool {
+        !self.metadata_can_grow(unallocated_bytes, size_bytes)
+            && self.metadata.free_bytes() <= self.global_reserve_bytes.saturating_mul(2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, file: &str, v: &str) {
+        let p = dir.join(file);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{v}\n")).unwrap();
+    }
+
+    /// The layout of a real 400 MiB single-device btrfs (kernel 6.18, btrfs-progs 6.2 defaults:
+    /// data single, metadata dup), right after mkfs.
+    fn fresh(sys: &Path, uuid: &str) -> std::path::PathBuf {
+        let d = sys.join("fs/btrfs").join(uuid);
+        for (t, total, used, dt, du, profile) in [
+            ("data", 8388608, 0, 8388608, 0, "single"),
+            ("metadata", 33554432, 131072, 67108864, 262144, "dup"),
+            ("system", 8388608, 16384, 16777216, 32768, "dup"),
+        ] {
+            let a = d.join("allocation").join(t);
+            write(&a, "total_bytes", &total.to_string());
+            write(&a, "bytes_used", &used.to_string());
+            write(&a, "disk_total", &dt.to_string());
+            write(&a, "disk_used", &du.to_string());
+            write(&a.join(profile), "total_bytes", &total.to_string());
+        }
+        write(&d.join("allocation"), "global_rsv_size", "5767168");
+        write(&d.join("allocation"), "global_rsv_reserved", "5767168");
+        write(&d, "label", "");
+        std::fs::create_dir_all(d.join("devices")).unwrap();
+        std::fs::write(d.join("devices/loop0"), "").unwrap();
+        std::fs::create_dir_all(sys.join("fs/btrfs/features")).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_fresh_filesystem_reads_every_type_and_profile() {
+        let t = tempfile::tempdir().unwrap();
+        fresh(t.path(), "aa86b6af-3d8b-4fd7-a9c6-a654897f2a8d");
+        let (all, errors) = read_all(t.path());
+        assert!(errors.is_empty(), "{errors:?}");
+        let b = &all[0];
+        assert_eq!(b.uuid, "aa86b6af-3d8b-4fd7-a9c6-a654897f2a8d");
+        assert_eq!(b.label, None);
+        assert_eq!(b.data.profiles, ["single"]);
+        assert_eq!(b.metadata.profiles, ["dup"]);
+        assert_eq!(b.metadata.copies(), 2);
+        assert_eq!(b.data.copies(), 1);
+        assert_eq!(b.allocated_raw_bytes(), 8388608 + 67108864 + 16777216);
+        assert_eq!(b.global_reserve_bytes, 5767168);
+        assert_eq!(b.devices, ["loop0"]);
+        let size = 400 << 20;
+        let unallocated = size - b.allocated_raw_bytes();
+        assert!(b.metadata_can_grow(unallocated, size));
+        assert_eq!(b.data_allocatable_bytes(unallocated), 8388608 + unallocated);
+        assert!(!b.metadata_exhausted(unallocated, size));
+    }
+
+    #[test]
+    fn all_space_in_data_chunks_leaves_metadata_unable_to_grow() {
+        let t = tempfile::tempdir().unwrap();
+        let d = fresh(t.path(), "u");
+        // Metadata chunks nearly full (within twice the reserve), nothing unallocated.
+        write(&d.join("allocation/metadata"), "bytes_used", "27000000");
+        let b = read_one(&d, "u").unwrap();
+        assert!(!b.metadata_can_grow(0, 400 << 20));
+        assert!(b.metadata_exhausted(0, 400 << 20));
+        // 100 MiB unallocated still takes a 2 × 40 MiB dup chunk.
+        assert!(b.metadata_can_grow(100 << 20, 400 << 20));
+    }
+
+    #[test]
+    fn missing_or_malformed_files_name_the_file_and_the_rest_is_read() {
+        let t = tempfile::tempdir().unwrap();
+        fresh(t.path(), "good");
+        let bad = fresh(t.path(), "bad");
+        write(&bad.join("allocation/metadata"), "bytes_used", "lots");
+        let worse = fresh(t.path(), "worse");
+        std::fs::remove_file(worse.join("allocation/data/disk_total")).unwrap();
+        let used_above = fresh(t.path(), "used-above");
+        write(
+            &used_above.join("allocation/data"),
+            "bytes_used",
+            "99999999999",
+        );
+        let (all, errors) = read_all(t.path());
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].uuid, "good");
+        let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert!(
+            msgs[0].ends_with("allocation/metadata/bytes_used: \"lots\" is not a number"),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs[1].ends_with("allocation/data/used above total"),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs[2].ends_with("allocation/data/disk_total: missing or unreadable"),
+            "{msgs:?}"
+        );
+    }
+
+    #[test]
+    fn no_btrfs_module_is_no_filesystem() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(read_all(t.path()), (vec![], vec![]));
+    }
+}
