@@ -115,7 +115,8 @@ impl LayersCollector {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         match run_bounded(bin, &args, self.cfg.timeout, &flag).await {
             RunOutcome::Output { stdout, exit, .. } => {
-                if stdout.len() as u64 + 8192 > MAX_OUTPUT {
+                // The runner stops reading a chunk short of the cap.
+                if stdout.len() as u64 + 8192 >= MAX_OUTPUT {
                     return Err(format!(
                         "{cmd}: output over {} MiB; not read",
                         MAX_OUTPUT >> 20

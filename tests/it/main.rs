@@ -19,6 +19,7 @@ mod fuzz;
 mod golden;
 mod history;
 mod layering;
+mod layers;
 mod memory;
 mod packaging;
 mod privsep;

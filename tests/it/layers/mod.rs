@@ -1,0 +1,262 @@
+//! The layers under filesystems: a real btrfs on a loop device whose data chunks take the whole
+//! device while df still shows free space (checked against btrfs-progs' own figures), and the
+//! commands the collector runs failing in every way (a zpool that hangs, prints garbage or
+//! floods): each costs only its own series. Thin pools, md and ZFS for real are in the guest
+//! (`vm::layers`), where device-mapper, md and the zfs module are.
+
+// Tests build configs field by field from the defaults; that reads better than one literal.
+#![allow(clippy::field_reassign_with_default)]
+
+use crate::support::*;
+use ssdwatch::collector::filesystem::FilesystemConfig;
+use ssdwatch::collector::layers::LayersConfig;
+use ssdwatch::config::Config;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+fn layers_only(state: &Path) -> Config {
+    let mut config = Config::default();
+    config.state_dir = state.to_path_buf();
+    config.collectors.smart.enabled = false;
+    config.collectors.probe.enabled = false;
+    config.collectors.diskstats.enabled = false;
+    config.collectors.layers = LayersConfig {
+        interval: Duration::from_secs(1),
+        timeout: Duration::from_secs(2),
+        ..Default::default()
+    };
+    config
+}
+
+/// A figure of `btrfs filesystem usage --raw` (e.g. "Device unallocated:").
+fn usage_figure(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{key} not in btrfs filesystem usage:\n{text}"))
+}
+
+#[test]
+fn btrfs_data_chunks_taking_the_device_show_while_df_shows_free_space() {
+    let test = "btrfs chunk allocation";
+    if !require_root(test) || !require_cmd(test, "mkfs.btrfs", "btrfs-progs") {
+        return;
+    }
+    if !std::fs::read_to_string("/proc/filesystems")
+        .unwrap_or_default()
+        .contains("btrfs")
+    {
+        // Only a kernel without btrfs: nothing the suite could install.
+        not_applicable(test, "the kernel has no btrfs");
+        return;
+    }
+    // Data and metadata both single, so the arithmetic is the device's.
+    let fs = LoopFs::of_type(
+        512,
+        "mkfs.btrfs",
+        &["-q", "-f", "-d", "single", "-m", "single"],
+    );
+    // Fill with 1 MiB files until the data chunks take (nearly) every byte, then delete every
+    // other file: the chunks stay allocated, half empty, and df shows the freed half.
+    let chunk = vec![0x5Au8; 1 << 20];
+    let mut n = 0;
+    loop {
+        let p = fs.mountpoint.join(format!("f{n:04}"));
+        let Ok(mut f) = std::fs::File::create(&p) else {
+            break;
+        };
+        if f.write_all(&chunk).and_then(|_| f.sync_all()).is_err() {
+            let _ = std::fs::remove_file(&p);
+            break;
+        }
+        n += 1;
+        if n > 600 {
+            break;
+        }
+    }
+    assert!(n > 100, "only {n} files of 1 MiB fit on a 512 MiB btrfs");
+    for i in (0..n).step_by(2) {
+        std::fs::remove_file(fs.mountpoint.join(format!("f{i:04}"))).unwrap();
+    }
+    run("btrfs", &["filesystem", "sync", fs.mp()]);
+
+    let mut config = layers_only(&fs.dir.path().join("state"));
+    config.collectors.filesystem = FilesystemConfig {
+        interval: Duration::from_secs(1),
+        mount_points_include: Some(vec![format!("^{}$", regex_lite::escape(fs.mp()))]),
+        ..Default::default()
+    };
+    let daemon = Daemon::start(config, roots_seeing(&[&fs.mountpoint]));
+    let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
+    let u = format!("uuid=\"{uuid}\"");
+    let m = daemon.wait_metrics("btrfs series", Duration::from_secs(20), |m| {
+        value_matching(m, "ssdwatch_btrfs_unallocated_bytes", &u).is_some()
+            // The filesystem collector placed the mount on the btrfs layer once shared.
+            && m.lines().any(|l| {
+                l.starts_with("ssdwatch_filesystem_layer_avail_bytes{")
+                    && l.contains(fs.mp())
+                    && l.contains("layer=\"btrfs")
+            })
+    });
+    // btrfs-progs, asked the same moment (nothing writes meanwhile), is the oracle.
+    let usage = run("btrfs", &["filesystem", "usage", "--raw", fs.mp()]);
+    let unallocated = usage_figure(&usage, "Device unallocated:");
+    assert_eq!(
+        value_matching(&m, "ssdwatch_btrfs_unallocated_bytes", &u),
+        Some(unallocated as f64),
+        "{usage}"
+    );
+    let dev = format!("device=\"{}\"", fs.kernel_name());
+    assert_eq!(
+        value_matching(&m, "ssdwatch_btrfs_device_unallocated_bytes", &dev),
+        Some(unallocated as f64),
+        "the device query answers per device"
+    );
+    let data_alloc = value_matching(&m, "ssdwatch_btrfs_allocated_bytes", "type=\"data\"").unwrap();
+    let data_used = value_matching(&m, "ssdwatch_btrfs_used_bytes", "type=\"data\"").unwrap();
+    // The story: data chunks hold most of the device, about half of them empty, and df shows it.
+    assert!(data_alloc > 300.0 * 1048576.0, "data chunks {data_alloc}");
+    assert!(
+        data_used < 0.7 * data_alloc,
+        "used {data_used} of {data_alloc}"
+    );
+    assert!(unallocated < 64 << 20, "unallocated {unallocated}");
+    let avail = value_matching(&m, "ssdwatch_filesystem_avail_bytes", fs.mp()).unwrap();
+    assert!(avail > 100.0 * 1048576.0, "df shows {avail} free");
+    assert_eq!(
+        value_matching(&m, "ssdwatch_btrfs_profile_info", "type=\"metadata\""),
+        Some(1.0)
+    );
+    assert!(m.contains(&format!(
+        "ssdwatch_btrfs_profile_info{{{u},type=\"data\",profile=\"single\"}} 1"
+    )));
+}
+
+/// A sysfs root where the zfs module is loaded and no block device exists, so the collector
+/// asks zpool and zfs and nothing else.
+fn zfs_sysfs() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("module/zfs")).unwrap();
+    std::fs::create_dir_all(t.path().join("block")).unwrap();
+    t
+}
+
+fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    let mut perm = std::fs::metadata(&p).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&p, perm).unwrap();
+    p
+}
+
+const ZFS_LIST: &str = "tank\t838410240\t137625600\t98304\t0\t0\t/tank\ntank/pg\t536903680\t137625600\t536903680\t0\t268435456\t/tank/pg\n";
+
+#[test]
+fn a_zpool_that_hangs_prints_garbage_or_floods_costs_only_its_own_series() {
+    let sys = zfs_sysfs();
+    let bin = tempfile::tempdir().unwrap();
+    let zfs = script(
+        bin.path(),
+        "zfs",
+        &format!(
+            "printf '{}'",
+            ZFS_LIST.replace('\t', "\\t").replace('\n', "\\n")
+        ),
+    );
+    let pidfile = bin.path().join("hung.pid");
+    for (case, body) in [
+        // Hangs: its process group is killed at the timeout, and the next run goes on.
+        (
+            "hangs",
+            format!("echo $$ > {}\nexec sleep 600", pidfile.display()),
+        ),
+        (
+            "garbage",
+            "echo 'this is not zpool output'; echo 'nor this'".to_string(),
+        ),
+        // 100 MB: read up to the cap, then refused as a whole.
+        (
+            "floods",
+            "yes 'tank\t1\t1\t1\t1\t1\tONLINE\t-\t-' | head -c 100000000".to_string(),
+        ),
+        ("fails", "echo 'no pools available' >&2; exit 1".to_string()),
+    ] {
+        let zpool = script(bin.path(), &format!("zpool-{case}"), &body);
+        let state = tempfile::tempdir().unwrap();
+        let mut config = layers_only(state.path());
+        config.collectors.filesystem.enabled = false;
+        config.collectors.topology.enabled = false;
+        config.collectors.layers.zpool_path = zpool;
+        config.collectors.layers.zfs_path = zfs.clone();
+        let roots = ssdwatch::Roots {
+            sys: sys.path().to_path_buf(),
+            ..ssdwatch::Roots::default()
+        };
+        let daemon = Daemon::start(config, roots);
+        let m = daemon.wait_metrics(case, Duration::from_secs(30), |m| {
+            value(m, "ssdwatch_collector_errors_total{collector=\"layers\"}").unwrap_or(0.0) >= 2.0
+        });
+        // The datasets are there; the pools are not (no zero, no half-read pool).
+        assert_eq!(
+            value(
+                &m,
+                "ssdwatch_zfs_dataset_reservation_bytes{dataset=\"tank/pg\",pool=\"tank\"}"
+            ),
+            Some(268435456.0),
+            "{case}"
+        );
+        assert!(!m.contains("ssdwatch_zfs_pool_size_bytes{"), "{case}: {m}");
+        assert_eq!(
+            value(&m, "ssdwatch_collector_success{collector=\"layers\"}"),
+            Some(1.0),
+            "{case}: a bad command is an item's error, not a failed sample"
+        );
+        assert!(
+            value(&m, "ssdwatch_collector_failing_items{collector=\"layers\"}").unwrap_or(0.0)
+                >= 1.0,
+            "{case}"
+        );
+        if case == "hangs" {
+            let pid: i32 = std::fs::read_to_string(&pidfile)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            // Killed with its group at the timeout (and reaped): gone, not left sleeping.
+            let gone = (0..100).any(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                !Path::new(&format!("/proc/{pid}")).exists()
+            });
+            assert!(gone, "the hung zpool {pid} was left running");
+        }
+    }
+}
+
+#[test]
+fn no_zfs_module_no_device_mapper_runs_nothing() {
+    // Commands that would fail loudly if run: they are not.
+    let sys = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(sys.path().join("block")).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut config = layers_only(state.path());
+    config.collectors.filesystem.enabled = false;
+    config.collectors.layers.zpool_path = "/nonexistent/zpool".into();
+    config.collectors.layers.zfs_path = "/nonexistent/zfs".into();
+    config.collectors.layers.dmsetup_path = "/nonexistent/dmsetup".into();
+    let roots = ssdwatch::Roots {
+        sys: sys.path().to_path_buf(),
+        ..ssdwatch::Roots::default()
+    };
+    let daemon = Daemon::start(config, roots);
+    let m = daemon.wait_metrics("a layers sample", Duration::from_secs(20), |m| {
+        value(m, "ssdwatch_collector_success{collector=\"layers\"}") == Some(1.0)
+    });
+    assert_eq!(
+        value(&m, "ssdwatch_collector_errors_total{collector=\"layers\"}"),
+        Some(0.0),
+        "{m}"
+    );
+}
