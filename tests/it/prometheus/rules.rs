@@ -186,7 +186,7 @@ fn forecast_alerts_are_gated_by_fill_history_and_duration() {
         .filter(|r| {
             r["alert"]
                 .as_str()
-                .is_some_and(|a| a.contains("PredictedFull"))
+                .is_some_and(|a| a.starts_with("SsdwatchFilesystemPredictedFull"))
         })
         .collect();
     assert_eq!(forecasts.len(), 2);
