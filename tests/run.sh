@@ -11,7 +11,8 @@ PREFLIGHT=""
 
 APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs util-linux python3 python3-fusepy
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm python3-matplotlib
-              nbdkit nbdkit-plugin-python curl libatasmart4 chromium lintian mmdebstrap strace systemd)
+              nbdkit nbdkit-plugin-python curl libatasmart4 chromium lintian mmdebstrap strace systemd
+              lvm2 thin-provisioning-tools)
 
 need=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -98,4 +99,6 @@ echo "== the .deb under systemd (a QEMU guest booting Debian with systemd; its r
 cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::systemd::
 echo "== degradation story (a QEMU guest on the simulated SSD of tests/vm/ftl, about 4 minutes)"
 cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::degrade::
+echo "== layers below filesystems (a QEMU guest with LVM thin, md and OpenZFS; builds the ZFS modules once per machine)"
+cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::layers::
 echo "== all tests passed"

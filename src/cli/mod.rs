@@ -471,13 +471,14 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
         Err(code) => return code,
     };
     // The daemon gives up its capabilities here, before any thread, port or collector exists.
-    let smart_helper = match privsep::split(&config.collectors.smart, &roots) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("ssdwatch: {e}");
-            return ExitCode::from(1);
-        }
-    };
+    let smart_helper =
+        match privsep::split(&config.collectors.smart, &config.collectors.layers, &roots) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("ssdwatch: {e}");
+                return ExitCode::from(1);
+            }
+        };
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(code) => return code,

@@ -3,6 +3,7 @@
 //! and the hidden `ssdwatch smart-helper` command the keeper and its workers run.
 
 use crate::Roots;
+use crate::collector::layers::LayersConfig;
 use crate::collector::smart::SmartConfig;
 use crate::collector::smart::helper::{self, Spec};
 use crate::privsep::{SMART_CAPS, caps, keeper};
@@ -19,17 +20,22 @@ pub(super) struct Started {
     timeout: std::time::Duration,
 }
 
-/// Starts the keeper (when the SMART collector is on), then gives up every capability of this
-/// process. Must run before any other thread starts. The helper always runs, with or without
+/// Starts the keeper (when the SMART or the layers collector is on: dmsetup's ioctls need
+/// CAP_SYS_ADMIN too), then gives up every capability of this process. Must run before any other thread starts. The helper always runs, with or without
 /// capabilities to keep, so there is one way SMART data is read in the daemon.
-pub(super) fn split(smart: &SmartConfig, roots: &Roots) -> Result<Option<Started>, String> {
-    let started = if smart.enabled {
+pub(super) fn split(
+    smart: &SmartConfig,
+    layers: &LayersConfig,
+    roots: &Roots,
+) -> Result<Option<Started>, String> {
+    let started = if smart.enabled || layers.enabled {
+        // With SMART off the helper serves no drive: no discovery, no configured device.
         let spec = Spec {
             smartctl: smart.smartctl_path.clone(),
             timeout_ms: smart.timeout.as_millis() as u64,
             nocheck_standby: smart.nocheck_standby,
             sys: roots.sys.clone(),
-            discover: smart.discover,
+            discover: smart.enabled && smart.discover,
             include: smart
                 .device_include
                 .as_ref()
@@ -39,8 +45,11 @@ pub(super) fn split(smart: &SmartConfig, roots: &Roots) -> Result<Option<Started
                 .as_ref()
                 .map(|p| p.as_str().to_string()),
             devices: (smart.devices.iter())
+                .filter(|_| smart.enabled)
                 .map(|d| (d.path.clone(), d.dev_type.clone()))
                 .collect(),
+            dmsetup: layers.enabled.then(|| layers.dmsetup_path.clone()),
+            dmsetup_timeout_ms: layers.timeout.as_millis() as u64,
         };
         let spec = serde_json::to_string(&spec).map_err(|e| format!("the SMART helper: {e}"))?;
         let args: Vec<OsString> = ["smart-helper", "--spec", &spec]
@@ -52,7 +61,7 @@ pub(super) fn split(smart: &SmartConfig, roots: &Roots) -> Result<Option<Started
         Some(Started {
             keeper,
             control,
-            timeout: smart.timeout,
+            timeout: smart.timeout.max(layers.timeout),
         })
     } else {
         None

@@ -5,6 +5,8 @@
 //! garbage costs only its own series; nothing is run for a layer the host doesn't have.
 
 use crate::catalogue;
+use crate::collector::smart::helper::DmQuery;
+use crate::collector::smart::helper::client::{self, RequestKind};
 use crate::collector::smart::{Exit, MAX_OUTPUT, RunOutcome, run_bounded};
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
@@ -113,28 +115,34 @@ impl LayersCollector {
             ));
         }
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        match run_bounded(bin, &args, self.cfg.timeout, &flag).await {
-            RunOutcome::Output { stdout, exit, .. } => {
-                // The runner stops reading a chunk short of the cap.
-                if stdout.len() as u64 + 8192 >= MAX_OUTPUT {
-                    return Err(format!(
-                        "{cmd}: output over {} MiB; not read",
-                        MAX_OUTPUT >> 20
-                    ));
-                }
-                let text = String::from_utf8_lossy(&stdout).into_owned();
-                match exit {
-                    Exit::Code(0) => Ok(text),
-                    e => Err(format!(
-                        "{cmd}: {e}{}",
-                        first_line(&text)
-                            .map(|l| format!(": {l}"))
-                            .unwrap_or_default()
-                    )),
-                }
+        output(&cmd, run_bounded(bin, &args, self.cfg.timeout, &flag).await)
+    }
+}
+
+/// A run's output as text, or an error naming the command: it failed, exited non-zero or
+/// printed more than the cap.
+fn output(cmd: &str, outcome: RunOutcome) -> Result<String, String> {
+    match outcome {
+        RunOutcome::Output { stdout, exit, .. } => {
+            // The runner stops reading a chunk short of the cap.
+            if stdout.len() as u64 + 8192 >= MAX_OUTPUT {
+                return Err(format!(
+                    "{cmd}: output over {} MiB; not read",
+                    MAX_OUTPUT >> 20
+                ));
             }
-            RunOutcome::Failed(e) => Err(format!("{cmd}: {e}")),
+            let text = String::from_utf8_lossy(&stdout).into_owned();
+            match exit {
+                Exit::Code(0) => Ok(text),
+                e => Err(format!(
+                    "{cmd}: {e}{}",
+                    first_line(&text)
+                        .map(|l| format!(": {l}"))
+                        .unwrap_or_default()
+                )),
+            }
         }
+        RunOutcome::Failed(e) => Err(format!("{cmd}: {e}")),
     }
 }
 
@@ -328,10 +336,31 @@ impl LayersCollector {
             .collect()
     }
 
-    async fn thin_pools(&mut self, topo: &Topology, layers: &mut Layers, s: &mut Sample) {
+    /// `dmsetup table` or `status`: through the SMART helper where the daemon runs split (the
+    /// device-mapper ioctls need CAP_SYS_ADMIN, which the daemon gave up), else run here.
+    async fn dmsetup(&mut self, query: DmQuery) -> Result<String, String> {
+        let (tool, word) = match query {
+            DmQuery::Table => (Tool::DmsetupTable, "table"),
+            DmQuery::Status => (Tool::DmsetupStatus, "status"),
+        };
         let bin = self.cfg.dmsetup_path.clone();
-        let table = self.run(Tool::DmsetupTable, &bin, &["table"]).await;
-        let status = self.run(Tool::DmsetupStatus, &bin, &["status"]).await;
+        let Some(helper) = client::installed() else {
+            return self.run(tool, &bin, &[word]).await;
+        };
+        let flag = self.in_kernel.entry(tool).or_default().clone();
+        let cmd = format!("{} {word} (through the SMART helper)", bin.display());
+        if flag.load(Ordering::Acquire) {
+            return Err(format!(
+                "{cmd}: an earlier run is stuck in the kernel; not run again until it ends"
+            ));
+        }
+        let answer = helper.read(RequestKind::Dmsetup { query }, &flag).await;
+        output(&cmd, answer.outcome)
+    }
+
+    async fn thin_pools(&mut self, topo: &Topology, layers: &mut Layers, s: &mut Sample) {
+        let table = self.dmsetup(DmQuery::Table).await;
+        let status = self.dmsetup(DmQuery::Status).await;
         let (table, status) = match (table, status) {
             (Ok(t), Ok(s)) => (t, s),
             (Err(e), _) | (_, Err(e)) => {

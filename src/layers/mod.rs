@@ -175,7 +175,8 @@ impl Layers {
 }
 
 /// A mount's effective free space: the least of its filesystem's `avail_bytes` and every
-/// layer's; on a tie the filesystem (then the upper layer) is named.
+/// layer's; on a tie the lower layer is named (a ZFS filesystem's statvfs tells its dataset's
+/// room: the dataset is what runs out).
 pub fn effective(fs_avail_bytes: u64, limits: &[Limit]) -> Limit {
     let mut best = Limit {
         layer: Layer::Filesystem,
@@ -183,9 +184,17 @@ pub fn effective(fs_avail_bytes: u64, limits: &[Limit]) -> Limit {
         avail_bytes: fs_avail_bytes,
     };
     for l in limits {
-        if l.avail_bytes < best.avail_bytes {
+        if l.avail_bytes <= best.avail_bytes {
             best = l.clone();
         }
+    }
+    // A ZFS filesystem's statvfs is its dataset's view (a moment apart from `zfs list`): when
+    // the filesystem is the least, its dataset is what runs out.
+    if best.layer == Layer::Filesystem
+        && let Some(d) = limits.iter().find(|l| l.layer == Layer::ZfsDataset)
+    {
+        best.layer = Layer::ZfsDataset;
+        best.name = d.name.clone();
     }
     best
 }
@@ -254,7 +263,9 @@ mod tests {
         };
         assert_eq!(effective(50 << 20, &layers.limits(&m)).avail_bytes, 0);
         // The filesystem is the limit while it has less than the pool.
-        assert_eq!(effective(1 << 20, &limits).layer, Layer::Filesystem);
+        assert_eq!(effective(512 << 10, &limits).layer, Layer::Filesystem);
+        // On a tie the layer below is named: it is what runs out.
+        assert_eq!(effective(1 << 20, &limits).layer, Layer::ThinPool);
     }
 
     #[test]
@@ -290,6 +301,12 @@ mod tests {
         };
         let e = effective(60, &layers.limits(&m));
         assert_eq!((e.layer, e.avail_bytes), (Layer::ZfsDataset, 40));
+        // statvfs a moment apart says a little less: still the dataset, at statvfs's figure.
+        let e = effective(39, &layers.limits(&m));
+        assert_eq!(
+            (e.layer, e.name.as_str(), e.avail_bytes),
+            (Layer::ZfsDataset, "tank/pg", 39)
+        );
     }
 
     fn alloc(total: u64, used: u64, copies: u64) -> Allocation {

@@ -479,6 +479,30 @@ vg-plain: 0 2048 linear
     }
 
     #[test]
+    fn a_real_pool_that_ran_out_reads_as_dmsetup_printed_it() {
+        // tests/fixtures/layers/SOURCES.md: 256 MiB pool, two 400 MiB volumes, out of space.
+        let (pools, problems) = pools(
+            include_str!("../../tests/fixtures/layers/dmsetup-table.txt"),
+            include_str!("../../tests/fixtures/layers/dmsetup-status.txt"),
+            name_of,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let p = &pools[0];
+        assert_eq!(p.name, "vg-pool-tpool");
+        assert_eq!(p.data_size_bytes(), 256 << 20);
+        assert_eq!(p.data_used_bytes(), 256 << 20);
+        assert_eq!(p.status.mode, PoolMode::OutOfDataSpace);
+        assert_eq!(p.free_bytes(), 0);
+        assert!(p.error_if_no_space);
+        assert_eq!(p.metadata_used_bytes(), 131 * 4096);
+        assert_eq!(p.virtual_bytes, 800 << 20);
+        let db = p.volumes.iter().find(|v| v.name == "vg-db").unwrap();
+        assert_eq!(db.mapped_bytes, Some(256 << 20));
+        let logs = p.volumes.iter().find(|v| v.name == "vg-logs").unwrap();
+        assert_eq!(logs.mapped_bytes, Some(0));
+    }
+
+    #[test]
     fn a_bad_line_or_pool_costs_only_itself() {
         let table = format!("garbage without a name\n{TABLE}broken-pool: 0 10 thin-pool 1:1\n");
         let (pools, problems) = pools(&table, STATUS, name_of);

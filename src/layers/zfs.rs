@@ -178,34 +178,35 @@ fn parse_dataset(line: &str) -> Result<Dataset, String> {
 mod tests {
     use super::*;
 
-    /// As OpenZFS 2.1 prints them: a 1 GiB pool 83 % full with a checkpoint, and a degraded
-    /// mirror; datasets with a reservation, a quota and a volume.
-    const ZPOOL: &str = "\
-tank\t1006632960\t838467584\t168165376\t6\t83\tONLINE\t1228800\t-
-broken\t520093696\t116736\t519976960\t0\t0\tDEGRADED\t-\t-
-";
-    const ZFS: &str = "\
-tank\t838410240\t137625600\t98304\t0\t0\t/tank
-tank/pg\t536903680\t137625600\t536903680\t0\t268435456\t/tank/pg
-tank/logs\t209739776\t4902912\t209739776\t214642688\t0\t/tank/logs
-tank/vol\t91750400\t229277696\t57344\t-\t91750400\t-
-";
+    /// Real outputs of OpenZFS 2.1.11 (tests/fixtures/layers/SOURCES.md): a pool filled until its
+    /// datasets had no room, a degraded mirror; datasets with a quota and a reservation.
+    const ZPOOL: &str = include_str!("../../tests/fixtures/layers/zpool-list.txt");
+    const ZFS: &str = include_str!("../../tests/fixtures/layers/zfs-list.txt");
 
     #[test]
     fn pools_read_every_column() {
         let (pools, errors) = parse_pools(ZPOOL);
         assert!(errors.is_empty(), "{errors:?}");
-        let t = &pools[0];
-        assert_eq!(t.name, "tank");
+        let t = pools.iter().find(|p| p.name == "tank").unwrap();
         assert_eq!(t.size_bytes, 1006632960);
-        assert_eq!(t.allocated_bytes, 838467584);
-        assert_eq!(t.free_bytes, 168165376);
-        assert_eq!(t.fragmentation_ratio, Some(0.06));
-        assert_eq!(t.capacity_ratio, Some(0.83));
+        assert_eq!(t.allocated_bytes, 872407040);
+        assert_eq!(t.free_bytes, 134225920);
+        assert_eq!(t.fragmentation_ratio, Some(0.64));
+        assert_eq!(t.capacity_ratio, Some(0.86));
         assert_eq!(t.health, "ONLINE");
-        assert_eq!(t.checkpoint_bytes, 1228800);
+        assert_eq!(t.checkpoint_bytes, 0);
         assert_eq!(t.expandable_bytes, 0);
-        assert_eq!(pools[1].health, "DEGRADED");
+        let safe = pools.iter().find(|p| p.name == "safe").unwrap();
+        assert_eq!(safe.health, "DEGRADED");
+        assert_eq!(safe.capacity_ratio, Some(0.0));
+        // A checkpoint and room to expand, as zpool prints them when there are.
+        let (p, _) = parse_pools(
+            "tank\t1006632960\t838467584\t168165376\t6\t83\tONLINE\t1228800\t536870912\n",
+        );
+        assert_eq!(
+            (p[0].checkpoint_bytes, p[0].expandable_bytes),
+            (1228800, 536870912)
+        );
     }
 
     #[test]
@@ -213,17 +214,22 @@ tank/vol\t91750400\t229277696\t57344\t-\t91750400\t-
         let (ds, errors) = parse_datasets(ZFS);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(ds.len(), 4);
-        let pg = &ds[1];
+        let by = |n: &str| ds.iter().find(|d| d.name == n).unwrap();
+        let pg = by("tank/pg");
         assert_eq!(pg.pool, "tank");
+        assert_eq!(pg.used_bytes, 854802432);
+        assert_eq!(pg.available_bytes, 8192);
         assert_eq!(pg.quota_bytes, None);
-        assert_eq!(pg.reservation_bytes, 268435456);
+        assert_eq!(pg.reservation_bytes, 32 << 20);
         assert_eq!(pg.mountpoint.as_deref(), Some("/tank/pg"));
-        let logs = &ds[2];
-        assert_eq!(logs.quota_bytes, Some(214642688));
-        assert_eq!(logs.available_bytes, 4902912);
-        let vol = &ds[3];
-        assert_eq!(vol.mountpoint, None);
-        assert_eq!(vol.quota_bytes, None);
+        let logs = by("tank/logs");
+        assert_eq!(logs.quota_bytes, Some(48 << 20));
+        assert_eq!(logs.used_bytes, 16883712);
+        assert_eq!(by("safe").available_bytes, 58339328);
+        // A volume: no mount point, no quota ("-").
+        let (v, errors) = parse_datasets("tank/vol\t91750400\t229277696\t57344\t-\t91750400\t-\n");
+        assert!(errors.is_empty());
+        assert_eq!((v[0].mountpoint.as_deref(), v[0].quota_bytes), (None, None));
     }
 
     #[test]

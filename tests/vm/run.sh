@@ -10,7 +10,8 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
-CACHE="${SSDWATCH_VM_CACHE:-$HERE/.cache}"
+# Per machine, not per clone: a fresh clone (CI) reuses what an earlier run built.
+CACHE="${SSDWATCH_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ssdwatch-vm}"
 BIN="${1:?usage: run.sh SSDWATCH_BINARY OUT_DIR}"
 OUT="${2:?usage: run.sh SSDWATCH_BINARY OUT_DIR}"
 

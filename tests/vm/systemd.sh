@@ -8,7 +8,7 @@
 #
 # The .deb is SSDWATCH_DEB when set, else built by packaging/deb/build.sh. The root filesystem
 # is built once with mmdebstrap from the host's apt sources and cached (SSDWATCH_VM_CACHE,
-# default tests/vm/.cache) under a key made of its package list, the sources and this script;
+# default ~/.cache/ssdwatch-vm) under a key made of its package list, the sources and this script;
 # each boot writes to a throw-away snapshot of it, never to the cached image.
 #
 # Exit status: 0 the guest finished its scenario; 77 a prerequisite is missing (the message
@@ -16,7 +16,8 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
-CACHE="${SSDWATCH_VM_CACHE:-$HERE/.cache}"
+# Per machine, not per clone: a fresh clone (CI) reuses what an earlier run built.
+CACHE="${SSDWATCH_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ssdwatch-vm}"
 BIN="${1:?usage: systemd.sh SSDWATCH_BINARY OUT_DIR}"
 OUT="${2:?usage: systemd.sh SSDWATCH_BINARY OUT_DIR}"
 

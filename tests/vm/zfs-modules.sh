@@ -10,7 +10,8 @@
 # The host's apt configuration is not changed: contrib is read through a private list.
 set -euo pipefail
 KVER="$1"
-CACHE="$2"
+mkdir -p "$2"
+CACHE="$(cd "$2" && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PKGS=(zfs-dkms zfsutils-linux libzfs4linux libnvpair3linux libuutil3linux libzpool5linux)
 
@@ -21,6 +22,7 @@ skip() {
 
 apt_dir="$CACHE/zfs-apt"
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/parts" "$apt_dir/debs"
+: > "$apt_dir/none.list"
 cat > "$apt_dir/parts/contrib.sources" <<'EOF'
 Types: deb
 URIs: http://deb.debian.org/debian
@@ -28,7 +30,7 @@ Suites: bookworm
 Components: main contrib
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-APT_OPTS=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$apt_dir/parts"
+APT_OPTS=(-o "Dir::Etc::SourceList=$apt_dir/none.list" -o "Dir::Etc::SourceParts=$apt_dir/parts"
   -o "Dir::State::Lists=$apt_dir/lists" -o Debug::NoLocking=1)
 # The package versions are part of the cache key: read them from the list (refreshed daily).
 if [ -z "$(find "$apt_dir/lists" -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n1)" ]; then
@@ -40,7 +42,7 @@ versions="$(for p in "${PKGS[@]}"; do
   apt-cache "${APT_OPTS[@]}" policy "$p" | awk -v p="$p" '/Candidate:/ { print p "=" $2 }'
 done)"
 echo "$versions" | grep -q '(none)' && skip "a package is not in bookworm contrib: $versions"
-key="$( { echo "$KVER"; echo "$versions"; sha256sum "$0"; } | sha256sum | cut -c1-12)"
+key="$( { echo "$KVER"; echo "$versions"; sha256sum < "$0"; } | sha256sum | cut -c1-12)"
 OUT="$CACHE/zfs-$KVER-$key"
 if [ -s "$OUT/done" ]; then
   echo "$OUT"

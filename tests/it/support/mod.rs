@@ -7,6 +7,8 @@ pub mod logs;
 pub mod smart;
 pub mod story;
 
+pub mod exposition;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -205,6 +205,9 @@ pub enum RequestKind {
     Atasmart {
         path: String,
     },
+    Dmsetup {
+        query: super::DmQuery,
+    },
 }
 
 impl RequestKind {
@@ -221,6 +224,7 @@ impl RequestKind {
                 devstat,
             },
             RequestKind::Atasmart { path } => Request::Atasmart { id, path },
+            RequestKind::Dmsetup { query } => Request::Dmsetup { id, query },
         }
     }
 }
@@ -228,6 +232,7 @@ impl RequestKind {
 fn request_path(r: &Request) -> &str {
     match r {
         Request::Smartctl { path, .. } | Request::Atasmart { path, .. } => path,
+        Request::Dmsetup { .. } => "dmsetup",
     }
 }
 

@@ -33,6 +33,34 @@ pub struct Spec {
     pub exclude: Option<String>,
     /// Configured devices: a node and its `-d` type.
     pub devices: Vec<(String, Option<String>)>,
+    /// dmsetup, when the layers collector reads thin pools (the device-mapper ioctls need
+    /// CAP_SYS_ADMIN, which only the helper keeps); None: no dmsetup request is served.
+    #[serde(default)]
+    pub dmsetup: Option<PathBuf>,
+    #[serde(default)]
+    pub dmsetup_timeout_ms: u64,
+}
+
+/// What the layers collector may ask dmsetup: `dmsetup table` or `dmsetup status` of every
+/// device, and nothing else.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DmQuery {
+    Table,
+    Status,
+}
+
+impl DmQuery {
+    /// dmsetup's whole argument list for the query.
+    pub fn args(self) -> Vec<String> {
+        vec![
+            match self {
+                DmQuery::Table => "table",
+                DmQuery::Status => "status",
+            }
+            .to_string(),
+        ]
+    }
 }
 
 /// A request to the helper.
@@ -49,12 +77,16 @@ pub enum Request {
     },
     /// Read an ATA drive through libatasmart.
     Atasmart { id: u64, path: String },
+    /// Run dmsetup's fixed `table` or `status` (thin pools, for the layers collector).
+    Dmsetup { id: u64, query: DmQuery },
 }
 
 impl Request {
     pub fn id(&self) -> u64 {
         match self {
-            Request::Smartctl { id, .. } | Request::Atasmart { id, .. } => *id,
+            Request::Smartctl { id, .. }
+            | Request::Atasmart { id, .. }
+            | Request::Dmsetup { id, .. } => *id,
         }
     }
 }
@@ -269,6 +301,8 @@ mod tests {
                 ("/dev/bus/0".into(), Some("megaraid,3".into())),
                 ("/dev/sdb".into(), None),
             ],
+            dmsetup: None,
+            dmsetup_timeout_ms: 0,
         }
     }
 

@@ -98,6 +98,18 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
     let (path, dev_type) = match &req {
         Request::Smartctl { path, dev_type, .. } => (path.clone(), dev_type.clone()),
         Request::Atasmart { path, .. } => (path.clone(), None),
+        Request::Dmsetup { query, .. } => {
+            let Some(bin) = &spec.dmsetup else {
+                let reason = "device-mapper reads are not enabled (collectors.layers)".to_string();
+                send(wr, &Reply::Refused { id, reason }, None).await;
+                return;
+            };
+            let timeout = Duration::from_millis(spec.dmsetup_timeout_ms.max(100));
+            let in_kernel = Arc::new(AtomicBool::new(false));
+            let outcome = runner::run_smartctl(bin, &query.args(), timeout, &in_kernel).await;
+            reply(wr, id, outcome, None, &in_kernel).await;
+            return;
+        }
     };
     if let Err(reason) = allow.check(&path, dev_type.as_deref(), |n| allow.observe(n)) {
         tracing::warn!("smart-helper: refused a read of {path}: {reason}");
@@ -124,26 +136,45 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
         Request::Atasmart { .. } => RunOutcome::Failed(RunError::Task {
             cause: "this build has no libatasmart support".into(),
         }),
+        // Answered above.
+        Request::Dmsetup { .. } => return,
     };
-    match outcome {
-        RunOutcome::Output {
-            stdout,
-            exit,
-            escaped,
-        } => {
-            // The cause of a refusal is observed here, where smartctl ran with this
-            // process's credentials and capabilities.
-            let text = String::from_utf8_lossy(&stdout).to_ascii_lowercase();
-            let cause = (text.contains("permission denied")
-                || text.contains("operation not permitted"))
-            .then(|| {
+    // The cause of a refusal is observed here, where smartctl ran with this process's
+    // credentials and capabilities.
+    let cause = |stdout: &[u8]| {
+        let text = String::from_utf8_lossy(stdout).to_ascii_lowercase();
+        (text.contains("permission denied") || text.contains("operation not permitted")).then(
+            || {
                 let needed = if path.contains("nvme") {
                     access::CAP_SYS_ADMIN
                 } else {
                     access::CAP_SYS_RAWIO
                 };
                 access::cause(&access::facts(&path, &spec.smartctl, needed)).to_string()
-            });
+            },
+        )
+    };
+    let cause = match &outcome {
+        RunOutcome::Output { stdout, .. } => cause(stdout),
+        RunOutcome::Failed(_) => None,
+    };
+    reply(wr, id, outcome, cause, &in_kernel).await;
+}
+
+/// Sends a run's outcome, and later word of its processes stuck in the kernel being gone.
+async fn reply(
+    wr: &Mutex<OwnedWriteHalf>,
+    id: u64,
+    outcome: RunOutcome,
+    cause: Option<String>,
+    in_kernel: &AtomicBool,
+) {
+    match outcome {
+        RunOutcome::Output {
+            stdout,
+            exit,
+            escaped,
+        } => {
             let reply = Reply::Output {
                 id,
                 len: stdout.len() as u64,
@@ -155,7 +186,7 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
             if escaped.stuck > 0 {
                 // Processes of the run are stuck in the kernel: the daemon keeps the drive
                 // stuck until told they are gone.
-                reaped_when_gone(wr, id, &in_kernel).await;
+                reaped_when_gone(wr, id, in_kernel).await;
             }
         }
         RunOutcome::Failed(e) => {
@@ -179,7 +210,7 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
             };
             send(wr, &reply, None).await;
             if stuck {
-                reaped_when_gone(wr, id, &in_kernel).await;
+                reaped_when_gone(wr, id, in_kernel).await;
             }
         }
     }

@@ -1,0 +1,484 @@
+//! The layers below filesystems on a real kernel (tests/vm/guest-layers.sh): an overcommitted
+//! LVM thin pool filled under a half-empty ext4 until writes fail, an md RAID1 degraded and
+//! rebuilt, ZFS pools and datasets filled past 80 % with a faulted mirror device. The daemon
+//! runs split as in production (it gives up its capabilities; dmsetup goes through the helper).
+//! The guest boots once; each test checks one thing it recorded.
+//!
+//! Opt-in (a VM, minutes under software emulation): `cargo test --test it -- --ignored vm::layers::`.
+
+use crate::support;
+use crate::support::exposition::{Series, must, parse_exposition, value};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// `SSDWATCH_VM_LAYERS_RESULTS=DIR` checks the results a previous run left in DIR.
+fn guest() -> &'static Path {
+    static RESULTS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match RESULTS
+        .get_or_init(|| support::run_guest("layers.sh", "SSDWATCH_VM_LAYERS_RESULTS", "vm-layers"))
+    {
+        Ok(p) => p,
+        Err(e) => panic!("the layers guest did not run: {e}"),
+    }
+}
+
+fn read(name: &str) -> String {
+    let path = guest().join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("the guest left no {}: {e}", path.display()))
+}
+
+fn scrape(name: &str) -> Vec<Series> {
+    parse_exposition(&read(&format!("{name}.prom")))
+}
+
+const POOL: &str = "vg-pool-tpool";
+const THIN_MOUNT: &str = "/mnt/thin";
+
+/// The fill steps: (step, whether its write succeeded).
+fn thin_steps() -> Vec<(u32, bool)> {
+    read("thin-steps.txt")
+        .lines()
+        .map(|l| {
+            let (n, r) = l.split_once(' ').expect("step line");
+            (n.parse().expect("step number"), r == "ok")
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with --ignored vm::layers::"]
+fn an_overcommitted_thin_pool_limits_the_ext4_on_it_before_writes_fail() {
+    let steps = thin_steps();
+    let failed = steps
+        .iter()
+        .find(|(_, ok)| !ok)
+        .map(|(n, _)| *n)
+        .expect("the pool never ran out: no write failed");
+    assert!(failed > 3, "writes failed at step {failed}: {steps:?}");
+    let last_ok = scrape(&format!("thin-step-{:02}", failed - 1));
+    let f = "last good step";
+    let mp = [("mountpoint", THIN_MOUNT)];
+    let size = must(&last_ok, "ssdwatch_filesystem_size_bytes", &mp, f);
+    let avail = must(&last_ok, "ssdwatch_filesystem_avail_bytes", &mp, f);
+    let effective = must(
+        &last_ok,
+        "ssdwatch_filesystem_effective_avail_bytes",
+        &mp,
+        f,
+    );
+    // The story: the ext4 alone still shows over a quarter of it free; the pool under it has
+    // almost nothing left, and the daemon says so, naming the pool.
+    assert!(avail > 0.25 * size, "ext4 avail {avail} of {size}");
+    // Less than the next 24 MiB write, which then failed.
+    assert!(
+        effective < 24.0 * 1048576.0 && effective < 0.25 * avail,
+        "effective {effective}, ext4 avail {avail}"
+    );
+    assert_eq!(
+        value(
+            &last_ok,
+            "ssdwatch_filesystem_limiting_layer_info",
+            &[
+                ("mountpoint", THIN_MOUNT),
+                ("layer", "thin_pool"),
+                ("name", POOL)
+            ]
+        ),
+        Some(1.0)
+    );
+    let p = [("pool", POOL)];
+    let data = must(&last_ok, "ssdwatch_thin_pool_data_size_bytes", &p, f);
+    let used = must(&last_ok, "ssdwatch_thin_pool_data_used_bytes", &p, f);
+    assert_eq!(data, 256.0 * 1048576.0);
+    assert_eq!(
+        effective,
+        data - used,
+        "the mount's effective space is the pool's free space"
+    );
+    // Two 400 MiB volumes promised from 256 MiB.
+    assert_eq!(
+        value(&last_ok, "ssdwatch_thin_pool_overcommit_ratio", &p),
+        Some(800.0 / 256.0)
+    );
+    assert_eq!(
+        value(&last_ok, "ssdwatch_thin_pool_error_if_no_space", &p),
+        Some(1.0)
+    );
+    // Once the writes failed: out of data space, nothing effective left.
+    let after = scrape(&format!("thin-step-{failed:02}"));
+    assert_eq!(
+        value(&after, "ssdwatch_thin_pool_out_of_data_space", &p),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&after, "ssdwatch_filesystem_effective_avail_bytes", &mp),
+        Some(0.0)
+    );
+    // The figures are dmsetup's own: used data blocks × 64 KiB blocks, as the guest saw them.
+    let status = read("dmsetup-status-full.txt");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{POOL}:")))
+        .expect("the pool in dmsetup status");
+    let blocks: f64 = line
+        .split_whitespace()
+        .nth(6)
+        .and_then(|f| f.split('/').next())
+        .and_then(|u| u.parse().ok())
+        .unwrap_or_else(|| panic!("used data blocks in {line:?}"));
+    assert_eq!(
+        value(&after, "ssdwatch_thin_pool_data_used_bytes", &p),
+        Some(blocks * 65536.0)
+    );
+    alerts_fire_before_the_writes_fail(&steps, failed);
+}
+
+/// Go's `%.4g` (Prometheus' humanizePercentage prints `%.4g%%` of the value × 100).
+fn go_g4(x: f64) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    let exp = x.abs().log10().floor() as i32;
+    let decimals = (3 - exp).max(0) as usize;
+    let s = format!("{x:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// Replays the steps before the failing write in promtool, ten minutes apart, then holds the
+/// last good state: the pool's and the mount's low-space alerts fire on it, and the pool's
+/// forecast says full within a day; so a DBA was told before the writes failed.
+fn alerts_fire_before_the_writes_fail(steps: &[(u32, bool)], failed: u32) {
+    if !support::require_cmd("thin pool alerts", "promtool", "prometheus") {
+        return;
+    }
+    let good: Vec<Vec<Series>> = (0..failed)
+        .map(|n| scrape(&format!("thin-step-{n:02}")))
+        .collect();
+    assert_eq!(good.len() as u32, failed, "{steps:?}");
+    // Each step 10 minutes apart (one sample per minute held), then the last one for 40 minutes.
+    let values = |name: &str, want: &[(&str, &str)]| -> String {
+        let mut v: Vec<String> = Vec::new();
+        for s in &good {
+            let x = value(s, name, want).unwrap_or_else(|| panic!("{name} {want:?} missing"));
+            v.push(format!("{x}x9"));
+        }
+        let last = value(good.last().unwrap(), name, want).unwrap();
+        v.push(format!("{last}x40"));
+        v.join(" ")
+    };
+    let fs = [("mountpoint", THIN_MOUNT)];
+    let dev = good
+        .last()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s.name == "ssdwatch_filesystem_size_bytes" && s.labels["mountpoint"] == THIN_MOUNT
+        })
+        .map(|s| s.labels["device"].clone())
+        .expect("the thin mount's device");
+    let fl = format!(
+        "instance=\"guest\",job=\"ssdwatch\",mountpoint=\"{THIN_MOUNT}\",device=\"{dev}\",fstype=\"ext4\""
+    );
+    let pl = format!("instance=\"guest\",job=\"ssdwatch\",pool=\"{POOL}\"");
+    let mut series = String::new();
+    for name in [
+        "ssdwatch_filesystem_size_bytes",
+        "ssdwatch_filesystem_free_bytes",
+        "ssdwatch_filesystem_avail_bytes",
+        "ssdwatch_filesystem_effective_avail_bytes",
+        "ssdwatch_filesystem_readonly",
+    ] {
+        series += &format!(
+            "      - series: '{name}{{{fl}}}'\n        values: '{}'\n",
+            values(name, &fs)
+        );
+    }
+    for sev in ["warning", "critical"] {
+        for name in [
+            "ssdwatch_filesystem_alert_threshold_ratio",
+            "ssdwatch_filesystem_alert_threshold_avail_bytes",
+            "ssdwatch_filesystem_alert_threshold_full_seconds",
+        ] {
+            let want = [("mountpoint", THIN_MOUNT), ("severity", sev)];
+            series += &format!(
+                "      - series: '{name}{{instance=\"guest\",job=\"ssdwatch\",mountpoint=\"{THIN_MOUNT}\",severity=\"{sev}\"}}'\n        values: '{}'\n",
+                values(name, &want)
+            );
+        }
+    }
+    let p = [("pool", POOL)];
+    for name in [
+        "ssdwatch_thin_pool_data_size_bytes",
+        "ssdwatch_thin_pool_data_used_bytes",
+        "ssdwatch_thin_pool_metadata_size_bytes",
+        "ssdwatch_thin_pool_metadata_used_bytes",
+        "ssdwatch_thin_pool_out_of_data_space",
+        "ssdwatch_thin_pool_read_only",
+        "ssdwatch_thin_pool_failed",
+        "ssdwatch_thin_pool_needs_check",
+    ] {
+        series += &format!(
+            "      - series: '{name}{{{pl}}}'\n        values: '{}'\n",
+            values(name, &p)
+        );
+    }
+    let last = good.last().unwrap();
+    let size = value(last, "ssdwatch_filesystem_size_bytes", &fs).unwrap();
+    let free = value(last, "ssdwatch_filesystem_free_bytes", &fs).unwrap();
+    let avail = value(last, "ssdwatch_filesystem_avail_bytes", &fs).unwrap();
+    let eff = value(last, "ssdwatch_filesystem_effective_avail_bytes", &fs).unwrap();
+    let used_ratio = (size - free + avail - eff) / (size - free + avail);
+    let pool_ratio = value(last, "ssdwatch_thin_pool_data_used_bytes", &p).unwrap()
+        / value(last, "ssdwatch_thin_pool_data_size_bytes", &p).unwrap();
+    assert!(
+        pool_ratio > 0.9 && used_ratio > 0.9,
+        "pool {pool_ratio}, mount {used_ratio}"
+    );
+    // Warning past 90 %; critical too past 95 % (the mount's critical also needs < 5 GiB left).
+    let severities = |ratio: f64| {
+        if ratio > 0.95 {
+            vec!["warning", "critical"]
+        } else {
+            vec!["warning"]
+        }
+    };
+    let at = (failed as usize * 10 + 30).to_string() + "m";
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/prometheus");
+    let alert = |name: &str, sev: &str, labels: &str| -> String {
+        format!(
+            "          - exp_labels: {{severity: {sev}, {labels}}}\n            exp_annotations: __{name}_{sev}__\n"
+        )
+    };
+    // Annotations are rendered from the rule file's own templates with the values above.
+    let alerts_doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(rules.join("ssdwatch.alerts.yml")).unwrap(),
+    )
+    .unwrap();
+    let render = |name: &str, sev: &str, labels: &[(&str, &str)], v: f64| -> String {
+        let rule = alerts_doc["groups"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_sequence().unwrap().iter())
+            .find(|r| {
+                r["alert"].as_str() == Some(name) && r["labels"]["severity"].as_str() == Some(sev)
+            })
+            .unwrap_or_else(|| panic!("no {name} {sev}"));
+        let mut out = String::from("{");
+        for (k, t) in rule["annotations"].as_mapping().unwrap() {
+            let mut t = t.as_str().unwrap().to_string();
+            for (lk, lv) in labels {
+                t = t.replace(&format!("{{{{ $labels.{lk} }}}}"), lv);
+            }
+            t = t.replace(
+                "{{ $value | humanizePercentage }}",
+                &format!("{}%", go_g4(v * 100.0)),
+            );
+            out += &format!(
+                "{}: {}, ",
+                k.as_str().unwrap(),
+                serde_json::to_string(&t).unwrap()
+            );
+        }
+        out.trim_end_matches(", ").to_string() + "}"
+    };
+    let mut cases = String::new();
+    let fs_labels = [
+        ("instance", "guest"),
+        ("mountpoint", THIN_MOUNT),
+        ("device", dev.as_str()),
+        ("fstype", "ext4"),
+    ];
+    let pool_labels = [("instance", "guest"), ("pool", POOL)];
+    cases += &format!(
+        "      - eval_time: {at}\n        alertname: SsdwatchFilesystemAlmostFull\n        exp_alerts:\n"
+    );
+    for sev in severities(used_ratio) {
+        cases += &alert("SsdwatchFilesystemAlmostFull", sev, &format!(
+            "instance: guest, job: ssdwatch, mountpoint: \"{THIN_MOUNT}\", device: \"{dev}\", fstype: ext4"
+        ))
+        .replace(
+            &format!("__SsdwatchFilesystemAlmostFull_{sev}__"),
+            &render("SsdwatchFilesystemAlmostFull", sev, &fs_labels, used_ratio),
+        );
+    }
+    cases += &format!(
+        "      - eval_time: {at}\n        alertname: SsdwatchThinPoolAlmostFull\n        exp_alerts:\n"
+    );
+    for sev in severities(pool_ratio) {
+        cases += &alert(
+            "SsdwatchThinPoolAlmostFull",
+            sev,
+            &format!("instance: guest, job: ssdwatch, pool: \"{POOL}\""),
+        )
+        .replace(
+            &format!("__SsdwatchThinPoolAlmostFull_{sev}__"),
+            &render("SsdwatchThinPoolAlmostFull", sev, &pool_labels, pool_ratio),
+        );
+    }
+    // At the first step nothing fires.
+    cases += "      - eval_time: 5m\n        alertname: SsdwatchThinPoolAlmostFull\n        exp_alerts: []\n";
+    cases += "      - eval_time: 5m\n        alertname: SsdwatchFilesystemAlmostFull\n        exp_alerts: []\n";
+    // The pool's own forecast: full within a day, from the steps' trend.
+    let forecast = format!(
+        "      - expr: ssdwatch:thin_pool_seconds_until_full < bool 86400\n        eval_time: {at}\n        exp_samples:\n          - labels: '{{{pl}}}'\n            value: 1\n"
+    );
+    let groups: Vec<String> = ["ssdwatch.rules.yml", "ssdwatch.alerts.yml"]
+        .iter()
+        .flat_map(|f| {
+            let d: serde_yaml_ng::Value =
+                serde_yaml_ng::from_str(&std::fs::read_to_string(rules.join(f)).unwrap()).unwrap();
+            d["groups"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|g| format!("  - {}\n", g["name"].as_str().unwrap()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let doc = format!(
+        "rule_files:\n  - {}\n  - {}\nevaluation_interval: 1m\ngroup_eval_order:\n{}tests:\n  - interval: 1m\n    input_series:\n{series}    alert_rule_test:\n{cases}    promql_expr_test:\n{forecast}",
+        rules.join("ssdwatch.rules.yml").display(),
+        rules.join("ssdwatch.alerts.yml").display(),
+        groups.concat()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("thin.test.yml");
+    std::fs::write(&file, &doc).unwrap();
+    let (ok, out) = support::run_status("promtool", &["test", "rules", file.to_str().unwrap()]);
+    assert!(
+        ok,
+        "promtool test on the guest's thin pool steps failed:\n{out}\n{doc}"
+    );
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with --ignored vm::layers::"]
+fn an_md_raid1_degraded_then_rebuilt_shows_each_state() {
+    let d = [("device", "md1")];
+    let state = |s: &[Series], action: &str| {
+        value(
+            s,
+            "ssdwatch_md_sync_action",
+            &[("device", "md1"), ("action", action)],
+        )
+    };
+    let disks =
+        |s: &[Series], st: &str| value(s, "ssdwatch_md_disks", &[("device", "md1"), ("state", st)]);
+    let clean = scrape("md-clean");
+    assert_eq!(value(&clean, "ssdwatch_md_disks_missing", &d), Some(0.0));
+    assert_eq!(disks(&clean, "active"), Some(2.0));
+    assert_eq!(state(&clean, "idle"), Some(1.0));
+    assert_eq!(
+        value(
+            &clean,
+            "ssdwatch_md_info",
+            &[("device", "md1"), ("level", "raid1")]
+        ),
+        Some(1.0)
+    );
+    let degraded = scrape("md-degraded");
+    assert_eq!(value(&degraded, "ssdwatch_md_disks_missing", &d), Some(1.0));
+    assert_eq!(disks(&degraded, "active"), Some(1.0));
+    let rec = scrape("md-recovering");
+    assert_eq!(
+        state(&rec, "recover"),
+        Some(1.0),
+        "the rebuild was caught running"
+    );
+    let progress = must(&rec, "ssdwatch_md_sync_progress_ratio", &d, "md-recovering");
+    assert!((0.0..1.0).contains(&progress), "progress {progress}");
+    assert_eq!(
+        disks(&rec, "spare"),
+        Some(1.0),
+        "the member being rebuilt into"
+    );
+    let done = scrape("md-recovered");
+    assert_eq!(value(&done, "ssdwatch_md_disks_missing", &d), Some(0.0));
+    assert_eq!(disks(&done, "active"), Some(2.0));
+    assert_eq!(state(&done, "idle"), Some(1.0));
+    assert_eq!(value(&done, "ssdwatch_md_sync_progress_ratio", &d), None);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with --ignored vm::layers::"]
+fn zfs_pools_and_datasets_are_zpools_and_zfss_own_figures() {
+    let s = scrape("zfs-full");
+    let (pools, errors) = ssdwatch::layers::zfs::parse_pools(&read("zpool-list.txt"));
+    assert!(errors.is_empty(), "{errors:?}");
+    let (datasets, errors) = ssdwatch::layers::zfs::parse_datasets(&read("zfs-list.txt"));
+    assert!(errors.is_empty(), "{errors:?}");
+    let tank = pools
+        .iter()
+        .find(|p| p.name == "tank")
+        .expect("tank in zpool list");
+    let t = [("pool", "tank")];
+    assert_eq!(
+        value(&s, "ssdwatch_zfs_pool_size_bytes", &t),
+        Some(tank.size_bytes as f64)
+    );
+    let cap = must(&s, "ssdwatch_zfs_pool_capacity_ratio", &t, "zfs-full");
+    assert!(cap > 0.8, "tank filled past 80 %: {cap}");
+    assert_eq!(Some(cap), tank.capacity_ratio);
+    // The faulted mirror device: the pool is DEGRADED, only that state is 1.
+    let health = |p: &str, st: &str| {
+        value(
+            &s,
+            "ssdwatch_zfs_pool_health",
+            &[("pool", p), ("state", st)],
+        )
+    };
+    assert_eq!(health("safe", "DEGRADED"), Some(1.0));
+    assert_eq!(health("safe", "ONLINE"), Some(0.0));
+    assert_eq!(health("tank", "ONLINE"), Some(1.0));
+    let ds = |name: &str| datasets.iter().find(|d| d.name == name).expect(name);
+    let logs = [("dataset", "tank/logs"), ("pool", "tank")];
+    assert_eq!(
+        value(&s, "ssdwatch_zfs_dataset_quota_bytes", &logs),
+        Some(48.0 * 1048576.0)
+    );
+    assert_eq!(ds("tank/logs").quota_bytes, Some(48 << 20));
+    let pg = [("dataset", "tank/pg"), ("pool", "tank")];
+    assert_eq!(
+        value(&s, "ssdwatch_zfs_dataset_reservation_bytes", &pg),
+        Some(32.0 * 1048576.0)
+    );
+    assert_eq!(
+        value(&s, "ssdwatch_zfs_dataset_quota_bytes", &pg),
+        None,
+        "no quota: no series"
+    );
+    // Each mount is limited by its dataset; the logs dataset by its quota, below the pool's free.
+    let logs_eff = must(
+        &s,
+        "ssdwatch_filesystem_effective_avail_bytes",
+        &[("mountpoint", "/tank/logs")],
+        "zfs-full",
+    );
+    assert_eq!(
+        value(
+            &s,
+            "ssdwatch_filesystem_limiting_layer_info",
+            &[
+                ("mountpoint", "/tank/logs"),
+                ("layer", "zfs_dataset"),
+                ("name", "tank/logs")
+            ]
+        ),
+        Some(1.0)
+    );
+    let pool_free = must(&s, "ssdwatch_zfs_pool_free_bytes", &t, "zfs-full");
+    assert!(
+        logs_eff < pool_free,
+        "quota room {logs_eff} under the pool's free {pool_free}"
+    );
+    assert!(
+        logs_eff < 40.0 * 1048576.0,
+        "16 MiB written of a 48 MiB quota: {logs_eff}"
+    );
+}
