@@ -179,6 +179,8 @@ catalogue! {
         "Free inodes.";
     FILESYSTEM_READONLY: Gauge "ssdwatch_filesystem_readonly" ["mountpoint", "device", "fstype"] unit ""
         "Whether the filesystem is mounted read-only (mount or superblock option ro).";
+    FILESYSTEM_STATFS_NO_THREAD_MOUNTS: Gauge "ssdwatch_filesystem_statfs_no_thread_mounts" [] unit ""
+        "Mounts not sampled in the last sample because no statvfs thread was left under the daemon's task limit (the cgroup's pids.max, systemd's TasksMax), which the stuck-mount guard shares with the rest of the daemon.";
     // Collector `smart`: each drive's SMART data, normalized.
     DEVICE_SMART_SAMPLE_OK: Gauge "ssdwatch_device_smart_sample_ok" ["device", "serial", "wwn"] unit ""
         "1 if the last smartctl run on this drive gave usable data (or found it in standby).";

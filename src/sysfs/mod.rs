@@ -2,6 +2,7 @@
 //! No metrics here: collectors turn what these return into series.
 
 pub mod blockstat;
+pub mod cgroup;
 pub mod topology;
 
 use std::ffi::OsStr;

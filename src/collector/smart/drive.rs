@@ -218,6 +218,16 @@ pub(super) fn step(
                 notes,
             };
         }
+        RunOutcome::Failed(RunError::NoTask { .. }) => {
+            // No process could be started: nothing is known of the drive, it is due again at
+            // once, and the fault is the daemon's task limit, told once by the collector for
+            // every drive it hit.
+            return Step {
+                state: st,
+                errors,
+                notes,
+            };
+        }
         RunOutcome::Failed(source @ RunError::TimedOut { .. }) => {
             st.ok = false;
             errors.push(DriveError::TimedOut {

@@ -68,6 +68,7 @@ pub enum FailKind {
     Stuck,
     AtasmartStuck,
     Task,
+    NoTask,
     Other,
 }
 
