@@ -65,6 +65,10 @@ catalogue! {
         "Items (mounts, devices, targets) the collector could not sample in its last sample.";
     BUILD_INFO: Gauge "ssdwatch_build_info" ["version"] unit ""
         "Version of the running ssdwatch; always 1.";
+    CONFIG_LAST_RELOAD_SUCCESSFUL: Gauge "ssdwatch_config_last_reload_successful" ["file"] unit ""
+        "Whether the last load of the config file succeeded (1) or failed (0, the previous config stays); file is config (--config) or web_config (--web.config.file).";
+    CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Gauge "ssdwatch_config_last_reload_success_timestamp_seconds" ["file"] unit "seconds"
+        "When the config file was last loaded successfully (Unix time): at start, or the last good reload.";
     // The main process, named as every Prometheus client library names these (src/process.rs).
     PROCESS_CPU_SECONDS_TOTAL: Counter "process_cpu_seconds_total" [] unit "seconds"
         "Total user and system CPU time spent in seconds.";
@@ -480,6 +484,7 @@ mod tests {
             "ssdwatch_filesystem_",
             "ssdwatch_probe_",
             "ssdwatch_collector_",
+            "ssdwatch_config_",
         ];
         let unknown: Vec<&String> = docs
             .keys()
