@@ -65,6 +65,10 @@ catalogue! {
         "Items (mounts, devices, targets) the collector could not sample in its last sample.";
     BUILD_INFO: Gauge "ssdwatch_build_info" ["version"] unit ""
         "Version of the running ssdwatch; always 1.";
+    CONFIG_LAST_RELOAD_SUCCESSFUL: Gauge "ssdwatch_config_last_reload_successful" ["file"] unit ""
+        "Whether the last load of the config file succeeded (1) or failed (0, the previous config stays); file is config (--config) or web_config (--web.config.file).";
+    CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Gauge "ssdwatch_config_last_reload_success_timestamp_seconds" ["file"] unit "seconds"
+        "When the config file was last loaded successfully (Unix time): at start, or the last good reload.";
     // The main process, named as every Prometheus client library names these (src/process.rs).
     PROCESS_CPU_SECONDS_TOTAL: Counter "process_cpu_seconds_total" [] unit "seconds"
         "Total user and system CPU time spent in seconds.";
@@ -179,6 +183,8 @@ catalogue! {
         "Free inodes.";
     FILESYSTEM_READONLY: Gauge "ssdwatch_filesystem_readonly" ["mountpoint", "device", "fstype"] unit ""
         "Whether the filesystem is mounted read-only (mount or superblock option ro).";
+    FILESYSTEM_STATFS_NO_THREAD_MOUNTS: Gauge "ssdwatch_filesystem_statfs_no_thread_mounts" [] unit ""
+        "Mounts not sampled in the last sample because no statvfs thread was left under the daemon's task limit (the cgroup's pids.max, systemd's TasksMax), which the stuck-mount guard shares with the rest of the daemon.";
     FILESYSTEM_EFFECTIVE_AVAIL_BYTES: Gauge "ssdwatch_filesystem_effective_avail_bytes" ["mountpoint", "device", "fstype"] unit "bytes"
         "Bytes the mount can still take: the least of its filesystem's available bytes and what every layer under it still has (a thin pool's free data space, a ZFS dataset's available bytes and its pool's free space, btrfs's allocatable space, none when btrfs metadata can't grow). ssdwatch_filesystem_limiting_layer_info names the layer.";
     FILESYSTEM_LIMITING_LAYER_INFO: Gauge "ssdwatch_filesystem_limiting_layer_info" ["mountpoint", "layer", "name"] unit ""
@@ -577,6 +583,7 @@ mod tests {
             "ssdwatch_filesystem_",
             "ssdwatch_probe_",
             "ssdwatch_collector_",
+            "ssdwatch_config_",
         ];
         let unknown: Vec<&String> = docs
             .keys()

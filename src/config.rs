@@ -292,6 +292,33 @@ mod tests {
     }
 
     #[test]
+    fn a_size_takes_a_unit_and_a_bad_one_names_key_file_and_line() {
+        let c = parse(
+            "collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n        \
+             free_floor_bytes: 64MiB\n        budget_bytes_per_day: 1GB\n",
+        )
+        .unwrap();
+        let t = &c.collectors.probe.targets[0];
+        assert_eq!(
+            (t.free_floor_bytes, t.budget_bytes_per_day),
+            (64 << 20, 1_000_000_000)
+        );
+        let err = parse(
+            "collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n        \
+             free_floor_bytes: 64 lemons\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("/etc/ssdwatch/ssdwatch.yaml"), "{err}");
+        assert!(
+            err.contains("collectors.probe.targets[0].free_floor_bytes"),
+            "{err}"
+        );
+        assert!(err.contains("expected a size such as 64MiB"), "{err}");
+        assert!(err.contains("line 5"), "{err}");
+    }
+
+    #[test]
     fn bad_listen_address_is_named() {
         let err = parse("web:\n  listen_address: nowhere\n")
             .unwrap_err()

@@ -53,7 +53,7 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     let host = crate::report::host_name(&roots.proc);
     let (collectors, mut ctx) = build(&config, roots, true)?;
-    let store = Arc::new(Snapshots::new());
+    let store = Arc::new(Snapshots::with_reloads(web.reloads.clone()));
     let history = start_history(&config, store.clone())?;
     ctx.history = history.as_ref().map(|(sink, _)| sink.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -74,6 +74,7 @@ pub(crate) async fn serve(
         current.clone(),
         web.config_file,
         web.reload,
+        web.reloads.clone(),
         stop_rx.clone(),
     ));
     let report = config

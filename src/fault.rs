@@ -75,11 +75,18 @@ impl Faults {
     }
 
     /// Takes one sample's per-item errors: logs new faults at WARN, cleared ones at INFO and
-    /// repeats at DEBUG. Returns how many items are failing now.
-    pub fn items(&mut self, collector: &str, errors: &[ItemError]) -> u64 {
+    /// repeats at DEBUG. An item in `unsampled` was not looked at in this sample (a probe target
+    /// or a drive not due, a store not retried yet): its fault, if open, stays open unsaid,
+    /// neither cleared nor told again. Returns how many items are failing now.
+    pub fn items(&mut self, collector: &str, errors: &[ItemError], unsampled: &[String]) -> u64 {
         let mut now: BTreeMap<String, String> = BTreeMap::new();
         for e in errors {
             now.entry(e.item.clone()).or_insert_with(|| e.to_string());
+        }
+        for item in unsampled {
+            if let Some(msg) = self.open.get(item) {
+                now.entry(item.clone()).or_insert_with(|| msg.clone());
+            }
         }
         let mut lines = Vec::new();
         for (item, msg) in &now {
@@ -151,15 +158,15 @@ mod tests {
     #[test]
     fn a_fault_opens_once_and_clears_once_whatever_its_message_says() {
         let mut f = Faults::default();
-        assert_eq!(f.items("filesystem", &[e("/a", "EIO 1")]), 1);
+        assert_eq!(f.items("filesystem", &[e("/a", "EIO 1")], &[]), 1);
         // The same item failing again with another detail is the same fault.
         assert_eq!(
-            f.items("filesystem", &[e("/a", "EIO 2"), e("/b", "ENOENT")]),
+            f.items("filesystem", &[e("/a", "EIO 2"), e("/b", "ENOENT")], &[]),
             2
         );
         assert_eq!(f.open_items().collect::<Vec<_>>(), ["/a", "/b"]);
-        assert_eq!(f.items("filesystem", &[e("/b", "ENOENT")]), 1);
-        assert_eq!(f.items("filesystem", &[]), 0);
+        assert_eq!(f.items("filesystem", &[e("/b", "ENOENT")], &[]), 1);
+        assert_eq!(f.items("filesystem", &[], &[]), 0);
         assert_eq!(f.open_items().count(), 0);
     }
 
@@ -168,10 +175,10 @@ mod tests {
         use tracing::Level;
         let mut f = Faults::recording();
         for _ in 0..3 {
-            f.items("smart", &[e("sda", "timed out")]);
+            f.items("smart", &[e("sda", "timed out")], &[]);
             f.sample_failed("smart", Some("smartctl not found"));
         }
-        f.items("smart", &[]);
+        f.items("smart", &[], &[]);
         f.sample_failed("smart", None);
         let got: Vec<(Level, &str)> = f.journal().iter().map(|(l, s)| (*l, s.as_str())).collect();
         assert_eq!(
@@ -192,10 +199,42 @@ mod tests {
         assert!(Faults::default().journal().is_empty());
     }
 
+    /// Two probe targets, one failing, sampled in turns: the failing one is neither cleared
+    /// nor warned again in the samples that don't cover it.
+    #[test]
+    fn an_item_not_sampled_keeps_its_fault_unsaid() {
+        use tracing::Level;
+        let mut f = Faults::recording();
+        let (good, bad) = ("/srv/a".to_string(), "/srv/b".to_string());
+        for round in 0..5 {
+            assert_eq!(
+                f.items("probe", &[], std::slice::from_ref(&bad)),
+                u64::from(round > 0)
+            );
+            assert_eq!(
+                f.items("probe", &[e("/srv/b", "EIO")], std::slice::from_ref(&good)),
+                1
+            );
+        }
+        // Sampled again without an error, it clears, once.
+        assert_eq!(f.items("probe", &[], std::slice::from_ref(&good)), 0);
+        let got: Vec<(Level, &str)> = f.journal().iter().map(|(l, s)| (*l, s.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Level::WARN,
+                    "/srv/b: EIO (logged again when it clears; repeats at debug level)"
+                ),
+                (Level::INFO, "/srv/b: recovered (was: /srv/b: EIO)"),
+            ]
+        );
+    }
+
     #[test]
     fn two_errors_of_one_item_count_as_one_failing_item() {
         let mut f = Faults::default();
-        assert_eq!(f.items("smart", &[e("sda", "x"), e("sda", "y")]), 1);
+        assert_eq!(f.items("smart", &[e("sda", "x"), e("sda", "y")], &[]), 1);
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod procfs;
 pub mod registry;
 pub mod render;
 pub mod report;
+pub mod size;
 pub mod smart;
 pub mod snapshot;
 pub(crate) mod statefile;

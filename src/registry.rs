@@ -221,7 +221,14 @@ mod tests {
         let names: Vec<&str> = built.iter().map(|c| c.name()).collect();
         assert_eq!(
             names,
-            ["topology", "diskstats", "filesystem", "smart", "probe"]
+            [
+                "topology",
+                "diskstats",
+                "layers",
+                "filesystem",
+                "smart",
+                "probe"
+            ]
         );
         let mut seen = std::collections::HashSet::new();
         assert!(COLLECTORS.iter().all(|e| seen.insert(e.name)));
@@ -261,9 +268,10 @@ mod tests {
         let c = CollectorsConfig::default();
         assert_eq!(COLLECTORS[0].default_interval, c.topology.interval);
         assert_eq!(COLLECTORS[1].default_interval, c.diskstats.interval);
-        assert_eq!(COLLECTORS[2].default_interval, c.filesystem.interval);
-        assert_eq!(COLLECTORS[3].default_interval, c.smart.interval);
-        assert_eq!(COLLECTORS[4].default_interval, c.probe.interval);
+        assert_eq!(COLLECTORS[2].default_interval, c.layers.interval);
+        assert_eq!(COLLECTORS[3].default_interval, c.filesystem.interval);
+        assert_eq!(COLLECTORS[4].default_interval, c.smart.interval);
+        assert_eq!(COLLECTORS[5].default_interval, c.probe.interval);
         for e in COLLECTORS {
             assert_eq!((e.interval)(&c), e.default_interval, "{}", e.name);
         }

@@ -8,7 +8,7 @@ use crate::metrics::MetricSet;
 use crate::render;
 use crate::sysfs::topology::Topology;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch, as Prometheus timestamps are given.
@@ -39,6 +39,52 @@ pub struct CollectorState {
 #[derive(Debug, Default)]
 pub struct Snapshots {
     states: RwLock<BTreeMap<&'static str, CollectorState>>,
+    /// How the config files' last loads went, rendered with the daemon's own series.
+    reloads: Arc<ConfigReloads>,
+}
+
+/// The config file (`--config`).
+pub const CONFIG_FILE: &str = "config";
+/// The web config file (`--web.config.file`).
+pub const WEB_CONFIG_FILE: &str = "web_config";
+
+/// Prometheus' own pattern for a reload that may fail: per config file, whether its last load
+/// succeeded and when it last did. Shared by the SIGHUP reloader, the web config watcher and
+/// the scrape.
+#[derive(Debug, Default)]
+pub struct ConfigReloads {
+    files: Mutex<BTreeMap<&'static str, (bool, Option<f64>)>>,
+}
+
+impl ConfigReloads {
+    /// Both files loaded now (the daemon starts only with good ones).
+    pub fn loaded_at_start() -> Arc<ConfigReloads> {
+        let r = ConfigReloads::default();
+        r.record(CONFIG_FILE, true);
+        r.record(WEB_CONFIG_FILE, true);
+        Arc::new(r)
+    }
+
+    /// Records a load of `file` (`CONFIG_FILE`, `WEB_CONFIG_FILE`).
+    pub fn record(&self, file: &'static str, ok: bool) {
+        let mut g = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let e = g.entry(file).or_insert((ok, None));
+        e.0 = ok;
+        if ok {
+            e.1 = Some(unix_now());
+        }
+    }
+
+    fn push(&self, m: &mut MetricSet) {
+        let g = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        for (file, (ok, at)) in g.iter() {
+            let l = [("file", *file)];
+            m.family(&catalogue::CONFIG_LAST_RELOAD_SUCCESSFUL)
+                .push(&l, if *ok { 1.0 } else { 0.0 });
+            m.family(&catalogue::CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS)
+                .push_opt(&l, *at);
+        }
+    }
 }
 
 /// Outcome of one sample, as the scheduler reports it.
@@ -57,6 +103,14 @@ pub struct Published {
 impl Snapshots {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A store that renders `reloads` with the daemon's own series.
+    pub fn with_reloads(reloads: Arc<ConfigReloads>) -> Self {
+        Snapshots {
+            reloads,
+            ..Self::default()
+        }
     }
 
     /// Registers a collector so it shows up (success absent) before its first sample.
@@ -153,6 +207,7 @@ impl Snapshots {
         build
             .family(&catalogue::BUILD_INFO)
             .push(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        self.reloads.push(&mut build);
         // The daemon's own process_* figures, read now (cheap procfs reads, no device).
         crate::process::families(&mut build);
         render::render_families(&mut out, build.families());

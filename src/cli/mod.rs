@@ -483,6 +483,8 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    // Both config files are good when the daemon starts (a bad one stops it, exit 2).
+    let reloads = crate::snapshot::ConfigReloads::loaded_at_start();
     // SIGHUP is caught from here on, before the web config is loaded.
     let reload = {
         let _in_runtime = rt.enter();
@@ -497,9 +499,10 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
             flags,
             current: config.clone(),
             log,
+            reloads: reloads.clone(),
         })
     };
-    let web = match web_setup(cli, reload) {
+    let web = match web_setup(cli, reload, reloads) {
         Ok(w) => w,
         Err(message) => {
             eprintln!("ssdwatch: {message}");
@@ -521,7 +524,11 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
 
 /// The web layer as the flags say: limits checked and fitted to the open-files limit (raised
 /// first), the web config loaded and checked. Errors are for exit status 2.
-fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> {
+fn web_setup(
+    cli: &Cli,
+    reload: mpsc::Receiver<()>,
+    reloads: std::sync::Arc<crate::snapshot::ConfigReloads>,
+) -> Result<WebSetup, String> {
     let mut limits = Limits {
         max_connections: cli.max_connections,
         max_requests: cli.max_requests,
@@ -556,6 +563,7 @@ fn web_setup(cli: &Cli, reload: mpsc::Receiver<()>) -> Result<WebSetup, String> 
         active,
         limits,
         reload,
+        reloads,
     })
 }
 

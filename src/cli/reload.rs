@@ -51,6 +51,8 @@ pub(super) struct Reloader {
     pub flags: Overrides,
     pub current: Config,
     pub log: LogHandle,
+    /// Where the outcome of each reload is recorded for the scrape.
+    pub reloads: std::sync::Arc<crate::snapshot::ConfigReloads>,
 }
 
 impl Reloader {
@@ -62,8 +64,12 @@ impl Reloader {
             return "no --config file, the built-in defaults stay".to_string();
         };
         let new = match new {
-            Ok(c) => c,
+            Ok(c) => {
+                self.reloads.record(crate::snapshot::CONFIG_FILE, true);
+                c
+            }
             Err(e) => {
+                self.reloads.record(crate::snapshot::CONFIG_FILE, false);
                 tracing::error!("SIGHUP: config not reloaded, the previous one stays: {e}");
                 return "config not reloaded (an error, see the log); the previous one stays"
                     .to_string();

@@ -73,6 +73,9 @@ pub struct Sample {
     pub errors: Vec<ItemError>,
     /// What the history store keeps of this sample (handed over, never waited on).
     pub records: Vec<crate::history::service::Record>,
+    /// Items this sample did not look at (a probe target or a drive not due in it): an open
+    /// fault of theirs stays open, neither cleared nor told again.
+    pub unsampled: Vec<String>,
 }
 
 impl Sample {
@@ -80,6 +83,34 @@ impl Sample {
     pub fn error(&mut self, e: impl Into<ItemError>) {
         self.errors.push(e.into());
     }
+}
+
+/// One fault for everything of a sample that could not start for want of a task (a thread or a
+/// process refused with EAGAIN: the daemon's cgroup is at its task limit, systemd's
+/// `TasksMax=`): item `"<collector> task limit"`, naming how many were affected, which, and the
+/// limit as the cgroup tells it. One cause, so one fault, whatever its count from sample to
+/// sample. Reads the limit inline: a blocking-pool thread may be what can't be had.
+pub fn no_task_fault(
+    collector: &str,
+    what: &str,
+    affected: &[String],
+    cause: &dyn std::fmt::Display,
+    roots: &crate::Roots,
+) -> ItemError {
+    let item = format!("{collector} task limit");
+    let limit = match crate::sysfs::cgroup::read_task_limit(&roots.proc, &roots.sys) {
+        Ok(Some(l)) => l.to_string(),
+        Ok(None) => "no task limit found in the daemon's cgroup; the kernel's threads-max or pid_max may be reached".into(),
+        Err(e) => format!("task limit unknown: {e}"),
+    };
+    ItemError::new(
+        item.clone(),
+        format!(
+            "{item}: cannot start a {what} for {} ({}): {cause} ({limit}); tried again at their next turn",
+            affected.len(),
+            affected.join(", ")
+        ),
+    )
 }
 
 #[async_trait]
@@ -130,7 +161,7 @@ fn publish(
                 }
             }
             faults.sample_failed(name, None);
-            let failing = faults.items(name, &s.errors);
+            let failing = faults.items(name, &s.errors, &s.unsampled);
             store.publish(
                 name,
                 Published {

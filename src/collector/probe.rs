@@ -2,7 +2,7 @@
 //! each, and turns their results into metrics. The I/O and the safety gates live in `crate::probe`.
 
 use crate::catalogue;
-use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::collector::{Collector, Context, ItemError, Sample, no_task_fault};
 use crate::history::service::Record;
 use crate::history::{DriveKey, ProbeRecord};
 use crate::metrics::MetricSet;
@@ -485,9 +485,16 @@ impl Collector for ProbeCollector {
             None
         };
         let mut records = Vec::new();
+        let mut unsampled = Vec::new();
+        // Targets whose thread could not be started for want of a task (EAGAIN: the daemon's
+        // task limit): one fault for all of them, not one per target.
+        let mut no_task: Vec<String> = Vec::new();
+        let mut no_task_cause = None;
         for i in 0..self.targets.len() {
             let now = Instant::now();
             if self.targets[i].next_due > now {
+                // Not looked at in this sample: its fault, if any, stays as it is.
+                unsampled.push(self.targets[i].cfg.path.to_string_lossy().into_owned());
                 continue;
             }
             let iv = self.targets[i].cfg.interval.unwrap_or(self.interval);
@@ -507,6 +514,13 @@ impl Collector for ProbeCollector {
             let kinds = due_kinds(t, now);
             let rx = match self.spawn_run(&self.targets[i], kinds, ctx, topology.clone()) {
                 Ok(rx) => rx,
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                    // Tried again at its next turn; its own fault neither clears nor repeats.
+                    unsampled.push(item.clone());
+                    no_task.push(item);
+                    no_task_cause = Some(e);
+                    continue;
+                }
                 Err(e) => {
                     errors.push(fault(&format!("cannot start probe thread: {e}")));
                     continue;
@@ -538,10 +552,20 @@ impl Collector for ProbeCollector {
                 }
             }
         }
+        if let Some(e) = no_task_cause {
+            errors.push(no_task_fault(
+                "probe",
+                "probe thread",
+                &no_task,
+                &e,
+                &ctx.roots,
+            ));
+        }
         Ok(Sample {
             metrics: self.metrics(),
             errors,
             records,
+            unsampled,
         })
     }
 }

@@ -66,8 +66,8 @@ pub struct HistoryConfig {
 pub struct EnduranceConfig {
     /// A regular expression searched in the drive's model (`^SAMSUNG MZQL2`).
     pub models: String,
-    /// Rated terabytes written, in bytes.
-    #[serde(default)]
+    /// Rated terabytes written, in bytes (a size: `3500TB`).
+    #[serde(default, deserialize_with = "crate::size::opt_bytes")]
     pub tbw_bytes: Option<u64>,
     /// Rated drive writes per day...
     #[serde(default)]

@@ -557,16 +557,19 @@ impl Worker {
 
     fn publish(&mut self, faults: &mut crate::fault::Faults, took: Duration) {
         let errors = std::mem::take(&mut self.errors);
+        let item = self.state_dir.join("history.db").display().to_string();
         let items: Vec<crate::fault::ItemError> = errors
             .iter()
-            .map(|e| {
-                crate::fault::ItemError::new(
-                    self.state_dir.join("history.db").display().to_string(),
-                    e.clone(),
-                )
-            })
+            .map(|e| crate::fault::ItemError::new(item.clone(), e.clone()))
             .collect();
-        let failing = faults.items(NAME, &items);
+        // A store that could not be opened is retried once a minute: a pass in between (a
+        // flush, the last one at shutdown) did not look at it, so its fault is not over.
+        let unsampled = if self.store.is_none() && items.is_empty() {
+            vec![item]
+        } else {
+            Vec::new()
+        };
+        let failing = faults.items(NAME, &items, &unsampled);
         let mut m = self.forecasts.clone();
         let size = self.store.as_ref().and_then(|s| s.size_bytes().ok());
         m.family(&catalogue::HISTORY_STORE_BYTES)

@@ -88,12 +88,16 @@ pub struct TargetConfig {
     pub read_ops: u32,
     /// Writes in flight for rand_write_4k (one thread each).
     pub queue_depth: u32,
+    #[serde(deserialize_with = "crate::size::bytes")]
     pub seq_write_bytes: u64,
+    #[serde(deserialize_with = "crate::size::bytes")]
     pub seq_write_block_bytes: u64,
     /// Size of the preallocated probe file; at most 1/32 of the filesystem (rounded down to
     /// `seq_write_block_bytes`, at least one block), so a small filesystem gets a small file.
+    #[serde(deserialize_with = "crate::size::bytes")]
     pub file_size_bytes: u64,
     /// Cap on bytes written per UTC day (probe file creation included).
+    #[serde(deserialize_with = "crate::size::bytes")]
     pub budget_bytes_per_day: u64,
     /// Cap on time spent probing per hour.
     #[serde(with = "humantime_serde")]
@@ -104,9 +108,11 @@ pub struct TargetConfig {
     /// copy-on-write or log-structured filesystem): the larger of this fraction of the filesystem
     /// and `free_floor_bytes`.
     pub free_floor_ratio: f64,
+    #[serde(deserialize_with = "crate::size::bytes")]
     pub free_floor_bytes: u64,
     /// What a run that consumes no space (rewriting the existing, fully allocated probe file on
     /// ext4 or XFS) leaves free at least: a margin for the filesystem's own metadata.
+    #[serde(deserialize_with = "crate::size::bytes")]
     pub rewrite_reserve_bytes: u64,
     /// Use the idle I/O scheduling class.
     pub idle_priority: bool,

@@ -4,6 +4,7 @@
 //! No mount selection and no metrics here.
 
 use super::{FsStat, StatSource};
+use crate::sysfs::cgroup::TaskLimit;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +20,9 @@ pub enum StatResult {
     /// Never started: every worker was held by a hung call until the deadline, or the limit of
     /// hung calls is reached.
     NotStarted,
+    /// Never started: no thread could be had for it (the task limit's allowance was spent, or
+    /// starting a thread failed).
+    NoThread,
 }
 
 impl StatResult {
@@ -30,6 +34,7 @@ impl StatResult {
             StatResult::Done(Err(cause)) => Err(StatvfsError::Failed { mount_point, cause }),
             StatResult::Stuck => Err(StatvfsError::Stuck { mount_point }),
             StatResult::NotStarted => Err(StatvfsError::NotStarted { mount_point }),
+            StatResult::NoThread => Err(StatvfsError::NoThread { mount_point }),
         }
     }
 }
@@ -46,6 +51,66 @@ pub enum StatvfsError {
     Stuck { mount_point: String },
     #[error("statvfs {mount_point}: not run (statfs threads held by hung calls on other mounts)")]
     NotStarted { mount_point: String },
+    #[error("statvfs {mount_point}: not run (no thread left under the daemon's task limit)")]
+    NoThread { mount_point: String },
+}
+
+/// Why mounts of a batch got no thread.
+#[derive(Debug)]
+pub enum Shortage {
+    /// Starting one more would have eaten into the tasks kept for the rest of the daemon.
+    Limit,
+    /// Starting a thread failed (EAGAIN: the task limit, or the kernel's threads-max).
+    Spawn(std::io::Error),
+}
+
+/// What one batch found: each mount's result, and why some got no thread, if any did not.
+#[derive(Debug)]
+pub struct Batch {
+    pub results: HashMap<String, StatResult>,
+    pub shortage: Option<Shortage>,
+}
+
+/// Tasks of the daemon's limit that the guard leaves to everything else (SMART runs and their
+/// processes, probe threads, the runtime's blocking pool, the web server): a quarter of the
+/// limit, at least 32.
+pub fn reserved_tasks(max: u64) -> u64 {
+    (max / 4).max(32)
+}
+
+/// How many threads a batch may start, each of which may hang and then stay held: what is left
+/// of the task limit beyond the reserve. None when no limit is known (no cap but the guard's
+/// own).
+pub fn thread_allowance(limit: Option<&TaskLimit>) -> Option<usize> {
+    limit.map(|l| {
+        usize::try_from(l.left().saturating_sub(reserved_tasks(l.max))).unwrap_or(usize::MAX)
+    })
+}
+
+/// A batch's thread budget: `good` for the first workers of the mounts that answered before
+/// (they return, so they are kept apart), `tasks` for every other thread (new and suspect
+/// mounts, replacements of held workers), which may hang.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadBudget {
+    pub good: usize,
+    pub tasks: usize,
+}
+
+/// The batch's budget under `allowance`: the healthy mounts' workers come first (at least one,
+/// so they are tried even when the limit is spent: one thread that fails to start costs
+/// nothing), the rest may start only what leaves `max_workers` of the allowance for them next
+/// time, so the hung calls the guard keeps never crowd the healthy mounts out either.
+pub fn thread_budget(allowance: Option<usize>, max_workers: usize) -> ThreadBudget {
+    match allowance {
+        None => ThreadBudget {
+            good: usize::MAX,
+            tasks: usize::MAX,
+        },
+        Some(a) => ThreadBudget {
+            good: a.max(1),
+            tasks: a.saturating_sub(max_workers),
+        },
+    }
 }
 
 /// Runs statvfs on many mounts with bounded threads and a deadline, never blocking the caller's
@@ -119,12 +184,26 @@ impl StatGuard {
         (timeout / 32).clamp(Duration::from_millis(1), Duration::from_millis(100))
     }
 
+    /// One batch with no task limit known; each mount's result.
     pub async fn run(
         &self,
         source: &StatSource,
         jobs: Vec<(String, PathBuf)>,
         timeout: Duration,
     ) -> HashMap<String, StatResult> {
+        self.run_limited(source, jobs, timeout, None).await.results
+    }
+
+    /// One batch: statvfs of each mount within `timeout`, starting no more threads than the
+    /// task `limit` allows (see [`thread_budget`]). A thread that can't be started is no error
+    /// here: its mounts are `NoThread` and the batch says why.
+    pub async fn run_limited(
+        &self,
+        source: &StatSource,
+        jobs: Vec<(String, PathBuf)>,
+        timeout: Duration,
+        limit: Option<&TaskLimit>,
+    ) -> Batch {
         let mut results = HashMap::with_capacity(jobs.len());
         let busy = self.outstanding();
         let (known_good, suspects) = (lock(&self.answered).clone(), lock(&self.ever_hung).clone());
@@ -152,7 +231,7 @@ impl StatGuard {
         // mounts that hang can never hold up the healthy ones.
         let mut untried = new;
         untried.extend(risky);
-        let n = good.len() + untried.len();
+        let mut n = good.len() + untried.len();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let pools = [good, untried].map(|jobs| {
             Arc::new(Mutex::new(Pool {
@@ -163,22 +242,50 @@ impl StatGuard {
             }))
         });
         let slice = Self::slice(timeout);
-        let mut first = usize::MAX;
-        for pool in &pools {
-            self.top_up(pool, source, &tx, slice, &mut first);
-        }
+        let budget = thread_budget(thread_allowance(limit), self.max_workers);
+        let mut shortage = None;
+        let mut good_first = budget.good;
+        self.top_up(
+            &pools[0],
+            source,
+            &tx,
+            slice,
+            &mut good_first,
+            &mut shortage,
+        );
+        let mut tasks = budget.tasks;
+        self.top_up(&pools[1], source, &tx, slice, &mut tasks, &mut shortage);
         let mut stalled_left = self.max_stalled;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tick = tokio::time::Instant::now() + slice;
         let mut got = 0;
-        while got < n {
+        loop {
+            // A pool with mounts queued, no thread and none to be had: they wait for nothing.
+            if tasks == 0 || shortage.is_some() {
+                for pool in &pools {
+                    let mut p = lock(pool);
+                    if p.workers == 0 {
+                        for (mp, _) in p.jobs.drain(..) {
+                            results.insert(mp, StatResult::NoThread);
+                            n -= 1;
+                        }
+                    }
+                }
+                if shortage.is_none() && tasks == 0 && budget.tasks != usize::MAX {
+                    shortage = Some(Shortage::Limit);
+                }
+            }
             let now = tokio::time::Instant::now();
-            if now >= deadline {
+            if got >= n || now >= deadline {
                 break;
             }
             if now >= tick {
                 for pool in &pools {
-                    self.top_up(pool, source, &tx, slice, &mut stalled_left);
+                    let mut b = stalled_left.min(tasks);
+                    let before = b;
+                    self.top_up(pool, source, &tx, slice, &mut b, &mut shortage);
+                    stalled_left -= before - b;
+                    tasks -= before - b;
                 }
                 tick = now + slice;
             }
@@ -193,11 +300,24 @@ impl StatGuard {
         }
         drop(tx);
         // Whatever is left: still queued (never started) or running past the deadline (stuck).
+        // Queued for want of a thread the limit would give, or for workers held by hung calls.
+        let out_of_threads = shortage.is_some() || tasks == 0;
         for pool in &pools {
             let left: Vec<(String, PathBuf)> = lock(pool).jobs.drain(..).collect();
             for (mp, _) in left {
-                results.insert(mp, StatResult::NotStarted);
+                let r = if out_of_threads {
+                    StatResult::NoThread
+                } else {
+                    StatResult::NotStarted
+                };
+                results.insert(mp, r);
             }
+        }
+        if out_of_threads
+            && shortage.is_none()
+            && results.values().any(|r| matches!(r, StatResult::NoThread))
+        {
+            shortage = Some(Shortage::Limit);
         }
         let stuck_now = self.outstanding();
         for mp in &stuck_now {
@@ -223,12 +343,15 @@ impl StatGuard {
                 ever_hung.remove(mp); // it came back in time
             }
         }
-        results
+        let shortage =
+            shortage.filter(|_| results.values().any(|r| matches!(r, StatResult::NoThread)));
+        Batch { results, shortage }
     }
 
     /// Starts threads so that `max_workers` of the pool are free to take its queued mounts: a
-    /// thread whose call has run a whole slice is counted out. Replacements (threads started
-    /// after the batch's first) come out of `budget`.
+    /// thread whose call has run a whole slice is counted out. The threads started come out of
+    /// `budget`. A thread that can't be started (EAGAIN under the task limit) ends the starting
+    /// for the batch: `shortage` says why, `budget` is spent.
     fn top_up(
         &self,
         pool: &Arc<Mutex<Pool>>,
@@ -236,7 +359,11 @@ impl StatGuard {
         tx: &Answers,
         slice: Duration,
         budget: &mut usize,
+        shortage: &mut Option<Shortage>,
     ) {
+        if shortage.is_some() {
+            return;
+        }
         // Counted and given their slots under the lock, started after it: a thread spawned while
         // it is held would only wait for it.
         let slots: Vec<Arc<AtomicU64>> = {
@@ -261,15 +388,21 @@ impl StatGuard {
             new
         };
         *budget -= slots.len();
+        let mut left = slots.len();
         for slot in slots {
             let (q, tx) = (pool.clone(), tx.clone());
             let (outstanding, source) = (self.outstanding.clone(), source.clone());
             let spawned = std::thread::Builder::new()
                 .name("ssdwatch-statfs".into())
                 .spawn(move || work(&q, &slot, &outstanding, &source, &tx));
+            left -= 1;
             if let Err(e) = spawned {
-                lock(pool).workers -= 1;
-                tracing::error!("cannot start a statfs thread: {e}");
+                // This one and the ones not tried: none of them runs.
+                lock(pool).workers -= left + 1;
+                tracing::debug!("cannot start a statfs thread: {e}");
+                *shortage = Some(Shortage::Spawn(e));
+                *budget = 0;
+                break;
             }
         }
     }
@@ -482,6 +615,107 @@ mod tests {
         let r = guard.run(&down, jobs, timeout).await;
         assert!(matches!(r["/srv/pg"], StatResult::Done(Ok(_))), "{r:?}");
         assert_eq!(guard.outstanding().len(), 40);
+    }
+
+    #[test]
+    fn the_thread_budget_leaves_a_quarter_of_the_task_limit_and_the_healthy_workers() {
+        let limit = |max, current| TaskLimit {
+            max,
+            current,
+            dir: PathBuf::from("/sys/fs/cgroup/system.slice/ssdwatch.service"),
+        };
+        // (max, current) -> allowance, then the budget with 8 workers.
+        let cases = [
+            // TasksMax=128, the daemon's own 20 tasks: 32 kept, 76 may be started.
+            ((128, 20), Some(76), (76, 68)),
+            // 68 hung calls later: 8 left, all of them for the healthy mounts' workers.
+            ((128, 88), Some(8), (8, 0)),
+            // At the limit: nothing, yet one worker for the healthy mounts is still tried.
+            ((128, 128), Some(0), (1, 0)),
+            ((128, 200), Some(0), (1, 0)),
+            // systemd's default (15 % of pid_max 32768): a quarter kept.
+            ((4915, 30), Some(3657), (3657, 3649)),
+            // A tiny limit: the reserve of 32 takes it all.
+            ((40, 10), Some(0), (1, 0)),
+        ];
+        for ((max, current), allowance, (good, tasks)) in cases {
+            let l = limit(max, current);
+            assert_eq!(thread_allowance(Some(&l)), allowance, "{max}/{current}");
+            assert_eq!(
+                thread_budget(allowance, 8),
+                ThreadBudget { good, tasks },
+                "{max}/{current}"
+            );
+        }
+        let unlimited = thread_budget(thread_allowance(None), 8);
+        assert_eq!((unlimited.good, unlimited.tasks), (usize::MAX, usize::MAX));
+    }
+
+    /// `TasksMax=128` on a fixture /sys/fs/cgroup tree, the daemon at 20 tasks, 130 hung mounts
+    /// and the database's filesystem (known good): the guard holds no more hung calls than
+    /// leave the reserve and the healthy workers free, the rest are `NoThread` and the batch
+    /// says why; the healthy mount answers in every round. `pids.current` is moved on by the
+    /// threads held, as the kernel would.
+    #[tokio::test]
+    async fn under_a_task_limit_hung_calls_are_capped_and_the_rest_get_no_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proc, sys) = (dir.path().join("proc"), dir.path().join("sys"));
+        std::fs::create_dir_all(proc.join("self")).unwrap();
+        std::fs::write(
+            proc.join("self/cgroup"),
+            "0::/system.slice/ssdwatch.service\n",
+        )
+        .unwrap();
+        let unit = sys.join("fs/cgroup/system.slice/ssdwatch.service");
+        std::fs::create_dir_all(&unit).unwrap();
+        std::fs::write(unit.join("pids.max"), "128\n").unwrap();
+        let (src, mut jobs) = {
+            let (src, jobs) = hung_mounts(130);
+            let StatSource::Fixture(map) = src else {
+                unreachable!()
+            };
+            let mut map = (*map).clone();
+            ok(&mut map, "/srv/pg");
+            (StatSource::Fixture(Arc::new(map)), jobs)
+        };
+        jobs.insert(0, ("/srv/pg".to_string(), PathBuf::from("/srv/pg")));
+        let guard = StatGuard::new(8, 32, 128);
+        // The database's filesystem answered before the NFS server died.
+        let healthy_only = vec![jobs[0].clone()];
+        let r = guard
+            .run(&src, healthy_only, Duration::from_millis(300))
+            .await;
+        assert!(matches!(r["/srv/pg"], StatResult::Done(Ok(_))));
+        const OWN: usize = 20;
+        let mut rounds = Vec::new();
+        for _ in 0..3 {
+            let current = OWN + guard.outstanding().len();
+            std::fs::write(unit.join("pids.current"), format!("{current}\n")).unwrap();
+            let limit = crate::sysfs::cgroup::read_task_limit(&proc, &sys).unwrap();
+            assert_eq!(
+                limit.as_ref().map(|l| (l.max, l.current)),
+                Some((128, current as u64))
+            );
+            let b = guard
+                .run_limited(&src, jobs.clone(), Duration::from_secs(5), limit.as_ref())
+                .await;
+            assert!(
+                matches!(b.results["/srv/pg"], StatResult::Done(Ok(_))),
+                "{b:?}"
+            );
+            assert!(
+                matches!(b.shortage, Some(Shortage::Limit)),
+                "{:?}",
+                b.shortage
+            );
+            rounds.push((
+                count(&b.results, |v| matches!(v, StatResult::Stuck)),
+                count(&b.results, |v| matches!(v, StatResult::NoThread)),
+            ));
+        }
+        // 128 - 20 - 32 kept = 76, less 8 for the healthy mount's workers: 68 held, never more.
+        assert_eq!(rounds, vec![(68, 62), (68, 62), (68, 62)]);
+        assert_eq!(guard.outstanding().len(), 68);
     }
 
     /// A mount that hung and came back is retried only while fewer than `max_hung` calls are

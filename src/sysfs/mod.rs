@@ -3,6 +3,7 @@
 
 pub mod blockstat;
 pub mod btrfs;
+pub mod cgroup;
 pub mod md;
 pub mod topology;
 

@@ -26,6 +26,9 @@ pub struct WebSetup {
     pub active: Active,
     pub limits: Limits,
     pub reload: mpsc::Receiver<()>,
+    /// How the config files' loads went (the SIGHUP reloader records the config file's, the
+    /// web layer the web config's); rendered at each scrape.
+    pub reloads: std::sync::Arc<crate::snapshot::ConfigReloads>,
 }
 
 impl Default for WebSetup {
@@ -36,6 +39,7 @@ impl Default for WebSetup {
             active: Active::default(),
             limits: Limits::default(),
             reload: mpsc::channel(1).1,
+            reloads: crate::snapshot::ConfigReloads::loaded_at_start(),
         }
     }
 }

@@ -134,8 +134,10 @@ pub(crate) async fn watch(
     current: Arc<Current>,
     path: Option<PathBuf>,
     mut hup: mpsc::Receiver<()>,
+    reloads: Arc<crate::snapshot::ConfigReloads>,
     mut stop: watch::Receiver<bool>,
 ) {
+    use crate::snapshot::WEB_CONFIG_FILE;
     let mut files = current.get().files.clone();
     let mut seen = fingerprint(&files);
     let mut tick = tokio::time::interval(POLL_INTERVAL);
@@ -179,11 +181,16 @@ pub(crate) async fn watch(
                 );
                 files = active.files.clone();
                 current.set(active);
+                reloads.record(WEB_CONFIG_FILE, true);
             }
             Ok(Err(e)) => {
+                reloads.record(WEB_CONFIG_FILE, false);
                 tracing::error!("{why}: web config not reloaded, the previous one stays: {e}")
             }
-            Err(e) => tracing::error!("{why}: web config reload failed: {e}"),
+            Err(e) => {
+                reloads.record(WEB_CONFIG_FILE, false);
+                tracing::error!("{why}: web config reload failed: {e}")
+            }
         }
         // Compare against what was just read, good or bad: a bad file is reported once per
         // change, not every poll.

@@ -230,6 +230,76 @@ fn idle_connection_closed(d: &Daemon) {
     let _ = s.read(&mut buf);
 }
 
+/// The value of `family{file="<file>"}` in a scrape of `d`.
+fn reload_series(d: &Daemon, family: &str, file: &str) -> Option<f64> {
+    let body = ureq::get(&format!("http://{}/metrics", d.addr))
+        .call()
+        .expect("scrape")
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    support::value(&body, &format!("{family}{{file=\"{file}\"}}"))
+}
+
+/// Waits until `family{file}` reads `want` (a reload is asynchronous to the signal).
+fn wait_reload_series(d: &Daemon, family: &str, file: &str, want: f64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while reload_series(d, family, file) != Some(want) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{family}{{file={file:?}}} is {:?}, not {want}\n{}",
+            reload_series(d, family, file),
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Prometheus' pattern: a reload that fails keeps the old config and says so in a metric, for
+/// the config file and the web config alike; a good reload sets it back and moves the time.
+#[test]
+fn a_failed_reload_shows_in_the_reload_metrics_until_a_good_one() {
+    const OK: &str = "ssdwatch_config_last_reload_successful";
+    const AT: &str = "ssdwatch_config_last_reload_success_timestamp_seconds";
+    let dir = binary::host();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, "http_server_config:\n  http2: false\n").unwrap();
+    let web_arg = web.display().to_string();
+    let d = Daemon::start_in(dir, &["--web.config.file", &web_arg]);
+    let cfg = d.dir.path().join("ssdwatch.yaml");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    for file in ["config", "web_config"] {
+        assert_eq!(reload_series(&d, OK, file), Some(1.0), "{file} after start");
+    }
+    let started = reload_series(&d, AT, "config").expect("a success time at start");
+    assert!(started > 1.5e9, "{started}");
+
+    // A broken config file: 0, the time of the last success stays; the web config is untouched.
+    std::fs::write(&cfg, format!("{good}log:\n  colour: yes\n")).unwrap();
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_reload_series(&d, OK, "config", 0.0);
+    assert_eq!(reload_series(&d, AT, "config"), Some(started));
+    assert_eq!(reload_series(&d, OK, "web_config"), Some(1.0));
+
+    // Mended: 1 again, at a later time.
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::write(&cfg, &good).unwrap();
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_reload_series(&d, OK, "config", 1.0);
+    let again = reload_series(&d, AT, "config").unwrap();
+    assert!(again > started, "{again} after {started}");
+
+    // The web config broken, then mended: its own series, the config file's untouched.
+    std::fs::write(&web, "http_server_config:\n  http3: true\n").unwrap();
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_reload_series(&d, OK, "web_config", 0.0);
+    assert_eq!(reload_series(&d, OK, "config"), Some(1.0));
+    std::fs::write(&web, "http_server_config:\n  http2: false\n").unwrap();
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_reload_series(&d, OK, "web_config", 1.0);
+    assert!(reload_series(&d, AT, "web_config").unwrap() > started);
+}
+
 #[test]
 fn sighup_rereads_the_config_applies_the_log_level_and_never_ends_the_daemon() {
     let mut d = Daemon::start(&["--web.idle-timeout", "1s"]);

@@ -16,8 +16,10 @@ use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
 use crate::snapshot::unix_now;
 use crate::statfs::StatSource;
 use crate::statfs::guard::{
-    MAX_HUNG_STATFS, MAX_STALLED_STATFS, STATFS_WORKERS, StatGuard, StatResult, StatvfsError,
+    MAX_HUNG_STATFS, MAX_STALLED_STATFS, STATFS_WORKERS, Shortage, StatGuard, StatResult,
+    StatvfsError, reserved_tasks,
 };
+use crate::sysfs::cgroup::{TaskLimit, read_task_limit};
 use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_interval};
 use anyhow::Context as _;
@@ -216,7 +218,9 @@ impl Collector for FilesystemCollector {
         // /dev/disk/by-uuid (udev's links), which gives the filesystem UUIDs the history keys on.
         // Only the history keys on UUIDs: no directory walk when it is off.
         let want_uuids = ctx.history.is_some();
-        let (table, uuids) = tokio::task::spawn_blocking(move || {
+        // The daemon's task limit (its cgroup's pids.max) is read each sample: what the hung
+        // calls the guard keeps may take of it. In memory too.
+        let (table, uuids, limit) = tokio::task::spawn_blocking(move || {
             let mut table = read_mountinfo(&roots.proc)?;
             strip_rootfs(&mut table.mounts, &roots.rootfs);
             let uuids = if want_uuids {
@@ -224,7 +228,8 @@ impl Collector for FilesystemCollector {
             } else {
                 Default::default()
             };
-            Ok::<_, crate::procfs::mountinfo::ReadError>((table, uuids))
+            let limit = read_task_limit(&roots.proc, &roots.sys);
+            Ok::<_, crate::procfs::mountinfo::ReadError>((table, uuids, limit))
         })
         .await??;
         // A bad line is a fault of the table, not of a mount: one item, the file.
@@ -242,6 +247,14 @@ impl Collector for FilesystemCollector {
             ));
             Arc::new(Topology::default())
         });
+        // Unreadable, the limit is unknown: the guard's own bounds still hold.
+        let limit = limit.unwrap_or_else(|e| {
+            errors.push(ItemError::new(
+                TASK_LIMIT_ITEM,
+                format!("{TASK_LIMIT_ITEM}: {e} (statfs threads not budgeted against it)"),
+            ));
+            None
+        });
         let mounts = table.mounts;
         let selected = select_mounts(&mounts, &self.filters, &topo);
         // Block-device filesystems first, network and FUSE ones last: on a first sample nothing
@@ -257,11 +270,31 @@ impl Collector for FilesystemCollector {
                 )
             })
             .collect();
-        let mut results = self.guard.run(&source, jobs, self.cfg.statfs_timeout).await;
+        let batch = self
+            .guard
+            .run_limited(&source, jobs, self.cfg.statfs_timeout, limit.as_ref())
+            .await;
+        let mut results = batch.results;
         let mut s = Sample::default();
+        let held = self.guard.outstanding().len();
         s.metrics
             .family(&catalogue::FILESYSTEM_STATFS_HUNG_THREADS)
-            .push(&[], self.guard.outstanding().len() as f64);
+            .push(&[], held as f64);
+        let no_thread = results
+            .values()
+            .filter(|r| matches!(r, StatResult::NoThread))
+            .count();
+        s.metrics
+            .family(&catalogue::FILESYSTEM_STATFS_NO_THREAD_MOUNTS)
+            .push(&[], no_thread as f64);
+        // One fault for all the mounts left without a thread, not one per mount: it is one
+        // cause, and its count changes from sample to sample.
+        if let Some(shortage) = &batch.shortage {
+            errors.push(ItemError::new(
+                TASK_LIMIT_ITEM,
+                shortage_message(shortage, no_thread, held, limit.as_ref()),
+            ));
+        }
         let layers = ctx.shared.layers();
         let mut untrimmed = std::collections::HashMap::with_capacity(selected.len());
         for m in &selected {
@@ -331,8 +364,9 @@ impl Collector for FilesystemCollector {
                 &m.info.mount_point,
                 self.thresholds.for_mount(&m.info.mount_point),
             );
-            if let Err(e) = filesystem_metrics(&mut s.metrics, m, r, &topo) {
-                errors.push(ItemError::new(m.info.mount_point.clone(), e.to_string()));
+            match filesystem_metrics(&mut s.metrics, m, r, &topo) {
+                Err(StatvfsError::NoThread { .. }) | Ok(()) => {} // in the one fault above
+                Err(e) => errors.push(ItemError::new(m.info.mount_point.clone(), e.to_string())),
             }
         }
         self.untrimmed = untrimmed;
@@ -341,6 +375,32 @@ impl Collector for FilesystemCollector {
         s.errors = errors;
         Ok(s)
     }
+}
+
+/// The item of the fault "statfs threads short under the task limit".
+const TASK_LIMIT_ITEM: &str = "statfs task limit";
+
+/// What the fault of mounts left without a thread says: how many, the limit, and why.
+fn shortage_message(
+    shortage: &Shortage,
+    mounts: usize,
+    held: usize,
+    limit: Option<&TaskLimit>,
+) -> String {
+    let why = match shortage {
+        Shortage::Limit => "no thread left for them".to_string(),
+        Shortage::Spawn(e) => format!("cannot start a thread: {e}"),
+    };
+    let limit = match limit {
+        Some(l) => format!(
+            "{l}; {} tasks kept free for the rest of the daemon",
+            reserved_tasks(l.max)
+        ),
+        None => "task limit unknown".to_string(),
+    };
+    format!(
+        "{TASK_LIMIT_ITEM}: {mounts} mounts not sampled, {why} ({limit}; {held} hung statvfs calls hold a thread each)"
+    )
 }
 
 /// Filesystem UUIDs by the kernel name of the device they are on, from udev's

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 /// One severity's thresholds: the alert fires when the filesystem is fuller than `used_ratio`
 /// AND (it has less than `avail_bytes` left OR it is predicted full within `full_within`).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// Each key of a severity is optional on its own: one left out keeps that severity's default
+/// (`warning: {used_ratio: 0.85}` keeps the warning's `avail_bytes` and `full_within`).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Threshold {
     pub used_ratio: f64,
     pub avail_bytes: u64,
-    #[serde(with = "humantime_serde")]
     pub full_within: Duration,
 }
 
@@ -23,7 +23,9 @@ pub struct Threshold {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlertThresholds {
+    #[serde(deserialize_with = "warning_over_default")]
     pub warning: Threshold,
+    #[serde(deserialize_with = "critical_over_default")]
     pub critical: Threshold,
     /// Per mount point: the first entry whose expression matches decides; unset fields keep
     /// the defaults above.
@@ -47,6 +49,7 @@ pub struct Override {
 #[serde(deny_unknown_fields)]
 pub struct Partial {
     pub used_ratio: Option<f64>,
+    #[serde(default, deserialize_with = "crate::size::opt_bytes")]
     pub avail_bytes: Option<u64>,
     #[serde(default, with = "humantime_serde")]
     pub full_within: Option<Duration>,
@@ -71,6 +74,16 @@ impl Default for AlertThresholds {
             overrides: Vec::new(),
         }
     }
+}
+
+/// The warning keys given, over the warning's defaults.
+fn warning_over_default<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Threshold, D::Error> {
+    Ok(Partial::deserialize(d)?.over(AlertThresholds::default().warning))
+}
+
+/// The critical keys given, over the critical's defaults.
+fn critical_over_default<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Threshold, D::Error> {
+    Ok(Partial::deserialize(d)?.over(AlertThresholds::default().critical))
 }
 
 impl Partial {
@@ -188,6 +201,67 @@ mod tests {
         assert_eq!(cr.full_within, Duration::from_secs(2 * 86400));
         assert_eq!(c.for_mount("/srv/mysql").0.used_ratio, 0.5);
         assert_eq!(c.for_mount("/").0, AlertThresholds::default().warning);
+    }
+
+    /// Each key of a severity given alone: that one is taken, the others keep the severity's
+    /// own defaults (the warning's are not the critical's).
+    #[test]
+    fn each_threshold_key_given_alone_keeps_the_others_defaults() {
+        let d = AlertThresholds::default();
+        for severity in ["warning", "critical"] {
+            let base = if severity == "warning" {
+                d.warning
+            } else {
+                d.critical
+            };
+            for (key, value, want) in [
+                (
+                    "used_ratio",
+                    "0.85",
+                    Threshold {
+                        used_ratio: 0.85,
+                        ..base
+                    },
+                ),
+                (
+                    "avail_bytes",
+                    "64GiB",
+                    Threshold {
+                        avail_bytes: 64 << 30,
+                        ..base
+                    },
+                ),
+                (
+                    "full_within",
+                    "3days",
+                    Threshold {
+                        full_within: Duration::from_secs(3 * DAY as u64),
+                        ..base
+                    },
+                ),
+            ] {
+                let t: AlertThresholds =
+                    serde_yaml_ng::from_str(&format!("{severity}: {{{key}: {value}}}\n"))
+                        .unwrap_or_else(|e| panic!("{severity}.{key} alone: {e}"));
+                let (got, other) = if severity == "warning" {
+                    (t.warning, t.critical)
+                } else {
+                    (t.critical, t.warning)
+                };
+                assert_eq!(got, want, "{severity}.{key} alone");
+                let other_default = if severity == "warning" {
+                    d.critical
+                } else {
+                    d.warning
+                };
+                assert_eq!(other, other_default, "{severity}.{key} alone");
+            }
+        }
+        // An empty severity is all defaults; an unknown key is still refused.
+        let t: AlertThresholds = serde_yaml_ng::from_str("warning: {}\n").unwrap();
+        assert_eq!(t, d);
+        let e = serde_yaml_ng::from_str::<AlertThresholds>("warning: {used: 0.8}\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `used`"), "{e}");
     }
 
     #[test]

@@ -218,6 +218,16 @@ pub(super) fn step(
                 notes,
             };
         }
+        RunOutcome::Failed(RunError::NoTask { .. }) => {
+            // No process could be started: nothing is known of the drive, it is due again at
+            // once, and the fault is the daemon's task limit, told once by the collector for
+            // every drive it hit.
+            return Step {
+                state: st,
+                errors,
+                notes,
+            };
+        }
         RunOutcome::Failed(source @ RunError::TimedOut { .. }) => {
             st.ok = false;
             errors.push(DriveError::TimedOut {
@@ -501,6 +511,26 @@ mod tests {
     }
 
     /// One step of drive "sda" at t0 + 10 s (unix 1000), with 60 s for NVMe, 600 s otherwise.
+    /// smartctl refused a process (EAGAIN under the task limit): no run took place, so the
+    /// drive keeps what it had, is due again at once, and has no fault of its own (the
+    /// collector tells the task limit once for all drives).
+    #[test]
+    fn a_smartctl_not_started_for_want_of_a_task_changes_nothing_of_the_drive() {
+        let (read, _, _) = go(DriveState::default(), out(NVME, Exit::Code(0)));
+        let no_task = || {
+            RunOutcome::Failed(RunError::NoTask {
+                message: "cannot run smartctl: Resource temporarily unavailable (os error 11)"
+                    .into(),
+            })
+        };
+        let (st, errors, _) = go(read.clone(), no_task());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(st.next_due, read.next_due);
+        assert_eq!((st.ok, st.last_ok_unix), (read.ok, read.last_ok_unix));
+        let (st, errors, _) = go(DriveState::default(), no_task());
+        assert!(errors.is_empty() && st.next_due.is_none(), "{errors:?}");
+    }
+
     fn go(prev: DriveState, outcome: RunOutcome) -> (DriveState, Vec<String>, Instant) {
         let now = Instant::now() + Duration::from_secs(10);
         let every = |p: Option<&str>| Duration::from_secs(if p == Some("NVMe") { 60 } else { 600 });

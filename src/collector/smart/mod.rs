@@ -21,7 +21,7 @@ pub(crate) use runner::{Exit, MAX_OUTPUT, RunOutcome, run_smartctl as run_bounde
 
 use crate::catalogue;
 use crate::collector::device_filter::{DevicePattern, wanted};
-use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::collector::{Collector, Context, ItemError, Sample, no_task_fault};
 use crate::history::service::Record;
 use crate::history::{DriveKey, DriveSample};
 use crate::snapshot::unix_now;
@@ -457,6 +457,8 @@ impl SmartCollector {
         for t in targets {
             let st = self.drives.entry(t.label.clone()).or_default();
             if st.next_due.is_some_and(|due| due > now) {
+                // Not read in this sample: its fault, if any, stays as it is.
+                sample.unsampled.push(t.label.clone());
                 continue;
             }
             let in_kernel = self.in_kernel.entry(t.label.clone()).or_default().clone();
@@ -493,6 +495,9 @@ impl SmartCollector {
         mut reads: Reads,
         sample: &mut Sample,
     ) {
+        // Drives whose smartctl could not be started for want of a task: one fault for all.
+        let mut no_task: Vec<String> = Vec::new();
+        let mut no_task_cause = String::new();
         while let Some(joined) = reads.set.join_next_with_id().await {
             let (id, (outcome, helper_cause)) = match joined {
                 Ok(done) => done,
@@ -505,6 +510,12 @@ impl SmartCollector {
             let Some((label, used)) = reads.task_label.remove(&id) else {
                 continue;
             };
+            if let RunOutcome::Failed(RunError::NoTask { message }) = &outcome {
+                no_task_cause.clone_from(message);
+                sample.unsampled.push(label.clone());
+                no_task.push(label);
+                continue;
+            }
             let target = targets.iter().find(|t| t.label == label);
             let kind = target.and_then(|t| t.kind);
             let run = Run {
@@ -552,6 +563,16 @@ impl SmartCollector {
             for e in step.errors {
                 sample.error(e);
             }
+        }
+        if !no_task.is_empty() {
+            no_task.sort();
+            sample.error(no_task_fault(
+                "smart",
+                "smartctl process",
+                &no_task,
+                &no_task_cause,
+                &ctx.roots,
+            ));
         }
     }
 

@@ -101,6 +101,10 @@ pub enum RunError {
     /// Killed with its process group at the deadline.
     #[error("timed out after {}; killed", humantime::format_duration(*after))]
     TimedOut { after: Duration },
+    /// No process could be started for the run (fork refused with EAGAIN: the daemon's task
+    /// limit, or the kernel's): no run took place, and it is not the drive's fault.
+    #[error("{message}")]
+    NoTask { message: String },
     /// The SMART helper failed the run; its message, as it told it.
     #[error("{message}")]
     Remote { message: String },
@@ -239,6 +243,11 @@ pub(crate) async fn run_smartctl(
         .kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
+        Err(source) if source.raw_os_error() == Some(libc::EAGAIN) => {
+            return RunOutcome::Failed(RunError::NoTask {
+                message: format!("cannot run {}: {source}", bin.display()),
+            });
+        }
         Err(source) => {
             return RunOutcome::Failed(RunError::Spawn {
                 bin: bin.to_path_buf(),

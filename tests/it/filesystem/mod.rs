@@ -4,3 +4,4 @@
 mod loop_fstrim;
 mod nonutf8_mount;
 mod stuck;
+mod task_limit;

@@ -76,6 +76,50 @@ fn a_state_dir_that_cannot_be_written_costs_only_the_history() {
     assert_eq!(daemon.get("/-/healthy").trim(), "OK");
 }
 
+/// The real binary with a state directory it can't create (under a regular file: refused to
+/// root too, as a missing directory is to the unprivileged user): the history's fault is said
+/// once at WARN, stays open between the once-a-minute retries (flushes every second), and is
+/// not said to have recovered when the daemon stops (before: "history.db: recovered" at each
+/// flush and at shutdown).
+#[test]
+fn a_state_dir_that_cannot_be_made_is_never_said_to_have_recovered() {
+    use crate::support::binary;
+    let dir = binary::host();
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    let state = blocker.join("state");
+    std::fs::write(
+        dir.path().join("ssdwatch.yaml"),
+        format!(
+            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\nhistory:\n  flush_interval: 1s\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let mut d = binary::Daemon::start_in(dir, &[]);
+    let history_db = state.join("history.db").display().to_string();
+    assert!(
+        d.wait_log(&history_db, Duration::from_secs(20)),
+        "no word of the history store:\n{}",
+        d.log_text()
+    );
+    // Three flushes at least, none of which retries the store (once a minute).
+    let seen = |d: &binary::Daemon| {
+        let text = d.log_text();
+        text.lines().filter(|l| l.contains(&history_db)).count()
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(seen(&d), 1, "{}", d.log_text());
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = d.child.wait().unwrap();
+    assert!(status.success(), "{status}:\n{}", d.log_text());
+    let log = d.log_text();
+    let about: Vec<&str> = log.lines().filter(|l| l.contains(&history_db)).collect();
+    assert_eq!(about.len(), 1, "{log}");
+    assert!(about[0].contains(" WARN "), "{log}");
+    assert!(!log.contains("recovered"), "{log}");
+}
+
 #[test]
 fn a_damaged_store_is_moved_aside_and_a_new_one_starts() {
     let dir = tempfile::tempdir().unwrap();

@@ -704,3 +704,68 @@ async fn a_repeated_skip_is_logged_once_until_the_target_runs() {
     assert_eq!(said.len(), 2, "once before the run, once after: {text}");
     assert!(said.iter().all(|l| l.contains("INFO")), "{text}");
 }
+
+/// Two targets, /data every second and /logs (refused each time) every three: most samples run
+/// /data alone. The log says /logs' fault once, at WARN, and never "recovered" in the samples
+/// that don't run it (before: a false "recovered" line and a new WARN every cycle).
+#[tokio::test]
+async fn a_failing_target_not_due_in_a_sample_is_neither_recovered_nor_warned_again() {
+    use ssdwatch::fault::Faults;
+    use ssdwatch::snapshot::Snapshots;
+    let log = support::logs::capture();
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut cfg = ProbeConfig {
+        interval: Duration::from_secs(1),
+        jitter_ratio: 0.0,
+        busy_window: Duration::ZERO,
+        targets: ["/data", "/logs"]
+            .iter()
+            .map(|p| small_target(std::path::Path::new(p)))
+            .collect(),
+        ..ProbeConfig::default()
+    };
+    cfg.targets[1].interval = Some(Duration::from_secs(3));
+    let logs_runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = logs_runs.clone();
+    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
+        if t.path == std::path::Path::new("/logs") {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        recorded(&t.path)
+    })
+    .unwrap();
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let store = Snapshots::new();
+    store.register("probe");
+    let mut faults = Faults::default();
+    // Until /logs has run three times and at least three samples went without it: counted in
+    // samples, not seconds.
+    let (mut samples, mut without_logs) = (0, 0);
+    while logs_runs.load(std::sync::atomic::Ordering::SeqCst) < 3 || without_logs < 3 {
+        if samples > 0 {
+            tokio::time::sleep(c.next_delay()).await;
+        }
+        let before = logs_runs.load(std::sync::atomic::Ordering::SeqCst);
+        ssdwatch::collector::sample_and_publish(&mut c, &ctx, &store, &mut faults).await;
+        if logs_runs.load(std::sync::atomic::Ordering::SeqCst) == before {
+            without_logs += 1;
+        }
+        samples += 1;
+        assert!(samples < 100, "{samples} samples");
+        // /logs is failing in every sample, run or not.
+        let text = store.render();
+        assert!(
+            text.contains("ssdwatch_collector_failing_items{collector=\"probe\"} 1\n"),
+            "sample {samples}:\n{text}"
+        );
+    }
+    let text = log.text();
+    let about_logs: Vec<&str> = text.lines().filter(|l| l.contains("/logs")).collect();
+    assert_eq!(about_logs.len(), 1, "{samples} samples:\n{text}");
+    assert!(about_logs[0].contains("WARN"), "{text}");
+    assert!(!text.contains("recovered"), "{text}");
+}

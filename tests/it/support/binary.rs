@@ -70,9 +70,15 @@ impl Daemon {
         extra: &[&str],
         prepare: impl FnOnce(&mut Command),
     ) -> Daemon {
-        let log = dir.path().join("daemon.log");
         let mut cmd = command(dir.path(), extra);
         prepare(&mut cmd);
+        Daemon::spawn(dir, cmd)
+    }
+
+    /// Runs `cmd` (the binary's command line, made ready) with its log in `dir`, and waits for
+    /// it to serve.
+    pub fn spawn(dir: tempfile::TempDir, mut cmd: Command) -> Daemon {
+        let log = dir.path().join("daemon.log");
         let child = cmd
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

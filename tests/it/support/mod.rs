@@ -3,6 +3,7 @@
 
 pub mod binary;
 pub mod browser;
+pub mod cgroup;
 pub mod logs;
 pub mod smart;
 pub mod story;

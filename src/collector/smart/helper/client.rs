@@ -313,6 +313,7 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
                     FailKind::Stuck => RunError::Stuck { after },
                     FailKind::AtasmartStuck => RunError::AtasmartStuck { after },
                     FailKind::Task => RunError::Task { cause: message },
+                    FailKind::NoTask => RunError::NoTask { message },
                     FailKind::Other => RunError::Remote { message },
                 };
                 if let Some(p) = take(id) {

@@ -100,6 +100,7 @@ pub enum FailKind {
     Stuck,
     AtasmartStuck,
     Task,
+    NoTask,
     Other,
 }
 

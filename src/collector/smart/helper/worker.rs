@@ -195,6 +195,7 @@ async fn reply(
                 RunError::Stuck { after } => (FailKind::Stuck, *after),
                 RunError::AtasmartStuck { after } => (FailKind::AtasmartStuck, *after),
                 RunError::Task { .. } => (FailKind::Task, Duration::ZERO),
+                RunError::NoTask { .. } => (FailKind::NoTask, Duration::ZERO),
                 _ => (FailKind::Other, Duration::ZERO),
             };
             let message = match &e {
