@@ -392,43 +392,39 @@ impl LayersCollector {
 
     async fn zfs(&mut self, layers: &mut Layers, s: &mut Sample) {
         let zpool = self.cfg.zpool_path.clone();
-        match self
-            .run(
-                Tool::Zpool,
-                &zpool,
-                &["list", "-Hp", "-o", zfs::ZPOOL_COLUMNS],
-            )
-            .await
-        {
-            Ok(text) => {
-                let (pools, errors) = zfs::parse_pools(&text);
-                line_errors(s, "zpool list", errors);
-                layers.zfs_pools = pools;
-            }
-            Err(e) => s.error(ItemError::new("zfs pools", format!("zfs pools: {e}"))),
-        }
+        let args = ["list", "-Hp", "-o", zfs::ZPOOL_COLUMNS];
+        let pools = self.run(Tool::Zpool, &zpool, &args).await;
+        layers.zfs_pools = parsed(s, "zfs pools", pools, zfs::parse_pools);
         let zfs_bin = self.cfg.zfs_path.clone();
-        match self
-            .run(
-                Tool::Zfs,
-                &zfs_bin,
-                &[
-                    "list",
-                    "-Hp",
-                    "-t",
-                    "filesystem,volume",
-                    "-o",
-                    zfs::ZFS_COLUMNS,
-                ],
-            )
-            .await
-        {
-            Ok(text) => {
-                let (datasets, errors) = zfs::parse_datasets(&text);
-                line_errors(s, "zfs list", errors);
-                layers.zfs_datasets = datasets;
-            }
-            Err(e) => s.error(ItemError::new("zfs datasets", format!("zfs datasets: {e}"))),
+        let args = [
+            "list",
+            "-Hp",
+            "-t",
+            "filesystem,volume",
+            "-o",
+            zfs::ZFS_COLUMNS,
+        ];
+        let datasets = self.run(Tool::Zfs, &zfs_bin, &args).await;
+        layers.zfs_datasets = parsed(s, "zfs datasets", datasets, zfs::parse_datasets);
+    }
+}
+
+/// What a command's output parses into; its failure or its bad lines are the sample's errors.
+fn parsed<T>(
+    s: &mut Sample,
+    item: &str,
+    output: Result<String, String>,
+    parse: fn(&str) -> (Vec<T>, Vec<zfs::LineError>),
+) -> Vec<T> {
+    match output {
+        Ok(text) => {
+            let (out, errors) = parse(&text);
+            line_errors(s, item, errors);
+            out
+        }
+        Err(e) => {
+            s.error(ItemError::new(item, format!("{item}: {e}")));
+            Vec::new()
         }
     }
 }

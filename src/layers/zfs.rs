@@ -97,21 +97,31 @@ fn fields(line: &str, n: usize) -> Result<Vec<&str>, String> {
     }
 }
 
-/// Parses `zpool list -Hp -o` [`ZPOOL_COLUMNS`]; bad lines are errors of their own.
-pub fn parse_pools(text: &str) -> (Vec<Pool>, Vec<LineError>) {
+/// Parses every non-empty line of `text` with `parse`; a bad line is an error of its own, named
+/// with `what` and its number, and the rest are still read.
+fn parse_all<T>(
+    text: &str,
+    what: &'static str,
+    parse: fn(&str) -> Result<T, String>,
+) -> (Vec<T>, Vec<LineError>) {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.is_empty()) {
-        match parse_pool(line) {
-            Ok(p) => out.push(p),
+        match parse(line) {
+            Ok(x) => out.push(x),
             Err(reason) => errors.push(LineError {
-                what: "zpool list",
+                what,
                 line: i + 1,
                 reason,
             }),
         }
     }
     (out, errors)
+}
+
+/// Parses `zpool list -Hp -o` [`ZPOOL_COLUMNS`].
+pub fn parse_pools(text: &str) -> (Vec<Pool>, Vec<LineError>) {
+    parse_all(text, "zpool list", parse_pool)
 }
 
 fn parse_pool(line: &str) -> Result<Pool, String> {
@@ -133,21 +143,9 @@ fn parse_pool(line: &str) -> Result<Pool, String> {
     })
 }
 
-/// Parses `zfs list -Hp -o` [`ZFS_COLUMNS`]; bad lines are errors of their own.
+/// Parses `zfs list -Hp -o` [`ZFS_COLUMNS`].
 pub fn parse_datasets(text: &str) -> (Vec<Dataset>, Vec<LineError>) {
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.is_empty()) {
-        match parse_dataset(line) {
-            Ok(d) => out.push(d),
-            Err(reason) => errors.push(LineError {
-                what: "zfs list",
-                line: i + 1,
-                reason,
-            }),
-        }
-    }
-    (out, errors)
+    parse_all(text, "zfs list", parse_dataset)
 }
 
 fn parse_dataset(line: &str) -> Result<Dataset, String> {

@@ -111,7 +111,7 @@ impl Daemon {
         std::fs::write(
             &cfg,
             format!(
-                "state_dir: {}\nweb:\n  listen_address: 127.0.0.1:{port}\ncollectors:\n  topology:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  filesystem:\n    interval: 1s\n    statfs_timeout: 300ms\n{filesystem}  smart:\n    enabled: false\n  probe:\n    enabled: false\nhistory:\n  enabled: false\n",
+                "state_dir: {}\nweb:\n  listen_address: 127.0.0.1:{port}\ncollectors:\n  topology:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  filesystem:\n    interval: 1s\n    statfs_timeout: 300ms\n{filesystem}  smart:\n    enabled: false\n  layers:\n    enabled: false\n  probe:\n    enabled: false\nhistory:\n  enabled: false\n",
                 dir.path().display()
             ),
         )

@@ -60,27 +60,7 @@ impl PidsCgroup {
     /// Makes `cmd`'s process join this cgroup before it runs, so every thread and process of
     /// it counts against the limit.
     pub fn enter_on_start(&self, cmd: &mut std::process::Command) {
-        use std::os::unix::process::CommandExt;
-        let procs = std::ffi::CString::new(
-            self.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .unwrap();
-        // SAFETY: only async-signal-safe calls (open, write, close) on memory made before fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = std::io::Error::last_os_error();
-                libc::close(fd);
-                if n == 1 { Ok(()) } else { Err(err) }
-            });
-        }
+        enter_on_start(&self.dir, cmd);
     }
 
     /// Changes the limit.
@@ -123,5 +103,30 @@ impl Drop for PidsCgroup {
         if let Err(e) = std::fs::remove_dir(&self.dir) {
             eprintln!("removing cgroup {}: {e}", self.dir.display());
         }
+    }
+}
+
+/// Makes `cmd`'s process join the cgroup `dir` before it runs (writes its pid, "0", to
+/// `cgroup.procs` between fork and exec), so all it does is charged there.
+pub fn enter_on_start(dir: &std::path::Path, cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let procs = std::ffi::CString::new(
+        dir.join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    // SAFETY: only async-signal-safe calls (open, write, close) on memory made before fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if n == 1 { Ok(()) } else { Err(err) }
+        });
     }
 }

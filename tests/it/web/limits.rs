@@ -368,27 +368,7 @@ impl MemCgroup {
     /// Makes `cmd`'s process join this cgroup before it runs the daemon, so all its memory is
     /// charged here.
     fn enter_on_start(&self, cmd: &mut std::process::Command) {
-        use std::os::unix::process::CommandExt;
-        let procs = std::ffi::CString::new(
-            self.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .unwrap();
-        // SAFETY: only async-signal-safe calls (open, write, close) on memory made before fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = std::io::Error::last_os_error();
-                libc::close(fd);
-                if n == 1 { Ok(()) } else { Err(err) }
-            });
-        }
+        crate::support::cgroup::enter_on_start(&self.dir, cmd);
     }
 
     fn pids(&self) -> Vec<i32> {
