@@ -3,6 +3,7 @@
 //! probe collector's job) and no metrics, only plain results.
 
 pub mod budget;
+pub mod dirs;
 pub mod fsafe;
 pub mod io;
 pub mod plan;

@@ -345,6 +345,10 @@ impl Run {
             }
         };
         let dir_shown = self.dir_shown();
+        // So the package's purge finds it (and its probe file) again.
+        if let Err(e) = super::dirs::remember(state_dir, &dir_shown) {
+            tracing::debug!("{}: {e}", super::dirs::path(state_dir).display());
+        }
         // One run per target at a time, across processes (the daemon and `probe run`): held
         // until `dir` is closed at the end of this run. Without it a second run would take the
         // first one's live files for leftovers, and both could pass the space gate for one file.

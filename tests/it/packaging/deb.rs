@@ -288,6 +288,56 @@ fn the_package_installs_runs_as_its_own_user_and_purge_leaves_nothing() {
         );
     }
 
+    // A probe target as the README sets one up; a run by hand as root runs as the service's
+    // user and leaves the daemon's probe directory, which the purge must give back.
+    let fs = support::LoopFs::no_reserve(128);
+    let target = fs.mountpoint.join("ssdwatch");
+    ok(
+        "install",
+        &[
+            "-d",
+            "-o",
+            "ssdwatch",
+            "-g",
+            "ssdwatch",
+            "-m",
+            "0750",
+            target.to_str().unwrap(),
+        ],
+    );
+    let cfg = fs.dir.path().join("probe.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "state_dir: /var/lib/ssdwatch\ncollectors:\n  probe:\n    targets:\n      - {{path: {:?}, free_floor_bytes: 8MiB}}\n",
+            target
+        ),
+    )
+    .unwrap();
+    let run = sh(
+        "/usr/bin/ssdwatch",
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "probe",
+            "run",
+            "--target",
+            target.to_str().unwrap(),
+        ],
+    );
+    let probe_dir = target.join(".ssdwatch-probe");
+    assert!(
+        probe_dir.join("probe.dat").is_file(),
+        "no probe file after a hand run ({}): {}{}",
+        run.status,
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        ok("stat", &["-c", "%U", probe_dir.to_str().unwrap()]).trim(),
+        "ssdwatch"
+    );
+
     // Removal keeps the config, the state and the user.
     std::fs::write("/var/lib/ssdwatch/kept", "state").unwrap();
     ok("dpkg", &["--remove", "ssdwatch"]);
@@ -307,6 +357,11 @@ fn the_package_installs_runs_as_its_own_user_and_purge_leaves_nothing() {
     ] {
         assert!(!Path::new(p).exists(), "{p} left after purge");
     }
+    assert!(
+        !probe_dir.exists(),
+        "{} left after purge",
+        probe_dir.display()
+    );
     assert!(!user_exists("ssdwatch"), "user left after purge");
     assert!(!group_exists("ssdwatch"), "group left after purge");
     assert!(!installed());
