@@ -9,6 +9,7 @@ pub(crate) mod daemon;
 pub mod fault;
 pub mod history;
 pub(crate) mod label;
+pub(crate) mod listen;
 pub(crate) mod memory;
 pub mod metrics;
 pub(crate) mod notify;

@@ -58,8 +58,8 @@ impl Reloader {
     /// returns it in a few words (for `systemctl status`).
     fn reload(&mut self, new: Result<Config, String>) -> String {
         let Some(path) = &self.path else {
-            tracing::info!("SIGHUP: no --config file; the built-in defaults stay");
-            return "no --config file, the built-in defaults stay".to_string();
+            tracing::info!("SIGHUP: no --config.file; the built-in defaults stay");
+            return "no --config.file, the built-in defaults stay".to_string();
         };
         let new = match new {
             Ok(c) => c,

@@ -26,26 +26,27 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tower_service::Service;
 
-/// Connections the kernel may hold for us before we accept them. mio (and std) listen with
-/// 128: a burst of reconnecting idle clients overflowed it and a scrape's SYN was dropped, to
-/// be retried a second later. The kernel caps it at `net.core.somaxconn`.
-const LISTEN_BACKLOG: i32 = 1024;
-
-/// Serves `app` on `listener` until `shutdown` resolves, then gives open connections
-/// `limits.shutdown_timeout` to finish and drops the rest.
+/// Serves `app` on `listeners` until `shutdown` resolves, then gives open connections
+/// `limits.shutdown_timeout` to finish and drops the rest. The connection cap is one for all
+/// the listeners.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     app: Router,
     current: Arc<Current>,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    // listen() again on a listening socket only changes its backlog.
-    if let Err(e) = nix::sys::socket::Backlog::new(LISTEN_BACKLOG)
-        .and_then(|b| nix::sys::socket::listen(&listener, b))
-    {
-        tracing::debug!("raising the listen backlog to {LISTEN_BACKLOG}: {e}");
+    const BACKLOG: i32 = crate::listen::LISTEN_BACKLOG as i32;
+    for listener in &listeners {
+        // listen() again on a listening socket only changes its backlog (a listener bound
+        // elsewhere, as the tests' are, has std's 128).
+        if let Err(e) = nix::sys::socket::Backlog::new(BACKLOG)
+            .and_then(|b| nix::sys::socket::listen(listener, b))
+        {
+            tracing::debug!("raising the listen backlog to {BACKLOG}: {e}");
+        }
     }
+    let mut next_listener = 0;
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let open = Arc::new(Open::default());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -57,7 +58,7 @@ pub(crate) async fn serve(
     'accept: loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,
-            a = listener.accept() => a,
+            a = accept_any(&listeners, &mut next_listener) => a,
         };
         while conns.try_join_next().is_some() {}
         let (stream, peer) = match accepted {
@@ -125,7 +126,7 @@ pub(crate) async fn serve(
         };
         conns.spawn(conn.run(stream, stop_rx.clone()));
     }
-    drop(listener);
+    drop(listeners);
     let _ = stop_tx.send(true);
     let open = conns.len();
     let drain = async { while conns.join_next().await.is_some() {} };
@@ -140,6 +141,28 @@ pub(crate) async fn serve(
         );
         conns.shutdown().await;
     }
+}
+
+/// The next connection waiting on any of `listeners`, taking them in turn from `*next` so a
+/// busy one can't keep the others waiting.
+async fn accept_any(
+    listeners: &[TcpListener],
+    next: &mut usize,
+) -> io::Result<(TcpStream, SocketAddr)> {
+    if listeners.is_empty() {
+        return std::future::pending().await;
+    }
+    std::future::poll_fn(|cx| {
+        for i in 0..listeners.len() {
+            let at = (*next + i) % listeners.len();
+            if let Poll::Ready(r) = listeners[at].poll_accept(cx) {
+                *next = (at + 1) % listeners.len();
+                return Poll::Ready(r);
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// The open connections, for choosing one to close at the cap.

@@ -80,6 +80,27 @@ fn missing_config_file_is_refused_with_its_path() {
     assert!(err.contains("/nonexistent/dir/ssdwatch.yaml"), "{err}");
 }
 
+/// `--config.file` is the flag's name, as Prometheus and blackbox_exporter spell it; `--config`
+/// (its name before) still reads the same file.
+#[test]
+fn config_file_and_its_old_name_config_read_the_same_file() {
+    let cfg = write_config("collectors:\n  diskstats:\n    intervall: 5s\n");
+    for flag in ["--config.file", "--config"] {
+        let out = ssdwatch()
+            .arg(flag)
+            .arg(cfg.path())
+            .arg("sample")
+            .output()
+            .expect("run ssdwatch");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(
+            err.contains(&cfg.path().display().to_string()) && err.contains("intervall"),
+            "{flag}: {err}"
+        );
+    }
+}
+
 #[test]
 fn bad_listen_flag_is_refused() {
     let out = ssdwatch()

@@ -164,3 +164,46 @@ fn metrics_body_is_the_whole_exposition_with_its_length() {
     tx.send(()).unwrap();
     rt.block_on(server).unwrap().expect("clean shutdown");
 }
+
+/// `--web.listen-address` given twice, as node_exporter takes it: the daemon serves /metrics
+/// on both (`127.0.0.1:0` from the test's command line, then `:0`, every address of the host),
+/// and says so once for each.
+#[test]
+fn the_daemon_listens_on_every_address_given() {
+    use crate::support::binary::{Daemon, http_status};
+    let d = Daemon::start(&["--web.listen-address", ":0"]);
+    let addrs = d.addresses();
+    assert_eq!(addrs.len(), 2, "{}", d.log_text());
+    assert!(addrs[0].ip().is_loopback(), "{addrs:?}");
+    assert!(addrs[1].ip().is_unspecified(), "{addrs:?}");
+    assert_ne!(addrs[0].port(), addrs[1].port());
+    for a in &addrs {
+        let via_loopback = std::net::SocketAddr::from(([127, 0, 0, 1], a.port()));
+        assert_eq!(
+            http_status(via_loopback, "/metrics", Duration::from_secs(10)),
+            200,
+            "{a}"
+        );
+    }
+}
+
+/// One address that can't be bound (its port taken) stops the start with that address named,
+/// even when the one before it bound: a daemon on half its addresses would look healthy.
+#[test]
+fn an_address_that_cannot_be_bound_stops_the_start_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let host = crate::support::binary::host();
+    let out = crate::support::binary::command(
+        host.path(),
+        &["--web.listen-address", &format!("127.0.0.1:{port}")],
+    )
+    .output()
+    .expect("run ssdwatch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("listening on 127.0.0.1:{port}")) && err.contains("in use"),
+        "{err}"
+    );
+}
