@@ -10,6 +10,7 @@ pub mod fault;
 pub mod history;
 pub(crate) mod label;
 pub(crate) mod listen;
+pub(crate) mod logging;
 pub(crate) mod memory;
 pub mod metrics;
 pub(crate) mod notify;

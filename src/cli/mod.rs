@@ -66,6 +66,9 @@ pub struct Cli {
     /// of the config file [default: info].
     #[arg(long = "log.level", global = true)]
     log_level: Option<String>,
+    /// Log line format: logfmt (key=value, as node_exporter) or json (one object a line).
+    #[arg(long = "log.format", value_enum, default_value_t = crate::logging::Format::Logfmt, global = true)]
+    log_format: crate::logging::Format,
     /// sysfs mount point.
     #[arg(long = "path.sysfs", default_value = "/sys", global = true)]
     sysfs: PathBuf,
@@ -380,7 +383,7 @@ fn start_logging(cli: &Cli) -> Result<reload::LogHandle, ExitCode> {
             return Err(ExitCode::from(2));
         }
     };
-    Ok(reload::init_logging(filter))
+    Ok(reload::init_logging(filter, cli.log_format))
 }
 
 /// The config (the file or the defaults, the flags over it) with its log level applied, and

@@ -89,6 +89,7 @@ fn parsers_readers_and_engines_do_not_reach_up_into_collectors_config_or_the_com
                 "catalogue",
                 "label",
                 "listen",
+                "logging",
                 "time",
                 "yaml_guard",
             ],
