@@ -252,9 +252,34 @@ impl Connection {
         let active = self.current.get();
         match &active.tls {
             Some(tls) => {
+                // One deadline for the first byte and the handshake (and a refusal's answer).
+                let handshake_by = tokio::time::Instant::now() + self.limits.read_header_timeout;
+                // Plain HTTP on the TLS port: answered as Go's net/http (exporter-toolkit) does,
+                // rather than with a closed connection and a client's puzzling error.
+                let first = tokio::time::timeout_at(handshake_by, first_byte(&io.inner));
+                let first = tokio::select! {
+                    f = first => f,
+                    _ = activity.shed.notified() => return,
+                };
+                match first.map(|b| b.map(|b| b.map(opening))) {
+                    Ok(Ok(Some(Opening::Tls))) => {}
+                    Ok(Ok(Some(Opening::Http))) => {
+                        tracing::debug!(peer = %self.peer, "plain HTTP on the TLS port: 400");
+                        let _ = tokio::time::timeout_at(handshake_by, refuse_plain_http(io)).await;
+                        return;
+                    }
+                    Ok(Ok(Some(Opening::Other))) => {
+                        tracing::debug!(peer = %self.peer, "neither TLS nor HTTP on the TLS port");
+                        return;
+                    }
+                    Ok(Ok(None)) | Ok(Err(_)) => return,
+                    Err(_) => {
+                        tracing::debug!(peer = %self.peer, "TLS handshake timed out");
+                        return;
+                    }
+                }
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
-                let handshake =
-                    tokio::time::timeout(self.limits.read_header_timeout, acceptor.accept(io));
+                let handshake = tokio::time::timeout_at(handshake_by, acceptor.accept(io));
                 let handshake = tokio::select! {
                     h = handshake => h,
                     _ = activity.shed.notified() => {
@@ -346,6 +371,58 @@ impl Connection {
             }
         }
     }
+}
+
+/// What Go's net/http writes, word for word, to a client that speaks plain HTTP to its TLS
+/// port (then it closes the connection).
+const HTTP_TO_HTTPS: &[u8] =
+    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// Writes [`HTTP_TO_HTTPS`], then reads what the client sent until it closes (at most 64 KiB,
+/// at most a second): closing with its request unread would send a reset, which can discard
+/// the answer before the client reads it.
+async fn refuse_plain_http<S: AsyncRead + AsyncWrite + Unpin>(mut io: S) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if io.write_all(HTTP_TO_HTTPS).await.is_err() || io.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+}
+
+/// What a connection's first byte says it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// A TLS record of type handshake (22): a ClientHello.
+    Tls,
+    /// An upper-case letter: the method of an HTTP request (`GET /metrics HTTP/1.1`).
+    Http,
+    Other,
+}
+
+fn opening(first: u8) -> Opening {
+    match first {
+        0x16 => Opening::Tls,
+        b'A'..=b'Z' => Opening::Http,
+        _ => Opening::Other,
+    }
+}
+
+/// The connection's first byte, left in the socket for the TLS handshake to read; `None`
+/// when the client closed before sending one.
+async fn first_byte(stream: &TcpStream) -> io::Result<Option<u8>> {
+    let mut b = [0u8; 1];
+    let n = stream.peek(&mut b).await?;
+    Ok((n == 1).then_some(b[0]))
 }
 
 /// How long a connection asked to close at the cap may take to do it when it has no request
@@ -520,6 +597,24 @@ impl http_body::Body for Marked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_byte_tells_a_tls_handshake_from_plain_http() {
+        let table = [
+            (0x16, Opening::Tls),
+            (b'G', Opening::Http),
+            (b'H', Opening::Http),
+            (b'P', Opening::Http),
+            (b'O', Opening::Http),
+            (b'g', Opening::Other),
+            (0x80, Opening::Other), // an SSLv2-style hello: rustls has none
+            (0x15, Opening::Other), // a TLS alert first
+            (0, Opening::Other),
+        ];
+        for (b, want) in table {
+            assert_eq!(opening(b), want, "{b:#x}");
+        }
+    }
 
     #[test]
     fn at_the_cap_the_connection_quiet_longest_without_a_request_is_closed() {
