@@ -65,6 +65,9 @@ catalogue! {
         "Items (mounts, devices, targets) the collector could not sample in its last sample.";
     BUILD_INFO: Gauge "ssdwatch_build_info" ["version"] unit ""
         "Version of the running ssdwatch; always 1.";
+    // The web layer, rendered at each scrape (src/web/routes.rs).
+    SCRAPES_TOTAL: Counter "ssdwatch_scrapes_total" ["encoding"] unit ""
+        "Responses to /metrics by content encoding: gzip (the client accepts it, as Prometheus does) or identity.";
     // The main process, named as every Prometheus client library names these (src/process.rs).
     PROCESS_CPU_SECONDS_TOTAL: Counter "process_cpu_seconds_total" [] unit "seconds"
         "Total user and system CPU time spent in seconds.";

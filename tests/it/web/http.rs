@@ -100,8 +100,17 @@ fn daemon_serves_landing_health_ready_and_metrics() {
 /// /metrics sends the collectors' published texts as they are, followed by the health series:
 /// the body is the whole exposition, with an exact Content-Length (not chunked), on a fixture
 /// host whose filesystem and disk texts are tens of KB.
-#[test]
-fn metrics_body_is_the_whole_exposition_with_its_length() {
+/// The daemon in-process on the nvme-partitions fixture host (SMART and history off), once
+/// ready; it stops when the sender is used or dropped.
+struct Served {
+    rt: tokio::runtime::Runtime,
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _state: tempfile::TempDir,
+}
+
+fn serve_fixture_host() -> Served {
     let host = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/hosts/nvme-partitions");
     let state = tempfile::tempdir().unwrap();
@@ -130,6 +139,29 @@ fn metrics_body_is_the_whole_exposition_with_its_length() {
         assert!(Instant::now() < deadline, "never became ready");
         std::thread::sleep(Duration::from_millis(50));
     }
+    Served {
+        rt,
+        addr,
+        stop: tx,
+        server,
+        _state: state,
+    }
+}
+
+impl Served {
+    fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.rt
+            .block_on(self.server)
+            .unwrap()
+            .expect("clean shutdown");
+    }
+}
+
+#[test]
+fn metrics_body_is_the_whole_exposition_with_its_length() {
+    let served = serve_fixture_host();
+    let addr = served.addr;
     let agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
@@ -161,8 +193,100 @@ fn metrics_body_is_the_whole_exposition_with_its_length() {
         assert!(body.contains(family), "{family} missing:\n{body}");
     }
     assert!(body.ends_with('\n'));
-    tx.send(()).unwrap();
-    rt.block_on(server).unwrap().expect("clean shutdown");
+    served.stop();
+}
+
+/// A raw GET of /metrics with the request headers of Prometheus 2.42's scraper; the head of the
+/// response (lower-cased) and its body.
+fn scrape_raw(addr: std::net::SocketAddr, accept_encoding: Option<&str>) -> (String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let encoding = accept_encoding.map_or(String::new(), |e| format!("Accept-Encoding: {e}\r\n"));
+    let req = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: Prometheus/2.42.0\r\n\
+         Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\
+         {encoding}X-Prometheus-Scrape-Timeout-Seconds: 10\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    (head, raw[split..].to_vec())
+}
+
+/// The exposition's shape: its comment lines and series, without values (a collector may
+/// publish between two scrapes, and the process figures change at each).
+fn without_live(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.starts_with('#') {
+            true => format!("{l}\n"),
+            false => format!("{}\n", l.rsplit_once(' ').map_or(l, |(series, _)| series)),
+        })
+        .collect()
+}
+
+/// Asked as Prometheus asks (`Accept-Encoding: gzip`), /metrics comes in gzip: one valid member
+/// holding the same exposition as the plain answer, with its exact length and `Vary`. Without
+/// the header, or with gzip refused (`q=0`), it comes as it is.
+#[test]
+fn a_scrape_asking_for_gzip_gets_the_same_exposition_compressed() {
+    use std::io::Read;
+    let served = serve_fixture_host();
+    let (head, gz) = scrape_raw(served.addr, Some("gzip"));
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("\r\ncontent-encoding: gzip\r\n"), "{head}");
+    assert!(head.contains("\r\nvary: accept-encoding\r\n"), "{head}");
+    assert!(
+        head.contains(&format!("\r\ncontent-length: {}\r\n", gz.len())),
+        "{head}"
+    );
+    let mut unzipped = String::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut unzipped)
+        .expect("a valid gzip body");
+    let (plain_head, plain) = scrape_raw(served.addr, None);
+    assert!(!plain_head.contains("content-encoding"), "{plain_head}");
+    assert!(
+        plain_head.contains("\r\nvary: accept-encoding\r\n"),
+        "{plain_head}"
+    );
+    let plain = String::from_utf8(plain).unwrap();
+    assert_eq!(without_live(&unzipped), without_live(&plain));
+    assert!(
+        unzipped.contains("ssdwatch_filesystem_size_bytes{"),
+        "{unzipped}"
+    );
+    assert!(
+        gz.len() * 3 < plain.len(),
+        "{} bytes in gzip for {}",
+        gz.len(),
+        plain.len()
+    );
+    // The scrapes counted by encoding, this one included.
+    assert!(
+        plain.contains("ssdwatch_scrapes_total{encoding=\"gzip\"} 1\n"),
+        "{plain}"
+    );
+    assert!(
+        plain.contains("ssdwatch_scrapes_total{encoding=\"identity\"} 1\n"),
+        "{plain}"
+    );
+    for refused in ["gzip;q=0", "identity", "br"] {
+        let (head, body) = scrape_raw(served.addr, Some(refused));
+        assert!(!head.contains("content-encoding"), "{refused}: {head}");
+        assert_eq!(
+            without_live(&String::from_utf8(body).unwrap()),
+            without_live(&plain),
+            "{refused}"
+        );
+    }
+    served.stop();
 }
 
 /// `--web.listen-address` given twice, as node_exporter takes it: the daemon serves /metrics
