@@ -331,3 +331,35 @@ fn an_address_that_cannot_be_bound_stops_the_start_naming_it() {
         "{err}"
     );
 }
+
+/// benches/scrape_vs_node_exporter.sh in its short mode (20 scrapes each), so the script can't
+/// rot: it checks that ssdwatch's gzip body is gzip of the whole exposition, and on the same
+/// generated host ssdwatch's gzip bytes per series are below node_exporter's (a size, not a
+/// time: the scrape-time figures come from the long run on the release build,
+/// docs/benchmarks.md).
+#[test]
+fn the_scrape_beside_node_exporter_bench_runs_in_its_short_mode() {
+    if !crate::support::require_cmd(
+        "scrape beside node_exporter bench",
+        "prometheus-node-exporter",
+        "prometheus-node-exporter",
+    ) || !crate::support::require_cmd("scrape beside node_exporter bench", "curl", "curl")
+    {
+        return;
+    }
+    let text = crate::support::run_bench_short(
+        "scrape_vs_node_exporter.sh",
+        std::path::Path::new(env!("CARGO_BIN_EXE_ssdwatch")),
+    );
+    for line in [
+        "ssdwatch-gzip ",
+        "node_exporter-gzip ",
+        "scrape time, gzip, kept alive",
+    ] {
+        assert!(text.contains(line), "{line:?} missing:\n{text}");
+    }
+    assert!(
+        text.contains("(target ssdwatch <= node_exporter: met)"),
+        "{text}"
+    );
+}
