@@ -591,7 +591,7 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
     });
     assert!(
         d.log_text()
-            .contains(&format!("SMART helper ready pid={worker2}")),
+            .contains(&format!("msg=\"SMART helper ready\" pid={worker2}")),
         "{}",
         d.log_text()
     );
