@@ -14,8 +14,9 @@ use ssdwatch::collector::topology::TopologyCollector;
 use ssdwatch::collector::{self, Collector, Context};
 use ssdwatch::config::Config;
 use ssdwatch::fault::Faults;
+use ssdwatch::metrics::MetricSet;
 use ssdwatch::registry::{self, BuildEnv};
-use ssdwatch::snapshot::Snapshots;
+use ssdwatch::snapshot::{Published, Snapshots};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -61,10 +62,50 @@ fn render(c: &mut Criterion, dir: &Path) {
     let text = store.render();
     let series = text.lines().filter(|l| !l.starts_with('#')).count();
     assert!(text.contains("ssdwatch_filesystem_avail_bytes{mountpoint=\"/srv/db499\""));
-    eprintln!("exposition: {} bytes, {series} series", text.len());
+    let e = store.exposition();
+    let gzip: usize = e.parts.iter().map(|p| p.deflate().len()).sum();
+    eprintln!(
+        "exposition: {} bytes, {series} series; compressed at publish: {gzip} bytes ({:.1} bytes a series)",
+        text.len(),
+        gzip as f64 / series as f64
+    );
     c.bench_function("render /metrics (64 drives, 500 mounts)", |b| {
         b.iter(|| std::hint::black_box(store.render()))
     });
+}
+
+/// What a publish costs the collector's task: rendering its families and compressing the
+/// text once (src/snapshot.rs), never done by a scrape.
+fn publish(c: &mut Criterion, dir: &Path) {
+    let mut config = Config::default();
+    config.collectors.smart.enabled = false;
+    config.collectors.probe.enabled = false;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ctx = Context::new(Roots::fixture(dir), Duration::from_secs(60));
+    let env = BuildEnv {
+        state_dir: &config.state_dir,
+        persist_state: false,
+    };
+    let store = Snapshots::new();
+    for mut col in registry::build(&config.collectors, &env).unwrap() {
+        let metrics = rt.block_on(col.sample(&ctx)).unwrap().metrics;
+        let name = col.name();
+        store.register(name);
+        c.bench_function(&format!("publish {name} (render + gzip)"), |b| {
+            b.iter(|| {
+                store.publish(
+                    name,
+                    Published {
+                        metrics: Some(metrics.clone()),
+                        kept: MetricSet::new(),
+                        duration: Duration::from_millis(1),
+                        errors: 0,
+                        failing_items: 0,
+                    },
+                )
+            })
+        });
+    }
 }
 
 fn sample(c: &mut Criterion, dir: &Path) {
@@ -99,6 +140,7 @@ fn on_big_host(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path());
     render(c, dir.path());
+    publish(c, dir.path());
     sample(c, dir.path());
 }
 

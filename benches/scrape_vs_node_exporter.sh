@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # One scrape of ssdwatch beside one of node_exporter, on the same generated large host (64
 # drives with 8 partitions each, 500 filesystems; benches/gen_big_host.py), both reading its
-# sysfs, procfs and root trees: the time from request to last byte as curl measures it, the
-# body's size and its series. node_exporter (Debian's prometheus-node-exporter) runs its
-# default collectors, each reading the fixture trees (and failing where a tree lacks a file);
-# ssdwatch renders its cached snapshot. Both on free loopback ports, stopped by their PIDs.
+# sysfs, procfs and root trees: the time from request to last byte as curl measures it, on a
+# new connection each time and on one kept alive (as Prometheus scrapes), without and with
+# `Accept-Encoding: gzip` (what Prometheus sends on every scrape; the body then stays compressed,
+# as Prometheus receives it), the body's bytes and its series, and the gzip bytes per series.
+# node_exporter (Debian's prometheus-node-exporter) runs its default collectors, each reading
+# the fixture trees (and failing where a tree lacks a file); ssdwatch sends its published
+# snapshot, compressed when it was published. Both on free loopback ports, stopped by their PIDs.
+# The project's targets, printed at the end: ssdwatch's scrape (keep-alive, gzip) at most 0.05x
+# node_exporter's, and its gzip bytes per series at most node_exporter's.
 # Usage: benches/scrape_vs_node_exporter.sh [SCRAPES]   (default 200; SHORT=1: 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,20 +40,37 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
-measure() { # NAME URL [curl flags]: median and p99 of n scrapes in ms, bytes and series of one
+gz=(-H 'Accept-Encoding: gzip')
+# NAME URL [curl flags]: median and p99 of n scrapes in ms on new connections and on one kept
+# alive, the body's bytes as sent and the series of a plain scrape. Sets $med_keep, $bytes, $series.
+measure() {
   local name=$1 url=$2; shift 2
-  local times
-  times=$(for _ in $(seq "$n"); do curl -fsS -o /dev/null -w '%{time_total}\n' "$@" "$url"; done | sort -n)
-  local med p99 bytes series
-  med=$(printf '%s\n' "$times" | awk -v n="$n" 'NR == int((n + 1) / 2) {printf "%.2f", $1 * 1000}')
-  p99=$(printf '%s\n' "$times" | awk -v n="$n" 'NR == int(n * 0.99 + 0.999) {printf "%.2f", $1 * 1000}')
+  local cold keep args=()
+  cold=$(for _ in $(seq "$n"); do curl -fsS -o /dev/null -w '%{time_total}\n' "$@" "$url"; done | sort -n)
+  for _ in $(seq "$n"); do args+=(-o /dev/null "$url"); done
+  keep=$(curl -fsS -w '%{time_total}\n' "$@" "${args[@]}" | sort -n)
+  pct() { awk -v n="$n" -v q="$2" 'NR == int(n * q + 0.999) {printf "%.3f", $1 * 1000}' <<<"$1"; }
+  med_keep=$(pct "$keep" 0.5)
   bytes=$(curl -fsS "$@" "$url" | wc -c)
   series=$(curl -fsS "$url" | grep -vc '^#' || true)
-  printf '%-14s median %8s ms  p99 %8s ms  %9s bytes  %6s series\n' "$name" "$med" "$p99" "$bytes" "$series"
+  printf '%-22s new connection: median %7s ms  p99 %7s ms   kept alive: median %7s ms  p99 %7s ms   %9s bytes  %6s series  %6.1f bytes/series\n' \
+    "$name" "$(pct "$cold" 0.5)" "$(pct "$cold" 0.99)" "$med_keep" "$(pct "$keep" 0.99)" "$bytes" "$series" \
+    "$(awk -v b="$bytes" -v s="$series" 'BEGIN {print b / s}')"
 }
 # Warm both once.
 curl -fsS -o /dev/null "http://127.0.0.1:$port/metrics"
 curl -fsS -o /dev/null "http://127.0.0.1:$ne_port/metrics"
+# The body ssdwatch sends in gzip must be gzip of the whole exposition.
+curl -fsS "${gz[@]}" "http://127.0.0.1:$port/metrics" | gzip -dc | grep '^ssdwatch_filesystem_avail_bytes{mountpoint="/srv/db499"' >/dev/null
 echo "$n scrapes each:"
 measure ssdwatch "http://127.0.0.1:$port/metrics"
+measure ssdwatch-gzip "http://127.0.0.1:$port/metrics" "${gz[@]}"
+sw_ms=$med_keep sw_gz=$bytes sw_series=$series
 measure node_exporter "http://127.0.0.1:$ne_port/metrics"
+measure node_exporter-gzip "http://127.0.0.1:$ne_port/metrics" "${gz[@]}"
+ne_ms=$med_keep ne_gz=$bytes ne_series=$series
+awk -v a="$sw_ms" -v b="$ne_ms" -v sg="$sw_gz" -v ss="$sw_series" -v ng="$ne_gz" -v ns="$ne_series" 'BEGIN {
+  r = a / b; printf "scrape time, gzip, kept alive: ssdwatch/node_exporter = %.3f (target <= 0.05: %s)\n", r, (r <= 0.05 ? "met" : "NOT met")
+  x = sg / ss; y = ng / ns
+  printf "gzip bytes per series: ssdwatch %.2f, node_exporter %.2f (target ssdwatch <= node_exporter: %s)\n", x, y, (x <= y ? "met" : "NOT met")
+}'

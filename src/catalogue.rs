@@ -69,6 +69,9 @@ catalogue! {
         "Whether the last load of the config file succeeded (1) or failed (0, the previous config stays); file is config (--config) or web_config (--web.config.file).";
     CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Gauge "ssdwatch_config_last_reload_success_timestamp_seconds" ["file"] unit "seconds"
         "When the config file was last loaded successfully (Unix time): at start, or the last good reload.";
+    // The web layer, rendered at each scrape (src/web/routes.rs).
+    SCRAPES_TOTAL: Counter "ssdwatch_scrapes_total" ["encoding"] unit ""
+        "Responses to /metrics by content encoding: gzip (the client accepts it, as Prometheus does) or identity.";
     // The main process, named as every Prometheus client library names these (src/process.rs).
     PROCESS_CPU_SECONDS_TOTAL: Counter "process_cpu_seconds_total" [] unit "seconds"
         "Total user and system CPU time spent in seconds.";

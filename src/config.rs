@@ -41,15 +41,44 @@ impl Default for Config {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebConfig {
-    pub listen_address: String,
+    /// One address or a list (each is bound), in exporter-toolkit's forms: `:PORT`,
+    /// `HOST:PORT`, `[IPv6]:PORT`.
+    #[serde(deserialize_with = "one_or_many")]
+    pub listen_address: Vec<String>,
 }
 
 impl Default for WebConfig {
     fn default() -> Self {
         WebConfig {
-            listen_address: DEFAULT_LISTEN_ADDRESS.to_string(),
+            listen_address: vec![DEFAULT_LISTEN_ADDRESS.to_string()],
         }
     }
+}
+
+/// A string or a list of strings, as `listen_address: ":10150"` or `listen_address: [a, b]`.
+/// A visitor rather than an untagged enum, whose buffering loses the key path in errors.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct OneOrMany;
+    impl<'de> serde::de::Visitor<'de> for OneOrMany {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an address or a list of addresses")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Vec<String>, E> {
+            Ok(vec![v.to_string()])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Vec<String>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(s) = seq.next_element::<String>()? {
+                out.push(s);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(OneOrMany)
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -151,6 +180,29 @@ pub enum ConfigError {
     },
 }
 
+impl WebConfig {
+    /// The addresses to bind, each parsed; an empty list is refused (nothing would serve), and
+    /// so is one longer than a host has reasons for (each address is a socket).
+    pub(crate) fn listen_addresses(&self) -> Result<Vec<crate::listen::ListenAddr>, Invalid> {
+        const MAX: usize = 64;
+        if self.listen_address.is_empty() {
+            return Err(Invalid::new(
+                "web.listen_address",
+                "an empty list: at least one address is needed, such as :10150",
+            ));
+        }
+        if self.listen_address.len() > MAX {
+            return Err(Invalid::new(
+                "web.listen_address",
+                format!("{} addresses; at most {MAX}", self.listen_address.len()),
+            ));
+        }
+        (self.listen_address.iter())
+            .map(|a| crate::listen::parse(a).map_err(|e| Invalid::new("web.listen_address", e)))
+            .collect()
+    }
+}
+
 impl Config {
     /// Loads the config from `path`, or the built-in defaults when `path` is `None`.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
@@ -198,20 +250,7 @@ impl Config {
 
     /// Checks values serde can't: ranges, paths, combinations.
     pub fn validate(&self) -> Result<(), Invalid> {
-        if self
-            .web
-            .listen_address
-            .parse::<std::net::SocketAddr>()
-            .is_err()
-        {
-            return Err(Invalid::new(
-                "web.listen_address",
-                format!(
-                    "{:?} is not an address:port such as 0.0.0.0:10150",
-                    self.web.listen_address
-                ),
-            ));
-        }
+        self.web.listen_addresses()?;
         if let Err(e) = log_filter(&self.log.level) {
             return Err(Invalid::new(
                 "log.level",
@@ -325,6 +364,26 @@ mod tests {
             .to_string();
         assert!(err.contains("web.listen_address"), "{err}");
         assert!(err.ends_with(" at line 2"), "{err}");
+        let err = parse("web:\n  listen_address: [\":10150\", \"::1:10150\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("web.listen_address: \"::1:10150\": an IPv6 address must be in brackets"),
+            "{err}"
+        );
+        let err = parse("web:\n  listen_address: []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("at least one address"), "{err}");
+    }
+
+    #[test]
+    fn listen_address_is_one_address_or_a_list() {
+        let one = parse("web:\n  listen_address: \":10150\"\n").unwrap();
+        assert_eq!(one.web.listen_address, [":10150"]);
+        let two =
+            parse("web:\n  listen_address: [\"127.0.0.1:10150\", \"[::1]:10150\"]\n").unwrap();
+        assert_eq!(two.web.listen_address, ["127.0.0.1:10150", "[::1]:10150"]);
     }
 
     #[test]
@@ -407,7 +466,7 @@ mod tests {
         new.log.level = "debug".into();
         assert!(old.restart_needed(&new).is_empty());
         new.collectors.smart.interval = std::time::Duration::from_secs(60);
-        new.web.listen_address = "127.0.0.1:1".into();
+        new.web.listen_address = vec!["127.0.0.1:1".into()];
         new.history.enabled = false;
         assert_eq!(
             old.restart_needed(&new),

@@ -17,18 +17,26 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// Runs the daemon until `shutdown` resolves: binds the configured address, then serves.
+/// Runs the daemon until `shutdown` resolves: binds every configured address (one that can't
+/// be bound stops the start, naming it), then serves on all of them.
 pub async fn run(
     config: Config,
     roots: Roots,
     web: WebSetup,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let addr = config.web.listen_address.clone();
-    let listener = TcpListener::bind(&addr).await.with_context(|| {
-        format!("listening on {addr} (web.listen_address / --web.listen-address)")
-    })?;
-    serve(config, roots, listener, web, shutdown).await
+    let addrs = config
+        .web
+        .listen_addresses()
+        .map_err(|i| anyhow::anyhow!("{}: {}", i.key, i.message))?;
+    let mut listeners = Vec::with_capacity(addrs.len());
+    for addr in &addrs {
+        let l = crate::listen::bind(addr).await.with_context(|| {
+            format!("listening on {addr} (web.listen_address / --web.listen-address)")
+        })?;
+        listeners.push(l);
+    }
+    serve(config, roots, listeners, web, shutdown).await
 }
 
 /// Runs the daemon on an already bound listener with plain HTTP and default limits (tests bind
@@ -39,15 +47,15 @@ pub async fn run_with_listener(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    serve(config, roots, listener, WebSetup::default(), shutdown).await
+    serve(config, roots, vec![listener], WebSetup::default(), shutdown).await
 }
 
-/// Runs the daemon on `listener` as `web` says until `shutdown` resolves; then the web layer
+/// Runs the daemon on `listeners` as `web` says until `shutdown` resolves; then the web layer
 /// gets `web.limits.shutdown_timeout` and the collectors one more short deadline.
 pub(crate) async fn serve(
     config: Config,
     roots: Roots,
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     web: WebSetup,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -63,11 +71,15 @@ pub(crate) async fn serve(
     } else {
         "http"
     };
-    match listener.local_addr() {
-        Ok(a) => {
-            tracing::info!(address = %a, scheme, max_connections = web.limits.max_connections, "serving /metrics")
+    let mut bound = Vec::with_capacity(listeners.len());
+    for l in &listeners {
+        match l.local_addr() {
+            Ok(a) => {
+                bound.push(a.to_string());
+                tracing::info!(address = %a, scheme, max_connections = web.limits.max_connections, "serving /metrics")
+            }
+            Err(_) => tracing::info!(scheme, "serving /metrics"),
         }
-        Err(_) => tracing::info!(scheme, "serving /metrics"),
     }
     let current = Arc::new(Current::new(web.active));
     let watcher = tokio::spawn(reload::watch(
@@ -102,15 +114,18 @@ pub(crate) async fn serve(
         let _ = stop_tx.send(true);
     };
     // systemd: ready now (config loaded, listener bound), then the watchdog while collectors progress.
-    let serving =
-        (listener.local_addr()).map_or(scheme.to_string(), |a| format!("{scheme} on {a}"));
+    let serving = if bound.is_empty() {
+        scheme.to_string()
+    } else {
+        format!("{scheme} on {}", bound.join(", "))
+    };
     notify::start(
         store.clone(),
         serving,
         config.collectors.enabled_intervals(),
         stop_rx.clone(),
     );
-    crate::web::serve(listener, app, current, web.limits, shutdown).await;
+    crate::web::serve(listeners, app, current, web.limits, shutdown).await;
     let _ = watcher.await;
     // Collectors stop at their next await point; one deadline for all of them, so a stuck
     // blocking call (left behind) can't stretch the exit.

@@ -1,9 +1,11 @@
 //! The latest immutable sample of each collector, and what a scrape renders from it.
-//! Collectors publish here from their own tasks; a scrape only reads: it holds the lock while it
-//! clones the collectors' shared texts (reference counts, no copy) and renders their health
-//! series, then reads the process's own figures (`/proc/self/statm`, `/proc/self/fd`) unlocked.
+//! Collectors publish here from their own tasks; each publish renders the collector's text and
+//! compresses it once, and rebuilds the exposition a scrape sends (those texts plus the
+//! collectors' health). A scrape only takes that exposition (a reference count, no copy) and
+//! reads the process's own figures (`/proc/self/statm`, `/proc/self/fd`) unlocked.
 
 use crate::catalogue;
+use crate::gzip::{self, Segment};
 use crate::metrics::MetricSet;
 use crate::render;
 use crate::sysfs::topology::Topology;
@@ -19,11 +21,30 @@ pub fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A piece of the exposition as text and as a gzip segment of that text, both made once.
+#[derive(Debug, Default)]
+pub struct Part {
+    pub text: String,
+    pub(crate) gzip: Segment,
+}
+
+impl Part {
+    fn new(text: String) -> Part {
+        let gzip = Segment::compress(text.as_bytes());
+        Part { text, gzip }
+    }
+
+    /// The raw deflate blocks of its text (a piece of a gzip body, see src/gzip.rs).
+    pub fn deflate(&self) -> &[u8] {
+        self.gzip.deflate()
+    }
+}
+
 /// What one collector last published, plus its own health.
 #[derive(Debug, Default, Clone)]
 pub struct CollectorState {
-    /// The collector's families, rendered once at publish time so a scrape is a copy.
-    pub rendered: Arc<String>,
+    /// The collector's families, rendered and compressed once at publish time.
+    pub rendered: Arc<Part>,
     /// Whether the last sample succeeded; `None` before the first sample finished.
     pub success: Option<bool>,
     pub duration: Option<Duration>,
@@ -35,15 +56,40 @@ pub struct CollectorState {
     pub cycles: u64,
 }
 
+/// The exposition as of the last publish, what every scrape until the next one sends: each
+/// collector's part, then the collectors' health and the build info (rendered at publish too),
+/// followed at each scrape by the live series ([`Snapshots::live_text`]).
+#[derive(Debug, Default)]
+pub struct Exposition {
+    pub parts: Vec<Arc<Part>>,
+    /// The CRC-32 and length of all the parts' text, for a gzip body's trailer.
+    pub(crate) crc: gzip::Crc,
+}
+
+impl Exposition {
+    fn new(parts: Vec<Arc<Part>>) -> Exposition {
+        let crc = gzip::combined(parts.iter().map(|p| &p.gzip));
+        Exposition { parts, crc }
+    }
+
+    /// Bytes of text of the parts.
+    pub fn text_len(&self) -> usize {
+        self.parts.iter().map(|p| p.text.len()).sum()
+    }
+}
+
 /// The snapshot store: one entry per enabled collector.
 #[derive(Debug, Default)]
 pub struct Snapshots {
     states: RwLock<BTreeMap<&'static str, CollectorState>>,
-    /// How the config files' last loads went, rendered with the daemon's own series.
+    /// Rebuilt under the `states` write lock at each publish and register, so the newest
+    /// state always wins; a scrape only reads it.
+    exposition: RwLock<Arc<Exposition>>,
+    /// How the config files' last loads went, rendered with the live series at each scrape.
     reloads: Arc<ConfigReloads>,
 }
 
-/// The config file (`--config`).
+/// The config file (`--config.file`).
 pub const CONFIG_FILE: &str = "config";
 /// The web config file (`--web.config.file`).
 pub const WEB_CONFIG_FILE: &str = "web_config";
@@ -105,7 +151,7 @@ impl Snapshots {
         Self::default()
     }
 
-    /// A store that renders `reloads` with the daemon's own series.
+    /// A store that renders `reloads` with the daemon's live series.
     pub fn with_reloads(reloads: Arc<ConfigReloads>) -> Self {
         Snapshots {
             reloads,
@@ -113,21 +159,36 @@ impl Snapshots {
         }
     }
 
+    /// The series read at each scrape: the daemon's own `process_*` figures (cheap procfs
+    /// reads, no device), the config files' reload state, and what `add` puts in (the web
+    /// layer's own counters).
+    pub fn live_text(&self, add: impl FnOnce(&mut MetricSet)) -> String {
+        let mut live = MetricSet::new();
+        crate::process::families(&mut live);
+        self.reloads.push(&mut live);
+        add(&mut live);
+        let mut out = String::with_capacity(1024);
+        render::render_families(&mut out, live.families());
+        out
+    }
+
     /// Registers a collector so it shows up (success absent) before its first sample.
     pub fn register(&self, name: &'static str) {
         let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
         g.entry(name).or_default();
+        self.rebuild(&g);
     }
 
     /// Publishes a sample. A failed sample drops the collector's series (as node_exporter does)
     /// rather than serving stale values as if they were fresh; only its `kept` series stay.
+    /// The text is rendered and compressed here, in the collector's task, never by a scrape.
     pub fn publish(&self, name: &'static str, p: Published) {
         // Sized from the collector's last exposition, so a large one (500 mounts: 700 KB) is
         // written into one allocation instead of doubling its way there, which would briefly
         // hold 1.5 times its size and leave the allocator's heap fragmented.
         let hint = {
             let g = self.states.read().unwrap_or_else(|e| e.into_inner());
-            g.get(name).map_or(0, |st| st.rendered.len())
+            g.get(name).map_or(0, |st| st.rendered.text.len())
         };
         let success = p.metrics.is_some();
         let mut s = String::with_capacity(if success { hint + hint / 8 + 4096 } else { 0 });
@@ -136,7 +197,7 @@ impl Snapshots {
         }
         render::render_families(&mut s, p.kept.families());
         s.shrink_to_fit();
-        let rendered = Arc::new(s);
+        let rendered = Arc::new(Part::new(s));
         let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
         let st = g.entry(name).or_default();
         st.duration = Some(p.duration);
@@ -148,6 +209,27 @@ impl Snapshots {
         if success {
             st.last_success_unix = Some(unix_now());
         }
+        self.rebuild(&g);
+    }
+
+    /// Makes the exposition of `states`: their parts and a new health part (a few KB,
+    /// compressed here, under the caller's write lock so publishes land in order).
+    fn rebuild(&self, states: &BTreeMap<&'static str, CollectorState>) {
+        let mut parts: Vec<Arc<Part>> = (states.values())
+            .filter(|st| !st.rendered.text.is_empty())
+            .map(|st| st.rendered.clone())
+            .collect();
+        parts.push(Arc::new(Part::new(health_text(states))));
+        let e = Arc::new(Exposition::new(parts));
+        *self.exposition.write().unwrap_or_else(|e| e.into_inner()) = e;
+    }
+
+    /// The exposition as of the last publish (shared, not copied).
+    pub fn exposition(&self) -> Arc<Exposition> {
+        self.exposition
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// True once every registered collector has finished at least one sample.
@@ -169,50 +251,42 @@ impl Snapshots {
         g.values().all(|s| s.success == Some(true))
     }
 
-    /// Renders the whole exposition: each collector's families, then the collectors' own health.
+    /// Renders the whole exposition as one text: each collector's families, the collectors'
+    /// own health, then the live series.
     pub fn render(&self) -> String {
-        let (parts, health) = self.render_parts();
-        let total = parts.iter().map(|p| p.len()).sum::<usize>() + health.len();
-        let mut out = String::with_capacity(total);
-        for p in &parts {
-            out.push_str(p);
+        let e = self.exposition();
+        let live = self.live_text(|_| {});
+        let mut out = String::with_capacity(e.text_len() + live.len());
+        for p in &e.parts {
+            out.push_str(&p.text);
         }
-        out.push_str(&health);
+        out.push_str(&live);
         out
     }
+}
 
-    /// The exposition as the collectors' texts, shared rather than copied, and the health series
-    /// rendered now: a scrape sends them one after the other, so serving a 1 MB exposition
-    /// allocates only the few KB of health series.
-    pub fn render_parts(&self) -> (Vec<Arc<String>>, String) {
-        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
-        let parts: Vec<Arc<String>> = g.values().map(|st| st.rendered.clone()).collect();
-        let mut out = String::with_capacity(256 * g.len() + 512);
-        let mut meta = MetricSet::new();
-        for (name, st) in g.iter() {
-            let l = [("collector", *name)];
-            meta.family(&catalogue::COLLECTOR_SUCCESS)
-                .push_opt(&l, st.success.map(|b| if b { 1.0 } else { 0.0 }));
-            meta.family(&catalogue::COLLECTOR_DURATION_SECONDS)
-                .push_opt(&l, st.duration.map(|d| d.as_secs_f64()));
-            meta.family(&catalogue::COLLECTOR_LAST_SUCCESS_TIMESTAMP_SECONDS)
-                .push_opt(&l, st.last_success_unix);
-            meta.family(&catalogue::COLLECTOR_ERRORS_TOTAL)
-                .push(&l, st.errors_total as f64);
-            meta.family(&catalogue::COLLECTOR_FAILING_ITEMS)
-                .push_opt(&l, st.success.map(|_| st.failing_items as f64));
-        }
-        render::render_families(&mut out, meta.families());
-        let mut build = MetricSet::new();
-        build
-            .family(&catalogue::BUILD_INFO)
-            .push(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
-        self.reloads.push(&mut build);
-        // The daemon's own process_* figures, read now (cheap procfs reads, no device).
-        crate::process::families(&mut build);
-        render::render_families(&mut out, build.families());
-        (parts, out)
+/// The collectors' health series and the build info: they change only when a collector
+/// publishes.
+fn health_text(states: &BTreeMap<&'static str, CollectorState>) -> String {
+    let mut out = String::with_capacity(256 * states.len() + 512);
+    let mut meta = MetricSet::new();
+    for (name, st) in states.iter() {
+        let l = [("collector", *name)];
+        meta.family(&catalogue::COLLECTOR_SUCCESS)
+            .push_opt(&l, st.success.map(|b| if b { 1.0 } else { 0.0 }));
+        meta.family(&catalogue::COLLECTOR_DURATION_SECONDS)
+            .push_opt(&l, st.duration.map(|d| d.as_secs_f64()));
+        meta.family(&catalogue::COLLECTOR_LAST_SUCCESS_TIMESTAMP_SECONDS)
+            .push_opt(&l, st.last_success_unix);
+        meta.family(&catalogue::COLLECTOR_ERRORS_TOTAL)
+            .push(&l, st.errors_total as f64);
+        meta.family(&catalogue::COLLECTOR_FAILING_ITEMS)
+            .push_opt(&l, st.success.map(|_| st.failing_items as f64));
     }
+    meta.family(&catalogue::BUILD_INFO)
+        .push(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+    render::render_families(&mut out, meta.families());
+    out
 }
 
 /// What the disk-activity collector learns about each drive and other collectors (probes) need.

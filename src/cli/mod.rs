@@ -26,11 +26,18 @@ use tokio::sync::mpsc;
 )]
 pub struct Cli {
     /// YAML config file; built-in defaults when absent (see config/ssdwatch.example.yaml).
-    #[arg(long = "config", global = true)]
+    /// `--config` is the same flag.
+    #[arg(
+        long = "config.file",
+        visible_alias = "config",
+        value_name = "FILE",
+        global = true
+    )]
     config: Option<PathBuf>,
-    /// Address to listen on; overrides web.listen_address.
-    #[arg(long = "web.listen-address", global = true)]
-    listen_address: Option<String>,
+    /// Address to listen on: :PORT (every address), HOST:PORT or [IPv6]:PORT; repeat the flag
+    /// to listen on several. Overrides web.listen_address [default: 0.0.0.0:10150].
+    #[arg(long = "web.listen-address", value_name = "ADDRESS", action = ArgAction::Append, global = true)]
+    listen_address: Vec<String>,
     /// Web config file (exporter-toolkit format): TLS, basic auth users, response headers,
     /// rate limit. Reloaded on SIGHUP and when it or a file it names changes.
     #[arg(long = "web.config.file", global = true)]
@@ -59,6 +66,9 @@ pub struct Cli {
     /// of the config file [default: info].
     #[arg(long = "log.level", global = true)]
     log_level: Option<String>,
+    /// Log line format: logfmt (key=value, as node_exporter) or json (one object a line).
+    #[arg(long = "log.format", value_enum, default_value_t = crate::logging::Format::Logfmt, global = true)]
+    log_format: crate::logging::Format,
     /// sysfs mount point.
     #[arg(long = "path.sysfs", default_value = "/sys", global = true)]
     sysfs: PathBuf,
@@ -249,7 +259,8 @@ pub fn command() -> clap::Command {
 /// What flags set over the config file: applied at start and again to each reloaded file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
-    pub listen_address: Option<String>,
+    /// Every `--web.listen-address` given; none: the file's.
+    pub listen_address: Vec<String>,
     pub log_level: Option<String>,
     /// (collector, enabled) from `--[no-]collector.NAME`; the last of the two given wins.
     pub collectors: Vec<(&'static str, bool)>,
@@ -279,8 +290,8 @@ impl Overrides {
 
     /// Flags beat the file. The error names the flag.
     pub fn apply(&self, config: &mut Config) -> Result<(), String> {
-        if let Some(addr) = &self.listen_address {
-            config.web.listen_address = addr.clone();
+        if !self.listen_address.is_empty() {
+            config.web.listen_address = self.listen_address.clone();
             if let Err(e) = config.validate() {
                 return Err(format!("--web.listen-address: {}", e.message));
             }
@@ -372,7 +383,7 @@ fn start_logging(cli: &Cli) -> Result<reload::LogHandle, ExitCode> {
             return Err(ExitCode::from(2));
         }
     };
-    Ok(reload::init_logging(filter))
+    Ok(reload::init_logging(filter, cli.log_format))
 }
 
 /// The config (the file or the defaults, the flags over it) with its log level applied, and

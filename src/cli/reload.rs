@@ -4,6 +4,7 @@
 
 use super::Overrides;
 use crate::config::{Config, log_filter};
+use crate::logging;
 use std::path::PathBuf;
 use tokio::sync::mpsc;
 use tracing_subscriber::filter::Targets;
@@ -29,16 +30,17 @@ impl LogHandle {
     }
 }
 
-/// Logs to stderr with `filter`, which can be changed later through the handle.
-pub(super) fn init_logging(filter: Targets) -> LogHandle {
+/// Logs to stderr in `format` with `filter`, which can be changed later through the handle;
+/// each line starts with its syslog priority when stderr is the journal.
+pub(super) fn init_logging(filter: Targets, format: logging::Format) -> LogHandle {
     let (filter, handle) = reload::Layer::new(filter);
+    let formatter = logging::Formatter::new(format, logging::stderr_is_journal());
     tracing_subscriber::registry()
         .with(filter)
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                // Colours only on a terminal: journald and log files get plain text.
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+                .event_format(formatter),
         )
         .init();
     LogHandle(handle)
@@ -60,8 +62,8 @@ impl Reloader {
     /// returns it in a few words (for `systemctl status`).
     fn reload(&mut self, new: Result<Config, String>) -> String {
         let Some(path) = &self.path else {
-            tracing::info!("SIGHUP: no --config file; the built-in defaults stay");
-            return "no --config file, the built-in defaults stay".to_string();
+            tracing::info!("SIGHUP: no --config.file; the built-in defaults stay");
+            return "no --config.file, the built-in defaults stay".to_string();
         };
         let new = match new {
             Ok(c) => {

@@ -29,7 +29,7 @@ pub struct Active {
 /// Reads and checks a web config file and everything it names (certificates, key, CA).
 /// Does one bcrypt (the decoy hash) when there are users.
 pub(crate) fn load(path: &Path) -> Result<Active, WebConfigError> {
-    // Capped and regular files only, as `--config`: `/dev/zero` or a FIFO must not take the
+    // Capped and regular files only, as `--config.file`: `/dev/zero` or a FIFO must not take the
     // daemon's memory or hang its start (or a reload).
     let bytes = read_config_file(path, MAX_CONFIG_BYTES)
         .map_err(|e| WebConfigError::new(path, e.to_string()))?;

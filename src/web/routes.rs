@@ -4,13 +4,13 @@
 //! also the cap on concurrent scrapes.
 
 use crate::render::CONTENT_TYPE;
-use crate::snapshot::Snapshots;
+use crate::snapshot::{Part, Snapshots};
 use crate::web::auth::Verdict;
 use crate::web::limits::{Bucket, client_key};
 use crate::web::reload::Current;
 use axum::Router;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -18,6 +18,7 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Semaphore;
 
 /// Where /report reads from: the history store file, the host's name and the endurance rules.
@@ -38,11 +39,18 @@ pub(crate) fn router(
 ) -> Router {
     let slots = (max_requests > 0).then(|| Arc::new(Semaphore::new(max_requests)));
     let report = Arc::new((report, Semaphore::new(1)));
+    let scrapes = Arc::new(Scrapes {
+        store: store.clone(),
+        gzip: AtomicU64::new(0),
+        identity: AtomicU64::new(0),
+    });
     Router::new()
         .route("/report", get(report_page).with_state(report))
         .route(
             "/metrics",
-            get(metrics).route_layer(middleware::from_fn_with_state(slots, scrape_slot)),
+            get(metrics)
+                .with_state(scrapes)
+                .route_layer(middleware::from_fn_with_state(slots, scrape_slot)),
         )
         .route("/", get(landing))
         .route("/-/healthy", get(healthy))
@@ -124,26 +132,78 @@ async fn gate(State(current): State<Arc<Current>>, req: Request, next: Next) -> 
     resp
 }
 
-async fn metrics(State(store): State<Arc<Snapshots>>) -> impl IntoResponse {
-    let (parts, health) = store.render_parts();
-    let mut chunks: VecDeque<Bytes> = parts
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .map(|p| Bytes::from_owner(SharedText(p)))
-        .collect();
-    chunks.push_back(Bytes::from(health));
-    (
-        [(header::CONTENT_TYPE, CONTENT_TYPE)],
-        axum::body::Body::new(Chunks(chunks)),
-    )
+/// What /metrics serves from, and how many responses it sent in each encoding.
+struct Scrapes {
+    store: Arc<Snapshots>,
+    gzip: AtomicU64,
+    identity: AtomicU64,
 }
 
-/// A collector's published text, sent as it is (no copy per scrape).
-struct SharedText(Arc<String>);
+/// /metrics: the exposition of the last publish and the live series, in gzip when the client
+/// accepts it (Prometheus always does), as it is otherwise. Nothing is compressed here: the
+/// collectors' texts were compressed when published, and the live series (about 1 KB) go as
+/// stored blocks. `Vary: Accept-Encoding` tells caches that the body depends on the header.
+async fn metrics(State(scrapes): State<Arc<Scrapes>>, headers: HeaderMap) -> Response {
+    let gzip = (headers.get_all(header::ACCEPT_ENCODING).iter())
+        .filter_map(|v| v.to_str().ok())
+        .any(crate::gzip::accepts_gzip);
+    let counter = if gzip {
+        &scrapes.gzip
+    } else {
+        &scrapes.identity
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    let e = scrapes.store.exposition();
+    let live = scrapes.store.live_text(|set| {
+        let f = set.family(&crate::catalogue::SCRAPES_TOTAL);
+        f.push(
+            &[("encoding", "gzip")],
+            scrapes.gzip.load(Ordering::Relaxed) as f64,
+        );
+        f.push(
+            &[("encoding", "identity")],
+            scrapes.identity.load(Ordering::Relaxed) as f64,
+        );
+    });
+    let mut chunks = VecDeque::with_capacity(e.parts.len() + 4);
+    let mut resp_headers = HeaderMap::new();
+    resp_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    resp_headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if gzip {
+        // The CRC-32 of the parts, carried on over the live text (no combine: O(its bytes)).
+        let mut all = e.crc.clone();
+        all.update(live.as_bytes());
+        chunks.push_back(Bytes::from_static(&crate::gzip::HEADER));
+        for p in &e.parts {
+            chunks.push_back(Bytes::from_owner(Deflate(p.clone())));
+        }
+        chunks.push_back(Bytes::from(crate::gzip::stored_blocks(live.as_bytes())));
+        chunks.push_back(Bytes::copy_from_slice(&crate::gzip::trailer(&all)));
+        resp_headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    } else {
+        for p in &e.parts {
+            chunks.push_back(Bytes::from_owner(Text(p.clone())));
+        }
+        chunks.push_back(Bytes::from(live));
+    }
+    (resp_headers, axum::body::Body::new(Chunks(chunks))).into_response()
+}
 
-impl AsRef<[u8]> for SharedText {
+/// A published part's text, sent as it is (no copy per scrape).
+struct Text(Arc<Part>);
+
+impl AsRef<[u8]> for Text {
     fn as_ref(&self) -> &[u8] {
-        self.0.as_bytes()
+        self.0.text.as_bytes()
+    }
+}
+
+/// A published part's deflate blocks, sent as they are.
+struct Deflate(Arc<Part>);
+
+impl AsRef<[u8]> for Deflate {
+    fn as_ref(&self) -> &[u8] {
+        self.0.deflate()
     }
 }
 

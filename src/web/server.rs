@@ -26,26 +26,27 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tower_service::Service;
 
-/// Connections the kernel may hold for us before we accept them. mio (and std) listen with
-/// 128: a burst of reconnecting idle clients overflowed it and a scrape's SYN was dropped, to
-/// be retried a second later. The kernel caps it at `net.core.somaxconn`.
-const LISTEN_BACKLOG: i32 = 1024;
-
-/// Serves `app` on `listener` until `shutdown` resolves, then gives open connections
-/// `limits.shutdown_timeout` to finish and drops the rest.
+/// Serves `app` on `listeners` until `shutdown` resolves, then gives open connections
+/// `limits.shutdown_timeout` to finish and drops the rest. The connection cap is one for all
+/// the listeners.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     app: Router,
     current: Arc<Current>,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    // listen() again on a listening socket only changes its backlog.
-    if let Err(e) = nix::sys::socket::Backlog::new(LISTEN_BACKLOG)
-        .and_then(|b| nix::sys::socket::listen(&listener, b))
-    {
-        tracing::debug!("raising the listen backlog to {LISTEN_BACKLOG}: {e}");
+    const BACKLOG: i32 = crate::listen::LISTEN_BACKLOG as i32;
+    for listener in &listeners {
+        // listen() again on a listening socket only changes its backlog (a listener bound
+        // elsewhere, as the tests' are, has std's 128).
+        if let Err(e) = nix::sys::socket::Backlog::new(BACKLOG)
+            .and_then(|b| nix::sys::socket::listen(listener, b))
+        {
+            tracing::debug!("raising the listen backlog to {BACKLOG}: {e}");
+        }
     }
+    let mut next_listener = 0;
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let open = Arc::new(Open::default());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -57,7 +58,7 @@ pub(crate) async fn serve(
     'accept: loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,
-            a = listener.accept() => a,
+            a = accept_any(&listeners, &mut next_listener) => a,
         };
         while conns.try_join_next().is_some() {}
         let (stream, peer) = match accepted {
@@ -125,7 +126,7 @@ pub(crate) async fn serve(
         };
         conns.spawn(conn.run(stream, stop_rx.clone()));
     }
-    drop(listener);
+    drop(listeners);
     let _ = stop_tx.send(true);
     let open = conns.len();
     let drain = async { while conns.join_next().await.is_some() {} };
@@ -140,6 +141,28 @@ pub(crate) async fn serve(
         );
         conns.shutdown().await;
     }
+}
+
+/// The next connection waiting on any of `listeners`, taking them in turn from `*next` so a
+/// busy one can't keep the others waiting.
+async fn accept_any(
+    listeners: &[TcpListener],
+    next: &mut usize,
+) -> io::Result<(TcpStream, SocketAddr)> {
+    if listeners.is_empty() {
+        return std::future::pending().await;
+    }
+    std::future::poll_fn(|cx| {
+        for i in 0..listeners.len() {
+            let at = (*next + i) % listeners.len();
+            if let Poll::Ready(r) = listeners[at].poll_accept(cx) {
+                *next = (at + 1) % listeners.len();
+                return Poll::Ready(r);
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// The open connections, for choosing one to close at the cap.
@@ -229,9 +252,34 @@ impl Connection {
         let active = self.current.get();
         match &active.tls {
             Some(tls) => {
+                // One deadline for the first byte and the handshake (and a refusal's answer).
+                let handshake_by = tokio::time::Instant::now() + self.limits.read_header_timeout;
+                // Plain HTTP on the TLS port: answered as Go's net/http (exporter-toolkit) does,
+                // rather than with a closed connection and a client's puzzling error.
+                let first = tokio::time::timeout_at(handshake_by, first_byte(&io.inner));
+                let first = tokio::select! {
+                    f = first => f,
+                    _ = activity.shed.notified() => return,
+                };
+                match first.map(|b| b.map(|b| b.map(opening))) {
+                    Ok(Ok(Some(Opening::Tls))) => {}
+                    Ok(Ok(Some(Opening::Http))) => {
+                        tracing::debug!(peer = %self.peer, "plain HTTP on the TLS port: 400");
+                        let _ = tokio::time::timeout_at(handshake_by, refuse_plain_http(io)).await;
+                        return;
+                    }
+                    Ok(Ok(Some(Opening::Other))) => {
+                        tracing::debug!(peer = %self.peer, "neither TLS nor HTTP on the TLS port");
+                        return;
+                    }
+                    Ok(Ok(None)) | Ok(Err(_)) => return,
+                    Err(_) => {
+                        tracing::debug!(peer = %self.peer, "TLS handshake timed out");
+                        return;
+                    }
+                }
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
-                let handshake =
-                    tokio::time::timeout(self.limits.read_header_timeout, acceptor.accept(io));
+                let handshake = tokio::time::timeout_at(handshake_by, acceptor.accept(io));
                 let handshake = tokio::select! {
                     h = handshake => h,
                     _ = activity.shed.notified() => {
@@ -323,6 +371,58 @@ impl Connection {
             }
         }
     }
+}
+
+/// What Go's net/http writes, word for word, to a client that speaks plain HTTP to its TLS
+/// port (then it closes the connection).
+const HTTP_TO_HTTPS: &[u8] =
+    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// Writes [`HTTP_TO_HTTPS`], then reads what the client sent until it closes (at most 64 KiB,
+/// at most a second): closing with its request unread would send a reset, which can discard
+/// the answer before the client reads it.
+async fn refuse_plain_http<S: AsyncRead + AsyncWrite + Unpin>(mut io: S) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if io.write_all(HTTP_TO_HTTPS).await.is_err() || io.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+}
+
+/// What a connection's first byte says it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// A TLS record of type handshake (22): a ClientHello.
+    Tls,
+    /// An upper-case letter: the method of an HTTP request (`GET /metrics HTTP/1.1`).
+    Http,
+    Other,
+}
+
+fn opening(first: u8) -> Opening {
+    match first {
+        0x16 => Opening::Tls,
+        b'A'..=b'Z' => Opening::Http,
+        _ => Opening::Other,
+    }
+}
+
+/// The connection's first byte, left in the socket for the TLS handshake to read; `None`
+/// when the client closed before sending one.
+async fn first_byte(stream: &TcpStream) -> io::Result<Option<u8>> {
+    let mut b = [0u8; 1];
+    let n = stream.peek(&mut b).await?;
+    Ok((n == 1).then_some(b[0]))
 }
 
 /// How long a connection asked to close at the cap may take to do it when it has no request
@@ -497,6 +597,24 @@ impl http_body::Body for Marked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_byte_tells_a_tls_handshake_from_plain_http() {
+        let table = [
+            (0x16, Opening::Tls),
+            (b'G', Opening::Http),
+            (b'H', Opening::Http),
+            (b'P', Opening::Http),
+            (b'O', Opening::Http),
+            (b'g', Opening::Other),
+            (0x80, Opening::Other), // an SSLv2-style hello: rustls has none
+            (0x15, Opening::Other), // a TLS alert first
+            (0, Opening::Other),
+        ];
+        for (b, want) in table {
+            assert_eq!(opening(b), want, "{b:#x}");
+        }
+    }
 
     #[test]
     fn at_the_cap_the_connection_quiet_longest_without_a_request_is_closed() {

@@ -80,6 +80,27 @@ fn missing_config_file_is_refused_with_its_path() {
     assert!(err.contains("/nonexistent/dir/ssdwatch.yaml"), "{err}");
 }
 
+/// `--config.file` is the flag's name, as Prometheus and blackbox_exporter spell it; `--config`
+/// (its name before) still reads the same file.
+#[test]
+fn config_file_and_its_old_name_config_read_the_same_file() {
+    let cfg = write_config("collectors:\n  diskstats:\n    intervall: 5s\n");
+    for flag in ["--config.file", "--config"] {
+        let out = ssdwatch()
+            .arg(flag)
+            .arg(cfg.path())
+            .arg("sample")
+            .output()
+            .expect("run ssdwatch");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(
+            err.contains(&cfg.path().display().to_string()) && err.contains("intervall"),
+            "{flag}: {err}"
+        );
+    }
+}
+
 #[test]
 fn bad_listen_flag_is_refused() {
     let out = ssdwatch()
@@ -312,8 +333,12 @@ fn sighup_rereads_the_config_applies_the_log_level_and_never_ends_the_daemon() {
 
     std::fs::write(&cfg, format!("{base}log:\n  level: debug\n")).unwrap();
     d.signal(nix::sys::signal::Signal::SIGHUP);
+    // logfmt escapes the quotes inside its quoted msg value.
     assert!(
-        d.wait_log("log.level \"info\" -> \"debug\"", Duration::from_secs(10)),
+        d.wait_log(
+            r#"log.level \"info\" -> \"debug\""#,
+            Duration::from_secs(10)
+        ),
         "{}",
         d.log_text()
     );
@@ -513,4 +538,173 @@ fn on_sighup_the_log_level_flag_still_beats_the_file() {
         !d.log_text().contains("closing a connection idle"),
         "no debug line: the flag's level holds"
     );
+}
+
+/// A logfmt line as key=value pairs (values bare, or quoted with `\` escapes); None when the
+/// line is not logfmt.
+fn parse_logfmt(line: &str) -> Option<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut rest = line;
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        if key.is_empty() || key.contains([' ', '"']) {
+            return None;
+        }
+        let (value, after) = if let Some(q) = after.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = q.char_indices();
+            let end = loop {
+                match chars.next()? {
+                    (i, '"') => break i + 1,
+                    (_, '\\') => match chars.next()?.1 {
+                        'n' => value.push('\n'),
+                        't' => value.push('\t'),
+                        'r' => value.push('\r'),
+                        'u' => {
+                            let hex: String =
+                                (0..4).filter_map(|_| chars.next()).map(|c| c.1).collect();
+                            value.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+                        }
+                        c => value.push(c),
+                    },
+                    (_, c) => value.push(c),
+                }
+            };
+            (value, &q[end..])
+        } else {
+            let end = after.find(' ').unwrap_or(after.len());
+            (after[..end].to_string(), &after[end..])
+        };
+        pairs.push((key.to_string(), value));
+        rest = match after.strip_prefix(' ') {
+            Some(r) => r,
+            None if after.is_empty() => after,
+            None => return None,
+        };
+    }
+    Some(pairs)
+}
+
+/// Runs the real daemon at debug level in `format` (with `env` set), makes it log a request it
+/// refuses and a SIGHUP, stops it and returns everything it wrote to stderr.
+fn daemon_log(format: &str, env: Option<(&str, String)>, dir: tempfile::TempDir) -> String {
+    let mut d = Daemon::start_with(
+        dir,
+        &["--log.format", format, "--log.level", "debug"],
+        |cmd| {
+            if let Some((k, v)) = env {
+                cmd.env(k, v);
+            }
+        },
+    );
+    let mut s = std::net::TcpStream::connect(d.addr).unwrap();
+    std::io::Write::write_all(&mut s, b"NOT-HTTP\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_end(&mut Vec::new());
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    assert!(
+        d.wait_log("SIGHUP: config", Duration::from_secs(10)),
+        "{}",
+        d.log_text()
+    );
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    let _ = d.child.wait();
+    d.log_text()
+}
+
+/// `--log.format json`: every line the daemon writes is one JSON object with time, level, target
+/// and msg, and the event's fields (numbers as numbers).
+#[test]
+fn with_log_format_json_every_line_is_a_json_object_with_level_and_msg() {
+    let log = daemon_log("json", None, binary::host());
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for v in &lines {
+        for key in ["time", "level", "target", "msg"] {
+            assert!(v[key].is_string(), "no {key}: {v}");
+        }
+        assert!(
+            ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&v["level"].as_str().unwrap()),
+            "{v}"
+        );
+    }
+    let serving = lines
+        .iter()
+        .find(|v| v["msg"] == "serving /metrics")
+        .expect("serving line");
+    assert!(
+        serving["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:"),
+        "{serving}"
+    );
+    assert!(serving["max_connections"].is_u64(), "{serving}");
+    assert!(lines.iter().any(|v| v["level"] == "DEBUG"), "{log}");
+    assert!(lines.iter().any(|v| v["msg"] == "shutting down"), "{log}");
+}
+
+/// `--log.format logfmt` (the default): every line is key=value pairs starting with time, level,
+/// target and msg; a message with spaces or quotes is quoted and reads back as it was.
+#[test]
+fn with_log_format_logfmt_every_line_is_key_value_pairs() {
+    let log = daemon_log("logfmt", None, binary::host());
+    let mut msgs = Vec::new();
+    for l in log.lines() {
+        let pairs = parse_logfmt(l).unwrap_or_else(|| panic!("not logfmt: {l}"));
+        let keys: Vec<&str> = pairs.iter().take(4).map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["time", "level", "target", "msg"], "{l}");
+        assert!(
+            !l.starts_with('<'),
+            "no priority prefix outside the journal: {l}"
+        );
+        msgs.push(pairs[3].1.clone());
+    }
+    assert!(msgs.iter().any(|m| m == "serving /metrics"), "{log}");
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("SIGHUP: config ") || m.starts_with("SIGHUP: no --config")),
+        "{log}"
+    );
+}
+
+/// Under systemd, stderr connected to the journal (`JOURNAL_STREAM` is its device:inode):
+/// every line starts with its syslog priority, which journald strips and stores, so
+/// `journalctl -p warning` filters. Here stderr is a file whose device and inode the variable
+/// names, as systemd sets it.
+#[test]
+fn when_stderr_is_the_journal_each_line_starts_with_its_syslog_priority() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = binary::host();
+    let log = dir.path().join("daemon.log");
+    std::fs::write(&log, "").unwrap();
+    let meta = std::fs::metadata(&log).unwrap();
+    let stream = format!("{}:{}", meta.dev(), meta.ino());
+    let text = daemon_log("logfmt", Some(("JOURNAL_STREAM", stream)), dir);
+    let mut seen = std::collections::BTreeSet::new();
+    for l in text.lines() {
+        let (prio, rest) = l
+            .strip_prefix('<')
+            .and_then(|r| r.split_once('>'))
+            .unwrap_or_else(|| panic!("no priority: {l}"));
+        let pairs = parse_logfmt(rest).unwrap_or_else(|| panic!("not logfmt: {l}"));
+        let want = match pairs[1].1.as_str() {
+            "ERROR" => "3",
+            "WARN" => "4",
+            "INFO" => "6",
+            _ => "7",
+        };
+        assert_eq!(prio, want, "{l}");
+        seen.insert(prio.to_string());
+    }
+    assert!(seen.contains("6") && seen.contains("7"), "{text}");
+    // Another file's device and inode: not the journal, no prefix.
+    let text = daemon_log(
+        "logfmt",
+        Some(("JOURNAL_STREAM", "1:2".into())),
+        binary::host(),
+    );
+    assert!(text.lines().all(|l| l.starts_with("time=")), "{text}");
 }

@@ -88,6 +88,8 @@ fn parsers_readers_and_engines_do_not_reach_up_into_collectors_config_or_the_com
                 "statefile",
                 "catalogue",
                 "label",
+                "listen",
+                "logging",
                 "time",
                 "yaml_guard",
             ],

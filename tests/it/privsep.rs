@@ -107,12 +107,9 @@ impl Daemon {
             if let Ok(Some(s)) = d.child.try_wait() {
                 panic!("ssdwatch exited with {s}:\n{}", d.log_text());
             }
-            d.log_text()
-                .lines()
-                .find(|l| l.contains("serving /metrics"))
-                .and_then(|l| l.split("address=").nth(1))
-                .and_then(|a| a.split_whitespace().next())
-                .map(str::to_string)
+            crate::support::binary::serving_addresses(&d.log_text())
+                .first()
+                .map(|a| a.to_string())
         });
         d
     }
@@ -594,7 +591,7 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
     });
     assert!(
         d.log_text()
-            .contains(&format!("SMART helper ready pid={worker2}")),
+            .contains(&format!("msg=\"SMART helper ready\" pid={worker2}")),
         "{}",
         d.log_text()
     );

@@ -209,7 +209,7 @@ echo $(systemctl show -p MainPID --value ssdwatch) > $R/reload-pid.txt
 until_ok 30 journal_has "$c" 'SIGHUP: config .* reloaded' \
   || log "no reload line $((30 * SLOW)) s after systemctl reload"
 bad_request
-until_ok 30 journal_has "$c" ' DEBUG ' \
+until_ok 30 journal_has "$c" ' level=DEBUG ' \
   || log "no debug line $((30 * SLOW)) s after systemctl reload and a bad request"
 journal_after "$c" > $R/reload-journal.txt
 

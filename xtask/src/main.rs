@@ -110,6 +110,11 @@ mod tests {
                 sub.get_name()
             );
         }
+        // The conventional name, and the old one the page tells of.
+        assert!(
+            man.contains("--config.file") && man.contains("`--config` is the same flag"),
+            "{man}"
+        );
         assert!(
             !man.contains("fixture."),
             "test seams stay out of the man page"

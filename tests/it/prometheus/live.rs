@@ -55,8 +55,50 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
 const NOT_FILLING: &str = "only filling filesystems appear; nothing here fills steadily for hours";
 const NO_WEAR_TREND: &str = "needs wear to grow over days of SMART samples";
 
+/// A real Prometheus (Debian's `prometheus`) in `work`, scraping `target` (host:port, job
+/// `ssdwatch`) every second with `rule_files`, once it answers /-/ready.
+pub(super) fn start_prometheus(work: &Path, rule_files: &[PathBuf], target: &str) -> (Proc, Prom) {
+    let pport = free_port();
+    let pcfg = work.join("prometheus.yml");
+    let rules: String = (rule_files.iter())
+        .map(|r| format!("  - {}\n", r.display()))
+        .collect();
+    std::fs::write(
+        &pcfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n{rules}\
+             scrape_configs:\n  - job_name: ssdwatch\n    static_configs:\n      - targets: ['{target}']\n",
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Proc::spawn(
+        "prometheus",
+        Command::new("prometheus").args([
+            &format!("--config.file={}", pcfg.display()),
+            &format!("--storage.tsdb.path={}", work.join("tsdb").display()),
+            &format!("--web.listen-address=127.0.0.1:{pport}"),
+            "--log.level=warn",
+        ]),
+        work.join("prometheus.log"),
+    );
+    let prom = Prom {
+        base: format!("http://127.0.0.1:{pport}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        prometheus.assert_running();
+        if matches!(get(&format!("{}/-/ready", prom.base)), Some((200, _))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "prometheus did not become ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (prometheus, prom)
+}
+
 /// A child process killed (and reaped) when the test ends, also on panic.
-struct Proc {
+pub(super) struct Proc {
     name: &'static str,
     child: Child,
     log: PathBuf,
@@ -74,7 +116,7 @@ impl Proc {
         Proc { name, child, log }
     }
 
-    fn assert_running(&mut self) {
+    pub(super) fn assert_running(&mut self) {
         if let Ok(Some(st)) = self.child.try_wait() {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
             panic!("{} exited early ({st}):\n{log}", self.name);
@@ -103,7 +145,7 @@ fn get(url: &str) -> Option<(u16, String)> {
     Some((status, r.body_mut().read_to_string().ok()?))
 }
 
-struct Prom {
+pub(super) struct Prom {
     base: String,
 }
 
@@ -123,7 +165,7 @@ fn api(req: ureq::RequestBuilder<ureq::typestate::WithoutBody>) -> Result<Json, 
 
 impl Prom {
     /// Instant query; Err carries Prometheus' error message.
-    fn query(&self, expr: &str) -> Result<Vec<Json>, String> {
+    pub(super) fn query(&self, expr: &str) -> Result<Vec<Json>, String> {
         let j = api(agent()
             .get(&format!("{}/api/v1/query", self.base))
             .query("query", expr))?;
@@ -147,7 +189,7 @@ impl Prom {
         Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
     }
 
-    fn wait_for(&self, what: &str, expr: &str, timeout: Duration) {
+    pub(super) fn wait_for(&self, what: &str, expr: &str, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         loop {
             match self.query(expr) {
@@ -508,43 +550,16 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    let pport = free_port();
     let rules = repo.join("packaging/prometheus");
-    let pcfg = work.path().join("prometheus.yml");
-    std::fs::write(
-        &pcfg,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - {}\n  - {}\n\
-             scrape_configs:\n  - job_name: ssdwatch\n    static_configs:\n      - targets: ['{instance}']\n",
-            rules.join("ssdwatch.rules.yml").display(),
-            rules.join("ssdwatch.alerts.yml").display(),
-        ),
-    )
-    .unwrap();
-    let mut prometheus = Proc::spawn(
-        "prometheus",
-        Command::new("prometheus").args([
-            &format!("--config.file={}", pcfg.display()),
-            &format!("--storage.tsdb.path={}", work.path().join("tsdb").display()),
-            &format!("--web.listen-address=127.0.0.1:{pport}"),
-            "--log.level=warn",
-        ]),
-        work.path().join("prometheus.log"),
+    let (mut prometheus, prom) = start_prometheus(
+        work.path(),
+        &[
+            rules.join("ssdwatch.rules.yml"),
+            rules.join("ssdwatch.alerts.yml"),
+        ],
+        &instance,
     );
-    let prom = Prom {
-        base: format!("http://127.0.0.1:{pport}"),
-    };
     let prom_started = unix_now().floor();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        prometheus.assert_running();
-        if matches!(get(&format!("{}/-/ready", prom.base)), Some((200, _))) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "prometheus did not become ready");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 
     // A few scrapes before the TRIM, so the daemon and Prometheus see the counter move.
     prom.wait_for(

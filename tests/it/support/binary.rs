@@ -93,13 +93,8 @@ impl Daemon {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let text = d.log_text();
-            if let Some(addr) = text
-                .lines()
-                .find(|l| l.contains("serving /metrics"))
-                .and_then(|l| l.split("address=").nth(1))
-                .and_then(|a| a.split_whitespace().next())
-            {
-                d.addr = addr.parse().expect("address in the log");
+            if let Some(addr) = serving_addresses(&text).first() {
+                d.addr = *addr;
                 return d;
             }
             if let Ok(Some(status)) = d.child.try_wait() {
@@ -108,6 +103,11 @@ impl Daemon {
             assert!(Instant::now() < deadline, "never served:\n{text}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Every address the daemon said it serves on (one line each, all logged at once).
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        serving_addresses(&self.log_text())
     }
 
     pub fn start(extra: &[&str]) -> Daemon {
@@ -142,6 +142,25 @@ impl Daemon {
     pub fn get_status(&self, path: &str) -> u16 {
         http_status(self.addr, path, Duration::from_secs(10))
     }
+}
+
+/// The addresses of the daemon's "serving /metrics" lines, in logfmt (`address=…`) or JSON
+/// (`"address":"…"`).
+pub fn serving_addresses(log: &str) -> Vec<SocketAddr> {
+    log.lines()
+        .filter(|l| l.contains("serving /metrics"))
+        .filter_map(|l| {
+            let logfmt = l
+                .split(" address=")
+                .nth(1)
+                .and_then(|a| a.split_whitespace().next());
+            let json = l
+                .split("\"address\":\"")
+                .nth(1)
+                .and_then(|a| a.split('"').next());
+            logfmt.or(json)?.parse().ok()
+        })
+        .collect()
 }
 
 impl Drop for Daemon {

@@ -307,3 +307,42 @@ fn require_any_takes_a_certificate_from_any_ca_but_not_none() {
     let foreign = foreign_client_cert(&d);
     assert_eq!(curl_status(&curl(&d, "/metrics", &strs(&foreign))), 200);
 }
+
+/// Plain HTTP to the TLS port (a scrape config that forgot `scheme: https`) is answered as
+/// exporter-toolkit's Go server answers it: `400 Bad Request`, "Client sent an HTTP request to
+/// an HTTPS server.", then the connection closes; HTTPS on the same port still works.
+#[test]
+fn plain_http_to_the_tls_port_gets_400_saying_so() {
+    use std::io::{Read, Write};
+    let d = start("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n");
+    let mut s = std::net::TcpStream::connect(d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer)
+        .expect("the answer, then a close");
+    assert_eq!(
+        String::from_utf8_lossy(&answer),
+        "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+    );
+    // What curl tells its user, as for a Go exporter.
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .arg(format!("http://127.0.0.1:{}/metrics", d.addr.port()))
+        .output()
+        .expect("run curl");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("Client sent an HTTP request to an HTTPS server."),
+        "{out:?}"
+    );
+    // Anything else that is not TLS is closed without a word, and TLS still works.
+    let mut s = std::net::TcpStream::connect(d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"\x00\x01garbage").unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "{answer:?}");
+    assert_eq!(curl_status(&curl(&d, "/metrics", &[])), 200);
+}
