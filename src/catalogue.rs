@@ -236,6 +236,10 @@ catalogue! {
         "ATA SMART attribute normalized value (vendor scale, usually 100 or 200 = new).";
     DEVICE_SMART_ATTRIBUTE_RAW: Gauge "ssdwatch_device_smart_attribute_raw" ["device", "serial", "id", "name"] unit ""
         "ATA SMART attribute raw value (48-bit; meaning and unit depend on the drive family).";
+    DEVICE_ERROR_LOG_ENTRIES_TOTAL: Counter "ssdwatch_device_error_log_entries_total" ["device", "serial", "wwn"] unit ""
+        "Errors the drive's own error log has counted over its life (NVMe error information log entries, ATA SMART error log count); alert on growth, not on the lifetime value.";
+    DEVICE_NON_MEDIUM_ERRORS_TOTAL: Counter "ssdwatch_device_non_medium_errors_total" ["device", "serial", "wwn"] unit ""
+        "SCSI non-medium errors over the drive's life (transport, hardware and firmware faults, not the medium).";
     // Collector `smart`: the runs of smartctl.
     DEVICE_SMARTCTL_STUCK: Gauge "ssdwatch_device_smartctl_stuck" ["device"] unit ""
         "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.";

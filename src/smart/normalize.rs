@@ -2,10 +2,10 @@
 //! by every protocol here, each protocol's own in its module. Any shape of input is accepted;
 //! what cannot be read is left `None` and noted in `warnings`. Pure: no I/O.
 
-use super::json::{celsius, get, get_str, get_u64, kind_of};
+use super::json::{at_most, celsius, get, get_str, get_u64, kind_of, limit_celsius};
 use super::model::{Found, HOST_WRITTEN_ORDER, Health, Origin, ParseError, WEAR_ORDER};
 use super::table::Table;
-use super::{ata, nvme, scsi};
+use super::{ata, nvme, scsi, selftest};
 use serde_json::Value;
 
 /// Parses a `smartctl --json` output and normalizes it.
@@ -91,6 +91,16 @@ wanted!(
     ata_device_statistics,
     endurance_used,
     in_smartctl_database,
+    ata_smart_error_log,
+    ata_smart_self_test_log,
+    ata_smart_data,
+    ata_sct_status,
+    nvme_self_test_log,
+    nvme_composite_temperature_threshold,
+    scsi_self_test_0,
+    scsi_nonmedium_error,
+    scsi_nonmedium_error_count,
+    write_cache,
 );
 
 /// Normalizes one parsed smartctl output with the given vendor table.
@@ -161,6 +171,7 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
             .saturating_add(minutes.saturating_mul(60))
     });
     h.power_cycles = get_u64(v, &["power_cycle_count"]);
+    temperature_limits(v, &mut h);
 
     // Each section offers what it read for the figures with several sources; the orders in
     // `model` decide, not the order of these calls.
@@ -186,6 +197,7 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
     (h.wear_used_ratio, h.wear_source) = found.wear.pick(&WEAR_ORDER);
     (h.host_written_bytes, h.host_written_source) = found.host_written.pick(&HOST_WRITTEN_ORDER);
 
+    logs(v, &mut h);
     h.smart_supported = smart_supported(v, &h, nvme.is_some());
     if h.wear_used_ratio.is_some_and(|w| w > 1.0) {
         h.warnings.push(format!(
@@ -201,6 +213,47 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
             .push("NAND writes below host writes: the vendor's flash counter is not exact".into());
     }
     h
+}
+
+/// The drive's own temperature limits: smartctl's protocol-neutral `temperature` limits
+/// first (NVMe WCTEMP/CCTEMP in smartctl >= 7.3), then NVMe's own threshold section, then the
+/// ATA SCT status's operating limit. A limit below the reading's range (0: none set) is none.
+fn temperature_limits(v: &Value, h: &mut Health) {
+    h.temperature_warning_celsius = limit_celsius(get(v, &["temperature", "op_limit_max"]))
+        .or_else(|| limit_celsius(get(v, &["nvme_composite_temperature_threshold", "warning"])))
+        .or_else(|| limit_celsius(get(v, &["ata_sct_status", "temperature", "op_limit_max"])));
+    h.temperature_critical_celsius = limit_celsius(get(v, &["temperature", "critical_limit_max"]))
+        .or_else(|| {
+            limit_celsius(get(
+                v,
+                &["nvme_composite_temperature_threshold", "critical"],
+            ))
+        });
+    if let (Some(w), Some(c)) = (
+        h.temperature_warning_celsius,
+        h.temperature_critical_celsius,
+    ) && w > c
+    {
+        h.warnings.push(format!(
+            "temperature warning limit {w} °C above the critical {c} °C: both dropped"
+        ));
+        h.temperature_warning_celsius = None;
+        h.temperature_critical_celsius = None;
+    }
+}
+
+/// The logs beyond the health figures: the ATA error log count, the newest self-test, the
+/// write cache setting.
+fn logs(v: &Value, h: &mut Health) {
+    // The ATA error count is a 16-bit field of the SMART (summary) or extended error log.
+    let ata_errors = get_u64(v, &["ata_smart_error_log", "extended", "count"])
+        .or_else(|| get_u64(v, &["ata_smart_error_log", "summary", "count"]));
+    if ata_errors.is_some() {
+        h.error_log_entries = at_most(ata_errors, 0xffff, "ATA error log count", &mut h.warnings);
+    }
+    let hours = h.power_on_seconds.map(|s| s / 3600);
+    (h.self_test, h.self_test_in_progress) = selftest::read(v, hours, &mut h.warnings);
+    h.write_cache_enabled = get(v, &["write_cache", "enabled"]).and_then(Value::as_bool);
 }
 
 /// Whether the drive has SMART at all. None when this output cannot tell (device not opened).
@@ -264,6 +317,86 @@ fn wwn(v: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn capture(name: &str) -> Health {
+        let path = format!(
+            "{}/tests/fixtures/smart/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        parse(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// Values read by hand from each capture's JSON.
+    #[test]
+    fn error_log_counts_of_real_drives() {
+        for (name, want) in [
+            // nvme_smart_health_information_log.num_err_log_entries
+            ("nvme-corsair-mp510", Some(8382)),
+            ("nvme-samsung-970evoplus", Some(22)),
+            ("nvme-micron-9300-mtfdhal3t8tdp", Some(8)),
+            ("nvme-seagate-firecuda530", Some(4)),
+            ("nvme-crucial-p2-ct250p2ssd8", Some(1)),
+            ("nvme-intel-p4510-ssdpe2kx010t8-worn73", Some(0)),
+            // ata_smart_error_log.summary.count (smartctl --log=error)
+            ("ata-hgst-hus724020ale640-exit64", Some(12)),
+            ("ata-intel-s4510-ssdsc2kb480g8", Some(0)),
+            // ata_smart_error_log.extended.count (smartctl -x)
+            ("ata-samsung-860evo", Some(0)),
+            // No error log in the output: unknown, not 0.
+            ("ata-kingston-a400-sa400m8120g", None),
+            ("scsi-seagate-st4000nm0043", None),
+        ] {
+            assert_eq!(capture(name).error_log_entries, want, "{name}");
+        }
+        // The SCSI grown defect list (56 on this Seagate) stays the reallocated count; no
+        // capture of the corpus carries the non-medium error page.
+        let h = capture("scsi-seagate-st4000nm0043");
+        assert_eq!(
+            (h.reallocated_sectors, h.non_medium_errors),
+            (Some(56), None)
+        );
+    }
+
+    #[test]
+    fn absurd_error_counts_are_unknown_not_figures() {
+        let v = json!({"smartctl": {"exit_status": 0},
+            "nvme_smart_health_information_log": {"num_err_log_entries": 4_294_967_295u64}});
+        let h = normalize(&v, Table::builtin());
+        assert_eq!(h.error_log_entries, None);
+        assert!(
+            h.warnings.iter().any(|w| w.contains("num_err_log_entries")),
+            "{:?}",
+            h.warnings
+        );
+        let v = json!({"smartctl": {"exit_status": 0},
+            "nvme_smart_health_information_log": {"num_err_log_entries": 4_294_967_294u64}});
+        assert_eq!(
+            normalize(&v, Table::builtin()).error_log_entries,
+            Some(4_294_967_294)
+        );
+        // ATA's count is 16 bits on the drive.
+        for bad in [
+            json!(65_536),
+            json!("many"),
+            json!(-1),
+            json!(1.5),
+            json!(null),
+        ] {
+            let v = json!({"smartctl": {"exit_status": 0},
+                "ata_smart_error_log": {"summary": {"count": bad}}});
+            assert_eq!(
+                normalize(&v, Table::builtin()).error_log_entries,
+                None,
+                "{bad}"
+            );
+        }
+        let v = json!({"smartctl": {"exit_status": 0},
+            "scsi_nonmedium_error": {"count": 4_294_967_295u64}});
+        assert_eq!(normalize(&v, Table::builtin()).non_medium_errors, None);
+        let v = json!({"smartctl": {"exit_status": 0}, "scsi_nonmedium_error": {"count": 389}});
+        assert_eq!(normalize(&v, Table::builtin()).non_medium_errors, Some(389));
+    }
 
     #[test]
     fn endurance_used_of_newer_smartctl_wins() {

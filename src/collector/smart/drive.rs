@@ -34,8 +34,9 @@ pub(super) struct DriveState {
     pub in_standby: bool,
     pub ok: bool,
     pub protocol: Option<String>,
-    /// The drive rejected the device statistics log once: not asked for again.
-    pub no_devstat: bool,
+    /// The drive rejected one of its protocol's extra logs (device statistics, error or
+    /// self-test log) once: it is asked only the base set from then on.
+    pub extras_refused: bool,
     pub next_due: Option<Instant>,
     /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
     pub history: VecDeque<(f64, u64, u64)>,
@@ -182,6 +183,21 @@ fn is_denial(e: &str) -> bool {
     e.contains("permission denied") || e.contains("operation not permitted")
 }
 
+/// smartctl's error for a sub-log the drive refused ("Read Device Statistics page 0x00
+/// failed", "Read SMART Self-test Log failed", "Read SMART Error Log failed", "Read Self-test
+/// Log failed", a write-cache query refused).
+fn refuses_a_sub_log(e: &str) -> bool {
+    let e = e.to_ascii_lowercase();
+    [
+        "device statistics",
+        "self-test log",
+        "error log",
+        "write cache",
+    ]
+    .iter()
+    .any(|k| e.contains(k))
+}
+
 fn denied(h: &Health) -> bool {
     h.errors.iter().any(|e| is_denial(e))
 }
@@ -293,13 +309,13 @@ pub(super) fn step(
                         ));
                     }
                     st.unsupported = unsupported;
-                    if h.errors.iter().any(|e| e.contains("Device Statistics")) {
-                        // Reported once; later runs leave the log out, and the rest of this
-                        // output is still used.
-                        if st.no_devstat {
-                            h.errors.retain(|e| !e.contains("Device Statistics"));
+                    if h.errors.iter().any(|e| refuses_a_sub_log(e)) {
+                        // Reported once; later runs leave the extra logs out, and the rest of
+                        // this output is still used.
+                        if st.extras_refused {
+                            h.errors.retain(|e| !refuses_a_sub_log(e));
                         }
-                        st.no_devstat = true;
+                        st.extras_refused = true;
                     }
                     if !unsupported {
                         // The cause of a refusal is examined once per run, and told with it.
@@ -615,11 +631,11 @@ mod tests {
     fn a_refused_device_statistics_log_is_reported_once_and_not_asked_again() {
         let (st, errors, _) = go(DriveState::default(), out(DEVSTAT_REFUSED, Exit::Code(4)));
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(st.no_devstat && st.ok);
+        assert!(st.extras_refused && st.ok);
         assert_eq!(st.protocol.as_deref(), Some("ATA"));
         assert!(st.next_due.is_some());
         let (st, errors, _) = go(st, out(DEVSTAT_REFUSED, Exit::Code(4)));
         assert!(errors.is_empty(), "reported once: {errors:?}");
-        assert!(st.no_devstat);
+        assert!(st.extras_refused);
     }
 }

@@ -161,6 +161,10 @@ fn health_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
         .push_opt(&l, f(h.reallocated_sectors));
     m.family(&catalogue::DEVICE_PENDING_SECTORS)
         .push_opt(&l, f(h.pending_sectors));
+    m.family(&catalogue::DEVICE_ERROR_LOG_ENTRIES_TOTAL)
+        .push_opt(&l, f(h.error_log_entries));
+    m.family(&catalogue::DEVICE_NON_MEDIUM_ERRORS_TOTAL)
+        .push_opt(&l, f(h.non_medium_errors));
 }
 
 /// Write amplification over the drive's life (NAND over host bytes) and over the last day

@@ -351,7 +351,7 @@ impl Reads {
                 let req = helper::client::RequestKind::Smartctl {
                     path: t.path.clone(),
                     dev_type: t.dev_type.clone(),
-                    devstat: protocol == Some("ATA"),
+                    protocol: protocol.and_then(helper::Protocol::from_smartctl),
                 };
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
@@ -477,7 +477,7 @@ impl SmartCollector {
                 None => matches!(t.dev_type.as_deref(), None | Some("sat" | "ata")),
             };
             let used = atasmart::choose(self.cfg.backend, smartctl_found, may_be_ata);
-            let protocol = st.protocol.as_deref().filter(|_| !st.no_devstat);
+            let protocol = st.protocol.as_deref().filter(|_| !st.extras_refused);
             reads.spawn(&self.cfg, self.helper.clone(), t, used, protocol, in_kernel);
         }
         reads

@@ -14,10 +14,15 @@ use tokio::io::{AsyncReadExt, Interest};
 use super::escape::{self, Marks, Signalled, Swept};
 
 /// The smartctl argv for one drive. Cheap options only: identity, overall health and the
-/// attribute table / NVMe health log. No `--log=error` (NVMe error-log reads are counted by
-/// some drives) and no `-x`; ATA drives add the device-statistics log, the standard source of
-/// the endurance indicator. A sub-log a drive rejects only sets an exit bit: the rest of the
-/// output is still used.
+/// attribute table / NVMe health log. No `-x`. Once the drive's protocol is known (from its
+/// first run) the small logs of that protocol are added to the same run, never a second run:
+/// ATA the device-statistics log (the standard endurance indicator), the SMART error log's
+/// count, the self-test log, the SMART capabilities (self-test status) and the write-cache
+/// setting; NVMe the identify data's temperature limits (`--capabilities`) and the self-test
+/// log; SCSI the error counter pages and the self-test log. Never NVMe's `--log=error`: reading
+/// the NVMe error log makes some drives count more entries (its count is in the health log
+/// anyway). A sub-log a drive rejects only sets an exit bit: the rest of the output is still
+/// used, and the drive is asked only the base set afterwards.
 pub fn smartctl_args(
     path: &str,
     dev_type: Option<&str>,
@@ -31,9 +36,19 @@ pub fn smartctl_args(
     if nocheck_standby {
         a.push("--nocheck=standby".into());
     }
-    if protocol == Some("ATA") {
-        a.push("--log=devstat".into());
-    }
+    let extras: &[&str] = match protocol {
+        Some("ATA") => &[
+            "--capabilities",
+            "--log=error",
+            "--log=selftest",
+            "--get=wcache",
+            "--log=devstat",
+        ],
+        Some("NVMe") => &["--capabilities", "--log=selftest"],
+        Some("SCSI") => &["--log=error", "--log=selftest"],
+        _ => &[],
+    };
+    a.extend(extras.iter().map(|s| s.to_string()));
     if let Some(t) = dev_type {
         a.push("-d".into());
         a.push(t.into());
@@ -435,26 +450,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn argv_is_cheap_and_never_reads_the_error_log() {
+    fn argv_is_cheap_and_never_reads_the_nvme_error_log() {
+        let base = [
+            "--json=c",
+            "--info",
+            "--health",
+            "--attributes",
+            "--nocheck=standby",
+        ];
+        let a = smartctl_args("/dev/nvme0n1", None, None, true);
+        assert_eq!(a[..5], base);
+        assert_eq!(a.len(), 6, "an unknown protocol gets the base set: {a:?}");
         let a = smartctl_args("/dev/nvme0n1", None, Some("NVMe"), true);
+        assert_eq!(a[..5], base);
         assert_eq!(
-            a,
-            [
-                "--json=c",
-                "--info",
-                "--health",
-                "--attributes",
-                "--nocheck=standby",
-                "/dev/nvme0n1"
-            ]
+            a[5..],
+            ["--capabilities", "--log=selftest", "/dev/nvme0n1"],
+            "no NVMe error log"
         );
         let a = smartctl_args("/dev/bus/0", Some("megaraid,3"), Some("ATA"), true);
-        assert!(a.contains(&"--log=devstat".to_string()));
+        for x in [
+            "--log=devstat",
+            "--log=error",
+            "--log=selftest",
+            "--get=wcache",
+        ] {
+            assert!(a.contains(&x.to_string()), "{x}: {a:?}");
+        }
         assert!(a.windows(2).any(|w| w == ["-d", "megaraid,3"]));
-        assert!(
-            !a.iter()
-                .any(|x| x.contains("error") || x == "-x" || x == "-a")
-        );
+        let a = smartctl_args("/dev/sdb", None, Some("SCSI"), false);
+        assert!(a.contains(&"--log=error".to_string()), "{a:?}");
+        for p in [None, Some("ATA"), Some("NVMe"), Some("SCSI")] {
+            let a = smartctl_args("/dev/sda", None, p, true);
+            assert!(
+                !a.iter()
+                    .any(|x| x == "-x" || x == "-a" || x.starts_with("--xall")),
+                "{a:?}"
+            );
+            assert!(
+                !a.iter()
+                    .any(|x| x.contains("xerror") || x.contains("test=")),
+                "reads, never starts a test: {a:?}"
+            );
+        }
     }
 
     #[test]

@@ -200,7 +200,7 @@ pub enum RequestKind {
     Smartctl {
         path: String,
         dev_type: Option<String>,
-        devstat: bool,
+        protocol: Option<super::Protocol>,
     },
     Atasmart {
         path: String,
@@ -213,12 +213,12 @@ impl RequestKind {
             RequestKind::Smartctl {
                 path,
                 dev_type,
-                devstat,
+                protocol,
             } => Request::Smartctl {
                 id,
                 path,
                 dev_type,
-                devstat,
+                protocol,
             },
             RequestKind::Atasmart { path } => Request::Atasmart { id, path },
         }
