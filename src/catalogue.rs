@@ -240,6 +240,14 @@ catalogue! {
         "Errors the drive's own error log has counted over its life (NVMe error information log entries, ATA SMART error log count); alert on growth, not on the lifetime value.";
     DEVICE_NON_MEDIUM_ERRORS_TOTAL: Counter "ssdwatch_device_non_medium_errors_total" ["device", "serial", "wwn"] unit ""
         "SCSI non-medium errors over the drive's life (transport, hardware and firmware faults, not the medium).";
+    DEVICE_SELF_TEST_LAST_RESULT: Gauge "ssdwatch_device_self_test_last_result" ["device", "serial", "wwn", "type", "result"] unit ""
+        "The newest entry of the drive's self-test log, always 1: type (short, extended, conveyance, selective, offline, other) and result (passed, failed, aborted, in_progress, other).";
+    DEVICE_SELF_TEST_LAST_AGE_SECONDS: Gauge "ssdwatch_device_self_test_last_age_seconds" ["device", "serial", "wwn"] unit "seconds"
+        "Power-on time since the newest self-test ran (the drive's hour counter now minus the log entry's; not wall time).";
+    DEVICE_SELF_TEST_LAST_FAILING_LBA: Gauge "ssdwatch_device_self_test_last_failing_lba" ["device", "serial", "wwn"] unit ""
+        "The first failing LBA the newest self-test logged, when it logged one.";
+    DEVICE_SELF_TEST_IN_PROGRESS: Gauge "ssdwatch_device_self_test_in_progress" ["device", "serial", "wwn"] unit ""
+        "1 while the drive reports a self-test running (ATA self-test status, NVMe current operation).";
     // Collector `smart`: the runs of smartctl.
     DEVICE_SMARTCTL_STUCK: Gauge "ssdwatch_device_smartctl_stuck" ["device"] unit ""
         "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.";
@@ -516,6 +524,7 @@ mod tests {
         let mut files = vec![
             repo().join("packaging/prometheus/ssdwatch.rules.yml"),
             repo().join("packaging/prometheus/ssdwatch.alerts.yml"),
+            repo().join("packaging/prometheus/ssdwatch.optional.alerts.yml"),
         ];
         for e in std::fs::read_dir(repo().join("dashboards")).unwrap() {
             let p = e.unwrap().path();

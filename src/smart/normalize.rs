@@ -358,6 +358,94 @@ mod tests {
         );
     }
 
+    /// Values read by hand from each capture's self-test log and power-on hours.
+    #[test]
+    fn self_tests_of_real_drives() {
+        use crate::smart::{SelfTestKind as K, SelfTestResult as R};
+        for (name, kind, result, at, age_hours, running) in [
+            // 21 entries; the newest a short test at 1708 h, the drive at 1730 h; its status
+            // byte 0xF1 says another test runs now.
+            (
+                "ata-wdc-wd140edfz",
+                K::Short,
+                R::Passed,
+                1708,
+                22,
+                Some(true),
+            ),
+            // The extended (GPL) log of `-x`: 14417 h, the drive at 14551 h.
+            (
+                "ata-samsung-860evo",
+                K::Short,
+                R::Passed,
+                14417,
+                134,
+                Some(false),
+            ),
+            // Behind a MegaRAID controller (`-d megaraid,0`): 35990 h of 37787 h.
+            (
+                "megaraid-sat-wdc-wd4000fyyx",
+                K::Short,
+                R::Passed,
+                35990,
+                1797,
+                Some(false),
+            ),
+            // SCSI: scsi_self_test_0 is the newest; "Background short" at 1239 h of 1249 h.
+            (
+                "scsi-seagate-st18000nm004j-selftests",
+                K::Short,
+                R::Passed,
+                1239,
+                10,
+                None,
+            ),
+            // "Background long" at 90 h of 34222 h.
+            (
+                "scsi-seagate-farm-anonymized",
+                K::Extended,
+                R::Passed,
+                90,
+                34132,
+                None,
+            ),
+            // Code 7 is reserved by SPC: type other; at 3 h of 4665 h.
+            (
+                "scsi-seagate-st600mp0036",
+                K::Other,
+                R::Passed,
+                3,
+                4662,
+                None,
+            ),
+        ] {
+            let h = capture(name);
+            let t = h
+                .self_test
+                .unwrap_or_else(|| panic!("{name}: no self-test"));
+            assert_eq!((t.kind, t.result), (kind, result), "{name}");
+            assert_eq!(t.power_on_hours, Some(at), "{name}");
+            assert_eq!(t.age_power_on_seconds, Some(age_hours * 3600), "{name}");
+            assert_eq!(t.failing_lba, None, "{name}");
+            assert_eq!(h.self_test_in_progress, running, "{name}");
+        }
+        // A log that was read and holds no entry: no test, and none running.
+        for name in [
+            "ata-wd-red-sa500-wds400t1r0a",
+            "nvme-teamgroup-mp33-tm8fp6256g-smartctl75",
+        ] {
+            let h = capture(name);
+            assert_eq!(
+                (h.self_test, h.self_test_in_progress),
+                (None, Some(false)),
+                "{name}"
+            );
+        }
+        // No log in the output: unknown.
+        let h = capture("nvme-samsung-pm9a3-mzql23t8hcls");
+        assert_eq!((h.self_test, h.self_test_in_progress), (None, None));
+    }
+
     #[test]
     fn absurd_error_counts_are_unknown_not_figures() {
         let v = json!({"smartctl": {"exit_status": 0},

@@ -254,6 +254,33 @@ mod tests {
         assert_eq!(age16(None, Some(1)), None);
     }
 
+    /// The self-test section of a real `smartctl -x -jc` of a TEAM TM8FP6256G (NVMe), as a
+    /// public NAS middleware test quotes it: two passing tests, the newest first.
+    #[test]
+    fn nvme_log_of_a_real_drive() {
+        let v = json!({"nvme_self_test_log": {
+            "current_self_test_operation": {"value": 0, "string": "No self-test in progress"},
+            "table": [
+                {"self_test_code": {"value": 1, "string": "Short"},
+                 "self_test_result": {"value": 0, "string": "Completed without error"},
+                 "power_on_hours": 23575},
+                {"self_test_code": {"value": 2, "string": "Extended"},
+                 "self_test_result": {"value": 0, "string": "Completed without error"},
+                 "power_on_hours": 23335}]}});
+        let mut w = Vec::new();
+        let (t, running) = read(&v, Some(23580), &mut w);
+        let t = t.unwrap();
+        assert_eq!(running, Some(false));
+        assert_eq!(
+            (t.kind, t.result),
+            (SelfTestKind::Short, SelfTestResult::Passed)
+        );
+        assert_eq!(t.power_on_hours, Some(23575));
+        assert_eq!(t.age_power_on_seconds, Some(5 * 3600));
+        assert_eq!(t.status.as_deref(), Some("Completed without error"));
+        assert!(w.is_empty());
+    }
+
     #[test]
     fn nvme_unused_entries_are_skipped_and_results_decoded() {
         let log = |rows: Value| {

@@ -37,6 +37,7 @@ pub(super) fn drive_metrics(
     identity_metrics(&ids, t, st, h, m);
     schedule_metrics(&ids, st, every, now, m);
     health_metrics(&ids, h, m);
+    self_test_metrics(&ids, h, m);
     waf_metrics(&ids, st, h, m);
     attribute_metrics(&ids, h, m);
 }
@@ -165,6 +166,30 @@ fn health_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
         .push_opt(&l, f(h.error_log_entries));
     m.family(&catalogue::DEVICE_NON_MEDIUM_ERRORS_TOTAL)
         .push_opt(&l, f(h.non_medium_errors));
+}
+
+/// The newest self-test: one series with its type and result (bounded sets), its age in
+/// power-on time and failing LBA; whether one runs now.
+fn self_test_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
+    let l = ids.labels();
+    m.family(&catalogue::DEVICE_SELF_TEST_IN_PROGRESS)
+        .push_opt(&l, h.self_test_in_progress.map(b));
+    let Some(t) = &h.self_test else { return };
+    let [d, s, w] = l;
+    m.family(&catalogue::DEVICE_SELF_TEST_LAST_RESULT).push(
+        &[
+            d,
+            s,
+            w,
+            ("type", t.kind.as_str()),
+            ("result", t.result.as_str()),
+        ],
+        1.0,
+    );
+    m.family(&catalogue::DEVICE_SELF_TEST_LAST_AGE_SECONDS)
+        .push_opt(&l, f(t.age_power_on_seconds));
+    m.family(&catalogue::DEVICE_SELF_TEST_LAST_FAILING_LBA)
+        .push_opt(&l, f(t.failing_lba));
 }
 
 /// Write amplification over the drive's life (NAND over host bytes) and over the last day

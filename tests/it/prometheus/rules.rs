@@ -21,6 +21,8 @@ fn rule_files() -> Vec<PathBuf> {
     vec![
         dir.join("ssdwatch.rules.yml"),
         dir.join("ssdwatch.alerts.yml"),
+        // Alerts that are off by default: loaded only when a user lists the file.
+        dir.join("ssdwatch.optional.alerts.yml"),
     ]
 }
 
