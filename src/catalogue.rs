@@ -248,6 +248,14 @@ catalogue! {
         "The first failing LBA the newest self-test logged, when it logged one.";
     DEVICE_SELF_TEST_IN_PROGRESS: Gauge "ssdwatch_device_self_test_in_progress" ["device", "serial", "wwn"] unit ""
         "1 while the drive reports a self-test running (ATA self-test status, NVMe current operation).";
+    DEVICE_TEMPERATURE_LIMIT_CELSIUS: Gauge "ssdwatch_device_temperature_limit_celsius" ["device", "serial", "wwn", "limit"] unit "celsius"
+        "The drive's own temperature limits: warning (NVMe WCTEMP, ATA SCT operating limit) and critical (NVMe CCTEMP, SCSI drive trip).";
+    DEVICE_TEMPERATURE_ABOVE_LIMIT_SECONDS_TOTAL: Counter "ssdwatch_device_temperature_above_limit_seconds_total" ["device", "serial", "wwn", "limit"] unit "seconds"
+        "Time the drive spent above its warning or critical composite temperature over its life (NVMe counts minutes).";
+    DEVICE_THERMAL_THROTTLE_TRANSITIONS_TOTAL: Counter "ssdwatch_device_thermal_throttle_transitions_total" ["device", "serial", "wwn", "level"] unit ""
+        "Times the drive entered host-controlled thermal management: level light (TMT1) or heavy (TMT2).";
+    DEVICE_THERMAL_THROTTLE_SECONDS_TOTAL: Counter "ssdwatch_device_thermal_throttle_seconds_total" ["device", "serial", "wwn", "level"] unit "seconds"
+        "Time the drive spent throttled by host-controlled thermal management: level light (TMT1) or heavy (TMT2).";
     // Collector `smart`: the runs of smartctl.
     DEVICE_SMARTCTL_STUCK: Gauge "ssdwatch_device_smartctl_stuck" ["device"] unit ""
         "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.";

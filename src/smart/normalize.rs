@@ -446,6 +446,123 @@ mod tests {
         assert_eq!((h.self_test, h.self_test_in_progress), (None, None));
     }
 
+    /// Limits and times read by hand from each capture.
+    #[test]
+    fn temperature_limits_and_time_above_them_of_real_drives() {
+        for (name, warning, critical) in [
+            // temperature.op_limit_max / critical_limit_max (smartctl 7.5, -a), the same as
+            // nvme_composite_temperature_threshold 100 / 110.
+            (
+                "nvme-teamgroup-mp33-tm8fp6256g-smartctl75",
+                Some(100.0),
+                Some(110.0),
+            ),
+            // ata_sct_status.temperature.op_limit_max of `-x`.
+            ("ata-samsung-860evo", Some(70.0), None),
+            // SCSI temperature.drive_trip.
+            ("scsi-seagate-st18000nm004j-selftests", None, Some(60.0)),
+            ("scsi-seagate-st4000nm0043", None, Some(68.0)),
+            ("scsi-hitachi-h109060sesun600g", None, Some(85.0)),
+            // drive_trip 0: none set.
+            ("scsi-wdc-wuh721818al5204-xall", None, None),
+            // The base argv without --capabilities: NVMe limits unknown.
+            ("nvme-samsung-pm9a3-mzql23t8hcls", None, None),
+        ] {
+            let h = capture(name);
+            assert_eq!(
+                (
+                    h.temperature_warning_celsius,
+                    h.temperature_critical_celsius
+                ),
+                (warning, critical),
+                "{name}"
+            );
+        }
+        for (name, secs) in [
+            ("nvme-corsair-mp510", Some(0)),
+            ("nvme-teamgroup-mp33-tm8fp6256g-smartctl75", Some(0)),
+            // Optane M10 reports neither field.
+            ("nvme-intel-optane-m10-mempek1w032ga", None),
+        ] {
+            let h = capture(name);
+            assert_eq!(h.warning_temperature_seconds, secs, "{name}");
+            assert_eq!(h.critical_temperature_seconds, secs, "{name}");
+            assert_eq!(h.thermal_throttle_heavy, Default::default(), "{name}");
+        }
+    }
+
+    #[test]
+    fn absurd_temperatures_and_times_are_unknown() {
+        let v = json!({"smartctl": {"exit_status": 0}, "power_on_time": {"hours": 100},
+            "temperature": {"current": 65535, "op_limit_max": 65535, "critical_limit_max": 0},
+            "nvme_smart_health_information_log": {"temperature": 65535,
+                "warning_temp_time": 4_294_967_295u64, "critical_comp_time": 7000,
+                "thermal_temp1_transition_count": 3, "thermal_temp1_total_time": 40,
+                "thermal_temp2_transition_count": 4_294_967_295u64,
+                "thermal_temp2_total_time": 500_000}});
+        let h = normalize(&v, Table::builtin());
+        assert_eq!(h.temperature_celsius, None);
+        assert_eq!(
+            (
+                h.temperature_warning_celsius,
+                h.temperature_critical_celsius
+            ),
+            (None, None)
+        );
+        // All ones; 7000 minutes is more than the drive's 100 hours on.
+        assert_eq!(h.warning_temperature_seconds, None);
+        assert_eq!(h.critical_temperature_seconds, None);
+        assert_eq!(
+            (
+                h.thermal_throttle_light.transitions,
+                h.thermal_throttle_light.seconds
+            ),
+            (Some(3), Some(40))
+        );
+        assert_eq!(
+            (
+                h.thermal_throttle_heavy.transitions,
+                h.thermal_throttle_heavy.seconds
+            ),
+            (None, None)
+        );
+        for f in [
+            "warning_temp_time",
+            "critical_comp_time",
+            "thermal_temp2_total_time",
+        ] {
+            assert!(
+                h.warnings.iter().any(|w| w.contains(f)),
+                "{f}: {:?}",
+                h.warnings
+            );
+        }
+        // A warning limit above the critical one is a bad read of both.
+        let v = json!({"smartctl": {"exit_status": 0},
+            "nvme_composite_temperature_threshold": {"warning": 90, "critical": 80}});
+        let h = normalize(&v, Table::builtin());
+        assert_eq!(
+            (
+                h.temperature_warning_celsius,
+                h.temperature_critical_celsius
+            ),
+            (None, None)
+        );
+        // Wrong types cost only their field.
+        let v = json!({"smartctl": {"exit_status": 0},
+            "nvme_composite_temperature_threshold": {"warning": "hot", "critical": 84},
+            "nvme_smart_health_information_log": {"warning_temp_time": [1]}});
+        let h = normalize(&v, Table::builtin());
+        assert_eq!(
+            (
+                h.temperature_warning_celsius,
+                h.temperature_critical_celsius
+            ),
+            (None, Some(84.0))
+        );
+        assert_eq!(h.warning_temperature_seconds, None);
+    }
+
     #[test]
     fn absurd_error_counts_are_unknown_not_figures() {
         let v = json!({"smartctl": {"exit_status": 0},

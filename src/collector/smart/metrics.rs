@@ -38,6 +38,7 @@ pub(super) fn drive_metrics(
     schedule_metrics(&ids, st, every, now, m);
     health_metrics(&ids, h, m);
     self_test_metrics(&ids, h, m);
+    thermal_metrics(&ids, h, m);
     waf_metrics(&ids, st, h, m);
     attribute_metrics(&ids, h, m);
 }
@@ -190,6 +191,39 @@ fn self_test_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
         .push_opt(&l, f(t.age_power_on_seconds));
     m.family(&catalogue::DEVICE_SELF_TEST_LAST_FAILING_LBA)
         .push_opt(&l, f(t.failing_lba));
+}
+
+/// The drive's temperature limits, the time it spent above them and its thermal throttling;
+/// two series per family at most (bounded `limit` and `level` values).
+fn thermal_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
+    for (limit, at, above) in [
+        (
+            "warning",
+            h.temperature_warning_celsius,
+            h.warning_temperature_seconds,
+        ),
+        (
+            "critical",
+            h.temperature_critical_celsius,
+            h.critical_temperature_seconds,
+        ),
+    ] {
+        let l = ids.and("limit", limit);
+        m.family(&catalogue::DEVICE_TEMPERATURE_LIMIT_CELSIUS)
+            .push_opt(&l, at);
+        m.family(&catalogue::DEVICE_TEMPERATURE_ABOVE_LIMIT_SECONDS_TOTAL)
+            .push_opt(&l, f(above));
+    }
+    for (level, t) in [
+        ("light", h.thermal_throttle_light),
+        ("heavy", h.thermal_throttle_heavy),
+    ] {
+        let l = ids.and("level", level);
+        m.family(&catalogue::DEVICE_THERMAL_THROTTLE_TRANSITIONS_TOTAL)
+            .push_opt(&l, f(t.transitions));
+        m.family(&catalogue::DEVICE_THERMAL_THROTTLE_SECONDS_TOTAL)
+            .push_opt(&l, f(t.seconds));
+    }
 }
 
 /// Write amplification over the drive's life (NAND over host bytes) and over the last day
