@@ -202,6 +202,29 @@ fn forecast_alerts_are_gated_by_fill_history_and_duration() {
     }
 }
 
+#[test]
+fn drive_forecast_alerts_are_gated_by_level_history_and_duration() {
+    let doc = yaml(&rule_files()[1]);
+    let forecasts: Vec<&Yaml> = rules_of(&doc)
+        .into_iter()
+        .filter(|r| {
+            r["alert"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("SsdwatchDrivePredicted"))
+        })
+        .collect();
+    assert_eq!(forecasts.len(), 2);
+    for r in forecasts {
+        let expr = r["expr"].as_str().unwrap();
+        // A level worth worrying about, and days of readings behind the date.
+        assert!(expr.contains("_used_ratio > 0.10"), "{expr}");
+        assert!(expr.contains("hours_watched7d >= 144"), "{expr}");
+        assert!(expr.contains("< 90 * 86400"), "{expr}");
+        let dur = humantime::parse_duration(r["for"].as_str().unwrap()).unwrap();
+        assert!(dur.as_secs() >= 6 * 3600, "{expr}: for {dur:?}");
+    }
+}
+
 /// `ssdwatch sample` of this very machine (SMART off: its disks have none, and smartctl's
 /// timeouts would only slow this down), with its state in `dir`.
 fn sample_this_machine(dir: &Path) -> String {
