@@ -97,6 +97,10 @@ catalogue! {
         "Largest discard the device's queue accepts; 0 means this layer drops discards.";
     DISK_DISCARD_GRANULARITY_BYTES: Gauge "ssdwatch_disk_discard_granularity_bytes" ["device"] unit "bytes"
         "Discard granularity of the device's queue.";
+    DISK_WRITE_CACHE_VOLATILE: Gauge "ssdwatch_disk_write_cache_volatile" ["device"] unit ""
+        "The kernel's queue/write_cache: 1 for write back (it sends cache flushes), 0 for write through (it sends none).";
+    DISK_FUA: Gauge "ssdwatch_disk_fua" ["device"] unit ""
+        "The kernel's queue/fua: 1 when the device takes Force Unit Access writes.";
     DISK_SOLID_STATE: Gauge "ssdwatch_disk_solid_state" ["device", "source"] unit ""
         "1 when the drive is taken for solid-state (flash), 0 for spinning; source says from what: config, smart (rotation rate), nvme, rotational (the kernel's flag), virtual_discard (a virtual disk that passes discards).";
     // Collector `diskstats`: I/O, discard and idle counters from /sys/block/*/stat.
@@ -256,6 +260,8 @@ catalogue! {
         "Times the drive entered host-controlled thermal management: level light (TMT1) or heavy (TMT2).";
     DEVICE_THERMAL_THROTTLE_SECONDS_TOTAL: Counter "ssdwatch_device_thermal_throttle_seconds_total" ["device", "serial", "wwn", "level"] unit "seconds"
         "Time the drive spent throttled by host-controlled thermal management: level light (TMT1) or heavy (TMT2).";
+    DEVICE_DURABILITY_RISK_INFO: Gauge "ssdwatch_device_durability_risk_info" ["device", "serial", "wwn", "reason"] unit ""
+        "Whether an fsync on the drive may return before the data is durable, always 1: reason cache_flushes_off, sync_faster_than_medium, none or unknown.";
     // Collector `smart`: the runs of smartctl.
     DEVICE_SMARTCTL_STUCK: Gauge "ssdwatch_device_smartctl_stuck" ["device"] unit ""
         "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.";

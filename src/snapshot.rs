@@ -186,6 +186,9 @@ pub struct Shared {
     topology: RwLock<Option<(Arc<Topology>, Instant)>>,
     /// SMART's rotation rate per kernel name (0 = solid state), as the SMART collector last read it.
     rotation_rates: RwLock<HashMap<String, u64>>,
+    /// The median latency of the last `sync_write_4k` probe run per physical drive (kernel
+    /// name), in seconds, as the probe collector last measured it.
+    sync_write_p50: RwLock<HashMap<String, f64>>,
 }
 
 impl Shared {
@@ -195,6 +198,22 @@ impl Shared {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         g.get(device).copied()
+    }
+
+    pub fn sync_write_p50(&self, device: &str) -> Option<f64> {
+        let g = self
+            .sync_write_p50
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        g.get(device).copied()
+    }
+
+    pub fn set_sync_write_p50(&self, device: &str, seconds: f64) {
+        let mut g = self
+            .sync_write_p50
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        g.insert(device.to_string(), seconds);
     }
 
     pub fn set_rotation_rate(&self, device: &str, rpm: u64) {

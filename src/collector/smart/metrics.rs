@@ -2,6 +2,7 @@
 //! what a sample publishes, built from what the drive's state remembers.
 
 use super::drive::{DriveState, Target, waf_over_window};
+use super::durability::Reason;
 use crate::catalogue;
 use crate::metrics::MetricSet;
 use crate::smart::{EXIT_BITS, Health};
@@ -15,6 +16,7 @@ pub(super) fn drive_metrics(
     st: &DriveState,
     every: Duration,
     now: f64,
+    risk: Option<Reason>,
     m: &mut MetricSet,
 ) {
     let h = st.last.as_ref();
@@ -39,6 +41,10 @@ pub(super) fn drive_metrics(
     health_metrics(&ids, h, m);
     self_test_metrics(&ids, h, m);
     thermal_metrics(&ids, h, m);
+    if let Some(r) = risk {
+        m.family(&catalogue::DEVICE_DURABILITY_RISK_INFO)
+            .push(&ids.and("reason", r.as_str()), 1.0);
+    }
     waf_metrics(&ids, st, h, m);
     attribute_metrics(&ids, h, m);
 }

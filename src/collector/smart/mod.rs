@@ -9,6 +9,7 @@
 mod access;
 mod atasmart;
 mod drive;
+mod durability;
 mod escape;
 pub mod helper;
 mod metrics;
@@ -313,7 +314,8 @@ impl Collector for SmartCollector {
         self.forget_gone(&targets);
         let reads = self.start_due(&targets, &mut sample);
         self.take_results(ctx, &targets, reads, &mut sample).await;
-        self.fill_metrics(&targets, &mut sample);
+        let topo = topo.or_else(|| ctx.shared.topology(ctx.topology_max_age));
+        self.fill_metrics(ctx, topo.as_deref(), &targets, &mut sample);
         Ok(sample)
     }
 }
@@ -555,7 +557,13 @@ impl SmartCollector {
     }
 
     /// Every drive's metrics, from its state (a drive not read this time shows its last).
-    fn fill_metrics(&self, targets: &[Target], sample: &mut Sample) {
+    fn fill_metrics(
+        &self,
+        ctx: &Context,
+        topo: Option<&Topology>,
+        targets: &[Target],
+        sample: &mut Sample,
+    ) {
         let now_unix = unix_now();
         for t in targets {
             let stuck = self
@@ -571,10 +579,31 @@ impl SmartCollector {
                 );
             if let Some(st) = self.drives.get(&t.label) {
                 let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
-                metrics::drive_metrics(t, st, every, now_unix, &mut sample.metrics);
+                let risk = durability_of(ctx, topo, t, st);
+                metrics::drive_metrics(t, st, every, now_unix, risk, &mut sample.metrics);
             }
         }
     }
+}
+
+/// Whether fsync on the drive may not be durable, from the kernel's queue settings, the drive's
+/// own write-cache setting and the last sync-write probe on it; None for a drive the kernel
+/// doesn't list under that name (a RAID port read through its controller) or without SMART data.
+fn durability_of(
+    ctx: &Context,
+    topo: Option<&Topology>,
+    t: &Target,
+    st: &DriveState,
+) -> Option<durability::Reason> {
+    let h = st.last.as_ref()?;
+    let kernel = topo?.get(&t.label)?;
+    let e = durability::Evidence {
+        kernel_write_back: kernel.write_cache,
+        drive_cache_enabled: h.write_cache_enabled,
+        rotational: h.rotation_rate_rpm.map(|r| r > 0).or(kernel.rotational),
+        sync_write_p50_seconds: ctx.shared.sync_write_p50(&t.label),
+    };
+    Some(durability::assess(&e))
 }
 
 /// A fresh reading for the history store, keyed by the drive's identity: None when the run at
