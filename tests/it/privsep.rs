@@ -810,15 +810,15 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
         .unwrap();
     let cases = [
         (
-            r#"{"op":"smartctl","id":1,"path":"/etc/shadow","dev_type":null,"protocol":null}"#,
+            r#"{"op":"smartctl","id":1,"path":"/etc/shadow","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
             "/etc/shadow is neither a configured device nor a kernel drive name under /dev/",
         ),
         (
-            r#"{"op":"smartctl","id":2,"path":"/dev/bus/0","dev_type":"megaraid,4","protocol":null}"#,
+            r#"{"op":"smartctl","id":2,"path":"/dev/bus/0","dev_type":"megaraid,4","protocol":null,"asks":{"devstat":true,"logs":true}}"#,
             "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices",
         ),
         (
-            r#"{"op":"smartctl","id":3,"path":"/dev/sdz","dev_type":null,"protocol":null}"#,
+            r#"{"op":"smartctl","id":3,"path":"/dev/sdz","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
             "/dev/sdz is left out by device_include/device_exclude",
         ),
         (
@@ -838,7 +838,7 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     // An allowed device: the output of the fixed argument set, byte for byte.
     send(
         &mut sock,
-        r#"{"op":"smartctl","id":5,"path":"/dev/fake0","dev_type":null,"protocol":"ATA"}"#,
+        r#"{"op":"smartctl","id":5,"path":"/dev/fake0","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#,
     );
     let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
     assert_eq!(reply["reply"], "output", "{reply}");
@@ -856,7 +856,7 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     fake.mode("hang0", "hang");
     send(
         &mut sock,
-        r#"{"op":"smartctl","id":6,"path":"/dev/hang0","dev_type":null,"protocol":null}"#,
+        r#"{"op":"smartctl","id":6,"path":"/dev/hang0","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
     );
     let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
     assert_eq!(
@@ -880,7 +880,7 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     fake.mode("flood0", "flood");
     send(
         &mut sock,
-        r#"{"op":"smartctl","id":7,"path":"/dev/flood0","dev_type":null,"protocol":null}"#,
+        r#"{"op":"smartctl","id":7,"path":"/dev/flood0","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
     );
     let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
     assert_eq!(reply["reply"], "output", "{reply}");

@@ -17,7 +17,7 @@ mod runner;
 
 pub use atasmart::Backend;
 pub use drive::waf_over_window;
-pub use runner::smartctl_args;
+pub use runner::{Asks, smartctl_args};
 
 use crate::catalogue;
 use crate::collector::device_filter::{DevicePattern, wanted};
@@ -341,7 +341,7 @@ impl Reads {
         helper: Option<helper::Client>,
         t: &Target,
         used: atasmart::Used,
-        protocol: Option<&str>,
+        (protocol, asks): (Option<&str>, runner::Asks),
         in_kernel: Arc<std::sync::atomic::AtomicBool>,
     ) {
         let set = &mut self.set;
@@ -354,6 +354,7 @@ impl Reads {
                     path: t.path.clone(),
                     dev_type: t.dev_type.clone(),
                     protocol: protocol.and_then(helper::Protocol::from_smartctl),
+                    asks,
                 };
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
@@ -377,6 +378,7 @@ impl Reads {
                     &t.path,
                     t.dev_type.as_deref(),
                     protocol,
+                    asks,
                     cfg.nocheck_standby,
                 );
                 let bin = cfg.smartctl_path.clone();
@@ -479,8 +481,19 @@ impl SmartCollector {
                 None => matches!(t.dev_type.as_deref(), None | Some("sat" | "ata")),
             };
             let used = atasmart::choose(self.cfg.backend, smartctl_found, may_be_ata);
-            let protocol = st.protocol.as_deref().filter(|_| !st.extras_refused);
-            reads.spawn(&self.cfg, self.helper.clone(), t, used, protocol, in_kernel);
+            let protocol = st.protocol.as_deref();
+            let asks = runner::Asks {
+                devstat: !st.no_devstat,
+                logs: !st.no_logs,
+            };
+            reads.spawn(
+                &self.cfg,
+                self.helper.clone(),
+                t,
+                used,
+                (protocol, asks),
+                in_kernel,
+            );
         }
         reads
     }

@@ -364,6 +364,8 @@ fn a_rejected_device_statistics_log_costs_only_its_own_fields_and_is_not_asked_a
     assert_eq!(runs.len(), 3);
     assert!(runs[1].contains("--log=devstat"), "{argv}");
     assert!(!runs[2].contains("--log=devstat"), "{argv}");
+    // The other logs are still asked for: only the refused one goes.
+    assert!(runs[2].contains("--log=selftest"), "{argv}");
 }
 
 #[test]

@@ -201,6 +201,7 @@ pub enum RequestKind {
         path: String,
         dev_type: Option<String>,
         protocol: Option<super::Protocol>,
+        asks: super::super::runner::Asks,
     },
     Atasmart {
         path: String,
@@ -214,11 +215,13 @@ impl RequestKind {
                 path,
                 dev_type,
                 protocol,
+                asks,
             } => Request::Smartctl {
                 id,
                 path,
                 dev_type,
                 protocol,
+                asks,
             },
             RequestKind::Atasmart { path } => Request::Atasmart { id, path },
         }

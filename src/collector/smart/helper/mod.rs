@@ -75,6 +75,8 @@ pub enum Request {
         path: String,
         dev_type: Option<String>,
         protocol: Option<Protocol>,
+        /// Which of the protocol's logs; the drive refused the others.
+        asks: super::runner::Asks,
     },
     /// Read an ATA drive through libatasmart.
     Atasmart { id: u64, path: String },
@@ -398,24 +400,25 @@ mod tests {
             path: "/dev/sda".into(),
             dev_type: None,
             protocol: Some(Protocol::Ata),
+            asks: super::super::runner::Asks::ALL,
         };
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(
             text,
-            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA"}"#
+            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#
         );
         assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
         // No way to smuggle an argument list in.
         assert!(
             serde_json::from_str::<Request>(
-                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","args":["-x"]}"#
+                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true},"args":["-x"]}"#
             )
             .is_err()
         );
         // Nor another set of logs.
         assert!(
             serde_json::from_str::<Request>(
-                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"-x"}"#
+                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"-x","asks":{"devstat":true,"logs":true}}"#
             )
             .is_err()
         );
