@@ -81,6 +81,10 @@ pub struct SmartConfig {
     pub timeout: Duration,
     pub parallelism: usize,
     pub nocheck_standby: bool,
+    /// Ask each drive, once its protocol is known, for its small logs in the same run (error
+    /// log count, self-test log, temperature limits, write cache). Off: only the base set and
+    /// ATA's device statistics, as before these were read.
+    pub read_logs: bool,
     /// Which backend reads ATA drives: auto (smartctl if installed, else libatasmart),
     /// smartctl, or libatasmart (builds with the `atasmart` feature). NVMe is smartctl's.
     pub backend: Backend,
@@ -103,6 +107,7 @@ impl Default for SmartConfig {
             timeout: Duration::from_secs(30),
             parallelism: 2,
             nocheck_standby: true,
+            read_logs: true,
             backend: Backend::Auto,
             discover: true,
             device_include: None,
@@ -484,7 +489,7 @@ impl SmartCollector {
             let protocol = st.protocol.as_deref();
             let asks = runner::Asks {
                 devstat: !st.no_devstat,
-                logs: !st.no_logs,
+                logs: self.cfg.read_logs && !st.no_logs,
             };
             reads.spawn(
                 &self.cfg,

@@ -827,3 +827,31 @@ fn fsync_on_a_drive_whose_cache_the_kernel_no_longer_flushes_is_flagged() {
         "sync_faster_than_medium"
     );
 }
+
+#[test]
+fn with_read_logs_off_a_known_ata_drive_is_asked_the_device_statistics_only() {
+    let fake = Fake::new();
+    fake.ok("sda", "ata-samsung-860evo.json");
+    let cfg = SmartConfig {
+        read_logs: false,
+        ..config(&fake, &["sda"])
+    };
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let _ = sample(&mut c);
+    let (m, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "{errors:?}");
+    let argv = fake.argv("sda");
+    let runs: Vec<&str> = argv.lines().collect();
+    assert_eq!(runs.len(), 2, "{argv}");
+    assert!(runs[1].contains("--log=devstat"), "{argv}");
+    for log in [
+        "--log=error",
+        "--log=selftest",
+        "--capabilities",
+        "--get=wcache",
+    ] {
+        assert!(!argv.contains(log), "{log}: {argv}");
+    }
+    // What the output carries is still read (this capture holds a self-test log).
+    assert!(m.contains("ssdwatch_device_self_test_last_result{"), "{m}");
+}
