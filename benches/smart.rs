@@ -64,7 +64,13 @@ fn smartctl_spawn_cost() {
         println!("smartctl spawn cost: no drive to query on this machine");
         return;
     };
-    let args = ssdwatch::collector::smart::smartctl_args(dev, None, None, true);
+    let args = ssdwatch::collector::smart::smartctl_args(
+        dev,
+        None,
+        None,
+        ssdwatch::collector::smart::Asks::ALL,
+        true,
+    );
     let runs = 50;
     let before = children_cpu_seconds();
     let wall = std::time::Instant::now();

@@ -104,6 +104,10 @@ catalogue! {
         "Largest discard the device's queue accepts; 0 means this layer drops discards.";
     DISK_DISCARD_GRANULARITY_BYTES: Gauge "ssdwatch_disk_discard_granularity_bytes" ["device"] unit "bytes"
         "Discard granularity of the device's queue.";
+    DISK_WRITE_CACHE_VOLATILE: Gauge "ssdwatch_disk_write_cache_volatile" ["device"] unit ""
+        "The kernel's queue/write_cache: 1 for write back (it sends cache flushes), 0 for write through (it sends none).";
+    DISK_FUA: Gauge "ssdwatch_disk_fua" ["device"] unit ""
+        "The kernel's queue/fua: 1 when the device takes Force Unit Access writes.";
     DISK_SOLID_STATE: Gauge "ssdwatch_disk_solid_state" ["device", "source"] unit ""
         "1 when the drive is taken for solid-state (flash), 0 for spinning; source says from what: config, smart (rotation rate), nvme, rotational (the kernel's flag), virtual_discard (a virtual disk that passes discards).";
     // Collector `diskstats`: I/O, discard and idle counters from /sys/block/*/stat.
@@ -344,6 +348,28 @@ catalogue! {
         "ATA SMART attribute normalized value (vendor scale, usually 100 or 200 = new).";
     DEVICE_SMART_ATTRIBUTE_RAW: Gauge "ssdwatch_device_smart_attribute_raw" ["device", "serial", "id", "name"] unit ""
         "ATA SMART attribute raw value (48-bit; meaning and unit depend on the drive family).";
+    DEVICE_ERROR_LOG_ENTRIES_TOTAL: Counter "ssdwatch_device_error_log_entries_total" ["device", "serial", "wwn"] unit ""
+        "Errors the drive's own error log has counted over its life (NVMe error information log entries, ATA SMART error log count); alert on growth, not on the lifetime value.";
+    DEVICE_NON_MEDIUM_ERRORS_TOTAL: Counter "ssdwatch_device_non_medium_errors_total" ["device", "serial", "wwn"] unit ""
+        "SCSI non-medium errors over the drive's life (transport, hardware and firmware faults, not the medium).";
+    DEVICE_SELF_TEST_LAST_RESULT: Gauge "ssdwatch_device_self_test_last_result" ["device", "serial", "wwn", "type", "result"] unit ""
+        "The newest entry of the drive's self-test log, always 1: type (short, extended, conveyance, selective, offline, other) and result (passed, failed, aborted, in_progress, other).";
+    DEVICE_SELF_TEST_LAST_AGE_SECONDS: Gauge "ssdwatch_device_self_test_last_age_seconds" ["device", "serial", "wwn"] unit "seconds"
+        "Power-on time since the newest self-test ran (the drive's hour counter now minus the log entry's; not wall time).";
+    DEVICE_SELF_TEST_LAST_FAILING_LBA: Gauge "ssdwatch_device_self_test_last_failing_lba" ["device", "serial", "wwn"] unit ""
+        "The first failing LBA the newest self-test logged, when it logged one.";
+    DEVICE_SELF_TEST_IN_PROGRESS: Gauge "ssdwatch_device_self_test_in_progress" ["device", "serial", "wwn"] unit ""
+        "1 while the drive reports a self-test running (ATA self-test status, NVMe current operation).";
+    DEVICE_TEMPERATURE_LIMIT_CELSIUS: Gauge "ssdwatch_device_temperature_limit_celsius" ["device", "serial", "wwn", "limit"] unit "celsius"
+        "The drive's own temperature limits: warning (NVMe WCTEMP, ATA SCT operating limit) and critical (NVMe CCTEMP, SCSI drive trip).";
+    DEVICE_TEMPERATURE_ABOVE_LIMIT_SECONDS_TOTAL: Counter "ssdwatch_device_temperature_above_limit_seconds_total" ["device", "serial", "wwn", "limit"] unit "seconds"
+        "Time the drive spent above its warning or critical composite temperature over its life (NVMe counts minutes).";
+    DEVICE_THERMAL_THROTTLE_TRANSITIONS_TOTAL: Counter "ssdwatch_device_thermal_throttle_transitions_total" ["device", "serial", "wwn", "level"] unit ""
+        "Times the drive entered host-controlled thermal management: level light (TMT1) or heavy (TMT2).";
+    DEVICE_THERMAL_THROTTLE_SECONDS_TOTAL: Counter "ssdwatch_device_thermal_throttle_seconds_total" ["device", "serial", "wwn", "level"] unit "seconds"
+        "Time the drive spent throttled by host-controlled thermal management: level light (TMT1) or heavy (TMT2).";
+    DEVICE_DURABILITY_RISK_INFO: Gauge "ssdwatch_device_durability_risk_info" ["device", "serial", "wwn", "reason"] unit ""
+        "Whether an fsync on the drive may return before the data is durable, always 1: reason cache_flushes_off, sync_faster_than_medium, none or unknown.";
     // Collector `smart`: the runs of smartctl.
     DEVICE_SMARTCTL_STUCK: Gauge "ssdwatch_device_smartctl_stuck" ["device"] unit ""
         "1 while a smartctl of this drive, killed at its timeout, is still stuck in the kernel (a failing drive or controller); no new run starts meanwhile.";
@@ -621,6 +647,7 @@ mod tests {
         let mut files = vec![
             repo().join("packaging/prometheus/ssdwatch.rules.yml"),
             repo().join("packaging/prometheus/ssdwatch.alerts.yml"),
+            repo().join("packaging/prometheus/ssdwatch.optional.alerts.yml"),
         ];
         for e in std::fs::read_dir(repo().join("dashboards")).unwrap() {
             let p = e.unwrap().path();

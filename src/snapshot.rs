@@ -318,6 +318,9 @@ pub struct Shared {
     /// The layers under the filesystems as the layers collector last read them, and until
     /// when they count.
     layers: RwLock<Option<(Arc<crate::layers::Layers>, Instant)>>,
+    /// The median latency of the last `sync_write_4k` probe run per physical drive (kernel
+    /// name), in seconds, as the probe collector last measured it.
+    sync_write_p50: RwLock<HashMap<String, f64>>,
 }
 
 impl Shared {
@@ -327,6 +330,22 @@ impl Shared {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         g.get(device).copied()
+    }
+
+    pub fn sync_write_p50(&self, device: &str) -> Option<f64> {
+        let g = self
+            .sync_write_p50
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        g.get(device).copied()
+    }
+
+    pub fn set_sync_write_p50(&self, device: &str, seconds: f64) {
+        let mut g = self
+            .sync_write_p50
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        g.insert(device.to_string(), seconds);
     }
 
     pub fn set_rotation_rate(&self, device: &str, rpm: u64) {

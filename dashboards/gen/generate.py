@@ -306,6 +306,26 @@ def host():
                      targets((f"ssdwatch_device_media_errors_total{{{HOST}}}", "{{device}} {{serial}}")), unit="short", min_=0), w=8)
     L.add(timeseries("Temperature", "Composite temperature the drive reports.",
                      targets((f"ssdwatch_device_temperature_celsius{{{HOST}}}", "{{device}}")), unit="celsius"), w=8)
+    L.add(timeseries("Temperature against the drive's own limits", "Each drive's temperature with the warning and critical limits it declares (NVMe WCTEMP/CCTEMP, ATA SCT operating limit, SCSI drive trip; dashed). Drives that declare none show no limit.",
+                     targets((f"ssdwatch_device_temperature_celsius{{{HOST}}} and on (instance, job, device) ssdwatch_device_temperature_limit_celsius", "{{device}}"),
+                             (f"ssdwatch_device_temperature_limit_celsius{{{HOST}}}", "{{device}} {{limit}} limit")),
+                     unit="celsius",
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*limit"}, "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]}]), w=8)
+    L.add(timeseries("Time above the temperature limits, per day", "Minutes a day the drive itself counted above its warning or critical temperature (NVMe): catches heat between two SMART samples. Any is worth a look.",
+                     targets((f"increase(ssdwatch_device_temperature_above_limit_seconds_total{{{HOST}}}[1d])", "{{device}} above {{limit}}")),
+                     unit="s", min_=0), w=8)
+    L.add(timeseries("Thermal throttling, per day", "Time a day the drive slowed itself by host-controlled thermal management (NVMe TMT1 light, TMT2 heavy): latency without errors.",
+                     targets((f"increase(ssdwatch_device_thermal_throttle_seconds_total{{{HOST}}}[1d])", "{{device}} {{level}}")),
+                     unit="s", min_=0), w=8)
+    L.add(timeseries("Error-log entries, new per day", "Entries the drive added to its own error log (NVMe error information log, ATA SMART error log) per day. The lifetime count means little; growth means failing commands.",
+                     targets((f"increase(ssdwatch_device_error_log_entries_total{{{HOST}}}[1d])", "{{device}} {{serial}}")),
+                     unit="short", min_=0), w=8)
+    L.add(table("Latest self-test", "The newest entry of each drive's self-test log (ssdwatch never starts one): type, result and power-on days since it ran.",
+                targets((f"ssdwatch_device_self_test_last_age_seconds{{{HOST}}} / 86400 * on (instance, job, device) group_left (type, result) ssdwatch_device_self_test_last_result{{{HOST}}}", ""), instant=True, fmt="table"),
+                unit="d", hide=("Time", "__name__", "instance", "job", "wwn"), rename={"Value": "days since (power-on)"}), w=8)
+    L.add(table("Is fsync durable?", "Per drive: the kernel's cache mode (1 write back: flushes sent; 0 write through: none) and the judgement (docs/durability.md): cache_flushes_off, sync_faster_than_medium, none, unknown.",
+                targets((f"ssdwatch_device_durability_risk_info{{{HOST}}} * on (instance, job, device) group_left () ssdwatch_disk_write_cache_volatile{{{HOST}}}", ""), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job", "wwn"), rename={"Value": "kernel write back"}), w=8)
     L.add(timeseries("Write amplification", "NAND bytes written / host bytes written: over the drive's life and over the last day (1 is ideal).",
                      targets((f"ssdwatch_device_write_amplification_ratio{{{HOST}}}", "{{device}} {{window}}")), unit="short", min_=0), w=8)
     L.add(timeseries("Host and NAND bytes written per day (SMART)", "Bytes the host wrote to the drive and bytes the drive wrote to flash, per day (increase over 1 d).",

@@ -533,6 +533,16 @@ impl Collector for ProbeCollector {
                         if r.results.iter().any(|k| k.probe == ProbeKind::SeqWrite) {
                             t.last_seq = Some(now);
                         }
+                        // The durability check of the SMART collector compares it with what
+                        // the drive's medium can do.
+                        let p50 = r.results.iter().find_map(|k| {
+                            (k.probe == ProbeKind::SyncWrite4k).then_some(k.p50_seconds)?
+                        });
+                        if let Some(p50) = p50 {
+                            for d in &r.placement.drives {
+                                ctx.shared.set_sync_write_p50(d, p50);
+                            }
+                        }
                         records.extend(history_records(r, topology.as_deref()));
                     }
                     if let Some(e) = apply(t, o) {

@@ -207,6 +207,10 @@ pub fn topology_metrics(t: &Topology, m: &mut MetricSet) {
             .push_opt(&l, d.discard_max_bytes.map(|v| v as f64));
         m.family(&catalogue::DISK_DISCARD_GRANULARITY_BYTES)
             .push_opt(&l, d.discard_granularity.map(|v| v as f64));
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        m.family(&catalogue::DISK_WRITE_CACHE_VOLATILE)
+            .push_opt(&l, d.write_cache.map(flag));
+        m.family(&catalogue::DISK_FUA).push_opt(&l, d.fua.map(flag));
     }
 }
 

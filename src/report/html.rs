@@ -145,17 +145,36 @@ fn filesystems(o: &mut String, r: &Report) {
     }
 }
 
+/// A drive's health in one cell: its concerns, else what is known of it.
+fn health_cell(h: &super::DriveHealth) -> String {
+    let c = h.concerns();
+    if !c.is_empty() {
+        return c.iter().map(|c| esc(c)).collect::<Vec<_>>().join("<br>");
+    }
+    let mut ok = Vec::new();
+    if h.error_log_entries_new_7d.is_some() {
+        ok.push("no new errors".to_string());
+    }
+    if let Some(t) = &h.self_test {
+        ok.push(format!("self-test {}", esc(t)));
+    }
+    if h.durability.as_deref() == Some("none") {
+        ok.push("fsync: no sign of a risk".to_string());
+    }
+    ok.join("<br>")
+}
+
 fn drives(o: &mut String, r: &Report) {
     o.push_str("<h2>Drives</h2>");
     if r.drives.is_empty() {
         o.push_str("<p class=\"note\">None recorded yet.</p>");
         return;
     }
-    o.push_str("<table><tr><th>device</th><th>model</th><th>serial</th><th>wear used</th><th>predicted wear-out</th><th>written (TBW consumed)</th><th>of rating</th><th>write ampl. (30 d)</th><th>discard bursts</th><th>last TRIM</th></tr>");
+    o.push_str("<table><tr><th>device</th><th>model</th><th>serial</th><th>wear used</th><th>predicted wear-out</th><th>written (TBW consumed)</th><th>of rating</th><th>write ampl. (30 d)</th><th>discard bursts</th><th>last TRIM</th><th>health</th></tr>");
     for d in &r.drives {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(d.device.as_deref().unwrap_or("?")),
             esc(d.model.as_deref().unwrap_or("")),
             esc(d.serial.as_deref().unwrap_or("")),
@@ -166,6 +185,7 @@ fn drives(o: &mut String, r: &Report) {
             opt(d.write_amplification_30d, |w| format!("{w:.2}")),
             d.discard_bursts,
             opt(d.last_discard_unix, datetime),
+            health_cell(&d.health),
         );
     }
     o.push_str("</table>");

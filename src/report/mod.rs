@@ -82,6 +82,55 @@ pub struct DriveReport {
     pub last_discard_bytes: Option<u64>,
     /// Daily (day's last time, wear used ratio), for the wear chart.
     pub wear: Vec<(i64, f64)>,
+    /// What the drive's own logs and the durability check say now (from Prometheus: the
+    /// history store does not keep these).
+    pub health: DriveHealth,
+}
+
+/// A drive's health as of the report: its error log, newest self-test, temperature against
+/// its own limit, and whether fsync on it is durable. Unknown is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DriveHealth {
+    pub error_log_entries: Option<f64>,
+    /// Entries added over the last 7 days.
+    pub error_log_entries_new_7d: Option<f64>,
+    /// The newest self-test's type and result, e.g. "extended failed".
+    pub self_test: Option<String>,
+    /// Power-on time since it ran.
+    pub self_test_age_seconds: Option<f64>,
+    pub temperature_celsius: Option<f64>,
+    pub temperature_warning_celsius: Option<f64>,
+    /// Time above the warning limit over the last 7 days, as the drive counted it.
+    pub above_warning_seconds_7d: Option<f64>,
+    /// `ssdwatch_device_durability_risk_info`'s reason.
+    pub durability: Option<String>,
+}
+
+impl DriveHealth {
+    /// The facts worth a reader's attention, in plain words; empty when all is well or unknown.
+    pub fn concerns(&self) -> Vec<String> {
+        let mut c = Vec::new();
+        if let Some(n) = self.error_log_entries_new_7d.filter(|n| *n > 0.0) {
+            c.push(format!("{n:.0} new error-log entries in 7 days"));
+        }
+        if let Some(t) = self.self_test.as_deref().filter(|t| t.ends_with(" failed")) {
+            c.push(format!("latest self-test: {t}"));
+        }
+        if let Some(s) = self.above_warning_seconds_7d.filter(|s| *s > 0.0) {
+            c.push(format!(
+                "{:.0} min above its warning temperature in 7 days",
+                s / 60.0
+            ));
+        }
+        if let Some(r) = self
+            .durability
+            .as_deref()
+            .filter(|r| *r != "none" && *r != "unknown")
+        {
+            c.push(format!("fsync may not be durable ({r})"));
+        }
+        c
+    }
 }
 
 /// Histories shorter than this many days draw usage from the stored samples.
@@ -261,10 +310,16 @@ fn build_in(
             last_discard_unix: discards.last().map(|e| e.0),
             last_discard_bytes: discards.last().map(|e| e.1),
             wear,
+            health: DriveHealth::default(),
         });
     }
     if drives.is_empty() {
         unknown.push("no SMART samples of a drive yet: wear and wear-out dates are unknown".into());
+    } else {
+        unknown.push(
+            "drive health (error log, self-test, temperature limits, fsync durability) is not kept in the history store: `report --prometheus` shows it"
+                .into(),
+        );
     }
     let degradation = degradation::analyse(store, 0, now)?;
     if degradation.is_empty() {

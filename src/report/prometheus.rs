@@ -9,7 +9,7 @@
 //! (only series exported by `ssdwatch history export`, which carry each run's fill), and the
 //! TRIM/idle recovery gauges at one point an hour in 30-day chunks (720 points a series).
 
-use super::{DriveReport, FsReport, Report};
+use super::{DriveHealth, DriveReport, FsReport, Report};
 use crate::catalogue;
 use crate::history::current;
 use crate::history::curve::{Curve, Recovery};
@@ -395,6 +395,7 @@ struct DriveFacts {
     sizes: BTreeMap<String, u64>,
     daemon_used: BTreeMap<DriveLabels, f64>,
     daemon_date: BTreeMap<DriveLabels, f64>,
+    health: BTreeMap<DriveLabels, DriveHealth>,
 }
 
 impl DriveFacts {
@@ -415,11 +416,81 @@ impl DriveFacts {
                 .filter_map(|(l, p)| Some((drive_labels(&l), p.first()?.1)))
                 .collect())
         };
+        // The drive's health now: the latest of each series (2 days back, as above).
+        let mut health: BTreeMap<DriveLabels, DriveHealth> = BTreeMap::new();
+        let put = |h: &mut BTreeMap<DriveLabels, DriveHealth>,
+                   q: String,
+                   set: &dyn Fn(&mut DriveHealth, &Labels, f64)|
+         -> Result<(), QueryError> {
+            for (l, p) in api.query(&q, now)? {
+                if let Some(&(_, v)) = p.first() {
+                    set(h.entry(drive_labels(&l)).or_default(), &l, v);
+                }
+            }
+            Ok(())
+        };
+        let lot = |m: &str, extra: &str| format!("last_over_time({m}{}[2d])", sel(instance, extra));
+        put(
+            &mut health,
+            lot(catalogue::DEVICE_ERROR_LOG_ENTRIES_TOTAL.name, ""),
+            &|h, _, v| h.error_log_entries = Some(v),
+        )?;
+        put(
+            &mut health,
+            format!(
+                "increase({}{}[7d])",
+                catalogue::DEVICE_ERROR_LOG_ENTRIES_TOTAL.name,
+                fs_sel
+            ),
+            &|h, _, v| h.error_log_entries_new_7d = Some(v),
+        )?;
+        put(
+            &mut health,
+            lot(catalogue::DEVICE_SELF_TEST_LAST_RESULT.name, ""),
+            &|h, l, _| {
+                if let (Some(t), Some(r)) = (label(l, "type"), label(l, "result")) {
+                    h.self_test = Some(format!("{t} {r}"));
+                }
+            },
+        )?;
+        put(
+            &mut health,
+            lot(catalogue::DEVICE_SELF_TEST_LAST_AGE_SECONDS.name, ""),
+            &|h, _, v| h.self_test_age_seconds = Some(v),
+        )?;
+        put(
+            &mut health,
+            lot(catalogue::DEVICE_TEMPERATURE_CELSIUS.name, ""),
+            &|h, _, v| h.temperature_celsius = Some(v),
+        )?;
+        put(
+            &mut health,
+            lot(
+                catalogue::DEVICE_TEMPERATURE_LIMIT_CELSIUS.name,
+                r#"limit="warning""#,
+            ),
+            &|h, _, v| h.temperature_warning_celsius = Some(v),
+        )?;
+        put(
+            &mut health,
+            format!(
+                "increase({}{}[7d])",
+                catalogue::DEVICE_TEMPERATURE_ABOVE_LIMIT_SECONDS_TOTAL.name,
+                sel(instance, r#"limit="warning""#)
+            ),
+            &|h, _, v| h.above_warning_seconds_7d = Some(v),
+        )?;
+        put(
+            &mut health,
+            lot(catalogue::DEVICE_DURABILITY_RISK_INFO.name, ""),
+            &|h, l, _| h.durability = label(l, "reason").map(str::to_string),
+        )?;
         Ok(DriveFacts {
             models,
             sizes,
             daemon_used: gauge(catalogue::DEVICE_ENDURANCE_USED_RATIO.name)?,
             daemon_date: gauge(catalogue::DEVICE_PREDICTED_ENDURANCE_TIMESTAMP_SECONDS.name)?,
+            health,
         })
     }
 }
@@ -475,6 +546,7 @@ fn drive(
         last_discard_unix: None,
         last_discard_bytes: None,
         wear,
+        health: facts.health.get(&k).cloned().unwrap_or_default(),
     }
 }
 

@@ -131,6 +131,29 @@ fn drive(o: &mut String, d: &DriveReport) {
         opt(d.write_amplification_30d, |w| format!("{w:.2}")),
         opt(d.predicted_endurance_exhausted_unix, date)
     );
+    let h = &d.health;
+    if h != &super::DriveHealth::default() {
+        let _ = writeln!(
+            o,
+            "    error log {} ({} new in 7 days)  latest self-test: {}{}  temperature {} (its warning limit {})  fsync durable: {}",
+            opt(h.error_log_entries, |n| format!("{n:.0}")),
+            opt(h.error_log_entries_new_7d, |n| format!("{n:.0}")),
+            h.self_test.as_deref().unwrap_or("none logged"),
+            h.self_test_age_seconds
+                .map(|s| format!(", {:.0} power-on days ago", s / 86_400.0))
+                .unwrap_or_default(),
+            opt(h.temperature_celsius, |t| format!("{t:.0} °C")),
+            opt(h.temperature_warning_celsius, |t| format!("{t:.0} °C")),
+            match h.durability.as_deref() {
+                Some("none") => "no sign otherwise".to_string(),
+                Some(r) => r.to_string(),
+                None => "unknown".to_string(),
+            }
+        );
+        for c in h.concerns() {
+            let _ = writeln!(o, "    ! {c}");
+        }
+    }
 }
 
 /// A drive's discard bursts, and the recovery after the last one of each probe on it.
@@ -244,6 +267,76 @@ fn not_known(o: &mut String, unknown: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn drive(health: super::super::DriveHealth) -> DriveReport {
+        DriveReport {
+            device: Some("sda".into()),
+            model: Some("INTEL SSDSC2KB240G7".into()),
+            serial: Some("S1".into()),
+            wwn: None,
+            capacity_bytes: None,
+            first_seen_unix: 0,
+            last_seen_unix: None,
+            wear_used_ratio: Some(0.45),
+            wear_rate_per_day: None,
+            predicted_wear_out_unix: None,
+            host_written_bytes: None,
+            endurance_used_ratio: None,
+            predicted_endurance_exhausted_unix: None,
+            write_amplification_30d: None,
+            host_bytes_per_day_30d: None,
+            discard_bursts: 0,
+            last_discard_unix: None,
+            last_discard_bytes: None,
+            wear: Vec::new(),
+            health,
+        }
+    }
+
+    #[test]
+    fn a_drive_failing_its_self_test_with_fsync_unprotected_says_so_and_a_quiet_one_does_not() {
+        let bad = drive(super::super::DriveHealth {
+            error_log_entries: Some(14.0),
+            error_log_entries_new_7d: Some(2.0),
+            self_test: Some("extended failed".into()),
+            self_test_age_seconds: Some(3.0 * 86_400.0),
+            temperature_celsius: Some(71.0),
+            temperature_warning_celsius: Some(70.0),
+            above_warning_seconds_7d: Some(1200.0),
+            durability: Some("cache_flushes_off".into()),
+        });
+        let mut o = String::new();
+        super::drive(&mut o, &bad);
+        for want in [
+            "error log 14 (2 new in 7 days)",
+            "latest self-test: extended failed, 3 power-on days ago",
+            "temperature 71 °C (its warning limit 70 °C)",
+            "fsync durable: cache_flushes_off",
+            "! 2 new error-log entries in 7 days",
+            "! latest self-test: extended failed",
+            "! 20 min above its warning temperature in 7 days",
+            "! fsync may not be durable (cache_flushes_off)",
+        ] {
+            assert!(o.contains(want), "{want}: {o}");
+        }
+        // A store-backed report knows none of it: no health line at all.
+        let mut o = String::new();
+        super::drive(&mut o, &drive(Default::default()));
+        assert!(!o.contains("self-test") && !o.contains('!'), "{o}");
+        // Healthy and known: the line, no concern.
+        let ok = drive(super::super::DriveHealth {
+            error_log_entries: Some(8382.0),
+            error_log_entries_new_7d: Some(0.0),
+            self_test: Some("short passed".into()),
+            durability: Some("none".into()),
+            ..Default::default()
+        });
+        let mut o = String::new();
+        super::drive(&mut o, &ok);
+        assert!(o.contains("error log 8382 (0 new in 7 days)"), "{o}");
+        assert!(o.contains("fsync durable: no sign otherwise"), "{o}");
+        assert!(!o.contains('!'), "{o}");
+    }
 
     #[test]
     fn an_escape_sequence_in_a_mount_point_never_reaches_the_terminal() {

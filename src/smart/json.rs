@@ -58,3 +58,25 @@ pub(super) fn mul(n: u64, scale: u64, warnings: &mut Vec<String>) -> Option<u64>
     }
     r
 }
+
+/// `n` when it is at most `max`, else `None` with a warning naming the field: a value past
+/// what the field can hold or a drive can reach is a bad read, not a figure.
+pub(super) fn at_most(
+    n: Option<u64>,
+    max: u64,
+    field: &str,
+    warnings: &mut Vec<String>,
+) -> Option<u64> {
+    let n = n?;
+    if n > max {
+        warnings.push(format!("{field} {n} is implausible (over {max}): dropped"));
+        return None;
+    }
+    Some(n)
+}
+
+/// A drive temperature limit in °C: 0 (and anything outside 1..=150) means none was set.
+pub(super) fn limit_celsius(v: Option<&Value>) -> Option<f64> {
+    v.and_then(Value::as_f64)
+        .filter(|t| (1.0..=150.0).contains(t))
+}

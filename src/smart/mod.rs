@@ -12,13 +12,15 @@ mod model;
 mod normalize;
 mod nvme;
 mod scsi;
+mod selftest;
 pub mod table;
 
 pub use model::{
     Attribute, EXIT_BITS, FamilySource, HOST_WRITTEN_ORDER, Health, Origin, ParseError, Source,
-    WEAR_ORDER,
+    ThermalThrottle, WEAR_ORDER,
 };
 pub use normalize::{normalize, parse};
+pub use selftest::{SelfTest, SelfTestKind, SelfTestResult};
 
 /// The JSON `ssdwatch smart inspect` prints: the normalized model plus the decoded exit bits.
 #[derive(serde::Serialize)]

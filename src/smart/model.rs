@@ -1,6 +1,7 @@
 //! The normalized health model of one drive and the types every protocol shares: where a figure
 //! came from (`Source`) and the ordered lists that decide which source wins. No parsing here.
 
+use super::selftest::SelfTest;
 use serde::{Serialize, Serializer};
 use std::fmt;
 
@@ -72,6 +73,28 @@ pub struct Health {
     pub unsafe_shutdowns: Option<u64>,
     pub reallocated_sectors: Option<u64>,
     pub pending_sectors: Option<u64>,
+    /// Errors the drive's own error log has counted over its life: NVMe
+    /// `num_err_log_entries`, the ATA SMART error log's count (16 bits on the drive).
+    pub error_log_entries: Option<u64>,
+    /// SCSI non-medium errors (transport and hardware faults, not the medium).
+    pub non_medium_errors: Option<u64>,
+    /// The newest entry of the drive's self-test log.
+    pub self_test: Option<SelfTest>,
+    /// Whether a self-test runs now (ATA status byte, NVMe current operation).
+    pub self_test_in_progress: Option<bool>,
+    /// The drive's own temperature limits: NVMe WCTEMP / ATA SCT "op limit" (warning) and
+    /// NVMe CCTEMP / SCSI drive trip (critical).
+    pub temperature_warning_celsius: Option<f64>,
+    pub temperature_critical_celsius: Option<f64>,
+    /// Time spent above the warning / critical composite temperature (NVMe, in minutes on the
+    /// drive), over its life.
+    pub warning_temperature_seconds: Option<u64>,
+    pub critical_temperature_seconds: Option<u64>,
+    /// NVMe host-controlled thermal management: light (TMT1) and heavy (TMT2) throttling.
+    pub thermal_throttle_light: ThermalThrottle,
+    pub thermal_throttle_heavy: ThermalThrottle,
+    /// The drive's volatile write cache is on (ATA `--get=wcache`, SCSI WCE), where reported.
+    pub write_cache_enabled: Option<bool>,
     /// smartctl's own error messages (severity error), verbatim.
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
@@ -90,6 +113,13 @@ impl Health {
             .map(|(_, n)| *n)
             .collect()
     }
+}
+
+/// One NVMe thermal-management level: how often the drive entered it and how long it stayed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ThermalThrottle {
+    pub transitions: Option<u64>,
+    pub seconds: Option<u64>,
 }
 
 /// How a drive's vendor family was found.

@@ -1,9 +1,13 @@
 //! The NVMe SMART / health information log (`nvme_smart_health_information_log`) into the
 //! model. Pure: reads a JSON value only.
 
-use super::json::{celsius, get_u64, mul};
-use super::model::{Found, Health, Origin};
+use super::json::{at_most, celsius, get_u64, mul};
+use super::model::{Found, Health, Origin, ThermalThrottle};
 use serde_json::Value;
+
+/// More error-log entries than this is over one a second for 136 years: an all-ones read or a
+/// firmware fault, not a count (the field is 128 bits wide, so width can't tell).
+const MAX_ERROR_LOG_ENTRIES: u64 = u32::MAX as u64 - 1;
 
 /// NVMe "data units" are thousands of 512-byte units: 512,000 bytes (NVMe base spec, SMART log).
 const NVME_DATA_UNIT_BYTES: u64 = 512_000;
@@ -36,6 +40,40 @@ pub(super) fn normalize(log: &Value, h: &mut Health, found: &mut Found) {
     }
     if h.temperature_celsius.is_none() {
         h.temperature_celsius = celsius(log.get("temperature"));
+    }
+    let w = &mut h.warnings;
+    h.error_log_entries = at_most(
+        n("num_err_log_entries"),
+        MAX_ERROR_LOG_ENTRIES,
+        "num_err_log_entries",
+        w,
+    );
+    // Times the drive was hotter than a limit can't exceed the time it was on (an hour of
+    // slack for the counters' own rounding); the fields are 32 bits on the drive.
+    let on = h.power_on_seconds.map(|s| s.saturating_add(3600));
+    let within_on = |secs: Option<u64>, field: &str, w: &mut Vec<String>| {
+        let secs = at_most(secs, on.unwrap_or(u64::MAX), field, w)?;
+        Some(secs)
+    };
+    // NVMe counts the time above WCTEMP / CCTEMP in minutes.
+    let minutes =
+        |k: &str, w: &mut Vec<String>| at_most(n(k), u64::from(u32::MAX) - 1, k, w).map(|m| m * 60);
+    let warn = minutes("warning_temp_time", w);
+    h.warning_temperature_seconds = within_on(warn, "warning_temp_time", w);
+    let crit = minutes("critical_comp_time", w);
+    h.critical_temperature_seconds = within_on(crit, "critical_comp_time", w);
+    // Thermal management (NVMe 1.3): transition counts and total times in seconds, 32 bits.
+    for (level, slot) in [1, 2]
+        .into_iter()
+        .zip([&mut h.thermal_throttle_light, &mut h.thermal_throttle_heavy])
+    {
+        let count = format!("thermal_temp{level}_transition_count");
+        let time = format!("thermal_temp{level}_total_time");
+        let secs = at_most(n(&time), u64::from(u32::MAX) - 1, &time, w);
+        *slot = ThermalThrottle {
+            transitions: at_most(n(&count), u64::from(u32::MAX) - 1, &count, w),
+            seconds: within_on(secs, &time, w),
+        };
     }
 }
 

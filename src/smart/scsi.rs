@@ -1,7 +1,7 @@
 //! SCSI log pages (endurance indicator, grown defects, start-stop cycles, error counters) into
 //! the model. Pure: reads a JSON value only.
 
-use super::json::{get, get_u64};
+use super::json::{at_most, get, get_u64, limit_celsius};
 use super::model::{Found, Health, Origin};
 use serde_json::Value;
 
@@ -24,6 +24,20 @@ pub(super) fn normalize(v: &Value, h: &mut Health, found: &mut Found) {
     {
         h.power_cycles = Some(c);
     }
+    // The drive's trip point: past it the drive reports a failure prediction (SPC-4
+    // Informational Exceptions); 0 = none set.
+    if h.temperature_critical_celsius.is_none() {
+        h.temperature_critical_celsius = limit_celsius(get(v, &["temperature", "drive_trip"]));
+    }
+    // The non-medium error log page (0x06) holds one 32-bit counter on most drives.
+    let nme = get_u64(v, &["scsi_nonmedium_error", "count"])
+        .or_else(|| get_u64(v, &["scsi_nonmedium_error_count"]));
+    h.non_medium_errors = at_most(
+        nme,
+        u64::from(u32::MAX) - 1,
+        "non-medium error count",
+        &mut h.warnings,
+    );
     let Some(log) = get(v, &["scsi_error_counter_log"]) else {
         return;
     };

@@ -56,6 +56,11 @@ pub struct BlockDevice {
     pub physical_block_size: Option<u64>,
     pub discard_max_bytes: Option<u64>,
     pub discard_granularity: Option<u64>,
+    /// `queue/write_cache`: true for "write back" (the kernel takes the device for one with a
+    /// volatile cache and sends flushes), false for "write through" (it sends none).
+    pub write_cache: Option<bool>,
+    /// `queue/fua`: the device takes Force Unit Access writes (durable without a flush).
+    pub fua: Option<bool>,
     /// device-mapper name (`vg0-data`, `luks-…`) and uuid (`CRYPT-LUKS2-…`, `LVM-…`).
     pub dm_name: Option<String>,
     pub dm_uuid: Option<String>,
@@ -315,6 +320,22 @@ fn read_queue(dir: &Path, d: &mut BlockDevice) {
     d.physical_block_size = read_u64(&q.join("physical_block_size"));
     d.discard_max_bytes = read_u64(&q.join("discard_max_bytes"));
     d.discard_granularity = read_u64(&q.join("discard_granularity"));
+    d.write_cache = read_attr(&q.join("write_cache")).and_then(|v| parse_write_cache(&v));
+    d.fua = read_u64(&q.join("fua")).and_then(|v| match v {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    });
+}
+
+/// `queue/write_cache` ("write back" / "write through", block/blk-sysfs.c) as whether the
+/// kernel sends cache flushes to the device; anything else is unknown.
+pub fn parse_write_cache(s: &str) -> Option<bool> {
+    match s.trim() {
+        "write back" => Some(true),
+        "write through" => Some(false),
+        _ => None,
+    }
 }
 
 /// Reads one whole device and its partitions.
@@ -647,6 +668,31 @@ mod tests {
         let p = t.get("sd\\xfe1").expect("the partition");
         assert_eq!(p.parent.as_deref(), Some("sd\\xfe"));
         assert_eq!(t.by_devnum(8, 1).map(|p| p.name.as_str()), Some("sd\\xfe1"));
+    }
+
+    #[test]
+    fn the_kernels_write_cache_mode_and_fua() {
+        // What a virtio disk of this project's test machine shows (write back, no FUA), and
+        // what an NVMe drive without a volatile write cache shows.
+        assert_eq!(parse_write_cache("write back\n"), Some(true));
+        assert_eq!(parse_write_cache("write through\n"), Some(false));
+        for bad in ["", "writeback", "write back please", "1"] {
+            assert_eq!(parse_write_cache(bad), None, "{bad:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let q = dir.path().join("block/vda/queue");
+        std::fs::create_dir_all(&q).unwrap();
+        std::fs::write(dir.path().join("block/vda/dev"), "253:0\n").unwrap();
+        std::fs::write(q.join("write_cache"), "write back\n").unwrap();
+        std::fs::write(q.join("fua"), "0\n").unwrap();
+        let t = Topology::read(dir.path()).unwrap();
+        let d = t.get("vda").unwrap();
+        assert_eq!((d.write_cache, d.fua), (Some(true), Some(false)));
+        std::fs::write(q.join("fua"), "7\n").unwrap();
+        std::fs::write(q.join("write_cache"), "\u{0}garbage").unwrap();
+        let t = Topology::read(dir.path()).unwrap();
+        let d = t.get("vda").unwrap();
+        assert_eq!((d.write_cache, d.fua), (None, None));
     }
 
     #[test]

@@ -807,15 +807,15 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
         .unwrap();
     let cases = [
         (
-            r#"{"op":"smartctl","id":1,"path":"/etc/shadow","dev_type":null,"devstat":false}"#,
+            r#"{"op":"smartctl","id":1,"path":"/etc/shadow","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
             "/etc/shadow is neither a configured device nor a kernel drive name under /dev/",
         ),
         (
-            r#"{"op":"smartctl","id":2,"path":"/dev/bus/0","dev_type":"megaraid,4","devstat":false}"#,
+            r#"{"op":"smartctl","id":2,"path":"/dev/bus/0","dev_type":"megaraid,4","protocol":null,"asks":{"devstat":true,"logs":true}}"#,
             "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices",
         ),
         (
-            r#"{"op":"smartctl","id":3,"path":"/dev/sdz","dev_type":null,"devstat":false}"#,
+            r#"{"op":"smartctl","id":3,"path":"/dev/sdz","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
             "/dev/sdz is left out by device_include/device_exclude",
         ),
         (
@@ -835,7 +835,7 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     // An allowed device: the output of the fixed argument set, byte for byte.
     send(
         &mut sock,
-        r#"{"op":"smartctl","id":5,"path":"/dev/fake0","dev_type":null,"devstat":true}"#,
+        r#"{"op":"smartctl","id":5,"path":"/dev/fake0","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#,
     );
     let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
     assert_eq!(reply["reply"], "output", "{reply}");
@@ -846,14 +846,14 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     assert_eq!(reply["len"], out.len() as u64);
     assert_eq!(
         fake.argv("fake0").trim(),
-        "--json=c --info --health --attributes --nocheck=standby --log=devstat /dev/fake0"
+        "--json=c --info --health --attributes --nocheck=standby --capabilities --log=error --log=selftest --get=wcache --log=devstat /dev/fake0"
     );
     // The runner's limits hold in the helper: a smartctl that hangs is killed at the timeout,
     // with what it started...
     fake.mode("hang0", "hang");
     send(
         &mut sock,
-        r#"{"op":"smartctl","id":6,"path":"/dev/hang0","dev_type":null,"devstat":false}"#,
+        r#"{"op":"smartctl","id":6,"path":"/dev/hang0","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
     );
     let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
     assert_eq!(
@@ -877,7 +877,7 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     fake.mode("flood0", "flood");
     send(
         &mut sock,
-        r#"{"op":"smartctl","id":7,"path":"/dev/flood0","dev_type":null,"devstat":false}"#,
+        r#"{"op":"smartctl","id":7,"path":"/dev/flood0","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
     );
     let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
     assert_eq!(reply["reply"], "output", "{reply}");

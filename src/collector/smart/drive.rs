@@ -36,6 +36,9 @@ pub(super) struct DriveState {
     pub protocol: Option<String>,
     /// The drive rejected the device statistics log once: not asked for again.
     pub no_devstat: bool,
+    /// The drive rejected one of the other logs (error log, self-test log, capabilities,
+    /// write cache) once: none of them is asked for again.
+    pub no_logs: bool,
     pub next_due: Option<Instant>,
     /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
     pub history: VecDeque<(f64, u64, u64)>,
@@ -182,6 +185,22 @@ fn is_denial(e: &str) -> bool {
     e.contains("permission denied") || e.contains("operation not permitted")
 }
 
+/// smartctl's error for a refused device statistics log ("Read Device Statistics page 0x00
+/// failed").
+fn refuses_devstat(e: &str) -> bool {
+    e.to_ascii_lowercase().contains("device statistics")
+}
+
+/// smartctl's error for one of the other logs the drive refused ("Read SMART Self-test Log
+/// failed", "Read SMART Error Log failed", "Read Self-test Log failed", "Self-tests not
+/// supported", an error counter page or a write-cache query refused).
+fn refuses_a_log(e: &str) -> bool {
+    let e = e.to_ascii_lowercase();
+    ["self-test", "error log", "error counter", "write cache"]
+        .iter()
+        .any(|k| e.contains(k))
+}
+
 fn denied(h: &Health) -> bool {
     h.errors.iter().any(|e| is_denial(e))
 }
@@ -303,13 +322,18 @@ pub(super) fn step(
                         ));
                     }
                     st.unsupported = unsupported;
-                    if h.errors.iter().any(|e| e.contains("Device Statistics")) {
-                        // Reported once; later runs leave the log out, and the rest of this
-                        // output is still used.
-                        if st.no_devstat {
-                            h.errors.retain(|e| !e.contains("Device Statistics"));
+                    // A refused log is reported once; later runs leave it out, and the rest
+                    // of this output is still used.
+                    for (refused, known) in [
+                        (refuses_devstat as fn(&str) -> bool, &mut st.no_devstat),
+                        (refuses_a_log, &mut st.no_logs),
+                    ] {
+                        if h.errors.iter().any(|e| refused(e)) {
+                            if *known {
+                                h.errors.retain(|e| !refused(e));
+                            }
+                            *known = true;
                         }
-                        st.no_devstat = true;
                     }
                     if !unsupported {
                         // The cause of a refusal is examined once per run, and told with it.
@@ -642,10 +666,33 @@ mod tests {
     }
 
     #[test]
+    fn every_refused_sub_log_is_recognised_and_other_errors_are_not() {
+        assert!(refuses_devstat("Read Device Statistics page 0x00 failed"));
+        assert!(!refuses_a_log("Read Device Statistics page 0x00 failed"));
+        for e in [
+            "Read SMART Self-test Log failed: scsi error badly formed scsi parameters",
+            "Read Self-test Log failed: Invalid Field in Command (0x002)",
+            "Self-tests not supported",
+            "Read SMART Error Log failed: scsi error aborted command",
+            "Read Error Counter log page failed",
+            "Write cache is unavailable",
+        ] {
+            assert!(refuses_a_log(e) && !refuses_devstat(e), "{e}");
+        }
+        for e in [
+            "Smartctl open device: /dev/sda failed: Permission denied",
+            "/dev/vda: Unable to detect device type",
+            "Read NVMe SMART/Health Information failed: NVMe Status 0x02",
+        ] {
+            assert!(!refuses_a_log(e) && !refuses_devstat(e), "{e}");
+        }
+    }
+
+    #[test]
     fn a_refused_device_statistics_log_is_reported_once_and_not_asked_again() {
         let (st, errors, _) = go(DriveState::default(), out(DEVSTAT_REFUSED, Exit::Code(4)));
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(st.no_devstat && st.ok);
+        assert!(st.no_devstat && st.ok && !st.no_logs);
         assert_eq!(st.protocol.as_deref(), Some("ATA"));
         assert!(st.next_due.is_some());
         let (st, errors, _) = go(st, out(DEVSTAT_REFUSED, Exit::Code(4)));

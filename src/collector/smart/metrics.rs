@@ -2,6 +2,7 @@
 //! what a sample publishes, built from what the drive's state remembers.
 
 use super::drive::{DriveState, Target, waf_over_window};
+use super::durability::Reason;
 use crate::catalogue;
 use crate::metrics::MetricSet;
 use crate::smart::{EXIT_BITS, Health};
@@ -15,6 +16,7 @@ pub(super) fn drive_metrics(
     st: &DriveState,
     every: Duration,
     now: f64,
+    risk: Option<Reason>,
     m: &mut MetricSet,
 ) {
     let h = st.last.as_ref();
@@ -37,6 +39,12 @@ pub(super) fn drive_metrics(
     identity_metrics(&ids, t, st, h, m);
     schedule_metrics(&ids, st, every, now, m);
     health_metrics(&ids, h, m);
+    self_test_metrics(&ids, h, m);
+    thermal_metrics(&ids, h, m);
+    if let Some(r) = risk {
+        m.family(&catalogue::DEVICE_DURABILITY_RISK_INFO)
+            .push(&ids.and("reason", r.as_str()), 1.0);
+    }
     waf_metrics(&ids, st, h, m);
     attribute_metrics(&ids, h, m);
 }
@@ -161,6 +169,67 @@ fn health_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
         .push_opt(&l, f(h.reallocated_sectors));
     m.family(&catalogue::DEVICE_PENDING_SECTORS)
         .push_opt(&l, f(h.pending_sectors));
+    m.family(&catalogue::DEVICE_ERROR_LOG_ENTRIES_TOTAL)
+        .push_opt(&l, f(h.error_log_entries));
+    m.family(&catalogue::DEVICE_NON_MEDIUM_ERRORS_TOTAL)
+        .push_opt(&l, f(h.non_medium_errors));
+}
+
+/// The newest self-test: one series with its type and result (bounded sets), its age in
+/// power-on time and failing LBA; whether one runs now.
+fn self_test_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
+    let l = ids.labels();
+    m.family(&catalogue::DEVICE_SELF_TEST_IN_PROGRESS)
+        .push_opt(&l, h.self_test_in_progress.map(b));
+    let Some(t) = &h.self_test else { return };
+    let [d, s, w] = l;
+    m.family(&catalogue::DEVICE_SELF_TEST_LAST_RESULT).push(
+        &[
+            d,
+            s,
+            w,
+            ("type", t.kind.as_str()),
+            ("result", t.result.as_str()),
+        ],
+        1.0,
+    );
+    m.family(&catalogue::DEVICE_SELF_TEST_LAST_AGE_SECONDS)
+        .push_opt(&l, f(t.age_power_on_seconds));
+    m.family(&catalogue::DEVICE_SELF_TEST_LAST_FAILING_LBA)
+        .push_opt(&l, f(t.failing_lba));
+}
+
+/// The drive's temperature limits, the time it spent above them and its thermal throttling;
+/// two series per family at most (bounded `limit` and `level` values).
+fn thermal_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
+    for (limit, at, above) in [
+        (
+            "warning",
+            h.temperature_warning_celsius,
+            h.warning_temperature_seconds,
+        ),
+        (
+            "critical",
+            h.temperature_critical_celsius,
+            h.critical_temperature_seconds,
+        ),
+    ] {
+        let l = ids.and("limit", limit);
+        m.family(&catalogue::DEVICE_TEMPERATURE_LIMIT_CELSIUS)
+            .push_opt(&l, at);
+        m.family(&catalogue::DEVICE_TEMPERATURE_ABOVE_LIMIT_SECONDS_TOTAL)
+            .push_opt(&l, f(above));
+    }
+    for (level, t) in [
+        ("light", h.thermal_throttle_light),
+        ("heavy", h.thermal_throttle_heavy),
+    ] {
+        let l = ids.and("level", level);
+        m.family(&catalogue::DEVICE_THERMAL_THROTTLE_TRANSITIONS_TOTAL)
+            .push_opt(&l, f(t.transitions));
+        m.family(&catalogue::DEVICE_THERMAL_THROTTLE_SECONDS_TOTAL)
+            .push_opt(&l, f(t.seconds));
+    }
 }
 
 /// Write amplification over the drive's life (NAND over host bytes) and over the last day

@@ -9,6 +9,7 @@
 mod access;
 mod atasmart;
 mod drive;
+mod durability;
 mod escape;
 pub mod helper;
 mod metrics;
@@ -16,7 +17,7 @@ mod runner;
 
 pub use atasmart::Backend;
 pub use drive::waf_over_window;
-pub use runner::smartctl_args;
+pub use runner::{Asks, smartctl_args};
 pub(crate) use runner::{Exit, MAX_OUTPUT, RunOutcome, run_smartctl as run_bounded};
 
 use crate::catalogue;
@@ -81,6 +82,10 @@ pub struct SmartConfig {
     pub timeout: Duration,
     pub parallelism: usize,
     pub nocheck_standby: bool,
+    /// Ask each drive, once its protocol is known, for its small logs in the same run (error
+    /// log count, self-test log, temperature limits, write cache). Off: only the base set and
+    /// ATA's device statistics, as before these were read.
+    pub read_logs: bool,
     /// Which backend reads ATA drives: auto (smartctl if installed, else libatasmart),
     /// smartctl, or libatasmart (builds with the `atasmart` feature). NVMe is smartctl's.
     pub backend: Backend,
@@ -103,6 +108,7 @@ impl Default for SmartConfig {
             timeout: Duration::from_secs(30),
             parallelism: 2,
             nocheck_standby: true,
+            read_logs: true,
             backend: Backend::Auto,
             discover: true,
             device_include: None,
@@ -314,7 +320,8 @@ impl Collector for SmartCollector {
         self.forget_gone(&targets);
         let reads = self.start_due(&targets, &mut sample);
         self.take_results(ctx, &targets, reads, &mut sample).await;
-        self.fill_metrics(&targets, &mut sample);
+        let topo = topo.or_else(|| ctx.shared.topology(ctx.topology_max_age));
+        self.fill_metrics(ctx, topo.as_deref(), &targets, &mut sample);
         Ok(sample)
     }
 }
@@ -340,7 +347,7 @@ impl Reads {
         helper: Option<helper::Client>,
         t: &Target,
         used: atasmart::Used,
-        protocol: Option<&str>,
+        (protocol, asks): (Option<&str>, runner::Asks),
         in_kernel: Arc<std::sync::atomic::AtomicBool>,
     ) {
         let set = &mut self.set;
@@ -352,7 +359,8 @@ impl Reads {
                 let req = helper::client::RequestKind::Smartctl {
                     path: t.path.clone(),
                     dev_type: t.dev_type.clone(),
-                    devstat: protocol == Some("ATA"),
+                    protocol: protocol.and_then(helper::Protocol::from_smartctl),
+                    asks,
                 };
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
@@ -376,6 +384,7 @@ impl Reads {
                     &t.path,
                     t.dev_type.as_deref(),
                     protocol,
+                    asks,
                     cfg.nocheck_standby,
                 );
                 let bin = cfg.smartctl_path.clone();
@@ -480,8 +489,19 @@ impl SmartCollector {
                 None => matches!(t.dev_type.as_deref(), None | Some("sat" | "ata")),
             };
             let used = atasmart::choose(self.cfg.backend, smartctl_found, may_be_ata);
-            let protocol = st.protocol.as_deref().filter(|_| !st.no_devstat);
-            reads.spawn(&self.cfg, self.helper.clone(), t, used, protocol, in_kernel);
+            let protocol = st.protocol.as_deref();
+            let asks = runner::Asks {
+                devstat: !st.no_devstat,
+                logs: self.cfg.read_logs && !st.no_logs,
+            };
+            reads.spawn(
+                &self.cfg,
+                self.helper.clone(),
+                t,
+                used,
+                (protocol, asks),
+                in_kernel,
+            );
         }
         reads
     }
@@ -577,7 +597,13 @@ impl SmartCollector {
     }
 
     /// Every drive's metrics, from its state (a drive not read this time shows its last).
-    fn fill_metrics(&self, targets: &[Target], sample: &mut Sample) {
+    fn fill_metrics(
+        &self,
+        ctx: &Context,
+        topo: Option<&Topology>,
+        targets: &[Target],
+        sample: &mut Sample,
+    ) {
         let now_unix = unix_now();
         for t in targets {
             let stuck = self
@@ -593,10 +619,31 @@ impl SmartCollector {
                 );
             if let Some(st) = self.drives.get(&t.label) {
                 let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
-                metrics::drive_metrics(t, st, every, now_unix, &mut sample.metrics);
+                let risk = durability_of(ctx, topo, t, st);
+                metrics::drive_metrics(t, st, every, now_unix, risk, &mut sample.metrics);
             }
         }
     }
+}
+
+/// Whether fsync on the drive may not be durable, from the kernel's queue settings, the drive's
+/// own write-cache setting and the last sync-write probe on it; None for a drive the kernel
+/// doesn't list under that name (a RAID port read through its controller) or without SMART data.
+fn durability_of(
+    ctx: &Context,
+    topo: Option<&Topology>,
+    t: &Target,
+    st: &DriveState,
+) -> Option<durability::Reason> {
+    let h = st.last.as_ref()?;
+    let kernel = topo?.get(&t.label)?;
+    let e = durability::Evidence {
+        kernel_write_back: kernel.write_cache,
+        drive_cache_enabled: h.write_cache_enabled,
+        rotational: h.rotation_rate_rpm.map(|r| r > 0).or(kernel.rotational),
+        sync_write_p50_seconds: ctx.shared.sync_write_p50(&t.label),
+    };
+    Some(durability::assess(&e))
 }
 
 /// A fresh reading for the history store, keyed by the drive's identity: None when the run at

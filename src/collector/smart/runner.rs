@@ -14,14 +14,20 @@ use tokio::io::{AsyncReadExt, Interest};
 use super::escape::{self, Marks, Signalled, Swept};
 
 /// The smartctl argv for one drive. Cheap options only: identity, overall health and the
-/// attribute table / NVMe health log. No `--log=error` (NVMe error-log reads are counted by
-/// some drives) and no `-x`; ATA drives add the device-statistics log, the standard source of
-/// the endurance indicator. A sub-log a drive rejects only sets an exit bit: the rest of the
-/// output is still used.
+/// attribute table / NVMe health log. No `-x`. Once the drive's protocol is known (from its
+/// first run) the small logs of that protocol are added to the same run, never a second run:
+/// ATA the device-statistics log (the standard endurance indicator), the SMART error log's
+/// count, the self-test log, the SMART capabilities (self-test status) and the write-cache
+/// setting; NVMe the identify data's temperature limits (`--capabilities`) and the self-test
+/// log; SCSI the error counter pages and the self-test log. Never NVMe's `--log=error`: reading
+/// the NVMe error log makes some drives count more entries (its count is in the health log
+/// anyway). A sub-log a drive rejects only sets an exit bit: the rest of the output is still
+/// used, and the drive is not asked that log again (`Asks`).
 pub fn smartctl_args(
     path: &str,
     dev_type: Option<&str>,
     protocol: Option<&str>,
+    asks: Asks,
     nocheck_standby: bool,
 ) -> Vec<String> {
     let mut a: Vec<String> = ["--json=c", "--info", "--health", "--attributes"]
@@ -31,7 +37,21 @@ pub fn smartctl_args(
     if nocheck_standby {
         a.push("--nocheck=standby".into());
     }
-    if protocol == Some("ATA") {
+    let logs: &[&str] = match protocol {
+        Some("ATA") => &[
+            "--capabilities",
+            "--log=error",
+            "--log=selftest",
+            "--get=wcache",
+        ],
+        Some("NVMe") => &["--capabilities", "--log=selftest"],
+        Some("SCSI") => &["--log=error", "--log=selftest"],
+        _ => &[],
+    };
+    if asks.logs {
+        a.extend(logs.iter().map(|s| s.to_string()));
+    }
+    if asks.devstat && protocol == Some("ATA") {
         a.push("--log=devstat".into());
     }
     if let Some(t) = dev_type {
@@ -40,6 +60,23 @@ pub fn smartctl_args(
     }
     a.push(path.into());
     a
+}
+
+/// Which of its protocol's extra logs a drive is asked for: each is dropped once the drive
+/// refused it (a bridge that rejects the self-test log still gives the device statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Asks {
+    /// ATA's device statistics log (the standard endurance indicator).
+    pub devstat: bool,
+    /// The error log's count, the self-test log, `--capabilities` and the write cache.
+    pub logs: bool,
+}
+
+impl Asks {
+    pub const ALL: Asks = Asks {
+        devstat: true,
+        logs: true,
+    };
 }
 
 /// How a smartctl process ended.
@@ -444,26 +481,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn argv_is_cheap_and_never_reads_the_error_log() {
-        let a = smartctl_args("/dev/nvme0n1", None, Some("NVMe"), true);
+    fn argv_is_cheap_and_never_reads_the_nvme_error_log() {
+        let base = [
+            "--json=c",
+            "--info",
+            "--health",
+            "--attributes",
+            "--nocheck=standby",
+        ];
+        let a = smartctl_args("/dev/nvme0n1", None, None, Asks::ALL, true);
+        assert_eq!(a[..5], base);
+        assert_eq!(a.len(), 6, "an unknown protocol gets the base set: {a:?}");
+        let a = smartctl_args("/dev/nvme0n1", None, Some("NVMe"), Asks::ALL, true);
+        assert_eq!(a[..5], base);
         assert_eq!(
-            a,
-            [
-                "--json=c",
-                "--info",
-                "--health",
-                "--attributes",
-                "--nocheck=standby",
-                "/dev/nvme0n1"
-            ]
+            a[5..],
+            ["--capabilities", "--log=selftest", "/dev/nvme0n1"],
+            "no NVMe error log"
         );
-        let a = smartctl_args("/dev/bus/0", Some("megaraid,3"), Some("ATA"), true);
-        assert!(a.contains(&"--log=devstat".to_string()));
+        let a = smartctl_args(
+            "/dev/bus/0",
+            Some("megaraid,3"),
+            Some("ATA"),
+            Asks::ALL,
+            true,
+        );
+        for x in [
+            "--log=devstat",
+            "--log=error",
+            "--log=selftest",
+            "--get=wcache",
+        ] {
+            assert!(a.contains(&x.to_string()), "{x}: {a:?}");
+        }
         assert!(a.windows(2).any(|w| w == ["-d", "megaraid,3"]));
+        // A drive that refused the logs keeps the device statistics, and the reverse.
+        let only = |asks| smartctl_args("/dev/sda", None, Some("ATA"), asks, true);
+        let a = only(Asks {
+            devstat: true,
+            logs: false,
+        });
+        assert!(a.contains(&"--log=devstat".to_string()), "{a:?}");
         assert!(
             !a.iter()
-                .any(|x| x.contains("error") || x == "-x" || x == "-a")
+                .any(|x| x.contains("selftest") || x == "--log=error"),
+            "{a:?}"
         );
+        let a = only(Asks {
+            devstat: false,
+            logs: true,
+        });
+        assert!(!a.contains(&"--log=devstat".to_string()), "{a:?}");
+        assert!(a.contains(&"--log=selftest".to_string()), "{a:?}");
+        let a = smartctl_args("/dev/sdb", None, Some("SCSI"), Asks::ALL, false);
+        assert!(a.contains(&"--log=error".to_string()), "{a:?}");
+        for p in [None, Some("ATA"), Some("NVMe"), Some("SCSI")] {
+            let a = smartctl_args("/dev/sda", None, p, Asks::ALL, true);
+            assert!(
+                !a.iter()
+                    .any(|x| x == "-x" || x == "-a" || x.starts_with("--xall")),
+                "{a:?}"
+            );
+            assert!(
+                !a.iter()
+                    .any(|x| x.contains("xerror") || x.contains("test=")),
+                "reads, never starts a test: {a:?}"
+            );
+        }
     }
 
     #[test]

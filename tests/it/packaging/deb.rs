@@ -192,6 +192,7 @@ fn the_package_installs_runs_as_its_own_user_and_purge_leaves_nothing() {
         "/usr/share/ssdwatch/dashboards/ssdwatch-fleet.json",
         "/usr/share/ssdwatch/prometheus/ssdwatch.rules.yml",
         "/usr/share/ssdwatch/prometheus/ssdwatch.alerts.yml",
+        "/usr/share/ssdwatch/prometheus/ssdwatch.optional.alerts.yml",
         "/usr/share/ssdwatch/grafana/provisioning/dashboards/ssdwatch.yaml",
         "/usr/share/ssdwatch/grafana/provisioning/datasources/prometheus.yaml",
         "/usr/share/doc/ssdwatch/copyright",

@@ -27,6 +27,26 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
         NO_WEAR_TREND,
     ),
     (
+        "ssdwatch-host.json",
+        "Temperature against the drive's own limits",
+        "the replayed captures were read without --capabilities: no drive limit",
+    ),
+    (
+        "ssdwatch-host.json",
+        "Thermal throttling, per day",
+        "the replayed captures report no thermal-management counters",
+    ),
+    (
+        "ssdwatch-host.json",
+        "Latest self-test",
+        "the replayed captures hold no self-test log",
+    ),
+    (
+        "ssdwatch-host.json",
+        "Is fsync durable?",
+        "the replayed drives are configured paths the kernel doesn't list",
+    ),
+    (
         "ssdwatch-degradation.json",
         "annotation: Idle periods",
         "needs a drive idle for 10 minutes",

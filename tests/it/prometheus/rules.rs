@@ -21,6 +21,8 @@ fn rule_files() -> Vec<PathBuf> {
     vec![
         dir.join("ssdwatch.rules.yml"),
         dir.join("ssdwatch.alerts.yml"),
+        // Alerts that are off by default: loaded only when a user lists the file.
+        dir.join("ssdwatch.optional.alerts.yml"),
     ]
 }
 
@@ -197,6 +199,29 @@ fn forecast_alerts_are_gated_by_fill_history_and_duration() {
         assert!(expr.contains("predict_linear1h"), "{expr}");
         let dur = humantime::parse_duration(r["for"].as_str().unwrap()).unwrap();
         assert!(dur.as_secs() >= 1800, "{expr}: for {dur:?}");
+    }
+}
+
+#[test]
+fn drive_forecast_alerts_are_gated_by_level_history_and_duration() {
+    let doc = yaml(&rule_files()[1]);
+    let forecasts: Vec<&Yaml> = rules_of(&doc)
+        .into_iter()
+        .filter(|r| {
+            r["alert"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("SsdwatchDrivePredicted"))
+        })
+        .collect();
+    assert_eq!(forecasts.len(), 2);
+    for r in forecasts {
+        let expr = r["expr"].as_str().unwrap();
+        // A level worth worrying about, and days of readings behind the date.
+        assert!(expr.contains("_used_ratio > 0.10"), "{expr}");
+        assert!(expr.contains("hours_watched7d >= 144"), "{expr}");
+        assert!(expr.contains("< 90 * 86400"), "{expr}");
+        let dur = humantime::parse_duration(r["for"].as_str().unwrap()).unwrap();
+        assert!(dur.as_secs() >= 6 * 3600, "{expr}: for {dur:?}");
     }
 }
 

@@ -259,15 +259,14 @@ fn a_drive_in_standby_keeps_its_last_values_and_is_not_woken() {
         runs.iter().all(|r| r.contains("--nocheck=standby")),
         "{argv}"
     );
-    // Once the drive is known to speak ATA, the device statistics log is asked for too.
-    assert!(
-        !runs[0].contains("--log=devstat") && runs[1].contains("--log=devstat"),
-        "{argv}"
-    );
-    assert!(
-        !argv.contains("error"),
-        "the error log is never read: {argv}"
-    );
+    // Once the drive is known to speak ATA, its small logs are asked for in the same run:
+    // the device statistics, the SMART error log's count and the self-test log.
+    for log in ["--log=devstat", "--log=error", "--log=selftest"] {
+        assert!(
+            !runs[0].contains(log) && runs[1].contains(log),
+            "{log}: {argv}"
+        );
+    }
 }
 
 #[test]
@@ -365,6 +364,8 @@ fn a_rejected_device_statistics_log_costs_only_its_own_fields_and_is_not_asked_a
     assert_eq!(runs.len(), 3);
     assert!(runs[1].contains("--log=devstat"), "{argv}");
     assert!(!runs[2].contains("--log=devstat"), "{argv}");
+    // The other logs are still asked for: only the refused one goes.
+    assert!(runs[2].contains("--log=selftest"), "{argv}");
 }
 
 #[test]
@@ -772,4 +773,85 @@ fn without_smartctl_auto_hands_ata_drives_to_libatasmart_and_keeps_nvme_on_smart
     // An NVMe type is never libatasmart's.
     let nvme = of("as-nvme");
     assert!(nvme.contains("/nonexistent/smartctl"), "{nvme}");
+}
+
+/// One sample of the SATA SSD `sda` (a real Samsung 860 EVO capture, whose drive reports its
+/// write cache on) on a host whose kernel shows `write_cache` for it, after a sync-write probe
+/// median of `p50` (when given); what `ssdwatch_device_durability_risk_info` says.
+fn durability_with(kernel_cache: &str, p50: Option<f64>) -> String {
+    let fake = Fake::new();
+    fake.ok("sda", "ata-samsung-860evo.json");
+    let mut c = SmartCollector::new(&config(&fake, &["sda"])).expect("new");
+    let host = EmptyHost::new();
+    let sys = tempfile::tempdir().expect("tempdir");
+    let q = sys.path().join("block/sda/queue");
+    std::fs::create_dir_all(&q).unwrap();
+    std::fs::write(sys.path().join("block/sda/dev"), "8:0\n").unwrap();
+    std::fs::write(q.join("rotational"), "0\n").unwrap();
+    std::fs::write(q.join("write_cache"), format!("{kernel_cache}\n")).unwrap();
+    std::fs::write(q.join("fua"), "0\n").unwrap();
+    let topo = ssdwatch::sysfs::topology::Topology::read(sys.path()).expect("topology");
+    host.ctx.shared.set_topology(std::sync::Arc::new(topo));
+    if let Some(p) = p50 {
+        host.ctx.shared.set_sync_write_p50("sda", p);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let s = rt.block_on(c.sample(&host.ctx)).expect("sample");
+    let text = support::exposition(&s);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("ssdwatch_device_durability_risk_info{"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one series per drive: {lines:?}");
+    lines[0]
+        .split("reason=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("a reason")
+        .to_string()
+}
+
+#[test]
+fn fsync_on_a_drive_whose_cache_the_kernel_no_longer_flushes_is_flagged() {
+    // A tuning script wrote "write through": no flush reaches the drive's enabled cache.
+    assert_eq!(durability_with("write through", None), "cache_flushes_off");
+    // The kernel's own setting: flushes are sent, and 900 µs per durable write is what flash
+    // without power-loss protection takes.
+    assert_eq!(durability_with("write back", Some(0.0009)), "none");
+    // Flushes sent, yet 20 µs per durable 4 KiB write: protected buffer or ignored flushes.
+    assert_eq!(
+        durability_with("write back", Some(0.00002)),
+        "sync_faster_than_medium"
+    );
+}
+
+#[test]
+fn with_read_logs_off_a_known_ata_drive_is_asked_the_device_statistics_only() {
+    let fake = Fake::new();
+    fake.ok("sda", "ata-samsung-860evo.json");
+    let cfg = SmartConfig {
+        read_logs: false,
+        ..config(&fake, &["sda"])
+    };
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    let _ = sample(&mut c);
+    let (m, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "{errors:?}");
+    let argv = fake.argv("sda");
+    let runs: Vec<&str> = argv.lines().collect();
+    assert_eq!(runs.len(), 2, "{argv}");
+    assert!(runs[1].contains("--log=devstat"), "{argv}");
+    for log in [
+        "--log=error",
+        "--log=selftest",
+        "--capabilities",
+        "--get=wcache",
+    ] {
+        assert!(!argv.contains(log), "{log}: {argv}");
+    }
+    // What the output carries is still read (this capture holds a self-test log).
+    assert!(m.contains("ssdwatch_device_self_test_last_result{"), "{m}");
 }

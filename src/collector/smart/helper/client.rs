@@ -200,7 +200,8 @@ pub enum RequestKind {
     Smartctl {
         path: String,
         dev_type: Option<String>,
-        devstat: bool,
+        protocol: Option<super::Protocol>,
+        asks: super::super::runner::Asks,
     },
     Atasmart {
         path: String,
@@ -216,12 +217,14 @@ impl RequestKind {
             RequestKind::Smartctl {
                 path,
                 dev_type,
-                devstat,
+                protocol,
+                asks,
             } => Request::Smartctl {
                 id,
                 path,
                 dev_type,
-                devstat,
+                protocol,
+                asks,
             },
             RequestKind::Atasmart { path } => Request::Atasmart { id, path },
             RequestKind::Dmsetup { query } => Request::Dmsetup { id, query },

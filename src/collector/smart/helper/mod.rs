@@ -63,17 +63,48 @@ impl DmQuery {
     }
 }
 
+/// A drive's protocol as smartctl names it: which fixed set of extra logs a read asks for.
+/// Only these three can come over the wire.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Protocol {
+    #[serde(rename = "ATA")]
+    Ata,
+    #[serde(rename = "NVMe")]
+    Nvme,
+    #[serde(rename = "SCSI")]
+    Scsi,
+}
+
+impl Protocol {
+    /// smartctl's `device.protocol` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Ata => "ATA",
+            Protocol::Nvme => "NVMe",
+            Protocol::Scsi => "SCSI",
+        }
+    }
+
+    pub fn from_smartctl(s: &str) -> Option<Protocol> {
+        [Protocol::Ata, Protocol::Nvme, Protocol::Scsi]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+}
+
 /// A request to the helper.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// Run smartctl's fixed argument set on a device; `devstat` adds the ATA device-statistics
-    /// log.
+    /// Run smartctl's fixed argument set on a device; `protocol` (once known) adds that
+    /// protocol's fixed set of small logs (`runner::smartctl_args`).
     Smartctl {
         id: u64,
         path: String,
         dev_type: Option<String>,
-        devstat: bool,
+        protocol: Option<Protocol>,
+        /// Which of the protocol's logs; the drive refused the others.
+        asks: super::runner::Asks,
     },
     /// Read an ATA drive through libatasmart.
     Atasmart { id: u64, path: String },
@@ -403,18 +434,26 @@ mod tests {
             id: 7,
             path: "/dev/sda".into(),
             dev_type: None,
-            devstat: true,
+            protocol: Some(Protocol::Ata),
+            asks: super::super::runner::Asks::ALL,
         };
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(
             text,
-            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"devstat":true}"#
+            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#
         );
         assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
         // No way to smuggle an argument list in.
         assert!(
             serde_json::from_str::<Request>(
-                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"devstat":true,"args":["-x"]}"#
+                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true},"args":["-x"]}"#
+            )
+            .is_err()
+        );
+        // Nor another set of logs.
+        assert!(
+            serde_json::from_str::<Request>(
+                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"-x","asks":{"devstat":true,"logs":true}}"#
             )
             .is_err()
         );

@@ -119,11 +119,12 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
     let timeout = Duration::from_millis(spec.timeout_ms);
     let in_kernel = Arc::new(AtomicBool::new(false));
     let outcome = match &req {
-        Request::Smartctl { devstat, .. } => {
+        Request::Smartctl { protocol, asks, .. } => {
             let args = runner::smartctl_args(
                 &path,
                 dev_type.as_deref(),
-                devstat.then_some("ATA"),
+                protocol.map(super::Protocol::as_str),
+                *asks,
                 spec.nocheck_standby,
             );
             runner::run_smartctl(&spec.smartctl, &args, timeout, &in_kernel).await
