@@ -198,10 +198,10 @@ fn with_130_hung_mounts_in_a_128_task_cgroup_smart_keeps_sampling_and_the_fault_
         "{held} hung statfs threads leave too little of the {TASKS_MAX} tasks"
     );
     let log = d.log_text();
-    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("level=ERROR")).collect();
     let about_limit: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains(" WARN ") && l.contains("task limit"))
+        .filter(|l| l.contains("level=WARN") && l.contains("task limit"))
         .collect();
     eprintln!(
         "{} stuck, {} not started, {held} hung statfs threads, {} tasks in the cgroup, {} \
@@ -224,7 +224,7 @@ fn with_130_hung_mounts_in_a_128_task_cgroup_smart_keeps_sampling_and_the_fault_
     for mp in hung.mps() {
         let n = log
             .lines()
-            .filter(|l| l.contains(" WARN ") && l.contains(&format!("{mp}:")))
+            .filter(|l| l.contains("level=WARN") && l.contains(&format!("{mp}:")))
             .count();
         assert!(n <= 1, "{mp} warned {n} times:\n{log}");
     }
@@ -279,10 +279,10 @@ fn with_130_hung_mounts_in_a_128_task_cgroup_smart_keeps_sampling_and_the_fault_
     }
     let smart_warns = phase
         .iter()
-        .filter(|l| l.contains(" WARN ") && l.contains("smart task limit"))
+        .filter(|l| l.contains("level=WARN") && l.contains("smart task limit"))
         .count();
     assert_eq!(smart_warns, 1, "{}", phase.join("\n"));
-    let errors: Vec<&&str> = phase.iter().filter(|l| l.contains(" ERROR ")).collect();
+    let errors: Vec<&&str> = phase.iter().filter(|l| l.contains("level=ERROR")).collect();
     assert!(errors.is_empty(), "ERROR lines at the limit:\n{errors:?}");
     assert!(!log.contains("panicked"), "{log}");
     assert!(

@@ -116,7 +116,7 @@ fn a_state_dir_that_cannot_be_made_is_never_said_to_have_recovered() {
     let log = d.log_text();
     let about: Vec<&str> = log.lines().filter(|l| l.contains(&history_db)).collect();
     assert_eq!(about.len(), 1, "{log}");
-    assert!(about[0].contains(" WARN "), "{log}");
+    assert!(about[0].contains("level=WARN"), "{log}");
     assert!(!log.contains("recovered"), "{log}");
 }
 
