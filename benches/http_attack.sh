@@ -51,7 +51,7 @@ trap cleanup EXIT
 
 mkdir -p "$tmp/sys/block" "$tmp/sys/class/block" "$tmp/proc/self" "$tmp/rootfs" "$tmp/state"
 : > "$tmp/proc/self/mountinfo"
-printf 'state_dir: %s\ncollectors:\n  smart:\n    enabled: false\n' "$tmp/state" > "$tmp/ssdwatch.yaml"
+printf 'state_dir: %s\ncollectors:\n  smart:\n    enabled: false\n  layers:\n    enabled: false\n' "$tmp/state" > "$tmp/ssdwatch.yaml"
 
 # start_daemon LOG [ARGS...]: starts the daemon on 127.0.0.1:$port (with `ulimit -n $nofile`
 # when set) and waits for it to serve; sets pid and addr.
@@ -68,7 +68,7 @@ start_daemon() {
   pid=$!
   addr=""
   for _ in $(seq 200); do
-    addr=$(grep -o 'serving /metrics address=[0-9.:]*' "$log" | head -1 | cut -d= -f2 || true)
+    addr=$(grep 'serving /metrics' "$log" | grep -o 'address=[0-9.:]*' | head -1 | cut -d= -f2 || true)
     if [[ -n "$addr" ]]; then
       echo "daemon at $addr${nofile:+ (open files limited to $nofile)}"
       return 0

@@ -33,7 +33,8 @@ pub fn host() -> tempfile::TempDir {
     std::fs::write(
         p.join("ssdwatch.yaml"),
         format!(
-            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n",
+            // No SMART and no layers: nothing for the privileged helper to do, so it isn't started.
+            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n  layers:\n    enabled: false\n",
             p.join("state").display()
         ),
     )
