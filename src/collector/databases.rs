@@ -9,7 +9,7 @@ use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::databases::postgres::{self, Wal};
 use crate::databases::walk::{Progress, Root, Total, Walk};
-use crate::databases::{Database, locate, mount_of};
+use crate::databases::{Database, canonical, locate, mount_of};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{MountInfo, read_mountinfo, strip_rootfs};
 use crate::procfs::processes::{ServerKind, read_servers};
@@ -251,9 +251,10 @@ fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Fou
         }
     }
     for w in watch {
-        let inside = roots.in_rootfs(&w.path);
-        match std::fs::symlink_metadata(&inside) {
-            Ok(_) => found.watched.push((w.name.clone(), w.path.clone(), inside)),
+        // Resolved as a data directory is: a watched link (/var/lib/redis -> /data/redis) is
+        // sized where it points; a link loop is an error.
+        match canonical(roots, &w.path) {
+            Ok((host, inside)) => found.watched.push((w.name.clone(), host, inside)),
             Err(e) => found
                 .watch_errors
                 .push((w.name.clone(), format!("{}: {e}", w.path.display()))),
@@ -527,7 +528,11 @@ impl Collector for DatabasesCollector {
             } else {
                 None
             };
-            let in_progress = lock(&st.size).walk.is_some();
+            // Never waited for: a pass held by a hung filesystem keeps the lock.
+            let in_progress = match st.size.try_lock() {
+                Ok(g) => g.walk.is_some(),
+                Err(_) => true,
+            };
             let size = if in_progress || Instant::now() >= st.next_size {
                 if !in_progress {
                     st.next_size = Instant::now() + self.cfg.size_interval;

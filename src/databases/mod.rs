@@ -57,7 +57,7 @@ pub enum LocateError {
 }
 
 /// The directory `p` (a host path) names, canonical, as (host path, path under the rootfs).
-fn canonical(roots: &Roots, p: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+pub fn canonical(roots: &Roots, p: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     let inside = std::fs::canonicalize(roots.in_rootfs(p))?;
     let base = std::fs::canonicalize(&roots.rootfs).unwrap_or_else(|_| roots.rootfs.clone());
     let host = match inside.strip_prefix(&base) {
