@@ -303,6 +303,12 @@ catalogue! {
         "WAL in pg_wal kept only for the slot: the segment files from its restart_lsn (its on-disk state, saved at each checkpoint) up to the last checkpoint's redo segment; type is physical or logical.";
     POSTGRES_TABLESPACE_BYTES: Gauge "ssdwatch_postgres_tablespace_bytes" ["database", "tablespace", "location", "mountpoint"] unit "bytes"
         "Bytes allocated under a tablespace (its oid; location is where pg_tblspc links it, mountpoint the mount holding it), by the last completed sizing.";
+    MYSQL_BINLOG_FILES: Gauge "ssdwatch_mysql_binlog_files" ["database"] unit ""
+        "Binary logs the MySQL/MariaDB server keeps (named in its binlog index); their bytes are ssdwatch_database_component_bytes{component=\"binlog\"}.";
+    MYSQL_BINLOG_OLDEST_AGE_SECONDS: Gauge "ssdwatch_mysql_binlog_oldest_age_seconds" ["database"] unit "seconds"
+        "Age of the oldest binary log kept (its last write): past the server's expiry it is not being purged (a replica or a backup holds it, or expiry is off).";
+    MYSQL_BINLOG_RETENTION_SECONDS: Gauge "ssdwatch_mysql_binlog_retention_seconds" ["database"] unit "seconds"
+        "How long binary logs are expected to be kept (config: collectors.databases.mysql_binlog_retention): the alert on logs kept past it compares with this.";
     // Collector `smart`: each drive's SMART data, normalized.
     DEVICE_SMART_SAMPLE_OK: Gauge "ssdwatch_device_smart_sample_ok" ["device", "serial", "wwn"] unit ""
         "1 if the last smartctl run on this drive gave usable data (or found it in standby).";

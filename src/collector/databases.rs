@@ -7,6 +7,7 @@
 
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::databases::mysql;
 use crate::databases::postgres::{self, Wal};
 use crate::databases::walk::{Progress, Root, Total, Walk};
 use crate::databases::{Database, canonical, locate, mount_of};
@@ -48,6 +49,10 @@ pub struct DatabasesConfig {
     /// Time one sizing pass of a database takes at most.
     #[serde(with = "humantime_serde")]
     pub size_time_per_pass: Duration,
+    /// How long MySQL keeps binary logs here (binlog_expire_logs_seconds, expire_logs_days):
+    /// exported beside the oldest log's age, for the alert on logs kept past it.
+    #[serde(with = "humantime_serde")]
+    pub mysql_binlog_retention: Duration,
     /// How long a database's cheap look (or the search of /proc) may take before it is
     /// reported stuck; a sizing pass gets this on top of `size_time_per_pass`.
     #[serde(with = "humantime_serde")]
@@ -73,6 +78,7 @@ impl Default for DatabasesConfig {
             size_entries_per_pass: 100_000,
             size_time_per_pass: Duration::from_secs(5),
             timeout: Duration::from_secs(10),
+            mysql_binlog_retention: Duration::from_secs(30 * 86400),
             watch: Vec::new(),
         }
     }
@@ -104,6 +110,12 @@ impl DatabasesConfig {
             self.timeout,
             Duration::from_millis(100),
             Duration::from_secs(600),
+        )?;
+        check_duration(
+            &format!("{key}.mysql_binlog_retention"),
+            self.mysql_binlog_retention,
+            Duration::from_secs(3600),
+            Duration::from_secs(3660 * 86400),
         )?;
         check_entries(&format!("{key}.watch"), self.watch.len(), MAX_WATCH)?;
         for (i, w) in self.watch.iter().enumerate() {
@@ -140,7 +152,16 @@ struct Target {
     path: PathBuf,
     /// As the host sees it, for the mount point.
     host: PathBuf,
-    postgres: bool,
+    engine: Engine,
+}
+
+/// What a target's files are laid out as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Postgres,
+    Mysql,
+    /// A watched path: one tree, sized as `all`.
+    Tree,
 }
 
 /// Figures of a finished sizing.
@@ -276,6 +297,96 @@ struct PgCheap {
     errors: Vec<String>,
 }
 
+/// A cheap look's result, by engine.
+enum Cheap {
+    Postgres(PgCheap),
+    Mysql(Result<mysql::Cheap, String>),
+}
+
+/// The roots of a MySQL sizing: each schema's directory under `schemas`, every other entry
+/// not counted by the cheap look (logs, InnoDB's files) under `other`.
+fn mysql_size_roots(dir: &Path, rootfs: &Path) -> Vec<Root> {
+    let counted = mysql::read_cheap(dir, rootfs)
+        .map(|c| c.counted)
+        .unwrap_or_default();
+    let mut roots = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        let mut entries: Vec<(String, PathBuf, bool)> = rd
+            .flatten()
+            .map(|e| {
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.path(),
+                    is_dir,
+                )
+            })
+            .collect();
+        entries.sort();
+        for (name, path, is_dir) in entries {
+            let part = mysql::classify(&name, is_dir);
+            if part.cheap() || counted.contains(&path) {
+                continue;
+            }
+            roots.push(Root {
+                component: part.component().into(),
+                path,
+            });
+        }
+    }
+    roots
+}
+
+fn mysql_cheap_metrics(
+    s: &mut Sample,
+    label: &str,
+    c: &mysql::Cheap,
+    now: SystemTime,
+    retention: Duration,
+) {
+    for e in &c.errors {
+        s.error(ItemError::new(
+            format!("{label} logs"),
+            format!("{label}: {e}"),
+        ));
+    }
+    let l = [("database", label)];
+    let age = |t: Option<SystemTime>| {
+        t.map(|t| now.duration_since(t).unwrap_or_default().as_secs_f64())
+            .unwrap_or(0.0)
+    };
+    // No index file, no binary logging: no series rather than zeros.
+    if c.binlog.files > 0
+        || c.counted
+            .iter()
+            .any(|p| p.extension().is_some_and(|x| x == "index"))
+    {
+        let set = &mut s.metrics;
+        set.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
+            &[("database", label), ("component", "binlog")],
+            c.binlog.bytes as f64,
+        );
+        set.family(&catalogue::MYSQL_BINLOG_FILES)
+            .push(&l, c.binlog.files as f64);
+        set.family(&catalogue::MYSQL_BINLOG_OLDEST_AGE_SECONDS)
+            .push(&l, age(c.binlog.oldest));
+        set.family(&catalogue::MYSQL_BINLOG_RETENTION_SECONDS)
+            .push(&l, retention.as_secs_f64());
+    }
+    if c.relay_log.files > 0 {
+        s.metrics.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
+            &[("database", label), ("component", "relay_log")],
+            c.relay_log.bytes as f64,
+        );
+    }
+    for (part, bytes) in &c.innodb {
+        s.metrics.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
+            &[("database", label), ("component", part.component())],
+            *bytes as f64,
+        );
+    }
+}
+
 fn pg_cheap(dir: &Path, deadline: Instant) -> PgCheap {
     let mut out = PgCheap::default();
     let redo = match postgres::read_control(dir) {
@@ -371,25 +482,31 @@ fn pg_size_roots(dir: &Path) -> (Vec<Root>, Vec<PathBuf>, Vec<(String, PathBuf)>
 fn size_pass(
     slot: &Mutex<SizeSlot>,
     dir: &Path,
-    postgres: bool,
+    engine: Engine,
+    rootfs: &Path,
     max_entries: u64,
     deadline: Instant,
 ) {
     let mut s = lock(slot);
     if s.walk.is_none() {
-        let (roots, skip, spaces) = if postgres {
-            pg_size_roots(dir)
-        } else {
-            (
+        let (roots, skip, spaces) = match engine {
+            Engine::Postgres => pg_size_roots(dir),
+            Engine::Mysql => (mysql_size_roots(dir, rootfs), Vec::new(), Vec::new()),
+            Engine::Tree => (
                 vec![Root {
                     component: "all".into(),
                     path: dir.to_path_buf(),
                 }],
                 Vec::new(),
                 Vec::new(),
-            )
+            ),
         };
-        s.walk = Some((Walk::new(roots, skip), spaces));
+        let declared: &[&str] = match engine {
+            Engine::Postgres => &["relations", "log", "other"],
+            Engine::Mysql => &["schemas", "other"],
+            Engine::Tree => &["all"],
+        };
+        s.walk = Some((Walk::new(roots, skip).declare(declared), spaces));
     }
     let Some((walk, _)) = s.walk.as_mut() else {
         return;
@@ -412,7 +529,7 @@ fn size_pass(
                 None => components.push((c, t)),
             }
         }
-        if postgres {
+        if engine == Engine::Postgres {
             let mut all = Total::default();
             for (_, _, t) in &tablespaces {
                 all.bytes = all.bytes.saturating_add(t.bytes);
@@ -493,7 +610,10 @@ impl Collector for DatabasesCollector {
                 version: d.version.clone(),
                 path: d.path.clone(),
                 host: d.dir.clone(),
-                postgres: d.kind == ServerKind::Postgres,
+                engine: match d.kind {
+                    ServerKind::Postgres => Engine::Postgres,
+                    ServerKind::Mysql => Engine::Mysql,
+                },
             })
             .collect();
         targets.extend(found.watched.iter().map(|(name, host, path)| Target {
@@ -502,7 +622,7 @@ impl Collector for DatabasesCollector {
             version: String::new(),
             path: path.clone(),
             host: host.clone(),
-            postgres: false,
+            engine: Engine::Tree,
         }));
         // Targets gone (a server stopped): their state goes; a thread still held keeps only
         // what it holds.
@@ -518,15 +638,31 @@ impl Collector for DatabasesCollector {
                 .targets
                 .entry(t.label.clone())
                 .or_insert_with(TargetState::new);
-            let cheap = if t.postgres {
-                let dir = t.path.clone();
-                let pass_deadline = Instant::now() + self.cfg.timeout;
-                let busy = st.cheap_busy.clone();
-                Some(tokio::spawn(async move {
-                    bounded(&busy, cheap_deadline, move || pg_cheap(&dir, pass_deadline)).await
-                }))
-            } else {
-                None
+            let dir = t.path.clone();
+            let busy = st.cheap_busy.clone();
+            let cheap = match t.engine {
+                Engine::Postgres => {
+                    let pass_deadline = Instant::now() + self.cfg.timeout;
+                    Some(tokio::spawn(async move {
+                        bounded(&busy, cheap_deadline, move || {
+                            Cheap::Postgres(pg_cheap(&dir, pass_deadline))
+                        })
+                        .await
+                    }))
+                }
+                Engine::Mysql => {
+                    let rootfs = ctx.roots.rootfs.clone();
+                    Some(tokio::spawn(async move {
+                        bounded(&busy, cheap_deadline, move || {
+                            Cheap::Mysql(
+                                mysql::read_cheap(&dir, &rootfs)
+                                    .map_err(|e| format!("{}: {e}", dir.display())),
+                            )
+                        })
+                        .await
+                    }))
+                }
+                Engine::Tree => None,
             };
             // Never waited for: a pass held by a hung filesystem keeps the lock.
             let in_progress = match st.size.try_lock() {
@@ -537,12 +673,13 @@ impl Collector for DatabasesCollector {
                 if !in_progress {
                     st.next_size = Instant::now() + self.cfg.size_interval;
                 }
-                let (slot, dir, pg) = (st.size.clone(), t.path.clone(), t.postgres);
+                let (slot, dir, engine) = (st.size.clone(), t.path.clone(), t.engine);
+                let rootfs = ctx.roots.rootfs.clone();
                 let (max, time) = (self.cfg.size_entries_per_pass, self.cfg.size_time_per_pass);
                 let busy = st.size_busy.clone();
                 Some(tokio::spawn(async move {
                     bounded(&busy, size_deadline, move || {
-                        size_pass(&slot, &dir, pg, max, Instant::now() + time)
+                        size_pass(&slot, &dir, engine, &rootfs, max, Instant::now() + time)
                     })
                     .await
                 }))
@@ -564,14 +701,25 @@ impl Collector for DatabasesCollector {
             );
             if let Some(job) = cheap {
                 match job.await {
-                    Ok(Ok(c)) => pg_cheap_metrics(&mut s, &t.label, &c),
+                    Ok(Ok(Cheap::Postgres(c))) => pg_cheap_metrics(&mut s, &t.label, &c),
+                    Ok(Ok(Cheap::Mysql(Ok(c)))) => mysql_cheap_metrics(
+                        &mut s,
+                        &t.label,
+                        &c,
+                        SystemTime::now(),
+                        self.cfg.mysql_binlog_retention,
+                    ),
+                    Ok(Ok(Cheap::Mysql(Err(e)))) => s.error(ItemError::new(
+                        format!("{} cheap", t.label),
+                        format!("{}: logs and InnoDB files: {e}", t.label),
+                    )),
                     Ok(Err(why)) => s.error(ItemError::new(
                         format!("{} cheap", t.label),
-                        format!("{}: pg_wal and slots: {why}", t.label),
+                        format!("{}: the every-sample look: {why}", t.label),
                     )),
                     Err(e) => s.error(ItemError::new(
                         format!("{} cheap", t.label),
-                        format!("{}: pg_wal and slots: {e}", t.label),
+                        format!("{}: the every-sample look: {e}", t.label),
                     )),
                 }
             }
@@ -927,5 +1075,75 @@ mod tests {
         let s = col.sample(&ctx).await.unwrap();
         assert_eq!(rel(&s), Some(first));
         assert!(lock(&col.targets["/srv/pg"].size).walk.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_mariadb_shows_its_binlogs_innodb_files_and_schemas() {
+        let t = tempfile::tempdir().unwrap();
+        let proc = t.path().join("proc");
+        let rootfs = t.path().join("rootfs");
+        write(&proc.join("700/comm"), b"mariadbd\n");
+        write(
+            &proc.join("700/cmdline"),
+            b"/usr/sbin/mariadbd\0--datadir=/srv/mysql\0--user=mysql\0",
+        );
+        let my = rootfs.join("srv/mysql");
+        write(&my.join("mysql/db.opt"), b"x");
+        write(&my.join("shop/orders.ibd"), &vec![1u8; 64 << 10]);
+        write(&my.join("ibdata1"), &vec![0u8; 12 << 10]);
+        write(&my.join("undo001"), &vec![0u8; 8 << 10]);
+        write(&my.join("ib_logfile0"), &vec![0u8; 16 << 10]);
+        write(&my.join("ibtmp1"), &vec![0u8; 4 << 10]);
+        write(&my.join("mysql-bin.000001"), &vec![0u8; 20 << 10]);
+        write(&my.join("mysql-bin.000002"), &vec![0u8; 4 << 10]);
+        write(
+            &my.join("mysql-bin.index"),
+            b"./mysql-bin.000001\n./mysql-bin.000002\n",
+        );
+        // Its last write ten days ago.
+        let old = SystemTime::now() - Duration::from_secs(10 * 86400);
+        std::fs::File::options()
+            .write(true)
+            .open(my.join("mysql-bin.000001"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let ctx = Context::new(
+            crate::Roots {
+                proc,
+                rootfs,
+                ..crate::Roots::default()
+            },
+            Duration::from_secs(60),
+        );
+        let mut col = DatabasesCollector::new(&DatabasesConfig::default());
+        let s = col.sample(&ctx).await.unwrap();
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        let db = [("database", "/srv/mysql")];
+        assert_eq!(value(&s, &c::MYSQL_BINLOG_FILES, &db), Some(2.0));
+        let age = value(&s, &c::MYSQL_BINLOG_OLDEST_AGE_SECONDS, &db).unwrap();
+        assert!((age - 864_000.0).abs() < 600.0, "{age}");
+        assert_eq!(
+            value(&s, &c::MYSQL_BINLOG_RETENTION_SECONDS, &db),
+            Some(30.0 * 86400.0)
+        );
+        let comp = |c: &str| {
+            value(
+                &s,
+                &c::DATABASE_COMPONENT_BYTES,
+                &[("database", "/srv/mysql"), ("component", c)],
+            )
+        };
+        assert!(comp("binlog").unwrap() >= (24 << 10) as f64);
+        assert!(comp("innodb_system").unwrap() >= (12 << 10) as f64);
+        assert!(comp("innodb_undo").unwrap() >= (8 << 10) as f64);
+        assert!(comp("innodb_redo").unwrap() >= (16 << 10) as f64);
+        assert!(comp("innodb_temp").unwrap() >= (4 << 10) as f64);
+        let schemas = comp("schemas").unwrap();
+        assert!(schemas >= (64 << 10) as f64, "{schemas}");
+        // The logs and InnoDB's files are not counted again under other.
+        let other = comp("other").unwrap();
+        assert!(other < (20 << 10) as f64, "{other}");
+        assert_eq!(comp("relay_log"), None);
     }
 }

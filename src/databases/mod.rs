@@ -3,6 +3,7 @@
 //! readers and decoders of PostgreSQL's directory (`postgres`) and of bounded tree sizing
 //! (`walk`). No scheduling, config or metrics here.
 
+pub mod mysql;
 pub mod postgres;
 pub mod walk;
 

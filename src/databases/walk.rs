@@ -89,6 +89,15 @@ impl Walk {
         w
     }
 
+    /// Components that exist even with nothing under them (a data directory without a `log`
+    /// directory has a log of 0 bytes, not an unknown one).
+    pub fn declare(mut self, components: &[&str]) -> Walk {
+        for c in components {
+            component_index(&mut self.components, c);
+        }
+        self
+    }
+
     fn problem(&mut self, i: usize, path: &Path, e: &std::io::Error) {
         let t = &mut self.components[i].1;
         t.problems += 1;
