@@ -1,7 +1,8 @@
 //! The databases collector against real servers and real faults: a PostgreSQL started by the
-//! test whose archiver fails and whose slot nobody consumes, then fixed; a data directory the
-//! daemon's user may not read, then may through the group; a watched path on a mount whose
-//! listing hangs.
+//! test whose archiver fails and whose slot nobody consumes, then fixed; a MariaDB whose binary
+//! logs are flushed and purged; a data directory the daemon's user may not read, then may
+//! through the group; a watched path on a mount whose listing hangs.
 
 mod faults;
+mod mariadb;
 mod postgres;
