@@ -287,8 +287,8 @@ catalogue! {
     // Collector `databases`: what fills the disk, by database component.
     DATABASE_INFO: Gauge "ssdwatch_database_info" ["database", "kind", "version", "mountpoint"] unit ""
         "A data directory watched: a PostgreSQL or MySQL/MariaDB server found from its process (database is the data directory) or a path named under collectors.databases.watch (database is its name, kind watch); mountpoint is the mount holding it, as on ssdwatch_filesystem_*; always 1.";
-    DATABASE_COMPONENT_BYTES: Gauge "ssdwatch_database_component_bytes" ["database", "component"] unit "bytes"
-        "Bytes allocated to a component of the database's files. PostgreSQL: wal (pg_wal), replication_slots (pg_replslot), temp (pgsql_tmp), relations (base and global), log, tablespaces (all, see ssdwatch_postgres_tablespace_bytes), other; a watched path: all. wal, temp and replication_slots are read every sample, the others by the last completed sizing (ssdwatch_database_size_completed_timestamp_seconds).";
+    DATABASE_COMPONENT_BYTES: Gauge "ssdwatch_database_component_bytes" ["database", "component", "mountpoint"] unit "bytes"
+        "Bytes allocated to a component of the database's files. PostgreSQL: wal (pg_wal), replication_slots (pg_replslot), temp (pgsql_tmp), relations (base and global), log, other (tablespaces: ssdwatch_postgres_tablespace_bytes); MySQL/MariaDB: binlog, relay_log, innodb_system, innodb_undo, innodb_redo, innodb_temp, schemas, other; a watched path: all. mountpoint is the mount holding the component (pg_wal or the binary logs may live on another). wal, temp, replication_slots, the logs and InnoDB's files are read every sample, the others by the last completed sizing (ssdwatch_database_size_completed_timestamp_seconds).";
     DATABASE_SIZE_COMPLETED_TIMESTAMP_SECONDS: Gauge "ssdwatch_database_size_completed_timestamp_seconds" ["database"] unit "seconds"
         "When the last sizing of the database's big trees completed (Unix time); a sizing runs in bounded passes, one a sample, every collectors.databases.size_interval.";
     DATABASE_SIZE_ENTRIES: Gauge "ssdwatch_database_size_entries" ["database"] unit ""

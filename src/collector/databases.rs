@@ -247,6 +247,20 @@ struct Found {
     /// Watched paths that exist: (name, host path, path under the rootfs).
     watched: Vec<(String, PathBuf, PathBuf)>,
     watch_errors: Vec<(String, String)>,
+    /// The rootfs, canonical: a path read under it, less this, is the host's path.
+    rootfs: PathBuf,
+}
+
+impl Found {
+    /// The mount holding `inside` (a path under the rootfs), as the filesystem collector
+    /// labels it; "" when none is known.
+    fn mount_of_inside(&self, inside: &Path) -> &str {
+        let host = match inside.strip_prefix(&self.rootfs) {
+            Ok(rel) if self.rootfs != Path::new("/") => Path::new("/").join(rel),
+            _ => inside.to_path_buf(),
+        };
+        mount_of(&self.mounts, &host).unwrap_or("")
+    }
 }
 
 fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Found, String> {
@@ -256,6 +270,7 @@ fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Fou
         mounts: Vec::new(),
         watched: Vec::new(),
         watch_errors: Vec::new(),
+        rootfs: std::fs::canonicalize(&roots.rootfs).unwrap_or_else(|_| roots.rootfs.clone()),
     };
     if on {
         let servers =
@@ -292,6 +307,9 @@ fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Fou
 #[derive(Debug, Default)]
 struct PgCheap {
     wal: Option<Wal>,
+    /// Where pg_wal is (under the rootfs, links resolved): `initdb -X` puts it on another
+    /// filesystem.
+    wal_dir: Option<PathBuf>,
     /// `pg_replslot` (logical slots spill decoded changes there) and `pgsql_tmp` sizes.
     components: Vec<(String, Total)>,
     errors: Vec<String>,
@@ -341,9 +359,17 @@ fn mysql_cheap_metrics(
     s: &mut Sample,
     label: &str,
     c: &mysql::Cheap,
+    (found, mount): (&Found, &str),
     now: SystemTime,
     retention: Duration,
 ) {
+    // Logs may live elsewhere (log_bin=/var/log/mysql/mysql-bin): counted on their own mount.
+    let logs_mount = |l: &mysql::Logs| {
+        l.first
+            .as_deref()
+            .and_then(Path::parent)
+            .map_or(mount, |d| found.mount_of_inside(d))
+    };
     for e in &c.errors {
         s.error(ItemError::new(
             format!("{label} logs"),
@@ -362,10 +388,7 @@ fn mysql_cheap_metrics(
             .any(|p| p.extension().is_some_and(|x| x == "index"))
     {
         let set = &mut s.metrics;
-        set.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
-            &[("database", label), ("component", "binlog")],
-            c.binlog.bytes as f64,
-        );
+        component_bytes(set, label, "binlog", logs_mount(&c.binlog), c.binlog.bytes);
         set.family(&catalogue::MYSQL_BINLOG_FILES)
             .push(&l, c.binlog.files as f64);
         set.family(&catalogue::MYSQL_BINLOG_OLDEST_AGE_SECONDS)
@@ -374,21 +397,19 @@ fn mysql_cheap_metrics(
             .push(&l, retention.as_secs_f64());
     }
     if c.relay_log.files > 0 {
-        s.metrics.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
-            &[("database", label), ("component", "relay_log")],
-            c.relay_log.bytes as f64,
-        );
+        let m = logs_mount(&c.relay_log);
+        component_bytes(&mut s.metrics, label, "relay_log", m, c.relay_log.bytes);
     }
     for (part, bytes) in &c.innodb {
-        s.metrics.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
-            &[("database", label), ("component", part.component())],
-            *bytes as f64,
-        );
+        component_bytes(&mut s.metrics, label, part.component(), mount, *bytes);
     }
 }
 
 fn pg_cheap(dir: &Path, deadline: Instant) -> PgCheap {
-    let mut out = PgCheap::default();
+    let mut out = PgCheap {
+        wal_dir: std::fs::canonicalize(dir.join("pg_wal")).ok(),
+        ..PgCheap::default()
+    };
     let redo = match postgres::read_control(dir) {
         Ok(c) => Some(c.redo_lsn),
         Err(e) => {
@@ -528,18 +549,6 @@ fn size_pass(
                 }
                 None => components.push((c, t)),
             }
-        }
-        if engine == Engine::Postgres {
-            let mut all = Total::default();
-            for (_, _, t) in &tablespaces {
-                all.bytes = all.bytes.saturating_add(t.bytes);
-                all.entries += t.entries;
-                all.problems += t.problems;
-                if all.error.is_none() {
-                    all.error.clone_from(&t.error);
-                }
-            }
-            components.push(("tablespaces".into(), all));
         }
         s.done = Some(Sized {
             components,
@@ -701,11 +710,14 @@ impl Collector for DatabasesCollector {
             );
             if let Some(job) = cheap {
                 match job.await {
-                    Ok(Ok(Cheap::Postgres(c))) => pg_cheap_metrics(&mut s, &t.label, &c),
+                    Ok(Ok(Cheap::Postgres(c))) => {
+                        pg_cheap_metrics(&mut s, &t.label, &c, &found, mountpoint)
+                    }
                     Ok(Ok(Cheap::Mysql(Ok(c)))) => mysql_cheap_metrics(
                         &mut s,
                         &t.label,
                         &c,
+                        (&found, mountpoint),
                         SystemTime::now(),
                         self.cfg.mysql_binlog_retention,
                     ),
@@ -741,14 +753,14 @@ impl Collector for DatabasesCollector {
                 Err(_) => None,
             };
             if let Some(d) = done {
-                sized_metrics(&mut s, &t.label, &d, &found.mounts);
+                sized_metrics(&mut s, &t.label, &d, &found.mounts, mountpoint);
             }
         }
         Ok(s)
     }
 }
 
-fn component_metric(s: &mut Sample, label: &str, component: &str, t: &Total) {
+fn component_metric(s: &mut Sample, label: &str, component: &str, mount: &str, t: &Total) {
     match &t.error {
         // A figure with a hole is not published: an unknown value gives no series.
         Some(e) => s.error(ItemError::new(
@@ -762,14 +774,22 @@ fn component_metric(s: &mut Sample, label: &str, component: &str, t: &Total) {
                 }
             ),
         )),
-        None => s.metrics.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
-            &[("database", label), ("component", component)],
-            t.bytes as f64,
-        ),
+        None => component_bytes(&mut s.metrics, label, component, mount, t.bytes),
     }
 }
 
-fn pg_cheap_metrics(s: &mut Sample, label: &str, c: &PgCheap) {
+fn component_bytes(set: &mut MetricSet, label: &str, component: &str, mount: &str, bytes: u64) {
+    set.family(&catalogue::DATABASE_COMPONENT_BYTES).push(
+        &[
+            ("database", label),
+            ("component", component),
+            ("mountpoint", mount),
+        ],
+        bytes as f64,
+    );
+}
+
+fn pg_cheap_metrics(s: &mut Sample, label: &str, c: &PgCheap, found: &Found, mount: &str) {
     for e in &c.errors {
         s.error(ItemError::new(
             format!("{label} pg_wal"),
@@ -777,18 +797,21 @@ fn pg_cheap_metrics(s: &mut Sample, label: &str, c: &PgCheap) {
         ));
     }
     if let Some(w) = &c.wal {
-        pg_wal_metrics(&mut s.metrics, label, w, SystemTime::now());
+        let wal_mount = c
+            .wal_dir
+            .as_deref()
+            .map_or(mount, |d| found.mount_of_inside(d));
+        pg_wal_metrics(&mut s.metrics, label, w, wal_mount, SystemTime::now());
     }
     for (component, t) in &c.components {
-        component_metric(s, label, component, t);
+        component_metric(s, label, component, mount, t);
     }
 }
 
 /// The WAL, the archiver's backlog and the slots' retained WAL of one PostgreSQL.
-fn pg_wal_metrics(set: &mut MetricSet, label: &str, w: &Wal, now: SystemTime) {
+fn pg_wal_metrics(set: &mut MetricSet, label: &str, w: &Wal, mount: &str, now: SystemTime) {
     let l = [("database", label)];
-    set.family(&catalogue::DATABASE_COMPONENT_BYTES)
-        .push(&[("database", label), ("component", "wal")], w.bytes as f64);
+    component_bytes(set, label, "wal", mount, w.bytes);
     set.family(&catalogue::POSTGRES_WAL_SEGMENTS)
         .push(&l, w.segments as f64);
     set.family(&catalogue::POSTGRES_ARCHIVE_READY_SEGMENTS)
@@ -813,11 +836,11 @@ fn pg_wal_metrics(set: &mut MetricSet, label: &str, w: &Wal, now: SystemTime) {
     }
 }
 
-fn sized_metrics(s: &mut Sample, label: &str, d: &Sized, mounts: &[MountInfo]) {
+fn sized_metrics(s: &mut Sample, label: &str, d: &Sized, mounts: &[MountInfo], mount: &str) {
     let mut entries = 0;
     for (component, t) in &d.components {
         entries += t.entries;
-        component_metric(s, label, component, t);
+        component_metric(s, label, component, mount, t);
     }
     for (oid, target, t) in &d.tablespaces {
         match &t.error {
@@ -1145,5 +1168,43 @@ mod tests {
         let other = comp("other").unwrap();
         assert!(other < (20 << 10) as f64, "{other}");
         assert_eq!(comp("relay_log"), None);
+    }
+
+    #[tokio::test]
+    async fn each_component_is_labelled_with_the_mount_holding_it() {
+        let t = tempfile::tempdir().unwrap();
+        let roots = host(t.path());
+        // pg_wal moved to its own filesystem (initdb -X), linked from the data directory.
+        let pg = roots.rootfs.join("srv/pg");
+        let wal = roots.rootfs.join("srv/wal/pg_wal");
+        std::fs::create_dir_all(wal.parent().unwrap()).unwrap();
+        std::fs::rename(pg.join("pg_wal"), &wal).unwrap();
+        // Relative, so it resolves inside the fixture's rootfs.
+        std::os::unix::fs::symlink("../wal/pg_wal", pg.join("pg_wal")).unwrap();
+        write(
+            &roots.proc.join("self/mountinfo"),
+            b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:17 / /srv/wal rw - xfs /dev/sdb1 rw\n",
+        );
+        let ctx = Context::new(roots, Duration::from_secs(60));
+        let mut col = DatabasesCollector::new(&DatabasesConfig::default());
+        let s = col.sample(&ctx).await.unwrap();
+        let at = |component: &str, mount: &str| {
+            value(
+                &s,
+                &c::DATABASE_COMPONENT_BYTES,
+                &[
+                    ("database", "/srv/pg"),
+                    ("component", component),
+                    ("mountpoint", mount),
+                ],
+            )
+        };
+        assert!(at("wal", "/srv/wal").is_some_and(|b| b >= (6 * SEG) as f64));
+        assert!(at("relations", "/").is_some());
+        assert!(at("temp", "/").is_some());
+        assert_eq!(
+            value(&s, &c::POSTGRES_WAL_SEGMENTS, &[("database", "/srv/pg")]),
+            Some(6.0)
+        );
     }
 }

@@ -92,6 +92,8 @@ pub struct Logs {
     /// Modification time of the oldest log kept: its last write, so its age is how long the
     /// server has kept it since it was closed.
     pub oldest: Option<SystemTime>,
+    /// The first log found (under the rootfs): where the logs are kept.
+    pub first: Option<PathBuf>,
 }
 
 /// What the cheap look at a MySQL data directory found.
@@ -195,6 +197,9 @@ fn read_logs(
                 logs.bytes = logs.bytes.saturating_add(allocated(&m));
                 if let Ok(t) = m.modified() {
                     logs.oldest = Some(logs.oldest.map_or(t, |o| o.min(t)));
+                }
+                if logs.first.is_none() {
+                    logs.first = Some(path.clone());
                 }
                 counted.insert(path);
             }

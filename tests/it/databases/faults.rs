@@ -57,11 +57,7 @@ fn a_watched_directory_whose_listing_hangs_costs_only_its_own_item() {
         assert!(took < Duration::from_secs(5), "round {round}: {took:?}");
         let text = support::exposition(&s);
         assert!(
-            support::value(
-                &text,
-                "ssdwatch_database_component_bytes{database=\"backups\",component=\"all\"}"
-            )
-            .is_some_and(|b| b >= 20_000.0),
+            super::component(&text, "backups", "all").is_some_and(|b| b >= 20_000.0),
             "round {round}: {text}"
         );
         assert!(
@@ -115,11 +111,7 @@ async fn a_watched_symlink_loop_a_vanished_path_and_a_good_one_each_stand_alone(
     let s = c.sample(&ctx).await.unwrap();
     let text = support::exposition(&s);
     assert!(
-        support::value(
-            &text,
-            "ssdwatch_database_component_bytes{database=\"good\",component=\"all\"}"
-        )
-        .is_some_and(|b| b >= 9000.0),
+        super::component(&text, "good", "all").is_some_and(|b| b >= 9000.0),
         "{text}"
     );
     // A link to itself can't be resolved: its own error, and nothing else is lost.

@@ -143,14 +143,12 @@ fn binary_logs_flushed_and_purged_are_counted_as_the_server_lists_them() {
     let n = listed(&m);
     assert!(n >= 7.0, "{n}");
     let files = format!("ssdwatch_mysql_binlog_files{{database=\"{label}\"}}");
-    let binlog =
-        format!("ssdwatch_database_component_bytes{{database=\"{label}\",component=\"binlog\"}}");
     let d = daemon();
     let metrics = d.wait_metrics("the binary logs", Duration::from_secs(60), |t| {
         value(t, &files) == Some(n)
     });
     assert!(
-        value(&metrics, &binlog).is_some_and(|b| b > 0.0),
+        super::component(&metrics, &label, "binlog").is_some_and(|b| b > 0.0),
         "{metrics}"
     );
     assert!(
@@ -159,12 +157,7 @@ fn binary_logs_flushed_and_purged_are_counted_as_the_server_lists_them() {
         )),
         "{metrics}"
     );
-    let comp = |t: &str, c: &str| {
-        value(
-            t,
-            &format!("ssdwatch_database_component_bytes{{database=\"{label}\",component=\"{c}\"}}"),
-        )
-    };
+    let comp = |t: &str, c: &str| super::component(t, &label, c);
     assert!(
         comp(&metrics, "innodb_system").is_some_and(|b| b > 1e6),
         "{metrics}"

@@ -6,3 +6,12 @@
 mod faults;
 mod mariadb;
 mod postgres;
+
+/// The bytes of one component of one database in an exposition (whatever mount holds it).
+pub fn component(text: &str, database: &str, component: &str) -> Option<f64> {
+    crate::support::value_matching(
+        text,
+        "ssdwatch_database_component_bytes",
+        &format!("{{database=\"{database}\",component=\"{component}\",mountpoint="),
+    )
+}

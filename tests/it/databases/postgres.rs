@@ -260,21 +260,14 @@ fn a_failing_archiver_and_an_abandoned_slot_show_then_clear_once_fixed() {
         )),
         "{m}"
     );
-    let wal = value(
-        &m,
-        &format!("ssdwatch_database_component_bytes{{database=\"{label}\",component=\"wal\"}}"),
-    )
-    .unwrap();
+    let wal = super::component(&m, &label, "wal").unwrap();
     assert!(wal >= (waiting as u64 * seg) as f64, "{wal}");
 
     // Relations: the big trees are sized by passes; compare with the server's own figure.
-    let rel_series = format!(
-        "ssdwatch_database_component_bytes{{database=\"{label}\",component=\"relations\"}}"
-    );
     let m = d.wait_metrics("relations sized", Duration::from_secs(60), |m| {
-        value(m, &rel_series).is_some()
+        super::component(m, &label, "relations").is_some()
     });
-    let rel = value(&m, &rel_series).unwrap();
+    let rel = super::component(&m, &label, "relations").unwrap();
     let server: f64 = pg
         .sql("select sum(pg_database_size(oid)) from pg_database")
         .parse()
