@@ -205,6 +205,9 @@ pub struct DatabasesCollector {
     cfg: DatabasesConfig,
     discover_busy: Arc<AtomicBool>,
     targets: BTreeMap<String, TargetState>,
+    /// The last search's result: used again while a search hangs (reading a command line
+    /// waits on a process's memory lock), so the databases already found keep their series.
+    last_found: Option<Found>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -240,6 +243,7 @@ async fn bounded<T: Send + 'static>(
 }
 
 /// What the search of /proc found.
+#[derive(Clone)]
 struct Found {
     databases: Vec<Database>,
     errors: Vec<(u32, String)>,
@@ -564,6 +568,7 @@ impl DatabasesCollector {
             cfg: cfg.clone(),
             discover_busy: Arc::default(),
             targets: BTreeMap::new(),
+            last_found: None,
         }
     }
 }
@@ -597,12 +602,24 @@ impl Collector for DatabasesCollector {
         })
         .await
         {
-            Ok(Ok(f)) => f,
+            Ok(Ok(f)) => {
+                self.last_found = Some(f.clone());
+                f
+            }
             Ok(Err(e)) => anyhow::bail!("reading the processes: {e}"),
-            Err(why) => anyhow::bail!(
-                "reading the processes under {}: {why}",
-                ctx.roots.proc.display()
-            ),
+            Err(why) => {
+                s.error(ItemError::new(
+                    "process search",
+                    format!(
+                        "process search: reading the processes under {}: {why}; the databases found before are kept",
+                        ctx.roots.proc.display()
+                    ),
+                ));
+                match &self.last_found {
+                    Some(f) => f.clone(),
+                    None => return Ok(s),
+                }
+            }
         };
         for (pid, e) in &found.errors {
             s.error(ItemError::new(format!("pid {pid}"), e.clone()));

@@ -323,7 +323,11 @@ pub fn read_wal(
     slots: Vec<SlotState>,
     redo_lsn: Option<u64>,
 ) -> Result<Wal, ReadError> {
-    let dir = data_dir.join("pg_wal");
+    // pg_xlog before PostgreSQL 10.
+    let dir = match data_dir.join("pg_wal") {
+        d if !d.exists() && data_dir.join("pg_xlog").is_dir() => data_dir.join("pg_xlog"),
+        d => d,
+    };
     let mut wal = Wal::default();
     let mut names = Vec::new();
     for e in std::fs::read_dir(&dir).map_err(io(&dir))? {

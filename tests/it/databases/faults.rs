@@ -15,6 +15,18 @@ fn watch(name: &str, path: &std::path::Path) -> WatchConfig {
     }
 }
 
+/// This process's threads waiting for a FUSE server's answer (their wait channel).
+fn threads_in_fuse() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("wchan"))
+                .is_ok_and(|w| w.contains("request_wait_answer"))
+        })
+        .count()
+}
+
 fn errors(s: &Sample) -> Vec<String> {
     s.errors.iter().map(|e| e.to_string()).collect()
 }
@@ -28,6 +40,13 @@ fn a_watched_directory_whose_listing_hangs_costs_only_its_own_item() {
     if !support::alone(module_path!(), test) {
         return;
     }
+    // Made before the hung mount so that, on a panic, the mount (and its server) is dropped
+    // first: a runtime dropped while one of its threads waits on the mount would wait forever.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let hung = support::HungFuse::serving("hung_readdir_fs.py");
     let ok = tempfile::tempdir().unwrap();
     std::fs::write(ok.path().join("dump.sql"), vec![1u8; 20_000]).unwrap();
@@ -40,11 +59,6 @@ fn a_watched_directory_whose_listing_hangs_costs_only_its_own_item() {
         watch: vec![watch("hung", &hung.mountpoint), watch("backups", ok.path())],
         ..DatabasesConfig::default()
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let ctx = Context::new(ssdwatch::Roots::default(), Duration::from_secs(60));
     let mut c = DatabasesCollector::new(&cfg);
     let threads_before = support::thread_count();
@@ -75,12 +89,15 @@ fn a_watched_directory_whose_listing_hangs_costs_only_its_own_item() {
             e[0].contains("hung") && e[0].contains(want),
             "round {round}: {e:?}"
         );
-        threads.push(support::thread_count());
+        threads.push((support::thread_count(), threads_in_fuse()));
     }
-    // One thread stays held in the hung listing; no more are started for it.
+    // One thread stays held in the hung listing, whatever the number of samples; the others
+    // are the runtime's pool, reused.
     assert!(
-        threads.iter().all(|&n| n <= threads[0]) && threads[0] <= threads_before + 4,
-        "{threads_before} then {threads:?}"
+        threads
+            .iter()
+            .all(|&(n, f)| f == 1 && n <= threads_before + 6),
+        "{threads_before} then (threads, in FUSE) {threads:?}"
     );
     drop(hung);
     drop(rt);
@@ -131,4 +148,46 @@ async fn a_watched_symlink_loop_a_vanished_path_and_a_good_one_each_stand_alone(
         "{e:?}"
     );
     assert!(support::exposition(&s).contains("database=\"good\""));
+}
+
+#[test]
+fn a_process_search_that_hangs_is_one_item_and_the_collector_still_succeeds() {
+    let test = "a_process_search_that_hangs_is_one_item_and_the_collector_still_succeeds";
+    if !support::require_root(test) || !support::fuse_available(test) {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The /proc the collector reads is a mount whose listing never returns.
+    let hung = support::HungFuse::serving("hung_readdir_fs.py");
+    let cfg = DatabasesConfig {
+        timeout: Duration::from_millis(500),
+        ..DatabasesConfig::default()
+    };
+    let roots = ssdwatch::Roots {
+        proc: hung.mountpoint.clone(),
+        ..ssdwatch::Roots::default()
+    };
+    let ctx = Context::new(roots, Duration::from_secs(60));
+    let mut c = DatabasesCollector::new(&cfg);
+    for (round, want) in [
+        "no answer within the timeout",
+        "not started again until it does",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = rt.block_on(c.sample(&ctx)).unwrap();
+        let e = errors(&s);
+        assert_eq!(e.len(), 1, "round {round}: {e:?}");
+        assert!(
+            e[0].contains("process search") && e[0].contains(want),
+            "round {round}: {e:?}"
+        );
+    }
+    drop(hung);
+    drop(rt);
 }
