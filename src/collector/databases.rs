@@ -153,6 +153,8 @@ struct Target {
     /// As the host sees it, for the mount point.
     host: PathBuf,
     engine: Engine,
+    /// MySQL: the binary log index the server was told of, under the rootfs.
+    binlog_index: Option<PathBuf>,
 }
 
 /// What a target's files are laid out as.
@@ -327,8 +329,8 @@ enum Cheap {
 
 /// The roots of a MySQL sizing: each schema's directory under `schemas`, every other entry
 /// not counted by the cheap look (logs, InnoDB's files) under `other`.
-fn mysql_size_roots(dir: &Path, rootfs: &Path) -> Vec<Root> {
-    let counted = mysql::read_cheap(dir, rootfs)
+fn mysql_size_roots(dir: &Path, rootfs: &Path, binlog_index: Option<&Path>) -> Vec<Root> {
+    let counted = mysql::read_cheap(dir, rootfs, binlog_index)
         .map(|c| c.counted)
         .unwrap_or_default();
     let mut roots = Vec::new();
@@ -504,19 +506,30 @@ fn pg_size_roots(dir: &Path) -> (Vec<Root>, Vec<PathBuf>, Vec<(String, PathBuf)>
 
 /// Takes one sizing pass: starts a sizing when none is in progress, finishes it when its last
 /// entry is taken.
-fn size_pass(
-    slot: &Mutex<SizeSlot>,
-    dir: &Path,
+/// Where a target's files are and how they are laid out.
+struct Layout<'a> {
+    dir: &'a Path,
     engine: Engine,
-    rootfs: &Path,
-    max_entries: u64,
-    deadline: Instant,
-) {
+    rootfs: &'a Path,
+    binlog_index: Option<&'a Path>,
+}
+
+fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline: Instant) {
+    let Layout {
+        dir,
+        engine,
+        rootfs,
+        binlog_index,
+    } = *layout;
     let mut s = lock(slot);
     if s.walk.is_none() {
         let (roots, skip, spaces) = match engine {
             Engine::Postgres => pg_size_roots(dir),
-            Engine::Mysql => (mysql_size_roots(dir, rootfs), Vec::new(), Vec::new()),
+            Engine::Mysql => (
+                mysql_size_roots(dir, rootfs, binlog_index),
+                Vec::new(),
+                Vec::new(),
+            ),
             Engine::Tree => (
                 vec![Root {
                     component: "all".into(),
@@ -640,6 +653,7 @@ impl Collector for DatabasesCollector {
                     ServerKind::Postgres => Engine::Postgres,
                     ServerKind::Mysql => Engine::Mysql,
                 },
+                binlog_index: d.binlog_index.clone(),
             })
             .collect();
         targets.extend(found.watched.iter().map(|(name, host, path)| Target {
@@ -649,6 +663,7 @@ impl Collector for DatabasesCollector {
             path: path.clone(),
             host: host.clone(),
             engine: Engine::Tree,
+            binlog_index: None,
         }));
         // Targets gone (a server stopped): their state goes; a thread still held keeps only
         // what it holds.
@@ -678,10 +693,11 @@ impl Collector for DatabasesCollector {
                 }
                 Engine::Mysql => {
                     let rootfs = ctx.roots.rootfs.clone();
+                    let index = t.binlog_index.clone();
                     Some(tokio::spawn(async move {
                         bounded(&busy, cheap_deadline, move || {
                             Cheap::Mysql(
-                                mysql::read_cheap(&dir, &rootfs)
+                                mysql::read_cheap(&dir, &rootfs, index.as_deref())
                                     .map_err(|e| format!("{}: {e}", dir.display())),
                             )
                         })
@@ -701,11 +717,18 @@ impl Collector for DatabasesCollector {
                 }
                 let (slot, dir, engine) = (st.size.clone(), t.path.clone(), t.engine);
                 let rootfs = ctx.roots.rootfs.clone();
+                let index = t.binlog_index.clone();
                 let (max, time) = (self.cfg.size_entries_per_pass, self.cfg.size_time_per_pass);
                 let busy = st.size_busy.clone();
                 Some(tokio::spawn(async move {
                     bounded(&busy, size_deadline, move || {
-                        size_pass(&slot, &dir, engine, &rootfs, max, Instant::now() + time)
+                        let layout = Layout {
+                            dir: &dir,
+                            engine,
+                            rootfs: &rootfs,
+                            binlog_index: index.as_deref(),
+                        };
+                        size_pass(&slot, &layout, max, Instant::now() + time)
                     })
                     .await
                 }))

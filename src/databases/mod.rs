@@ -3,6 +3,7 @@
 //! readers and decoders of PostgreSQL's directory (`postgres`) and of bounded tree sizing
 //! (`walk`). No scheduling, config or metrics here.
 
+pub mod mycnf;
 pub mod mysql;
 pub mod postgres;
 pub mod walk;
@@ -22,6 +23,9 @@ pub struct Database {
     /// PostgreSQL's `PG_VERSION` ("15"); empty for MySQL.
     pub version: String,
     pub pid: u32,
+    /// MySQL: the binary log index its `--log-bin` or option files name (under the rootfs),
+    /// which may be outside the data directory.
+    pub binlog_index: Option<PathBuf>,
 }
 
 /// Why a server's data directory was not taken.
@@ -78,12 +82,19 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
     // PostgreSQL's -D may be the configuration directory (Debian's layout puts the data
     // elsewhere and sets data_directory in postgresql.conf); the postmaster changes into the
     // data directory, so its working directory decides then.
+    // mysqld started bare (Debian's mariadbd) was told in its option files.
+    let options = match p.args.kind {
+        ServerKind::Mysql => mycnf::read(&roots.rootfs, &option_files(p)),
+        ServerKind::Postgres => mycnf::Options::default(),
+    };
     let candidates: Vec<PathBuf> = [p.args.data_directory.as_deref(), p.args.dir.as_deref()]
         .into_iter()
         .flatten()
         .map(PathBuf::from)
         .filter(|d| d.is_absolute())
         .chain(p.cwd.clone())
+        .chain(options.datadir.as_deref().map(PathBuf::from))
+        .filter(|d| d.is_absolute())
         .collect();
     let flag = match p.args.kind {
         ServerKind::Postgres => "-D",
@@ -127,6 +138,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 path,
                 version,
                 pid,
+                binlog_index: None,
             })
         }
         ServerKind::Mysql => {
@@ -135,15 +147,39 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 Ok(_) => return Err(not("its mysql entry is not a directory".into())),
                 Err(e) => return Err(not(format!("no mysql system schema: {e}"))),
             }
+            let binlog_index = p
+                .args
+                .log_bin
+                .as_deref()
+                .or(options.log_bin.as_deref())
+                .map(|b| mycnf::binlog_index(b, &dir))
+                .map(|host| roots.in_rootfs(&host));
             Ok(Database {
                 kind: p.args.kind,
                 dir,
                 path,
                 version: String::new(),
                 pid,
+                binlog_index,
             })
         }
     }
+}
+
+/// The option files a mysqld reads: none with `--no-defaults`, `--defaults-file` alone, else
+/// the default files and `--defaults-extra-file`.
+fn option_files(p: &ServerProcess) -> Vec<PathBuf> {
+    if p.args.no_defaults {
+        return Vec::new();
+    }
+    if let Some(f) = &p.args.defaults_file {
+        return vec![PathBuf::from(f)];
+    }
+    mycnf::DEFAULT_FILES
+        .iter()
+        .map(PathBuf::from)
+        .chain(p.args.defaults_extra_file.as_deref().map(PathBuf::from))
+        .collect()
 }
 
 /// `postmaster.pid`: line 1 the postmaster's pid, line 2 its data directory.
@@ -197,9 +233,8 @@ mod tests {
         ServerProcess {
             pid,
             args: ServerArgs {
-                kind: ServerKind::Postgres,
                 dir: d.map(str::to_string),
-                data_directory: None,
+                ..ServerArgs::new(ServerKind::Postgres)
             },
             cwd: cwd.map(PathBuf::from),
         }
@@ -294,11 +329,7 @@ mod tests {
         let r = roots(t.path());
         let p = |d: &str| ServerProcess {
             pid: 900,
-            args: ServerArgs {
-                kind: ServerKind::Mysql,
-                dir: None,
-                data_directory: None,
-            },
+            args: ServerArgs::new(ServerKind::Mysql),
             cwd: Some(PathBuf::from(d)),
         };
         std::fs::create_dir_all(t.path().join("var/lib/mysql/mysql")).unwrap();
@@ -309,5 +340,29 @@ mod tests {
         std::fs::create_dir_all(t.path().join("var/empty")).unwrap();
         let e = locate(&r, &p("/var/empty")).unwrap_err().to_string();
         assert!(e.contains("no mysql system schema"), "{e}");
+        // Debian's mariadbd: no flag, its working directory unreadable to the daemon; the
+        // option files tell, binary logs outside the data directory included.
+        std::fs::create_dir_all(t.path().join("etc/mysql/mariadb.conf.d")).unwrap();
+        std::fs::write(
+            t.path().join("etc/mysql/my.cnf"),
+            "!includedir /etc/mysql/mariadb.conf.d/\n",
+        )
+        .unwrap();
+        std::fs::write(
+            t.path().join("etc/mysql/mariadb.conf.d/50-server.cnf"),
+            "[mysqld]\ndatadir = /var/lib/mysql\nlog_bin = /var/log/mysql/mysql-bin.log\n",
+        )
+        .unwrap();
+        let bare = ServerProcess {
+            pid: 900,
+            args: ServerArgs::new(ServerKind::Mysql),
+            cwd: None,
+        };
+        let db = locate(&r, &bare).unwrap();
+        assert_eq!(db.dir, Path::new("/var/lib/mysql"));
+        assert_eq!(
+            db.binlog_index,
+            Some(t.path().join("var/log/mysql/mysql-bin.index"))
+        );
     }
 }

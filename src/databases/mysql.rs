@@ -114,8 +114,13 @@ const MAX_INDEX_BYTES: u64 = 1 << 20;
 const MAX_INNODB_DIR_ENTRIES: usize = 10_000;
 
 /// Lists the data directory's top level once: the index files' logs (paths under `rootfs` when
-/// absolute, else under the data directory) and InnoDB's files.
-pub fn read_cheap(dir: &Path, rootfs: &Path) -> Result<Cheap, std::io::Error> {
+/// absolute, else under the data directory) and InnoDB's files. `binlog_index` is the index
+/// the server was told of (under the rootfs), read too when it lies elsewhere.
+pub fn read_cheap(
+    dir: &Path,
+    rootfs: &Path,
+    binlog_index: Option<&Path>,
+) -> Result<Cheap, std::io::Error> {
     let mut out = Cheap::default();
     let mut totals: std::collections::BTreeMap<Part, u64> = Default::default();
     for e in std::fs::read_dir(dir)? {
@@ -155,6 +160,26 @@ pub fn read_cheap(dir: &Path, rootfs: &Path) -> Result<Cheap, std::io::Error> {
         }
         out.counted.insert(e.path());
         *totals.entry(part).or_default() += bytes;
+    }
+    if let Some(index) = binlog_index
+        && !out.counted.contains(index)
+    {
+        match std::fs::metadata(index) {
+            Ok(_) => {
+                out.counted.insert(index.to_path_buf());
+                read_logs(
+                    dir,
+                    rootfs,
+                    index,
+                    &mut out.binlog,
+                    &mut out.counted,
+                    &mut out.errors,
+                );
+            }
+            // Binary logging configured but no log written yet.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => out.errors.push(format!("{}: {e}", index.display())),
+        }
     }
     out.innodb = totals.into_iter().collect();
     Ok(out)
@@ -268,7 +293,7 @@ mod tests {
             "/var/log/mysql/relay.000007\n",
         )
         .unwrap();
-        let c = read_cheap(&dir, rootfs).unwrap();
+        let c = read_cheap(&dir, rootfs, None).unwrap();
         assert!(c.errors.is_empty(), "{:?}", c.errors);
         // binlog.000000 was purged after the index was written: not counted, no error.
         assert_eq!(c.binlog.files, 2);
@@ -282,5 +307,16 @@ mod tests {
         assert_eq!(part(Part::InnodbTemp), None);
         assert!(c.counted.contains(&dir.join("binlog.000002")));
         assert!(!c.counted.contains(&dir.join("shop")));
+        // Debian's log_bin = /var/log/mysql/mysql-bin.log: the index is there, not here.
+        std::fs::remove_file(dir.join("binlog.index")).unwrap();
+        std::fs::write(logdir.join("mysql-bin.000003"), vec![0u8; 4096]).unwrap();
+        std::fs::write(
+            logdir.join("mysql-bin.index"),
+            "/var/log/mysql/mysql-bin.000003\n",
+        )
+        .unwrap();
+        let c = read_cheap(&dir, rootfs, Some(&logdir.join("mysql-bin.index"))).unwrap();
+        assert_eq!(c.binlog.files, 1);
+        assert_eq!(c.binlog.first, Some(logdir.join("mysql-bin.000003")));
     }
 }

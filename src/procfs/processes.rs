@@ -30,6 +30,29 @@ pub struct ServerArgs {
     pub dir: Option<String>,
     /// `-c data_directory=DIR` or `--data-directory=DIR` (PostgreSQL only): wins over `-D`.
     pub data_directory: Option<String>,
+    /// mysqld only: `--defaults-file=FILE` (then no other option file is read) and
+    /// `--defaults-extra-file=FILE`.
+    pub defaults_file: Option<String>,
+    pub defaults_extra_file: Option<String>,
+    /// mysqld only: `--no-defaults`, no option file read at all.
+    pub no_defaults: bool,
+    /// mysqld only: `--log-bin=BASE`, where the binary logs and their index go.
+    pub log_bin: Option<String>,
+}
+
+impl ServerArgs {
+    /// A server of `kind` whose command line says nothing.
+    pub fn new(kind: ServerKind) -> Self {
+        ServerArgs {
+            kind,
+            dir: None,
+            data_directory: None,
+            defaults_file: None,
+            defaults_extra_file: None,
+            no_defaults: false,
+            log_bin: None,
+        }
+    }
 }
 
 /// One server process.
@@ -73,11 +96,7 @@ pub fn classify(comm: &str, args: &[String]) -> Option<ServerArgs> {
             if first.starts_with("postgres:") || first.starts_with("postmaster:") {
                 return None;
             }
-            let mut out = ServerArgs {
-                kind: ServerKind::Postgres,
-                dir: None,
-                data_directory: None,
-            };
+            let mut out = ServerArgs::new(ServerKind::Postgres);
             let mut it = args.iter().skip(1);
             while let Some(a) = it.next() {
                 if a == "-D" {
@@ -99,15 +118,22 @@ pub fn classify(comm: &str, args: &[String]) -> Option<ServerArgs> {
             Some(out)
         }
         "mysqld" | "mariadbd" => {
-            let mut out = ServerArgs {
-                kind: ServerKind::Mysql,
-                dir: None,
-                data_directory: None,
-            };
+            let mut out = ServerArgs::new(ServerKind::Mysql);
             let mut it = args.iter().skip(1);
             while let Some(a) = it.next() {
                 if let Some(d) = a.strip_prefix("--datadir=") {
                     out.dir = Some(d.to_string());
+                } else if a == "--no-defaults" {
+                    out.no_defaults = true;
+                } else if let Some(f) = a.strip_prefix("--defaults-file=") {
+                    out.defaults_file = Some(f.to_string());
+                } else if let Some(f) = a.strip_prefix("--defaults-extra-file=") {
+                    out.defaults_extra_file = Some(f.to_string());
+                } else if let Some(b) = a
+                    .strip_prefix("--log-bin=")
+                    .or_else(|| a.strip_prefix("--log_bin="))
+                {
+                    out.log_bin = Some(b.to_string());
                 } else if a == "--datadir" || a == "-h" {
                     out.dir = it.next().cloned();
                 } else if let Some(d) = a.strip_prefix("-h").filter(|d| !d.is_empty()) {
@@ -233,6 +259,22 @@ mod tests {
         assert_eq!(m.dir.as_deref(), Some("/srv/mysql"));
         let m = classify("mysqld", &args(&["/usr/sbin/mysqld"])).unwrap();
         assert_eq!(m.dir, None);
+        let m = classify(
+            "mysqld",
+            &args(&[
+                "mysqld",
+                "--defaults-file=/etc/my-3307.cnf",
+                "--log-bin=/srv/binlog/b",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(m.defaults_file.as_deref(), Some("/etc/my-3307.cnf"));
+        assert_eq!(m.log_bin.as_deref(), Some("/srv/binlog/b"));
+        assert!(
+            classify("mariadbd", &args(&["mariadbd", "--no-defaults"]))
+                .unwrap()
+                .no_defaults
+        );
         assert_eq!(
             classify("mysqld", &args(&["mysqld", "--datadir", "/d"]))
                 .unwrap()
