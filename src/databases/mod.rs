@@ -94,6 +94,11 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
         .filter(|d| d.is_absolute())
         .chain(p.cwd.clone())
         .chain(options.datadir.as_deref().map(PathBuf::from))
+        // Said nowhere: the server's own default (checked like any other, below).
+        .chain(
+            (p.args.kind == ServerKind::Mysql && options.datadir.is_none())
+                .then(|| PathBuf::from(mycnf::COMPILED_DATADIR)),
+        )
         .filter(|d| d.is_absolute())
         .collect();
     let flag = match p.args.kind {
@@ -364,5 +369,10 @@ mod tests {
             db.binlog_index,
             Some(t.path().join("var/log/mysql/mysql-bin.index"))
         );
+        // Debian 12 as installed: its option files say nothing; the compiled-in directory.
+        std::fs::remove_file(t.path().join("etc/mysql/mariadb.conf.d/50-server.cnf")).unwrap();
+        let db = locate(&r, &bare).unwrap();
+        assert_eq!(db.dir, Path::new("/var/lib/mysql"));
+        assert_eq!(db.binlog_index, None);
     }
 }

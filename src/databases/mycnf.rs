@@ -17,6 +17,10 @@ pub struct Options {
 /// defaults on Linux, in their order).
 pub const DEFAULT_FILES: &[&str] = &["/etc/my.cnf", "/etc/mysql/my.cnf"];
 
+/// The data directory the server is built with on Debian, Ubuntu and RHEL's packages and
+/// the upstream ones: what it uses when neither its command line nor its option files say.
+pub const COMPILED_DATADIR: &str = "/var/lib/mysql";
+
 /// Sections the server reads (`[mysqld-8.0]` and `[mariadb-10.11]` too).
 fn server_section(name: &str) -> bool {
     let base = name.split('-').next().unwrap_or(name);
@@ -218,5 +222,13 @@ mod tests {
             binlog_index("mysql-bin", Path::new("/srv/mysql")),
             Path::new("/srv/mysql/mysql-bin.index")
         );
+    }
+
+    #[test]
+    fn debian_12s_installed_option_files_set_no_data_directory_and_no_binary_log() {
+        let root =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/databases/mariadb-debian12");
+        let o = read(&root, &[PathBuf::from("/etc/mysql/my.cnf")]);
+        assert_eq!(o, Options::default());
     }
 }

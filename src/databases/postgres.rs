@@ -629,4 +629,25 @@ pub(crate) mod tests {
         let e = read_wal(root, Vec::new(), None).unwrap_err().to_string();
         assert!(e.contains("pg_wal"), "{e}");
     }
+
+    #[test]
+    fn real_postgresql_15_captures_decode_to_what_the_server_said() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/databases/pg15");
+        let slot = decode_slot_state(&std::fs::read(dir.join("standby1.state")).unwrap()).unwrap();
+        assert_eq!(slot.name, "standby1");
+        assert_eq!(slot.kind(), "physical");
+        // pg_replication_slots: 0/1500718.
+        assert_eq!(slot.restart_lsn, 0x0150_0718);
+        assert_eq!(slot.version, 2);
+        let c = decode_control(&std::fs::read(dir.join("pg_control")).unwrap()).unwrap();
+        assert_eq!(c.version, 1300);
+        // pg_controldata: REDO location 0/2000028.
+        assert_eq!(c.redo_lsn, 0x0200_0028);
+        // 16 MiB segments: the slot alone keeps segment 1 (restart in 1, redo in 2).
+        assert_eq!(
+            retained_range(slot.restart_lsn, c.redo_lsn, 16 << 20),
+            Some((1, 2))
+        );
+    }
 }
