@@ -291,6 +291,31 @@ catalogue! {
         "Progress of the running sync action, 0 to 1; absent when idle.";
     MD_MISMATCH_SECTORS: Gauge "ssdwatch_md_mismatch_sectors" ["device"] unit ""
         "Sectors found inconsistent by the last check or repair (mismatch_cnt).";
+    // Collector `databases`: what fills the disk, by database component.
+    DATABASE_INFO: Gauge "ssdwatch_database_info" ["database", "kind", "version", "mountpoint"] unit ""
+        "A data directory watched: a PostgreSQL or MySQL/MariaDB server found from its process (database is the data directory) or a path named under collectors.databases.watch (database is its name, kind watch); mountpoint is the mount holding it, as on ssdwatch_filesystem_*; always 1.";
+    DATABASE_COMPONENT_BYTES: Gauge "ssdwatch_database_component_bytes" ["database", "component", "mountpoint"] unit "bytes"
+        "Bytes allocated to a component of the database's files. PostgreSQL: wal (pg_wal), replication_slots (pg_replslot), temp (pgsql_tmp), relations (base and global), log, other (tablespaces: ssdwatch_postgres_tablespace_bytes); MySQL/MariaDB: binlog, relay_log, innodb_system, innodb_undo, innodb_redo, innodb_temp, schemas, other; a watched path: all. mountpoint is the mount holding the component (pg_wal or the binary logs may live on another). wal, temp, replication_slots, the logs and InnoDB's files are read every sample, the others by the last completed sizing (ssdwatch_database_size_completed_timestamp_seconds).";
+    DATABASE_SIZE_COMPLETED_TIMESTAMP_SECONDS: Gauge "ssdwatch_database_size_completed_timestamp_seconds" ["database"] unit "seconds"
+        "When the last sizing of the database's big trees completed (Unix time); a sizing runs in bounded passes, one a sample, every collectors.databases.size_interval.";
+    DATABASE_SIZE_ENTRIES: Gauge "ssdwatch_database_size_entries" ["database"] unit ""
+        "Files and directories the last completed sizing counted.";
+    POSTGRES_WAL_SEGMENTS: Gauge "ssdwatch_postgres_wal_segments" ["database"] unit ""
+        "WAL segment files in pg_wal, recycled ones included.";
+    POSTGRES_ARCHIVE_READY_SEGMENTS: Gauge "ssdwatch_postgres_archive_ready_segments" ["database"] unit ""
+        "WAL segments waiting for the archiver (pg_wal/archive_status/*.ready): each stays in pg_wal until archive_command succeeds for it.";
+    POSTGRES_ARCHIVE_OLDEST_READY_AGE_SECONDS: Gauge "ssdwatch_postgres_archive_oldest_ready_age_seconds" ["database"] unit "seconds"
+        "Age of the oldest segment waiting for the archiver (its .ready marker's modification time); 0 when none waits.";
+    POSTGRES_REPLICATION_SLOT_RETAINED_BYTES: Gauge "ssdwatch_postgres_replication_slot_retained_bytes" ["database", "slot", "type"] unit "bytes"
+        "WAL in pg_wal kept only for the slot: the segment files from its restart_lsn (its on-disk state, saved at each checkpoint) up to the last checkpoint's redo segment; type is physical or logical.";
+    POSTGRES_TABLESPACE_BYTES: Gauge "ssdwatch_postgres_tablespace_bytes" ["database", "tablespace", "location", "mountpoint"] unit "bytes"
+        "Bytes allocated under a tablespace (its oid; location is where pg_tblspc links it, mountpoint the mount holding it), by the last completed sizing.";
+    MYSQL_BINLOG_FILES: Gauge "ssdwatch_mysql_binlog_files" ["database"] unit ""
+        "Binary logs the MySQL/MariaDB server keeps (named in its binlog index); their bytes are ssdwatch_database_component_bytes{component=\"binlog\"}.";
+    MYSQL_BINLOG_OLDEST_AGE_SECONDS: Gauge "ssdwatch_mysql_binlog_oldest_age_seconds" ["database"] unit "seconds"
+        "Age of the oldest binary log kept (its last write): past the server's expiry it is not being purged (a replica or a backup holds it, or expiry is off).";
+    MYSQL_BINLOG_RETENTION_SECONDS: Gauge "ssdwatch_mysql_binlog_retention_seconds" ["database"] unit "seconds"
+        "How long binary logs are expected to be kept (config: collectors.databases.mysql_binlog_retention): the alert on logs kept past it compares with this.";
     // Collector `smart`: each drive's SMART data, normalized.
     DEVICE_SMART_SAMPLE_OK: Gauge "ssdwatch_device_smart_sample_ok" ["device", "serial", "wwn"] unit ""
         "1 if the last smartctl run on this drive gave usable data (or found it in standby).";

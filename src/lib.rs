@@ -6,6 +6,7 @@ pub mod cli;
 pub mod collector;
 pub mod config;
 pub(crate) mod daemon;
+pub mod databases;
 pub mod fault;
 pub(crate) mod gzip;
 pub mod history;

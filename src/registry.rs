@@ -2,7 +2,9 @@
 //! `collectors:`), default interval, how to validate and build each. Adding a collector means a
 //! module, a field in `CollectorsConfig` and a line in `COLLECTORS`.
 
-use crate::collector::{Collector, diskstats, filesystem, layers, probe, smart, topology};
+use crate::collector::{
+    Collector, databases, diskstats, filesystem, layers, probe, smart, topology,
+};
 use crate::validate::Invalid;
 use serde::Deserialize;
 use std::path::Path;
@@ -18,6 +20,7 @@ pub struct CollectorsConfig {
     pub layers: layers::LayersConfig,
     pub smart: smart::SmartConfig,
     pub probe: probe::ProbeConfig,
+    pub databases: databases::DatabasesConfig,
 }
 
 /// What a collector may need beyond its own section.
@@ -134,6 +137,17 @@ pub const COLLECTORS: &[Entry] = &[
             )?))
         },
     },
+    Entry {
+        name: "databases",
+        default_interval: databases::DEFAULT_INTERVAL,
+        feeds_others: false,
+        interval: |c| c.databases.interval,
+        enabled: |c| c.databases.enabled,
+        enabled_mut: |c| &mut c.databases.enabled,
+        same: |a, b| a.databases == b.databases,
+        validate: |c, k| c.databases.validate(k),
+        build: |c, _| Ok(Box::new(databases::DatabasesCollector::new(&c.databases))),
+    },
 ];
 
 impl CollectorsConfig {
@@ -227,7 +241,8 @@ mod tests {
                 "layers",
                 "filesystem",
                 "smart",
-                "probe"
+                "probe",
+                "databases"
             ]
         );
         let mut seen = std::collections::HashSet::new();
@@ -272,6 +287,7 @@ mod tests {
         assert_eq!(COLLECTORS[3].default_interval, c.filesystem.interval);
         assert_eq!(COLLECTORS[4].default_interval, c.smart.interval);
         assert_eq!(COLLECTORS[5].default_interval, c.probe.interval);
+        assert_eq!(COLLECTORS[6].default_interval, c.databases.interval);
         for e in COLLECTORS {
             assert_eq!((e.interval)(&c), e.default_interval, "{}", e.name);
         }

@@ -12,7 +12,8 @@ PREFLIGHT=""
 APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs util-linux python3 python3-fusepy
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm python3-matplotlib
               nbdkit nbdkit-plugin-python curl libatasmart4 chromium lintian mmdebstrap strace systemd
-              lvm2 thin-provisioning-tools prometheus-node-exporter)
+              lvm2 thin-provisioning-tools prometheus-node-exporter postgresql postgresql-client
+              mariadb-server mariadb-client)
 
 need=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -2,6 +2,7 @@
 //! background (the table of collectors is `registry.rs`). A collector never runs on the scrape
 //! path.
 
+pub mod databases;
 pub mod device_filter;
 pub mod diskstats;
 pub mod filesystem;

@@ -72,6 +72,7 @@ fn list_base(list: &str) -> Value {
         "collectors.filesystem.alert_thresholds.overrides" => "{mount_points: '^/srv$'}",
         "collectors.smart.devices" => "{path: /dev/sda}",
         "collectors.probe.targets" => "{path: /srv/probe}",
+        "collectors.databases.watch" => "{name: backups, path: /srv/backups}",
         "history.endurance" => "{models: '^X', dwpd: 1, warranty_years: 5}",
         // Lists of values, for their counts.
         "collectors.filesystem.mount_points_exclude"
@@ -557,12 +558,15 @@ fn probes(row: &Row) -> Vec<(String, Option<Value>, bool)> {
         "list" => {
             let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
             let list_key = row.key.as_str();
-            // Entries that differ where they must (a probe target's path).
+            // Entries that differ where they must (a probe target's path, a watched path's
+            // name).
             let entries = |n: usize| {
                 let entry = |i: usize| {
                     let mut e = list_base(list_key);
-                    if let Some(Value::String(p)) = e.get_mut("path") {
-                        p.push_str(&i.to_string());
+                    for key in ["path", "name"] {
+                        if let Some(Value::String(p)) = e.get_mut(key) {
+                            p.push_str(&i.to_string());
+                        }
                     }
                     e
                 };

@@ -1,5 +1,6 @@
 //! Mutation fuzzing, on stable Rust, of every parser that reads what comes from outside: smartctl's
-//! JSON, the mount table, /sys block `stat` files and the config file. Each is fed mutations of
+//! JSON, the mount table, /sys block `stat` files, the config file, PostgreSQL's slot state
+//! files and pg_control, MySQL option files and process command lines. Each is fed mutations of
 //! the real inputs under tests/fixtures (and config/) for a wall time, panics are caught and the
 //! input that caused one is saved; a parser must never panic, whatever the bytes.
 //!
@@ -144,6 +145,50 @@ const YAML_TOKENS: &[&[u8]] = &[
     b"ratio: ",
 ];
 
+/// Bytes of binary formats: the slot magic, versions, lengths at their edges.
+const BINARY_TOKENS: &[&[u8]] = &[
+    &[0xA1, 0x1C, 0x05, 0x01],
+    &[0x02, 0, 0, 0],
+    &[0xB8, 0, 0, 0],
+    &[0xFF, 0xFF, 0xFF, 0xFF],
+    &[0, 0, 0, 0],
+    &[0x14, 0x05, 0, 0],
+];
+
+const MYCNF_TOKENS: &[&[u8]] = &[
+    b"[mysqld]\n",
+    b"[server]\n",
+    b"[mariadb-10.11]\n",
+    b"[client]\n",
+    b"datadir = ",
+    b"log_bin = ",
+    b"log-bin\n",
+    b"skip-log-bin\n",
+    b"!include ",
+    b"!includedir ",
+    b"\"",
+    b"'",
+    b" # ",
+    b"=",
+    b"[",
+    b"]",
+];
+
+const CMDLINE_TOKENS: &[&[u8]] = &[
+    b"\0",
+    b"-D",
+    b"-c",
+    b"data_directory=",
+    b"--data-directory=",
+    b"--datadir=",
+    b"--datadir",
+    b"-h",
+    b"--defaults-file=",
+    b"--no-defaults",
+    b"--log-bin=",
+    b"postgres:",
+];
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -219,6 +264,45 @@ fn targets() -> Vec<Target> {
             seeds: corpus("tests/fixtures/hosts", &|n| n == "stat"),
             dict: STAT_TOKENS,
             call: |b| ssdwatch::sysfs::blockstat::parse_block_stat(&lossy(b)).is_ok(),
+        },
+        Target {
+            name: "pg_slot_state",
+            seeds: corpus("tests/fixtures/databases", &|n| n.ends_with(".state")),
+            dict: BINARY_TOKENS,
+            call: |b| ssdwatch::databases::postgres::decode_slot_state(b).is_ok(),
+        },
+        Target {
+            name: "pg_control",
+            seeds: corpus("tests/fixtures/databases", &|n| n == "pg_control"),
+            dict: BINARY_TOKENS,
+            call: |b| ssdwatch::databases::postgres::decode_control(b).is_ok(),
+        },
+        Target {
+            name: "mysql_option_file",
+            seeds: corpus("tests/fixtures/databases", &|n| n.ends_with(".cnf")),
+            dict: MYCNF_TOKENS,
+            call: |b| {
+                let mut o = ssdwatch::databases::mycnf::Options::default();
+                let _ = ssdwatch::databases::mycnf::parse(&lossy(b), &mut o);
+                o.datadir.is_some() || o.log_bin.is_some()
+            },
+        },
+        Target {
+            name: "proc_cmdline",
+            seeds: vec![
+                b"/usr/lib/postgresql/15/bin/postgres\0-D\0/var/lib/postgresql/15/main\0-c\0config_file=/etc/postgresql/15/main/postgresql.conf\0".to_vec(),
+                b"postgres: 15/main: checkpointer ".to_vec(),
+                b"/usr/sbin/mariadbd\0--datadir=/srv/mysql\0--log-bin=/var/log/mysql/b\0--defaults-file=/etc/my.cnf\0".to_vec(),
+            ],
+            dict: CMDLINE_TOKENS,
+            call: |b| {
+                let args = ssdwatch::procfs::processes::parse_cmdline(b);
+                ["postgres", "mariadbd"]
+                    .iter()
+                    .filter_map(|comm| ssdwatch::procfs::processes::classify(comm, &args))
+                    .count()
+                    > 0
+            },
         },
         Target {
             name: "config_yaml",

@@ -79,6 +79,7 @@ fn parsers_readers_and_engines_do_not_reach_up_into_collectors_config_or_the_com
             &[
                 "sysfs",
                 "procfs",
+                "databases",
                 "statfs",
                 "smart",
                 "metrics",

@@ -14,6 +14,7 @@ mod support;
 
 mod cli;
 mod config_bounds;
+mod databases;
 mod filesystem;
 mod fuzz;
 mod golden;

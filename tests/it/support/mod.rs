@@ -279,11 +279,17 @@ pub struct HungFuse {
 
 impl HungFuse {
     pub fn new() -> HungFuse {
+        HungFuse::serving("hung_statfs_fs.py")
+    }
+
+    /// A mount served by `script` (under tests/it/support), which hangs some other call.
+    pub fn serving(script: &str) -> HungFuse {
         let dir = tempfile::tempdir().expect("tempdir");
         let mountpoint = dir.path().join("hung");
         std::fs::create_dir(&mountpoint).unwrap();
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/hung_statfs_fs.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/it/support")
+            .join(script);
         let server = Command::new(system_python())
             .arg(script)
             .arg(&mountpoint)

@@ -1,0 +1,378 @@
+//! Database servers' files, read without a login or a client library: where a server's data
+//! directory is (from its process, checked against what the directory itself says), and the
+//! readers and decoders of PostgreSQL's directory (`postgres`) and of bounded tree sizing
+//! (`walk`). No scheduling, config or metrics here.
+
+pub mod mycnf;
+pub mod mysql;
+pub mod postgres;
+pub mod walk;
+
+use crate::Roots;
+use crate::procfs::processes::{ServerKind, ServerProcess};
+use std::path::{Path, PathBuf};
+
+/// A data directory to watch: found from a running server, or named in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Database {
+    pub kind: ServerKind,
+    /// The directory as the host sees it (the `database` label): canonical, symlinks resolved.
+    pub dir: PathBuf,
+    /// The same under the rootfs the daemon reads (`--path.rootfs`).
+    pub path: PathBuf,
+    /// PostgreSQL's `PG_VERSION` ("15"); empty for MySQL.
+    pub version: String,
+    pub pid: u32,
+    /// MySQL: the binary log index its `--log-bin` or option files name (under the rootfs),
+    /// which may be outside the data directory.
+    pub binlog_index: Option<PathBuf>,
+}
+
+/// Why a server's data directory was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LocateError {
+    #[error(
+        "{kind} pid {pid}: data directory unknown (no {flag} on its command line and /proc/{pid}/cwd unreadable); watch it by path in the config"
+    )]
+    Unknown {
+        kind: &'static str,
+        pid: u32,
+        flag: &'static str,
+    },
+    #[error("{kind} pid {pid}: data directory {}: {cause}", dir.display())]
+    Unreadable {
+        kind: &'static str,
+        pid: u32,
+        dir: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{kind} pid {pid}: {} is not its data directory: {why}", dir.display())]
+    NotDataDir {
+        kind: &'static str,
+        pid: u32,
+        dir: PathBuf,
+        why: String,
+    },
+    #[error("postgresql pid {pid}: {}/postmaster.pid {what}: a stale file, or another server's; not trusted", dir.display())]
+    LyingPidFile {
+        pid: u32,
+        dir: PathBuf,
+        what: String,
+    },
+}
+
+/// The directory `p` (a host path) names, canonical, as (host path, path under the rootfs).
+pub fn canonical(roots: &Roots, p: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+    let inside = std::fs::canonicalize(roots.in_rootfs(p))?;
+    let base = std::fs::canonicalize(&roots.rootfs).unwrap_or_else(|_| roots.rootfs.clone());
+    let host = match inside.strip_prefix(&base) {
+        Ok(rel) if base != Path::new("/") => Path::new("/").join(rel),
+        _ => inside.clone(),
+    };
+    Ok((host, inside))
+}
+
+/// Finds and checks the data directory of a server process: PostgreSQL's must hold
+/// `PG_VERSION` and a `postmaster.pid` naming this very process and directory (a file that
+/// names another pid or directory is refused, never believed); MySQL's must hold the `mysql`
+/// system schema.
+pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError> {
+    let kind = p.args.kind.as_str();
+    let pid = p.pid;
+    // PostgreSQL's -D may be the configuration directory (Debian's layout puts the data
+    // elsewhere and sets data_directory in postgresql.conf); the postmaster changes into the
+    // data directory, so its working directory decides then.
+    // mysqld started bare (Debian's mariadbd) was told in its option files.
+    let options = match p.args.kind {
+        ServerKind::Mysql => mycnf::read(&roots.rootfs, &option_files(p)),
+        ServerKind::Postgres => mycnf::Options::default(),
+    };
+    let candidates: Vec<PathBuf> = [p.args.data_directory.as_deref(), p.args.dir.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .chain(p.cwd.clone())
+        .chain(options.datadir.as_deref().map(PathBuf::from))
+        // Said nowhere: the server's own default (checked like any other, below).
+        .chain(
+            (p.args.kind == ServerKind::Mysql && options.datadir.is_none())
+                .then(|| PathBuf::from(mycnf::COMPILED_DATADIR)),
+        )
+        .filter(|d| d.is_absolute())
+        .collect();
+    let flag = match p.args.kind {
+        ServerKind::Postgres => "-D",
+        ServerKind::Mysql => "--datadir",
+    };
+    let Some(first) = candidates.first() else {
+        return Err(LocateError::Unknown { kind, pid, flag });
+    };
+    let pick = match p.args.kind {
+        ServerKind::Postgres => candidates
+            .iter()
+            .find(|d| roots.in_rootfs(d).join("PG_VERSION").exists())
+            .unwrap_or(first),
+        ServerKind::Mysql => first,
+    };
+    let (dir, path) = canonical(roots, pick).map_err(|cause| LocateError::Unreadable {
+        kind,
+        pid,
+        dir: pick.clone(),
+        cause,
+    })?;
+    let not = |why: String| LocateError::NotDataDir {
+        kind,
+        pid,
+        dir: dir.clone(),
+        why,
+    };
+    match p.args.kind {
+        ServerKind::Postgres => {
+            let version = std::fs::read_to_string(path.join("PG_VERSION"))
+                .map_err(|e| not(format!("PG_VERSION: {e}")))?
+                .trim()
+                .to_string();
+            if version.is_empty() || version.len() > 8 {
+                return Err(not(format!("PG_VERSION holds {version:?}")));
+            }
+            check_pid_file(roots, pid, &dir, &path)?;
+            Ok(Database {
+                kind: p.args.kind,
+                dir,
+                path,
+                version,
+                pid,
+                binlog_index: None,
+            })
+        }
+        ServerKind::Mysql => {
+            match std::fs::symlink_metadata(path.join("mysql")) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(not("its mysql entry is not a directory".into())),
+                Err(e) => return Err(not(format!("no mysql system schema: {e}"))),
+            }
+            let binlog_index = p
+                .args
+                .log_bin
+                .as_deref()
+                .or(options.log_bin.as_deref())
+                .map(|b| mycnf::binlog_index(b, &dir))
+                .map(|host| roots.in_rootfs(&host));
+            Ok(Database {
+                kind: p.args.kind,
+                dir,
+                path,
+                version: String::new(),
+                pid,
+                binlog_index,
+            })
+        }
+    }
+}
+
+/// The option files a mysqld reads: none with `--no-defaults`, `--defaults-file` alone, else
+/// the default files and `--defaults-extra-file`.
+fn option_files(p: &ServerProcess) -> Vec<PathBuf> {
+    if p.args.no_defaults {
+        return Vec::new();
+    }
+    if let Some(f) = &p.args.defaults_file {
+        return vec![PathBuf::from(f)];
+    }
+    mycnf::DEFAULT_FILES
+        .iter()
+        .map(PathBuf::from)
+        .chain(p.args.defaults_extra_file.as_deref().map(PathBuf::from))
+        .collect()
+}
+
+/// `postmaster.pid`: line 1 the postmaster's pid, line 2 its data directory.
+fn check_pid_file(roots: &Roots, pid: u32, dir: &Path, path: &Path) -> Result<(), LocateError> {
+    let lie = |what: String| LocateError::LyingPidFile {
+        pid,
+        dir: dir.to_path_buf(),
+        what,
+    };
+    let text = std::fs::read_to_string(path.join("postmaster.pid"))
+        .map_err(|e| lie(format!("can't be read ({e})")))?;
+    let mut lines = text.lines();
+    let named = lines.next().unwrap_or("").trim();
+    if named.parse::<u32>().ok() != Some(pid) {
+        return Err(lie(format!("names pid {named:?}, not {pid}")));
+    }
+    let said = lines.next().unwrap_or("").trim();
+    let same = canonical(roots, Path::new(said)).is_ok_and(|(host, _)| host == dir);
+    if !same {
+        return Err(lie(format!("names data directory {said:?}")));
+    }
+    Ok(())
+}
+
+/// The mount point (as the filesystem collector labels it) holding `path` (a host path): the
+/// longest mount path that is a prefix of it.
+pub fn mount_of<'a>(
+    mounts: &'a [crate::procfs::mountinfo::MountInfo],
+    path: &Path,
+) -> Option<&'a str> {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.mount_path))
+        .max_by_key(|m| m.mount_path.as_os_str().len())
+        .map(|m| m.mount_point.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::processes::ServerArgs;
+
+    fn roots(dir: &Path) -> Roots {
+        Roots {
+            rootfs: dir.to_path_buf(),
+            ..Roots::default()
+        }
+    }
+
+    fn pg(pid: u32, d: Option<&str>, cwd: Option<&str>) -> ServerProcess {
+        ServerProcess {
+            pid,
+            args: ServerArgs {
+                dir: d.map(str::to_string),
+                ..ServerArgs::new(ServerKind::Postgres)
+            },
+            cwd: cwd.map(PathBuf::from),
+        }
+    }
+
+    fn cluster(root: &Path, rel: &str, pid_file: &str) {
+        let d = root.join(rel);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("PG_VERSION"), "15\n").unwrap();
+        std::fs::write(d.join("postmaster.pid"), pid_file).unwrap();
+    }
+
+    #[test]
+    fn a_postmaster_is_placed_by_its_d_flag_and_its_pid_file() {
+        let t = tempfile::tempdir().unwrap();
+        let r = roots(t.path());
+        cluster(
+            t.path(),
+            "var/lib/postgresql/15/main",
+            "812\n/var/lib/postgresql/15/main\n1700000000\n5432\n",
+        );
+        let db = locate(&r, &pg(812, Some("/var/lib/postgresql/15/main"), None)).unwrap();
+        assert_eq!(db.dir, Path::new("/var/lib/postgresql/15/main"));
+        assert_eq!(db.version, "15");
+        // Debian's -D is the data directory; a config directory there falls back to cwd.
+        std::fs::create_dir_all(t.path().join("etc/postgresql/15/main")).unwrap();
+        let db = locate(
+            &r,
+            &pg(
+                812,
+                Some("/etc/postgresql/15/main"),
+                Some("/var/lib/postgresql/15/main"),
+            ),
+        )
+        .unwrap();
+        assert_eq!(db.dir, Path::new("/var/lib/postgresql/15/main"));
+        // Started with PGDATA: only the working directory tells.
+        let db = locate(&r, &pg(812, None, Some("/var/lib/postgresql/15/main"))).unwrap();
+        assert_eq!(db.pid, 812);
+    }
+
+    #[test]
+    fn a_postmaster_pid_that_lies_is_refused_naming_what_it_says() {
+        let t = tempfile::tempdir().unwrap();
+        let r = roots(t.path());
+        // A stale file left by another server (a copied directory, a restored backup).
+        cluster(t.path(), "srv/pg", "4444\n/srv/pg\n");
+        let e = locate(&r, &pg(812, Some("/srv/pg"), None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("names pid \"4444\", not 812"), "{e}");
+        assert!(e.contains("/srv/pg/postmaster.pid"), "{e}");
+        // The right pid, another directory.
+        cluster(t.path(), "srv/pg", "812\n/srv/other\n");
+        let e = locate(&r, &pg(812, Some("/srv/pg"), None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("names data directory \"/srv/other\""), "{e}");
+        // None at all.
+        std::fs::remove_file(t.path().join("srv/pg/postmaster.pid")).unwrap();
+        let e = locate(&r, &pg(812, Some("/srv/pg"), None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("can't be read"), "{e}");
+    }
+
+    #[test]
+    fn a_symlink_loop_or_a_missing_directory_is_an_error_naming_it() {
+        let t = tempfile::tempdir().unwrap();
+        let r = roots(t.path());
+        std::os::unix::fs::symlink("loop", t.path().join("loop")).unwrap();
+        let e = locate(&r, &pg(9, Some("/loop"), None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/loop") && e.contains("symbolic links"), "{e}");
+        let e = locate(&r, &pg(9, Some("/nosuch"), None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nosuch") && e.contains("No such file"), "{e}");
+        let e = locate(&r, &pg(9, None, None)).unwrap_err().to_string();
+        assert!(e.contains("no -D"), "{e}");
+        std::fs::create_dir_all(t.path().join("tmp/empty")).unwrap();
+        let e = locate(&r, &pg(9, Some("/tmp/empty"), None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PG_VERSION"), "{e}");
+    }
+
+    #[test]
+    fn a_mysql_data_directory_must_hold_its_system_schema() {
+        let t = tempfile::tempdir().unwrap();
+        let r = roots(t.path());
+        let p = |d: &str| ServerProcess {
+            pid: 900,
+            args: ServerArgs::new(ServerKind::Mysql),
+            cwd: Some(PathBuf::from(d)),
+        };
+        std::fs::create_dir_all(t.path().join("var/lib/mysql/mysql")).unwrap();
+        assert_eq!(
+            locate(&r, &p("/var/lib/mysql")).unwrap().dir,
+            Path::new("/var/lib/mysql")
+        );
+        std::fs::create_dir_all(t.path().join("var/empty")).unwrap();
+        let e = locate(&r, &p("/var/empty")).unwrap_err().to_string();
+        assert!(e.contains("no mysql system schema"), "{e}");
+        // Debian's mariadbd: no flag, its working directory unreadable to the daemon; the
+        // option files tell, binary logs outside the data directory included.
+        std::fs::create_dir_all(t.path().join("etc/mysql/mariadb.conf.d")).unwrap();
+        std::fs::write(
+            t.path().join("etc/mysql/my.cnf"),
+            "!includedir /etc/mysql/mariadb.conf.d/\n",
+        )
+        .unwrap();
+        std::fs::write(
+            t.path().join("etc/mysql/mariadb.conf.d/50-server.cnf"),
+            "[mysqld]\ndatadir = /var/lib/mysql\nlog_bin = /var/log/mysql/mysql-bin.log\n",
+        )
+        .unwrap();
+        let bare = ServerProcess {
+            pid: 900,
+            args: ServerArgs::new(ServerKind::Mysql),
+            cwd: None,
+        };
+        let db = locate(&r, &bare).unwrap();
+        assert_eq!(db.dir, Path::new("/var/lib/mysql"));
+        assert_eq!(
+            db.binlog_index,
+            Some(t.path().join("var/log/mysql/mysql-bin.index"))
+        );
+        // Debian 12 as installed: its option files say nothing; the compiled-in directory.
+        std::fs::remove_file(t.path().join("etc/mysql/mariadb.conf.d/50-server.cnf")).unwrap();
+        let db = locate(&r, &bare).unwrap();
+        assert_eq!(db.dir, Path::new("/var/lib/mysql"));
+        assert_eq!(db.binlog_index, None);
+    }
+}

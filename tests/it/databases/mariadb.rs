@@ -1,0 +1,184 @@
+//! A real MariaDB (Debian's mariadb-server), started by the test in a temp directory with its own
+//! socket and no network, binary logging on. Binary logs are flushed and purged: ssdwatch's count
+//! follows `SHOW BINARY LOGS`, and InnoDB's files and the schemas show as their components.
+
+use crate::support::{self, Daemon, value};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One server, a child of the test, stopped by its PID (SIGTERM, then SIGKILL) on drop.
+struct Mariadb {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    sock: PathBuf,
+    child: Child,
+}
+
+impl Mariadb {
+    fn start() -> Mariadb {
+        let dir = tempfile::tempdir().unwrap();
+        let my = nix::unistd::User::from_name("mysql").unwrap().unwrap();
+        nix::unistd::chown(dir.path(), Some(my.uid), Some(my.gid)).unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o750),
+        )
+        .unwrap();
+        let data = dir.path().join("data");
+        let sock = dir.path().join("mysqld.sock");
+        let out = Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .args([
+                "--user=mysql",
+                "--skip-test-db",
+                "--auth-root-authentication-method=normal",
+            ])
+            .output()
+            .expect("mariadb-install-db");
+        assert!(
+            out.status.success(),
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let child = Command::new("mariadbd")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", sock.display()))
+            .arg(format!(
+                "--pid-file={}",
+                dir.path().join("mysqld.pid").display()
+            ))
+            .arg(format!("--log-bin={}", data.join("mysql-bin").display()))
+            .args(["--server-id=1", "--skip-networking", "--user=mysql"])
+            .args(["--innodb-buffer-pool-size=16M", "--log-error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mariadbd");
+        let m = Mariadb {
+            _dir: dir,
+            data,
+            sock,
+            child,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while m.try_sql("select 1").is_none() {
+            assert!(Instant::now() < deadline, "mariadbd did not come up");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        m
+    }
+
+    fn try_sql(&self, sql: &str) -> Option<String> {
+        let out = Command::new("mariadb")
+            .arg("--no-defaults")
+            .arg(format!("--socket={}", self.sock.display()))
+            .args(["-u", "root", "-N", "-B", "-e", sql])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn sql(&self, sql: &str) -> String {
+        self.try_sql(sql).unwrap_or_else(|| panic!("{sql}: failed"))
+    }
+
+    fn label(&self) -> String {
+        std::fs::canonicalize(&self.data)
+            .unwrap()
+            .display()
+            .to_string()
+    }
+}
+
+impl Drop for Mariadb {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn daemon() -> Daemon {
+    let mut cfg = ssdwatch::config::Config::default();
+    for e in ssdwatch::registry::COLLECTORS {
+        cfg.collectors.set_enabled(e.name, e.name == "databases");
+    }
+    cfg.collectors.databases.interval = Duration::from_secs(1);
+    cfg.collectors.databases.size_interval = Duration::from_secs(1);
+    cfg.history.enabled = false;
+    Daemon::start(cfg, ssdwatch::Roots::default())
+}
+
+#[test]
+fn binary_logs_flushed_and_purged_are_counted_as_the_server_lists_them() {
+    let test = "binary_logs_flushed_and_purged_are_counted_as_the_server_lists_them";
+    if !support::require_root(test)
+        || !support::require_cmd(test, "mariadbd", "mariadb-server")
+        || !support::require_cmd(test, "mariadb", "mariadb-client")
+    {
+        return;
+    }
+    let m = Mariadb::start();
+    let label = m.label();
+    m.sql("create database shop; create table shop.orders (id int primary key, note text)");
+    for i in 0..6 {
+        m.sql(&format!(
+            "insert into shop.orders values ({i}, repeat('x', 10000)); flush binary logs"
+        ));
+    }
+    let listed = |m: &Mariadb| m.sql("show binary logs").lines().count() as f64;
+    let n = listed(&m);
+    assert!(n >= 7.0, "{n}");
+    let files = format!("ssdwatch_mysql_binlog_files{{database=\"{label}\"}}");
+    let d = daemon();
+    let metrics = d.wait_metrics("the binary logs", Duration::from_secs(60), |t| {
+        value(t, &files) == Some(n)
+    });
+    assert!(
+        super::component(&metrics, &label, "binlog").is_some_and(|b| b > 0.0),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "ssdwatch_database_info{{database=\"{label}\",kind=\"mysql\""
+        )),
+        "{metrics}"
+    );
+    let comp = |t: &str, c: &str| super::component(t, &label, c);
+    assert!(
+        comp(&metrics, "innodb_system").is_some_and(|b| b > 1e6),
+        "{metrics}"
+    );
+    assert!(
+        comp(&metrics, "innodb_redo").is_some_and(|b| b > 0.0),
+        "{metrics}"
+    );
+    let metrics = d.wait_metrics("the schemas sized", Duration::from_secs(60), |t| {
+        comp(t, "schemas").is_some_and(|b| b > 0.0)
+    });
+    assert!(comp(&metrics, "other").is_some(), "{metrics}");
+
+    // Purged to the newest: the server keeps what it still needs (a log InnoDB has not
+    // checkpointed yet stays), and the count follows what it lists.
+    let newest = m.sql("show master status");
+    let newest = newest.split_whitespace().next().unwrap().to_string();
+    m.sql(&format!("purge binary logs to '{newest}'"));
+    let after = listed(&m);
+    assert!(after < n && after >= 1.0, "{n} then {after}");
+    d.wait_metrics("the purge", Duration::from_secs(60), |t| {
+        value(t, &files) == Some(after)
+    });
+}

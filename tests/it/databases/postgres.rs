@@ -1,0 +1,377 @@
+//! A real PostgreSQL (Debian's server package), started by the test in a temp directory on its
+//! own port and socket directory, as the postgres user. Its archive_command fails and a physical
+//! slot holds WAL back: ssdwatch's series show the backlog and the retained bytes, equal to what
+//! the server itself says; then the archiver is fixed and the slot dropped, and they clear.
+
+use crate::support::{self, Daemon, value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// initdb, pg_ctl and postgres of the newest PostgreSQL installed.
+fn bin_dir() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|d| d.join("postgres").exists() && d.join("initdb").exists())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+/// One server, stopped (pg_ctl stop, which signals the pid its postmaster.pid names) on drop.
+pub struct Postgres {
+    _dir: tempfile::TempDir,
+    pub data: PathBuf,
+    pub sock: PathBuf,
+    pub port: u16,
+    bin: PathBuf,
+}
+
+fn as_postgres(bin: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("runuser {}: {e}", bin.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}\n{}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+impl Postgres {
+    /// A cluster with 1 MiB WAL segments (so a test makes dozens in a second), group access
+    /// (mode 0750), archiving on with a failing archive_command.
+    pub fn start(bin: PathBuf) -> Postgres {
+        let dir = tempfile::tempdir().unwrap();
+        let pg = nix::unistd::User::from_name("postgres").unwrap().unwrap();
+        // The postgres user owns the tree; its group may read it (group access).
+        nix::unistd::chown(dir.path(), Some(pg.uid), Some(pg.gid)).unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o750),
+        )
+        .unwrap();
+        let data = dir.path().join("data");
+        let sock = dir.path().join("sock");
+        let port = support::free_port();
+        as_postgres(
+            &bin.join("initdb"),
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--wal-segsize=1",
+                "--allow-group-access",
+                "--no-sync",
+            ],
+        );
+        as_postgres(
+            Path::new("/bin/mkdir"),
+            &["-m", "0750", sock.to_str().unwrap()],
+        );
+        let conf = format!(
+            "port = {port}\nlisten_addresses = ''\nunix_socket_directories = '{}'\n\
+             archive_mode = on\narchive_command = '/bin/false'\nfsync = off\n\
+             max_wal_size = 64MB\nmin_wal_size = 8MB\nwal_keep_size = 0\n",
+            sock.display()
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, conf.as_bytes()).unwrap();
+        let log = dir.path().join("server.log");
+        let p = Postgres {
+            _dir: dir,
+            data,
+            sock,
+            port,
+            bin,
+        };
+        let _ = std::fs::File::create(&log);
+        nix::unistd::chown(&log, Some(pg.uid), Some(pg.gid)).unwrap();
+        as_postgres(
+            &p.bin.join("pg_ctl"),
+            &[
+                "-D",
+                p.data.to_str().unwrap(),
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "start",
+            ],
+        );
+        p
+    }
+
+    /// Runs SQL through psql over the socket; the output, unaligned and tuples only.
+    pub fn sql(&self, sql: &str) -> String {
+        let out = Command::new("psql")
+            .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"])
+            .arg("-h")
+            .arg(&self.sock)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+            ])
+            .args(["-c", sql])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The data directory as the daemon labels it.
+    pub fn label(&self) -> String {
+        std::fs::canonicalize(&self.data)
+            .unwrap()
+            .display()
+            .to_string()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let stopped = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "-w", "stop"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !stopped
+            && let Ok(t) = std::fs::read_to_string(self.data.join("postmaster.pid"))
+            && let Some(pid) = t.lines().next().and_then(|l| l.trim().parse::<i32>().ok())
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGQUIT,
+            );
+        }
+    }
+}
+
+/// An LSN as PostgreSQL prints it (`16/B374D848`).
+fn lsn(s: &str) -> u64 {
+    let (hi, lo) = s.trim().split_once('/').unwrap();
+    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
+}
+
+/// A daemon with only the databases collector, sampling every second, on the real /proc.
+fn daemon() -> Daemon {
+    let mut cfg = ssdwatch::config::Config::default();
+    for e in ssdwatch::registry::COLLECTORS {
+        cfg.collectors.set_enabled(e.name, e.name == "databases");
+    }
+    cfg.collectors.databases.interval = Duration::from_secs(1);
+    cfg.collectors.databases.size_interval = Duration::from_secs(1);
+    cfg.history.enabled = false;
+    Daemon::start(cfg, ssdwatch::Roots::default())
+}
+
+fn setup(test: &str) -> Option<PathBuf> {
+    if !support::require_root(test)
+        || !support::require_cmd(test, "psql", "postgresql-client")
+        || !support::require_cmd(test, "runuser", "util-linux")
+    {
+        return None;
+    }
+    match bin_dir() {
+        Some(b) => Some(b),
+        None => {
+            support::skip(test, "no PostgreSQL server (apt-get install postgresql)");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_failing_archiver_and_an_abandoned_slot_show_then_clear_once_fixed() {
+    let Some(bin) = setup("a_failing_archiver_and_an_abandoned_slot_show_then_clear_once_fixed")
+    else {
+        return;
+    };
+    let pg = Postgres::start(bin);
+    let label = pg.label();
+    pg.sql("create table t (x int)");
+    for _ in 0..6 {
+        pg.sql("insert into t select generate_series(1, 2000); select pg_switch_wal()");
+    }
+    // The archiver fails on each: the segments wait.
+    let ready_sql =
+        "select count(*) from pg_ls_dir('pg_wal/archive_status') f where f like '%.ready'";
+    let waiting: f64 = pg.sql(ready_sql).parse().unwrap();
+    assert!(waiting >= 6.0, "{waiting}");
+    let failed: f64 = pg
+        .sql("select failed_count from pg_stat_archiver")
+        .parse()
+        .unwrap();
+    assert!(failed >= 1.0, "the archiver has not failed yet");
+
+    // A physical slot that reserves WAL now, with no consumer; more WAL and a checkpoint move
+    // the redo point past it.
+    pg.sql("select pg_create_physical_replication_slot('s1', true)");
+    for _ in 0..5 {
+        pg.sql("insert into t select generate_series(1, 2000); select pg_switch_wal()");
+    }
+    pg.sql("checkpoint");
+    let restart =
+        lsn(&pg.sql("select restart_lsn from pg_replication_slots where slot_name = 's1'"));
+    let redo = lsn(&pg.sql("select redo_lsn from pg_control_checkpoint()"));
+    let seg = 1u64 << 20;
+    let expected_retained = (redo / seg - restart / seg) * seg;
+    assert!(expected_retained >= 5 * seg, "{restart:x} {redo:x}");
+    let waiting: f64 = pg.sql(ready_sql).parse().unwrap();
+
+    let ready = format!("ssdwatch_postgres_archive_ready_segments{{database=\"{label}\"}}");
+    let age = format!("ssdwatch_postgres_archive_oldest_ready_age_seconds{{database=\"{label}\"}}");
+    let slot = format!(
+        "ssdwatch_postgres_replication_slot_retained_bytes{{database=\"{label}\",slot=\"s1\",type=\"physical\"}}"
+    );
+    let d = daemon();
+    let m = d.wait_metrics("the backlog and the slot", Duration::from_secs(60), |m| {
+        value(m, &ready) == Some(waiting)
+            && value(m, &slot) == Some(expected_retained as f64)
+            && value(m, &age).is_some_and(|a| a > 0.0)
+    });
+    assert!(
+        m.contains(&format!(
+            "ssdwatch_database_info{{database=\"{label}\",kind=\"postgresql\",version=\""
+        )),
+        "{m}"
+    );
+    let wal = super::component(&m, &label, "wal").unwrap();
+    assert!(wal >= (waiting as u64 * seg) as f64, "{wal}");
+
+    // Relations: the big trees are sized by passes; compare with the server's own figure.
+    let m = d.wait_metrics("relations sized", Duration::from_secs(60), |m| {
+        super::component(m, &label, "relations").is_some()
+    });
+    let rel = super::component(&m, &label, "relations").unwrap();
+    let server: f64 = pg
+        .sql("select sum(pg_database_size(oid)) from pg_database")
+        .parse()
+        .unwrap();
+    assert!(
+        rel >= server * 0.9 && rel <= server * 1.5 + 2e6,
+        "relations {rel} against the server's {server}"
+    );
+
+    // Fixed: a working archive_command (the reload wakes the archiver), the slot dropped.
+    pg.sql("alter system set archive_command = '/bin/true'");
+    pg.sql("select pg_reload_conf()");
+    pg.sql("select pg_drop_replication_slot('s1')");
+    let m = d.wait_metrics("the backlog cleared", Duration::from_secs(90), |m| {
+        value(m, &ready) == Some(0.0) && value(m, &age) == Some(0.0) && !m.contains(&slot)
+    });
+    assert!(!m.contains("slot=\"s1\""), "{m}");
+    assert_eq!(pg.sql(ready_sql), "0");
+    drop(d);
+}
+
+/// `ssdwatch sample` as an unprivileged user (nobody), with and without the postgres group: a
+/// directory it may not read is an item error naming it; with the group (PostgreSQL's group
+/// access) the series are there.
+fn sample_as_nobody(groups: &[u32]) -> (String, String) {
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ssdwatch.yaml");
+    let mut yaml = format!(
+        "state_dir: {}\nhistory:\n  enabled: false\ncollectors:\n",
+        dir.path().display()
+    );
+    for e in ssdwatch::registry::COLLECTORS {
+        if e.name != "databases" {
+            yaml.push_str(&format!("  {}:\n    enabled: false\n", e.name));
+        }
+    }
+    std::fs::write(&cfg, yaml).unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={}", nobody.uid))
+        .arg(format!("--regid={}", nobody.gid));
+    if groups.is_empty() {
+        cmd.arg("--clear-groups");
+    } else {
+        cmd.arg(format!("--groups={}", groups.join(",")));
+    }
+    let out = cmd
+        .arg(env!("CARGO_BIN_EXE_ssdwatch"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("sample")
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_data_directory_the_daemon_may_not_read_is_an_error_until_it_joins_the_group() {
+    let test = "a_data_directory_the_daemon_may_not_read_is_an_error_until_it_joins_the_group";
+    let Some(bin) = setup(test) else { return };
+    if !support::require_cmd(test, "setpriv", "util-linux") {
+        return;
+    }
+    let pg = Postgres::start(bin);
+    let label = pg.label();
+    pg.sql("select pg_switch_wal()");
+    let (out, err) = sample_as_nobody(&[]);
+    assert!(
+        err.contains(&label) && err.contains("Permission denied"),
+        "stderr: {err}\nstdout: {out}"
+    );
+    assert!(
+        value(
+            &out,
+            "ssdwatch_collector_failing_items{collector=\"databases\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{out}"
+    );
+    assert!(value(&out, "ssdwatch_collector_success{collector=\"databases\"}") == Some(1.0));
+    assert!(!out.contains(&format!("database=\"{label}\"")), "{out}");
+
+    let group = nix::unistd::Group::from_name("postgres").unwrap().unwrap();
+    let (out, err) = sample_as_nobody(&[group.gid.as_raw()]);
+    let segs = format!("ssdwatch_postgres_wal_segments{{database=\"{label}\"}}");
+    assert!(
+        value(&out, &segs).is_some_and(|n| n >= 1.0),
+        "stdout: {out}\nstderr: {err}"
+    );
+    assert!(
+        value(
+            &out,
+            &format!("ssdwatch_postgres_archive_ready_segments{{database=\"{label}\"}}")
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{out}"
+    );
+}
