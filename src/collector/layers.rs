@@ -266,7 +266,7 @@ impl LayersCollector {
                 .iter()
                 .filter_map(|n| n.parse().ok())
                 .collect();
-        // No `devinfo/` (kernels before 5.10 have none): nothing to ask the ioctl about, and an
+        // No `devinfo/` (older kernels have none): nothing to ask the ioctl about, and an
         // empty answer would make a filesystem of size 0 whose metadata can never grow.
         if devids.is_empty() {
             return fallback();
