@@ -291,6 +291,41 @@ def host():
                 targets((f"ssdwatch_filesystem_drive_info{{{HOST}}}", ""), instant=True, fmt="table"),
                 hide=("Time", "__name__", "instance", "job", "Value")), w=8)
 
+    L.row("Layers below filesystems")
+    # Mounts with a layer below them (a thin pool, btrfs, a ZFS dataset and pool): statvfs can't
+    # see those run out.
+    layered = f'and on (instance, mountpoint) count by (instance, mountpoint) (ssdwatch_filesystem_layer_avail_bytes{{{HOST}, layer!="filesystem"}})'
+    L.add(timeseries("Effective vs statvfs free space",
+                     "Per mount with a layer below it: the bytes it can really still take (the least of its filesystem's and every layer's, ssdwatch_filesystem_effective_avail_bytes) against what statvfs (df) shows. Apart when a thin pool, btrfs chunk allocation or a ZFS pool runs out first.",
+                     targets((f"max by (instance, job, mountpoint) (ssdwatch_filesystem_effective_avail_bytes{{{HOST}}}) {layered}", "{{mountpoint}} effective"),
+                             (f"max by (instance, job, mountpoint) (ssdwatch_filesystem_avail_bytes{{{HOST}}}) {layered}", "{{mountpoint}} statvfs")),
+                     unit="bytes", min_=0,
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*statvfs"}, "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]}]), w=16)
+    L.add(table("Limiting layer", "Per mount, the layer that runs out first (ssdwatch_filesystem_limiting_layer_info: filesystem, thin_pool, btrfs, btrfs_metadata, zfs_dataset, zfs_pool) and its name, with the mount's effective free bytes.",
+                targets((f"ssdwatch_filesystem_limiting_layer_info{{{HOST}}} * on (instance, mountpoint) group_left max by (instance, mountpoint) (ssdwatch_filesystem_effective_avail_bytes{{{HOST}}})", ""), instant=True, fmt="table"),
+                unit="bytes", sort_by="effective free", desc_sort=False, hide=("Time", "__name__", "instance", "job"), rename={"Value": "effective free"}), w=8)
+    L.add(timeseries("Thin pool data and metadata fill", "Share of each LVM thin pool's data and metadata space in use: at 100 % data every thin volume's writes fail (or queue), at 100 % metadata the pool goes read-only.",
+                     targets((f"ssdwatch_thin_pool_data_used_bytes{{{HOST}}} / (ssdwatch_thin_pool_data_size_bytes{{{HOST}}} > 0)", "{{pool}} data"),
+                             (f"ssdwatch_thin_pool_metadata_used_bytes{{{HOST}}} / (ssdwatch_thin_pool_metadata_size_bytes{{{HOST}}} > 0)", "{{pool}} metadata")),
+                     unit="percentunit", min_=0, max_=1), w=8)
+    L.add(timeseries("ZFS pool capacity", "Share of each ZFS pool allocated (zpool's CAP): past about 80 % ZFS slows down, and datasets lose their room before 100 % (the slop).",
+                     targets((f"ssdwatch_zfs_pool_capacity_ratio{{{HOST}}}", "{{pool}}")), unit="percentunit", min_=0, max_=1), w=8)
+    L.add(table("ZFS pool health", "Each ZFS pool's health as zpool reports it (ONLINE, DEGRADED, FAULTED, SUSPENDED...).",
+                targets((f"ssdwatch_zfs_pool_health{{{HOST}}} == 1", ""), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job", "Value")), w=8)
+    L.add(timeseries("btrfs unallocated", "Raw bytes of each btrfs's devices not allocated to any chunk: when none is left, metadata can't get a new chunk.",
+                     targets((f"ssdwatch_btrfs_unallocated_bytes{{{HOST}}}", "{{uuid}}")), unit="bytes", min_=0), w=8)
+    L.add(table("btrfs: metadata can grow", "Per btrfs: 1 while its unallocated space still holds a metadata chunk; 0 means writes fail with ENOSPC once the metadata chunks fill, whatever df shows. With its unallocated bytes.",
+                targets((f"ssdwatch_btrfs_metadata_can_grow{{{HOST}}}", "can grow"),
+                        (f"ssdwatch_btrfs_unallocated_bytes{{{HOST}}}", "unallocated"), instant=True, fmt="table"),
+                sort_by="can grow", desc_sort=False, hide=("Time", "__name__", "instance", "job"),
+                rename={"Value #A": "can grow", "Value #B": "unallocated"}), w=8)
+    L.add(timeseries("md missing disks", "Members each md array lacks (degraded): above 0 the array has lost its redundancy.",
+                     targets((f"ssdwatch_md_disks_missing{{{HOST}}}", "{{device}}")), unit="short", min_=0), w=8)
+    L.add(timeseries("md sync progress", "How far each md array's running resync, recovery, check or reshape is (absent while idle).",
+                     targets((f"ssdwatch_md_sync_progress_ratio{{{HOST}}} * on (instance, device) group_left (action) (ssdwatch_md_sync_action{{{HOST}}} == 1)", "{{device}} {{action}}")),
+                     unit="percentunit", min_=0, max_=1), w=8)
+
     L.row("Drives: wear and health (SMART)")
     L.add(timeseries("Wear used", "Share of the rated write endurance used (NVMe Percentage Used, ATA/SCSI equivalents); may exceed 100%.",
                      targets((f"ssdwatch_device_wear_used_ratio{{{HOST}}}", "{{device}} {{serial}}")), unit="percentunit", min_=0), w=8)
@@ -359,7 +394,7 @@ def host():
                      targets((f"rate(ssdwatch_collector_errors_total{{{HOST}}}[$__rate_interval])", "{{collector}}")), min_=0), w=8)
     return dashboard(
         "ssdwatch-host", "ssdwatch / Host",
-        "One host: filesystem fill and forecasts, drive wear and health, TRIM health.",
+        "One host: filesystem fill and forecasts, the layers below filesystems, drive wear and health, TRIM health.",
         L.panels,
         [var_datasource(), var_query("instance", "Instance", "label_values(ssdwatch_collector_success, instance)")],
     )

@@ -266,6 +266,11 @@ impl LayersCollector {
                 .iter()
                 .filter_map(|n| n.parse().ok())
                 .collect();
+        // No `devinfo/` (older kernels have none): nothing to ask the ioctl about, and an
+        // empty answer would make a filesystem of size 0 whose metadata can never grow.
+        if devids.is_empty() {
+            return fallback();
+        }
         {
             let busy = self.btrfs_busy.lock().unwrap_or_else(|e| e.into_inner());
             if busy.contains(&b.uuid) {
@@ -292,7 +297,8 @@ impl LayersCollector {
             r
         });
         let infos = match tokio::time::timeout(self.cfg.timeout, job).await {
-            Ok(Ok(Ok(infos))) => infos,
+            Ok(Ok(Ok(infos))) if !infos.is_empty() => infos,
+            Ok(Ok(Ok(_))) => return fallback(),
             Ok(Ok(Err(e)))
                 if matches!(e.raw_os_error(), Some(libc::ENOTTY) | Some(libc::EINVAL)) =>
             {

@@ -16,7 +16,8 @@ pub mod store;
 
 pub use record::{
     DiscardEvent, DriveId, DriveInfo, DriveKey, DrivePoint, DriveSample, FsId, FsInfo, FsKey,
-    FsPoint, FsSample, FsSampleRef, IdlePeriod, ProbeRecord, ProbeRun, Stat,
+    FsLayers, FsLayersRef, FsPoint, FsSample, FsSampleRef, IdlePeriod, LayerRow, ProbeRecord,
+    ProbeRun, Stat,
 };
 pub use store::{Maintenance, Store, StoreError};
 

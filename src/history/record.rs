@@ -57,6 +57,51 @@ pub struct FsSample {
     pub files_free: Option<u64>,
 }
 
+/// One layer of a filesystem's stack as last seen: the filesystem itself or a layer under it
+/// (`layer` is the `layer` label of `ssdwatch_filesystem_layer_avail_bytes`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerRow {
+    pub layer: String,
+    /// The layer's own name: a thin pool, a btrfs UUID, a ZFS dataset or pool; empty for the
+    /// filesystem.
+    pub name: String,
+    pub avail_bytes: u64,
+    /// Its capacity on the scale of `avail_bytes`, where it has one.
+    pub size_bytes: Option<u64>,
+    /// Whether it is what limits the mount's effective free space (runs out first).
+    pub limiting: bool,
+}
+
+/// A filesystem's stack of layers at one sample, the filesystem first; empty when nothing
+/// under it has a capacity of its own. The store keeps the newest stack of each filesystem.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsLayers {
+    pub key: FsKey,
+    pub device: String,
+    pub t: i64,
+    pub layers: Vec<LayerRow>,
+}
+
+/// A stack of layers as the store takes it, borrowing its key (see [`FsSampleRef`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FsLayersRef<'a> {
+    pub key: &'a FsKey,
+    pub device: &'a str,
+    pub t: i64,
+    pub layers: &'a [LayerRow],
+}
+
+impl<'a> From<&'a FsLayers> for FsLayersRef<'a> {
+    fn from(s: &'a FsLayers) -> Self {
+        FsLayersRef {
+            key: &s.key,
+            device: &s.device,
+            t: s.t,
+            layers: &s.layers,
+        }
+    }
+}
+
 /// A filesystem sample as the store takes it, borrowing its key: a caller holding many samples
 /// of few filesystems (the daemon's queue between commits) keeps each key once.
 #[derive(Debug, Clone, Copy, PartialEq)]

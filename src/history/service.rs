@@ -8,8 +8,8 @@ use super::clock::{ClockGuard, Verdict};
 use super::current;
 use super::forecast::Endurance;
 use super::{
-    DiscardEvent, DriveSample, FsKey, FsSample, FsSampleRef, HistoryConfig, IdlePeriod,
-    ProbeRecord, Store,
+    DiscardEvent, DriveSample, FsKey, FsLayers, FsLayersRef, FsSample, FsSampleRef, HistoryConfig,
+    IdlePeriod, LayerRow, ProbeRecord, Store,
 };
 use crate::catalogue;
 use crate::metrics::MetricSet;
@@ -40,6 +40,8 @@ const REOPEN_EVERY: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     Fs(FsSample),
+    /// A filesystem's stack of layers, sent beside its sample.
+    FsLayers(FsLayers),
     Drive(DriveSample),
     Probe(ProbeRecord),
     Discard(DiscardEvent),
@@ -50,6 +52,7 @@ pub enum Record {
 fn record_time(r: &Record) -> i64 {
     match r {
         Record::Fs(s) => s.t,
+        Record::FsLayers(s) => s.t,
         Record::Drive(s) => s.t,
         Record::Probe(p) => p.t,
         Record::Discard(d) => d.t,
@@ -193,6 +196,8 @@ struct PendingFs {
     keys: Vec<(FsKey, String)>,
     index: HashMap<FsKey, u32>,
     rows: Vec<(u32, FsValues)>,
+    /// The newest stack of layers of each key: the store keeps only that.
+    stacks: HashMap<u32, (i64, Vec<LayerRow>)>,
 }
 
 #[derive(Clone, Copy)]
@@ -205,22 +210,36 @@ struct FsValues {
 }
 
 impl PendingFs {
-    fn push(&mut self, s: FsSample) {
-        let k = match self.index.get(&s.key) {
+    fn key(&mut self, key: FsKey, device: String) -> u32 {
+        match self.index.get(&key) {
             Some(&k) => {
                 // The device it is mounted from now is what the store keeps.
-                if self.keys[k as usize].1 != s.device {
-                    self.keys[k as usize].1 = s.device;
+                if self.keys[k as usize].1 != device {
+                    self.keys[k as usize].1 = device;
                 }
                 k
             }
             None => {
                 let k = self.keys.len() as u32;
-                self.index.insert(s.key.clone(), k);
-                self.keys.push((s.key, s.device));
+                self.index.insert(key.clone(), k);
+                self.keys.push((key, device));
                 k
             }
-        };
+        }
+    }
+
+    fn push_layers(&mut self, s: FsLayers) {
+        let k = self.key(s.key, s.device);
+        match self.stacks.get(&k) {
+            Some((t, _)) if *t > s.t => {}
+            _ => {
+                self.stacks.insert(k, (s.t, s.layers));
+            }
+        }
+    }
+
+    fn push(&mut self, s: FsSample) {
+        let k = self.key(s.key, s.device);
         self.rows.push((
             k,
             FsValues {
@@ -237,11 +256,25 @@ impl PendingFs {
         self.rows.len()
     }
 
-    /// Drops the samples stamped after `limit`; returns how many.
+    /// Drops the samples stamped after `limit`; returns how many (stacks of layers are not
+    /// counted: they go with their samples).
     fn drop_after(&mut self, limit: i64) -> usize {
         let before = self.rows.len();
         self.rows.retain(|(_, v)| v.t <= limit);
+        self.stacks.retain(|_, (t, _)| *t <= limit);
         before - self.rows.len()
+    }
+
+    fn stacks(&self) -> impl Iterator<Item = FsLayersRef<'_>> {
+        self.stacks.iter().map(|(k, (t, layers))| {
+            let (key, device) = &self.keys[*k as usize];
+            FsLayersRef {
+                key,
+                device,
+                t: *t,
+                layers,
+            }
+        })
     }
 
     fn samples(&self) -> impl Iterator<Item = FsSampleRef<'_>> {
@@ -299,6 +332,7 @@ impl Worker {
                 Ok(r) => {
                     let mut take = |r: Box<Record>| match *r {
                         Record::Fs(s) => fs.push(s),
+                        Record::FsLayers(s) => fs.push_layers(s),
                         other => batch.push(other),
                     };
                     take(r);
@@ -423,6 +457,7 @@ impl Worker {
         for r in std::mem::take(batch) {
             match r {
                 Record::Fs(s) => fs.push(s),
+                Record::FsLayers(s) => fs.push_layers(s),
                 Record::Drive(s) => drives.push(s),
                 Record::Probe(p) => probes.push(p),
                 Record::Discard(d) => discards.push(d),
@@ -432,6 +467,7 @@ impl Worker {
         let n = (fs.len() + drives.len() + probes.len() + discards.len() + idle.len()) as u64;
         let result = store
             .record_fs(fs.samples())
+            .and_then(|_| store.record_fs_layers(fs.stacks()))
             .and_then(|_| store.record_drives(&drives))
             .and_then(|_| store.record_probes(&probes))
             .and_then(|_| store.record_discards(&discards))

@@ -59,12 +59,16 @@ impl BtrfsSpace {
                 layer: Layer::BtrfsMetadata,
                 name: self.fs.uuid.clone(),
                 avail_bytes: 0,
+                size_bytes: Some(self.fs.metadata.total_bytes),
             };
         }
+        let avail = self.fs.data_allocatable_bytes(unallocated);
         Limit {
             layer: Layer::Btrfs,
             name: self.fs.uuid.clone(),
-            avail_bytes: self.fs.data_allocatable_bytes(unallocated),
+            avail_bytes: avail,
+            // What data holds and could still get: its fill is the share of that in use.
+            size_bytes: Some(avail.saturating_add(self.fs.data.used_bytes)),
         }
     }
 }
@@ -113,6 +117,19 @@ pub struct Limit {
     /// The layer's own name: a pool, a btrfs UUID, a dataset.
     pub name: String,
     pub avail_bytes: u64,
+    /// The layer's capacity on the scale of `avail_bytes`, where it has one: a thin pool's
+    /// data space, a ZFS pool's size, a dataset's used + available, a btrfs's data used +
+    /// what data can still get. Its fill is `1 − avail ÷ size`.
+    pub size_bytes: Option<u64>,
+}
+
+impl Limit {
+    /// The share of the layer taken, 0..1, where its size is known.
+    pub fn fill_ratio(&self) -> Option<f64> {
+        self.size_bytes
+            .filter(|s| *s > 0)
+            .map(|s| (1.0 - self.avail_bytes as f64 / s as f64).clamp(0.0, 1.0))
+    }
 }
 
 /// What is known of one mount to place it on its layers.
@@ -144,12 +161,14 @@ impl Layers {
                         layer: Layer::ZfsDataset,
                         name: d.name.clone(),
                         avail_bytes: d.available_bytes,
+                        size_bytes: Some(d.used_bytes.saturating_add(d.available_bytes)),
                     });
                     if let Some(p) = self.zfs_pools.iter().find(|p| p.name == d.pool) {
                         out.push(Limit {
                             layer: Layer::ZfsPool,
                             name: p.name.clone(),
                             avail_bytes: p.free_bytes,
+                            size_bytes: Some(p.size_bytes),
                         });
                     }
                 }
@@ -166,6 +185,7 @@ impl Layers {
                         layer: Layer::ThinPool,
                         name: p.name.clone(),
                         avail_bytes: p.free_bytes(),
+                        size_bytes: Some(p.data_size_bytes()),
                     });
                 }
             }
@@ -182,6 +202,7 @@ pub fn effective(fs_avail_bytes: u64, limits: &[Limit]) -> Limit {
         layer: Layer::Filesystem,
         name: String::new(),
         avail_bytes: fs_avail_bytes,
+        size_bytes: None,
     };
     for l in limits {
         if l.avail_bytes <= best.avail_bytes {
@@ -195,6 +216,7 @@ pub fn effective(fs_avail_bytes: u64, limits: &[Limit]) -> Limit {
     {
         best.layer = Layer::ZfsDataset;
         best.name = d.name.clone();
+        best.size_bytes = d.size_bytes;
     }
     best
 }

@@ -51,6 +51,7 @@ pub fn render(r: &Report) -> String {
         r.history_since_unix.map(date).unwrap_or_else(|| "—".into())
     );
     filesystems(&mut o, r);
+    layers(&mut o, r);
     drives(&mut o, r);
     degradation(&mut o, r);
     if !r.unknown.is_empty() {
@@ -162,6 +163,44 @@ fn health_cell(h: &super::DriveHealth) -> String {
         ok.push("fsync: no sign of a risk".to_string());
     }
     ok.join("<br>")
+}
+
+/// Each mount with layers below it: its stack, each layer's free bytes and fill, and which
+/// runs out first (the layer its effective free space is).
+fn layers(o: &mut String, r: &Report) {
+    let with: Vec<&super::FsReport> = r
+        .filesystems
+        .iter()
+        .filter(|f| f.runs_out_first().is_some())
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Layers below the filesystems</h2><p class=\"note\">A thin pool, btrfs chunk allocation or ZFS pool can run out while the filesystem still shows free space: the mount's free space is the least of its stack.</p>");
+    for f in with {
+        let _ = write!(o, "<h3 class=\"layers\">{}</h3>", esc(&f.mountpoint));
+        if let Some(first) = f.runs_out_first() {
+            let _ = write!(
+                o,
+                "<p class=\"runs-out\">Runs out first: <b>{}</b> ({} free)</p>",
+                esc(&first.title()),
+                bytes(first.avail_bytes)
+            );
+        }
+        o.push_str("<table class=\"layers\"><tr><th>layer</th><th>free</th><th>size</th><th>fill</th></tr>");
+        for l in &f.layers {
+            let cls = if l.limiting { " class=\"warn\"" } else { "" };
+            let _ = write!(
+                o,
+                "<tr{cls}><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&l.title()),
+                bytes(l.avail_bytes),
+                opt(l.size_bytes, bytes),
+                opt(l.fill_ratio, pct),
+            );
+        }
+        o.push_str("</table>");
+    }
 }
 
 fn drives(o: &mut String, r: &Report) {

@@ -54,6 +54,81 @@ pub struct FsReport {
     /// [`FINE_USAGE_DAYS`] days, before that the stored samples in at most [`USAGE_POINTS`]
     /// buckets (a new host's first days draw as a line, not as one dot a day).
     pub usage: Vec<(i64, f64, f64)>,
+    /// The stack of layers under it as last seen (the filesystem first, then the thin pools,
+    /// btrfs, ZFS dataset and pool below): empty when nothing below has a capacity of its own.
+    pub layers: Vec<LayerReport>,
+}
+
+/// One layer of a filesystem's stack.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayerReport {
+    /// The `layer` label's value (`filesystem`, `thin_pool`, `btrfs`, `btrfs_metadata`,
+    /// `zfs_dataset`, `zfs_pool`).
+    pub layer: String,
+    /// Its own name: a thin pool, a btrfs UUID, a ZFS dataset or pool; empty for the
+    /// filesystem.
+    pub name: String,
+    pub avail_bytes: f64,
+    pub size_bytes: Option<f64>,
+    pub fill_ratio: Option<f64>,
+    /// It runs out first: the mount's effective free space is its.
+    pub limiting: bool,
+}
+
+impl LayerReport {
+    /// What a reader calls it: `thin pool vg-pool-tpool`, `ZFS pool tank`.
+    pub fn title(&self) -> String {
+        let kind = match self.layer.as_str() {
+            "filesystem" => return "filesystem".into(),
+            "thin_pool" => "thin pool",
+            "btrfs" => "btrfs",
+            "btrfs_metadata" => "btrfs metadata",
+            "zfs_dataset" => "ZFS dataset",
+            "zfs_pool" => "ZFS pool",
+            other => other,
+        };
+        format!("{kind} {}", self.name)
+    }
+}
+
+impl FsReport {
+    /// The layer that runs out first, when the mount has layers below it.
+    pub fn runs_out_first(&self) -> Option<&LayerReport> {
+        if self.layers.len() < 2 {
+            return None;
+        }
+        self.layers.iter().find(|l| l.limiting)
+    }
+}
+
+/// Where a kind of layer sits in a stack: the filesystem on top, a ZFS pool at the bottom.
+pub(crate) fn layer_rank(layer: &str) -> u8 {
+    match layer {
+        "filesystem" => 0,
+        "thin_pool" => 1,
+        "btrfs" => 2,
+        "btrfs_metadata" => 3,
+        "zfs_dataset" => 4,
+        "zfs_pool" => 5,
+        _ => 6,
+    }
+}
+
+/// A stored stack of layers as the report shows it.
+fn layer_reports(rows: Vec<crate::history::LayerRow>) -> Vec<LayerReport> {
+    rows.into_iter()
+        .map(|l| LayerReport {
+            fill_ratio: l
+                .size_bytes
+                .filter(|s| *s > 0)
+                .map(|s| (1.0 - l.avail_bytes as f64 / s as f64).clamp(0.0, 1.0)),
+            layer: l.layer,
+            name: l.name,
+            avail_bytes: l.avail_bytes as f64,
+            size_bytes: l.size_bytes.map(|s| s as f64),
+            limiting: l.limiting,
+        })
+        .collect()
 }
 
 /// One drive.
@@ -241,6 +316,11 @@ fn build_in(
                 Some(_) => Some("growing too slowly for a date within 10 years".to_string()),
             }
         };
+        // The stack as last seen, while current: an old one would name a pool long gone.
+        let layers = match store.fs_layers(f.id)? {
+            Some((t, rows)) if current::seen_recently(Some(t), now) => layer_reports(rows),
+            _ => Vec::new(),
+        };
         filesystems.push(FsReport {
             mountpoint: f.key.mountpoint.clone(),
             device: f.device.clone(),
@@ -257,6 +337,7 @@ fn build_in(
             predicted_full_unix: fc.predicted_full_unix,
             full_note,
             usage: usage_points(store, f.id, f.first_seen, &days, now)?,
+            layers,
         });
     }
     if filesystems.is_empty() {

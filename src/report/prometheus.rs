@@ -5,11 +5,12 @@
 //!
 //! Queries per host are bounded: 3 range queries for filesystems (60 points a series), 3 for
 //! drives (one point a day over at most 2 years), 5 instant queries for the current values
-//! (avail, drive model and size, the daemon's endurance gauges), probe samples in 30-day chunks
+//! (avail, drive model and size, the daemon's endurance gauges), 3 for the layers under the
+//! filesystems (each layer's free bytes, the limiting layer, the layers' sizes), probe samples in 30-day chunks
 //! (only series exported by `ssdwatch history export`, which carry each run's fill), and the
 //! TRIM/idle recovery gauges at one point an hour in 30-day chunks (720 points a series).
 
-use super::{DriveHealth, DriveReport, FsReport, Report};
+use super::{DriveHealth, DriveReport, FsReport, LayerReport, Report};
 use crate::catalogue;
 use crate::history::current;
 use crate::history::curve::{Curve, Recovery};
@@ -249,13 +250,145 @@ fn drive_labels(l: &Labels) -> DriveLabels {
 fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, QueryError> {
     let days = filesystem_days(api, instance, now)?;
     let last_avail = last_avail(api, instance, now)?;
+    let mut stacks = layers(api, instance, now)?;
     Ok(days
         .into_iter()
         .filter_map(|((mp, dev), days)| {
             let used_now = last_avail.get(&(mp.clone(), dev.clone())).copied();
-            filesystem(mp, dev, &days, used_now, now)
+            let layers = stacks.remove(&mp).unwrap_or_default();
+            let mut f = filesystem(mp, dev, &days, used_now, now)?;
+            f.layers = layers;
+            Some(f)
         })
         .collect())
+}
+
+/// Each mount's stack of layers as last scraped (mounts with a layer below them only): each
+/// layer's free bytes, which one limits the mount, and the sizes the layers' own series give.
+fn layers(
+    api: &Api,
+    instance: &str,
+    now: i64,
+) -> Result<BTreeMap<String, Vec<LayerReport>>, QueryError> {
+    let s = sel(instance, "");
+    let key = |l: &Labels| {
+        (
+            label(l, "layer").unwrap_or("").to_string(),
+            l.get("name").cloned().unwrap_or_default(),
+        )
+    };
+    let mut stacks: BTreeMap<String, Vec<LayerReport>> = BTreeMap::new();
+    for (l, pts) in api.query(
+        &format!("{}{s}", catalogue::FILESYSTEM_LAYER_AVAIL_BYTES.name),
+        now,
+    )? {
+        let (Some(mp), Some((_, v))) = (l.get("mountpoint"), pts.last()) else {
+            continue;
+        };
+        let (layer, name) = key(&l);
+        stacks.entry(mp.clone()).or_default().push(LayerReport {
+            layer,
+            name,
+            avail_bytes: *v,
+            size_bytes: None,
+            fill_ratio: None,
+            limiting: false,
+        });
+    }
+    // Only the filesystem itself: nothing below it to show.
+    stacks.retain(|_, v| v.len() > 1);
+    if stacks.is_empty() {
+        return Ok(stacks);
+    }
+    for (l, _) in api.query(
+        &format!("{}{s}", catalogue::FILESYSTEM_LIMITING_LAYER_INFO.name),
+        now,
+    )? {
+        let (layer, name) = key(&l);
+        if let Some(stack) = l.get("mountpoint").and_then(|mp| stacks.get_mut(mp)) {
+            for x in stack.iter_mut() {
+                x.limiting = x.layer == layer && x.name == name;
+            }
+        }
+    }
+    // Each layer's capacity on the scale of its free bytes, as the daemon's `Limit` has it:
+    // the filesystem's used (+ its avail, below), a thin pool's data space, a ZFS pool's size,
+    // a dataset's used + available, a btrfs's data used (+ what data can still get).
+    let named = |expr: String, layer: &str, from: &str| {
+        format!(
+            "label_replace(label_replace({expr}, \"layer\", \"{layer}\", \"\", \"\"), \"name\", \"$1\", \"{from}\", \"(.*)\")"
+        )
+    };
+    let q = [
+        named(
+            format!(
+                "{}{s} - {}{s}",
+                catalogue::FILESYSTEM_SIZE_BYTES.name,
+                catalogue::FILESYSTEM_FREE_BYTES.name
+            ),
+            "filesystem",
+            "__unused__",
+        ),
+        named(
+            format!("{}{s}", catalogue::THIN_POOL_DATA_SIZE_BYTES.name),
+            "thin_pool",
+            "pool",
+        ),
+        named(
+            format!("{}{s}", catalogue::ZFS_POOL_SIZE_BYTES.name),
+            "zfs_pool",
+            "pool",
+        ),
+        named(
+            format!(
+                "{}{s} + {}{s}",
+                catalogue::ZFS_DATASET_USED_BYTES.name,
+                catalogue::ZFS_DATASET_AVAILABLE_BYTES.name
+            ),
+            "zfs_dataset",
+            "dataset",
+        ),
+        named(
+            format!(
+                "{}{}",
+                catalogue::BTRFS_USED_BYTES.name,
+                sel(instance, "type=\"data\"")
+            ),
+            "btrfs",
+            "uuid",
+        ),
+    ]
+    .join(" or ");
+    let mut sizes: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut fs_used: BTreeMap<String, f64> = BTreeMap::new();
+    for (l, pts) in api.query(&q, now)? {
+        let Some((_, v)) = pts.last() else { continue };
+        let (layer, name) = key(&l);
+        if layer == "filesystem" {
+            if let Some(mp) = l.get("mountpoint") {
+                fs_used.insert(mp.clone(), *v);
+            }
+        } else {
+            sizes.insert((layer, name), *v);
+        }
+    }
+    for (mp, stack) in &mut stacks {
+        for x in stack.iter_mut() {
+            x.size_bytes = match x.layer.as_str() {
+                "filesystem" => fs_used.get(mp).map(|u| u + x.avail_bytes),
+                "btrfs" => sizes
+                    .get(&(x.layer.clone(), x.name.clone()))
+                    .map(|u| u + x.avail_bytes),
+                _ => sizes.get(&(x.layer.clone(), x.name.clone())).copied(),
+            };
+            x.fill_ratio = x
+                .size_bytes
+                .filter(|s| *s > 0.0)
+                .map(|s| (1.0 - x.avail_bytes / s).clamp(0.0, 1.0));
+        }
+        stack.sort_by_key(|x| super::layer_rank(&x.layer));
+    }
+    Ok(stacks)
 }
 
 /// Each filesystem's daily lowest and highest available bytes and its last size.
@@ -346,6 +479,7 @@ fn filesystem(
             .is_none()
             .then(|| "no date from the query API's daily figures".to_string()),
         usage: uses.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
+        layers: Vec::new(),
     })
 }
 

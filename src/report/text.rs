@@ -87,6 +87,31 @@ fn filesystem(o: &mut String, f: &FsReport) {
         (None, None) => "unknown".into(),
     };
     let _ = writeln!(o, "    predicted full: {full}");
+    if let Some(first) = f.runs_out_first() {
+        let _ = writeln!(
+            o,
+            "    layers below (runs out first: {}, {} free):",
+            first.title(),
+            bytes(first.avail_bytes)
+        );
+        let width = f.layers.iter().map(|l| l.title().chars().count()).max();
+        for l in &f.layers {
+            let _ = writeln!(
+                o,
+                "      {:<w$}  free {:>10}  of {:>10}  fill {:>7}{}",
+                l.title(),
+                bytes(l.avail_bytes),
+                opt(l.size_bytes, bytes),
+                opt(l.fill_ratio, pct),
+                if l.limiting {
+                    "  <- runs out first"
+                } else {
+                    ""
+                },
+                w = width.unwrap_or(0)
+            );
+        }
+    }
 }
 
 fn drives(o: &mut String, r: &Report) {
@@ -267,6 +292,7 @@ fn not_known(o: &mut String, unknown: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::LayerReport;
 
     fn drive(health: super::super::DriveHealth) -> DriveReport {
         DriveReport {
@@ -353,6 +379,7 @@ mod tests {
             predicted_full_unix: None,
             full_note: None,
             usage: Vec::new(),
+            layers: Vec::new(),
         };
         let r = Report {
             host: "db1".into(),
@@ -370,5 +397,65 @@ mod tests {
             "{text:?}"
         );
         assert!(text.contains("/mnt/\\x1b[2J\\x1b]0;owned\\x07x"), "{text}");
+    }
+
+    fn layer(layer: &str, name: &str, avail: f64, size: f64, limiting: bool) -> LayerReport {
+        LayerReport {
+            layer: layer.into(),
+            name: name.into(),
+            avail_bytes: avail,
+            size_bytes: Some(size),
+            fill_ratio: Some(1.0 - avail / size),
+            limiting,
+        }
+    }
+
+    #[test]
+    fn a_mount_on_a_filling_thin_pool_says_the_pool_runs_out_first() {
+        let mut fs = FsReport {
+            mountpoint: "/var/lib/mysql".into(),
+            device: Some("dm-3".into()),
+            first_seen_unix: 0,
+            last_seen_unix: None,
+            size_bytes: Some(400e6),
+            used_bytes: Some(396e6),
+            fill_ratio: Some(0.99),
+            growth_7d_bytes_per_day: None,
+            growth_30d_bytes_per_day: None,
+            predicted_full_unix: None,
+            full_note: None,
+            usage: Vec::new(),
+            layers: vec![
+                layer("filesystem", "", 200e6, 400e6, false),
+                layer("thin_pool", "vg-pool-tpool", 4e6, 256e6, true),
+            ],
+        };
+        let mut o = String::new();
+        filesystem(&mut o, &fs);
+        assert!(
+            o.contains("layers below (runs out first: thin pool vg-pool-tpool, 4.00 MB free):"),
+            "{o}"
+        );
+        let rows: Vec<&str> = o
+            .lines()
+            .skip_while(|l| !l.contains("layers below"))
+            .skip(1)
+            .collect();
+        assert_eq!(rows.len(), 2, "{o}");
+        assert!(
+            rows[0].trim_start().starts_with("filesystem ") && rows[0].contains("fill  50.0 %"),
+            "{o}"
+        );
+        assert!(!rows[0].contains("runs out first"), "{o}");
+        assert!(
+            rows[1].contains("thin pool vg-pool-tpool") && rows[1].contains("fill  98.4 %"),
+            "{o}"
+        );
+        assert!(rows[1].ends_with("<- runs out first"), "{o}");
+        // The filesystem alone (no layer below): nothing said.
+        fs.layers.truncate(1);
+        let mut o = String::new();
+        filesystem(&mut o, &fs);
+        assert!(!o.contains("layers below"), "{o}");
     }
 }

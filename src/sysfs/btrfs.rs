@@ -27,7 +27,10 @@ impl Allocation {
     /// Raw bytes a logical byte takes: 2 for dup and raid1, 3 for raid1c3…; 1 when unknown.
     pub fn copies(&self) -> u64 {
         if self.total_bytes > 0 && self.disk_total_bytes >= self.total_bytes {
-            (self.disk_total_bytes + self.total_bytes / 2) / self.total_bytes
+            // Rounded to the nearest; the sum can pass u64::MAX with figures no real
+            // filesystem has (a corrupt or hostile /sys), so it is taken in u128.
+            ((u128::from(self.disk_total_bytes) + u128::from(self.total_bytes / 2))
+                / u128::from(self.total_bytes)) as u64
         } else {
             1
         }
@@ -141,12 +144,15 @@ impl Btrfs {
 
     /// Whether metadata can still get a new chunk from `unallocated_bytes` (raw, on all
     /// devices): one metadata chunk times its copies. The chunk size is the kernel's where it
-    /// says; else 256 MiB, which the kernel caps at a tenth of the filesystem.
+    /// says (`chunk_size`), else 256 MiB; either way the kernel caps a chunk at a tenth of the
+    /// filesystem (`max_chunk_size` in volumes.c), which on a small filesystem is less.
     pub fn metadata_can_grow(&self, unallocated_bytes: u64, size_bytes: u64) -> bool {
         let chunk = self
             .metadata
             .chunk_size_bytes
-            .unwrap_or((256 << 20).min(size_bytes / 10).max(1 << 20));
+            .unwrap_or(256 << 20)
+            .min(size_bytes / 10)
+            .max(1 << 20);
         unallocated_bytes >= chunk.saturating_mul(self.metadata.copies())
     }
 
@@ -268,6 +274,49 @@ mod tests {
             msgs[2].ends_with("allocation/data/disk_total: missing or unreadable"),
             "{msgs:?}"
         );
+    }
+
+    #[test]
+    fn raw_figures_near_the_top_of_u64_give_copies_without_overflow() {
+        // A disk_total of u64::MAX (a mutated tree): the copies are a figure, not a panic.
+        let a = Allocation {
+            total_bytes: 142606336,
+            disk_total_bytes: u64::MAX,
+            ..Default::default()
+        };
+        assert_eq!(a.copies(), 129_354_309_150);
+        let b = Btrfs {
+            data: a.clone(),
+            metadata: a,
+            ..Default::default()
+        };
+        assert_eq!(b.allocated_raw_bytes(), u64::MAX);
+        assert!(b.data_allocatable_bytes(u64::MAX) > 0);
+        assert!(!b.metadata_can_grow(0, u64::MAX));
+    }
+
+    #[test]
+    fn the_real_capture_reads_as_btrfs_progs_said() {
+        // tests/fixtures/layers/SOURCES.md: a 512 MiB btrfs with 96 MiB written.
+        let sys = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layers/btrfs-sysfs");
+        let (all, errors) = read_all(&sys);
+        assert!(errors.is_empty(), "{errors:?}");
+        let b = &all[0];
+        assert_eq!(b.label.as_deref(), Some("pgdata"));
+        assert_eq!(b.devices, ["loop0"]);
+        assert_eq!(b.data.profiles, ["single"]);
+        assert_eq!(
+            (b.data.total_bytes, b.data.used_bytes),
+            (142606336, 100663296)
+        );
+        assert_eq!(b.metadata.copies(), 2);
+        assert_eq!(b.allocated_raw_bytes(), 226492416, "Device allocated");
+        let unallocated = (512 << 20) - b.allocated_raw_bytes();
+        assert_eq!(unallocated, 310378496, "Device unallocated");
+        // Its 256 MiB metadata chunks are capped at a tenth of the filesystem: two copies of
+        // 51 MiB fit in the 296 MiB unallocated.
+        assert!(b.metadata_can_grow(unallocated, 512 << 20));
+        assert!(!b.metadata_can_grow(100 << 20, 512 << 20));
     }
 
     #[test]

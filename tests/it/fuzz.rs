@@ -1,8 +1,12 @@
 //! Mutation fuzzing, on stable Rust, of every parser that reads what comes from outside: smartctl's
 //! JSON, the mount table, /sys block `stat` files, the config file, PostgreSQL's slot state
-//! files and pg_control, MySQL option files and process command lines. Each is fed mutations of
-//! the real inputs under tests/fixtures (and config/) for a wall time, panics are caught and the
-//! input that caused one is saved; a parser must never panic, whatever the bytes.
+//! files and pg_control, MySQL option files and process command lines, and the layers below the
+//! filesystems (`dmsetup table`/`status`, `zpool list`, `zfs list`, and the btrfs and md trees
+//! of /sys). Each is fed mutations of the real inputs under tests/fixtures (and config/) for a
+//! wall time, panics are caught and the input that caused one is saved; a parser must never
+//! panic, whatever the bytes. A /sys tree is fuzzed as text, one `path<TAB>content` line per
+//! file, written out as a tree for each case, so mutations reach file names and directory
+//! layout as well as the values.
 //!
 //! The test suite runs a few seconds per parser (`FUZZ_SECONDS`, default 2);
 //! `benches/fuzz.sh [SECONDS_PER_PARSER]` runs the long version and prints the figures.
@@ -189,6 +193,75 @@ const CMDLINE_TOKENS: &[&[u8]] = &[
     b"postgres:",
 ];
 
+const DMSETUP_TOKENS: &[&[u8]] = &[
+    b": ",
+    b" ",
+    b"\n",
+    b"thin-pool ",
+    b"thin ",
+    b"linear ",
+    b"253:2",
+    b"/",
+    b"-",
+    b"Fail",
+    b"rw ",
+    b"ro ",
+    b"out_of_data_space ",
+    b"error_if_no_space",
+    b"queue_if_no_space",
+    b"needs_check",
+    b"skip_block_zeroing",
+    b"No devices found",
+    b"\n---- status ----\n",
+];
+
+const ZFS_TOKENS: &[&[u8]] = &[
+    b"\t",
+    b"\n",
+    b"-",
+    b"none",
+    b"legacy",
+    b"%",
+    b"/",
+    b"ONLINE",
+    b"DEGRADED",
+    b"SUSPENDED",
+    b"tank/",
+];
+
+const SYS_TREE_TOKENS: &[&[u8]] = &[
+    b"\t",
+    b"\n",
+    b"/",
+    b"..",
+    b"allocation/",
+    b"data/",
+    b"metadata/",
+    b"system/",
+    b"total_bytes",
+    b"bytes_used",
+    b"disk_total",
+    b"disk_used",
+    b"chunk_size",
+    b"global_rsv_size",
+    b"devices/",
+    b"dup/",
+    b"raid1/",
+    b"block/md0/md/",
+    b"dev-sda1/state\t",
+    b"faulty",
+    b"in_sync",
+    b"spare",
+    b",",
+    b"sync_completed\t",
+    b" / ",
+    b"level\t",
+    b"degraded\t",
+];
+
+/// Where `dmsetup table` ends and `dmsetup status` begins in a dmsetup seed.
+const DMSETUP_SPLIT: &str = "\n---- status ----\n";
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -221,6 +294,152 @@ fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)
 }
 
+/// A /sys tree under `dir` as text: one `path<TAB>content` line per file (content with its
+/// newlines as `\n`), paths relative to `root`, which they start with.
+fn tree_text(root: &Path, dir: &Path, depth: usize, out: &mut String) {
+    // Links can loop (a device's `subsystem`): a reader never goes this deep.
+    if depth > 8 {
+        return;
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        // Through symlinks: sys/block/md0 is a link into devices/ on a fixture host.
+        let p = e.path();
+        if p.is_dir() {
+            tree_text(root, &p, depth + 1, out);
+        } else if let Ok(content) = std::fs::read_to_string(&p) {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            out.push_str(&format!(
+                "{rel}\t{}\n",
+                content.trim_end().replace('\n', "\\n")
+            ));
+        }
+    }
+}
+
+/// Writes a tree's text (see [`tree_text`]) under `root`, made empty first. Lines that would
+/// leave the root or make more than a few hundred files are skipped: the harness's own limits,
+/// not the reader's.
+fn write_tree(root: &Path, text: &str) {
+    let _ = std::fs::remove_dir_all(root);
+    std::fs::create_dir_all(root).unwrap();
+    for line in text.lines().take(400) {
+        let (path, content) = line.split_once('\t').unwrap_or((line, ""));
+        let rel = Path::new(path);
+        let ok = !path.is_empty()
+            && rel.components().count() <= 12
+            && rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !ok {
+            continue;
+        }
+        let p = root.join(rel);
+        if let Some(parent) = p.parent() {
+            // A file where a directory is wanted (or the reverse): that line is skipped.
+            if std::fs::create_dir_all(parent).is_err() {
+                continue;
+            }
+        }
+        let _ = std::fs::write(&p, content.replace("\\n", "\n"));
+    }
+}
+
+/// Each thread's scratch directory for trees (the fuzzer runs one target at a time per thread):
+/// in memory where the machine has /dev/shm, since a tree is written out for every case (on a
+/// busy disk that costs 100 ms a case, in memory under 3 ms).
+fn scratch() -> PathBuf {
+    thread_local! {
+        static DIR: tempfile::TempDir = match Path::new("/dev/shm").is_dir() {
+            true => tempfile::tempdir_in("/dev/shm"),
+            false => tempfile::tempdir(),
+        }
+        .unwrap();
+    }
+    DIR.with(|d| d.path().join("sys"))
+}
+
+/// The seeds of a tree target: each fixture tree as text.
+fn tree_seeds(trees: &[PathBuf]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for root in trees {
+        let mut t = String::new();
+        tree_text(root, root, 0, &mut t);
+        assert!(!t.is_empty(), "no files under {}", root.display());
+        out.push(t.into_bytes());
+    }
+    out
+}
+
+/// Every layer read goes on through what the collector does with it: the mounts placed on
+/// their layers, the effective free space, and the series.
+fn through_layers(layers: &ssdwatch::layers::Layers) {
+    use ssdwatch::layers::{MountView, effective};
+    use ssdwatch::sysfs::topology::BlockDevice;
+    let mut set = ssdwatch::metrics::MetricSet::new();
+    ssdwatch::collector::layers::layer_metrics(&mut set, layers);
+    let devs: Vec<BlockDevice> = layers
+        .thin_pools
+        .iter()
+        .flat_map(|p| &p.volumes)
+        .map(|v| BlockDevice {
+            name: "dm-9".into(),
+            dm_name: Some(v.name.clone()),
+            ..Default::default()
+        })
+        .chain(
+            layers
+                .btrfs
+                .iter()
+                .flat_map(|b| &b.fs.devices)
+                .map(|d| BlockDevice {
+                    name: d.clone(),
+                    ..Default::default()
+                }),
+        )
+        .collect();
+    for d in &devs {
+        let stack = [d];
+        for fstype in ["ext4", "btrfs"] {
+            let l = layers.limits(&MountView {
+                fstype,
+                source: "/dev/x",
+                stack: &stack,
+            });
+            let e = effective(u64::MAX, &l);
+            let _ = e.fill_ratio();
+            for x in &l {
+                let _ = x.fill_ratio();
+            }
+        }
+    }
+    for ds in &layers.zfs_datasets {
+        let l = layers.limits(&MountView {
+            fstype: "zfs",
+            source: &ds.name,
+            stack: &[],
+        });
+        let _ = effective(0, &l).fill_ratio();
+    }
+    for b in &layers.btrfs {
+        let _ = (b.unallocated_bytes(), b.metadata_can_grow(), b.limit());
+    }
+}
+
+fn pool_name(dev: &str) -> Option<String> {
+    // The real capture's pool (tests/fixtures/layers/SOURCES.md), and any other number as a
+    // name of its own, so volumes of mutated pools still join.
+    match dev {
+        "253:2" => Some("vg-pool-tpool".into()),
+        d if d.contains(':') => Some(format!("pool-{d}")),
+        _ => None,
+    }
+}
+
 fn targets() -> Vec<Target> {
     let mut configs = vec![std::fs::read(repo().join("config/ssdwatch.example.yaml")).unwrap()];
     // The example lists no probe target or SMART device (they are the host's); one that does,
@@ -229,7 +448,158 @@ fn targets() -> Vec<Target> {
         b"state_dir: /var/lib/ssdwatch\ncollectors:\n  smart:\n    devices:\n      - path: /dev/sda\n        type: sat\n  probe:\n    interval: 5m\n    targets:\n      - path: /srv/pg\n        kinds: [sync_write_4k, rand_read_4k]\n        write_ops: 64\n        file_size_bytes: 33554432\n        free_floor_ratio: 0.05\n        timeout: 2m\n"
             .to_vec(),
     );
+    let layers = repo().join("tests/fixtures/layers");
+    let mut dmsetup = vec![
+        format!(
+            "{}{DMSETUP_SPLIT}{}",
+            std::fs::read_to_string(layers.join("dmsetup-table.txt")).unwrap(),
+            std::fs::read_to_string(layers.join("dmsetup-status.txt")).unwrap()
+        )
+        .into_bytes(),
+    ];
+    let hosts = repo().join("tests/fixtures/hosts");
+    for h in std::fs::read_dir(&hosts).unwrap().filter_map(|e| e.ok()) {
+        let l = h.path().join("layers");
+        if let (Ok(t), Ok(st)) = (
+            std::fs::read_to_string(l.join("dmsetup-table.txt")),
+            std::fs::read_to_string(l.join("dmsetup-status.txt")),
+        ) {
+            dmsetup.push(format!("{t}{DMSETUP_SPLIT}{st}").into_bytes());
+        }
+    }
+    let md_trees: Vec<PathBuf> = std::fs::read_dir(&hosts)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("sys"))
+        .filter(|sys| {
+            std::fs::read_dir(sys.join("block"))
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with("md"))
+        })
+        .collect();
+    // The md readers see `block/md*/md/`; only those parts of a host's tree are fuzzed.
+    let md_seeds: Vec<Vec<u8>> = tree_seeds(&md_trees)
+        .into_iter()
+        .map(|t| {
+            lossy(&t)
+                .lines()
+                .filter(|l| l.starts_with("block/md"))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                .into_bytes()
+        })
+        .collect();
+    assert!(
+        md_seeds.iter().all(|s| !s.is_empty()),
+        "md fixture trees without block/md*"
+    );
     vec![
+        Target {
+            name: "dmsetup_thin",
+            seeds: dmsetup,
+            dict: DMSETUP_TOKENS,
+            call: |b| {
+                let text = lossy(b);
+                let (table, status) = text.split_once(DMSETUP_SPLIT).unwrap_or((&text, ""));
+                // Every line through every parser, whatever its target says.
+                let (lines, _) = ssdwatch::layers::thin::parse_lines(&text);
+                for l in &lines {
+                    let _ = ssdwatch::layers::thin::parse_pool_table(&l.args);
+                    let _ = ssdwatch::layers::thin::parse_pool_status(&l.args);
+                    let _ = ssdwatch::layers::thin::parse_thin_status(&l.args);
+                }
+                let (pools, _) = ssdwatch::layers::thin::pools(table, status, pool_name);
+                for p in &pools {
+                    let _ = (
+                        p.data_size_bytes(),
+                        p.data_used_bytes(),
+                        p.free_bytes(),
+                        p.metadata_size_bytes(),
+                        p.metadata_used_bytes(),
+                    );
+                }
+                let accepted = !pools.is_empty();
+                through_layers(&ssdwatch::layers::Layers {
+                    thin_pools: pools,
+                    ..Default::default()
+                });
+                accepted
+            },
+        },
+        Target {
+            name: "zpool_zfs_list",
+            seeds: corpus("tests/fixtures/layers", &|n| {
+                n == "zpool-list.txt" || n == "zfs-list.txt"
+            }),
+            dict: ZFS_TOKENS,
+            call: |b| {
+                // Each input as both outputs: a mutation can carry a line across.
+                let text = lossy(b);
+                let (zfs_pools, _) = ssdwatch::layers::zfs::parse_pools(&text);
+                let (datasets, _) = ssdwatch::layers::zfs::parse_datasets(&text);
+                let accepted = !zfs_pools.is_empty() || !datasets.is_empty();
+                through_layers(&ssdwatch::layers::Layers {
+                    zfs_pools,
+                    zfs_datasets: datasets,
+                    ..Default::default()
+                });
+                accepted
+            },
+        },
+        Target {
+            name: "sys_btrfs_tree",
+            seeds: tree_seeds(&[repo().join("tests/fixtures/layers/btrfs-sysfs")]),
+            dict: SYS_TREE_TOKENS,
+            call: |b| {
+                let sys = scratch();
+                write_tree(&sys, &lossy(b));
+                let (all, _) = ssdwatch::sysfs::btrfs::read_all(&sys);
+                let accepted = !all.is_empty();
+                let btrfs = all
+                    .into_iter()
+                    .map(|fs| ssdwatch::layers::BtrfsSpace {
+                        devices: fs
+                            .devices
+                            .iter()
+                            .enumerate()
+                            .map(|(i, d)| ssdwatch::layers::BtrfsDevice {
+                                name: d.clone(),
+                                size_bytes: 512 << 20,
+                                // As the ioctl answers, and as the fallback (sizes only).
+                                unallocated_bytes: (i % 2 == 0).then_some(300 << 20),
+                            })
+                            .collect(),
+                        fs,
+                    })
+                    .collect();
+                through_layers(&ssdwatch::layers::Layers {
+                    btrfs,
+                    ..Default::default()
+                });
+                accepted
+            },
+        },
+        Target {
+            name: "sys_md_tree",
+            seeds: md_seeds,
+            dict: SYS_TREE_TOKENS,
+            call: |b| {
+                let sys = scratch();
+                write_tree(&sys, &lossy(b));
+                let md = ssdwatch::sysfs::md::read_all(&sys);
+                for a in &md {
+                    let _ = ssdwatch::sysfs::md::read_array(&sys, &a.name);
+                }
+                let accepted = !md.is_empty();
+                through_layers(&ssdwatch::layers::Layers {
+                    md,
+                    ..Default::default()
+                });
+                accepted
+            },
+        },
         Target {
             name: "smartctl_json",
             seeds: corpus("tests/fixtures/smart", &|n| {

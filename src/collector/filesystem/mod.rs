@@ -9,7 +9,7 @@ pub mod untrimmed;
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
-use crate::history::{FsKey, FsSample};
+use crate::history::{FsKey, FsLayers, FsSample, LayerRow};
 use crate::layers::{Layer, Layers, Limit, MountView, effective};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
@@ -302,13 +302,19 @@ impl Collector for FilesystemCollector {
                 .remove(&m.info.mount_point)
                 .unwrap_or(StatResult::NotStarted);
             if let StatResult::Done(Ok(st)) = &r {
-                let avail = effective_avail(
-                    &mut s.metrics,
-                    m,
-                    st.avail_bytes(),
-                    layers.as_deref(),
-                    &topo,
-                );
+                let own = Limit {
+                    layer: Layer::Filesystem,
+                    name: String::new(),
+                    avail_bytes: st.avail_bytes(),
+                    // df's size: used + avail (the root-reserved blocks are no one's room).
+                    size_bytes: Some(
+                        st.size_bytes()
+                            .saturating_sub(st.free_bytes())
+                            .saturating_add(st.avail_bytes()),
+                    ),
+                };
+                let (avail, stack) =
+                    effective_avail(&mut s.metrics, m, own, layers.as_deref(), &topo);
                 let now_unix = unix_now();
                 let due = ctx.history.as_ref().is_some_and(|h| {
                     self.history_sent
@@ -331,6 +337,17 @@ impl Collector for FilesystemCollector {
                         avail_bytes: avail,
                         free_bytes: st.free_bytes(),
                         files_free: (st.files > 0).then_some(st.ffree),
+                    }));
+                    // The stack under it, for the report: sent with every sample so a
+                    // layer gone (a mount moved off a thin volume) leaves the store too.
+                    s.records.push(Record::FsLayers(FsLayers {
+                        key: FsKey {
+                            mountpoint: m.info.mount_point.clone(),
+                            uuid: m.device.as_ref().and_then(|d| uuids.get(d).cloned()),
+                        },
+                        device: m.device.clone().unwrap_or_else(|| m.info.source.clone()),
+                        t: now_unix as i64,
+                        layers: stack,
                     }));
                 }
                 // The newest discard any drive under the filesystem received (diskstats).
@@ -438,14 +455,15 @@ pub fn threshold_metrics(
 
 /// The mount's effective free space and its stack of layers (the filesystem first), from the
 /// layers collector's last read; the filesystem's own figure when there is none. Returns the
-/// effective bytes.
+/// effective bytes, and the stack as the history keeps it (empty when no layer is under the
+/// mount).
 fn effective_avail(
     set: &mut MetricSet,
     m: &SelectedMount,
-    fs_avail: u64,
+    own: Limit,
     layers: Option<&Layers>,
     topo: &Topology,
-) -> u64 {
+) -> (u64, Vec<LayerRow>) {
     let mp = m.info.mount_point.as_str();
     let stack = m
         .device
@@ -461,7 +479,7 @@ fn effective_avail(
             })
         })
         .unwrap_or_default();
-    let e = effective(fs_avail, &limits);
+    let e = effective(own.avail_bytes, &limits);
     let device = m.device.as_deref().unwrap_or(m.info.source.as_str());
     set.family(&catalogue::FILESYSTEM_EFFECTIVE_AVAIL_BYTES)
         .push(
@@ -480,11 +498,6 @@ fn effective_avail(
         ],
         1.0,
     );
-    let own = Limit {
-        layer: Layer::Filesystem,
-        name: String::new(),
-        avail_bytes: fs_avail,
-    };
     for l in std::iter::once(&own).chain(&limits) {
         set.family(&catalogue::FILESYSTEM_LAYER_AVAIL_BYTES).push(
             &[
@@ -495,7 +508,21 @@ fn effective_avail(
             l.avail_bytes as f64,
         );
     }
-    e.avail_bytes
+    let rows = if limits.is_empty() {
+        Vec::new()
+    } else {
+        std::iter::once(&own)
+            .chain(&limits)
+            .map(|l| LayerRow {
+                layer: l.layer.as_str().to_string(),
+                name: l.name.clone(),
+                avail_bytes: l.avail_bytes,
+                size_bytes: l.size_bytes,
+                limiting: l.layer == e.layer && l.name == e.name,
+            })
+            .collect()
+    };
+    (e.avail_bytes, rows)
 }
 
 /// Builds one mount's series; the sizes only when its statvfs answered, else the reason.

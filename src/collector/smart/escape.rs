@@ -31,6 +31,11 @@ pub(super) struct Marks {
     /// The run's process group (smartctl's pid), only while smartctl is not yet reaped: until
     /// then no other process can be given that id, so every member of the group is the run's.
     pub pgid: Option<u32>,
+    /// When the run's first process started (clock ticks since boot, /proc/PID/stat): every
+    /// process of the run started then or later, so an older one is not looked into. Without it
+    /// the sweep reads every process's environment and descriptors, which on a host of busy
+    /// processes (a database's backends, each with its files) costs milliseconds a run.
+    pub started: Option<u64>,
 }
 
 /// What /proc/PID/stat tells of a process.
@@ -38,6 +43,8 @@ struct Stat {
     state: char,
     ppid: u32,
     pgrp: u32,
+    /// Start time, clock ticks since boot (the 22nd field).
+    start: Option<u64>,
 }
 
 fn stat(proc_dir: &Path) -> Option<Stat> {
@@ -46,11 +53,21 @@ fn stat(proc_dir: &Path) -> Option<Stat> {
     let (_, rest) = s.rsplit_once(')')?;
     let mut f = rest.split_whitespace();
     let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    // Fields 6 to 21 (session … itrealvalue), then the start time.
+    let start = f.nth(16).and_then(|v| v.parse().ok());
     Some(Stat {
         state,
-        ppid: f.next()?.parse().ok()?,
-        pgrp: f.next()?.parse().ok()?,
+        ppid,
+        pgrp,
+        start,
     })
+}
+
+/// When process `pid` started (clock ticks since boot), while it exists (a zombie too).
+pub(super) fn start_ticks(pid: u32) -> Option<u64> {
+    stat(&Path::new(PROC).join(pid.to_string()))?.start
 }
 
 /// The sweeping process: its pid and the (device, inode) of the program it runs.
@@ -90,6 +107,7 @@ impl Marks {
             tag: format!("{}-{n}", std::process::id()),
             pipe_inode: None,
             pgid: None,
+            started: None,
         }
     }
 
@@ -98,6 +116,13 @@ impl Marks {
     /// just the read end is this process or a fork of it; and a fork of this process that has
     /// not exec'd yet may hold both ends of any run's pipe without being that run's.
     fn owns(&self, st: &Stat, proc_dir: &Path, me: &Me) -> bool {
+        // Older than the run: neither in its group, nor given its tag or pipe by inheritance.
+        // (Only a descriptor passed over a socket could reach one; no smartctl does that.)
+        if let (Some(run), Some(start)) = (self.started, st.start)
+            && start < run
+        {
+            return false;
+        }
         if self.pgid.is_some_and(|g| g == st.pgrp) {
             return true;
         }
@@ -356,6 +381,35 @@ mod tests {
         assert_eq!(sweep(&marks).0, Swept::default(), "nothing left");
         // Another run's tag finds nothing of this one.
         assert_eq!(sweep(&Marks::new_run()).0, Swept::default());
+    }
+
+    #[test]
+    fn a_process_older_than_the_run_is_not_looked_into() {
+        let marks = Marks::new_run();
+        // Carrying the run's tag, but started before the run's first process.
+        let mut old = Command::new("sleep")
+            .arg("30")
+            .env(TAG_VAR, &marks.tag)
+            .spawn()
+            .expect("spawn sleep");
+        wait_exec(old.id());
+        let old_start = start_ticks(old.id()).expect("its start time");
+        let later = Marks {
+            started: Some(old_start + 1),
+            ..marks.clone()
+        };
+        assert_eq!(sweep(&later).0, Swept::default(), "older than the run");
+        // Started in the same tick as the run (or after): the run's.
+        let same = Marks {
+            started: Some(old_start),
+            ..marks
+        };
+        assert_eq!(sweep(&same).0, killed(1));
+        let status = old.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        // This process's own start time reads too (a zombie's as well: the runner reads
+        // smartctl's before reaping it).
+        assert!(start_ticks(std::process::id()).is_some());
     }
 
     #[test]

@@ -295,6 +295,8 @@ pub(crate) async fn run_smartctl(
     let mut stdout = child.stdout.take();
     marks.pipe_inode = stdout.as_ref().and_then(escape::pipe_inode);
     marks.pgid = child.id();
+    // smartctl is not reaped yet, so its /proc entry is still there (a zombie at worst).
+    marks.started = child.id().and_then(escape::start_ticks);
     // Without a pidfd (a kernel before 5.3) smartctl is reaped when it ends, and the sweep
     // goes by tag and pipe only.
     let leader = child

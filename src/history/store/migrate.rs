@@ -97,3 +97,26 @@ CREATE TABLE fs_day (
     )?;
     tx.pragma_update(None, "user_version", 3)
 }
+
+/// `fs_layer`: each filesystem's newest stack of layers (the filesystem, then the thin pools,
+/// btrfs, ZFS dataset and pool under it), one row a layer in stack order (`pos`), for the
+/// report. Only the newest stack is kept: a few rows per filesystem, replaced with each sample.
+pub(super) const FS_LAYER: &str = "
+CREATE TABLE fs_layer (
+    fs INTEGER NOT NULL,
+    pos INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    layer TEXT NOT NULL,
+    name TEXT NOT NULL,
+    avail INTEGER NOT NULL,
+    size INTEGER,
+    limiting INTEGER NOT NULL,
+    PRIMARY KEY (fs, pos)
+) WITHOUT ROWID;
+";
+
+/// Version 3 to 4: [`FS_LAYER`], empty until the daemon's next samples.
+pub(super) fn v3_to_v4(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(FS_LAYER)?;
+    tx.pragma_update(None, "user_version", 4)
+}

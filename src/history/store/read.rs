@@ -5,7 +5,7 @@ use super::layout::{Agg, Kind, Layout, MILLI, PPM, SERIES_BITS, raw_keys};
 use super::{DAY, HOUR, Store, StoreError};
 use crate::history::forecast::DayUse;
 use crate::history::record::{
-    DriveId, DriveInfo, DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, Stat,
+    DriveId, DriveInfo, DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, LayerRow, Stat,
 };
 use rusqlite::OptionalExtension;
 use std::collections::BTreeMap;
@@ -103,6 +103,35 @@ impl Store {
         })
         .and_then(|it| it.collect())
         .map_err(self.err("listing filesystems"))
+    }
+
+    /// A filesystem's newest stack of layers and when it was seen; None when it has none.
+    pub fn fs_layers(&self, fs: FsId) -> Result<Option<(i64, Vec<LayerRow>)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT t, layer, name, avail, size, limiting FROM fs_layer WHERE fs = ?1 ORDER BY pos",
+            )
+            .map_err(self.err("reading filesystem layers"))?;
+        let rows: Vec<(i64, LayerRow)> = st
+            .query_map([fs.0], |r| {
+                Ok((
+                    r.get(0)?,
+                    LayerRow {
+                        layer: r.get(1)?,
+                        name: r.get(2)?,
+                        avail_bytes: r.get::<_, i64>(3)?.max(0) as u64,
+                        size_bytes: r.get::<_, Option<i64>>(4)?.map(|v| v.max(0) as u64),
+                        limiting: r.get(5)?,
+                    },
+                ))
+            })
+            .and_then(|it| it.collect())
+            .map_err(self.err("reading filesystem layers"))?;
+        let Some(t) = rows.iter().map(|(t, _)| *t).max() else {
+            return Ok(None);
+        };
+        Ok(Some((t, rows.into_iter().map(|(_, l)| l).collect())))
     }
 
     /// Every drive series.

@@ -7,7 +7,7 @@ use rusqlite::params;
 use std::path::Path;
 
 /// The schema this code writes; a file with a higher version is refused, not downgraded.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE fs (
@@ -148,6 +148,7 @@ impl Store {
             // A new file: the schema made.
             0 => self.under_write_lock(0, "creating the schema", |tx| {
                 tx.execute_batch(SCHEMA)?;
+                tx.execute_batch(super::migrate::FS_LAYER)?;
                 for (i, k) in ProbeKind::ALL.iter().enumerate() {
                     tx.execute(
                         "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
@@ -160,10 +161,15 @@ impl Store {
             // whole.
             1 => self.under_write_lock(1, "upgrading the schema from version 1", |tx| {
                 super::migrate::v1_to_v2(tx)?;
-                super::migrate::v2_to_v3(tx)
+                super::migrate::v2_to_v3(tx)?;
+                super::migrate::v3_to_v4(tx)
             })?,
             2 => self.under_write_lock(2, "upgrading the schema from version 2", |tx| {
-                super::migrate::v2_to_v3(tx)
+                super::migrate::v2_to_v3(tx)?;
+                super::migrate::v3_to_v4(tx)
+            })?,
+            3 => self.under_write_lock(3, "upgrading the schema from version 3", |tx| {
+                super::migrate::v3_to_v4(tx)
             })?,
             SCHEMA_VERSION => {}
             found if found > SCHEMA_VERSION => {

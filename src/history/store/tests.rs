@@ -621,3 +621,60 @@ fn a_full_state_dir_is_an_error_not_a_panic() {
     assert!(e.to_string().contains("history.db"), "{e}");
     assert!(e.to_string().contains("full"), "{e}");
 }
+
+fn stack(t: i64, pool_avail: u64) -> FsLayers {
+    FsLayers {
+        key: FsKey {
+            mountpoint: "/var/lib/mysql".into(),
+            uuid: Some("u1".into()),
+        },
+        device: "dm-4".into(),
+        t,
+        layers: vec![
+            LayerRow {
+                layer: "filesystem".into(),
+                name: String::new(),
+                avail_bytes: 200 << 20,
+                size_bytes: Some(400 << 20),
+                limiting: false,
+            },
+            LayerRow {
+                layer: "thin_pool".into(),
+                name: "vg-pool-tpool".into(),
+                avail_bytes: pool_avail,
+                size_bytes: Some(256 << 20),
+                limiting: true,
+            },
+        ],
+    }
+}
+
+#[test]
+fn a_filesystems_newest_stack_of_layers_is_kept_and_an_empty_one_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let a = stack(T0, 40 << 20);
+    s.record_fs(&[fs("/var/lib/mysql", Some("u1"), "dm-4", T0, 200 << 20)])
+        .unwrap();
+    assert_eq!(s.record_fs_layers(std::slice::from_ref(&a)).unwrap(), 1);
+    let id = s.fs_id_of(&a.key).unwrap().unwrap();
+    assert_eq!(s.fs_layers(id).unwrap(), Some((T0, a.layers.clone())));
+    // A newer stack replaces it; an older one (a clock set back) does not.
+    let b = stack(T0 + 300, 8 << 20);
+    s.record_fs_layers(std::slice::from_ref(&b)).unwrap();
+    assert_eq!(s.record_fs_layers(&[stack(T0 + 60, 1)]).unwrap(), 0);
+    assert_eq!(s.fs_layers(id).unwrap(), Some((T0 + 300, b.layers.clone())));
+    // It survives a restart.
+    drop(s);
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    assert_eq!(s.fs_layers(id).unwrap(), Some((T0 + 300, b.layers)));
+    // The mount moved off the thin volume: nothing below it any more.
+    let mut none = stack(T0 + 600, 0);
+    none.layers.clear();
+    s.record_fs_layers(std::slice::from_ref(&none)).unwrap();
+    assert_eq!(s.fs_layers(id).unwrap(), None);
+    // A filesystem never seen with layers makes no series of its own.
+    none.key.mountpoint = "/srv/other".into();
+    assert_eq!(s.record_fs_layers(&[none.clone()]).unwrap(), 0);
+    assert_eq!(s.fs_id_of(&none.key).unwrap(), None);
+}

@@ -3,7 +3,7 @@
 
 use super::layout::{Kind, MAX_T, MILLI, PPM, chunk_id, raw_key, scaled, to_i64};
 use super::{DAY, Store, StoreError, classify, note_raw_day};
-use crate::history::record::{DriveSample, FsSampleRef};
+use crate::history::record::{DriveSample, FsLayersRef, FsSampleRef};
 use rusqlite::params;
 
 impl Store {
@@ -69,6 +69,71 @@ impl Store {
                 }
                 if let Some(days) = s.raw_days.get_mut() {
                     note_raw_day(days, id, x.t, to_i64(x.avail_bytes), to_i64(x.size_bytes));
+                }
+                n += 1;
+            }
+            Ok(n)
+        })
+    }
+
+    /// Keeps each filesystem's newest stack of layers (an older stack than the stored one, from
+    /// a clock set back, is left out); an empty stack removes the stored one. Rows are only
+    /// written for filesystems with layers: a host without any writes nothing here.
+    pub fn record_fs_layers<'a, I>(&mut self, stacks: I) -> Result<usize, StoreError>
+    where
+        I: IntoIterator,
+        I::Item: Into<FsLayersRef<'a>>,
+    {
+        self.in_tx("recording filesystem layers", |s| {
+            let mut n = 0;
+            for x in stacks {
+                let x: FsLayersRef = x.into();
+                if !(0..=MAX_T).contains(&x.t) {
+                    continue;
+                }
+                let id = if x.layers.is_empty() {
+                    // Nothing to add: only a stored stack to remove, if the series exists.
+                    match s.fs_ids.get(x.key) {
+                        Some((id, _)) => *id,
+                        None => match s.fs_id_of(x.key)? {
+                            Some(id) => id.0,
+                            None => continue,
+                        },
+                    }
+                } else {
+                    s.fs_id(x.key, x.device, x.t)?
+                };
+                let stored: Option<i64> = s
+                    .conn
+                    .prepare_cached("SELECT max(t) FROM fs_layer WHERE fs = ?1")
+                    .and_then(|mut st| st.query_row([id], |r| r.get(0)))
+                    .map_err(s.err("recording filesystem layers"))?;
+                if stored.is_some_and(|t| t > x.t) || (stored.is_none() && x.layers.is_empty()) {
+                    continue;
+                }
+                s.conn
+                    .prepare_cached("DELETE FROM fs_layer WHERE fs = ?1")
+                    .and_then(|mut st| st.execute([id]))
+                    .map_err(s.err("recording filesystem layers"))?;
+                for (pos, l) in x.layers.iter().enumerate() {
+                    s.conn
+                        .prepare_cached(
+                            "INSERT INTO fs_layer (fs, pos, t, layer, name, avail, size, limiting) \
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        )
+                        .and_then(|mut st| {
+                            st.execute(params![
+                                id,
+                                pos as i64,
+                                x.t,
+                                l.layer,
+                                l.name,
+                                to_i64(l.avail_bytes),
+                                l.size_bytes.map(to_i64),
+                                l.limiting
+                            ])
+                        })
+                        .map_err(s.err("recording filesystem layers"))?;
                 }
                 n += 1;
             }

@@ -140,12 +140,13 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
         "version 3's table is made too"
     );
+    assert_eq!(key_of(&path, "fs_layer"), ["fs", "pos"], "and version 4's");
     assert_eq!(counts(&path), before, "every row survives ({TABLES:?})");
     // Raw rows keyed by the rowid `t << 24 | series`, which pragma_table_info shows as `id`.
     assert_eq!(key_of(&path, "fs_raw"), ["id"]);
@@ -234,13 +235,14 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
 #[test]
 fn a_schema_2_store_gets_its_day_summaries_and_reads_the_same_days() {
-    // A version-2 file is this schema without `fs_day`: the upgraded v1 fixture made so.
+    // A version-2 file is this schema without `fs_day` and `fs_layer`: the upgraded v1 fixture
+    // made so.
     let dir = v1_store();
     let path = dir.path().join(FILE_NAME);
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE fs_day; PRAGMA user_version = 2")
+        conn.execute_batch("DROP TABLE fs_day; DROP TABLE fs_layer; PRAGMA user_version = 2")
             .unwrap();
     }
     assert_eq!(user_version(&path), 2);
@@ -268,6 +270,47 @@ fn a_schema_2_store_gets_its_day_summaries_and_reads_the_same_days() {
     // After a start the same days come from the summaries.
     let s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(s.fs_days(id, 0, end).unwrap(), days);
+}
+
+#[test]
+fn a_schema_3_store_gets_the_layers_table_and_keeps_its_rows() {
+    // A version-3 file is this schema without `fs_layer`.
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("DROP TABLE fs_layer; PRAGMA user_version = 3")
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 3, .. }), "{e}");
+    let before = counts(&path);
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    let id = s.fs_id_of(&pg()).unwrap().unwrap();
+    assert_eq!(
+        s.fs_layers(id).unwrap(),
+        None,
+        "no stack until a sample brings one"
+    );
+    let stack = vec![ssdwatch::history::LayerRow {
+        layer: "thin_pool".into(),
+        name: "vg-pool-tpool".into(),
+        avail_bytes: 1 << 20,
+        size_bytes: Some(256 << 20),
+        limiting: true,
+    }];
+    let t = T0 + DAYS * DAY;
+    s.record_fs_layers(&[ssdwatch::history::FsLayers {
+        key: pg(),
+        device: "dm-3".into(),
+        t,
+        layers: stack.clone(),
+    }])
+    .unwrap();
+    assert_eq!(s.fs_layers(id).unwrap(), Some((t, stack)));
 }
 
 #[test]

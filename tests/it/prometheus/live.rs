@@ -47,6 +47,22 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
         "the replayed drives are configured paths the kernel doesn't list",
     ),
     (
+        "ssdwatch-host.json",
+        "Effective vs statvfs free space",
+        NO_LAYERS,
+    ),
+    (
+        "ssdwatch-host.json",
+        "Thin pool data and metadata fill",
+        NO_LAYERS,
+    ),
+    ("ssdwatch-host.json", "ZFS pool capacity", NO_LAYERS),
+    ("ssdwatch-host.json", "ZFS pool health", NO_LAYERS),
+    ("ssdwatch-host.json", "btrfs unallocated", NO_LAYERS),
+    ("ssdwatch-host.json", "btrfs: metadata can grow", NO_LAYERS),
+    ("ssdwatch-host.json", "md missing disks", NO_LAYERS),
+    ("ssdwatch-host.json", "md sync progress", NO_LAYERS),
+    (
         "ssdwatch-degradation.json",
         "annotation: Idle periods",
         "needs a drive idle for 10 minutes",
@@ -73,6 +89,7 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     ),
 ];
 const NOT_FILLING: &str = "only filling filesystems appear; nothing here fills steadily for hours";
+const NO_LAYERS: &str = "this machine's mounts have no thin pool, btrfs, ZFS or md below them: the_layers_row_tells_a_thin_pool_filling_under_an_ext4 fills the row on a fixture host";
 const NO_WEAR_TREND: &str = "needs wear to grow over days of SMART samples";
 
 /// A real Prometheus (Debian's `prometheus`) in `work`, scraping `target` (host:port, job
@@ -1077,4 +1094,346 @@ fn the_degradation_dashboard_tells_the_story(
             "{xy}: no {k} 'trimmed' runs after the TRIM at {d} (last untrimmed {last_untrimmed}): {t:?}"
         );
     }
+}
+
+/// The generated layers host (benches/gen_layers_host.py) at its test size: 2 thin pools with
+/// 2 thin volumes each (ext4 on each), 2 btrfs (the first with every byte in chunks), 2 ZFS
+/// pools (the second DEGRADED) with 2 datasets each, 2 md arrays (md0 degraded, rebuilding).
+fn gen_layers_host(dir: &Path, pool0_used: f64, layers_only: bool) {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut args: Vec<String> = [
+        "--pools",
+        "2",
+        "--volumes",
+        "4",
+        "--btrfs",
+        "2",
+        "--zpools",
+        "2",
+        "--datasets",
+        "4",
+        "--md",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push("--pool0-used".into());
+    args.push(format!("{pool0_used}"));
+    if layers_only {
+        args.push("--layers-only".into());
+    }
+    let st = Command::new("python3")
+        .arg(repo.join("benches/gen_layers_host.py"))
+        .arg(dir)
+        .args(&args)
+        .status()
+        .expect("python3");
+    assert!(st.success(), "gen_layers_host.py failed");
+}
+
+/// (time, value) of the one series of a range query whose labels match.
+fn range_of(prom: &Prom, expr: &str, from: f64, want: &[(&str, &str)]) -> Vec<(f64, f64)> {
+    let r = prom
+        .query_range(expr, from, unix_now())
+        .unwrap_or_else(|e| panic!("{expr}: {e}"));
+    points(&r, want)
+}
+
+/// The instant value of the one series of a query whose labels match.
+fn value_of(prom: &Prom, expr: &str, want: &[(&str, &str)]) -> Option<f64> {
+    let r = prom.query(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    r.iter()
+        .find(|s| want.iter().all(|(k, v)| s["metric"][*k] == *v))
+        .map(val)
+}
+
+/// The host dashboard's "Layers below filesystems" row on a fixture host with every kind of
+/// layer, scraped by a real Prometheus while the first thin pool fills from 50 % to 95 % under
+/// the ext4 on one of its volumes: each panel's own query (its variables substituted) has data,
+/// the effective free space falls while statvfs stays flat, the limiting layer becomes the
+/// pool, the pool's data fill rises and its metadata stays flat; the ZFS, btrfs and md panels
+/// show the host's fixed story. The reports (the daemon's /report from its history, and
+/// `report --prometheus` from this Prometheus) show the same stack and say the pool runs out
+/// first.
+#[test]
+fn the_layers_row_tells_a_thin_pool_filling_under_an_ext4() {
+    let name = "layers row";
+    if !require_cmd(name, "prometheus", "prometheus") || !require_cmd(name, "python3", "python3") {
+        return;
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let work = tempfile::tempdir().unwrap();
+    let host = work.path().join("host");
+    gen_layers_host(&host, 0.5, false);
+    let port = free_port();
+    let fake = repo.join("tests/fake-layers");
+    let cfg = work.path().join("ssdwatch.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "web:\n  listen_address: \"127.0.0.1:{port}\"\nstate_dir: {state}\nhistory:\n  raw_interval: 1s\n  flush_interval: 1s\ncollectors:\n  smart: {{enabled: false}}\n  probe: {{enabled: false}}\n  filesystem: {{interval: 1s}}\n  layers:\n    interval: 1s\n    dmsetup_path: {f}/dmsetup\n    zpool_path: {f}/zpool\n    zfs_path: {f}/zfs\n",
+            state = work.path().join("state").display(),
+            f = fake.display(),
+        ),
+    )
+    .unwrap();
+    let mut daemon = Proc::spawn(
+        "ssdwatch",
+        Command::new(env!("CARGO_BIN_EXE_ssdwatch"))
+            .env("FAKE_LAYERS", host.join("layers"))
+            .args(["--config", cfg.to_str().unwrap(), "--log.level", "warn"])
+            .args(fixture_host_flags(&host))
+            .arg("serve"),
+        work.path().join("ssdwatch.log"),
+    );
+    let instance = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        daemon.assert_running();
+        if let Some((200, m)) = get(&format!("http://{instance}/metrics"))
+            && m.contains("ssdwatch_thin_pool_data_size_bytes{")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ssdwatch did not read the layers"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let pport = free_port();
+    let rules = repo.join("packaging/prometheus");
+    let pcfg = work.path().join("prometheus.yml");
+    std::fs::write(
+        &pcfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - {}\n  - {}\n\
+             scrape_configs:\n  - job_name: ssdwatch\n    static_configs:\n      - targets: ['{instance}']\n",
+            rules.join("ssdwatch.rules.yml").display(),
+            rules.join("ssdwatch.alerts.yml").display(),
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Proc::spawn(
+        "prometheus",
+        Command::new("prometheus").args([
+            &format!("--config.file={}", pcfg.display()),
+            &format!("--storage.tsdb.path={}", work.path().join("tsdb").display()),
+            &format!("--web.listen-address=127.0.0.1:{pport}"),
+            "--log.level=warn",
+        ]),
+        work.path().join("prometheus.log"),
+    );
+    let prom = Prom {
+        base: format!("http://127.0.0.1:{pport}"),
+    };
+    let started = unix_now().floor();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(get(&format!("{}/-/ready", prom.base)), Some((200, _))) {
+        prometheus.assert_running();
+        assert!(Instant::now() < deadline, "prometheus did not become ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    prom.wait_for(
+        "three scrapes with the thin pools",
+        r#"count_over_time(ssdwatch_thin_pool_data_size_bytes{pool="vg0-pool-tpool"}[1m]) >= 3"#,
+        Duration::from_secs(60),
+    );
+    // The first pool fills under its volumes' ext4 (whose statvfs doesn't change).
+    for step in 1..=9 {
+        gen_layers_host(&host, 0.5 + 0.05 * step as f64, true);
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    prom.wait_for(
+        "the pool to limit its volumes' mounts",
+        r#"ssdwatch_filesystem_limiting_layer_info{mountpoint="/srv/thin/vg0-db000",layer="thin_pool",name="vg0-pool-tpool"}"#,
+        Duration::from_secs(30),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    daemon.assert_running();
+    prometheus.assert_running();
+
+    let d: Json = serde_json::from_str(
+        &std::fs::read_to_string(repo.join("dashboards/ssdwatch-host.json")).unwrap(),
+    )
+    .unwrap();
+    let mut failures = Vec::new();
+    let vars = variables(
+        &prom,
+        "ssdwatch-host.json",
+        &d,
+        started,
+        unix_now(),
+        &mut failures,
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    // The row's panels: those after its row header, up to the next.
+    let mut in_row = false;
+    let mut titles = BTreeSet::new();
+    for p in d["panels"].as_array().unwrap() {
+        if p["type"] == "row" {
+            in_row = p["title"] == "Layers below filesystems";
+        } else if in_row {
+            titles.insert(p["title"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(titles.len(), 9, "{titles:?}");
+    let qs: Vec<Query> = queries(&d)
+        .into_iter()
+        .filter(|q| titles.contains(&q.what))
+        .collect();
+    let range = format!("{}s", (unix_now() - started).ceil() as u64);
+    let e = |q: &Query| substitute(&q.expr, &vars, &range);
+    for q in &qs {
+        let r = prom
+            .query(&e(q))
+            .unwrap_or_else(|err| panic!("{}: {err}", q.what));
+        assert!(!r.is_empty(), "{}: no data\n    {}", q.what, e(q));
+    }
+    let vol = [("mountpoint", "/srv/thin/vg0-db000")];
+    let eff = range_of(
+        &prom,
+        &e(target(&qs, "Effective vs statvfs free space", "effective")),
+        started,
+        &vol,
+    );
+    let df = range_of(
+        &prom,
+        &e(target(&qs, "Effective vs statvfs free space", "statvfs")),
+        started,
+        &vol,
+    );
+    let (e0, e1) = (eff[0].1, eff[eff.len() - 1].1);
+    assert!(
+        e1 < e0 * 0.5,
+        "effective space falls as the pool fills: {eff:?}"
+    );
+    assert!(df.iter().all(|p| p.1 == df[0].1), "statvfs is flat: {df:?}");
+    assert!(
+        e1 < df[df.len() - 1].1,
+        "effective under statvfs at the end"
+    );
+    // The pool's free space: 5 % of 1 TiB.
+    let limiting = e(target(&qs, "Limiting layer", ""));
+    let pool_free = value_of(
+        &prom,
+        &limiting,
+        &[
+            ("mountpoint", "/srv/thin/vg0-db000"),
+            ("layer", "thin_pool"),
+            ("name", "vg0-pool-tpool"),
+        ],
+    )
+    .expect("the pool limits the volume's mount");
+    assert!(
+        (pool_free / (1u64 << 40) as f64 - 0.05).abs() < 0.001,
+        "{pool_free}"
+    );
+    assert_eq!(
+        value_of(
+            &prom,
+            &limiting,
+            &[("mountpoint", "/srv/btrfs1"), ("layer", "btrfs")]
+        )
+        .map(|v| v > 0.0),
+        Some(true)
+    );
+    assert!(
+        value_of(
+            &prom,
+            &limiting,
+            &[("mountpoint", "/tank0/db00"), ("layer", "zfs_dataset")]
+        )
+        .is_some()
+    );
+    let fill = e(target(&qs, "Thin pool data and metadata fill", "data"));
+    let data = range_of(&prom, &fill, started, &[("pool", "vg0-pool-tpool")]);
+    assert!((data[0].1 - 0.5).abs() < 0.01, "{data:?}");
+    assert!((data[data.len() - 1].1 - 0.95).abs() < 0.01, "{data:?}");
+    assert!(
+        data.windows(2).all(|w| w[1].1 >= w[0].1),
+        "rising: {data:?}"
+    );
+    let meta = e(target(&qs, "Thin pool data and metadata fill", "metadata"));
+    let meta = range_of(&prom, &meta, started, &[("pool", "vg0-pool-tpool")]);
+    assert!(
+        meta.iter().all(|p| p.1 == meta[0].1),
+        "metadata flat: {meta:?}"
+    );
+    let cap = e(target(&qs, "ZFS pool capacity", ""));
+    assert_eq!(value_of(&prom, &cap, &[("pool", "tank0")]), Some(0.5));
+    assert_eq!(value_of(&prom, &cap, &[("pool", "tank1")]), Some(0.62));
+    let health = e(target(&qs, "ZFS pool health", ""));
+    assert!(value_of(&prom, &health, &[("pool", "tank1"), ("state", "DEGRADED")]).is_some());
+    assert!(value_of(&prom, &health, &[("pool", "tank0"), ("state", "ONLINE")]).is_some());
+    let full = "6f1c2a9e-0b6a-4c1e-8d55-a3e1f2b7c900";
+    let roomy = "6f1c2a9e-0b6a-4c1e-8d55-a3e1f2b7c901";
+    let grow = e(target(&qs, "btrfs: metadata can grow", "can grow"));
+    assert_eq!(value_of(&prom, &grow, &[("uuid", full)]), Some(0.0));
+    assert_eq!(value_of(&prom, &grow, &[("uuid", roomy)]), Some(1.0));
+    let unalloc = e(target(&qs, "btrfs unallocated", ""));
+    assert_eq!(value_of(&prom, &unalloc, &[("uuid", full)]), Some(0.0));
+    assert!(value_of(&prom, &unalloc, &[("uuid", roomy)]).unwrap() > 100.0 * (1u64 << 30) as f64);
+    let missing = e(target(&qs, "md missing disks", ""));
+    assert_eq!(value_of(&prom, &missing, &[("device", "md0")]), Some(1.0));
+    assert_eq!(value_of(&prom, &missing, &[("device", "md1")]), Some(0.0));
+    let sync = e(target(&qs, "md sync progress", ""));
+    assert_eq!(
+        value_of(&prom, &sync, &[("device", "md0"), ("action", "recover")]),
+        Some(0.25)
+    );
+    assert_eq!(value_of(&prom, &sync, &[("device", "md1")]), None, "idle");
+
+    // report --prometheus: the same stack from this Prometheus.
+    let api = ssdwatch::report::prometheus::Api::new(&prom.base);
+    let r = ssdwatch::report::prometheus::build(&api, &instance, unix_now() as i64, &[])
+        .expect("report --prometheus");
+    let fs = r
+        .filesystems
+        .iter()
+        .find(|f| f.mountpoint == "/srv/thin/vg0-db000")
+        .unwrap_or_else(|| panic!("the volume's mount in {:?}", r.filesystems));
+    let titles: Vec<String> = fs.layers.iter().map(|l| l.title()).collect();
+    assert_eq!(titles, ["filesystem", "thin pool vg0-pool-tpool"]);
+    let first = fs.runs_out_first().expect("a layer runs out first");
+    assert_eq!(first.title(), "thin pool vg0-pool-tpool");
+    assert!(
+        (first.fill_ratio.unwrap() - 0.95).abs() < 0.001,
+        "{first:?}"
+    );
+    let zfs = r
+        .filesystems
+        .iter()
+        .find(|f| f.mountpoint == "/tank1/db00")
+        .unwrap();
+    let titles: Vec<String> = zfs.layers.iter().map(|l| l.title()).collect();
+    assert_eq!(
+        titles,
+        ["filesystem", "ZFS dataset tank1/db00", "ZFS pool tank1"]
+    );
+    assert!(zfs.layers.iter().all(|l| l.fill_ratio.is_some()), "{zfs:?}");
+
+    // The daemon's /report, from its history: the newest stack.
+    let (status, json) = get(&format!("http://{instance}/report?format=json")).unwrap();
+    assert_eq!(status, 200, "{json}");
+    let v: Json = serde_json::from_str(&json).unwrap();
+    let f = v["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["mountpoint"] == "/srv/thin/vg0-db000")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(f["layers"][1]["layer"], "thin_pool", "{f}");
+    assert_eq!(f["layers"][1]["limiting"], true, "{f}");
+    assert!(
+        (f["layers"][1]["fill_ratio"].as_f64().unwrap() - 0.95).abs() < 0.001,
+        "{f}"
+    );
+    let (_, text) = get(&format!("http://{instance}/report?format=text")).unwrap();
+    assert!(
+        text.contains("layers below (runs out first: thin pool vg0-pool-tpool"),
+        "{text}"
+    );
 }

@@ -69,6 +69,21 @@ fn the_html_report_draws_its_charts_in_a_real_browser() {
     let forecast = paths_with("forecast");
     assert_eq!(forecast, vec![1, 1], "usage and wear forecasts");
     assert!(dom.contains("full 20"), "the predicted-full marker");
+    // The stack under the database filesystem, the thin pool marked as what runs out first.
+    let layers = &dom[dom
+        .find("<table class=\"layers\">")
+        .expect("the layers table")..];
+    let layers = &layers[..layers.find("</table>").unwrap()];
+    assert_eq!(
+        layers.matches("<tr").count(),
+        3,
+        "header, filesystem, pool: {layers}"
+    );
+    assert!(
+        layers.contains("<tr class=\"warn\"><td>thin pool vg0-pool-tpool</td><td>40.00 GB</td><td>1.20 TB</td><td>96.7 %</td></tr>"),
+        "{layers}"
+    );
+    assert!(dom.contains("Runs out first: <b>thin pool vg0-pool-tpool</b>"));
 
     // The pixels: Chromium painted the measured lines and the forecast lines.
     let shot = dir.path().join("report.png");

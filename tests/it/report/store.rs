@@ -75,6 +75,22 @@ fn a_month_of_history_reads_back_as_its_story() {
     let root = r.filesystems.iter().find(|f| f.mountpoint == "/").unwrap();
     assert_eq!(root.predicted_full_unix, None);
     assert_eq!(root.full_note.as_deref(), Some("not growing: no full date"));
+    assert!(root.layers.is_empty(), "nothing below the root filesystem");
+    // Below the database filesystem: the thin pool, with less free than the filesystem shows,
+    // runs out first.
+    let layers: Vec<(String, bool)> = fs.layers.iter().map(|l| (l.title(), l.limiting)).collect();
+    assert_eq!(
+        layers,
+        [
+            ("filesystem".to_string(), false),
+            (format!("thin pool {}", story::THIN_POOL), true)
+        ]
+    );
+    let pool = fs.runs_out_first().expect("a layer runs out first");
+    assert_eq!(pool.avail_bytes, story::THIN_POOL_FREE as f64);
+    let pool_fill = 1.0 - story::THIN_POOL_FREE as f64 / story::THIN_POOL_SIZE as f64;
+    assert!(close(pool.fill_ratio.unwrap(), pool_fill, 1e-9), "{pool:?}");
+    assert!(fs.layers[0].avail_bytes > pool.avail_bytes);
 
     // The drive: 1 % of wear every 20 days, 50 GB a day, write amplification 2.5.
     let d = &r.drives[0];
@@ -171,6 +187,8 @@ fn a_month_of_history_reads_back_as_its_story() {
         "discard burst(s) recorded",
         "recovery (sync_write_4k) after the last one: 0.60",
         "0.85-0.90",
+        "layers below (runs out first: thin pool vg0-pool-tpool, 40.00 GB free):",
+        "<- runs out first",
     ] {
         assert!(text.contains(want), "{want:?} missing in:\n{text}");
     }
@@ -184,6 +202,9 @@ fn a_month_of_history_reads_back_as_its_story() {
         .find(|f| f["mountpoint"] == story::DB_MOUNT)
         .unwrap();
     assert!(fsj["predicted_full_unix"].as_i64().is_some());
+    assert_eq!(fsj["layers"][1]["layer"], "thin_pool");
+    assert_eq!(fsj["layers"][1]["name"], story::THIN_POOL);
+    assert_eq!(fsj["layers"][1]["limiting"], true);
     assert_eq!(v["degradation"][0]["probe"], "sync_write_4k");
     assert!(close(
         v["degradation"][0]["trim"][trims - 1]["ratio"]
@@ -332,6 +353,13 @@ fn the_daemon_serves_the_report_behind_the_same_basic_auth_as_metrics() {
     assert!(
         html.contains("<path class=\"forecast\""),
         "the forecast lines"
+    );
+    assert!(
+        html.contains(&format!(
+            "Runs out first: <b>thin pool {}</b> (40.00 GB free)",
+            story::THIN_POOL
+        )),
+        "the layers under the database filesystem: {html}"
     );
     let (status, json) = get("/report?format=json");
     assert_eq!(status, 200, "{json}");

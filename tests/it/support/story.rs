@@ -8,11 +8,13 @@
 //! 100 µs below 80 % full, then 100 µs × (1 + 10 × (fill − 0.8)); a weekly fstrim (Sundays
 //! 03:00) brings the hour after it to 0.6 × that, and a 30-minute idle every day at 12:00
 //! brings the hour after it to 0.8 ×. Extra quiet filesystems and drives scale it to the
-//! history bench's host (50 filesystems, 10 drives).
+//! history bench's host (50 filesystems, 10 drives). Below the database filesystem is an LVM
+//! thin pool that its volume shares with others: at the end it has 40 GB free, less than the
+//! filesystem's ~100 GB, so the pool is what runs out first.
 
 use ssdwatch::history::{
-    DiscardEvent, DriveKey, DriveSample, FsKey, FsSample, HistoryConfig, IdlePeriod, ProbeRecord,
-    Store,
+    DiscardEvent, DriveKey, DriveSample, FsKey, FsLayers, FsSample, HistoryConfig, IdlePeriod,
+    LayerRow, ProbeRecord, Store,
 };
 use ssdwatch::probe::ProbeKind;
 
@@ -22,6 +24,9 @@ pub const DB_MOUNT: &str = "/var/lib/postgresql";
 pub const TARGET: &str = "/var/lib/postgresql/ssdwatch";
 pub const HOST_PER_DAY: f64 = 50e9;
 pub const WA: f64 = 2.5;
+pub const THIN_POOL: &str = "vg0-pool-tpool";
+pub const THIN_POOL_SIZE: u64 = 1_200_000_000_000;
+pub const THIN_POOL_FREE: u64 = 40_000_000_000;
 
 pub struct Story {
     /// The last sample is just before this (Unix seconds, a multiple of 5 minutes).
@@ -179,6 +184,36 @@ impl Story {
             store.record_idle(&idles).expect("idle periods");
             store.downsample(t).expect("downsample");
         }
+        // The stack under the database filesystem as the last sample saw it.
+        let last = self.end - 300;
+        let used = (self.fill(last) * SIZE + Self::cycle(last)).clamp(0.0, SIZE);
+        let fs_avail = (SIZE - used) as u64;
+        store
+            .record_fs_layers(&[FsLayers {
+                key: FsKey {
+                    mountpoint: DB_MOUNT.into(),
+                    uuid: None,
+                },
+                device: "nvme0n1p1".into(),
+                t: last,
+                layers: vec![
+                    LayerRow {
+                        layer: "filesystem".into(),
+                        name: String::new(),
+                        avail_bytes: fs_avail,
+                        size_bytes: Some(SIZE as u64),
+                        limiting: false,
+                    },
+                    LayerRow {
+                        layer: "thin_pool".into(),
+                        name: THIN_POOL.into(),
+                        avail_bytes: THIN_POOL_FREE,
+                        size_bytes: Some(THIN_POOL_SIZE),
+                        limiting: true,
+                    },
+                ],
+            }])
+            .expect("layers");
     }
 
     /// A new store in `dir` with the story written.
