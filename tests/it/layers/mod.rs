@@ -260,3 +260,32 @@ fn no_zfs_module_no_device_mapper_runs_nothing() {
         "{m}"
     );
 }
+
+/// benches/layers.sh (the layers collector's CPU per sample and the daemon's memory on a host
+/// of 16 thin pools, 200 thin volumes, 8 btrfs and 4 ZFS pools with 100 datasets) in its short
+/// mode, so the script can't rot; the figures come from the release run.
+#[test]
+fn the_layers_bench_runs_in_its_short_mode() {
+    let test = "layers bench";
+    if !require_cmd(test, "curl", "curl") || !require_cmd(test, "python3", "python3") {
+        return;
+    }
+    let text = run_bench_short("layers.sh", Path::new(env!("CARGO_BIN_EXE_ssdwatch")));
+    assert!(
+        text.contains("CPU a layers sample costs beyond today"),
+        "{text}"
+    );
+    // Every kind of layer limits some mount of the generated host.
+    let on = text
+        .lines()
+        .skip_while(|l| !l.starts_with("layers on:"))
+        .nth(1)
+        .unwrap_or_default();
+    for layer in ["thin_pool", "btrfs", "zfs_dataset", "filesystem"] {
+        assert!(on.contains(layer), "{layer} in {on:?}:\n{text}");
+    }
+    assert!(
+        text.contains("layers off: ") && text.contains(" 0 layers samples"),
+        "{text}"
+    );
+}
