@@ -476,7 +476,10 @@ mod tests {
         let mut check = Box::pin(users.check(Some(&right), ip(1)));
         let first =
             std::future::poll_fn(|cx| std::task::Poll::Ready(check.as_mut().poll(cx))).await;
-        assert!(first.is_pending(), "a bcrypt check finished on its first poll");
+        assert!(
+            first.is_pending(),
+            "a bcrypt check finished on its first poll"
+        );
         drop(check);
         let deadline = Instant::now() + Duration::from_secs(30);
         while users.verified(Some(&right)).is_none() {
