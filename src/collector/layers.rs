@@ -380,19 +380,10 @@ impl LayersCollector {
                 .and_then(|d| d.dm_name.clone())
         };
         let (pools, problems) = thin::pools(&table, &status, name_of);
-        let total = problems.len();
-        for p in problems.into_iter().take(MAX_LINE_ERRORS) {
-            s.error(ItemError::new(format!("thin {}", p.item), p.message));
-        }
-        if total > MAX_LINE_ERRORS {
-            s.error(ItemError::new(
-                "thin more",
-                format!(
-                    "thin pools: {} more problems in dmsetup's output",
-                    total - MAX_LINE_ERRORS
-                ),
-            ));
-        }
+        let errors = problems
+            .into_iter()
+            .map(|p| ItemError::new(format!("thin {}", p.item), p.message));
+        capped(s, "thin pools", errors);
         layers.thin_pools = pools;
     }
 
@@ -438,17 +429,27 @@ fn parsed<T>(
 /// The first few bad lines of a command's output, each an error naming the line, and how many
 /// more there were.
 fn line_errors(s: &mut Sample, what: &str, errors: Vec<zfs::LineError>) {
-    let total = errors.len();
-    for e in errors.into_iter().take(MAX_LINE_ERRORS) {
-        s.error(ItemError::new(
-            format!("{what} line {}", e.line),
-            e.to_string(),
-        ));
+    let errors = errors
+        .into_iter()
+        .map(|e| ItemError::new(format!("{what} line {}", e.line), e.to_string()));
+    capped(s, what, errors);
+}
+
+/// The first [`MAX_LINE_ERRORS`] of `errors` as the sample's errors, and one more counting the
+/// rest: a command's garbage is a few errors, however much of it there is.
+fn capped(s: &mut Sample, what: &str, errors: impl Iterator<Item = ItemError>) {
+    let mut more = 0usize;
+    for (i, e) in errors.enumerate() {
+        if i < MAX_LINE_ERRORS {
+            s.error(e);
+        } else {
+            more += 1;
+        }
     }
-    if total > MAX_LINE_ERRORS {
+    if more > 0 {
         s.error(ItemError::new(
             format!("{what} more"),
-            format!("{what}: {} more bad lines", total - MAX_LINE_ERRORS),
+            format!("{what}: {more} more problems"),
         ));
     }
 }
