@@ -42,6 +42,17 @@ pub(crate) fn check_absolute_path(key: &str, p: &std::path::Path) -> Result<(), 
     Ok(())
 }
 
+/// Checks a `<section>.timeout` of a collector that runs a command or a blocking call (smartctl,
+/// dmsetup and zpool, a database directory's listing): 100 ms to 10 minutes, one range for all.
+pub(crate) fn check_timeout(section: &str, d: Duration) -> Result<(), Invalid> {
+    check_duration(
+        &format!("{section}.timeout"),
+        d,
+        Duration::from_millis(100),
+        Duration::from_secs(600),
+    )
+}
+
 /// Checks that `d` lies in `min..=max`, naming `key` otherwise.
 pub(crate) fn check_duration(
     key: &str,

@@ -16,6 +16,7 @@ use crate::procfs::mountinfo::{MountInfo, read_mountinfo, strip_rootfs};
 use crate::procfs::processes::{ServerKind, read_servers};
 use crate::validate::{
     Invalid, check_absolute_path, check_duration, check_entries, check_interval, check_range,
+    check_timeout,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -105,12 +106,7 @@ impl DatabasesConfig {
             Duration::from_millis(10),
             Duration::from_secs(600),
         )?;
-        check_duration(
-            &format!("{key}.timeout"),
-            self.timeout,
-            Duration::from_millis(100),
-            Duration::from_secs(600),
-        )?;
+        check_timeout(key, self.timeout)?;
         check_duration(
             &format!("{key}.mysql_binlog_retention"),
             self.mysql_binlog_retention,

@@ -14,7 +14,7 @@ use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
 use crate::sysfs::topology::{Topology, resolve_device};
 use crate::sysfs::{btrfs, md};
-use crate::validate::{Invalid, check_duration, check_interval};
+use crate::validate::{Invalid, check_interval, check_timeout};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -59,12 +59,7 @@ impl Default for LayersConfig {
 impl LayersConfig {
     pub fn validate(&self, key: &str) -> Result<(), Invalid> {
         check_interval(key, self.interval, Duration::from_secs(1))?;
-        check_duration(
-            &format!("{key}.timeout"),
-            self.timeout,
-            Duration::from_millis(100),
-            Duration::from_secs(600),
-        )?;
+        check_timeout(key, self.timeout)?;
         for (k, p) in [
             ("dmsetup_path", &self.dmsetup_path),
             ("zpool_path", &self.zpool_path),

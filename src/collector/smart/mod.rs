@@ -28,7 +28,7 @@ use crate::history::{DriveKey, DriveSample};
 use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
 use crate::validate::{
-    Invalid, MAX_ENTRIES, check_duration, check_entries, check_interval, check_range,
+    Invalid, MAX_ENTRIES, check_entries, check_interval, check_range, check_timeout,
 };
 use drive::{DriveState, Run, Target};
 use regex_lite::Regex;
@@ -164,12 +164,7 @@ impl SmartConfig {
                 )?;
             }
         }
-        check_duration(
-            &format!("{key}.timeout"),
-            self.timeout,
-            Duration::from_millis(100),
-            Duration::from_secs(600),
-        )?;
+        check_timeout(key, self.timeout)?;
         check_entries(&format!("{key}.devices"), self.devices.len(), MAX_ENTRIES)?;
         check_range(
             &format!("{key}.parallelism"),
