@@ -180,17 +180,18 @@ fn runbook_anchors() -> BTreeSet<String> {
         .collect()
 }
 
+/// The alert rules of `doc` whose name starts with `prefix`.
+fn alerts_named<'a>(doc: &'a Yaml, prefix: &str) -> Vec<&'a Yaml> {
+    rules_of(doc)
+        .into_iter()
+        .filter(|r| r["alert"].as_str().is_some_and(|a| a.starts_with(prefix)))
+        .collect()
+}
+
 #[test]
 fn forecast_alerts_are_gated_by_fill_history_and_duration() {
     let doc = yaml(&rule_files()[1]);
-    let forecasts: Vec<&Yaml> = rules_of(&doc)
-        .into_iter()
-        .filter(|r| {
-            r["alert"]
-                .as_str()
-                .is_some_and(|a| a.starts_with("SsdwatchFilesystemPredictedFull"))
-        })
-        .collect();
+    let forecasts = alerts_named(&doc, "SsdwatchFilesystemPredictedFull");
     assert_eq!(forecasts.len(), 2);
     for r in forecasts {
         let expr = r["expr"].as_str().unwrap();
@@ -205,14 +206,7 @@ fn forecast_alerts_are_gated_by_fill_history_and_duration() {
 #[test]
 fn drive_forecast_alerts_are_gated_by_level_history_and_duration() {
     let doc = yaml(&rule_files()[1]);
-    let forecasts: Vec<&Yaml> = rules_of(&doc)
-        .into_iter()
-        .filter(|r| {
-            r["alert"]
-                .as_str()
-                .is_some_and(|a| a.starts_with("SsdwatchDrivePredicted"))
-        })
-        .collect();
+    let forecasts = alerts_named(&doc, "SsdwatchDrivePredicted");
     assert_eq!(forecasts.len(), 2);
     for r in forecasts {
         let expr = r["expr"].as_str().unwrap();
