@@ -17,14 +17,7 @@ struct Mariadb {
 
 impl Mariadb {
     fn start() -> Mariadb {
-        let dir = tempfile::tempdir().unwrap();
-        let my = nix::unistd::User::from_name("mysql").unwrap().unwrap();
-        nix::unistd::chown(dir.path(), Some(my.uid), Some(my.gid)).unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o750),
-        )
-        .unwrap();
+        let (dir, _) = crate::support::dir_owned_by("mysql");
         let data = dir.path().join("data");
         let sock = dir.path().join("mysqld.sock");
         let out = Command::new("mariadb-install-db")

@@ -50,15 +50,8 @@ impl Postgres {
     /// A cluster with 1 MiB WAL segments (so a test makes dozens in a second), group access
     /// (mode 0750), archiving on with a failing archive_command.
     pub fn start(bin: PathBuf) -> Postgres {
-        let dir = tempfile::tempdir().unwrap();
-        let pg = nix::unistd::User::from_name("postgres").unwrap().unwrap();
         // The postgres user owns the tree; its group may read it (group access).
-        nix::unistd::chown(dir.path(), Some(pg.uid), Some(pg.gid)).unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o750),
-        )
-        .unwrap();
+        let (dir, pg) = support::dir_owned_by("postgres");
         let data = dir.path().join("data");
         let sock = dir.path().join("sock");
         let port = support::free_port();

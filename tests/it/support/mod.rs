@@ -856,3 +856,19 @@ pub fn fixture_host_flags(host_dir: &Path) -> Vec<std::ffi::OsString> {
     }
     flags
 }
+
+/// A temporary directory owned by the system user `name` (a database server's), mode 0750 so
+/// the user's group may read it; and that user.
+pub fn dir_owned_by(name: &str) -> (tempfile::TempDir, nix::unistd::User) {
+    let dir = tempfile::tempdir().unwrap();
+    let user = nix::unistd::User::from_name(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no user {name}"));
+    nix::unistd::chown(dir.path(), Some(user.uid), Some(user.gid)).unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    (dir, user)
+}
