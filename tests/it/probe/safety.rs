@@ -648,6 +648,17 @@ fn fill_to(fs: &LoopFs, name: &str, avail: u64) {
     }
 }
 
+/// Waits (up to a minute) until `fs` shows at least `avail` bytes available: XFS gives a
+/// removed file's blocks back in the background (deferred inode inactivation), later on a busy
+/// machine.
+fn wait_avail(fs: &LoopFs, avail: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while fs.avail() < avail && std::time::Instant::now() < deadline {
+        run("sync", &[]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The default target on `fs`: its 64 MiB floor, 4 MiB rewrite reserve and 1/32 file cap.
 fn default_target(fs: &LoopFs) -> TargetConfig {
     TargetConfig {
@@ -675,6 +686,7 @@ fn full_in_place_filesystem_is_probed_and_loses_no_space(test: &str, fs: LoopFs,
     assert!(!fs.probe_dir().exists(), "{test}: nothing created");
     // Room again: the probe file is made, sized to the filesystem.
     std::fs::remove_file(fs.mountpoint.join(filler_name)).unwrap();
+    wait_avail(&fs, floor + ssdwatch::probe::probe_file_bytes(&t, total));
     let o = probe_once(&t, state.path(), Duration::ZERO);
     let Outcome::Ran(r) = &o else {
         panic!("{test}: {o:?}")
@@ -722,6 +734,7 @@ fn full_in_place_filesystem_is_probed_and_loses_no_space(test: &str, fs: LoopFs,
         !fs.probe_dir().join("probe.dat").exists(),
         "{test}: the probe file was not given back under the reserve"
     );
+    wait_avail(&fs, (before + file_bytes).saturating_sub(slack));
     assert!(
         fs.avail() + slack >= before + file_bytes,
         "{test}: {} bytes available after giving back a {file_bytes}-byte file, {before} before",
