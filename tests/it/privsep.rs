@@ -634,10 +634,12 @@ fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_rep
     });
     assert_eq!(stuck(&m, "sdb"), Some(0.0), "{m}");
     let runs_sdb = fake.argv("sdb").lines().count();
-    // No other run of sda starts meanwhile; sdb goes on being read.
-    std::thread::sleep(Duration::from_secs(3));
+    // sdb goes on being read (twice more: at least one whole interval passes), and no other
+    // run of sda starts meanwhile.
+    wait_for("sdb read again", Duration::from_secs(30), || {
+        (fake.argv("sdb").lines().count() >= runs_sdb + 2).then_some(())
+    });
     assert_eq!(fake.argv("sda").lines().count(), 1, "no second run of sda");
-    assert!(fake.argv("sdb").lines().count() > runs_sdb);
     assert!(
         d.log_text().contains("device sda: timed out after 3s, killed, and still not gone after 1s: stuck in the kernel"),
         "{}",

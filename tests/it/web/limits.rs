@@ -180,9 +180,12 @@ fn sigterm_with_half_sent_requests_exits_within_the_deadline() {
             assert!(status.success(), "{status}:\n{}", d.log_text());
             break;
         }
+        // The shutdown deadline (a few seconds), not the 60 s header timeout the half-sent
+        // requests would otherwise be given; the margin is for a busy machine.
         assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "still running after SIGTERM"
+            t.elapsed() < Duration::from_secs(30),
+            "still running {:?} after SIGTERM",
+            t.elapsed()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
