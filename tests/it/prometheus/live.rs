@@ -1,9 +1,12 @@
 //! The dashboards work against the real thing: a real Prometheus (Debian's `prometheus`) loads the
-//! rule files and scrapes the real `ssdwatch` binary every second, on a host with a loop-mounted
-//! ext4 that was written, cleaned and fstrim'd and is being probed. Then every query of every
-//! panel, annotation and template variable of every dashboard is evaluated through Prometheus'
-//! HTTP API: none may error, and none may come back empty unless it is in the short list below
-//! of panels this machine can't fill (with the reason).
+//! rule files and scrapes the real `ssdwatch` binary every second (rules every 2 s), on a host
+//! with a loop-mounted ext4 that was written, deleted from, fstrim'd and is being probed, and a
+//! second one whose drive rests between runs; the daemon is restarted after the TRIM. Then
+//! every query of every panel, annotation and template variable of every dashboard is evaluated
+//! through Prometheus' HTTP API: none may error, and none may come back empty unless it is in the
+//! short list below of panels this machine can't fill (with the reason). And every panel is
+//! evaluated as Grafana shows it (`live/grafana.rs`: range and instant queries, table merges, the
+//! XY charts' joins on time, annotations as events), and its picture checked against the story.
 //!
 //! The machine's own disks (virtio, loop) have no SMART, so the daemon's smartctl is the
 //! project's test stand-in replaying real captures (tests/fixtures/smart: a worn Intel P4510
@@ -969,6 +972,7 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         restarted_at,
     };
     the_host_dashboard_tells_the_story(&shown, &story);
+    the_time_series_have_the_storys_shape(&shown, &story, discard_time(&prom, &dev));
     the_annotations_mark_the_events(&events, &story, &prom);
     the_degradation_dashboard_tells_the_story(&prom, &qs, &vars, &range, &story, &shown);
 
@@ -1057,6 +1061,92 @@ fn panel<'a>(
     shown
         .get(&(file.to_string(), title.to_string(), value.to_string()))
         .unwrap_or_else(|| panic!("{file} / {title} ({value}) was not shown"))
+}
+
+/// The one line of a time series panel named `name`.
+fn line<'a>(
+    shown: &'a BTreeMap<(String, String, String), Shown>,
+    file: &str,
+    title: &str,
+    name: &str,
+) -> &'a Line {
+    let Shown::Series(lines) = panel(shown, file, title, "") else {
+        panic!("{title}: a time series");
+    };
+    let named: Vec<&Line> = lines.iter().filter(|l| l.name == name).collect();
+    match named.as_slice() {
+        [one] => one,
+        _ => panic!(
+            "{file} / {title}: {} lines named '{name}' in {:?}",
+            named.len(),
+            lines.iter().map(|l| &l.name).collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// The time series panels against the story, each by the line the story is about: the delete
+/// lowers the used space, the fstrim is a burst of discards after it, the drive's writes grow,
+/// the quiet drive rests and works in turn, the time since the TRIM grows after it, runs go on
+/// across the restart.
+fn the_time_series_have_the_storys_shape(
+    shown: &BTreeMap<(String, String, String), Shown>,
+    story: &Story,
+    d: f64,
+) {
+    let (host, deg) = ("ssdwatch-host.json", "ssdwatch-degradation.json");
+    let values = |l: &Line| l.points.iter().map(|p| p.1).collect::<Vec<f64>>();
+    let used = values(line(shown, host, "Used space", story.mp));
+    assert!(
+        used[0] > used[used.len() - 1] + 0.05,
+        "Used space falls with the delete of 32 MiB: {used:?}"
+    );
+    let rate = &line(shown, host, "Discard rate", story.dev).points;
+    let peak = rate
+        .iter()
+        .copied()
+        .fold((0.0, 0.0), |a, p| if p.1 > a.1 { p } else { a });
+    assert!(
+        peak.1 > 0.0 && peak.0 >= d - 1.0,
+        "Discard rate: a burst with the fstrim at {d}: {rate:?}"
+    );
+    let written = values(line(
+        shown,
+        host,
+        "Bytes written per day (block layer)",
+        story.dev,
+    ));
+    assert!(
+        written[written.len() - 1] > written[0],
+        "Bytes written per day grows with the probes' writes: {written:?}"
+    );
+    let idle = values(line(shown, deg, "Drive idle time", story.quiet_dev));
+    assert!(
+        idle.contains(&0.0) && idle.iter().any(|v| *v >= 1.0),
+        "Drive idle time of the quiet drive: busy (0) and resting in turn: {idle:?}"
+    );
+    let since = &line(
+        shown,
+        deg,
+        "Probe context at the last run",
+        &format!("{} since discard", story.mp),
+    )
+    .points;
+    let after: Vec<f64> = since.iter().filter(|p| p.0 > d).map(|p| p.1).collect();
+    assert!(
+        after.len() > 1 && after[after.len() - 1] > after[0],
+        "the time since the TRIM grows after it: {since:?}"
+    );
+    let runs = &line(
+        shown,
+        deg,
+        "Probe runs and skips",
+        &format!("{} runs", story.mp),
+    )
+    .points;
+    assert!(
+        runs.iter().any(|p| p.0 > story.restarted_at && p.1 > 0.0),
+        "runs go on after the restart: {runs:?}"
+    );
 }
 
 /// The host dashboard over a run with a restart: one "time since last discard" tile per drive
@@ -1333,9 +1423,13 @@ fn the_degradation_dashboard_tells_the_story(
             !u.is_empty(),
             "{xy}: no {k} runs while deleted and not trimmed"
         );
+        // Once a run after the TRIM is "trimmed", no later one is "deleted not trimmed".
+        let first_trimmed = (t.iter().map(|(at, _, _)| *at))
+            .filter(|at| *at > d)
+            .fold(f64::MAX, f64::min);
         assert!(
-            u.iter().all(|(at, _, _)| *at < d + 5.0),
-            "{xy}: {k} 'deleted not trimmed' after the TRIM at {d}: {u:?}"
+            u.iter().all(|(at, _, _)| *at < first_trimmed),
+            "{xy}: {k} 'deleted not trimmed' after the first trimmed run after the TRIM at {d}: {u:?}"
         );
         assert!(
             u.iter()
