@@ -543,8 +543,9 @@ def degradation():
                      targets((f"increase(ssdwatch_probe_runs_total{{{ctx}}}[1h])", "{{mountpoint}} runs"),
                              (f"increase(ssdwatch_probe_skipped_total{{{ctx}}}[1h])", "{{mountpoint}} skipped: {{reason}}")), min_=0))
     anns = [
-        # One event per drive: around a restart the time is exported as observed, then state.
-        annotation("TRIM events", 'time() - max by (instance, device) (ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance",source=~"observed|state"}) < 60', "green", "discard on {{device}}"),
+        # One event per discard: around a restart the time is exported as observed, then as
+        # state, with scrapes in between that find no daemon (the last value bridges them).
+        annotation("TRIM events", 'time() - max by (instance, device) (last_over_time(ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance",source=~"observed|state"}[5m])) < 60', "green", "discard on {{device}}"),
         # Only the drives under the probe targets shown: a spare or unused drive is idle all day.
         annotation("Idle periods", f'ssdwatch_disk_idle_seconds{{instance="$instance"}} > $idle_min and on (instance, device) ssdwatch_probe_runs_total{{{ctx}}}', "purple", "{{device}} idle"),
     ]

@@ -716,6 +716,11 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     // The restart: the daemon now knows the TRIM from its state (source="state"), its counters
     // start again, and its probe targets are placed anew.
     daemon.stop();
+    prom.wait_for(
+        "a scrape that found no daemon",
+        r#"up{job="ssdwatch"} == 0"#,
+        Duration::from_secs(30),
+    );
     let restarted_at = unix_now();
     daemon = start_daemon(&cfg, work.path().join("ssdwatch-2.log"), &instance, &mp);
     prom.wait_for(
