@@ -69,11 +69,6 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     ("ssdwatch-host.json", "md missing disks", NO_LAYERS),
     ("ssdwatch-host.json", "md sync progress", NO_LAYERS),
     (
-        "ssdwatch-degradation.json",
-        "annotation: Idle periods",
-        "needs a drive idle for 10 minutes",
-    ),
-    (
         "ssdwatch-fleet.json",
         "Soonest predicted full (days)",
         NOT_FILLING,
