@@ -438,8 +438,9 @@ def degradation():
     # Recovery around events, over the dashboard's range, at the rule evaluation interval
     # (finer than probe intervals). A run is known by its start time (last_run_timestamp) and
     # its p50 is read at the steps where it is the run shown; `@ end()` pins the event to the
-    # latest one in the range. (Prometheus does not evaluate a subquery `@ end()` nested in
-    # another subquery, so "the run right after" is found in one pass, below.)
+    # latest one in the range. ("The run right after" is found in one pass, below; an `@`
+    # nested three levels deep, in an `@ end()` subquery inside another subquery, finds
+    # nothing in Prometheus 2.42.)
     runs = f"ssdwatch_probe_last_run_timestamp_seconds{{{ctx}}}"
     # The discard is read from the drive's counter by this run of the daemon (observed) or an
     # earlier one (state: what a restart exports until the next discard), never from the
@@ -458,8 +459,8 @@ def degradation():
     # the run before it is the latest shown before that start. Both are read at the steps
     # where they are the run shown, so neither depends on where a step falls between two
     # scrapes, and the answer is the same whenever it is asked. (The longest rest is "in the
-    # range before it", not "in the dashboard's range": Prometheus returns nothing for an
-    # `@ end()` inside an `@ end()` subquery inside another subquery.)
+    # range before it", not "in the dashboard's range": that would take an `@ end()` three
+    # levels deep, see above.)
     idle = f"ssdwatch_probe_context_idle_seconds{{{ctx}}}"
     rest_run = f"max by (instance, mountpoint) (max_over_time(({runs} and on (instance, mountpoint) ({idle} >= 0.5 * max_over_time({idle}[$__range])))[$__range:] @ end()))"
     after_idle = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} == on (instance, mountpoint) group_left {rest_run}))[$__range:])"
