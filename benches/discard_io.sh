@@ -6,14 +6,14 @@
 # intervals with the history on; its write_bytes in /proc/PID/io (every file it writes: the
 # history store, its WAL, discards.json and the diskstats state) are scaled to a day.
 # Usage (root): benches/discard_io.sh [DURATION]   (default 1800; target <= 20 MiB/day)
-# SHORT=1 runs 20 s with a 1 s diskstats interval, so CI exercises the script in seconds; it
-# checks that the daemon saw the discards, not the target (the start-up writes dominate 20 s).
+# SHORT=1 runs 8 s with a 1 s diskstats interval, so CI exercises the script in seconds; it
+# checks that the daemon saw the discards, not the target (the start-up writes dominate 8 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-1800}
 diskstats_interval=15s
 if [ -n "${SHORT:-}" ]; then
-  duration=20
+  duration=8
   diskstats_interval=1s
 fi
 [ "$(id -u)" -eq 0 ] || { echo "discard_io.sh needs root (loop device, mount)" >&2; exit 2; }

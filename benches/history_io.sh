@@ -20,8 +20,8 @@ cd "$(dirname "$0")/.."
 duration=${1:-3600}
 intervals="  enabled: true"
 if [ -n "${SHORT:-}" ]; then
-  duration=20
-  intervals=$'  raw_interval: 5s\n  flush_interval: 5s'
+  duration=8
+  intervals=$'  raw_interval: 2s\n  flush_interval: 2s'
 fi
 
 # SSDWATCH=path uses that binary (the CI test passes its debug build) instead of building one.

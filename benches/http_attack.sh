@@ -7,7 +7,7 @@
 # after the other, and stops exactly their PIDs.
 #   benches/http_attack.sh           1,000 connections per attack, 200 wrong-password connections
 #                                    for 100 s, 1,100 idle connections for 30 s (docs/web.md)
-#   benches/http_attack.sh --short   100 connections, 50 for 8 s, 1,100 for 5 s (run by
+#   benches/http_attack.sh --short   100 connections, 50 for 4 s, 1,100 for 3 s (run by
 #                                    tests/it/web/limits.rs)
 #   --port N (or SSDWATCH_PORT=N)    listen on 127.0.0.1:N (default: a free port)
 # SSDWATCH_BIN picks the binary (default: target/release/ssdwatch, built when missing).
@@ -322,7 +322,7 @@ PY
 # for 100 s, with a scrape every 5 s and a SIGHUP (a reload) half-way.
 printf 'basic_auth_users:\n  prometheus: %s\n' '$2b$10$zypMUhxcu0w4NeUdZjKNhOecwCKulLhKYv1/1SfLLHVJaheRV1Sw.' > "$tmp/web.yml"
 start_daemon "$tmp/log.auth" --web.config.file "$tmp/web.yml"
-if ((short)); then conns=50 secs=8 every=1; else conns=200 secs=100 every=5; fi
+if ((short)); then conns=50 secs=4 every=1; else conns=200 secs=100 every=5; fi
 PYTHONPATH="$tmp" python3 - "$addr" "$pid" "$conns" "$secs" "$every" "$short" "$tmp" <<'PY' || failed=1
 import json, os, signal, subprocess, sys, time
 from scrape import scrape, pct
@@ -378,7 +378,7 @@ stop_daemon
 # 5. Idle connections past the connection cap, held and reopened as the daemon closes them:
 # 1,100 against the default cap of 1,024, then under a limit of 1,024 descriptors (cap 768);
 # a scrape every 500 ms meanwhile. The header timeout is the default 10 s.
-if ((short)); then secs=5; else secs=30; fi
+if ((short)); then secs=3; else secs=30; fi
 for nofile in "" 1024; do
   if [[ -n "$nofile" ]] && ! (ulimit -n "$nofile") 2>/dev/null; then
     echo "skipped: idle connections under a limit of $nofile descriptors (can't set it here)"

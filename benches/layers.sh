@@ -12,7 +12,7 @@
 # two phases' CPU per second times the interval (the filesystem collector's placing of each mount
 # on its layers included). Target: <= 5 ms of CPU per sample.
 # Usage: benches/layers.sh [SECONDS_PER_PHASE] [INTERVAL]   (defaults 300 and 2)
-# SHORT=1 runs 6 s per phase at 1 s against whatever binary SSDWATCH names (CI passes its debug
+# SHORT=1 runs 3 s per phase at 1 s against whatever binary SSDWATCH names (CI passes its debug
 # build, whose figures mean nothing): it keeps the script from rotting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +20,9 @@ seconds=${1:-300}
 interval=${2:-2}
 warmup=$((3 * interval + 3))
 if [ -n "${SHORT:-}" ]; then
-  seconds=6
+  seconds=3
   interval=1
-  warmup=3
+  warmup=2
 fi
 if [ -z "${SSDWATCH:-}" ]; then
   cargo build --release --quiet

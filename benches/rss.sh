@@ -8,7 +8,7 @@
 # printed. The default window, 20 minutes, holds the history's first commit (15 minutes after
 # start, with three raw samples of every series pending until then) and its first maintenance.
 # Usage: benches/rss.sh [SECONDS]   (default 1200; target: median VmRSS <= 12 MiB)
-# SHORT=1 runs 8 s at 1 s intervals against whatever binary SSDWATCH names (CI passes its debug
+# SHORT=1 runs 4 s at 1 s intervals against whatever binary SSDWATCH names (CI passes its debug
 # build, whose figure means nothing): it keeps the script from rotting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ seconds=${1:-1200}
 warmup=70
 intervals=""
 if [ -n "${SHORT:-}" ]; then
-  seconds=8
+  seconds=4
   warmup=2
   intervals=$'  filesystem: {interval: 1s}\n  diskstats: {interval: 1s}'
 fi

@@ -5,9 +5,11 @@
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
-/// The deflate level of published texts, zlib's default: 60 KB for the large host's 1.1 MB,
-/// 7.9 ms for its largest collector, once per sample (docs/benchmarks.md).
-const LEVEL: u32 = 6;
+/// The deflate level of published texts: 1, the fastest. Every sample of every collector pays
+/// it, while a scrape pays only for the bytes: level 6 made 60 KB of the large host's 1.1 MB
+/// and cost its largest collector 7.9 ms a sample; level 1 a few KB more for a fraction of the
+/// CPU (docs/benchmarks.md).
+const LEVEL: u32 = 1;
 
 /// The CRC-32 and length of a text, combinable with the next text's.
 #[derive(Debug, Clone, Default)]

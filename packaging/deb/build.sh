@@ -19,9 +19,11 @@ bin=target/release/ssdwatch
 out=target/deb-assets
 rm -rf "$out"
 mkdir -p "$out"
-# ssdwatch.1 and ssdwatch-SUBCOMMAND.1; ssdwatch.bash, _ssdwatch and ssdwatch.fish.
-cargo run --release --locked --quiet -p xtask -- man "$out/man" >/dev/null
-cargo run --release --locked --quiet -p xtask -- completions "$out" >/dev/null
+# ssdwatch.1 and ssdwatch-SUBCOMMAND.1; ssdwatch.bash, _ssdwatch and ssdwatch.fish. The
+# generator runs in the dev profile: its output doesn't depend on optimisation, and a release
+# build of it would be a second fat-LTO link of the library (the test suite has the dev one).
+cargo run --locked --quiet -p xtask -- man "$out/man" >/dev/null
+cargo run --locked --quiet -p xtask -- completions "$out" >/dev/null
 # gzip -n: no name or time stamp in the header, so the same source gives the same page.
 gzip -9n "$out"/man/*.1
 # The upstream changelog, and the Debian changelog a non-native package must carry.

@@ -8,7 +8,7 @@
 //! file, written out as a tree for each case, so mutations reach file names and directory
 //! layout as well as the values.
 //!
-//! The test suite runs a few seconds per parser (`FUZZ_SECONDS`, default 2);
+//! The test suite runs a few seconds per parser (`FUZZ_SECONDS`, default 1);
 //! `benches/fuzz.sh [SECONDS_PER_PARSER]` runs the long version and prints the figures.
 //! `FUZZ_SEED` replays a run; `FUZZ_CRASH_DIR` is where crashing inputs go.
 //! (`smart::fuzz` complements it for smartctl with structure-aware JSON from proptest.)
@@ -853,7 +853,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// per parser (`benches/fuzz.sh` collects them).
 #[test]
 fn no_parser_panics_on_mutations_of_real_inputs() {
-    let seconds: f64 = env_or("FUZZ_SECONDS", 2.0);
+    let seconds: f64 = env_or("FUZZ_SECONDS", 1.0);
     let seed: u64 = env_or(
         "FUZZ_SEED",
         std::time::SystemTime::now()

@@ -67,9 +67,12 @@ if [ ! -s "$BASE" ] || [ ! -s "$VMLINUZ" ]; then
   [ -d /var/lib/smartmontools/drivedb ] && cp -r /var/lib/smartmontools/drivedb "$stage/var/lib/smartmontools/"
   # mke2fs reads its defaults from here; without it it falls back to built-ins (fine).
   [ -r /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$stage/etc/"
-  (cd "$stage" && find . | cpio -o -H newc --quiet) > "$BASE.tmp"
-  mv "$BASE.tmp" "$BASE"
-  cp "$KERNEL" "$VMLINUZ"
+  # Two suites may build it at once (they run side by side): each writes a file of its own and
+  # renames it into place, so neither ever reads the other's half-written one.
+  (cd "$stage" && find . | cpio -o -H newc --quiet) > "$BASE.$$.tmp"
+  mv "$BASE.$$.tmp" "$BASE"
+  cp "$KERNEL" "$VMLINUZ.$$.tmp"
+  mv "$VMLINUZ.$$.tmp" "$VMLINUZ"
   rm -rf "$stage"
   # Older cached bases are dead weight.
   find "$CACHE" -maxdepth 1 -name 'base-*.cpio' ! -name "base-$key.cpio" -delete

@@ -36,6 +36,11 @@ pub(super) struct Marks {
     /// the sweep reads every process's environment and descriptors, which on a host of busy
     /// processes (a database's backends, each with its files) costs milliseconds a run.
     pub started: Option<u64>,
+    /// The last pid the kernel had handed out when the run was about to start: every process
+    /// of the run was given a later one (pids are handed out in increasing order, wrapping at
+    /// pid_max), so a sweep opens only the pids handed out since, a handful on most hosts,
+    /// instead of every process's. None: every process is looked at.
+    pub pid_floor: Option<u32>,
 }
 
 /// What /proc/PID/stat tells of a process.
@@ -108,6 +113,18 @@ impl Marks {
             pipe_inode: None,
             pgid: None,
             started: None,
+            pid_floor: last_pid(),
+        }
+    }
+
+    /// Whether `pid` may be one of the run's: handed out after the floor and up to `last`
+    /// (the last pid handed out now). Without a floor, or when the counter is back where it
+    /// was (nothing handed out, or a whole wrap), every pid may be.
+    fn may_own_pid(&self, pid: u32, last: Option<u32>) -> bool {
+        match (self.pid_floor, last) {
+            (Some(floor), Some(last)) if floor < last => pid > floor && pid <= last,
+            (Some(floor), Some(last)) if floor > last => pid > floor || pid <= last,
+            _ => true,
         }
     }
 
@@ -263,8 +280,9 @@ pub(super) fn sweep(marks: &Marks) -> (Swept, Signalled) {
     let mut signalled = std::collections::HashSet::new();
     for _ in 0..4 {
         let mut round = 0;
+        let last = last_pid();
         for pid in pids() {
-            if pid == me.pid || signalled.contains(&pid) {
+            if pid == me.pid || signalled.contains(&pid) || !marks.may_own_pid(pid, last) {
                 continue;
             }
             let Some(pidfd) = pidfd_open(pid) else {
@@ -294,6 +312,12 @@ pub(super) fn sweep(marks: &Marks) -> (Swept, Signalled) {
         }
     }
     (total, watch)
+}
+
+/// The last pid the kernel handed out in this pid namespace: /proc/loadavg's last field.
+fn last_pid() -> Option<u32> {
+    let s = std::fs::read_to_string(Path::new(PROC).join("loadavg")).ok()?;
+    s.split_whitespace().nth(4)?.parse().ok()
 }
 
 fn pids() -> Vec<u32> {
@@ -414,6 +438,8 @@ mod tests {
 
     #[test]
     fn a_member_of_the_runs_group_is_found_while_its_leader_is_unreaped() {
+        // Marked before the run starts, as the runner does: the leader's pid is a later one.
+        let run = Marks::new_run();
         let mut leader = Command::new("sleep")
             .arg("30")
             .env_clear()
@@ -424,7 +450,7 @@ mod tests {
         wait_exec(leader.id());
         let marks = Marks {
             pgid: Some(leader.id()),
-            ..Marks::new_run()
+            ..run
         };
         assert_eq!(sweep(&marks).0, killed(1));
         let status = leader.wait().expect("wait");
@@ -463,6 +489,50 @@ mod tests {
         assert_eq!(swept, Swept::default());
         assert!(status.success(), "the fork was killed: {status:?}");
         drop((r, w));
+    }
+
+    /// Only pids handed out since the run was marked are opened, across a wrap too; an older
+    /// process carrying the run's tag (it can't, but if it did) is not even looked at.
+    #[test]
+    fn only_pids_handed_out_since_the_run_began_are_looked_at() {
+        let at = |floor| Marks {
+            pid_floor: Some(floor),
+            ..Marks::new_run()
+        };
+        assert!(at(100).may_own_pid(101, Some(200)));
+        assert!(at(100).may_own_pid(200, Some(200)));
+        assert!(!at(100).may_own_pid(100, Some(200)));
+        assert!(!at(100).may_own_pid(201, Some(200)));
+        // Wrapped at pid_max: above the floor, or up to the last.
+        assert!(at(4_000_000).may_own_pid(4_100_000, Some(50)));
+        assert!(at(4_000_000).may_own_pid(50, Some(50)));
+        assert!(!at(4_000_000).may_own_pid(51, Some(50)));
+        assert!(!at(4_000_000).may_own_pid(3_999_999, Some(50)));
+        // Unknown, or no pid handed out at all: every pid may be the run's.
+        assert!(at(100).may_own_pid(5, None));
+        assert!(at(100).may_own_pid(5, Some(100)));
+        assert!(
+            Marks {
+                pid_floor: None,
+                ..Marks::new_run()
+            }
+            .may_own_pid(5, Some(200))
+        );
+
+        let mut old = Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        wait_exec(old.id());
+        let marks = Marks::new_run();
+        let tagged_old = Marks {
+            tag: marks.tag.clone(),
+            pgid: Some(old.id()),
+            ..marks
+        };
+        assert_eq!(sweep(&tagged_old).0, Swept::default(), "older than the run");
+        let _ = old.kill();
+        let _ = old.wait();
     }
 
     /// An escaped process that also cleared its environment is still the run's while it holds

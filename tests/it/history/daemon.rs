@@ -233,6 +233,6 @@ fn the_rss_bench_runs_in_its_short_mode() {
         "rss.sh",
         std::path::Path::new(env!("CARGO_BIN_EXE_ssdwatch")),
     );
-    assert!(text.contains("VmRSS over 8 s"), "{text}");
+    assert!(text.contains("VmRSS over 4 s"), "{text}");
     assert!(text.contains("series"), "{text}");
 }

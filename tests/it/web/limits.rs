@@ -522,7 +522,7 @@ fn fast_host() -> tempfile::TempDir {
     std::fs::write(
         p.join("ssdwatch.yaml"),
         format!(
-            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n  topology:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  filesystem:\n    interval: 1s\n  probe:\n    interval: 1s\nhistory:\n  flush_interval: 1s\n",
+            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n  layers:\n    enabled: false\n  topology:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  filesystem:\n    interval: 1s\n  probe:\n    interval: 1s\n  databases:\n    interval: 1s\nhistory:\n  flush_interval: 1s\n",
             p.join("state").display()
         ),
     )
