@@ -615,7 +615,7 @@ fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_rep
     let (_dir, d) = start_daemon(
         &[],
         &format!(
-            "  filesystem:\n    enabled: false\n  smart:\n    interval: 1s\n    timeout: 700ms\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/sda\n      - path: /dev/sdb\n",
+            "  filesystem:\n    enabled: false\n  smart:\n    interval: 1s\n    timeout: 3s\n    discover: false\n    smartctl_path: {}\n    devices:\n      - path: /dev/sda\n      - path: /dev/sdb\n",
             fake.bin().display()
         ),
     );
@@ -626,8 +626,10 @@ fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_rep
             &format!("device=\"{dev}\""),
         )
     };
-    // 0.7 s timeout + 1 s grace in the helper, then it reports the run stuck.
-    let m = d.wait_metrics("sda shown stuck", Duration::from_secs(20), |m| {
+    // 3 s timeout + 1 s grace in the helper, then it reports the run stuck. The timeout gives
+    // the FUSE server time to take the request even on a busy machine: SIGKILL still ends a
+    // process whose request the server has not read yet, and then nothing is stuck.
+    let m = d.wait_metrics("sda shown stuck", Duration::from_secs(40), |m| {
         stuck(m, "sda") == Some(1.0)
     });
     assert_eq!(stuck(&m, "sdb"), Some(0.0), "{m}");
@@ -637,7 +639,7 @@ fn a_smartctl_stuck_in_the_kernel_under_the_helper_is_shown_until_the_helper_rep
     assert_eq!(fake.argv("sda").lines().count(), 1, "no second run of sda");
     assert!(fake.argv("sdb").lines().count() > runs_sdb);
     assert!(
-        d.log_text().contains("device sda: timed out after 700ms, killed, and still not gone after 1s: stuck in the kernel"),
+        d.log_text().contains("device sda: timed out after 3s, killed, and still not gone after 1s: stuck in the kernel"),
         "{}",
         d.log_text()
     );
