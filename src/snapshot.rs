@@ -296,14 +296,38 @@ pub struct DiskActivity {
     pub last_discard_unix: Option<f64>,
     /// Bytes written to the drive since that discard.
     pub written_since_discard_bytes: Option<u64>,
-    /// Since when (Unix time) the drive's io time has not moved.
-    pub idle_since_unix: Option<f64>,
+    /// How long the drive had been idle at that sample.
+    pub idle: Idle,
     /// Fraction of the last sampling interval the drive was busy (io_ticks delta / wall time).
     pub utilization_ratio: Option<f64>,
     /// Bytes discarded since boot, as the kernel counts them (absent on kernels before 4.18).
     pub discarded_bytes: Option<u64>,
     /// When this entry was last updated (Unix time).
     pub updated_unix: f64,
+}
+
+/// How long a drive had been idle at its latest diskstats sample: the probe's context takes it
+/// from here, so it must say what `ssdwatch_disk_idle_seconds` says (0 when busy, not absent).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum Idle {
+    /// Its first sample, or I/O accounting off: nothing says how long it was idle.
+    #[default]
+    Unknown,
+    /// Its io time moved during the last interval.
+    Busy,
+    /// Its io time has not moved since this Unix time.
+    Since(f64),
+}
+
+impl Idle {
+    /// Seconds idle at `now`: 0 for a drive busy in its last interval.
+    pub fn seconds_at(self, now: f64) -> Option<f64> {
+        match self {
+            Idle::Unknown => None,
+            Idle::Busy => Some(0.0),
+            Idle::Since(t) => Some((now - t).max(0.0)),
+        }
+    }
 }
 
 /// State that collectors share with each other (never with a scrape).

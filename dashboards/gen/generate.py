@@ -116,7 +116,11 @@ def stat(title, desc, tgts, unit="short", thresholds=None, decimals=None):
 
 def table(title, desc, tgts, unit="short", sort_by=None, desc_sort=True, hide=("Time",), rename=None):
     """Instant queries merged into one row per label set; `rename` names the value columns
-    ("Value #A" ...), one per query."""
+    ("Value #A" ...), one per query. Grafana's merge joins two rows only where every column
+    both have agrees, and a series' metric name is a column: with several queries, each drops
+    it (an aggregation without grouping keeps every other label)."""
+    if len(tgts) > 1:
+        tgts = [dict(t, expr=f"max without () ({t['expr']})") for t in tgts]
     panel = {
         "type": "table",
         "title": title,
@@ -135,11 +139,13 @@ def table(title, desc, tgts, unit="short", sort_by=None, desc_sort=True, hide=("
     return panel
 
 
-def xychart(title, desc, x_expr, x_name, ys, x_unit, y_unit, repeat=None):
+def xychart(title, desc, x_expr, x_name, ys, x_unit, y_unit, repeat=None, join="inner"):
     """Scatter of gauges over time, joined on the timestamp: x is one series (query A, legend
     `x_name`), each y query (expr, legend) adds one field per series it returns, so a y legend
     must tell its series apart ({{probe}}). With `repeat`, one panel per value of that variable,
-    so x stays one series."""
+    so x stays one series. `join` "inner" keeps only the times every series has a point at;
+    "outer" keeps every time and leaves a field empty (no point) where its series has none:
+    for y queries that split the runs between them, and so never have points at one time."""
     panel = {
         "type": "xychart",
         "title": title,
@@ -147,7 +153,7 @@ def xychart(title, desc, x_expr, x_name, ys, x_unit, y_unit, repeat=None):
         "datasource": DS,
         "targets": [target(x_expr, x_name, ref="A")] + [target(e, l, ref=chr(ord("B") + i)) for i, (e, l) in enumerate(ys)],
         "transformations": [
-            {"id": "joinByField", "options": {"byField": "Time", "mode": "inner"}},
+            {"id": "joinByField", "options": {"byField": "Time", "mode": join}},
             {"id": "organize", "options": {"renameByName": {}}},
         ],
         "fieldConfig": {
@@ -376,14 +382,27 @@ def host():
     L.add(table("TRIM path and discard option", "Per filesystem: whether every layer down to the drives passes discards (1) and whether it is mounted with the discard option.",
                 targets((f"ssdwatch_filesystem_trim_capable{{{HOST}}}", "TRIM-capable"),
                         (f"ssdwatch_filesystem_discard_mount_option{{{HOST}}}", "discard option"), instant=True, fmt="table"),
-                hide=("Time", "__name__", "instance", "job")))
-    L.add(stat("Time since last discard", "Per drive: time since the daemon last saw its discarded-bytes counter grow (fstrim, discard mount option, or the database's own discards).",
-               targets((f"time() - ssdwatch_disk_last_discard_timestamp_seconds{{{HOST}}}", "{{device}}")), unit="s",
+                hide=("Time", "__name__", "instance", "job"), rename={"Value #A": "TRIM-capable", "Value #B": "discard option"}))
+    # One tile per drive: the time is labelled by how it is known (observed, state after a
+    # restart, fstrim_timer), and a restart turns one source into another.
+    L.add(stat("Time since last discard", "Per drive: time since its last discard as best known (the daemon saw its discarded-bytes counter grow, an earlier run of it did, or systemd's fstrim.timer last ran): fstrim, discard mount option, or the database's own discards.",
+               targets((f"time() - max by (instance, job, device) (ssdwatch_disk_last_discard_timestamp_seconds{{{HOST}}})", "{{device}}")), unit="s",
                thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 8 * 86400}, {"color": "red", "value": 14 * 86400}]))
     L.add(timeseries("Bytes discarded per day", "Bytes each drive was told are free, per day: what fstrim or online discard handed back to the SSD.",
                      targets((f"increase(ssdwatch_disk_discarded_bytes_total{{{HOST}}}[1d])", "{{device}}")), unit="bytes", min_=0))
     L.add(timeseries("Discard rate", "Discarded bytes per second: fstrim runs show as bursts.",
                      targets((f"rate(ssdwatch_disk_discarded_bytes_total{{{HOST}}}[$__rate_interval])", "{{device}}")), unit="Bps", min_=0))
+
+    L.row("Probes (details in the Degradation dashboard)")
+    L.add(timeseries("Probe latency per run", "Each probe target's last run: its p50 per probe kind (ssdwatch_probe_last_latency_seconds, quantile 0.5), so a step is one run. The Degradation dashboard sets it against fill, TRIM and idle time.",
+                     targets((f'ssdwatch_probe_last_latency_seconds{{{HOST}, quantile="0.5"}}', "{{probe}} {{mountpoint}} p50")), unit="s", min_=0), w=12)
+    L.add(table("Probe targets", "Per probe target (its filesystem and drive): time since its last completed run, and 1 when it has gone 3 attempts in a row without one (ssdwatch_probe_target_failing, the SsdwatchProbeTargetFailing alert).",
+                targets((f"time() - ssdwatch_probe_last_run_timestamp_seconds{{{HOST}}}", "since last run"),
+                        (f"max by (instance, job, mountpoint, device) (ssdwatch_probe_target_failing{{{HOST}}})", "failing"), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job"), rename={"Value #A": "since last run (s)", "Value #B": "failing"}), w=6)
+    L.add(timeseries("Probe runs and skips per hour", "Runs per hour, and skips per hour by reason, per probe target.",
+                     targets((f"increase(ssdwatch_probe_runs_total{{{HOST}}}[1h])", "{{mountpoint}} runs"),
+                             (f"increase(ssdwatch_probe_skipped_total{{{HOST}}}[1h]) > 0", "{{mountpoint}} skipped: {{reason}}")), min_=0), w=6)
 
     L.row("Exporter")
     L.add(timeseries("Collector success", "1 when the collector's last sample succeeded.",
@@ -419,10 +438,14 @@ def degradation():
     # Recovery around events, over the dashboard's range, at the rule evaluation interval
     # (finer than probe intervals). A run is known by its start time (last_run_timestamp) and
     # its p50 is read at the steps where it is the run shown; `@ end()` pins the event to the
-    # latest one in the range. (Prometheus does not evaluate a subquery `@ end()` nested in
-    # another subquery, so "the run right after" is found in one pass, below.)
+    # latest one in the range. ("The run right after" is found in one pass, below; an `@`
+    # nested three levels deep, in an `@ end()` subquery inside another subquery, finds
+    # nothing in Prometheus 2.42.)
     runs = f"ssdwatch_probe_last_run_timestamp_seconds{{{ctx}}}"
-    discard = f'max by (instance, device) (ssdwatch_disk_last_discard_timestamp_seconds{{instance="$instance", source="observed"}} @ end())'
+    # The discard is read from the drive's counter by this run of the daemon (observed) or an
+    # earlier one (state: what a restart exports until the next discard), never from the
+    # fstrim.timer hint, which is not a reading of the drive.
+    discard = f'max by (instance, device) (ssdwatch_disk_last_discard_timestamp_seconds{{instance="$instance", source=~"observed|state"}} @ end())'
     # The last run before the discard: the latest step whose run started before it.
     before_trim = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} < on (instance, device) group_left {discard}))[$__range:])"
     # The first run after it: the earliest step whose run started after it. Prometheus has no
@@ -431,17 +454,18 @@ def degradation():
     # run (runs start at least 0.5 s apart), and its p50 is the key modulo 16.
     after_key = f"max_over_time((clamp_max({p50}, 15) - on (instance, mountpoint) group_left () (16 * floor(10 * (({runs} - on (instance, device) group_left {discard}) >= 0))))[$__range:])"
     after_trim = f"((({after_key}) % 16) + 16) % 16"
-    # Idle: the latest rest at least half as long as the longest one a run saw in the range
-    # (probe context idle_seconds), read at the first step that shows the run after it: there
-    # the last two scrapes in a $__rate_interval window are the run before the rest and the run
-    # after it, so idelta gives the one from the other. Where no step fell between those two
-    # scrapes the table says nothing rather than pairing the wrong runs.
+    # Idle: the latest run after a long rest, one at least half as long as the longest a run
+    # saw in the $__range before it (probe context idle_seconds), is known by its start time;
+    # the run before it is the latest shown before that start. Both are read at the steps
+    # where they are the run shown, so neither depends on where a step falls between two
+    # scrapes, and the answer is the same whenever it is asked. (The longest rest is "in the
+    # range before it", not "in the dashboard's range": that would take an `@ end()` three
+    # levels deep, see above.)
     idle = f"ssdwatch_probe_context_idle_seconds{{{ctx}}}"
-    half_longest = f"0.5 * max_over_time({idle}[$__range] @ end())"
-    after_rest = f"(({idle} >= {half_longest}) and (idelta({runs}[$__rate_interval]) > 0))"
-    after_idle = f"last_over_time(({p50} and on (instance, mountpoint) {after_rest})[$__range:])"
-    before_idle = f"last_over_time((({p50} - idelta({p50}[$__rate_interval])) and on (instance, mountpoint) {after_rest})[$__range:])"
-    idle_len = f"last_over_time(({idle} and {after_rest})[$__range:])"
+    rest_run = f"max by (instance, mountpoint) (max_over_time(({runs} and on (instance, mountpoint) ({idle} >= 0.5 * max_over_time({idle}[$__range])))[$__range:] @ end()))"
+    after_idle = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} == on (instance, mountpoint) group_left {rest_run}))[$__range:])"
+    before_idle = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} < on (instance, mountpoint) group_left {rest_run}))[$__range:])"
+    idle_len = f"last_over_time(({idle} and on (instance, mountpoint) ({runs} == on (instance, mountpoint) group_left {rest_run}))[$__range:])"
 
     L.row("Probe latency and its context")
     L.add(timeseries("Probe latency per run with fill ratio",
@@ -465,17 +489,17 @@ def degradation():
 
     L.row("Recovery around events: the latest TRIM and the longest idle period in the range")
     L.add(stat("Latency after the latest TRIM / before it",
-               "Per probe: p50 of the first run that started after the drive's latest observed discard (ssdwatch_disk_last_discard_timestamp_seconds{source=\"observed\"}) divided by the p50 of the last run that started before it. Below 1: the TRIM helped. Runs in the dashboard's time range only.",
+               "Per probe: p50 of the first run that started after the drive's latest discard (ssdwatch_disk_last_discard_timestamp_seconds, as this daemon saw it or, after a restart, as the earlier one did: source observed or state) divided by the p50 of the last run that started before it. Below 1: the TRIM helped. Runs in the dashboard's time range only.",
                targets((f"{after_trim} / {before_trim}", "{{probe}} {{mountpoint}}"), instant=True), unit="short", decimals=2,
                thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.9}, {"color": "red", "value": 1.1}]), w=8)
     L.add(table("Latest TRIM: last run before, first run after",
-                "Per probe: p50 of the last run that started before the drive's latest observed discard, and of the first run that started after it, with the discard's time. The runs are found by their start times, not by a clock window, so the first run after is compared however long it came after the discard.",
+                "Per probe: p50 of the last run that started before the drive's latest discard (source observed or state), and of the first run that started after it, with the discard's time. The runs are found by their start times, not by a clock window, so the first run after is compared however long it came after the discard.",
                 targets((before_trim, "{{probe}} {{mountpoint}} before"),
                         (after_trim, "{{probe}} {{mountpoint}} after"),
                         instant=True, fmt="table"),
                 unit="s", hide=("Time", "__name__", "instance", "job", "quantile"), rename={"Value #A": "p50 last run before", "Value #B": "p50 first run after"}), w=8)
     L.add(table("Idle recovery: last run before a long rest, the run after",
-                "Per probe: the latest rest of the drive in the time range at least half as long as the longest one a run saw (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run right after it and of the run right before it. An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
+                "Per probe: the latest long rest of the drive in the time range, one at least half as long as the longest a run saw in the time range's length before it (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run right after it and of the run right before it, found by their start times. An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
                 targets((before_idle, "{{probe}} {{mountpoint}} before"),
                         (after_idle, "{{probe}} {{mountpoint}} after"),
                         # The rest's length on each probe's row (same labels as the p50s, so the rows merge).
@@ -490,7 +514,9 @@ def degradation():
                   per_target("ssdwatch_probe_context_fill_ratio"), "fill ratio",
                   [(f"{p50} unless on (instance, mountpoint) (ssdwatch_filesystem_freed_untrimmed_bytes{{{ctx}}} / ssdwatch_filesystem_size_bytes{{{ctx}}} > 0.01)", "{{probe}} p50, trimmed"),
                    (f"{p50} and on (instance, mountpoint) (ssdwatch_filesystem_freed_untrimmed_bytes{{{ctx}}} / ssdwatch_filesystem_size_bytes{{{ctx}}} > 0.01)", "{{probe}} p50, deleted not trimmed")],
-                  "percentunit", "s", repeat="mountpoint"), w=12)
+                  # A run is either trimmed or not: the two y queries never share a time, so an
+                  # inner join would leave no row at all.
+                  "percentunit", "s", repeat="mountpoint", join="outer"), w=12)
     L.add(xychart("Run p50 vs bytes written since TRIM",
                   "Each point: one run's p50 (y) against what the drive had absorbed since its last discard when the run started (x, ssdwatch_probe_context_written_since_discard_bytes): the clean blocks a TRIM gives back are used up by writes, not by time. No points until a discard of the drive is known.",
                   per_target("ssdwatch_probe_context_written_since_discard_bytes"), "written since TRIM",
@@ -518,8 +544,11 @@ def degradation():
                      targets((f"increase(ssdwatch_probe_runs_total{{{ctx}}}[1h])", "{{mountpoint}} runs"),
                              (f"increase(ssdwatch_probe_skipped_total{{{ctx}}}[1h])", "{{mountpoint}} skipped: {{reason}}")), min_=0))
     anns = [
-        annotation("TRIM events", 'time() - ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance",source="observed"} < 60', "green", "discard on {{device}}"),
-        annotation("Idle periods", 'ssdwatch_disk_idle_seconds{instance="$instance"} > 600', "purple", "{{device}} idle"),
+        # One event per discard: around a restart the time is exported as observed, then as
+        # state, with scrapes in between that find no daemon (the last value bridges them).
+        annotation("TRIM events", 'time() - max by (instance, device) (last_over_time(ssdwatch_disk_last_discard_timestamp_seconds{instance="$instance",source=~"observed|state"}[5m])) < 60', "green", "discard on {{device}}"),
+        # Only the drives under the probe targets shown: a spare or unused drive is idle all day.
+        annotation("Idle periods", f'ssdwatch_disk_idle_seconds{{instance="$instance"}} > $idle_min and on (instance, device) ssdwatch_probe_runs_total{{{ctx}}}', "purple", "{{device}} idle"),
     ]
     return dashboard(
         "ssdwatch-degradation", "ssdwatch / Degradation",
@@ -531,6 +560,8 @@ def degradation():
             # The latency series carry the probe kind; runs_total does not (a run does every kind).
             var_query("probe", "Probe", 'label_values(ssdwatch_probe_latency_seconds_count{instance="$instance"}, probe)', multi=True, include_all=True, all_value=".*"),
             var_query("mountpoint", "Mount point", 'label_values(ssdwatch_probe_runs_total{instance="$instance"}, mountpoint)', multi=True, include_all=True, all_value=".*"),
+            # Seconds: the idle annotation marks rests at least this long.
+            var_custom("idle_min", "Idle periods of at least (s)", ["600", "1800", "3600"], "600"),
         ],
         annotations=anns,
         time_from="now-7d",

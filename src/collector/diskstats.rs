@@ -8,7 +8,7 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{DiscardEvent, DriveKey, IdlePeriod};
 use crate::metrics::MetricSet;
-use crate::snapshot::{DiskActivity, unix_now};
+use crate::snapshot::{DiskActivity, Idle, unix_now};
 use crate::sysfs::blockstat::{BlockStat, DeviceStat, STAT_SECTOR_BYTES, read_one};
 use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, check_interval};
@@ -571,7 +571,12 @@ impl DiskstatsCollector {
             DiskActivity {
                 last_discard_unix: h.and_then(|h| h.last_discard()),
                 written_since_discard_bytes: written_since,
-                idle_since_unix: h.and_then(|h| h.idle_since),
+                // As ssdwatch_disk_idle_seconds: 0 when busy, unknown on the first sample.
+                idle: match h.filter(|_| prev.is_some()).map(|h| h.idle_since) {
+                    None => Idle::Unknown,
+                    Some(None) => Idle::Busy,
+                    Some(Some(t)) => Idle::Since(t),
+                },
                 utilization_ratio: derived.as_ref().and_then(|(_, u)| *u),
                 discarded_bytes,
                 updated_unix: at.now,
@@ -1012,6 +1017,10 @@ mod tests {
             first.metrics.value("ssdwatch_disk_idle_seconds", &nvme),
             None
         );
+        // Nothing says how long it was idle before the daemon looked: no context either.
+        let a = ctx.shared.disk_activity("nvme0n1").unwrap();
+        assert_eq!(a.idle, Idle::Unknown);
+        assert_eq!(a.idle.seconds_at(unix_now()), None);
         assert_eq!(
             first.metrics.value(
                 "ssdwatch_disk_reads_completed_total",
@@ -1052,13 +1061,15 @@ mod tests {
         );
         let a = ctx.shared.disk_activity("nvme0n1").unwrap();
         assert_eq!(a.last_discard_unix, last);
-        assert_eq!(a.idle_since_unix, None);
+        // Busy in the last interval: 0 s idle for the probe's context, as the series says.
+        assert_eq!(a.idle, Idle::Busy);
+        assert_eq!(a.idle.seconds_at(unix_now()), Some(0.0));
         assert!(
             a.utilization_ratio
                 .is_some_and(|u| (0.0..=1.0).contains(&u))
         );
         let b = ctx.shared.disk_activity("sda").unwrap();
-        assert!(b.idle_since_unix.is_some());
+        assert!(matches!(b.idle, Idle::Since(_)), "{:?}", b.idle);
         assert_eq!(b.utilization_ratio, Some(0.0));
     }
 
@@ -1081,7 +1092,7 @@ mod tests {
         assert_eq!(v("ssdwatch_disk_reads_completed_total"), Some(10.0));
         assert_eq!(v("ssdwatch_disk_idle_seconds"), None);
         let a = ctx.shared.disk_activity("nvme0n1").unwrap();
-        assert_eq!((a.idle_since_unix, a.utilization_ratio), (None, None));
+        assert_eq!((a.idle, a.utilization_ratio), (Idle::Unknown, None));
         // Turned back on: the first sample is a fresh baseline (the time it was off is not idle
         // time), and the derived figures come back from the next one.
         std::fs::write(dev.join("queue/iostats"), "1\n").unwrap();

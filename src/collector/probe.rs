@@ -8,7 +8,7 @@ use crate::history::{DriveKey, ProbeRecord};
 use crate::metrics::MetricSet;
 use crate::probe::{
     BUCKET_COUNT, KindResult, Outcome, Placement, ProbeKind, RunContext, RunInputs, SkipReason,
-    TargetConfig, run_target,
+    TargetConfig, placement_from_mount_table, run_target,
 };
 use crate::sysfs::topology::Topology;
 use crate::validate::{Invalid, check_entries, check_interval};
@@ -273,14 +273,21 @@ impl ProbeCollector {
     }
 
     /// Every target's metrics, from its state (a target not run this time shows its last).
+    /// A target is labelled by its filesystem and drive, so it has no series until it is placed
+    /// (at its first attempt, from the mount table, then by each run): its configured path is
+    /// not a mount point, and labelling it so would give it a second set of series and the mount
+    /// pickers a phantom mount. Two targets on one
+    /// filesystem would give the same series twice, which makes the scrape invalid: the first
+    /// configured is shown.
     fn metrics(&self) -> MetricSet {
         let mut m = MetricSet::new();
+        let mut shown = std::collections::BTreeSet::new();
         for t in &self.targets {
-            let fallback = t.cfg.path.to_string_lossy();
-            let (mp, dev) = match &t.placement {
-                Some(p) => (p.mountpoint.as_str(), p.device()),
-                None => (fallback.as_ref(), ""),
-            };
+            let Some(p) = &t.placement else { continue };
+            let (mp, dev) = (p.mountpoint.as_str(), p.device());
+            if !shown.insert((mp, dev)) {
+                continue;
+            }
             let base = [("mountpoint", mp), ("device", dev)];
             for (k, h) in &t.hist {
                 let buckets: Vec<(f64, u64)> = crate::probe::buckets()
@@ -510,6 +517,12 @@ impl Collector for ProbeCollector {
                     "previous probe run still hasn't returned; not starting another",
                 ));
                 continue;
+            }
+            if t.placement.is_none() {
+                // Labelled by its real mount from its first attempt on, also when that attempt
+                // hangs or fails before placing it (a missing path).
+                t.placement =
+                    placement_from_mount_table(&t.cfg.path, &ctx.roots, topology.as_deref());
             }
             let kinds = due_kinds(t, now);
             let rx = match self.spawn_run(&self.targets[i], kinds, ctx, topology.clone()) {

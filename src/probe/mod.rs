@@ -14,7 +14,10 @@ pub use plan::{
     FILE_FRACTION, Observed, Plan, ProbeDir, ProbeFile, RunPlan, Spec, floor_bytes,
     overwrites_in_place, plan, probe_file_bytes, space_after_allocation, space_before_allocation,
 };
-pub use run::{PlaceError, RunError, RunInputs, Stage, place, run_target, run_target_with};
+pub use run::{
+    PlaceError, RunError, RunInputs, Stage, place, placement_from_mount_table, run_target,
+    run_target_with,
+};
 
 use crate::validate::{Invalid, MAX_INTERVAL, check_duration, check_range};
 use serde::{Deserialize, Serialize};

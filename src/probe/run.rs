@@ -100,13 +100,7 @@ pub fn place(
 ) -> Result<Placement, PlaceError> {
     let major = libc::major(st_dev);
     let minor = libc::minor(st_dev);
-    let mut mp = dir.to_path_buf();
-    while let Some(parent) = mp.parent() {
-        match std::fs::metadata(parent) {
-            Ok(m) if std::os::unix::fs::MetadataExt::dev(&m) == st_dev => mp = parent.to_path_buf(),
-            _ => break,
-        }
-    }
+    let mp = mount_point_of(dir, st_dev);
     let read;
     let topo = match topology {
         Some(t) => t,
@@ -146,6 +140,60 @@ pub fn place(
         });
     }
     Ok(Placement {
+        mountpoint: mp.to_string_lossy().into_owned(),
+        drives,
+    })
+}
+
+/// The mount point holding `dir` (whose device is `st_dev`): walking up while the device stays
+/// the same.
+fn mount_point_of(dir: &Path, st_dev: u64) -> PathBuf {
+    let mut mp = dir.to_path_buf();
+    while let Some(parent) = mp.parent() {
+        match std::fs::metadata(parent) {
+            Ok(m) if std::os::unix::fs::MetadataExt::dev(&m) == st_dev => mp = parent.to_path_buf(),
+            _ => break,
+        }
+    }
+    mp
+}
+
+/// Where a target is before a run has placed it, from the mount table alone (no system call on
+/// its filesystem, which may hang): the deepest mount whose mount point holds the configured
+/// path (the mount a missing path would be on), and the drives under that mount's device (none
+/// for a filesystem on no block device). Agrees with [`place`] for a target inside a mounted
+/// filesystem; a path through a symlink or a bind mount may be placed elsewhere by its first
+/// run, which then wins.
+pub fn placement_from_mount_table(
+    path: &Path,
+    roots: &Roots,
+    topology: Option<&Topology>,
+) -> Option<Placement> {
+    let mut table = crate::procfs::mountinfo::read_mountinfo(&roots.proc).ok()?;
+    crate::procfs::mountinfo::strip_rootfs(&mut table.mounts, &roots.rootfs);
+    let (m, mp) = table
+        .mounts
+        .iter()
+        .map(|m| (m, roots.in_rootfs(&m.mount_path)))
+        .filter(|(_, mp)| path.starts_with(mp))
+        .max_by_key(|(_, mp)| mp.components().count())?;
+    let read;
+    let topo = match topology {
+        Some(t) => Some(t),
+        None => {
+            read = Topology::read(&roots.sys).ok();
+            read.as_ref()
+        }
+    };
+    let drives = topo
+        .and_then(|t| Some((t, t.get(&resolve_device(m, t)?)?)))
+        .map(|(t, d)| {
+            (t.physical_drives(&d.name).into_iter())
+                .map(|d| d.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Placement {
         mountpoint: mp.to_string_lossy().into_owned(),
         drives,
     })
@@ -439,7 +487,7 @@ impl Run {
                     if d == placement.device() {
                         self.context.since_discard_seconds =
                             a.last_discard_unix.map(|t| (now - t).max(0.0));
-                        self.context.idle_seconds = a.idle_since_unix.map(|t| (now - t).max(0.0));
+                        self.context.idle_seconds = a.idle.seconds_at(now);
                         self.context.written_since_discard_bytes = a.written_since_discard_bytes;
                     }
                     if now - a.updated_unix < 600.0 {

@@ -1,7 +1,7 @@
 #!/bin/busybox sh
 # /init of the degradation guest: the real daemon probes an ext4 filesystem on the simulated SSD
 # (tests/vm/ftl/ftl.py behind the NVMe drive FTL0001) while the filesystem is filled step by step
-# to 95 %, emptied by a delete, left idle and trimmed. Every scrape is kept, with the time it was
+# to 95 %, emptied by a delete, left idle, trimmed, and the daemon restarted. Every scrape is kept, with the time it was
 # taken, as a tar on the scratch disk. It asserts nothing: the host does (tests/it/vm/degrade.rs).
 /bin/busybox --install -s /bin
 export PATH=/sbin:/bin
@@ -220,6 +220,15 @@ wait_runs 1 || log "no probe run after fstrim"
 scrape trimmed
 wait_runs 2
 scrape trimmed2
+
+# A restart, as an upgrade or a reboot of the daemon is: the TRIM is then known from the state,
+# the target keeps its one set of series (its mount, never its path), and the probes go on.
+stop_daemon
+log "restarting the daemon"
+ssdwatch --config /etc/ssdwatch/degrade.yaml serve >> $R/daemon.log 2>&1 &
+DAEMON=$!
+wait_runs 2 || log "fewer than two probe runs after the restart"
+scrape restarted
 echo $(($(uptime_s) - t_start)) > $R/scenario-seconds.txt
 rm -f $SCRAPE
 stop_daemon

@@ -9,7 +9,7 @@ use ssdwatch::collector::{Collector, Context};
 use ssdwatch::probe::{
     KindResult, Outcome, Placement, ProbeKind, RunContext, RunReport, Skip, SkipReason,
 };
-use ssdwatch::snapshot::{DiskActivity, Shared, unix_now};
+use ssdwatch::snapshot::{DiskActivity, Idle, Shared, unix_now};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,7 +93,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
         DiskActivity {
             last_discard_unix: Some(now - 100.0),
             written_since_discard_bytes: None,
-            idle_since_unix: Some(now - 50.0),
+            idle: Idle::Since(now - 50.0),
             utilization_ratio: Some(0.0),
             discarded_bytes: None,
             updated_unix: now,
@@ -237,6 +237,27 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
     if require_cmd("promtool check", "promtool", "prometheus") {
         assert_promtool_clean("probe collector", &text);
     }
+
+    // The drive was busy in diskstats' last interval: the run's context says 0 s idle, as
+    // ssdwatch_disk_idle_seconds does, not nothing.
+    ctx.shared.set_disk_activity(
+        &dev,
+        DiskActivity {
+            idle: Idle::Busy,
+            updated_unix: unix_now(),
+            ..DiskActivity::default()
+        },
+    );
+    tokio::time::sleep(c.next_delay()).await;
+    let third = exposition(&c.sample(&ctx).await.unwrap());
+    assert_eq!(
+        value(
+            &third,
+            &format!("ssdwatch_probe_context_idle_seconds{{{labels}}}")
+        ),
+        Some(0.0),
+        "{third}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,7 +385,7 @@ async fn time_budget_corrupt_budget_file_and_a_busy_drive_skip_the_run() {
         DiskActivity {
             last_discard_unix: None,
             written_since_discard_bytes: None,
-            idle_since_unix: None,
+            idle: Idle::Unknown,
             utilization_ratio: Some(0.9),
             discarded_bytes: None,
             updated_unix: unix_now(),
@@ -445,6 +466,14 @@ async fn a_run_past_its_timeout_is_an_error_and_no_second_run_starts() {
         second.errors
     );
     assert_eq!(skipped(&exposition(&second), "error"), Some(2.0));
+    // No run has placed it yet: its series are under its real mount and drive all the same.
+    assert_eq!(
+        probe_label_sets(&exposition(&second)),
+        std::collections::BTreeSet::from([(
+            fs.mountpoint.to_string_lossy().into_owned(),
+            fs.kernel_name()
+        )])
+    );
 
     // Once it returns, its bytes are in the budget but not in the counter, and runs resume.
     let late = budget_grows_past(state.path(), fs.mp(), 0).await;
@@ -635,9 +664,13 @@ async fn a_target_that_keeps_failing_shows_as_failing_with_its_reason_until_it_r
     let state = tempfile::tempdir().unwrap();
     let (mut c, _) = numbered_runs(state.path(), |n, t| {
         if n < 3 {
+            // As the runner places a missing path: on the mount it would be on.
             return Outcome::Skipped(Skip {
                 target: t.path.clone(),
-                placement: None,
+                placement: Some(Placement {
+                    mountpoint: "/".into(),
+                    drives: vec!["vda".into()],
+                }),
                 reason: SkipReason::Error,
                 detail: "/data: No such file or directory (os error 2)".into(),
             });
@@ -771,4 +804,66 @@ async fn a_failing_target_not_due_in_a_sample_is_neither_recovered_nor_warned_ag
     assert_eq!(about_logs.len(), 1, "{samples} samples:\n{text}");
     assert!(about_logs[0].contains("WARN"), "{text}");
     assert!(!text.contains("recovered"), "{text}");
+}
+
+/// Every probe series' (mountpoint, device) labels in an exposition.
+fn probe_label_sets(text: &str) -> std::collections::BTreeSet<(String, String)> {
+    let re =
+        regex_lite::Regex::new(r#"^ssdwatch_probe_\w+\{.*mountpoint="([^"]*)",device="([^"]*)""#)
+            .unwrap();
+    text.lines()
+        .filter_map(|l| re.captures(l))
+        .map(|c| (c[1].to_string(), c[2].to_string()))
+        .collect()
+}
+
+/// Before its first attempt has placed it, a target has no series at all (not one labelled with
+/// its configured path and no device, to be replaced by the real mount's a run later); an
+/// attempt that could not place it shows nothing either; from its first placed attempt on, the
+/// target has one set of series, under its real mount and drive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_has_one_set_of_series_under_its_real_mount_from_its_first_placed_attempt() {
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (mut c, _) = numbered_runs(state.path(), |n, t| match n {
+        0 => Outcome::Skipped(Skip {
+            target: t.path.clone(),
+            placement: None,
+            reason: SkipReason::Error,
+            detail: "/data: probe run not placed".into(),
+        }),
+        _ => recorded(&t.path),
+    });
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let mut sets = Vec::new();
+    for i in 0..3 {
+        if i > 0 {
+            tokio::time::sleep(c.next_delay()).await;
+        }
+        sets.push(probe_label_sets(&exposition(
+            &c.sample(&ctx).await.unwrap(),
+        )));
+    }
+    assert!(sets[0].is_empty(), "not placed yet: {:?}", sets[0]);
+    let real = std::collections::BTreeSet::from([("/data".to_string(), "nvme0n1".to_string())]);
+    assert_eq!(sets[1], real);
+    assert_eq!(sets[2], real);
+}
+
+/// Before any run, a target is placed from the mount table: a path that does not exist is shown
+/// on the mount it would be on (here /proc, on no block device: no drive), never under its own
+/// path.
+#[test]
+fn a_missing_target_path_is_placed_on_the_mount_it_would_be_on() {
+    let p = ssdwatch::probe::placement_from_mount_table(
+        std::path::Path::new("/proc/no-such-dir/ssdwatch-target"),
+        &ssdwatch::Roots::default(),
+        None,
+    )
+    .expect("/proc exists");
+    assert_eq!(p.mountpoint, "/proc");
+    assert_eq!(p.device(), "");
 }

@@ -1,15 +1,19 @@
 //! The dashboards work against the real thing: a real Prometheus (Debian's `prometheus`) loads the
-//! rule files and scrapes the real `ssdwatch` binary every second, on a host with a loop-mounted
-//! ext4 that was written, cleaned and fstrim'd and is being probed. Then every query of every
-//! panel, annotation and template variable of every dashboard is evaluated through Prometheus'
-//! HTTP API: none may error, and none may come back empty unless it is in the short list below
-//! of panels this machine can't fill (with the reason).
+//! rule files and scrapes the real `ssdwatch` binary every second (rules every 2 s), on a host
+//! with a loop-mounted ext4 that was written, deleted from, fstrim'd and is being probed, and a
+//! second one whose drive rests between runs; the daemon is restarted after the TRIM. Then
+//! every query of every panel, annotation and template variable of every dashboard is evaluated
+//! through Prometheus' HTTP API: none may error, and none may come back empty unless it is in the
+//! short list below of panels this machine can't fill (with the reason). And every panel is
+//! evaluated as Grafana shows it (`live/grafana.rs`: range and instant queries, table merges, the
+//! XY charts' joins on time, annotations as events), and its picture checked against the story.
 //!
 //! The machine's own disks (virtio, loop) have no SMART, so the daemon's smartctl is the
 //! project's test stand-in replaying real captures (tests/fixtures/smart: a worn Intel P4510
 //! NVMe and a worn Intel S4500 SATA SSD): the SMART panels are checked for data too.
 
 use crate::support::*;
+use grafana::{Line, Shown, View};
 use serde_json::Value as Json;
 use ssdwatch::snapshot::unix_now;
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,6 +21,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod grafana;
 
 /// Panels (by dashboard file and title) that may legitimately be empty on the test machine.
 const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
@@ -63,11 +69,6 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     ("ssdwatch-host.json", "md missing disks", NO_LAYERS),
     ("ssdwatch-host.json", "md sync progress", NO_LAYERS),
     (
-        "ssdwatch-degradation.json",
-        "annotation: Idle periods",
-        "needs a drive idle for 10 minutes",
-    ),
-    (
         "ssdwatch-fleet.json",
         "Soonest predicted full (days)",
         NOT_FILLING,
@@ -95,6 +96,17 @@ const NO_WEAR_TREND: &str = "needs wear to grow over days of SMART samples";
 /// A real Prometheus (Debian's `prometheus`) in `work`, scraping `target` (host:port, job
 /// `ssdwatch`) every second with `rule_files`, once it answers /-/ready.
 pub(super) fn start_prometheus(work: &Path, rule_files: &[PathBuf], target: &str) -> (Proc, Prom) {
+    start_prometheus_with(work, rule_files, target, 1)
+}
+
+/// [`start_prometheus`] with rules evaluated every `eval_seconds` (the default step of a
+/// subquery): longer than the scrape interval, as in production (15 s scrapes, 1 min rules).
+fn start_prometheus_with(
+    work: &Path,
+    rule_files: &[PathBuf],
+    target: &str,
+    eval_seconds: u32,
+) -> (Proc, Prom) {
     let pport = free_port();
     let pcfg = work.join("prometheus.yml");
     let rules: String = (rule_files.iter())
@@ -103,7 +115,7 @@ pub(super) fn start_prometheus(work: &Path, rule_files: &[PathBuf], target: &str
     std::fs::write(
         &pcfg,
         format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: {eval_seconds}s\n\
              rule_files:\n{rules}\
              scrape_configs:\n  - job_name: ssdwatch\n    static_configs:\n      - targets: ['{target}']\n",
         ),
@@ -151,6 +163,21 @@ impl Proc {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {name}: {e}"));
         Proc { name, child, log }
+    }
+
+    /// Stops it as systemd would (SIGTERM), and waits for it to exit.
+    fn stop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) {
+            assert!(
+                Instant::now() < deadline,
+                "{} did not stop on SIGTERM",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     pub(super) fn assert_running(&mut self) {
@@ -215,14 +242,40 @@ impl Prom {
         }
     }
 
-    /// A range query, as Grafana evaluates annotations over the dashboard's time range.
+    /// Instant query at `time`, as a dashboard's instant queries run at the end of its range.
+    fn query_at(&self, expr: &str, time: f64) -> Result<Vec<Json>, String> {
+        let j = api(agent()
+            .get(&format!("{}/api/v1/query", self.base))
+            .query("query", expr)
+            .query("time", format!("{time:.3}")))?;
+        match j["data"]["resultType"].as_str() {
+            Some("vector") | Some("matrix") => {
+                Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
+            }
+            other => Err(format!("unexpected result type {other:?}")),
+        }
+    }
+
+    /// A range query at 1 s steps, as Grafana evaluates panels and annotations over the
+    /// dashboard's time range.
     fn query_range(&self, expr: &str, start: f64, end: f64) -> Result<Vec<Json>, String> {
+        self.query_range_every(expr, start, end, 1.0)
+    }
+
+    /// A range query at `step` seconds.
+    fn query_range_every(
+        &self,
+        expr: &str,
+        start: f64,
+        end: f64,
+        step: f64,
+    ) -> Result<Vec<Json>, String> {
         let j = api(agent()
             .get(&format!("{}/api/v1/query_range", self.base))
             .query("query", expr)
             .query("start", format!("{start:.3}"))
             .query("end", format!("{end:.3}"))
-            .query("step", "1"))?;
+            .query("step", format!("{step}")))?;
         Ok(j["data"]["result"].as_array().cloned().unwrap_or_default())
     }
 
@@ -251,6 +304,8 @@ struct Query {
     legend: String,
     /// A table's query: rows are label sets, legends unused.
     table: bool,
+    /// Run at the end of the range only (tables, some stats); else over the range.
+    instant: bool,
     /// The template variable the panel is repeated for, if any.
     repeat: Option<String>,
 }
@@ -269,6 +324,7 @@ fn queries(d: &Json) -> Vec<Query> {
                 expr: t["expr"].as_str().expect("expr").to_string(),
                 legend: t["legendFormat"].as_str().unwrap_or("").to_string(),
                 table: t["format"] == "table",
+                instant: t["instant"] == true,
                 repeat: p["repeat"].as_str().map(str::to_string),
             });
         }
@@ -280,6 +336,7 @@ fn queries(d: &Json) -> Vec<Query> {
                 expr: e.to_string(),
                 legend: String::new(),
                 table: false,
+                instant: false,
                 repeat: None,
             });
         }
@@ -405,19 +462,6 @@ fn render_legend(legend: &str, metric: &Json) -> String {
     .into_owned()
 }
 
-/// A series' labels, less `__name__` and what a table hides: its row key.
-fn row_key(metric: &Json) -> BTreeMap<String, String> {
-    metric
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| !["__name__", "job", "instance"].contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The value of an instant-query series.
 fn val(r: &Json) -> f64 {
     r["value"][1]
@@ -463,9 +507,18 @@ fn fake_smartctl(repo: &Path, work: &Path) -> PathBuf {
     bin
 }
 
-/// `mp` is probed every second (every kind); `quiet` every 3 s with two kinds, so its drive rests
+/// `mp` is probed every second (every kind); `quiet_target` (a directory inside the `quiet`
+/// filesystem, as a database's data directory is) every 3 s with two kinds, so its drive rests
 /// between runs and the runs carry an idle time.
-fn write_config(path: &Path, port: u16, state: &Path, mp: &str, quiet: &str, smartctl: &Path) {
+fn write_config(
+    path: &Path,
+    port: u16,
+    state: &Path,
+    mp: &str,
+    quiet: &str,
+    quiet_target: &str,
+    smartctl: &Path,
+) {
     let mut f = std::fs::File::create(path).expect("config");
     write!(
         f,
@@ -502,7 +555,7 @@ collectors:
         busy_threshold: 1.0
         free_floor_ratio: 0.01
         free_floor_bytes: 8388608
-      - path: {quiet}
+      - path: {quiet_target}
         interval: 3s
         kinds: [sync_write_4k, rand_read_4k]
         write_ops: 8
@@ -521,6 +574,47 @@ collectors:
     .expect("writing config");
 }
 
+/// The rule evaluation interval of the live run, and so the step of every subquery a panel
+/// runs: twice the scrape interval, as production's 1 min rules over 15 s scrapes are longer
+/// than a scrape, so a panel can't count on a step between two given scrapes.
+const EVAL_SECONDS: u32 = 2;
+
+/// The ssdwatch daemon of the live run, started on `cfg` and waited for until it serves `mp`.
+fn start_daemon(cfg: &Path, log: PathBuf, instance: &str, mp: &str) -> Proc {
+    let mut daemon = Proc::spawn(
+        "ssdwatch",
+        Command::new(env!("CARGO_BIN_EXE_ssdwatch")).args([
+            "--config",
+            cfg.to_str().unwrap(),
+            "--log.level",
+            "warn",
+            "serve",
+        ]),
+        log,
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        daemon.assert_running();
+        if let Some((200, m)) = get(&format!("http://{instance}/metrics"))
+            && m.contains(&format!("mountpoint=\"{mp}\""))
+        {
+            return daemon;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ssdwatch did not serve the loop filesystem"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The story run of the dashboards: a real Prometheus scraping the real daemon while one loop
+/// ext4 is written, deleted from (a delete not yet trimmed) and fstrim'd, a second one rests
+/// between probe runs, and the daemon is restarted after the TRIM (as an upgrade or a reboot
+/// does). Then every query of every panel, annotation and variable runs (none may fail, none may
+/// be empty but the listed ones), and every panel is evaluated as Grafana shows it, with its
+/// transformations (merged table rows, the XY charts' joins on time), over the whole run: each
+/// picture must have the shape the story says.
 #[test]
 fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     let name = "prometheus live";
@@ -534,9 +628,14 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     let fs = LoopFs::new(256);
     let dev = fs.kernel_name();
     let mp = fs.mp().to_string();
-    // A second filesystem, probed every 3 s: its drive rests between runs (the idle story).
+    // A second filesystem, probed every 3 s: its drive rests between runs (the idle story). Its
+    // target is a directory in it: the mount, not the path, must label the series.
     let quiet_fs = LoopFs::new(64);
     let quiet = quiet_fs.mp().to_string();
+    let quiet_dev = quiet_fs.kernel_name();
+    let quiet_target = quiet_fs.mountpoint.join("pgdata");
+    std::fs::create_dir(&quiet_target).unwrap();
+    let quiet_target = quiet_target.to_str().unwrap().to_string();
     // Garbage for fstrim: 32 MiB written and flushed now, deleted once the daemon watches, so
     // the dashboards see a delete that is not yet trimmed, then the fstrim.
     {
@@ -558,43 +657,21 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         &work.path().join("state"),
         &mp,
         &quiet,
+        &quiet_target,
         &smartctl,
     );
-    let mut daemon = Proc::spawn(
-        "ssdwatch",
-        Command::new(env!("CARGO_BIN_EXE_ssdwatch")).args([
-            "--config",
-            cfg.to_str().unwrap(),
-            "--log.level",
-            "warn",
-            "serve",
-        ]),
-        work.path().join("ssdwatch.log"),
-    );
     let instance = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        daemon.assert_running();
-        if let Some((200, m)) = get(&format!("http://{instance}/metrics"))
-            && m.contains(&format!("mountpoint=\"{mp}\""))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "ssdwatch did not serve the loop filesystem"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut daemon = start_daemon(&cfg, work.path().join("ssdwatch.log"), &instance, &mp);
 
     let rules = repo.join("packaging/prometheus");
-    let (mut prometheus, prom) = start_prometheus(
+    let (mut prometheus, prom) = start_prometheus_with(
         work.path(),
         &[
             rules.join("ssdwatch.rules.yml"),
             rules.join("ssdwatch.alerts.yml"),
         ],
         &instance,
+        EVAL_SECONDS,
     );
     let prom_started = unix_now().floor();
 
@@ -615,7 +692,6 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         Duration::from_secs(30),
     );
     std::thread::sleep(Duration::from_secs(3));
-    let trimmed_at = unix_now();
     let out = run("fstrim", &["-v", &mp]);
     eprintln!("fstrim: {}", out.trim());
     prom.wait_for(
@@ -631,10 +707,37 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         ),
         Duration::from_secs(30),
     );
+
+    // The restart: the daemon now knows the TRIM from its state (source="state"), its counters
+    // start again, and its probe targets are placed anew.
+    daemon.stop();
     prom.wait_for(
-        "runs after a rest on the quiet filesystem",
+        "a scrape that found no daemon",
+        r#"up{job="ssdwatch"} == 0"#,
+        Duration::from_secs(30),
+    );
+    let restarted_at = unix_now();
+    daemon = start_daemon(&cfg, work.path().join("ssdwatch-2.log"), &instance, &mp);
+    prom.wait_for(
+        "the TRIM known from the state after the restart",
         &format!(
-            r#"count_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}[1m]) >= 2"#
+            r#"ssdwatch_disk_last_discard_timestamp_seconds{{device="{dev}", source="state"}}"#
+        ),
+        Duration::from_secs(30),
+    );
+    prom.wait_for(
+        "probe runs after the restart",
+        &format!(
+            r#"ssdwatch_probe_runs_total{{mountpoint="{mp}"}} >= 3
+               and on (mountpoint) ssdwatch_probe_last_run_timestamp_seconds{{mountpoint="{mp}"}} > {restarted_at}"#
+        ),
+        Duration::from_secs(30),
+    );
+    prom.wait_for(
+        "runs after a rest on the quiet filesystem, since the restart",
+        &format!(
+            r#"ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}
+               and on (mountpoint) ssdwatch_probe_last_run_timestamp_seconds{{mountpoint="{quiet}"}} > {restarted_at} + 3"#
         ),
         Duration::from_secs(30),
     );
@@ -646,13 +749,13 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     prom.wait_for(
         "recording rules",
         r#"ssdwatch:probe_latency_seconds:p99_regression_ratio"#,
-        Duration::from_secs(10),
+        Duration::from_secs(20),
     );
     daemon.assert_running();
     prometheus.assert_running();
     // Series that just appeared are not yet visible to subqueries (their steps are aligned to
-    // whole seconds): give them a few more scrapes.
-    std::thread::sleep(Duration::from_secs(3));
+    // whole steps): give them a few more scrapes.
+    std::thread::sleep(Duration::from_secs(2 * u64::from(EVAL_SECONDS)));
 
     let allowed: BTreeMap<(&str, &str), &str> = MAY_BE_EMPTY
         .iter()
@@ -664,6 +767,9 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     let end = unix_now();
     let range = format!("{}s", (end - prom_started).ceil() as u64);
     let mut degradation = None;
+    // Every panel as Grafana shows it, by (dashboard, title, repeated value).
+    let mut shown: BTreeMap<(String, String, String), Shown> = BTreeMap::new();
+    let mut events: BTreeMap<String, Vec<(Line, f64, f64)>> = BTreeMap::new();
     for file in [
         "ssdwatch-host.json",
         "ssdwatch-degradation.json",
@@ -672,18 +778,23 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         let path = repo.join("dashboards").join(file);
         let d: Json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let vars = variables(&prom, file, &d, prom_started, end, &mut failures);
+        let mut vars = variables(&prom, file, &d, prom_started, end, &mut failures);
         let var = |n: &str| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
         assert_eq!(
             var("instance"),
             Some(vec![instance.clone()]),
             "{file}: the $instance variable"
         );
+        // Custom variables as a user sets them: idle periods from 1 s (this run's rests are
+        // seconds long), the top 10.
+        for (n, v) in [("idle_min", "1"), ("topn", "10")] {
+            vars.push((n.to_string(), vec![v.to_string()]));
+        }
+        let var = |n: &str| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
         // A panel has data when any of its queries returns something.
         let mut has_data: BTreeMap<String, bool> = BTreeMap::new();
-        // Per panel (and repeated value): its series' rendered legends, and its table rows.
+        // Per panel (and repeated value): its series' rendered legends.
         let mut legends: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-        let mut rows: BTreeMap<String, Vec<(String, BTreeSet<String>)>> = BTreeMap::new();
         let qs = queries(&d);
         for q in &qs {
             // A repeated panel is one panel per value of its variable, with that value alone.
@@ -702,12 +813,12 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
                 };
                 let e = substitute(&q.expr, &vs, &range);
                 evaluated += 1;
-                // Annotations are range queries over the dashboard's window (here: since the
-                // fstrim, however long the waits above took); panels are instant queries.
-                let r = if q.what.starts_with("annotation: ") {
-                    prom.query_range(&e, trimmed_at, unix_now())
+                // As Grafana runs them: annotations and panels other than instant ones are
+                // range queries over the dashboard's range.
+                let r = if q.instant {
+                    prom.query_at(&e, end)
                 } else {
-                    prom.query(&e)
+                    prom.query_range(&e, prom_started, end)
                 };
                 let r = match r {
                     Ok(r) => r,
@@ -717,46 +828,28 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
                     }
                 };
                 *has_data.entry(q.what.clone()).or_default() |= !r.is_empty();
-                if q.what.starts_with("annotation: ") {
+                if q.what.starts_with("annotation: ") || q.table {
                     continue;
                 }
-                if q.table {
-                    let keys: BTreeSet<String> = r
-                        .iter()
-                        .map(|s| format!("{:?}", row_key(&s["metric"])))
-                        .collect();
-                    if keys.len() != r.len() {
-                        failures.push(format!(
-                            "{file} / {}: {} series make {} rows\n    {e}",
-                            q.what,
-                            r.len(),
-                            keys.len()
-                        ));
-                    }
-                    rows.entry(q.what.clone())
-                        .or_default()
-                        .push((e.clone(), keys));
-                } else {
-                    let names = legends
-                        .entry((q.what.clone(), value.clone().unwrap_or_default()))
-                        .or_default();
-                    for s in &r {
-                        names.push(render_legend(&q.legend, &s["metric"]));
-                    }
-                    // Every label that tells this query's series apart is in its legend.
-                    let varying: BTreeSet<&str> = r
-                        .iter()
-                        .flat_map(|s| s["metric"].as_object().into_iter().flatten())
-                        .filter(|(k, v)| r.iter().any(|o| &o["metric"][k.as_str()] != *v))
-                        .map(|(k, _)| k.as_str())
-                        .collect();
-                    for k in varying {
-                        // serial and wwn name the same drive as device.
-                        if !["device", "serial", "wwn"].contains(&k)
-                            && !q.legend.contains(&format!("{{{{{k}}}}}"))
-                        {
-                            failures.push(format!("{file} / {}: its series differ in {k}, its legend '{}' does not say it", q.what, q.legend));
-                        }
+                let names = legends
+                    .entry((q.what.clone(), value.clone().unwrap_or_default()))
+                    .or_default();
+                for s in &r {
+                    names.push(render_legend(&q.legend, &s["metric"]));
+                }
+                // Every label that tells this query's series apart is in its legend.
+                let varying: BTreeSet<&str> = r
+                    .iter()
+                    .flat_map(|s| s["metric"].as_object().into_iter().flatten())
+                    .filter(|(k, v)| r.iter().any(|o| &o["metric"][k.as_str()] != *v))
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                for k in varying {
+                    // serial and wwn name the same drive as device.
+                    if !["device", "serial", "wwn"].contains(&k)
+                        && !q.legend.contains(&format!("{{{{{k}}}}}"))
+                    {
+                        failures.push(format!("{file} / {}: its series differ in {k}, its legend '{}' does not say it", q.what, q.legend));
                     }
                 }
             }
@@ -768,7 +861,8 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
                 (false, None) => failures.push(format!("{file} / {what}: no data")),
             }
         }
-        // Every legend names its series: no two series of a panel share a name.
+        // Every legend names its series: no two series of a panel share a name (over a range
+        // with a restart in it, a series whose labels change with the restart would show twice).
         for ((what, value), names) in legends {
             let mut seen = BTreeSet::new();
             for n in &names {
@@ -779,20 +873,88 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
                 }
             }
         }
-        // A table's queries merge into one row per label set: each query gives the same rows.
-        for (what, per_query) in rows {
-            let first = &per_query[0].1;
-            for (e, keys) in &per_query[1..] {
-                if !first.is_empty() && !keys.is_empty() && keys != first {
-                    failures.push(format!("{file} / {what}: rows differ between queries: {first:?} and {keys:?}\n    {e}"));
+
+        // Each panel as Grafana shows it, once per repeated value.
+        for p in d["panels"].as_array().unwrap() {
+            if p["type"] == "row" {
+                continue;
+            }
+            let title = p["title"].as_str().unwrap().to_string();
+            let repeats = match p["repeat"].as_str() {
+                Some(r) => var(r).unwrap_or_default(),
+                None => vec![String::new()],
+            };
+            for value in repeats {
+                let view = View {
+                    prom: &prom,
+                    start: prom_started,
+                    end,
+                    vars: match p["repeat"].as_str() {
+                        Some(r) => with_value(&vars, r, &value),
+                        None => vars.clone(),
+                    },
+                };
+                let s = match view.show(p) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        failures.push(format!("{file} / {title}: {e}"));
+                        continue;
+                    }
+                };
+                let empty_ok = allowed.contains_key(&(file, title.as_str()));
+                match &s {
+                    // A table's queries merge into one row per label set: no row lacks one of
+                    // the panel's value columns.
+                    Shown::Table(rows) => {
+                        let cols = value_columns(p);
+                        for row in rows {
+                            let missing: Vec<&String> =
+                                cols.iter().filter(|c| !row.contains_key(*c)).collect();
+                            if !missing.is_empty() {
+                                failures.push(format!("{file} / {title}: a row without {missing:?} (the merge did not join its queries' rows): {row:?}"));
+                            }
+                        }
+                    }
+                    // A chart of the probed target shows points.
+                    Shown::Xy(fields) => {
+                        let points: usize = fields.values().map(Vec::len).sum();
+                        if value == mp && points == 0 && !empty_ok {
+                            failures.push(format!(
+                                "{file} / {title} ({value}): no points after the join ({:?})",
+                                fields.keys().collect::<Vec<_>>()
+                            ));
+                        }
+                    }
+                    Shown::Series(_) => {}
+                }
+                shown.insert((file.to_string(), title.clone(), value), s);
+            }
+        }
+        let view = View {
+            prom: &prom,
+            start: prom_started,
+            end,
+            vars: vars.clone(),
+        };
+        for a in d["annotations"]["list"].as_array().unwrap() {
+            if a["expr"].is_string() {
+                let name = a["name"].as_str().unwrap().to_string();
+                match view.events(a) {
+                    Ok(e) => {
+                        events.insert(name, e);
+                    }
+                    Err(e) => failures.push(format!("{file} / annotation {name}: {e}")),
                 }
             }
         }
         if file == "ssdwatch-degradation.json" {
-            degradation = Some((qs, vars, range.clone()));
+            degradation = Some((qs, vars.clone(), range.clone()));
         }
     }
-    eprintln!("{evaluated} dashboard queries evaluated");
+    eprintln!(
+        "{evaluated} dashboard queries evaluated, {} panels shown",
+        shown.len()
+    );
     assert!(evaluated > 60, "only {evaluated} queries found");
     assert!(
         failures.is_empty(),
@@ -804,9 +966,15 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
         mp: &mp,
         quiet: &quiet,
         dev: &dev,
+        quiet_dev: &quiet_dev,
         start: prom_started,
+        end,
+        restarted_at,
     };
-    the_degradation_dashboard_tells_the_story(&prom, &qs, &vars, &range, &story);
+    the_host_dashboard_tells_the_story(&shown, &story);
+    the_time_series_have_the_storys_shape(&shown, &story, discard_time(&prom, &dev));
+    the_annotations_mark_the_events(&events, &story, &prom);
+    the_degradation_dashboard_tells_the_story(&prom, &qs, &vars, &range, &story, &shown);
 
     // The alert rules are loaded and evaluated without errors.
     let (_, rules_json) = get(&format!("{}/api/v1/rules", prom.base)).expect("rules API");
@@ -828,6 +996,30 @@ fn every_dashboard_query_runs_against_a_live_prometheus_scraping_ssdwatch() {
     }
 }
 
+/// A table panel's value columns as it shows them: `Value #<refId>` per query (`Value` for a
+/// single query), renamed as its organize step says, less the hidden ones.
+fn value_columns(panel: &Json) -> Vec<String> {
+    let targets = panel["targets"].as_array().unwrap();
+    let organize = (panel["transformations"].as_array().into_iter().flatten())
+        .find(|t| t["id"] == "organize")
+        .map(|t| t["options"].clone())
+        .unwrap_or_default();
+    targets
+        .iter()
+        .map(|t| match targets.len() {
+            1 => "Value".to_string(),
+            _ => format!("Value #{}", t["refId"].as_str().unwrap()),
+        })
+        .filter(|c| organize["excludeByName"][c.as_str()] != true)
+        .map(|c| {
+            organize["renameByName"][c.as_str()]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or(c)
+        })
+        .collect()
+}
+
 /// (time, value) of each point of the one series of `r` whose labels match every pair.
 fn points(r: &[Json], want: &[(&str, &str)]) -> Vec<(f64, f64)> {
     r.iter()
@@ -847,29 +1039,233 @@ fn points(r: &[Json], want: &[(&str, &str)]) -> Vec<(f64, f64)> {
 const LAST_LATENCY: &str = "ssdwatch_probe_last_latency_seconds";
 
 /// What the live run did: `mp` probed every second, deleted from and trimmed; `quiet` probed
-/// every 3 s; `dev` the drive under `mp`; Prometheus up since `start`.
+/// every 3 s; `dev` and `quiet_dev` their drives; Prometheus up since `start`, the dashboards
+/// looked at `end`; the daemon restarted at `restarted_at`, after the TRIM.
 struct Story<'a> {
     mp: &'a str,
     quiet: &'a str,
     dev: &'a str,
+    quiet_dev: &'a str,
     start: f64,
+    end: f64,
+    restarted_at: f64,
 }
 
-/// The degradation dashboard's pictures against what happened on the loop filesystem: four
-/// probe kinds ran all along, 32 MiB were deleted, then fstrim ran.
+/// The panel shown for (dashboard, title, repeated value).
+fn panel<'a>(
+    shown: &'a BTreeMap<(String, String, String), Shown>,
+    file: &str,
+    title: &str,
+    value: &str,
+) -> &'a Shown {
+    shown
+        .get(&(file.to_string(), title.to_string(), value.to_string()))
+        .unwrap_or_else(|| panic!("{file} / {title} ({value}) was not shown"))
+}
+
+/// The one line of a time series panel named `name`.
+fn line<'a>(
+    shown: &'a BTreeMap<(String, String, String), Shown>,
+    file: &str,
+    title: &str,
+    name: &str,
+) -> &'a Line {
+    let Shown::Series(lines) = panel(shown, file, title, "") else {
+        panic!("{title}: a time series");
+    };
+    let named: Vec<&Line> = lines.iter().filter(|l| l.name == name).collect();
+    match named.as_slice() {
+        [one] => one,
+        _ => panic!(
+            "{file} / {title}: {} lines named '{name}' in {:?}",
+            named.len(),
+            lines.iter().map(|l| &l.name).collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// The time series panels against the story, each by the line the story is about: the delete
+/// lowers the used space, the fstrim is a burst of discards after it, the drive's writes grow,
+/// the quiet drive rests and works in turn, the time since the TRIM grows after it, runs go on
+/// across the restart.
+fn the_time_series_have_the_storys_shape(
+    shown: &BTreeMap<(String, String, String), Shown>,
+    story: &Story,
+    d: f64,
+) {
+    let (host, deg) = ("ssdwatch-host.json", "ssdwatch-degradation.json");
+    let values = |l: &Line| l.points.iter().map(|p| p.1).collect::<Vec<f64>>();
+    let used = values(line(shown, host, "Used space", story.mp));
+    assert!(
+        used[0] > used[used.len() - 1] + 0.05,
+        "Used space falls with the delete of 32 MiB: {used:?}"
+    );
+    let rate = &line(shown, host, "Discard rate", story.dev).points;
+    let peak = rate
+        .iter()
+        .copied()
+        .fold((0.0, 0.0), |a, p| if p.1 > a.1 { p } else { a });
+    assert!(
+        peak.1 > 0.0 && peak.0 >= d - 1.0,
+        "Discard rate: a burst with the fstrim at {d}: {rate:?}"
+    );
+    let written = values(line(
+        shown,
+        host,
+        "Bytes written per day (block layer)",
+        story.dev,
+    ));
+    assert!(
+        written[written.len() - 1] > written[0],
+        "Bytes written per day grows with the probes' writes: {written:?}"
+    );
+    let idle = values(line(shown, deg, "Drive idle time", story.quiet_dev));
+    assert!(
+        idle.contains(&0.0) && idle.iter().any(|v| *v >= 1.0),
+        "Drive idle time of the quiet drive: busy (0) and resting in turn: {idle:?}"
+    );
+    let since = &line(
+        shown,
+        deg,
+        "Probe context at the last run",
+        &format!("{} since discard", story.mp),
+    )
+    .points;
+    let after: Vec<f64> = since.iter().filter(|p| p.0 > d).map(|p| p.1).collect();
+    assert!(
+        after.len() > 1 && after[after.len() - 1] > after[0],
+        "the time since the TRIM grows after it: {since:?}"
+    );
+    let runs = &line(
+        shown,
+        deg,
+        "Probe runs and skips",
+        &format!("{} runs", story.mp),
+    )
+    .points;
+    assert!(
+        runs.iter().any(|p| p.0 > story.restarted_at && p.1 > 0.0),
+        "runs go on after the restart: {runs:?}"
+    );
+}
+
+/// The host dashboard over a run with a restart: one "time since last discard" tile per drive
+/// (not one per way the time was known), reading the TRIM's age; its probe targets table lists
+/// the two mounts, never a configured path.
+fn the_host_dashboard_tells_the_story(
+    shown: &BTreeMap<(String, String, String), Shown>,
+    story: &Story,
+) {
+    let host = "ssdwatch-host.json";
+    let Shown::Series(tiles) = panel(shown, host, "Time since last discard", "") else {
+        panic!("a stat panel");
+    };
+    let names: Vec<&str> = tiles.iter().map(|l| l.name.as_str()).collect();
+    let of_dev: Vec<&Line> = tiles.iter().filter(|l| l.name == story.dev).collect();
+    assert_eq!(of_dev.len(), 1, "one tile for {}: {names:?}", story.dev);
+    let (at, age) = *of_dev[0].points.last().unwrap();
+    assert!(
+        at > story.restarted_at,
+        "the tile is current after the restart: {at}"
+    );
+    assert!(age >= 0.0 && age < at - story.start, "{age}");
+    let Shown::Table(rows) = panel(shown, host, "Probe targets", "") else {
+        panic!("a table");
+    };
+    let mounts: BTreeSet<&str> = rows.iter().map(|r| r["mountpoint"].as_str()).collect();
+    assert_eq!(
+        mounts,
+        BTreeSet::from([story.mp, story.quiet]),
+        "one row per target, by its mount: {rows:?}"
+    );
+    for r in rows {
+        assert_eq!(r["failing"], "0", "{r:?}");
+        let since: f64 = r["since last run (s)"].parse().unwrap();
+        assert!(since >= 0.0, "{r:?}");
+    }
+    let Shown::Series(lines) = panel(shown, host, "Probe latency per run", "") else {
+        panic!("a time series");
+    };
+    assert!(
+        lines.iter().any(|l| l.labels["mountpoint"] == story.quiet),
+        "{:?}",
+        lines.iter().map(|l| &l.name).collect::<Vec<_>>()
+    );
+}
+
+/// The degradation dashboard's annotations: the fstrim is one event on its drive (not one
+/// before and one after the restart); idle periods mark only the probed targets' drives.
+fn the_annotations_mark_the_events(
+    events: &BTreeMap<String, Vec<(Line, f64, f64)>>,
+    story: &Story,
+    prom: &Prom,
+) {
+    let d = discard_time(prom, story.dev);
+    let trims: Vec<&(Line, f64, f64)> = events["TRIM events"]
+        .iter()
+        .filter(|(l, _, _)| l.labels["device"] == story.dev)
+        .collect();
+    assert_eq!(
+        trims.len(),
+        1,
+        "one TRIM event for one fstrim across the restart: {:?}",
+        trims.iter().map(|(_, a, b)| (a, b)).collect::<Vec<_>>()
+    );
+    assert!(
+        trims[0].1 >= d - 1.0,
+        "the TRIM event starts with the discard at {d}: {:?}",
+        trims[0].1
+    );
+    let idle = &events["Idle periods"];
+    let devices: BTreeSet<&str> = idle
+        .iter()
+        .filter_map(|(l, _, _)| l.labels["device"].as_str())
+        .collect();
+    assert!(
+        devices.contains(story.quiet_dev),
+        "the quiet drive's rests: {devices:?}"
+    );
+    assert!(
+        devices.is_subset(&BTreeSet::from([story.dev, story.quiet_dev])),
+        "only the probed drives: {devices:?}"
+    );
+}
+
+/// The drive's latest discard as the daemon knows it, before or after its restart.
+fn discard_time(prom: &Prom, dev: &str) -> f64 {
+    let r = prom
+        .query(&format!(
+            r#"max(ssdwatch_disk_last_discard_timestamp_seconds{{device="{dev}", source=~"observed|state"}})"#
+        ))
+        .expect("discard time");
+    r.first().map(val).expect("the fstrim is known")
+}
+
+/// `t` down to a whole step of the rule evaluation interval: where a subquery's steps fall.
+fn on_step(t: f64) -> f64 {
+    (t / f64::from(EVAL_SECONDS)).floor() * f64::from(EVAL_SECONDS)
+}
+
+/// The degradation dashboard's pictures against what happened on the loop filesystems: four
+/// probe kinds ran all along on `mp`, 32 MiB were deleted, then fstrim ran, then the daemon was
+/// restarted; `quiet` rested between its runs.
 fn the_degradation_dashboard_tells_the_story(
     prom: &Prom,
     qs: &[Query],
     vars: &[(String, Vec<String>)],
     range: &str,
     story: &Story,
+    shown: &BTreeMap<(String, String, String), Shown>,
 ) {
     let Story {
         mp,
         quiet,
         dev,
         start,
+        end,
+        ..
     } = *story;
+    let deg = "ssdwatch-degradation.json";
     let kinds = BTreeSet::from([
         "rand_read_4k".to_string(),
         "rand_write_4k".to_string(),
@@ -887,12 +1283,18 @@ fn the_degradation_dashboard_tells_the_story(
         kinds,
         "$probe"
     );
-    assert!(var("mountpoint").contains(&mp.to_string()), "$mountpoint");
+    // The two mounts, and nothing else: not the quiet target's configured path (a phantom
+    // mount with a row of empty panels).
+    assert_eq!(
+        var("mountpoint").into_iter().collect::<BTreeSet<_>>(),
+        BTreeSet::from([mp.to_string(), quiet.to_string()]),
+        "$mountpoint"
+    );
     // The repeated XY panels are looked at for this target alone.
     let one = with_value(vars, "mountpoint", mp);
     let instant = |title: &str, legend: &str| -> Vec<Json> {
         let e = substitute(&target(qs, title, legend).expr, &one, range);
-        prom.query(&e)
+        prom.query_at(&e, end)
             .unwrap_or_else(|err| panic!("{title}: {err}\n{e}"))
     };
     let by_probe = |r: &[Json]| -> BTreeMap<String, f64> {
@@ -926,23 +1328,28 @@ fn the_degradation_dashboard_tells_the_story(
         );
     }
 
-    // The TRIM: the recovery panels compare the run before it with the run after it, as the
-    // runs' own gauges say (every second of the run, read back from Prometheus).
-    let discard = prom
-        .query(&format!(
+    // The TRIM, looked at after the restart: the daemon knows it from its state only.
+    assert_eq!(
+        prom.query(&format!(
             r#"ssdwatch_disk_last_discard_timestamp_seconds{{device="{dev}", source="observed"}}"#
         ))
-        .expect("discard time");
-    let d = discard.first().map(val).expect("the fstrim is observed");
-    let end = unix_now().floor();
+        .map(|r| r.len()),
+        Ok(0),
+        "after the restart the TRIM is known from the state"
+    );
+    let d = discard_time(prom, dev);
+    // Every step of a subquery, as the panels' subqueries step (whole evaluation intervals).
+    let step = f64::from(EVAL_SECONDS);
     let series = |e: &str| {
-        prom.query_range(e, start, end)
+        prom.query_range_every(e, on_step(start) + step, end, step)
             .unwrap_or_else(|err| panic!("{e}: {err}"))
     };
-    // A per-run gauge of one target, every second of the run.
+    // A per-run gauge of one target, at every step of the run.
     let of = |metric: &str, target: &str, more: &str| {
         series(&format!(r#"{metric}{{mountpoint="{target}"{more}}}"#))
     };
+    // The recovery panels compare the run before the TRIM with the run after it, as the runs'
+    // own gauges say at the steps the panels see.
     let runs = points(
         &of("ssdwatch_probe_last_run_timestamp_seconds", mp, ""),
         &[],
@@ -955,7 +1362,7 @@ fn the_degradation_dashboard_tells_the_story(
     for k in &kinds {
         let p50 = points(&p50s, &[("probe", k)]);
         let at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
-        // (run start, its p50) at every second the run was shown.
+        // (run start, its p50) at every step the run was shown.
         let shown: Vec<(f64, f64)> = runs
             .iter()
             .filter_map(|(t, r)| Some((*r, at(*t)?)))
@@ -995,14 +1402,100 @@ fn the_degradation_dashboard_tells_the_story(
         );
     }
 
-    // Idle: the run after the rest saw at least half the longest idle time of any run, and
-    // both runs are there for every kind.
+    // Idle: true whenever it is looked at, not only at a moment between two given scrapes:
+    // asked at the end and at three earlier moments a second apart (each with the range from
+    // the start), the table pairs the run after the latest long rest with the run before it.
+    for back in [0.0, 1.0, 2.0, 3.0] {
+        idle_table_is_true_at(prom, qs, vars, story, end - back);
+    }
+
+    // The fill view as Grafana joins it: runs while the 32 MiB were deleted and not trimmed
+    // are their own series, and end with the TRIM; runs after it are "trimmed". (An inner join
+    // of the two, which never have a run at the same time, showed nothing at all.)
+    let xy = "Run p50 vs fill ratio: trimmed vs deleted, not trimmed";
+    let Shown::Xy(fields) = panel(shown, deg, xy, mp) else {
+        panic!("{xy}: an XY chart");
+    };
+    for k in &kinds {
+        let u = &fields[&format!("{k} p50, deleted not trimmed")];
+        let t = &fields[&format!("{k} p50, trimmed")];
+        assert!(
+            !u.is_empty(),
+            "{xy}: no {k} runs while deleted and not trimmed"
+        );
+        // Once a run after the TRIM is "trimmed", no later one is "deleted not trimmed".
+        let first_trimmed = (t.iter().map(|(at, _, _)| *at))
+            .filter(|at| *at > d)
+            .fold(f64::MAX, f64::min);
+        assert!(
+            u.iter().all(|(at, _, _)| *at < first_trimmed),
+            "{xy}: {k} 'deleted not trimmed' after the first trimmed run after the TRIM at {d}: {u:?}"
+        );
+        assert!(
+            u.iter()
+                .chain(t)
+                .all(|(_, x, y)| (0.0..1.0).contains(x) && *y > 0.0),
+            "{xy}: {k} fill ratios and latencies: {u:?} {t:?}"
+        );
+        let last_untrimmed = u.iter().map(|(at, _, _)| *at).fold(f64::MIN, f64::max);
+        assert!(
+            t.iter().any(|(at, _, _)| *at > last_untrimmed && *at > d),
+            "{xy}: no {k} 'trimmed' runs after the TRIM at {d} (last untrimmed {last_untrimmed}): {t:?}"
+        );
+    }
+    // Idle time before the run: on the drive probed every second, busy in most of the
+    // collector's intervals, a run after a busy interval is a point at 0 s, not a missing one.
+    let xy = "Run p50 vs idle time before the run";
+    let Shown::Xy(fields) = panel(shown, deg, xy, mp) else {
+        panic!("{xy}: an XY chart");
+    };
+    let pts: Vec<&(f64, f64, f64)> = fields.values().flatten().collect();
+    assert!(
+        pts.iter().any(|(_, x, _)| *x == 0.0),
+        "{xy} ({mp}): no run after a busy interval at 0 s idle: {pts:?}"
+    );
+    let Shown::Xy(fields) = panel(shown, deg, xy, quiet) else {
+        panic!("{xy}: an XY chart");
+    };
+    assert!(
+        fields.values().flatten().any(|(_, x, _)| *x > 1.0),
+        "{xy} ({quiet}): the rests between runs: {fields:?}"
+    );
+    for xy in [
+        "Run p50 vs bytes written since TRIM",
+        "Run p50 vs time since TRIM",
+    ] {
+        let Shown::Xy(fields) = panel(shown, deg, xy, mp) else {
+            panic!("{xy}: an XY chart");
+        };
+        for k in &kinds {
+            let p = &fields[&format!("{k} p50")];
+            assert!(
+                p.iter().any(|(at, _, _)| *at > story.restarted_at),
+                "{xy}: {k}: runs after the restart, with the TRIM known from the state: {p:?}"
+            );
+        }
+    }
+}
+
+/// The idle-recovery table looked at `at` (its range from the run's start): the run after the
+/// latest rest at least half as long as the longest one a run saw, with that rest's length, and
+/// the run shown right before it, as the runs' own gauges say at the steps the panel sees.
+fn idle_table_is_true_at(
+    prom: &Prom,
+    qs: &[Query],
+    vars: &[(String, Vec<String>)],
+    story: &Story,
+    at: f64,
+) {
+    let Story { quiet, start, .. } = *story;
     let idle_t = "Idle recovery: last run before a long rest, the run after";
+    let range = format!("{}s", (at - start).ceil() as u64);
     let quiet_kinds = ["rand_read_4k", "sync_write_4k"];
     let on_quiet = with_value(vars, "mountpoint", quiet);
     let quiet_table = |legend: &str| -> BTreeMap<String, f64> {
-        let e = substitute(&target(qs, idle_t, legend).expr, &on_quiet, range);
-        prom.query(&e)
+        let e = substitute(&target(qs, idle_t, legend).expr, &on_quiet, &range);
+        prom.query_at(&e, at)
             .unwrap_or_else(|err| panic!("{idle_t}: {err}\n{e}"))
             .iter()
             .filter(|s| s["metric"]["mountpoint"] == quiet)
@@ -1014,86 +1507,73 @@ fn the_degradation_dashboard_tells_the_story(
             })
             .collect()
     };
-    let longest = prom
-        .query(&format!(
-            r#"max(max_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}[{range}]))"#
-        ))
-        .expect("longest idle");
-    let longest = longest
-        .first()
-        .map(val)
-        .expect("runs after a rest on the quiet filesystem");
     let rest = quiet_table("idle before");
     let (ib, ia) = (quiet_table("before"), quiet_table("after"));
-    let quiet_runs = points(
-        &of("ssdwatch_probe_last_run_timestamp_seconds", quiet, ""),
+    let step = f64::from(EVAL_SECONDS);
+    let of = |metric: &str, more: &str| {
+        let e = format!(r#"{metric}{{mountpoint="{quiet}"{more}}}"#);
+        prom.query_range_every(&e, on_step(start) + step, at, step)
+            .unwrap_or_else(|err| panic!("{e}: {err}"))
+    };
+    let runs = points(&of("ssdwatch_probe_last_run_timestamp_seconds", ""), &[]);
+    let idles = points(&of("ssdwatch_probe_context_idle_seconds", ""), &[]);
+    let p50s = of(LAST_LATENCY, r#", quantile="0.5""#);
+    // The longest rest a run saw in the range's length before each step.
+    let e = format!(
+        r#"max_over_time(ssdwatch_probe_context_idle_seconds{{mountpoint="{quiet}"}}[{range}])"#
+    );
+    let longest = points(
+        &prom
+            .query_range_every(&e, on_step(start) + step, at, step)
+            .unwrap_or_else(|err| panic!("{e}: {err}")),
         &[],
     );
-    let idles = points(&of("ssdwatch_probe_context_idle_seconds", quiet, ""), &[]);
-    let quiet_p50s = of(LAST_LATENCY, quiet, r#", quantile="0.5""#);
+    let longest_at = |t: f64| longest.iter().find(|(lt, _)| *lt == t).map(|(_, v)| *v);
+    // The run after the rest: the latest shown at a step with a rest of at least half the
+    // longest before it.
+    let idle_at = |t: f64| idles.iter().find(|(it, _)| *it == t).map(|(_, v)| *v);
+    let after_run = runs
+        .iter()
+        .filter(
+            |(t, _)| matches!((idle_at(*t), longest_at(*t)), (Some(i), Some(l)) if i >= 0.5 * l),
+        )
+        .map(|(_, r)| *r)
+        .fold(f64::MIN, f64::max);
+    assert!(
+        after_run > start,
+        "{idle_t} at {at}: no run after a rest: {idles:?}"
+    );
     for k in quiet_kinds {
-        let r = rest.get(k).copied().unwrap_or(f64::NAN);
-        assert!(
-            r >= 0.5 * longest && r <= longest,
-            "{idle_t}: {k} rest {r} s, longest {longest} s ({rest:?})"
-        );
-        // The run that saw this rest, and the run shown right before it.
-        let p50 = points(&quiet_p50s, &[("probe", k)]);
-        let at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
-        let seen = |t: f64| idles.iter().any(|(it, v)| *it == t && *v == r);
-        let i = quiet_runs
-            .iter()
-            .rposition(|(t, _)| seen(*t))
-            .expect("a run with that idle time");
-        let run = quiet_runs[i].1;
-        let first = quiet_runs.iter().position(|(_, v)| *v == run).unwrap();
-        let prev = first.checked_sub(1).map(|j| quiet_runs[j].0);
+        let p50 = points(&p50s, &[("probe", k)]);
+        let p50_at = |t: f64| p50.iter().find(|(pt, _)| *pt == t).map(|(_, v)| *v);
+        let last_shown = |keep: &dyn Fn(f64) -> bool| {
+            runs.iter()
+                .filter(|(t, r)| keep(*r) && p50_at(*t).is_some())
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(t, _)| (p50_at(*t).unwrap(), idle_at(*t)))
+        };
+        let want_after = last_shown(&|r| r == after_run).expect("the run after the rest");
+        let want_before = last_shown(&|r| r < after_run).map(|(p, _)| p);
         eprintln!(
-            "{idle_t}: {k}: rest {r} s, before {:?}, after {:?}",
+            "{idle_t} at {at:.1}: {k}: rest {:?} s, before {:?}, after {:?}",
+            rest.get(k),
             ib.get(k),
             ia.get(k)
         );
         assert_eq!(
             ia.get(k).copied(),
-            at(quiet_runs[i].0),
-            "{idle_t}: {k}: the run after the rest"
+            Some(want_after.0),
+            "{idle_t} at {at}: {k}: the run after the rest"
         );
-        // p50 after minus the step between the two scrapes: exact to float rounding.
-        let (got, want) = (ib.get(k).copied(), prev.and_then(at));
-        assert!(
-            matches!((got, want), (Some(g), Some(w)) if (g - w).abs() <= 1e-6 * w),
-            "{idle_t}: {k}: the run before the rest: {got:?}, want {want:?}"
+        assert_eq!(
+            rest.get(k).copied(),
+            want_after.1,
+            "{idle_t} at {at}: {k}: the rest before it"
         );
-    }
-
-    // The fill view: runs while the 32 MiB were deleted and not trimmed are their own series,
-    // and end with the TRIM; runs after it are "trimmed".
-    let xy = "Run p50 vs fill ratio: trimmed vs deleted, not trimmed";
-    let untrimmed = series(&substitute(
-        &target(qs, xy, "deleted not trimmed").expr,
-        &one,
-        range,
-    ));
-    let trimmed = series(&substitute(
-        &target(qs, xy, "p50, trimmed").expr,
-        &one,
-        range,
-    ));
-    for k in &kinds {
-        let u = points(&untrimmed, &[("probe", k)]);
-        let t = points(&trimmed, &[("probe", k)]);
-        assert!(
-            !u.is_empty(),
-            "{xy}: no {k} runs while deleted and not trimmed"
-        );
-        assert!(
-            u.iter().all(|(at, _)| *at < d + 5.0),
-            "{xy}: {k} 'deleted not trimmed' after the TRIM at {d}: {u:?}"
-        );
-        let last_untrimmed = u.iter().map(|(at, _)| *at).fold(f64::MIN, f64::max);
-        assert!(
-            t.iter().any(|(at, _)| *at > last_untrimmed && *at > d),
-            "{xy}: no {k} 'trimmed' runs after the TRIM at {d} (last untrimmed {last_untrimmed}): {t:?}"
+        assert_eq!(
+            ib.get(k).copied(),
+            want_before,
+            "{idle_t} at {at}: {k}: the run before the rest"
         );
     }
 }

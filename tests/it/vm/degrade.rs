@@ -38,7 +38,8 @@ fn read(name: &str) -> String {
 
 /// One scrape of the daemon's /metrics in the guest, with the guest's wall-clock time.
 struct Scrape {
-    /// The step of the story: empty, fill20 … fill95, deleted, idle, trimmed, trimmed2.
+    /// The step of the story: empty, fill20 … fill95, deleted, idle, trimmed, trimmed2,
+    /// restarted.
     step: String,
     file: String,
     time: f64,
@@ -294,6 +295,52 @@ fn fstrim_brings_the_drive_back_and_is_counted_to_the_byte() {
     assert_eq!(read("fstrim.rc").trim(), "0");
 }
 
+/// Every (mountpoint, device) pair the probe series of a scrape carry.
+fn probe_labels(s: &Scrape) -> std::collections::BTreeSet<(String, String)> {
+    let re =
+        regex_lite::Regex::new(r#"^ssdwatch_probe_\w+\{.*mountpoint="([^"]*)",device="([^"]*)""#)
+            .unwrap();
+    (s.text.lines())
+        .filter_map(|l| re.captures(l))
+        .map(|c| (c[1].to_string(), c[2].to_string()))
+        .collect()
+}
+
+/// After a restart of the daemon the TRIM is known from its state, at the time the daemon saw
+/// it; the probe target has one set of series, by its mount and drive, before and after; the
+/// runs go on with their context (time since the TRIM, idle time: 0 when the drive was busy).
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
+fn a_restart_keeps_the_trim_and_the_targets_one_set_of_series() {
+    let dev = read("device.txt").trim().to_string();
+    let d = format!(r#"device="{dev}""#);
+    let m = "ssdwatch_disk_last_discard_timestamp_seconds";
+    let (before, after) = (step("trimmed2"), step("restarted"));
+    let seen = before.must(m, &[&d, r#"source="observed""#]);
+    assert_eq!(
+        after.get(m, &[&d, r#"source="state""#]),
+        Some(seen),
+        "the TRIM from the state after the restart"
+    );
+    assert_eq!(after.get(m, &[&d, r#"source="observed""#]), None);
+    let one = std::collections::BTreeSet::from([(MOUNTPOINT.to_string(), dev.clone())]);
+    for s in scrapes() {
+        assert_eq!(probe_labels(s), one, "{}: the probe series' labels", s.file);
+    }
+    assert!(
+        after.must("ssdwatch_probe_last_run_timestamp_seconds", &[&mp()]) > before.time,
+        "no run after the restart"
+    );
+    let since = after.must("ssdwatch_probe_context_since_discard_seconds", &[&mp()]);
+    assert!(
+        since >= before.time - seen - 1.0 && since <= after.time - seen + 1.0,
+        "since the TRIM after the restart: {since} s (TRIM at {seen}, scrape at {})",
+        after.time
+    );
+    let idle = after.must("ssdwatch_probe_context_idle_seconds", &[&mp()]);
+    assert!(idle >= 0.0, "idle before the run after the restart: {idle}");
+}
+
 #[test]
 #[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::degrade::"]
 fn no_probe_was_skipped_for_space_on_the_way_up() {
@@ -312,8 +359,9 @@ fn no_probe_was_skipped_for_space_on_the_way_up() {
         first.file,
         top.file
     );
-    // And every step had its probe runs.
-    let runs = |s: &Scrape| s.must("ssdwatch_probe_runs_total", &[&mp()]);
+    // And every step had its probe runs (by their start times: the run counter starts again
+    // with the restart).
+    let runs = |s: &Scrape| s.must("ssdwatch_probe_last_run_timestamp_seconds", &[&mp()]);
     for w in scrapes().windows(2) {
         assert!(
             runs(&w[1]) > runs(&w[0]),
