@@ -94,9 +94,10 @@ cargo test "${FEATURES[@]}" --lib --bins --tests -- --test-threads=2
 echo "== cargo test --benches (each benchmark runs once, as a smoke test)"
 cargo test "${FEATURES[@]}" --bench '*'
 # The QEMU suites are the integration binary's ignored tests (tests/it/vm/), one module each.
-# The drives and layers guests run side by side: each mostly waits on its guest.
-echo "== VM suites: drives (a QEMU guest with NVMe, SATA, virtio, dm and md drives) and layers below filesystems (LVM thin, md and OpenZFS; builds the ZFS modules once per machine)"
-cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::drives:: vm::layers::
+echo "== VM suite (boots a QEMU guest with NVMe, SATA, virtio, dm and md drives)"
+cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::drives::
+echo "== layers below filesystems (a QEMU guest with LVM thin, md and OpenZFS; builds the ZFS modules once per machine)"
+cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::layers::
 echo "== the .deb under systemd (a QEMU guest booting Debian with systemd; its root filesystem is built once and cached)"
 cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::systemd::
 echo "== degradation story (a QEMU guest on the simulated SSD of tests/vm/ftl, about 4 minutes)"
