@@ -212,8 +212,9 @@ fn drive_series(
     Ok(())
 }
 
-/// A probe run as exported: its time, p50 and p99 latency, and the fill it ran at.
-type Run = (i64, f64, f64, Option<f64>);
+/// A probe run as exported: its time, p50 and p99 latency (none for a run of fewer than 100
+/// I/Os), and the fill it ran at.
+type Run = (i64, f64, Option<f64>, Option<f64>);
 
 /// Probe runs by target and kind, with the kernel name of the drive they ran on.
 type RunGroups = BTreeMap<(i64, &'static str), (String, Vec<Run>)>;
@@ -221,7 +222,8 @@ type RunGroups = BTreeMap<(i64, &'static str), (String, Vec<Run>)>;
 /// A probe series: mount point, device, probe kind and its runs in time order.
 type ProbeSeries<'a> = (String, String, &'static str, &'a Vec<Run>);
 
-/// Every probe run's p50 and p99 latency and its fill.
+/// Every probe run's p50 and p99 latency and its fill; a run too short for a p99 has no
+/// `quantile="0.99"` sample, as the daemon exports none for it.
 fn probe_runs(
     out: &mut Out,
     store: &Store,
@@ -241,7 +243,9 @@ fn probe_runs(
                 ("quantile", q),
             ]);
             for r in v.iter() {
-                let x = if pick == 0 { r.1 } else { r.2 };
+                let Some(x) = (if pick == 0 { Some(r.1) } else { r.2 }) else {
+                    continue;
+                };
                 out.sample(
                     catalogue::PROBE_LAST_LATENCY_SECONDS.name,
                     &l,

@@ -249,7 +249,7 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
     for (l, f) in p50.iter().zip(fill) {
         assert_eq!(l[0], f[0], "fill and latency at the same time");
         let v = |x: &Json| x[1].as_str().unwrap().parse::<f64>().unwrap();
-        curve.add(Some(v(f)), v(l), v(l));
+        curve.add(Some(v(f)), v(l), Some(v(l)));
     }
     let groups = ssdwatch::history::degradation::analyse(&store, 0, at).unwrap();
     let from_prom = curve.bins();

@@ -164,7 +164,7 @@ impl Story {
                         kind: ProbeKind::SyncWrite4k,
                         ops: 256,
                         p50_seconds: p50,
-                        p99_seconds: 4.0 * p50,
+                        p99_seconds: Some(4.0 * p50),
                         max_seconds: 10.0 * p50,
                         throughput_bytes_per_second: None,
                         fill_ratio: Some(fill),
@@ -173,6 +173,7 @@ impl Story {
                         utilization_ratio: None,
                         utilization_before_ratio: None,
                         written_since_discard_bytes: None,
+                        untrimmed_ratio: None,
                     });
                 }
                 t += 300;
