@@ -126,10 +126,10 @@ pub(crate) fn layer_rank(layer: &str) -> u8 {
 fn layer_reports(rows: Vec<crate::history::LayerRow>) -> Vec<LayerReport> {
     rows.into_iter()
         .map(|l| LayerReport {
-            fill_ratio: l
-                .size_bytes
-                .filter(|s| *s > 0)
-                .map(|s| (1.0 - l.avail_bytes as f64 / s as f64).clamp(0.0, 1.0)),
+            fill_ratio: crate::layers::layer_fill_ratio(
+                l.avail_bytes as f64,
+                l.size_bytes.map(|s| s as f64),
+            ),
             layer: l.layer,
             name: l.name,
             avail_bytes: l.avail_bytes as f64,

@@ -387,10 +387,7 @@ fn layers(
                     .map(|u| u + x.avail_bytes),
                 _ => sizes.get(&(x.layer.clone(), x.name.clone())).copied(),
             };
-            x.fill_ratio = x
-                .size_bytes
-                .filter(|s| *s > 0.0)
-                .map(|s| (1.0 - x.avail_bytes / s).clamp(0.0, 1.0));
+            x.fill_ratio = crate::layers::layer_fill_ratio(x.avail_bytes, x.size_bytes);
         }
         stack.sort_by_key(|x| super::layer_rank(&x.layer));
     }

@@ -167,6 +167,14 @@ impl FsStat {
         )
     }
 
+    /// df's size for users: used + avail (root's reserved blocks are no one's room), the scale
+    /// of the filesystem layer's fill ([`crate::layers::layer_fill_ratio`]).
+    pub fn df_size_bytes(&self) -> u64 {
+        self.size_bytes()
+            .saturating_sub(self.free_bytes())
+            .saturating_add(self.avail_bytes())
+    }
+
     /// Free bytes, the root-reserved blocks included.
     pub fn free_bytes(&self) -> u64 {
         self.bfree.saturating_mul(self.frsize)
@@ -252,6 +260,11 @@ mod tests {
         assert_eq!(df_fill_ratio(1000.0, 148.0, 98.0), Some(852.0 / 950.0));
         assert_eq!(df_fill_ratio(100.0, 52.5, 27.5), Some(47.5 / 75.0));
         assert_eq!(df_fill_ratio(0.0, 0.0, 0.0), None);
+        // The filesystem layer's fill, on df's size, is the same figure.
+        let s = st(1000, 148, 98);
+        let layer =
+            crate::layers::layer_fill_ratio(s.avail_bytes() as f64, Some(s.df_size_bytes() as f64));
+        assert!((layer.unwrap() - s.fill_ratio().unwrap()).abs() < 1e-12);
         assert_eq!(df_fill_ratio(f64::NAN, 0.0, 0.0), None);
     }
 

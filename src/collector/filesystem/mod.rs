@@ -307,12 +307,7 @@ impl Collector for FilesystemCollector {
                     layer: Layer::Filesystem,
                     name: String::new(),
                     avail_bytes: st.avail_bytes(),
-                    // df's size: used + avail (the root-reserved blocks are no one's room).
-                    size_bytes: Some(
-                        st.size_bytes()
-                            .saturating_sub(st.free_bytes())
-                            .saturating_add(st.avail_bytes()),
-                    ),
+                    size_bytes: Some(st.df_size_bytes()),
                 };
                 let (avail, stack) =
                     effective_avail(&mut s.metrics, m, own, layers.as_deref(), &topo);
