@@ -224,7 +224,7 @@ fn drives(o: &mut String, r: &Report) {
         let _ = write!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(d.device.as_deref().unwrap_or("?")),
+            esc(&d.name()),
             esc(d.model.as_deref().unwrap_or("")),
             esc(d.serial.as_deref().unwrap_or("")),
             opt(d.wear_used_ratio, pct),
@@ -261,7 +261,7 @@ fn drives(o: &mut String, r: &Report) {
         o.push_str(&svg::render(&Chart {
             title: format!(
                 "{} ({}): wear used",
-                d.device.as_deref().unwrap_or("?"),
+                d.name(),
                 d.model.as_deref().unwrap_or("")
             ),
             x: Axis::Time,

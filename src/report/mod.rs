@@ -170,6 +170,27 @@ pub struct DriveReport {
     pub health: DriveHealth,
 }
 
+impl DriveReport {
+    /// What a heading calls it: its kernel name, else its serial or WWN (never "?").
+    pub fn name(&self) -> String {
+        drive_name(
+            self.device.as_deref(),
+            self.serial.as_deref(),
+            self.wwn.as_deref(),
+        )
+    }
+}
+
+/// A drive's name for people from what is known of it.
+fn drive_name(device: Option<&str>, serial: Option<&str>, wwn: Option<&str>) -> String {
+    match (device, serial, wwn) {
+        (Some(d), _, _) if !d.is_empty() => d.to_string(),
+        (_, Some(s), _) => format!("serial {s}"),
+        (_, _, Some(w)) => format!("WWN {w}"),
+        _ => "a drive without a name".into(),
+    }
+}
+
 /// A drive's health as of the report: its error log, newest self-test, temperature against
 /// its own limit, and whether fsync on it is durable. Unknown is `None`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -398,13 +419,21 @@ fn build_in(
         if wear.is_empty() && !pts.is_empty() {
             unknown.push(format!(
                 "drive {}: no wear figure in its SMART data (or smartctl never ran on it)",
-                d.kernel_name.as_deref().unwrap_or("?")
+                drive_name(
+                    d.kernel_name.as_deref(),
+                    d.key.serial.as_deref(),
+                    d.key.wwn.as_deref()
+                )
             ));
         }
         if endurance.is_none() && !pts.is_empty() {
             unknown.push(format!(
                 "drive {} ({}): no rated endurance (history.endurance in the config): TBW consumed has no share",
-                d.kernel_name.as_deref().unwrap_or("?"),
+                drive_name(
+                    d.kernel_name.as_deref(),
+                    d.key.serial.as_deref(),
+                    d.key.wwn.as_deref()
+                ),
                 d.key.model.as_deref().unwrap_or("model unknown")
             ));
         }
@@ -579,4 +608,18 @@ pub fn latency(s: f64) -> String {
 /// A ratio as a percentage: `81.2 %`.
 pub fn pct(r: f64) -> String {
     format!("{:.1} %", r * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A heading never says "?": a drive is named by what is known of it.
+    #[test]
+    fn a_drive_is_named_by_what_is_known_of_it() {
+        assert_eq!(drive_name(Some("sda"), Some("S1"), None), "sda");
+        assert_eq!(drive_name(None, Some("S1"), Some("eui.1")), "serial S1");
+        assert_eq!(drive_name(Some(""), None, Some("eui.1")), "WWN eui.1");
+        assert_eq!(drive_name(None, None, None), "a drive without a name");
+    }
 }

@@ -130,7 +130,7 @@ fn drive(o: &mut String, d: &DriveReport) {
     let _ = writeln!(
         o,
         "  {}  {}  serial {}",
-        d.device.as_deref().unwrap_or("?"),
+        d.name(),
         d.model.as_deref().unwrap_or("model unknown"),
         d.serial.as_deref().unwrap_or("unknown")
     );
