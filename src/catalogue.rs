@@ -475,6 +475,8 @@ catalogue! {
     // Only in `ssdwatch history export`, beside the live families.
     PROBE_RUN_FILL_RATIO: Gauge "ssdwatch_probe_run_fill_ratio" ["mountpoint", "device", "probe"] unit "ratio"
         "Fill ratio of the probed filesystem when a probe run ran, at the run's time.";
+    PROBE_RUN_UNTRIMMED_RATIO: Gauge "ssdwatch_probe_run_untrimmed_ratio" ["mountpoint", "device", "probe"] unit "ratio"
+        "Share of the probed filesystem's size deleted but not trimmed when a probe run ran, at the run's time.";
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 use super::{DriveHealth, DriveReport, FsReport, LayerReport, Report};
 use crate::catalogue;
 use crate::history::current;
-use crate::history::curve::{Curve, Recovery};
+use crate::history::curve::{Curve, Recovery, not_trimmed};
 use crate::history::degradation::{Group, RECOVERY_FAMILIES};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
@@ -753,7 +753,8 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
         .unwrap_or(now - DRIVE_DAYS * DAY)
         - DAY;
     type Key = (String, String, String);
-    let mut runs: Daily<Key> = BTreeMap::new();
+    // Per run: fill, p50, p99, untrimmed share.
+    let mut runs: BTreeMap<Key, BTreeMap<i64, [Option<f64>; 4]>> = BTreeMap::new();
     let key = |l: &Labels| {
         (
             label(l, "probe").unwrap_or("").to_string(),
@@ -780,6 +781,11 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
                 catalogue::PROBE_LAST_LATENCY_SECONDS.name,
                 sel(instance, "quantile=\"0.99\"")
             ),
+            format!(
+                "{}{}",
+                catalogue::PROBE_RUN_UNTRIMMED_RATIO.name,
+                sel(instance, "")
+            ),
         ]
         .iter()
         .enumerate()
@@ -797,12 +803,18 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
         .into_iter()
         .filter_map(|((probe, mp, dev), rs)| {
             let kind = ProbeKind::parse(&probe)?;
-            let mut c = Curve::default();
+            let (mut c, mut untrimmed) = (Curve::default(), Curve::default());
             let mut n = 0;
             for v in rs.values() {
-                // A run too short for a p99 was exported without one.
+                // A run too short for a p99 was exported without one; one without its
+                // untrimmed share counts as trimmed, as in the store's report.
                 if let (Some(f), Some(p50)) = (v[0], v[1]) {
-                    c.add(Some(f), p50, v[2]);
+                    let curve = if not_trimmed(v[3]) {
+                        &mut untrimmed
+                    } else {
+                        &mut c
+                    };
+                    curve.add(Some(f), p50, v[2]);
                     n += 1;
                 }
             }
@@ -816,8 +828,7 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
                 first_run: *rs.keys().next().unwrap_or(&now),
                 last_run: *rs.keys().last().unwrap_or(&now),
                 curve: c.bins(),
-                // The export carries no per-run untrimmed state: every run is on one curve.
-                curve_untrimmed: Vec::new(),
+                curve_untrimmed: untrimmed.bins(),
                 trim: Vec::new(),
                 idle: Vec::new(),
             })
