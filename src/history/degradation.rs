@@ -236,7 +236,9 @@ fn newest_recoveries(
     let mut out = Vec::new();
     for &(start, end) in events.iter().rev().take(MAX_TRIED) {
         // Only the events near this one can cut its windows: found by binary search, so a
-        // long history's thousands of events cost no quadratic scan.
+        // long history's thousands of events cost no quadratic scan. One that began more than
+        // 2 days earlier and still reaches near this one is an idle period that long, during
+        // which the drive ran no probe: leaving it out moves no run across a window.
         let w = RECOVERY_WINDOW_SECONDS;
         let lo = all.partition_point(|e| e.0 < start.saturating_sub(w.saturating_mul(48)));
         let hi = all.partition_point(|e| e.0 <= end.saturating_add(w));
