@@ -116,7 +116,7 @@ fn filesystems(o: &mut String, r: &Report) {
             let end = f.predicted_full_unix.unwrap_or(last.0) as f64;
             series.push(Series {
                 name: if f.reserved_bytes.is_some_and(|r| r > 0.0) {
-                    "size less root's reserve"
+                    "size less reserved blocks"
                 } else {
                     "size"
                 }
