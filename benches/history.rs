@@ -245,7 +245,8 @@ fn probe_cost(dir: &std::path::Path, days: i64) -> (u64, usize) {
                     kind,
                     ops: 16,
                     p50_seconds: p50,
-                    p99_seconds: p50 * (3.0 + 5.0 * rng.next()),
+                    // 16 writes: no p99 (docs/metrics.md), as the daemon records them.
+                    p99_seconds: None,
                     max_seconds: p50 * (5.0 + 20.0 * rng.next()),
                     throughput_bytes_per_second: (kind == ProbeKind::SeqWrite)
                         .then(|| 1.5e9 * (1.0 + 0.2 * rng.sym())),
@@ -255,6 +256,7 @@ fn probe_cost(dir: &std::path::Path, days: i64) -> (u64, usize) {
                     utilization_ratio: Some(0.2 * rng.next()),
                     utilization_before_ratio: Some(0.2 * rng.next()),
                     written_since_discard_bytes: Some((rng.next() * 500e9) as u64),
+                    untrimmed_ratio: Some(0.02 * rng.next()),
                 });
                 n += 1;
             }

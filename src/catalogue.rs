@@ -454,10 +454,10 @@ catalogue! {
         "When the history store last committed records (Unix time).";
     // The history: latency by fill.
     DEGRADATION_LATENCY_SECONDS: Summary "ssdwatch_degradation_latency_seconds" ["device", "mountpoint", "probe", "fill_bin"] unit "seconds"
-        "Probe latency by the filesystem's fill ratio when the probe ran, over the whole history: the median of the stored runs' p50 (quantile 0.5) or p99 (quantile 0.99), within 1 %.";
+        "Probe latency by the filesystem's fill ratio when the probe ran, over the whole history, of runs on a trimmed filesystem (not more than 1 % of it deleted and not trimmed): the median of the runs' p50 (quantile 0.5) or of the p99 of runs of 100 I/Os or more (quantile 0.99; none when no run in the bin had one), within 1 %.";
     // The history: the latest TRIM and idle recovery of each probe target and kind.
     TRIM_RECOVERY_RATIO: Gauge "ssdwatch_trim_recovery_ratio" ["device", "mountpoint", "probe"] unit "ratio"
-        "Probe p50 latency in the hour after the drive's last discard burst ÷ in the hour before it (below 1: the TRIM made it faster), from the daemon's history.";
+        "Probe p50 latency in the hour after the drive's last discard burst ÷ in the hour before it, each hour cut at the neighbouring discard bursts and idle periods (below 1: the TRIM made it faster), from the daemon's history.";
     TRIM_RECOVERY_EVENT_TIMESTAMP_SECONDS: Gauge "ssdwatch_trim_recovery_event_timestamp_seconds" ["device", "mountpoint", "probe"] unit "seconds"
         "When the discard burst behind ssdwatch_trim_recovery_ratio began (Unix time).";
     TRIM_RECOVERY_BEFORE_SECONDS: Gauge "ssdwatch_trim_recovery_before_seconds" ["device", "mountpoint", "probe"] unit "seconds"
@@ -465,7 +465,7 @@ catalogue! {
     TRIM_RECOVERY_AFTER_SECONDS: Gauge "ssdwatch_trim_recovery_after_seconds" ["device", "mountpoint", "probe"] unit "seconds"
         "Median probe p50 latency in the hour after the drive's last discard burst.";
     IDLE_RECOVERY_RATIO: Gauge "ssdwatch_idle_recovery_ratio" ["device", "mountpoint", "probe"] unit "ratio"
-        "Probe p50 latency in the hour after the drive's last idle period of at least 10 minutes ÷ in the hour before it (below 1: the rest made it faster), from the daemon's history.";
+        "Probe p50 latency in the hour after the drive's last idle period of at least 10 minutes ÷ in the hour before it, each hour cut at the neighbouring discard bursts and idle periods (below 1: the rest made it faster), from the daemon's history.";
     IDLE_RECOVERY_EVENT_TIMESTAMP_SECONDS: Gauge "ssdwatch_idle_recovery_event_timestamp_seconds" ["device", "mountpoint", "probe"] unit "seconds"
         "When the idle period behind ssdwatch_idle_recovery_ratio began (Unix time).";
     IDLE_RECOVERY_BEFORE_SECONDS: Gauge "ssdwatch_idle_recovery_before_seconds" ["device", "mountpoint", "probe"] unit "seconds"
@@ -475,6 +475,8 @@ catalogue! {
     // Only in `ssdwatch history export`, beside the live families.
     PROBE_RUN_FILL_RATIO: Gauge "ssdwatch_probe_run_fill_ratio" ["mountpoint", "device", "probe"] unit "ratio"
         "Fill ratio of the probed filesystem when a probe run ran, at the run's time.";
+    PROBE_RUN_UNTRIMMED_RATIO: Gauge "ssdwatch_probe_run_untrimmed_ratio" ["mountpoint", "device", "probe"] unit "ratio"
+        "Share of the probed filesystem's size deleted but not trimmed when a probe run ran, at the run's time.";
 }
 
 #[cfg(test)]

@@ -99,6 +99,12 @@ pub(crate) async fn serve(
             endurance: (config.history.endurance.iter())
                 .filter_map(|e| e.rule().ok())
                 .collect(),
+            flush: history.as_ref().map(|(sink, _)| sink.flusher()),
+            probe_targets: if config.collectors.probe.enabled {
+                config.collectors.probe.targets.len()
+            } else {
+                0
+            },
         });
     let app = crate::web::routes::router(
         store.clone(),

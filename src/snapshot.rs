@@ -345,6 +345,10 @@ pub struct Shared {
     /// The median latency of the last `sync_write_4k` probe run per physical drive (kernel
     /// name), in seconds, as the probe collector last measured it.
     sync_write_p50: RwLock<HashMap<String, f64>>,
+    /// Per mount point, the share of its size deleted but not trimmed
+    /// (`ssdwatch_filesystem_freed_untrimmed_bytes` ÷ size) as the filesystem collector last
+    /// sampled it: the history keeps it with each probe run.
+    untrimmed_ratio: RwLock<HashMap<String, f64>>,
 }
 
 impl Shared {
@@ -370,6 +374,23 @@ impl Shared {
             .write()
             .unwrap_or_else(|e| e.into_inner());
         g.insert(device.to_string(), seconds);
+    }
+
+    pub fn untrimmed_ratio(&self, mountpoint: &str) -> Option<f64> {
+        let g = self
+            .untrimmed_ratio
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        g.get(mountpoint).copied()
+    }
+
+    /// Replaces every mount's share (a mount no longer sampled leaves).
+    pub fn set_untrimmed_ratios(&self, ratios: HashMap<String, f64>) {
+        let mut g = self
+            .untrimmed_ratio
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        *g = ratios;
     }
 
     pub fn set_rotation_rate(&self, device: &str, rpm: u64) {

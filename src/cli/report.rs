@@ -44,7 +44,11 @@ pub fn report_of(
         .history
         .endurance_rules()
         .map_err(|e| format!("history.endurance: {e}"))?;
-    report::from_store(path, host, now, &rules).map_err(|e| e.to_string())
+    // The config this command read may not be the daemon's: its targets count only when it
+    // has some (the report then says runs are to come, not to configure one).
+    let probe = &config.collectors.probe;
+    let targets = (probe.enabled && !probe.targets.is_empty()).then_some(probe.targets.len());
+    report::from_store(path, host, now, &rules, targets).map_err(|e| e.to_string())
 }
 
 /// `ssdwatch report`: text (or `--json`) on stdout, and `--html FILE`. Exit code 0, or 1 when

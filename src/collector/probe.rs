@@ -384,7 +384,11 @@ impl Drop for Running {
 /// Applies a run's outcome to a target's state; returns an error for a skip worth logging.
 /// What the history store keeps of a run: each kind's figures with the run's context, and the
 /// drive it ran on by its identity (WWN, serial), not its kernel name.
-fn history_records(r: &crate::probe::RunReport, topo: Option<&Topology>) -> Vec<Record> {
+fn history_records(
+    r: &crate::probe::RunReport,
+    topo: Option<&Topology>,
+    shared: &crate::snapshot::Shared,
+) -> Vec<Record> {
     let drive = topo
         .and_then(|t| t.get(r.placement.device()))
         .and_then(DriveKey::of);
@@ -399,7 +403,8 @@ fn history_records(r: &crate::probe::RunReport, topo: Option<&Topology>) -> Vec<
                 kind: k.probe,
                 ops: k.ops as u64,
                 p50_seconds: k.p50_seconds.unwrap_or(k.max_seconds),
-                p99_seconds: k.p99_seconds.unwrap_or(k.max_seconds),
+                // A run too short for a p99 (docs/metrics.md) has none: its maximum is not one.
+                p99_seconds: k.p99_seconds,
                 max_seconds: k.max_seconds,
                 throughput_bytes_per_second: k.throughput_bytes_per_second,
                 fill_ratio: c.fill_ratio,
@@ -408,6 +413,7 @@ fn history_records(r: &crate::probe::RunReport, topo: Option<&Topology>) -> Vec<
                 utilization_ratio: c.utilization_ratio,
                 utilization_before_ratio: c.utilization_before_ratio,
                 written_since_discard_bytes: c.written_since_discard_bytes,
+                untrimmed_ratio: shared.untrimmed_ratio(&r.placement.mountpoint),
             })
         })
         .collect()
@@ -556,7 +562,7 @@ impl Collector for ProbeCollector {
                                 ctx.shared.set_sync_write_p50(d, p50);
                             }
                         }
-                        records.extend(history_records(r, topology.as_deref()));
+                        records.extend(history_records(r, topology.as_deref(), &ctx.shared));
                     }
                     if let Some(e) = apply(t, o) {
                         errors.push(e);

@@ -40,8 +40,20 @@ pub const FILL_BIN_LABELS: [&str; 12] = [
     "0.95-1.00",
 ];
 
-/// An event's "before" and "after" windows: one hour each.
+/// An event's "before" and "after" windows: one hour each at most, cut at the neighbouring
+/// events ([`windows`]).
 pub const RECOVERY_WINDOW_SECONDS: i64 = 3600;
+/// A run counts as made on a "deleted, not trimmed" filesystem when more than this share of the
+/// filesystem's size was freed and not yet trimmed (`ssdwatch_filesystem_freed_untrimmed_bytes`
+/// ÷ size): the threshold the Degradation dashboard's "trimmed vs deleted, not trimmed" panel
+/// uses too.
+pub const UNTRIMMED_RATIO_MIN: f64 = 0.01;
+
+/// Whether a run's untrimmed share makes it a "deleted, not trimmed" run; unknown (older rows,
+/// no filesystem sample yet) counts as trimmed.
+pub fn not_trimmed(untrimmed_ratio: Option<f64>) -> bool {
+    untrimmed_ratio.is_some_and(|r| r > UNTRIMMED_RATIO_MIN)
+}
 /// An idle period counts for idle recovery from this long on (10 minutes).
 pub const IDLE_MIN_SECONDS: u64 = 600;
 
@@ -117,8 +129,10 @@ pub struct CurveBin {
     pub runs: u64,
     /// Median of the runs' p50 latency, seconds.
     pub p50_seconds: f64,
-    /// Median of the runs' p99 latency, seconds.
-    pub p99_seconds: f64,
+    /// Median of the p99 of the runs that had one (100 I/Os or more, docs/metrics.md): a run
+    /// of 16 or 64 writes has only a maximum, which is not a p99. None when no run in the bin
+    /// could measure one.
+    pub p99_seconds: Option<f64>,
 }
 
 /// Latency by fill ratio of one (target, probe kind), built from runs one at a time.
@@ -128,15 +142,17 @@ pub struct Curve {
 }
 
 impl Curve {
-    /// Adds one run: its fill ratio when it ran and its p50 and p99. A run without a fill ratio
-    /// (the target's filesystem was unknown) has no place on the curve.
-    pub fn add(&mut self, fill: Option<f64>, p50: f64, p99: f64) {
+    /// Adds one run: its fill ratio when it ran, its p50 and its p99 when it had one. A run
+    /// without a fill ratio (the target's filesystem was unknown) has no place on the curve.
+    pub fn add(&mut self, fill: Option<f64>, p50: f64, p99: Option<f64>) {
         let Some(bin) = fill.and_then(fill_bin) else {
             return;
         };
         let (a, b) = self.bins.entry(bin).or_default();
         a.add(p50);
-        b.add(p99);
+        if let Some(p99) = p99 {
+            b.add(p99);
+        }
     }
 
     /// The bins that hold runs, in fill order.
@@ -148,7 +164,7 @@ impl Curve {
                     bin,
                     runs: p50.count(),
                     p50_seconds: p50.quantile(0.5)?,
-                    p99_seconds: p99.quantile(0.5)?,
+                    p99_seconds: p99.quantile(0.5),
                 })
             })
             .collect()
@@ -156,7 +172,8 @@ impl Curve {
 }
 
 /// Latency around one event: the median p50 of the runs in the hour before it began and in the
-/// hour after it ended, and their ratio (after ÷ before: 0.6 means 40 % faster after).
+/// hour after it ended (each cut at the neighbouring events), and their ratio (after ÷ before:
+/// 0.6 means 40 % faster after).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Recovery {
     /// When the event began (Unix seconds).
@@ -183,19 +200,59 @@ fn median(v: &mut [f64]) -> Option<f64> {
     })
 }
 
+/// The span of an event's "before" and "after" windows, `(from, to)`: `window` seconds before
+/// its start and after its end, cut where a neighbouring event (`others`: every other event of
+/// the drive, discard bursts and idle periods alike, as (start, end)) ended before it or starts
+/// after it. An fstrim 40 s after a rest is not the rest's "after", nor is the rest the
+/// fstrim's "before". The event itself may be among `others` (it is skipped).
+pub fn windows(start: i64, end: i64, others: &[(i64, i64)], window: i64) -> (i64, i64) {
+    let mut from = start.saturating_sub(window);
+    let mut to = end.saturating_add(window);
+    for &(s, e) in others {
+        if (s, e) == (start, end) {
+            continue;
+        }
+        if s < start {
+            // Ended before ours began, or still going when ours began (then nothing before
+            // ours is clean of it).
+            from = from.max(e.min(start));
+        } else if s > start {
+            to = to.min(s.max(end));
+        }
+    }
+    (from, to)
+}
+
 /// The recovery around an event from `runs` (time, p50 seconds; any order): runs at
 /// `start - window ..< start` are before, runs at `end ..= end + window` after (a run at the
 /// event's start is in neither: it may have raced it). `None` without a run on either side or
 /// with a zero latency before.
 pub fn recovery(runs: &[(i64, f64)], start: i64, end: i64, window: i64) -> Option<Recovery> {
+    recovery_within(
+        runs,
+        start,
+        end,
+        (start.saturating_sub(window), end.saturating_add(window)),
+    )
+}
+
+/// [`recovery`] with the windows' span `(from, to)` given ([`windows`]): before is
+/// `from ..< start`, after `end <.. to` (a run at `from` ended the event before: it counts; a run
+/// at `to` raced the next event: it does not, unless `to` is a plain window's end).
+pub fn recovery_within(
+    runs: &[(i64, f64)],
+    start: i64,
+    end: i64,
+    (from, to): (i64, i64),
+) -> Option<Recovery> {
     let mut before: Vec<f64> = runs
         .iter()
-        .filter(|(t, _)| *t >= start.saturating_sub(window) && *t < start)
+        .filter(|(t, _)| *t >= from && *t < start)
         .map(|r| r.1)
         .collect();
     let mut after: Vec<f64> = runs
         .iter()
-        .filter(|(t, _)| *t > end.max(start) && *t <= end.saturating_add(window))
+        .filter(|(t, _)| *t > end.max(start) && *t <= to)
         .map(|r| r.1)
         .collect();
     let b = median(&mut before)?;
@@ -212,12 +269,18 @@ pub fn recovery(runs: &[(i64, f64)], start: i64, end: i64, window: i64) -> Optio
 }
 
 /// The recoveries around `events` (start, end), oldest first, leaving out events without runs
-/// on both sides; when events follow each other closer than the window, each is still judged
-/// on its own hour before and after.
-pub fn recoveries(runs: &[(i64, f64)], events: &[(i64, i64)], window: i64) -> Vec<Recovery> {
+/// on both sides; each window is cut at the neighbouring events among `events` and `others`
+/// ([`windows`]).
+pub fn recoveries(
+    runs: &[(i64, f64)],
+    events: &[(i64, i64)],
+    others: &[(i64, i64)],
+    window: i64,
+) -> Vec<Recovery> {
+    let all: Vec<(i64, i64)> = events.iter().chain(others).copied().collect();
     let mut out: Vec<Recovery> = events
         .iter()
-        .filter_map(|&(s, e)| recovery(runs, s, e, window))
+        .filter_map(|&(s, e)| recovery_within(runs, s, e, windows(s, e, &all, window)))
         .collect();
     out.sort_by_key(|r| r.start);
     out
@@ -299,19 +362,20 @@ mod tests {
         ];
         for &(fill, p50, n) in runs {
             for i in 0..n {
-                c.add(Some(fill), p50, 4.0 * p50);
+                c.add(Some(fill), p50, Some(4.0 * p50));
                 // Slightly different fills land in the same bin.
-                c.add(Some(fill + 0.001 * i as f64), p50, 4.0 * p50);
+                c.add(Some(fill + 0.001 * i as f64), p50, Some(4.0 * p50));
             }
-            c.add(Some(fill), 50.0 * p50, 100.0 * p50);
+            c.add(Some(fill), 50.0 * p50, Some(100.0 * p50));
         }
-        c.add(None, 1.0, 1.0);
+        c.add(None, 1.0, Some(1.0));
         let bins = c.bins();
         let got: Vec<(usize, u64)> = bins.iter().map(|b| (b.bin, b.runs)).collect();
         assert_eq!(got, vec![(0, 11), (4, 11), (8, 11), (11, 11)]);
         for (b, &(_, p50, _)) in bins.iter().zip(runs) {
             assert!((b.p50_seconds / p50 - 1.0).abs() < 0.01, "{b:?}");
-            assert!((b.p99_seconds / (4.0 * p50) - 1.0).abs() < 0.01, "{b:?}");
+            let p99 = b.p99_seconds.unwrap();
+            assert!((p99 / (4.0 * p50) - 1.0).abs() < 0.01, "{b:?}");
         }
         // Rising with fill where the story says so.
         assert!(bins[2].p50_seconds > 1.9 * bins[1].p50_seconds);
@@ -363,10 +427,68 @@ mod tests {
             (T + 11_900, 250e-6),
             (T + 12_000, 350e-6),
         ];
-        let rs = recoveries(&runs, &long, RECOVERY_WINDOW_SECONDS);
+        let rs = recoveries(&runs, &long, &[], RECOVERY_WINDOW_SECONDS);
         assert_eq!(rs.len(), 1);
         assert_eq!(rs[0].start, T + 10_000);
         assert_eq!(rs[0].end, T + 11_800);
         assert!((rs[0].ratio - 0.3).abs() < 1e-12, "{:?}", rs[0]);
+    }
+
+    /// Runs of 16 writes have a maximum, not a p99: a bin of such runs has a p50 and no p99;
+    /// a bin mixing both takes the p99 of the runs that had one.
+    #[test]
+    fn a_bin_of_short_runs_has_no_p99() {
+        let mut c = Curve::default();
+        for _ in 0..5 {
+            c.add(Some(0.05), 100e-6, None);
+            c.add(Some(0.55), 100e-6, None);
+        }
+        c.add(Some(0.55), 100e-6, Some(900e-6));
+        let bins = c.bins();
+        assert_eq!(bins[0].p99_seconds, None, "{bins:?}");
+        assert_eq!(bins[0].runs, 5);
+        let p99 = bins[1].p99_seconds.unwrap();
+        assert!((p99 / 900e-6 - 1.0).abs() < 0.01, "{bins:?}");
+    }
+
+    /// A rest, an fstrim 40 s after it ended, a rest again 20 min later: each event's windows
+    /// stop at its neighbours, so the rest's "after" holds no run of the trimmed drive and the
+    /// fstrim's "before" none of the resting one.
+    #[test]
+    fn an_events_windows_stop_at_its_neighbours() {
+        const T: i64 = 1_800_000_000;
+        let rest = (T, T + 1800);
+        let trim = (T + 1840, T + 1840);
+        let rest2 = (T + 3040, T + 3640);
+        let all = [rest, trim, rest2];
+        assert_eq!(windows(rest.0, rest.1, &all, 3600), (T - 3600, T + 1840));
+        assert_eq!(windows(trim.0, trim.1, &all, 3600), (T + 1800, T + 3040));
+        assert_eq!(
+            windows(rest2.0, rest2.1, &all, 3600),
+            (T + 1840, T + 3640 + 3600)
+        );
+        // Alone, an event has its full hour on each side.
+        assert_eq!(windows(trim.0, trim.1, &[trim], 3600), (T - 1760, T + 5440));
+        // An event still going when this one began leaves no clean "before".
+        assert_eq!(windows(T + 100, T + 100, &[(T, T + 200)], 3600).0, T + 100);
+
+        // Runs: 1 ms before the rest, 300 µs right after it (20 s, the one run before the
+        // fstrim), 100 µs after the fstrim.
+        let runs = [
+            (T - 600, 1e-3),
+            (T - 300, 1e-3),
+            (T + 1820, 300e-6),
+            (T + 2100, 100e-6),
+            (T + 2400, 100e-6),
+        ];
+        let rs = recoveries(&runs, &[rest], &[trim, rest2], 3600);
+        assert_eq!(rs.len(), 1);
+        assert!(
+            (rs[0].ratio - 0.3).abs() < 1e-12,
+            "the fstrim's runs left out: {rs:?}"
+        );
+        let rs = recoveries(&runs, &[trim], &[rest, rest2], 3600);
+        assert_eq!((rs[0].runs_before, rs[0].runs_after), (1, 2), "{rs:?}");
+        assert!((rs[0].ratio - 1.0 / 3.0).abs() < 1e-12, "{rs:?}");
     }
 }

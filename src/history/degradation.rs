@@ -3,7 +3,8 @@
 //! forecast pass (its metrics are made here) and `ssdwatch report`.
 
 use super::curve::{
-    Curve, CurveBin, FILL_BIN_LABELS, RECOVERY_WINDOW_SECONDS, Recovery, long_idle, recovery,
+    Curve, CurveBin, FILL_BIN_LABELS, RECOVERY_WINDOW_SECONDS, Recovery, long_idle, not_trimmed,
+    recovery_within, windows,
 };
 use super::{DriveId, Store, StoreError};
 use crate::catalogue::{self, Family};
@@ -25,7 +26,9 @@ pub struct Group {
     pub target: String,
     /// The filesystem the target is on: the longest stored mount point that contains it.
     pub mountpoint: Option<String>,
-    /// The drive's kernel name when last seen.
+    /// The drive's kernel name when last seen; for a drive the history can't follow (a loop
+    /// or dm device without a serial or WWN) the device the target's filesystem is mounted
+    /// from.
     pub device: Option<String>,
     #[serde(skip)]
     pub drive: Option<DriveId>,
@@ -33,8 +36,12 @@ pub struct Group {
     pub runs: u64,
     pub first_run: i64,
     pub last_run: i64,
-    /// Latency by fill ratio, bins with runs only.
+    /// Latency by fill ratio of the runs made on a trimmed filesystem (or one whose state is
+    /// unknown), bins with runs only: what the drive does with its free space known to it.
     pub curve: Vec<CurveBin>,
+    /// The same of the runs made while more than 1 % of the filesystem was deleted but not
+    /// trimmed ([`super::curve::UNTRIMMED_RATIO_MIN`]): the drive still holds that as live data.
+    pub curve_untrimmed: Vec<CurveBin>,
     /// Recoveries around discard bursts, oldest first (the newest [`MAX_EVENTS`]).
     pub trim: Vec<Recovery>,
     /// Recoveries around idle periods of at least [`super::curve::IDLE_MIN_SECONDS`].
@@ -65,7 +72,8 @@ pub fn recovery_values(r: &Recovery) -> [f64; 4] {
 
 /// The curve and recovery gauges of `groups`. Series: one per fill bin with runs (12 bins) ×
 /// 2 quantiles × probe kind (4) × target, so at most 96 per target; and 2 × 4 recovery gauges
-/// (ratio, event time, latency before and after) per target and kind.
+/// (ratio, event time, latency before and after) per target and kind. The curve is the trimmed
+/// runs' (`Group::curve`); a bin whose runs were too short for a p99 has no `0.99` series.
 pub fn push_metrics(groups: &[Group], m: &mut MetricSet) {
     for g in groups {
         let dev = g.device.as_deref().unwrap_or("");
@@ -76,7 +84,8 @@ pub fn push_metrics(groups: &[Group], m: &mut MetricSet) {
             ("probe", g.probe.as_str()),
         ];
         for b in &g.curve {
-            for (q, v) in [("0.5", b.p50_seconds), ("0.99", b.p99_seconds)] {
+            for (q, v) in [("0.5", Some(b.p50_seconds)), ("0.99", b.p99_seconds)] {
+                let Some(v) = v else { continue };
                 // A summary (quantiles only), as ssdwatch_probe_last_latency_seconds: promtool
                 // refuses a `quantile` label on a gauge.
                 m.family(&catalogue::DEGRADATION_LATENCY_SECONDS).push(
@@ -119,6 +128,7 @@ pub fn mountpoint_of<'a>(path: &str, mounts: impl Iterator<Item = &'a str>) -> O
 pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreError> {
     struct Acc {
         curve: Curve,
+        untrimmed: Curve,
         drive: Option<DriveId>,
         runs: u64,
         first: i64,
@@ -132,12 +142,18 @@ pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreEr
             .unwrap_or(0);
         let a = acc.entry((r.target, k)).or_insert(Acc {
             curve: Curve::default(),
+            untrimmed: Curve::default(),
             drive: None,
             runs: 0,
             first: r.t,
             last: r.t,
         });
-        a.curve.add(r.fill_ratio, r.p50_seconds, r.p99_seconds);
+        let curve = if not_trimmed(r.untrimmed_ratio) {
+            &mut a.untrimmed
+        } else {
+            &mut a.curve
+        };
+        curve.add(r.fill_ratio, r.p50_seconds, r.p99_seconds);
         a.runs += 1;
         a.last = r.t;
         if r.drive.is_some() {
@@ -156,32 +172,50 @@ pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreEr
         .collect();
     let mut discards: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
     let mut idles: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    // Every event of a drive, both kinds, in time order: what cuts each one's windows.
+    let mut events: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
     let mut out = Vec::new();
     for ((target, k), a) in acc {
         let kind = ProbeKind::ALL[k];
         let path = targets.get(&target).cloned().unwrap_or_default();
-        let mountpoint =
-            mountpoint_of(&path, fss.iter().map(|f| f.key.mountpoint.as_str())).map(String::from);
+        let fs =
+            mountpoint_of(&path, fss.iter().map(|f| f.key.mountpoint.as_str())).and_then(|m| {
+                // The newest series at that mount point (a reformat starts another).
+                fss.iter()
+                    .filter(|f| f.key.mountpoint == m)
+                    .max_by_key(|f| f.first_seen)
+            });
+        let mountpoint = fs.map(|f| f.key.mountpoint.clone());
         let (mut trim, mut idle) = (Vec::new(), Vec::new());
         if let Some(d) = a.drive {
             if let std::collections::btree_map::Entry::Vacant(e) = discards.entry(d.0) {
                 let ev = store.discard_events(d, from, now)?;
-                e.insert(ev.into_iter().map(|(t, _)| (t, t)).collect());
-                idles.insert(d.0, long_idle(&store.idle_periods(d, from, now)?));
+                let bursts: Vec<(i64, i64)> = ev.into_iter().map(|(t, _)| (t, t)).collect();
+                let rests = long_idle(&store.idle_periods(d, from, now)?);
+                let mut all: Vec<(i64, i64)> = bursts.iter().chain(&rests).copied().collect();
+                all.sort_unstable();
+                e.insert(bursts);
+                idles.insert(d.0, rests);
+                events.insert(d.0, all);
             }
-            trim = newest_recoveries(store, target, kind, &discards[&d.0])?;
-            idle = newest_recoveries(store, target, kind, &idles[&d.0])?;
+            let all = &events[&d.0];
+            trim = newest_recoveries(store, target, kind, &discards[&d.0], all)?;
+            idle = newest_recoveries(store, target, kind, &idles[&d.0], all)?;
         }
         out.push(Group {
             target: path,
             mountpoint,
-            device: a.drive.and_then(|d| drives.get(&d.0).cloned().flatten()),
+            device: a
+                .drive
+                .and_then(|d| drives.get(&d.0).cloned().flatten())
+                .or_else(|| fs.and_then(|f| f.device.clone())),
             drive: a.drive,
             probe: kind,
             runs: a.runs,
             first_run: a.first,
             last_run: a.last,
             curve: a.curve.bins(),
+            curve_untrimmed: a.untrimmed.bins(),
             trim,
             idle,
         });
@@ -190,19 +224,27 @@ pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreEr
 }
 
 /// The newest [`MAX_EVENTS`] recoveries among `events` (start, end; in time order), oldest
-/// first, each judged on one query of the runs around it.
+/// first, each judged on one query of the runs around it, its windows cut at its neighbours
+/// among `all` (the drive's events of both kinds).
 fn newest_recoveries(
     store: &Store,
     target: i64,
     kind: ProbeKind,
     events: &[(i64, i64)],
+    all: &[(i64, i64)],
 ) -> Result<Vec<Recovery>, StoreError> {
-    let w = RECOVERY_WINDOW_SECONDS;
     let mut out = Vec::new();
     for &(start, end) in events.iter().rev().take(MAX_TRIED) {
-        let runs =
-            store.probe_p50s(target, kind, start.saturating_sub(w), end.saturating_add(w))?;
-        if let Some(r) = recovery(&runs, start, end, w) {
+        // Only the events near this one can cut its windows: found by binary search, so a
+        // long history's thousands of events cost no quadratic scan. One that began more than
+        // 2 days earlier and still reaches near this one is an idle period that long, during
+        // which the drive ran no probe: leaving it out moves no run across a window.
+        let w = RECOVERY_WINDOW_SECONDS;
+        let lo = all.partition_point(|e| e.0 < start.saturating_sub(w.saturating_mul(48)));
+        let hi = all.partition_point(|e| e.0 <= end.saturating_add(w));
+        let span = windows(start, end, &all[lo..hi], w);
+        let runs = store.probe_p50s(target, kind, span.0, span.1)?;
+        if let Some(r) = recovery_within(&runs, start, end, span) {
             out.push(r);
             if out.len() == MAX_EVENTS {
                 break;
@@ -239,7 +281,7 @@ mod tests {
             kind: ProbeKind::SyncWrite4k,
             ops: 256,
             p50_seconds: p50,
-            p99_seconds: 3.0 * p50,
+            p99_seconds: Some(3.0 * p50),
             max_seconds: 10.0 * p50,
             throughput_bytes_per_second: None,
             fill_ratio: Some(fill),
@@ -248,6 +290,7 @@ mod tests {
             utilization_ratio: None,
             utilization_before_ratio: None,
             written_since_discard_bytes: None,
+            untrimmed_ratio: None,
         }
     }
 
@@ -338,7 +381,8 @@ mod tests {
         for b in &g.curve {
             let want = [100e-6, 100e-6, 100e-6, 300e-6, 300e-6, 900e-6, 900e-6][b.bin - 5];
             assert!((b.p50_seconds / want - 1.0).abs() < 0.01, "{b:?}");
-            assert!((b.p99_seconds / (3.0 * want) - 1.0).abs() < 0.01, "{b:?}");
+            let p99 = b.p99_seconds.unwrap();
+            assert!((p99 / (3.0 * want) - 1.0).abs() < 0.01, "{b:?}");
         }
         assert_eq!(g.trim.len(), 1, "{:?}", g.trim);
         assert_eq!(g.trim[0].start, trim);
@@ -388,6 +432,63 @@ mod tests {
                 ],
             ),
             None
+        );
+    }
+
+    /// The first-day story of a deleted-but-not-trimmed drive: 28 runs of 16 writes at 5 %
+    /// fill, 7 of them while 20 % of the filesystem was deleted and not trimmed (11 ms), 21
+    /// after the fstrim (700 µs). The curve of trimmed runs reads 700 µs, the untrimmed one
+    /// 11 ms, and neither has a p99 (16 writes have a maximum, not a p99): no `0.99` series.
+    #[test]
+    fn untrimmed_runs_are_their_own_curve_and_short_runs_have_no_p99() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+        let runs: Vec<ProbeRecord> = (0..28)
+            .map(|i| {
+                let untrimmed = i < 7;
+                let mut r = run(T0 + i * 60, 0.05, if untrimmed { 11e-3 } else { 700e-6 });
+                r.ops = 16;
+                r.p99_seconds = None;
+                r.untrimmed_ratio = Some(if untrimmed { 0.2 } else { 0.0 });
+                r
+            })
+            .collect();
+        store.record_probes(&runs).unwrap();
+        let groups = analyse(&store, 0, T0 + 3600).unwrap();
+        let g = &groups[0];
+        assert_eq!(g.runs, 28);
+        assert_eq!(g.curve.len(), 1, "{g:#?}");
+        assert_eq!(g.curve[0].runs, 21);
+        assert!(
+            (g.curve[0].p50_seconds / 700e-6 - 1.0).abs() < 0.01,
+            "{g:#?}"
+        );
+        assert_eq!(g.curve[0].p99_seconds, None);
+        assert_eq!(g.curve_untrimmed.len(), 1, "{g:#?}");
+        assert_eq!(g.curve_untrimmed[0].runs, 7);
+        assert!((g.curve_untrimmed[0].p50_seconds / 11e-3 - 1.0).abs() < 0.01);
+
+        let mut m = MetricSet::new();
+        push_metrics(&groups, &mut m);
+        let l = |q| {
+            [
+                // No drive sample, no filesystem: neither name is known.
+                ("device", ""),
+                ("mountpoint", ""),
+                ("probe", "sync_write_4k"),
+                ("fill_bin", "0.00-0.10"),
+                ("quantile", q),
+            ]
+        };
+        let p50 = m.value("ssdwatch_degradation_latency_seconds", &l("0.5"));
+        assert!(
+            p50.is_some_and(|v| (v / 700e-6 - 1.0).abs() < 0.01),
+            "{p50:?}"
+        );
+        assert_eq!(
+            m.value("ssdwatch_degradation_latency_seconds", &l("0.99")),
+            None,
+            "a maximum is never exported as quantile 0.99"
         );
     }
 

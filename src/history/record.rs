@@ -159,7 +159,9 @@ pub struct ProbeRecord {
     pub ops: u64,
     /// Latencies are stored in whole nanoseconds.
     pub p50_seconds: f64,
-    pub p99_seconds: f64,
+    /// Only for a run of 100 I/Os or more (`crate::probe::measurable`): a shorter run has a
+    /// maximum, not a p99.
+    pub p99_seconds: Option<f64>,
     pub max_seconds: f64,
     pub throughput_bytes_per_second: Option<f64>,
     /// Ratios are stored in parts per million.
@@ -169,6 +171,10 @@ pub struct ProbeRecord {
     pub utilization_ratio: Option<f64>,
     pub utilization_before_ratio: Option<f64>,
     pub written_since_discard_bytes: Option<u64>,
+    /// The share of the filesystem's size deleted but not trimmed when the run ran
+    /// (`ssdwatch_filesystem_freed_untrimmed_bytes` ÷ size, as the filesystem collector last
+    /// sampled it); unknown before its first sample and in rows of older versions.
+    pub untrimmed_ratio: Option<f64>,
 }
 
 /// One stored probe run as curves and recoveries read it: ids, not names.
@@ -181,7 +187,9 @@ pub struct ProbeRun {
     pub t: i64,
     pub fill_ratio: Option<f64>,
     pub p50_seconds: f64,
-    pub p99_seconds: f64,
+    /// None for a run of fewer than 100 I/Os (its stored figure is not a p99).
+    pub p99_seconds: Option<f64>,
+    pub untrimmed_ratio: Option<f64>,
 }
 
 /// A burst of discards seen on a drive: when it started and how many bytes it discarded.

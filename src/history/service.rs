@@ -67,6 +67,46 @@ pub struct Sink {
     tx: SyncSender<Box<Record>>,
     dropped: Arc<AtomicU64>,
     raw_interval: Duration,
+    flusher: Flusher,
+}
+
+/// Asks the history thread to commit what it holds now rather than at its next
+/// `flush_interval`: `/report` does, so a report shows what the daemon has seen (a new host's
+/// first 15 minutes included), not only what the last commit wrote. One commit per request,
+/// and reports are built one at a time.
+#[derive(Clone, Debug, Default)]
+pub struct Flusher {
+    /// (commits asked for, asks answered), and the history thread's signal.
+    state: Arc<(std::sync::Mutex<(u64, u64)>, std::sync::Condvar)>,
+}
+
+impl Flusher {
+    /// Asks for a commit and waits until the history thread has made it (or found nothing to
+    /// write, or could not write), at most `timeout`; whether it was answered in time.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (m, cv) = &*self.state;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 += 1;
+        let want = g.0;
+        let (g, _) = cv
+            .wait_timeout_while(g, timeout, |g| g.1 < want)
+            .unwrap_or_else(|e| e.into_inner());
+        g.1 >= want
+    }
+
+    /// The newest ask not answered yet, if any.
+    fn asked(&self) -> Option<u64> {
+        let g = self.state.0.lock().unwrap_or_else(|e| e.into_inner());
+        (g.0 > g.1).then_some(g.0)
+    }
+
+    /// Answers every ask up to `upto`.
+    fn answer(&self, upto: u64) {
+        let (m, cv) = &*self.state;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        g.1 = g.1.max(upto);
+        cv.notify_all();
+    }
 }
 
 impl Sink {
@@ -74,6 +114,11 @@ impl Sink {
     /// faster sends no more than that (the queue, and the daemon's memory, stay small).
     pub fn raw_interval(&self) -> Duration {
         self.raw_interval
+    }
+
+    /// What `/report` asks for a commit through.
+    pub fn flusher(&self) -> Flusher {
+        self.flusher.clone()
     }
 
     /// Hands a record over; when the queue is full it is dropped and counted.
@@ -155,6 +200,7 @@ pub fn start(
     let raw_interval = cfg.raw_interval;
     let dropped = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    let flusher = Flusher::default();
     snapshot.register(NAME);
     let mut w = Worker {
         cfg,
@@ -163,6 +209,7 @@ pub fn start(
         snapshot,
         dropped: dropped.clone(),
         stop: stop.clone(),
+        flusher: flusher.clone(),
         store: None,
         next_open: Instant::now(),
         written: 0,
@@ -180,6 +227,7 @@ pub fn start(
             tx,
             dropped,
             raw_interval,
+            flusher,
         },
         Service {
             stop,
@@ -300,6 +348,7 @@ struct Worker {
     snapshot: Arc<Snapshot>,
     dropped: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    flusher: Flusher,
     store: Option<Store>,
     next_open: Instant,
     written: u64,
@@ -347,13 +396,23 @@ impl Worker {
             let now = Instant::now();
             let mut worked = false;
             let t0 = Instant::now();
-            if now >= next_flush || stopping || batch.len() + fs.len() >= QUEUE / 2 {
+            // Asked before what is queued now was taken: the records queued at the ask are
+            // in `batch`/`fs` already (drained above), so this commit holds them.
+            let asked = self.flusher.asked();
+            if now >= next_flush
+                || stopping
+                || asked.is_some()
+                || batch.len() + fs.len() >= QUEUE / 2
+            {
                 self.ensure_open();
                 if !batch.is_empty() || fs.len() > 0 {
                     self.write(&mut batch, std::mem::take(&mut fs));
                 }
                 next_flush = now + flush_every;
                 worked = true;
+            }
+            if let Some(upto) = asked {
+                self.flusher.answer(upto);
             }
             if now >= next_maintain {
                 self.maintain();
@@ -654,6 +713,31 @@ mod tests {
         }
     }
 
+    /// /report's ask: a sample handed over a moment ago is in the store once `flush`
+    /// returns, long before the 15-minute `flush_interval`.
+    #[test]
+    fn a_flush_asked_for_commits_what_the_thread_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, service) = start(
+            HistoryConfig::default(),
+            dir.path().to_path_buf(),
+            Vec::new(),
+            Arc::new(Snapshot::new()),
+        )
+        .unwrap();
+        let now = unix_now() as i64;
+        sink.send(Record::Fs(sample("/srv/pg", "loop0", now, 1 << 30)));
+        assert!(sink.flusher().flush(Duration::from_secs(60)), "answered");
+        let store =
+            Store::open_read_only(&dir.path().join(super::super::store::FILE_NAME)).unwrap();
+        let fss = store.filesystems().unwrap();
+        assert_eq!(fss.len(), 1, "{fss:?}");
+        assert_eq!(fss[0].device.as_deref(), Some("loop0"));
+        // Nothing held: answered all the same.
+        assert!(sink.flusher().flush(Duration::from_secs(60)));
+        service.stop(Duration::from_secs(10));
+    }
+
     #[test]
     fn pending_samples_keep_each_key_once_and_come_back_in_order() {
         let mut p = PendingFs::default();
@@ -710,6 +794,7 @@ mod worker_tests {
             snapshot: Arc::new(Snapshot::new()),
             dropped: Arc::new(AtomicU64::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
+            flusher: Flusher::default(),
             store: None,
             next_open: Instant::now(),
             written: 0,

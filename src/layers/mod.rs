@@ -126,10 +126,18 @@ pub struct Limit {
 impl Limit {
     /// The share of the layer taken, 0..1, where its size is known.
     pub fn fill_ratio(&self) -> Option<f64> {
-        self.size_bytes
-            .filter(|s| *s > 0)
-            .map(|s| (1.0 - self.avail_bytes as f64 / s as f64).clamp(0.0, 1.0))
+        layer_fill_ratio(self.avail_bytes as f64, self.size_bytes.map(|s| s as f64))
     }
+}
+
+/// A layer's fill, `1 − avail ÷ size`, with its size on the scale of its avail; for the
+/// filesystem layer that size is df's (used + avail), so this is df's Use%
+/// ([`crate::statfs::df_fill_ratio`]). The collector, the store's report and the report from
+/// Prometheus all take a layer's fill from here. None without a size.
+pub fn layer_fill_ratio(avail_bytes: f64, size_bytes: Option<f64>) -> Option<f64> {
+    size_bytes
+        .filter(|s| *s > 0.0)
+        .map(|s| (1.0 - avail_bytes / s).clamp(0.0, 1.0))
 }
 
 /// What is known of one mount to place it on its layers.

@@ -19,9 +19,10 @@ svg{display:block;margin:8px 0;background:#fff}.title{font-weight:600;font-size:
 .tick,.mlabel,.legend{font-size:11px;fill:#444}.axis{stroke:#444;fill:none}.grid{stroke:#eee;fill:none}
 path.measured{stroke:#1f77b4;stroke-width:2;fill:none}path.second{stroke:#ff7f0e;stroke-width:2;fill:none}
 path.forecast{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;fill:none}path.limit{stroke:#999;stroke-width:1;fill:none}
-circle.measured{fill:#1f77b4}circle.second{fill:#ff7f0e}circle.forecast{fill:#d62728}
+path.untrimmed{stroke:#9467bd;stroke-width:2;fill:none}
+circle.measured{fill:#1f77b4}circle.second{fill:#ff7f0e}circle.forecast{fill:#d62728}circle.untrimmed{fill:#9467bd}
 path.marker{stroke:#d62728;stroke-width:1;stroke-dasharray:2 2;fill:none}.mlabel{fill:#d62728}
-.legend.measured{fill:#1f77b4}.legend.second{fill:#ff7f0e}.legend.forecast{fill:#d62728}";
+.legend.measured{fill:#1f77b4}.legend.second{fill:#ff7f0e}.legend.forecast{fill:#d62728}.legend.untrimmed{fill:#9467bd}";
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -109,20 +110,28 @@ fn filesystems(o: &mut String, r: &Report) {
             dots: false,
         }];
         let mut markers = Vec::new();
-        if let (Some(size), Some(last)) = (f.size_bytes, f.usage.last()) {
+        // df's scale: what users can fill is the size less root's reserve.
+        let limit = f.size_bytes.map(|s| s - f.reserved_bytes.unwrap_or(0.0));
+        if let (Some(size), Some(last)) = (limit, f.usage.last()) {
             let end = f.predicted_full_unix.unwrap_or(last.0) as f64;
             series.push(Series {
-                name: "size".into(),
+                name: if f.reserved_bytes.is_some_and(|r| r > 0.0) {
+                    "size less reserved blocks"
+                } else {
+                    "size"
+                }
+                .into(),
                 style: Style::Limit,
                 points: vec![(f.usage[0].0 as f64, size), (end.max(last.0 as f64), size)],
                 dots: false,
             });
-            if let (Some(full), Some(used)) = (f.predicted_full_unix, f.used_bytes) {
-                let now = f.last_seen_unix.unwrap_or(r.generated_unix) as f64;
+            // The forecast goes on from the chart's own last point to the limit (full is when
+            // nothing is left to users).
+            if let Some(full) = f.predicted_full_unix {
                 series.push(Series {
                     name: "forecast".into(),
                     style: Style::Forecast,
-                    points: vec![(now, used), (full as f64, size)],
+                    points: vec![(last.0 as f64, last.2), (full as f64, size)],
                     dots: false,
                 });
                 markers.push((full as f64, format!("full {}", date(full))));
@@ -135,6 +144,7 @@ fn filesystems(o: &mut String, r: &Report) {
             series,
             markers,
             y_from_zero: true,
+            x_range: None,
         }));
     }
     if order.len() > MAX_FS_CHARTS {
@@ -214,7 +224,7 @@ fn drives(o: &mut String, r: &Report) {
         let _ = write!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(d.device.as_deref().unwrap_or("?")),
+            esc(&d.name()),
             esc(d.model.as_deref().unwrap_or("")),
             esc(d.serial.as_deref().unwrap_or("")),
             opt(d.wear_used_ratio, pct),
@@ -251,7 +261,7 @@ fn drives(o: &mut String, r: &Report) {
         o.push_str(&svg::render(&Chart {
             title: format!(
                 "{} ({}): wear used",
-                d.device.as_deref().unwrap_or("?"),
+                d.name(),
                 d.model.as_deref().unwrap_or("")
             ),
             x: Axis::Time,
@@ -259,6 +269,7 @@ fn drives(o: &mut String, r: &Report) {
             series,
             markers,
             y_from_zero: true,
+            x_range: None,
         }));
     }
 }
@@ -266,80 +277,105 @@ fn drives(o: &mut String, r: &Report) {
 fn degradation(o: &mut String, r: &Report) {
     o.push_str("<h2>Latency by fill, and what TRIM and rest give back</h2>");
     if r.degradation.is_empty() {
-        o.push_str(
-            "<p class=\"note\">No probe results yet (configure collectors.probe.targets).</p>",
-        );
+        // Why (no target configured, or none has run yet) is under "Not known yet".
+        o.push_str("<p class=\"note\">No probe run recorded yet.</p>");
         return;
     }
     for g in &r.degradation {
-        let name = format!(
-            "{} on {} ({}), {}",
-            g.target,
-            g.mountpoint.as_deref().unwrap_or("?"),
-            g.device.as_deref().unwrap_or("?"),
-            g.probe.as_str()
-        );
         let _ = write!(
             o,
-            "<h3>{}</h3><p class=\"note\">{} runs from {} to {}; each figure is the median of the runs in the bin.</p>",
-            esc(&name),
+            "<h3>{}</h3><p class=\"note\">{} runs from {} to {}; each figure is the median of the runs in the bin; a p99 needs runs of 100 I/Os or more.</p>",
+            esc(&super::group_title(g)),
             g.runs,
-            date(g.first_run),
-            date(g.last_run)
+            datetime(g.first_run),
+            datetime(g.last_run)
         );
-        o.push_str("<table><tr><th>fill</th><th>runs</th><th>p50</th><th>p99</th></tr>");
-        for b in &g.curve {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                FILL_BIN_LABELS[b.bin],
-                b.runs,
-                latency(b.p50_seconds),
-                latency(b.p99_seconds)
-            );
+        let split = !g.curve_untrimmed.is_empty();
+        o.push_str("<table><tr><th>fill</th>");
+        if split {
+            o.push_str("<th>filesystem</th>");
+        }
+        o.push_str("<th>runs</th><th>p50</th><th>p99</th></tr>");
+        for (what, bins) in [
+            ("trimmed", &g.curve),
+            (super::UNTRIMMED_TITLE, &g.curve_untrimmed),
+        ] {
+            for b in bins {
+                let state = if split {
+                    format!("<td>{what}</td>")
+                } else {
+                    String::new()
+                };
+                let _ = write!(
+                    o,
+                    "<tr><td>{}</td>{state}<td>{}</td><td>{}</td><td>{}</td></tr>",
+                    FILL_BIN_LABELS[b.bin],
+                    b.runs,
+                    latency(b.p50_seconds),
+                    b.p99_seconds.map(latency).unwrap_or_else(|| {
+                        "<span class=\"note\">none: runs under 100 I/Os</span>".into()
+                    })
+                );
+            }
         }
         o.push_str("</table>");
         let mid = |b: usize| (FILL_BINS[b].0 + FILL_BINS[b].1) / 2.0;
+        let mut series = vec![
+            Series {
+                name: if split { "p50 trimmed" } else { "p50" }.into(),
+                style: Style::Measured,
+                points: g
+                    .curve
+                    .iter()
+                    .map(|b| (mid(b.bin), b.p50_seconds))
+                    .collect(),
+                dots: true,
+            },
+            Series {
+                name: if split { "p99 trimmed" } else { "p99" }.into(),
+                style: Style::Second,
+                points: g
+                    .curve
+                    .iter()
+                    .filter_map(|b| Some((mid(b.bin), b.p99_seconds?)))
+                    .collect(),
+                dots: true,
+            },
+        ];
+        if split {
+            series.push(Series {
+                name: "p50 deleted, not trimmed".into(),
+                style: Style::Untrimmed,
+                points: g
+                    .curve_untrimmed
+                    .iter()
+                    .map(|b| (mid(b.bin), b.p50_seconds))
+                    .collect(),
+                dots: true,
+            });
+        }
         o.push_str(&svg::render(&Chart {
             title: format!("{}: latency by fill ratio", g.probe.as_str()),
             x: Axis::Ratio,
             y: Axis::Seconds,
-            series: vec![
-                Series {
-                    name: "p50".into(),
-                    style: Style::Measured,
-                    points: g
-                        .curve
-                        .iter()
-                        .map(|b| (mid(b.bin), b.p50_seconds))
-                        .collect(),
-                    dots: true,
-                },
-                Series {
-                    name: "p99".into(),
-                    style: Style::Second,
-                    points: g
-                        .curve
-                        .iter()
-                        .map(|b| (mid(b.bin), b.p99_seconds))
-                        .collect(),
-                    dots: true,
-                },
-            ],
+            series,
             markers: Vec::new(),
             y_from_zero: true,
+            // Always the whole 0-100 %: one bin is not stretched over the axis, and curves of
+            // different targets compare at a glance.
+            x_range: Some((0.0, 1.0)),
         }));
         for (what, list) in [("TRIM", &g.trim), ("idle ≥ 10 min", &g.idle)] {
             if list.is_empty() {
                 let _ = write!(
                     o,
-                    "<p class=\"note\">{what}: no event with probe runs in the hour before and after it yet.</p>"
+                    "<p class=\"note\">{what}: no event with probe runs before and after it yet (within the hour each side, up to the neighbouring events).</p>"
                 );
                 continue;
             }
             o.push_str(&svg::render(&Chart {
                 title: format!(
-                    "{}: p50 in the hour before and after each {what}",
+                    "{}: p50 before and after each {what} (an hour each side at most)",
                     g.probe.as_str()
                 ),
                 x: Axis::Time,
@@ -366,6 +402,7 @@ fn degradation(o: &mut String, r: &Report) {
                 ],
                 markers: Vec::new(),
                 y_from_zero: true,
+                x_range: None,
             }));
             let last = &list[list.len() - 1];
             let _ = write!(

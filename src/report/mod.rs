@@ -14,6 +14,7 @@ use crate::history::degradation::{self, Group};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::{FsId, Store, StoreError};
+use crate::statfs::df_fill_ratio;
 use crate::time::DAY;
 use serde::Serialize;
 
@@ -43,14 +44,21 @@ pub struct FsReport {
     pub first_seen_unix: i64,
     pub last_seen_unix: Option<i64>,
     pub size_bytes: Option<f64>,
+    /// df's Used: size − free (root's reserve is not counted as used).
     pub used_bytes: Option<f64>,
+    /// df's Use%: used / (used + avail) ([`crate::statfs::df_fill_ratio`]).
     pub fill_ratio: Option<f64>,
+    /// Root's reserve as last seen (free − avail): neither used nor available. The usage chart
+    /// is drawn on df's scale: its points and `usage` are used bytes less this, its limit
+    /// `size_bytes` less this (where the forecast's "full" lies).
+    pub reserved_bytes: Option<f64>,
     pub growth_7d_bytes_per_day: Option<f64>,
     pub growth_30d_bytes_per_day: Option<f64>,
     pub predicted_full_unix: Option<i64>,
     /// Why there is no date, when there is none.
     pub full_note: Option<String>,
-    /// (time, low used, high used) for the usage chart: daily figures once the history holds
+    /// (time, low used, high used) for the usage chart, df's used (size − free, root's reserve
+    /// taken as `reserved_bytes` throughout): daily figures once the history holds
     /// [`FINE_USAGE_DAYS`] days, before that the stored samples in at most [`USAGE_POINTS`]
     /// buckets (a new host's first days draw as a line, not as one dot a day).
     pub usage: Vec<(i64, f64, f64)>,
@@ -118,10 +126,10 @@ pub(crate) fn layer_rank(layer: &str) -> u8 {
 fn layer_reports(rows: Vec<crate::history::LayerRow>) -> Vec<LayerReport> {
     rows.into_iter()
         .map(|l| LayerReport {
-            fill_ratio: l
-                .size_bytes
-                .filter(|s| *s > 0)
-                .map(|s| (1.0 - l.avail_bytes as f64 / s as f64).clamp(0.0, 1.0)),
+            fill_ratio: crate::layers::layer_fill_ratio(
+                l.avail_bytes as f64,
+                l.size_bytes.map(|s| s as f64),
+            ),
             layer: l.layer,
             name: l.name,
             avail_bytes: l.avail_bytes as f64,
@@ -160,6 +168,27 @@ pub struct DriveReport {
     /// What the drive's own logs and the durability check say now (from Prometheus: the
     /// history store does not keep these).
     pub health: DriveHealth,
+}
+
+impl DriveReport {
+    /// What a heading calls it: its kernel name, else its serial or WWN (never "?").
+    pub fn name(&self) -> String {
+        drive_name(
+            self.device.as_deref(),
+            self.serial.as_deref(),
+            self.wwn.as_deref(),
+        )
+    }
+}
+
+/// A drive's name for people from what is known of it.
+fn drive_name(device: Option<&str>, serial: Option<&str>, wwn: Option<&str>) -> String {
+    match (device, serial, wwn) {
+        (Some(d), _, _) if !d.is_empty() => d.to_string(),
+        (_, Some(s), _) => format!("serial {s}"),
+        (_, _, Some(w)) => format!("WWN {w}"),
+        _ => "a drive without a name".into(),
+    }
 }
 
 /// A drive's health as of the report: its error log, newest self-test, temperature against
@@ -245,6 +274,19 @@ fn usage_points(
     Ok(out)
 }
 
+/// Usage points (used as `size − avail`, which the forecast counts) on df's scale: less root's
+/// reserve, so the chart's last point is the table's used.
+pub(crate) fn on_df_scale(
+    usage: Vec<(i64, f64, f64)>,
+    reserved: Option<f64>,
+) -> Vec<(i64, f64, f64)> {
+    let r = reserved.unwrap_or(0.0);
+    usage
+        .into_iter()
+        .map(|(t, lo, hi)| (t, (lo - r).max(0.0), (hi - r).max(0.0)))
+        .collect()
+}
+
 /// A report that says only that the store does not exist yet.
 pub fn not_created(host: &str, source: &str, now: i64, why: &str) -> Report {
     Report {
@@ -259,15 +301,18 @@ pub fn not_created(host: &str, source: &str, now: i64, why: &str) -> Report {
     }
 }
 
-/// Builds the report from the store as of `now`, in one read snapshot.
+/// Builds the report from the store as of `now`, in one read snapshot. `probe_targets` is how
+/// many probe targets the daemon has configured, when known: what the report says while no
+/// run is stored yet.
 pub fn build(
     store: &Store,
     host: &str,
     now: i64,
     rules: &[EnduranceRule],
+    probe_targets: Option<usize>,
 ) -> Result<Report, StoreError> {
     store.begin_read()?;
-    let r = build_in(store, host, now, rules);
+    let r = build_in(store, host, now, rules, probe_targets);
     let end = store.end_read();
     let r = r?;
     end?;
@@ -279,6 +324,7 @@ fn build_in(
     host: &str,
     now: i64,
     rules: &[EnduranceRule],
+    probe_targets: Option<usize>,
 ) -> Result<Report, StoreError> {
     let mut unknown = Vec::new();
     let mut filesystems = Vec::new();
@@ -291,11 +337,24 @@ fn build_in(
         let latest = store.fs_series(f.id, now - current::STALE_SECONDS, now)?;
         let cur = latest.last();
         let last_seen = cur.map(|p| p.t).or(last.map(|d| d.day * DAY));
-        let (size, used) = match (cur, last) {
-            (Some(p), _) => (Some(p.size.last), Some(p.size.last - p.avail.last)),
-            (None, Some(d)) => (Some(d.size), Some(d.high)),
-            _ => (None, None),
+        // The newest point (raw or hourly) carries free bytes too, which df's used needs; a
+        // filesystem not seen lately takes its last stored day's.
+        let newest = match (cur, last) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(d)) => store.fs_series(f.id, d.day * DAY, now)?.pop(),
+            _ => None,
         };
+        let (size, used, fill_ratio) = match &newest {
+            Some(p) => (
+                Some(p.size.last),
+                Some((p.size.last - p.free.last).max(0.0)),
+                df_fill_ratio(p.size.last, p.free.last, p.avail.last),
+            ),
+            None => (None, None, None),
+        };
+        let reserved = newest
+            .as_ref()
+            .map(|p| (p.free.last - p.avail.last).max(0.0));
         let stale = !current::seen_recently(last_seen, now);
         let fc = if stale {
             Default::default()
@@ -328,15 +387,16 @@ fn build_in(
             last_seen_unix: last_seen,
             size_bytes: size,
             used_bytes: used,
-            fill_ratio: match (size, used) {
-                (Some(s), Some(u)) if s > 0.0 => Some(u / s),
-                _ => None,
-            },
+            fill_ratio,
+            reserved_bytes: reserved,
             growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
             growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
             predicted_full_unix: fc.predicted_full_unix,
             full_note,
-            usage: usage_points(store, f.id, f.first_seen, &days, now)?,
+            usage: on_df_scale(
+                usage_points(store, f.id, f.first_seen, &days, now)?,
+                reserved,
+            ),
             layers,
         });
     }
@@ -359,13 +419,21 @@ fn build_in(
         if wear.is_empty() && !pts.is_empty() {
             unknown.push(format!(
                 "drive {}: no wear figure in its SMART data (or smartctl never ran on it)",
-                d.kernel_name.as_deref().unwrap_or("?")
+                drive_name(
+                    d.kernel_name.as_deref(),
+                    d.key.serial.as_deref(),
+                    d.key.wwn.as_deref()
+                )
             ));
         }
         if endurance.is_none() && !pts.is_empty() {
             unknown.push(format!(
                 "drive {} ({}): no rated endurance (history.endurance in the config): TBW consumed has no share",
-                d.kernel_name.as_deref().unwrap_or("?"),
+                drive_name(
+                    d.kernel_name.as_deref(),
+                    d.key.serial.as_deref(),
+                    d.key.wwn.as_deref()
+                ),
                 d.key.model.as_deref().unwrap_or("model unknown")
             ));
         }
@@ -404,10 +472,7 @@ fn build_in(
     }
     let degradation = degradation::analyse(store, 0, now)?;
     if degradation.is_empty() {
-        unknown.push(
-            "no probe results yet: latency by fill and TRIM/idle recovery are unknown (configure collectors.probe.targets)"
-                .into(),
-        );
+        unknown.push(no_probe_runs(probe_targets));
     } else {
         for g in &degradation {
             if g.trim.is_empty() {
@@ -431,6 +496,18 @@ fn build_in(
     })
 }
 
+/// Why there is no latency by fill yet, in plain words: a new host with a target configured is
+/// told its first runs are to come, never to configure one.
+fn no_probe_runs(probe_targets: Option<usize>) -> String {
+    match probe_targets {
+        Some(0) => "no probe target configured (collectors.probe.targets): latency by fill and TRIM/idle recovery are unknown".into(),
+        Some(n) => format!(
+            "no probe run recorded yet: latency by fill and TRIM/idle recovery come with the first runs of the {n} configured probe target(s)"
+        ),
+        None => "no probe run recorded yet: latency by fill and TRIM/idle recovery are unknown".into(),
+    }
+}
+
 /// The report of the store file at `path`, opened read-only; a store not created yet gives a
 /// report that says so.
 pub fn from_store(
@@ -438,9 +515,10 @@ pub fn from_store(
     host: &str,
     now: i64,
     rules: &[EnduranceRule],
+    probe_targets: Option<usize>,
 ) -> Result<Report, StoreError> {
     match Store::open_read_only(path) {
-        Ok(store) => build(&store, host, now, rules),
+        Ok(store) => build(&store, host, now, rules, probe_targets),
         Err(e @ StoreError::NotCreated { .. }) => Ok(not_created(
             host,
             &path.display().to_string(),
@@ -458,6 +536,23 @@ pub fn host_name(proc: &std::path::Path) -> String {
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// What a curve of runs made while more than 1 % of the filesystem was deleted but not trimmed
+/// is called.
+pub const UNTRIMMED_TITLE: &str = "deleted, not trimmed (> 1 % of the filesystem)";
+
+/// A probe target and kind for a heading: `/data/pg on /data (nvme0n1), sync_write_4k`, what is
+/// unknown left out (never a "(?)").
+pub fn group_title(g: &Group) -> String {
+    let mut t = g.target.clone();
+    if let Some(mp) = g.mountpoint.as_deref().filter(|m| *m != g.target) {
+        t.push_str(&format!(" on {mp}"));
+    }
+    if let Some(d) = g.device.as_deref().filter(|d| !d.is_empty()) {
+        t.push_str(&format!(" ({d})"));
+    }
+    format!("{t}, {}", g.probe.as_str())
 }
 
 /// The report as JSON (every figure in base units, times in Unix seconds).
@@ -513,4 +608,18 @@ pub fn latency(s: f64) -> String {
 /// A ratio as a percentage: `81.2 %`.
 pub fn pct(r: f64) -> String {
     format!("{:.1} %", r * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A heading never says "?": a drive is named by what is known of it.
+    #[test]
+    fn a_drive_is_named_by_what_is_known_of_it() {
+        assert_eq!(drive_name(Some("sda"), Some("S1"), None), "sda");
+        assert_eq!(drive_name(None, Some("S1"), Some("eui.1")), "serial S1");
+        assert_eq!(drive_name(Some(""), None, Some("eui.1")), "WWN eui.1");
+        assert_eq!(drive_name(None, None, None), "a drive without a name");
+    }
 }

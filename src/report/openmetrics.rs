@@ -212,8 +212,9 @@ fn drive_series(
     Ok(())
 }
 
-/// A probe run as exported: its time, p50 and p99 latency, and the fill it ran at.
-type Run = (i64, f64, f64, Option<f64>);
+/// A probe run as exported: its time, p50 and p99 latency (none for a run of fewer than 100
+/// I/Os), the fill it ran at and the share of its filesystem deleted but not trimmed.
+type Run = (i64, f64, Option<f64>, Option<f64>, Option<f64>);
 
 /// Probe runs by target and kind, with the kernel name of the drive they ran on.
 type RunGroups = BTreeMap<(i64, &'static str), (String, Vec<Run>)>;
@@ -221,7 +222,8 @@ type RunGroups = BTreeMap<(i64, &'static str), (String, Vec<Run>)>;
 /// A probe series: mount point, device, probe kind and its runs in time order.
 type ProbeSeries<'a> = (String, String, &'static str, &'a Vec<Run>);
 
-/// Every probe run's p50 and p99 latency and its fill.
+/// Every probe run's p50 and p99 latency and its fill; a run too short for a p99 has no
+/// `quantile="0.99"` sample, as the daemon exports none for it.
 fn probe_runs(
     out: &mut Out,
     store: &Store,
@@ -241,7 +243,9 @@ fn probe_runs(
                 ("quantile", q),
             ]);
             for r in v.iter() {
-                let x = if pick == 0 { r.1 } else { r.2 };
+                let Some(x) = (if pick == 0 { Some(r.1) } else { r.2 }) else {
+                    continue;
+                };
                 out.sample(
                     catalogue::PROBE_LAST_LATENCY_SECONDS.name,
                     &l,
@@ -251,17 +255,22 @@ fn probe_runs(
             }
         }
     }
-    out.family(&catalogue::PROBE_RUN_FILL_RATIO)?;
-    for (mp, dev, kind, v) in &series {
-        let l = out.labels(&[("probe", kind), ("mountpoint", mp), ("device", dev)]);
-        for r in v.iter() {
-            if let Some(f) = r.3 {
-                out.sample(
-                    catalogue::PROBE_RUN_FILL_RATIO.name,
-                    &l,
-                    format_value(f),
-                    r.0,
-                )?;
+    // Each run's context the curves need: its fill, and whether it ran on a trimmed
+    // filesystem (a run without the figure has no sample, never a 0).
+    for (family, pick) in [
+        (
+            &catalogue::PROBE_RUN_FILL_RATIO,
+            (|r: &Run| r.3) as fn(&Run) -> Option<f64>,
+        ),
+        (&catalogue::PROBE_RUN_UNTRIMMED_RATIO, |r: &Run| r.4),
+    ] {
+        out.family(family)?;
+        for (mp, dev, kind, v) in &series {
+            let l = out.labels(&[("probe", kind), ("mountpoint", mp), ("device", dev)]);
+            for r in v.iter() {
+                if let Some(f) = pick(r) {
+                    out.sample(family.name, &l, format_value(f), r.0)?;
+                }
             }
         }
     }
@@ -283,7 +292,13 @@ fn runs_by_target(store: &Store, now: i64, drives: &[DriveInfo]) -> Result<RunGr
         if let Some(d) = r.drive {
             e.0 = names.get(&d.0).cloned().unwrap_or_default();
         }
-        e.1.push((r.t, r.p50_seconds, r.p99_seconds, r.fill_ratio));
+        e.1.push((
+            r.t,
+            r.p50_seconds,
+            r.p99_seconds,
+            r.fill_ratio,
+            r.untrimmed_ratio,
+        ));
     })?;
     Ok(runs)
 }
@@ -394,4 +409,65 @@ fn forecasts(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{HistoryConfig, ProbeRecord};
+    use crate::probe::ProbeKind;
+
+    const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+    /// A 16-write run exports its p50 and no `quantile="0.99"` sample (its maximum is not a
+    /// p99); a 256-write run both. Each run's untrimmed share is exported where recorded.
+    #[test]
+    fn a_short_run_exports_no_p99_and_each_run_its_untrimmed_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+        let run = |t: i64, ops: u64, p99: Option<f64>, untrimmed: Option<f64>| ProbeRecord {
+            target: "/srv/pg".into(),
+            drive: None,
+            t,
+            kind: ProbeKind::SyncWrite4k,
+            ops,
+            p50_seconds: 1e-3,
+            p99_seconds: p99,
+            max_seconds: 9e-3,
+            throughput_bytes_per_second: None,
+            fill_ratio: Some(0.5),
+            since_discard_seconds: None,
+            idle_seconds: None,
+            utilization_ratio: None,
+            utilization_before_ratio: None,
+            written_since_discard_bytes: None,
+            untrimmed_ratio: untrimmed,
+        };
+        store
+            .record_probes(&[
+                run(T0, 16, None, Some(0.2)),
+                run(T0 + 300, 256, Some(4e-3), None),
+            ])
+            .unwrap();
+        let mut out = Vec::new();
+        export(&store, T0 + 600, None, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let samples = |prefix: &str| -> Vec<&str> {
+            text.lines().filter(|l| l.starts_with(prefix)).collect()
+        };
+        let p99 = samples("ssdwatch_probe_last_latency_seconds{");
+        let p99: Vec<&&str> = p99
+            .iter()
+            .filter(|l| l.contains("quantile=\"0.99\""))
+            .collect();
+        assert_eq!(p99.len(), 1, "{text}");
+        assert!(p99[0].ends_with(&format!(" 0.004 {}", T0 + 300)), "{text}");
+        assert!(
+            !text.contains(" 0.009 "),
+            "no maximum under a quantile: {text}"
+        );
+        let untrimmed = samples("ssdwatch_probe_run_untrimmed_ratio{");
+        assert_eq!(untrimmed.len(), 1, "{text}");
+        assert!(untrimmed[0].ends_with(&format!(" 0.2 {T0}")), "{text}");
+    }
 }

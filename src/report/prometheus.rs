@@ -4,8 +4,8 @@
 //! precision.
 //!
 //! Queries per host are bounded: 3 range queries for filesystems (60 points a series), 3 for
-//! drives (one point a day over at most 2 years), 5 instant queries for the current values
-//! (avail, drive model and size, the daemon's endurance gauges), 3 for the layers under the
+//! drives (one point a day over at most 2 years), 6 instant queries for the current values
+//! (avail and free, drive model and size, the daemon's endurance gauges), 3 for the layers under the
 //! filesystems (each layer's free bytes, the limiting layer, the layers' sizes), probe samples in 30-day chunks
 //! (only series exported by `ssdwatch history export`, which carry each run's fill), and the
 //! TRIM/idle recovery gauges at one point an hour in 30-day chunks (720 points a series).
@@ -13,12 +13,13 @@
 use super::{DriveHealth, DriveReport, FsReport, LayerReport, Report};
 use crate::catalogue;
 use crate::history::current;
-use crate::history::curve::{Curve, Recovery};
+use crate::history::curve::{Curve, Recovery, not_trimmed};
 use crate::history::degradation::{Group, RECOVERY_FAMILIES};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::{DrivePoint, Stat};
 use crate::probe::ProbeKind;
+use crate::statfs::df_fill_ratio;
 use crate::time::{DAY, HOUR};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -249,14 +250,19 @@ fn drive_labels(l: &Labels) -> DriveLabels {
 /// Every filesystem with a day of figures, as the store's report shows it.
 fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, QueryError> {
     let days = filesystem_days(api, instance, now)?;
-    let last_avail = last_avail(api, instance, now)?;
+    let last_avail = last_value(api, instance, now, &catalogue::FILESYSTEM_AVAIL_BYTES)?;
+    let last_free = last_value(api, instance, now, &catalogue::FILESYSTEM_FREE_BYTES)?;
     let mut stacks = layers(api, instance, now)?;
     Ok(days
         .into_iter()
         .filter_map(|((mp, dev), days)| {
-            let used_now = last_avail.get(&(mp.clone(), dev.clone())).copied();
+            let key = (mp.clone(), dev.clone());
+            let now_figures = last_avail
+                .get(&key)
+                .copied()
+                .zip(last_free.get(&key).copied());
             let layers = stacks.remove(&mp).unwrap_or_default();
-            let mut f = filesystem(mp, dev, &days, used_now, now)?;
+            let mut f = filesystem(mp, dev, &days, now_figures, now)?;
             f.layers = layers;
             Some(f)
         })
@@ -381,10 +387,7 @@ fn layers(
                     .map(|u| u + x.avail_bytes),
                 _ => sizes.get(&(x.layer.clone(), x.name.clone())).copied(),
             };
-            x.fill_ratio = x
-                .size_bytes
-                .filter(|s| *s > 0.0)
-                .map(|s| (1.0 - x.avail_bytes / s).clamp(0.0, 1.0));
+            x.fill_ratio = crate::layers::layer_fill_ratio(x.avail_bytes, x.size_bytes);
         }
         stack.sort_by_key(|x| super::layer_rank(&x.layer));
     }
@@ -423,15 +426,16 @@ fn filesystem_days(api: &Api, instance: &str, now: i64) -> Result<Daily<FsLabels
     Ok(fs)
 }
 
-/// Each filesystem's last available bytes (2 days back at most).
-fn last_avail(api: &Api, instance: &str, now: i64) -> Result<BTreeMap<FsLabels, f64>, QueryError> {
+/// Each filesystem's last value of a filesystem gauge (2 days back at most).
+fn last_value(
+    api: &Api,
+    instance: &str,
+    now: i64,
+    family: &catalogue::Family,
+) -> Result<BTreeMap<FsLabels, f64>, QueryError> {
     Ok(api
         .query(
-            &format!(
-                "last_over_time({}{}[2d])",
-                catalogue::FILESYSTEM_AVAIL_BYTES.name,
-                sel(instance, "")
-            ),
+            &format!("last_over_time({}{}[2d])", family.name, sel(instance, "")),
             now,
         )?
         .into_iter()
@@ -439,13 +443,13 @@ fn last_avail(api: &Api, instance: &str, now: i64) -> Result<BTreeMap<FsLabels, 
         .collect())
 }
 
-/// One filesystem's report from its daily figures and its last available bytes; None
+/// One filesystem's report from its daily figures and its last (available, free) bytes; None
 /// without a day that has all three figures.
 fn filesystem(
     mp: String,
     dev: String,
     days: &Days,
-    last_avail: Option<f64>,
+    now_figures: Option<(f64, f64)>,
     now: i64,
 ) -> Option<FsReport> {
     let uses: Vec<DayUse> = days
@@ -462,7 +466,10 @@ fn filesystem(
         .collect();
     let last = uses.last().copied()?;
     let fc = current::filesystem(&uses, now).unwrap_or_default();
-    let used = last_avail.map(|a| last.size - a);
+    // df's used and fill, as the store's report gives them.
+    let used = now_figures.map(|(_, free)| (last.size - free).max(0.0));
+    let fill_ratio = now_figures.and_then(|(avail, free)| df_fill_ratio(last.size, free, avail));
+    let reserved = now_figures.map(|(avail, free)| (free - avail).max(0.0));
     Some(FsReport {
         mountpoint: mp,
         device: (!dev.is_empty()).then_some(dev),
@@ -470,7 +477,8 @@ fn filesystem(
         last_seen_unix: Some((last.day * DAY + DAY - 1).min(now)),
         size_bytes: Some(last.size),
         used_bytes: used,
-        fill_ratio: used.map(|u| u / last.size).filter(|_| last.size > 0.0),
+        fill_ratio,
+        reserved_bytes: reserved,
         growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
         growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
         predicted_full_unix: fc.predicted_full_unix,
@@ -478,7 +486,10 @@ fn filesystem(
             .predicted_full_unix
             .is_none()
             .then(|| "no date from the query API's daily figures".to_string()),
-        usage: uses.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
+        usage: super::on_df_scale(
+            uses.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
+            reserved,
+        ),
         layers: Vec::new(),
     })
 }
@@ -742,7 +753,8 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
         .unwrap_or(now - DRIVE_DAYS * DAY)
         - DAY;
     type Key = (String, String, String);
-    let mut runs: Daily<Key> = BTreeMap::new();
+    // Per run: fill, p50, p99, untrimmed share.
+    let mut runs: BTreeMap<Key, BTreeMap<i64, [Option<f64>; 4]>> = BTreeMap::new();
     let key = |l: &Labels| {
         (
             label(l, "probe").unwrap_or("").to_string(),
@@ -769,6 +781,11 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
                 catalogue::PROBE_LAST_LATENCY_SECONDS.name,
                 sel(instance, "quantile=\"0.99\"")
             ),
+            format!(
+                "{}{}",
+                catalogue::PROBE_RUN_UNTRIMMED_RATIO.name,
+                sel(instance, "")
+            ),
         ]
         .iter()
         .enumerate()
@@ -786,11 +803,18 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
         .into_iter()
         .filter_map(|((probe, mp, dev), rs)| {
             let kind = ProbeKind::parse(&probe)?;
-            let mut c = Curve::default();
+            let (mut c, mut untrimmed) = (Curve::default(), Curve::default());
             let mut n = 0;
             for v in rs.values() {
-                if let (Some(f), Some(p50), Some(p99)) = (v[0], v[1], v[2]) {
-                    c.add(Some(f), p50, p99);
+                // A run too short for a p99 was exported without one; one without its
+                // untrimmed share counts as trimmed, as in the store's report.
+                if let (Some(f), Some(p50)) = (v[0], v[1]) {
+                    let curve = if not_trimmed(v[3]) {
+                        &mut untrimmed
+                    } else {
+                        &mut c
+                    };
+                    curve.add(Some(f), p50, v[2]);
                     n += 1;
                 }
             }
@@ -804,6 +828,7 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
                 first_run: *rs.keys().next().unwrap_or(&now),
                 last_run: *rs.keys().last().unwrap_or(&now),
                 curve: c.bins(),
+                curve_untrimmed: untrimmed.bins(),
                 trim: Vec::new(),
                 idle: Vec::new(),
             })

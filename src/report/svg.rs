@@ -26,6 +26,8 @@ pub enum Style {
     Forecast,
     /// A limit (the size, 100 %): thin and grey.
     Limit,
+    /// Runs made while the filesystem had deleted space not trimmed yet.
+    Untrimmed,
 }
 
 impl Style {
@@ -35,6 +37,7 @@ impl Style {
             Style::Second => "second",
             Style::Forecast => "forecast",
             Style::Limit => "limit",
+            Style::Untrimmed => "untrimmed",
         }
     }
 }
@@ -82,7 +85,14 @@ pub struct Chart {
     pub markers: Vec<(f64, String)>,
     /// Start the y axis at 0 (usage, wear); otherwise at the data's low.
     pub y_from_zero: bool,
+    /// A fixed x range (a fill ratio's 0-1); otherwise the data's, widened to
+    /// [`MIN_TIME_SPAN`] on a time axis.
+    pub x_range: Option<(f64, f64)>,
 }
+
+/// The narrowest time axis: a first day's single sample or 15 minutes of them are drawn on 20
+/// minutes, so its 5 ticks fall on 5 different minutes (never one time printed five times).
+pub const MIN_TIME_SPAN: f64 = 1200.0;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -137,9 +147,16 @@ pub fn render(c: &Chart) -> String {
     if c.y_from_zero {
         y0 = y0.min(0.0);
     }
-    if x1 - x0 <= 0.0 {
-        x0 -= 1.0;
-        x1 += 1.0;
+    let min_span = match c.x {
+        Axis::Time => MIN_TIME_SPAN,
+        _ => 0.0,
+    };
+    if let Some((lo, hi)) = c.x_range.filter(|(lo, hi)| lo < hi) {
+        (x0, x1) = (lo, hi);
+    } else if x1 - x0 < min_span.max(f64::MIN_POSITIVE) {
+        // One point (or a span too short to tell its ticks apart): centred on a readable span.
+        let (mid, half) = ((x0 + x1) / 2.0, min_span.max(2.0) / 2.0);
+        (x0, x1) = (mid - half, mid + half);
     }
     if y1 - y0 <= 0.0 {
         y1 = y0 + y0.abs().max(1e-9);
@@ -211,6 +228,11 @@ pub fn render(c: &Chart) -> String {
             continue;
         }
         let mut d = String::new();
+        // A limit seen at one time only (a first day's size) is still a limit: across the plot.
+        let p = match (s.style, p.first()) {
+            (Style::Limit, Some(&(x, y))) if p.iter().all(|q| q.0 == x) => vec![(x0, y), (x1, y)],
+            _ => p,
+        };
         for (i, (x, y)) in p.iter().enumerate() {
             let _ = write!(
                 d,
@@ -226,7 +248,8 @@ pub fn render(c: &Chart) -> String {
             s.style.class(),
             esc(&s.name)
         );
-        if s.dots {
+        // A single point is a path of no length: drawn as a dot, or nothing would show.
+        if s.dots || (p.len() == 1 && s.style != Style::Limit) {
             for (x, y) in &p {
                 let _ = write!(
                     o,
@@ -275,6 +298,7 @@ mod tests {
             ],
             markers: vec![(259_200.0, "full".into())],
             y_from_zero: true,
+            x_range: None,
         };
         let s = render(&c);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>"));
@@ -306,5 +330,71 @@ mod tests {
         assert!(t.contains(&(5_003.0, 1e6)), "the spike is kept");
         assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "in x order");
         assert_eq!(t.first(), Some(&(0.0, 0.0)));
+    }
+
+    /// A first day: one sample is a dot on a 20-minute axis whose ticks are 5 different times;
+    /// a fill chart with one bin keeps its 0-100 % axis.
+    #[test]
+    fn a_single_point_is_drawn_on_readable_axes() {
+        let t = 1_800_000_000.0;
+        let one = Chart {
+            title: "used".into(),
+            x: Axis::Time,
+            y: Axis::Bytes,
+            series: vec![Series {
+                name: "used".into(),
+                style: Style::Measured,
+                points: vec![(t, 5e9)],
+                dots: false,
+            }],
+            markers: vec![],
+            y_from_zero: true,
+            x_range: None,
+        };
+        let mut with_size = one.clone();
+        with_size.series.push(Series {
+            name: "size".into(),
+            style: Style::Limit,
+            points: vec![(t, 10e9), (t, 10e9)],
+            dots: false,
+        });
+        let s = render(&with_size);
+        assert!(s.contains("<circle class=\"measured\" cx=\"391.0\""), "{s}");
+        assert!(
+            s.contains("<path class=\"limit\" d=\"M78.0 ") && s.contains("L704.0 "),
+            "the size across the plot: {s}"
+        );
+        let ticks: Vec<&str> = s
+            .match_indices("text-anchor=\"")
+            .filter_map(|(i, _)| {
+                let rest = &s[i..];
+                let v = &rest[rest.find('>')? + 1..];
+                Some(&v[..v.find('<')?])
+            })
+            .filter(|v| v.contains(':'))
+            .collect();
+        assert_eq!(ticks.len(), 5, "{ticks:?}");
+        let mut distinct = ticks.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 5, "five different times: {ticks:?}");
+
+        let fill = Chart {
+            x: Axis::Ratio,
+            y: Axis::Seconds,
+            series: vec![Series {
+                name: "p50".into(),
+                style: Style::Measured,
+                points: vec![(0.05, 1e-3)],
+                dots: true,
+            }],
+            x_range: Some((0.0, 1.0)),
+            ..one
+        };
+        let s = render(&fill);
+        for want in [">0 %<", ">25 %<", ">50 %<", ">75 %<", ">100 %<"] {
+            assert!(s.contains(want), "{want}: {s}");
+        }
+        assert!(!s.contains(">-"), "no negative tick: {s}");
+        assert!(!s.contains("NaN"), "{s}");
     }
 }

@@ -130,7 +130,7 @@ fn drive(o: &mut String, d: &DriveReport) {
     let _ = writeln!(
         o,
         "  {}  {}  serial {}",
-        d.device.as_deref().unwrap_or("?"),
+        d.name(),
         d.model.as_deref().unwrap_or("model unknown"),
         d.serial.as_deref().unwrap_or("unknown")
     );
@@ -210,9 +210,12 @@ fn drive_trim(o: &mut String, d: &DriveReport, degradation: &[Group]) {
 }
 
 fn latency_by_fill(o: &mut String, degradation: &[Group]) {
-    let _ = writeln!(o, "\nLATENCY BY FILL (median of the runs' p50 / p99)");
+    let _ = writeln!(
+        o,
+        "\nLATENCY BY FILL (median of the runs' p50 / p99; a p99 needs runs of 100 I/Os or more)"
+    );
     if degradation.is_empty() {
-        let _ = writeln!(o, "  no probe results yet");
+        let _ = writeln!(o, "  no probe run recorded yet");
     }
     for g in degradation {
         curve(o, g);
@@ -226,11 +229,8 @@ fn latency_by_fill(o: &mut String, degradation: &[Group]) {
 fn curve(o: &mut String, g: &Group) {
     let _ = writeln!(
         o,
-        "  {} on {} ({}), {}: {} runs {} .. {}",
-        g.target,
-        g.mountpoint.as_deref().unwrap_or("?"),
-        g.device.as_deref().unwrap_or("?"),
-        g.probe.as_str(),
+        "  {}: {} runs {} .. {}",
+        super::group_title(g),
         g.runs,
         date(g.first_run),
         date(g.last_run)
@@ -240,15 +240,24 @@ fn curve(o: &mut String, g: &Group) {
         "    {:<10} {:>8} {:>10} {:>10}",
         "fill", "runs", "p50", "p99"
     );
-    for b in &g.curve {
-        let _ = writeln!(
-            o,
-            "    {:<10} {:>8} {:>10} {:>10}",
-            FILL_BIN_LABELS[b.bin],
-            b.runs,
-            latency(b.p50_seconds),
-            latency(b.p99_seconds)
-        );
+    let split = !g.curve_untrimmed.is_empty();
+    for (what, bins) in [
+        ("trimmed", &g.curve),
+        (super::UNTRIMMED_TITLE, &g.curve_untrimmed),
+    ] {
+        if split && !bins.is_empty() {
+            let _ = writeln!(o, "    {what}:");
+        }
+        for b in bins {
+            let _ = writeln!(
+                o,
+                "    {:<10} {:>8} {:>10} {:>10}",
+                FILL_BIN_LABELS[b.bin],
+                b.runs,
+                latency(b.p50_seconds),
+                b.p99_seconds.map(latency).unwrap_or_else(|| "-".into())
+            );
+        }
     }
 }
 
@@ -374,6 +383,7 @@ mod tests {
             size_bytes: None,
             used_bytes: None,
             fill_ratio: None,
+            reserved_bytes: None,
             growth_7d_bytes_per_day: None,
             growth_30d_bytes_per_day: None,
             predicted_full_unix: None,
@@ -420,6 +430,7 @@ mod tests {
             size_bytes: Some(400e6),
             used_bytes: Some(396e6),
             fill_ratio: Some(0.99),
+            reserved_bytes: None,
             growth_7d_bytes_per_day: None,
             growth_30d_bytes_per_day: None,
             predicted_full_unix: None,

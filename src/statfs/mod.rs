@@ -160,15 +160,36 @@ impl FsStat {
     /// `ssdwatch:filesystem_used_ratio` rule and the dashboards all use it. None for an empty
     /// filesystem.
     pub fn fill_ratio(&self) -> Option<f64> {
-        let used = self.size_bytes().saturating_sub(self.free_bytes());
-        let denom = used.saturating_add(self.avail_bytes());
-        (denom > 0).then(|| used as f64 / denom as f64)
+        df_fill_ratio(
+            self.size_bytes() as f64,
+            self.free_bytes() as f64,
+            self.avail_bytes() as f64,
+        )
+    }
+
+    /// df's size for users: used + avail (root's reserved blocks are no one's room), the scale
+    /// of the filesystem layer's fill ([`crate::layers::layer_fill_ratio`]).
+    pub fn df_size_bytes(&self) -> u64 {
+        self.size_bytes()
+            .saturating_sub(self.free_bytes())
+            .saturating_add(self.avail_bytes())
     }
 
     /// Free bytes, the root-reserved blocks included.
     pub fn free_bytes(&self) -> u64 {
         self.bfree.saturating_mul(self.frsize)
     }
+}
+
+/// The one definition of fill, df's Use%: used / (used + avail) with used = size − free, from a
+/// filesystem's size, free bytes (root's reserve included) and bytes available to users. The
+/// reserve counts neither as used nor as available. [`FsStat::fill_ratio`], the report (live and
+/// from the history) and the `ssdwatch:filesystem_used_ratio` rule agree on it; None for an
+/// empty filesystem or figures that are not numbers.
+pub fn df_fill_ratio(size_bytes: f64, free_bytes: f64, avail_bytes: f64) -> Option<f64> {
+    let used = (size_bytes - free_bytes).max(0.0);
+    let denom = used + avail_bytes.max(0.0);
+    (denom > 0.0 && denom.is_finite()).then(|| used / denom)
 }
 
 /// statvfs of an open file or directory (the probes hold their target open). Not guarded:
@@ -234,6 +255,17 @@ mod tests {
         assert_eq!(st(1000, 50, 0).fill_ratio(), Some(1.0));
         assert_eq!(st(1000, 1000, 1000).fill_ratio(), Some(0.0));
         assert_eq!(st(0, 0, 0).fill_ratio(), None);
+        // The same from stored figures (bytes as f64), never (size − avail) / size: a 25 %
+        // reserve with 70 % of the rest used is 70 %, not 77.5 %.
+        assert_eq!(df_fill_ratio(1000.0, 148.0, 98.0), Some(852.0 / 950.0));
+        assert_eq!(df_fill_ratio(100.0, 52.5, 27.5), Some(47.5 / 75.0));
+        assert_eq!(df_fill_ratio(0.0, 0.0, 0.0), None);
+        // The filesystem layer's fill, on df's size, is the same figure.
+        let s = st(1000, 148, 98);
+        let layer =
+            crate::layers::layer_fill_ratio(s.avail_bytes() as f64, Some(s.df_size_bytes() as f64));
+        assert!((layer.unwrap() - s.fill_ratio().unwrap()).abs() < 1e-12);
+        assert_eq!(df_fill_ratio(f64::NAN, 0.0, 0.0), None);
     }
 
     #[test]

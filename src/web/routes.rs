@@ -27,7 +27,14 @@ pub(crate) struct ReportSource {
     pub store: std::path::PathBuf,
     pub host: String,
     pub endurance: Vec<crate::history::service::EnduranceRule>,
+    /// Asks the history thread to commit what it holds before the report reads the store.
+    pub flush: Option<crate::history::service::Flusher>,
+    /// Probe targets configured (0 with the probe collector off).
+    pub probe_targets: usize,
 }
+
+/// How long /report waits for the history thread's commit before reading what is stored.
+const REPORT_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The routes behind the gate of `current`; `max_requests` concurrent /metrics (0: no cap);
 /// /report when the history is on.
@@ -266,8 +273,19 @@ async fn report_page(
             .into_response();
     };
     let built = tokio::task::spawn_blocking(move || {
+        // What the daemon holds in memory goes into the store first: a new host's report shows
+        // its first minutes, not "nothing yet" until the first flush_interval has passed.
+        if let Some(f) = &source.flush {
+            f.flush(REPORT_FLUSH_WAIT);
+        }
         let now = crate::snapshot::unix_now() as i64;
-        crate::report::from_store(&source.store, &source.host, now, &source.endurance)
+        crate::report::from_store(
+            &source.store,
+            &source.host,
+            now,
+            &source.endurance,
+            Some(source.probe_targets),
+        )
     })
     .await;
     match built {

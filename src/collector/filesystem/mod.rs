@@ -297,6 +297,7 @@ impl Collector for FilesystemCollector {
         }
         let layers = ctx.shared.layers();
         let mut untrimmed = std::collections::HashMap::with_capacity(selected.len());
+        let mut untrimmed_ratios = std::collections::HashMap::with_capacity(selected.len());
         for m in &selected {
             let r = results
                 .remove(&m.info.mount_point)
@@ -306,12 +307,7 @@ impl Collector for FilesystemCollector {
                     layer: Layer::Filesystem,
                     name: String::new(),
                     avail_bytes: st.avail_bytes(),
-                    // df's size: used + avail (the root-reserved blocks are no one's room).
-                    size_bytes: Some(
-                        st.size_bytes()
-                            .saturating_sub(st.free_bytes())
-                            .saturating_add(st.avail_bytes()),
-                    ),
+                    size_bytes: Some(st.df_size_bytes()),
                 };
                 let (avail, stack) =
                     effective_avail(&mut s.metrics, m, own, layers.as_deref(), &topo);
@@ -362,6 +358,12 @@ impl Collector for FilesystemCollector {
                 let (state, estimate) =
                     untrimmed::advance(self.untrimmed.get(&m.info.mount_point), newest, used);
                 untrimmed.insert(m.info.mount_point.clone(), state);
+                if st.size_bytes() > 0 {
+                    untrimmed_ratios.insert(
+                        m.info.mount_point.clone(),
+                        estimate as f64 / st.size_bytes() as f64,
+                    );
+                }
                 s.metrics
                     .family(&catalogue::FILESYSTEM_FREED_UNTRIMMED_BYTES)
                     .push_opt(
@@ -387,6 +389,7 @@ impl Collector for FilesystemCollector {
             }
         }
         self.untrimmed = untrimmed;
+        ctx.shared.set_untrimmed_ratios(untrimmed_ratios);
         self.history_sent
             .retain(|mp, _| selected.iter().any(|m| &m.info.mount_point == mp));
         s.errors = errors;

@@ -7,6 +7,12 @@ use crate::history::record::{DiscardEvent, DriveId, DriveKey, IdlePeriod, ProbeR
 use crate::probe::ProbeKind;
 use rusqlite::params;
 
+/// Whether a stored run's `p99_ns` is a p99: only for runs of 100 I/Os or more (the rule of
+/// docs/metrics.md, [`crate::probe::measurable`]). Shorter runs hold their maximum there.
+pub(crate) fn has_p99(ops: u64) -> bool {
+    crate::probe::measurable(usize::try_from(ops).unwrap_or(usize::MAX), 0.99)
+}
+
 impl Store {
     /// Records probe results (all kept, at full resolution).
     pub fn record_probes(&mut self, results: &[ProbeRecord]) -> Result<(), StoreError> {
@@ -26,8 +32,8 @@ impl Store {
                     .prepare_cached(
                         "INSERT OR REPLACE INTO probe (target, t, kind, drive, ops, p50_ns, p99_ns, \
                          max_ns, throughput, fill_ppm, since_discard_s, idle_s, util_ppm, \
-                         util_before_ppm, written_since_discard) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                         util_before_ppm, written_since_discard, untrimmed_ppm) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                     )
                     .and_then(|mut st| {
                         st.execute(params![
@@ -37,7 +43,9 @@ impl Store {
                             drive,
                             to_i64(p.ops),
                             scaled(Some(p.p50_seconds), NANO).unwrap_or(0),
-                            scaled(Some(p.p99_seconds), NANO).unwrap_or(0),
+                            // The column is NOT NULL: a run without a p99 keeps its maximum
+                            // there, as versions before 5 did; readers go by `ops`.
+                            scaled(p.p99_seconds.or(Some(p.max_seconds)), NANO).unwrap_or(0),
                             scaled(Some(p.max_seconds), NANO).unwrap_or(0),
                             scaled(p.throughput_bytes_per_second, 1.0),
                             scaled(p.fill_ratio, PPM),
@@ -46,6 +54,7 @@ impl Store {
                             scaled(p.utilization_ratio, PPM),
                             scaled(p.utilization_before_ratio, PPM),
                             p.written_since_discard_bytes.map(to_i64),
+                            scaled(p.untrimmed_ratio, PPM),
                         ])
                     })
                     .map_err(s.err("recording a probe result"))?;
@@ -103,7 +112,7 @@ impl Store {
             .prepare(
                 "SELECT pt.path, d.wwn, d.serial, d.model, p.t, p.kind, p.ops, p.p50_ns, p.p99_ns, \
                  p.max_ns, p.throughput, p.fill_ppm, p.since_discard_s, p.idle_s, p.util_ppm, \
-                 p.util_before_ppm, p.written_since_discard \
+                 p.util_before_ppm, p.written_since_discard, p.untrimmed_ppm \
                  FROM probe p JOIN probe_target pt ON pt.id = p.target \
                  LEFT JOIN drive d ON d.id = p.drive WHERE p.t >= ?1 AND p.t <= ?2 ORDER BY p.t, pt.path, p.kind",
             )
@@ -118,6 +127,7 @@ impl Store {
                 model: r.get(3).ok().flatten(),
             });
             let kind: i64 = r.get(5)?;
+            let ops = r.get::<_, i64>(6)?.max(0) as u64;
             Ok(ProbeRecord {
                 target: r.get(0)?,
                 drive,
@@ -126,9 +136,9 @@ impl Store {
                     .get(kind as usize)
                     .copied()
                     .unwrap_or(ProbeKind::SyncWrite4k),
-                ops: r.get::<_, i64>(6)?.max(0) as u64,
+                ops,
                 p50_seconds: r.get::<_, i64>(7)? as f64 / NANO,
-                p99_seconds: r.get::<_, i64>(8)? as f64 / NANO,
+                p99_seconds: has_p99(ops).then_some(r.get::<_, i64>(8)? as f64 / NANO),
                 max_seconds: r.get::<_, i64>(9)? as f64 / NANO,
                 throughput_bytes_per_second: f(r.get(10)?, 1.0),
                 fill_ratio: f(r.get(11)?, PPM),
@@ -137,6 +147,7 @@ impl Store {
                 utilization_ratio: f(r.get(14)?, PPM),
                 utilization_before_ratio: f(r.get(15)?, PPM),
                 written_since_discard_bytes: r.get::<_, Option<i64>>(16)?.map(|x| x.max(0) as u64),
+                untrimmed_ratio: f(r.get(17)?, PPM),
             })
         })
         .and_then(|it| it.collect())
@@ -166,7 +177,7 @@ impl Store {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT target, kind, drive, t, fill_ppm, p50_ns, p99_ns FROM probe \
+                "SELECT target, kind, drive, t, fill_ppm, p50_ns, p99_ns, ops, untrimmed_ppm FROM probe \
                  WHERE t >= ?1 AND t <= ?2 ORDER BY t",
             )
             .map_err(&e)?;
@@ -189,7 +200,12 @@ impl Store {
                     .map_err(&e)?
                     .map(|x| x as f64 / PPM),
                 p50_seconds: r.get::<_, i64>(5).map_err(&e)? as f64 / NANO,
-                p99_seconds: r.get::<_, i64>(6).map_err(&e)? as f64 / NANO,
+                p99_seconds: has_p99(r.get::<_, i64>(7).map_err(&e)?.max(0) as u64)
+                    .then_some(r.get::<_, i64>(6).map_err(&e)? as f64 / NANO),
+                untrimmed_ratio: r
+                    .get::<_, Option<i64>>(8)
+                    .map_err(&e)?
+                    .map(|x| x as f64 / PPM),
             });
         }
         Ok(())

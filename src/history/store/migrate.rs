@@ -120,3 +120,12 @@ pub(super) fn v3_to_v4(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(FS_LAYER)?;
     tx.pragma_update(None, "user_version", 4)
 }
+
+/// Version 4 to 5: each probe run's untrimmed state, `probe.untrimmed_ppm` (the share of the
+/// filesystem deleted but not trimmed when it ran, parts per million), so the report splits
+/// its latency-by-fill curve into trimmed and not trimmed. Rows of older versions have none
+/// (NULL: unknown, counted as trimmed). Adding a nullable column rewrites no row.
+pub(super) fn v4_to_v5(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE probe ADD COLUMN untrimmed_ppm INTEGER;")?;
+    tx.pragma_update(None, "user_version", 5)
+}

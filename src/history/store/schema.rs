@@ -7,7 +7,7 @@ use rusqlite::params;
 use std::path::Path;
 
 /// The schema this code writes; a file with a higher version is refused, not downgraded.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE fs (
@@ -89,6 +89,7 @@ CREATE TABLE probe (
     util_ppm INTEGER,
     util_before_ppm INTEGER,
     written_since_discard INTEGER,
+    untrimmed_ppm INTEGER,
     PRIMARY KEY (t, target, kind)
 ) WITHOUT ROWID;
 CREATE TABLE discard (
@@ -162,14 +163,20 @@ impl Store {
             1 => self.under_write_lock(1, "upgrading the schema from version 1", |tx| {
                 super::migrate::v1_to_v2(tx)?;
                 super::migrate::v2_to_v3(tx)?;
-                super::migrate::v3_to_v4(tx)
+                super::migrate::v3_to_v4(tx)?;
+                super::migrate::v4_to_v5(tx)
             })?,
             2 => self.under_write_lock(2, "upgrading the schema from version 2", |tx| {
                 super::migrate::v2_to_v3(tx)?;
-                super::migrate::v3_to_v4(tx)
+                super::migrate::v3_to_v4(tx)?;
+                super::migrate::v4_to_v5(tx)
             })?,
             3 => self.under_write_lock(3, "upgrading the schema from version 3", |tx| {
-                super::migrate::v3_to_v4(tx)
+                super::migrate::v3_to_v4(tx)?;
+                super::migrate::v4_to_v5(tx)
+            })?,
+            4 => self.under_write_lock(4, "upgrading the schema from version 4", |tx| {
+                super::migrate::v4_to_v5(tx)
             })?,
             SCHEMA_VERSION => {}
             found if found > SCHEMA_VERSION => {

@@ -140,7 +140,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(SCHEMA_VERSION, 5);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
@@ -235,15 +235,18 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
 #[test]
 fn a_schema_2_store_gets_its_day_summaries_and_reads_the_same_days() {
-    // A version-2 file is this schema without `fs_day` and `fs_layer`: the upgraded v1 fixture
-    // made so.
+    // A version-2 file is this schema without `fs_day`, `fs_layer` and the probe runs'
+    // untrimmed state: the upgraded v1 fixture made so.
     let dir = v1_store();
     let path = dir.path().join(FILE_NAME);
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE fs_day; DROP TABLE fs_layer; PRAGMA user_version = 2")
-            .unwrap();
+        conn.execute_batch(
+            "DROP TABLE fs_day; DROP TABLE fs_layer; ALTER TABLE probe DROP COLUMN untrimmed_ppm;
+             PRAGMA user_version = 2",
+        )
+        .unwrap();
     }
     assert_eq!(user_version(&path), 2);
     let e = Store::open_read_only(&path).unwrap_err();
@@ -274,14 +277,17 @@ fn a_schema_2_store_gets_its_day_summaries_and_reads_the_same_days() {
 
 #[test]
 fn a_schema_3_store_gets_the_layers_table_and_keeps_its_rows() {
-    // A version-3 file is this schema without `fs_layer`.
+    // A version-3 file is this schema without `fs_layer` and the untrimmed state.
     let dir = v1_store();
     let path = dir.path().join(FILE_NAME);
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE fs_layer; PRAGMA user_version = 3")
-            .unwrap();
+        conn.execute_batch(
+            "DROP TABLE fs_layer; ALTER TABLE probe DROP COLUMN untrimmed_ppm;
+             PRAGMA user_version = 3",
+        )
+        .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
     assert!(matches!(e, StoreError::OlderSchema { found: 3, .. }), "{e}");
@@ -311,6 +317,66 @@ fn a_schema_3_store_gets_the_layers_table_and_keeps_its_rows() {
     }])
     .unwrap();
     assert_eq!(s.fs_layers(id).unwrap(), Some((t, stack)));
+}
+
+/// A version-4 store's probe runs (no untrimmed state; a 16-write run holding its maximum in
+/// `p99_ns`, as version 4 wrote it) survive the upgrade: the old runs read back with their
+/// state unknown and no p99, and new runs keep their untrimmed share.
+#[test]
+fn a_schema_4_store_keeps_its_probe_runs_and_takes_each_runs_untrimmed_state() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE probe DROP COLUMN untrimmed_ppm;
+             INSERT INTO probe_target (id, path) VALUES (1, '/srv/pg/probe');
+             INSERT INTO probe (target, t, kind, ops, p50_ns, p99_ns, max_ns, fill_ppm)
+                 VALUES (1, 1767225600, 0, 16, 700000, 2500000, 2500000, 500000),
+                        (1, 1767225900, 0, 256, 700000, 1500000, 2500000, 500000);
+             PRAGMA user_version = 4",
+        )
+        .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 4, .. }), "{e}");
+    let before = counts(&path);
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    s.record_probes(&[ssdwatch::history::ProbeRecord {
+        target: "/srv/pg/probe".into(),
+        drive: None,
+        t: T0 + 600,
+        kind: ssdwatch::probe::ProbeKind::SyncWrite4k,
+        ops: 256,
+        p50_seconds: 11e-3,
+        p99_seconds: Some(20e-3),
+        max_seconds: 30e-3,
+        throughput_bytes_per_second: None,
+        fill_ratio: Some(0.5),
+        since_discard_seconds: None,
+        idle_seconds: None,
+        utilization_ratio: None,
+        utilization_before_ratio: None,
+        written_since_discard_bytes: None,
+        untrimmed_ratio: Some(0.2),
+    }])
+    .unwrap();
+    let mut runs = Vec::new();
+    s.for_each_probe_run(0, T0 + DAY, |r| {
+        runs.push((r.t, r.p99_seconds, r.untrimmed_ratio))
+    })
+    .unwrap();
+    assert_eq!(
+        runs,
+        vec![
+            (T0, None, None),
+            (T0 + 300, Some(1.5e-3), None),
+            (T0 + 600, Some(20e-3), Some(0.2)),
+        ]
+    );
 }
 
 #[test]

@@ -240,16 +240,26 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
         &format!("ssdwatch_probe_run_fill_ratio{{instance=\"db1\"}}[{span}]"),
         at,
     );
-    let (p50, fill) = (
+    let untrimmed = prom.query(
+        &format!("ssdwatch_probe_run_untrimmed_ratio{{instance=\"db1\"}}[{span}]"),
+        at,
+    );
+    let (p50, fill, untrimmed) = (
         p50[0]["values"].as_array().unwrap(),
         fill[0]["values"].as_array().unwrap(),
+        untrimmed[0]["values"].as_array().unwrap(),
     );
     assert_eq!(p50.len(), fill.len());
+    assert_eq!(p50.len(), untrimmed.len(), "every run's untrimmed share");
+    // The curve of the runs on a trimmed filesystem, as the store's.
     let mut curve = ssdwatch::history::curve::Curve::default();
-    for (l, f) in p50.iter().zip(fill) {
+    for ((l, f), u) in p50.iter().zip(fill).zip(untrimmed) {
         assert_eq!(l[0], f[0], "fill and latency at the same time");
+        assert_eq!(l[0], u[0], "the untrimmed share at the run's time");
         let v = |x: &Json| x[1].as_str().unwrap().parse::<f64>().unwrap();
-        curve.add(Some(v(f)), v(l), v(l));
+        if !ssdwatch::history::curve::not_trimmed(Some(v(u))) {
+            curve.add(Some(v(f)), v(l), Some(v(l)));
+        }
     }
     let groups = ssdwatch::history::degradation::analyse(&store, 0, at).unwrap();
     let from_prom = curve.bins();
@@ -333,6 +343,18 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
     assert_eq!(
         local["degradation"][0]["curve"], remote["degradation"][0]["curve"],
         "latency by fill"
+    );
+    // The runs made before each fstrim on a filesystem with deleted data not trimmed: their
+    // own curve, through the export's per-run share.
+    assert!(
+        local["degradation"][0]["curve_untrimmed"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{local}"
+    );
+    assert_eq!(
+        local["degradation"][0]["curve_untrimmed"], remote["degradation"][0]["curve_untrimmed"],
+        "latency by fill, deleted and not trimmed"
     );
     // The drive's identity and its share of the rated endurance.
     assert_eq!(b["model"], "SAMSUNG MZQL23T8HCLS-00A07", "{b}");

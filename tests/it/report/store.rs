@@ -151,7 +151,7 @@ fn a_month_of_history_reads_back_as_its_story() {
         g.curve[6]
     );
     assert!(close(
-        g.curve[6].p99_seconds,
+        g.curve[6].p99_seconds.unwrap(),
         4.0 * Story::latency(0.875),
         0.02
     ));
@@ -239,7 +239,13 @@ fn a_brand_new_or_empty_store_says_what_it_cannot_know_yet() {
     assert_eq!(unknown.len(), 3, "{unknown:?}");
     assert!(unknown[0].starts_with("no filesystem samples yet"));
     assert!(unknown[1].starts_with("no SMART samples"));
-    assert!(unknown[2].starts_with("no probe results yet"));
+    // This command's config has no probe target, which need not be the daemon's: it says
+    // what it knows, and does not tell the user to configure one.
+    assert!(
+        unknown[2].starts_with("no probe run recorded yet"),
+        "{unknown:?}"
+    );
+    assert!(!unknown[2].contains("configure"), "{unknown:?}");
     // A day-old store: figures, but no growth and no date yet, and the reason.
     let dir = tempfile::tempdir().unwrap();
     let day = Story::small(1);
