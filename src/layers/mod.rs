@@ -234,6 +234,16 @@ mod tests {
     use super::*;
     use crate::sysfs::btrfs::Allocation;
 
+    /// The filesystem layer's fill, on df's size (used + avail), is df's Use%.
+    #[test]
+    fn the_filesystem_layers_fill_is_dfs() {
+        // size 1000, free 148, avail 98: df's size is 852 used + 98 avail.
+        let layer = layer_fill_ratio(98.0, Some(950.0)).unwrap();
+        let df = crate::statfs::df_fill_ratio(1000.0, 148.0, 98.0).unwrap();
+        assert!((layer - df).abs() < 1e-12, "{layer} {df}");
+        assert_eq!(layer_fill_ratio(98.0, None), None);
+    }
+
     fn dev(name: &str, dm: Option<&str>) -> BlockDevice {
         BlockDevice {
             name: name.into(),
