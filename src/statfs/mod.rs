@@ -168,7 +168,7 @@ impl FsStat {
     }
 
     /// df's size for users: used + avail (root's reserved blocks are no one's room), the scale
-    /// of the filesystem layer's fill ([`crate::layers::layer_fill_ratio`]).
+    /// of the filesystem layer's fill (the layers module's `layer_fill_ratio`).
     pub fn df_size_bytes(&self) -> u64 {
         self.size_bytes()
             .saturating_sub(self.free_bytes())
