@@ -368,6 +368,18 @@ mod tests {
         wait_until(pid, "exec'd", |dir| exe_of(dir) != ours);
     }
 
+    /// Waits until the process's environment carries the run's tag. The kernel switches a
+    /// process's program (its `exe`) before it places the new environment, so for a moment
+    /// after `exe` changed /proc/PID/environ reads empty: on a busy machine a sweep then finds
+    /// no tag.
+    fn wait_tagged(pid: u32, tag: &str) {
+        let want = format!("{TAG_VAR}={tag}");
+        wait_until(pid, "shown its environment", |dir| {
+            std::fs::read(dir.join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
+        });
+    }
+
     /// Waits (30 s at most) until `done` holds of the process's /proc directory.
     fn wait_until(pid: u32, what: &str, done: impl Fn(&Path) -> bool) {
         let dir = Path::new(PROC).join(pid.to_string());
@@ -398,6 +410,7 @@ mod tests {
         wait_until(child.id(), "exec'd sleep", |dir| {
             std::fs::read_link(dir.join("exe")).is_ok_and(|e| e.ends_with("sleep"))
         });
+        wait_tagged(child.id(), &marks.tag);
         let (swept, signalled) = sweep(&marks);
         assert_eq!((swept, signalled.len()), (killed(1), 1));
         let status = child.wait().expect("wait");
@@ -417,6 +430,7 @@ mod tests {
             .spawn()
             .expect("spawn sleep");
         wait_exec(old.id());
+        wait_tagged(old.id(), &marks.tag);
         let old_start = start_ticks(old.id()).expect("its start time");
         let later = Marks {
             started: Some(old_start + 1),
