@@ -11,6 +11,45 @@ use clap_complete::Shell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// The sections of ssdwatch(1) that clap's definition can't give, in roff.
+const DAEMON_SECTIONS: &str = r#".SH SIGNALS
+.TP
+\fBSIGTERM\fR, \fBSIGINT\fR
+Stop: no new connection is taken, the history is flushed, and connections still open at the
+shutdown deadline are dropped; the exit status is 0.
+.TP
+\fBSIGHUP\fR
+Read the config file and the web config file again. A file that is not valid leaves the running
+config as it was, says why in the log, and sets
+\fBssdwatch_config_last_reload_successful\fR to 0 until a good one is read.
+.SH "EXIT STATUS"
+.TP
+\fB0\fR
+Stopped by a signal after a clean shutdown, or the command did what it was asked.
+.TP
+\fB1\fR
+A failure while running: the address could not be listened on, a collector failed in
+\fBsample\fR, a report could not be read.
+.TP
+\fB2\fR
+A usage or configuration error: an unknown flag, or a config file that can't be read or is not
+valid (its file, key and line are named). The packaged unit does not restart on it
+(\fBRestartPreventExitStatus=2\fR).
+.SH FILES
+.TP
+\fI/etc/ssdwatch/ssdwatch.yaml\fR
+The config file the packaged unit passes with \fB--config.file\fR.
+.TP
+\fI/var/lib/ssdwatch/\fR
+The state directory (\fBstate_dir\fR): the history store and the probes' budgets.
+.TP
+\fITARGET/.ssdwatch-probe/\fR
+Each probe target's own directory: the probe file and run markers; removed on purge.
+.TP
+\fI/usr/share/ssdwatch/\fR
+The Prometheus rules and alerts, the Grafana dashboards and provisioning examples.
+"#;
+
 /// The shells whose completions the package installs (see Cargo.toml's deb assets).
 const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
 
@@ -19,6 +58,11 @@ const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
 fn man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     clap_mangen::generate_to(ssdwatch::cli::command(), dir)?;
+    // What clap knows nothing of: the daemon's signals, exit statuses and files.
+    let main_page = dir.join("ssdwatch.1");
+    let mut page = std::fs::read_to_string(&main_page)?;
+    page.push_str(DAEMON_SECTIONS);
+    std::fs::write(&main_page, page)?;
     let mut pages: Vec<PathBuf> = std::fs::read_dir(dir)?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
@@ -103,6 +147,20 @@ mod tests {
             flags >= 13 + 2 * ssdwatch::registry::COLLECTORS.len(),
             "{flags}"
         );
+        // What clap can't give: signals, exit statuses, files; after the generated sections.
+        for section in [".SH SIGNALS", ".SH \"EXIT STATUS\"", ".SH FILES"] {
+            assert!(man.contains(section), "man page lacks {section}");
+        }
+        assert!(man.find(".SH SIGNALS") > man.find(".SH OPTIONS"), "{man}");
+        for word in [
+            "SIGHUP",
+            "SIGTERM",
+            "RestartPreventExitStatus=2",
+            "/etc/ssdwatch/ssdwatch.yaml",
+            "/var/lib/ssdwatch/",
+        ] {
+            assert!(man.contains(word), "man page lacks {word}");
+        }
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             assert!(
                 man.contains(&format!("ssdwatch-{}", sub.get_name())),
