@@ -320,12 +320,14 @@ impl Collector for FilesystemCollector {
                 if due {
                     self.history_sent
                         .insert(m.info.mount_point.clone(), now_unix);
+                    let key = FsKey {
+                        mountpoint: m.info.mount_point.clone(),
+                        uuid: m.device.as_ref().and_then(|d| uuids.get(d).cloned()),
+                    };
+                    let device = m.device.clone().unwrap_or_else(|| m.info.source.clone());
                     s.records.push(Record::Fs(FsSample {
-                        key: FsKey {
-                            mountpoint: m.info.mount_point.clone(),
-                            uuid: m.device.as_ref().and_then(|d| uuids.get(d).cloned()),
-                        },
-                        device: m.device.clone().unwrap_or_else(|| m.info.source.clone()),
+                        key: key.clone(),
+                        device: device.clone(),
                         t: now_unix as i64,
                         size_bytes: st.size_bytes(),
                         // The effective figure: a thin pool filling under a half-empty
@@ -337,11 +339,8 @@ impl Collector for FilesystemCollector {
                     // The stack under it, for the report: sent with every sample so a
                     // layer gone (a mount moved off a thin volume) leaves the store too.
                     s.records.push(Record::FsLayers(FsLayers {
-                        key: FsKey {
-                            mountpoint: m.info.mount_point.clone(),
-                            uuid: m.device.as_ref().and_then(|d| uuids.get(d).cloned()),
-                        },
-                        device: m.device.clone().unwrap_or_else(|| m.info.source.clone()),
+                        key,
+                        device,
                         t: now_unix as i64,
                         layers: stack,
                     }));
