@@ -143,10 +143,7 @@ impl Marks {
         if self.pgid.is_some_and(|g| g == st.pgrp) {
             return true;
         }
-        let want = format!("{TAG_VAR}={}", self.tag);
-        if std::fs::read(proc_dir.join("environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
-        {
+        if carries_tag(proc_dir, &self.tag) {
             return true;
         }
         let Some(ino) = self.pipe_inode else {
@@ -154,6 +151,13 @@ impl Marks {
         };
         holds_for_writing(proc_dir, ino) && !me.unexeced_fork(st, proc_dir)
     }
+}
+
+/// Whether the process's environment carries a run's tag.
+fn carries_tag(proc_dir: &Path, tag: &str) -> bool {
+    let want = format!("{TAG_VAR}={tag}");
+    std::fs::read(proc_dir.join("environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
 }
 
 /// Whether the process has pipe `ino` open for writing (its fdinfo's access mode).
@@ -373,11 +377,7 @@ mod tests {
     /// after `exe` changed /proc/PID/environ reads empty: on a busy machine a sweep then finds
     /// no tag.
     fn wait_tagged(pid: u32, tag: &str) {
-        let want = format!("{TAG_VAR}={tag}");
-        wait_until(pid, "shown its environment", |dir| {
-            std::fs::read(dir.join("environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
-        });
+        wait_until(pid, "shown its environment", |dir| carries_tag(dir, tag));
     }
 
     /// Waits (30 s at most) until `done` holds of the process's /proc directory.
