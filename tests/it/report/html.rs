@@ -23,18 +23,7 @@ fn the_html_report_draws_its_charts_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     drop(Story::small(60).store(dir.path()));
     let page = dir.path().join("report.html");
-    let out = Command::new(bin())
-        .args(["report", "--store"])
-        .arg(dir.path().join(FILE_NAME))
-        .arg("--html")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    html_report_of_store(dir.path(), &page);
     let html = std::fs::read_to_string(&page).unwrap();
     // Self-contained: no script, nothing fetched (the SVG namespace is a name, not a fetch).
     assert!(!html.contains("<script"), "no JavaScript");
@@ -239,18 +228,7 @@ fn a_store_with_fifteen_minutes_of_data_draws_sensibly_in_a_real_browser() {
         store.record_probes(&runs).unwrap();
     }
     let page = dir.path().join("report.html");
-    let out = Command::new(bin())
-        .args(["report", "--store"])
-        .arg(dir.path().join(FILE_NAME))
-        .arg("--html")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = html_report_of_store(dir.path(), &page);
     let text = String::from_utf8_lossy(&out.stdout);
     // The last sample: 402 GB used, 548 GB available: df's 42.3 %, not (size - avail) / size
     // = 45.2 %.
@@ -390,4 +368,21 @@ fn a_new_hosts_first_minutes_report_shows_what_the_daemon_holds_with_dfs_fill() 
         counts[0] >= 15 * svgs,
         "the measured dots are painted in every chart: {counts:?}"
     );
+}
+
+/// `ssdwatch report --store DIR/history.db --html PAGE`, which must succeed; its output.
+fn html_report_of_store(dir: &std::path::Path, page: &std::path::Path) -> std::process::Output {
+    let out = Command::new(bin())
+        .args(["report", "--store"])
+        .arg(dir.join(FILE_NAME))
+        .arg("--html")
+        .arg(page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
