@@ -167,17 +167,11 @@ impl Proc {
 
     /// Stops it as systemd would (SIGTERM), and waits for it to exit.
     fn stop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) {
-            assert!(
-                Instant::now() < deadline,
-                "{} did not stop on SIGTERM",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        assert!(
+            crate::support::stop_child(&mut self.child, Duration::from_secs(60)),
+            "{} did not stop on SIGTERM",
+            self.name
+        );
     }
 
     pub(super) fn assert_running(&mut self) {

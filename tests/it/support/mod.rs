@@ -872,3 +872,20 @@ pub fn dir_owned_by(name: &str) -> (tempfile::TempDir, nix::unistd::User) {
     .unwrap();
     (dir, user)
 }
+
+/// Stops a child of the test as systemd would: SIGTERM, then up to `grace` for it to exit, then
+/// SIGKILL. True when it exited on SIGTERM within the grace.
+pub fn stop_child(child: &mut Child, grace: Duration) -> bool {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
