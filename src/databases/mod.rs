@@ -187,7 +187,23 @@ fn option_files(p: &ServerProcess) -> Vec<PathBuf> {
         .collect()
 }
 
-/// `postmaster.pid`: line 1 the postmaster's pid, line 2 its data directory.
+/// `postmaster.pid`'s first two lines: the postmaster's pid and its data directory (the
+/// lines after them, port, socket directory and status, are not read). An error says what the
+/// file names instead.
+pub fn parse_pid_file(text: &str) -> Result<(u32, &str), String> {
+    let mut lines = text.lines();
+    let named = lines.next().unwrap_or("").trim();
+    let pid = (named.parse::<u32>().ok())
+        .filter(|&p| p > 0)
+        .ok_or_else(|| format!("names pid {named:?}"))?;
+    let dir = lines.next().unwrap_or("").trim();
+    if dir.is_empty() {
+        return Err("names no data directory".to_string());
+    }
+    Ok((pid, dir))
+}
+
+/// `postmaster.pid` must name this very postmaster and data directory.
 fn check_pid_file(roots: &Roots, pid: u32, dir: &Path, path: &Path) -> Result<(), LocateError> {
     let lie = |what: String| LocateError::LyingPidFile {
         pid,
@@ -196,12 +212,10 @@ fn check_pid_file(roots: &Roots, pid: u32, dir: &Path, path: &Path) -> Result<()
     };
     let text = std::fs::read_to_string(path.join("postmaster.pid"))
         .map_err(|e| lie(format!("can't be read ({e})")))?;
-    let mut lines = text.lines();
-    let named = lines.next().unwrap_or("").trim();
-    if named.parse::<u32>().ok() != Some(pid) {
-        return Err(lie(format!("names pid {named:?}, not {pid}")));
+    let (named, said) = parse_pid_file(&text).map_err(|e| lie(format!("{e}, not pid {pid}")))?;
+    if named != pid {
+        return Err(lie(format!("names pid \"{named}\", not {pid}")));
     }
-    let said = lines.next().unwrap_or("").trim();
     let same = canonical(roots, Path::new(said)).is_ok_and(|(host, _)| host == dir);
     if !same {
         return Err(lie(format!("names data directory {said:?}")));
@@ -304,6 +318,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("can't be read"), "{e}");
+    }
+
+    #[test]
+    fn a_pid_file_gives_its_pid_and_directory_or_says_what_it_names() {
+        // PostgreSQL 15's layout: pid, data directory, start time, port, socket directory,
+        // listen address, shared memory key, status.
+        let real = "812\n/var/lib/postgresql/15/main\n1764201600\n5432\n/var/run/postgresql\nlocalhost\n  5432001    196608\nready   \n";
+        assert_eq!(
+            parse_pid_file(real),
+            Ok((812, "/var/lib/postgresql/15/main"))
+        );
+        assert_eq!(parse_pid_file(""), Err("names pid \"\"".to_string()));
+        assert_eq!(
+            parse_pid_file("0\n/srv\n"),
+            Err("names pid \"0\"".to_string())
+        );
+        assert_eq!(
+            parse_pid_file("-1\n/srv\n"),
+            Err("names pid \"-1\"".to_string())
+        );
+        assert_eq!(
+            parse_pid_file("4294967296\n/srv\n"),
+            Err("names pid \"4294967296\"".to_string())
+        );
+        assert_eq!(
+            parse_pid_file("812\n   \n"),
+            Err("names no data directory".to_string())
+        );
     }
 
     #[test]
