@@ -4,6 +4,7 @@
 # Prometheus rule tests and the end-to-end VM suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+run_t0=$(date +%s)
 # --preflight: only find the toolchain (as the run would) and print it; nothing is installed or
 # run. tests/it/run_script.rs checks it in the environments sudo and su give root.
 PREFLIGHT=""
@@ -69,37 +70,77 @@ if [ "$(id -u)" -eq 0 ]; then
   export SSDWATCH_TESTS_STRICT="${SSDWATCH_TESTS_STRICT-1}"
 fi
 
+# How long each step took, printed at the end (and when a step fails): the run must stay well
+# inside CI's limit, and this says where its time goes.
+step_name="installing what the tests need (apt packages, cargo-deb)"
+step_t0=$run_t0
+steps=()
+step() {
+  local now
+  now=$(date +%s)
+  [ -n "$step_name" ] && steps+=("$(printf '%5d s  %s' $((now - step_t0)) "$step_name")")
+  step_name=$1
+  step_t0=$now
+  [ -n "$step_name" ] && echo "== $step_name"
+  return 0
+}
+warm_pid=""
+finish() {
+  local rc=$?
+  step ""
+  [ -n "$warm_pid" ] && kill -- "-$warm_pid" 2>/dev/null
+  echo "== time per step (exit $rc, $(($(date +%s) - run_t0)) s in all)"
+  printf '%s\n' "${steps[@]}"
+}
+trap finish EXIT
+
+# What the QEMU suites cache per machine (the systemd guest's root filesystem, the OpenZFS
+# modules: about 10 minutes of both cores on a machine without the cache) is built from here on
+# at the lowest CPU priority, beside the builds and tests, rather than in the middle of the suites.
+if [ "$(id -u)" -eq 0 ]; then
+  mkdir -p target
+  # In a session of its own, so that stopping it early stops its builds too.
+  setsid nice -n 19 bash tests/vm/warm-cache.sh >target/vm-cache-warm.log 2>&1 &
+  warm_pid=$!
+fi
+
 # Everything is built once with the default features, as `cargo build --release` and the .deb
 # are (the libatasmart backend, which loads libatasmart4 at run time, is one of them).
 FEATURES=()
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --all-targets "${FEATURES[@]}" -- -D warnings
-echo "== cargo clippy (without the libatasmart backend)"
+step "cargo clippy (without the libatasmart backend)"
 cargo clippy --lib --bins --no-default-features -- -D warnings
-echo "== cargo clippy and test of xtask (man pages and completions)"
+step "cargo clippy and test of xtask (man pages and completions)"
 cargo clippy -p xtask --all-targets -- -D warnings
 cargo test -p xtask
-echo "== the simulated SSD's model (tests/vm/ftl)"
+step "the simulated SSD's model (tests/vm/ftl)"
 /usr/bin/python3 -m unittest discover -s tests/vm/ftl
 # The .deb's release build (fat LTO, one codegen unit: minutes of both cores) is made before the
 # tests, with packaging/deb/build.sh's own flags, so packaging::deb finds it done instead of
 # compiling beside the tests of the same binary that time themselves.
-echo "== cargo build --release (the binary the .deb packages)"
+step "cargo build --release (the binary the .deb packages)"
 (unset CARGO_TARGET_DIR; cargo build --release --locked "${FEATURES[@]}")
-echo "== cargo test (library, binary, integration tests)"
+step "cargo test (library, binary, integration tests)"
 cargo test "${FEATURES[@]}" --lib --bins --tests -- --test-threads=2
-echo "== cargo test --benches (each benchmark runs once, as a smoke test)"
+step "cargo test --benches (each benchmark runs once, as a smoke test)"
 cargo test "${FEATURES[@]}" --bench '*'
 # The QEMU suites are the integration binary's ignored tests (tests/it/vm/), one module each.
-echo "== VM suite (boots a QEMU guest with NVMe, SATA, virtio, dm and md drives)"
+step "waiting for the VM cache (target/vm-cache-warm.log)"
+if [ -n "$warm_pid" ]; then
+  wait "$warm_pid" || true
+  warm_pid=""
+  cat target/vm-cache-warm.log
+fi
+step "VM suite (boots a QEMU guest with NVMe, SATA, virtio, dm and md drives)"
 cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::drives::
-echo "== layers below filesystems (a QEMU guest with LVM thin, md and OpenZFS; builds the ZFS modules once per machine)"
+step "layers below filesystems (a QEMU guest with LVM thin, md and OpenZFS; builds the ZFS modules once per machine)"
 cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::layers::
-echo "== the .deb under systemd (a QEMU guest booting Debian with systemd; its root filesystem is built once and cached)"
+step "the .deb under systemd (a QEMU guest booting Debian with systemd; its root filesystem is built once and cached)"
 cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::systemd::
-echo "== degradation story (a QEMU guest on the simulated SSD of tests/vm/ftl, about 4 minutes)"
+step "degradation story (a QEMU guest on the simulated SSD of tests/vm/ftl, about 4 minutes)"
 cargo test "${FEATURES[@]}" --test it -- --ignored --test-threads=2 vm::degrade::
 echo "== all tests passed"

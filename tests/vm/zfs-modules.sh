@@ -2,7 +2,7 @@
 # Builds the OpenZFS kernel modules for the guest's kernel from Debian's zfs-dkms source (the
 # contrib component of bookworm) and gathers zpool and zfs with their libraries, for the guest
 # suites. The result is cached on its inputs (kernel, package versions, this script), so a
-# machine pays the module build (about 10 minutes on 2 cores) once.
+# machine pays the module build once.
 #
 # Usage: zfs-modules.sh KVER CACHE
 # Prints the directory holding modules/ (in load order), sbin/ and lib/. Exit 77 names what is
@@ -71,6 +71,10 @@ source_dir="$headers"
 # Makefile includes.
 common="$(sed -n 's/^include \(.*\)\/Makefile$/\1/p' "$headers/Makefile" | head -n1)"
 [ -n "$common" ] && [ -d "$common" ] && source_dir="$common"
+# Debian's kernel config asks for debug info (-g), which makes the build (configure's ~300 test
+# modules included) slower and the modules ten times their size, copied into every guest boot's
+# initramfs: kbuild appends KCFLAGS last, so -g0 turns it off; what is left is stripped below.
+export KCFLAGS=-g0
 (
   cd "$src"
   nice -n 10 ./configure --with-config=kernel --with-linux="$source_dir" --with-linux-obj="$headers" \
@@ -106,6 +110,7 @@ i=0
 for n in "${order[@]}"; do
   i=$((i + 1))
   cp "${path_of[$n]}" "$OUT.tmp/modules/$(printf '%02d' "$i")-$n.ko"
+  strip --strip-debug "$OUT.tmp/modules/$(printf '%02d' "$i")-$n.ko"
 done
 # Kernel modules the ZFS modules need from the guest's kernel (zlib and the like).
 for n in "${order[@]}"; do
