@@ -11,7 +11,7 @@ use crate::collector::smart::{Exit, MAX_OUTPUT, RunOutcome, run_bounded};
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
 use crate::metrics::MetricSet;
-use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
+use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
 use crate::sysfs::topology::{Topology, resolve_device};
 use crate::sysfs::{btrfs, md};
 use crate::validate::{Invalid, check_interval, check_timeout};
@@ -198,12 +198,17 @@ impl LayersCollector {
             let md = md::read_all(&sys);
             let (fs, errors) = btrfs::read_all(&sys);
             // A mount of each btrfs, for its device ioctl: by the kernel name of its source.
-            let mounts = read_mountinfo(&roots.proc)
-                .map(|mut t| {
-                    strip_rootfs(&mut t.mounts, &roots.rootfs);
-                    t.mounts
-                })
-                .unwrap_or_default();
+            // Only btrfs lines are parsed, and only when there is a btrfs.
+            let mounts = if fs.is_empty() {
+                Vec::new()
+            } else {
+                read_mountinfo_of_type(&roots.proc, "btrfs")
+                    .map(|mut t| {
+                        strip_rootfs(&mut t.mounts, &roots.rootfs);
+                        t.mounts
+                    })
+                    .unwrap_or_default()
+            };
             (md, fs, errors, mounts)
         })
         .await;

@@ -205,10 +205,18 @@ pub fn parse_mountinfo(text: &str) -> (Vec<MountInfo>, Vec<LineError>) {
 /// [`parse_mountinfo`] of the file's bytes: a mount point need not be UTF-8, and one that is not
 /// costs nothing to the other lines.
 pub fn parse_mountinfo_bytes(text: &[u8]) -> (Vec<MountInfo>, Vec<LineError>) {
+    parse_mountinfo_lines(text, |_| true)
+}
+
+/// [`parse_mountinfo_bytes`] of the lines `keep` accepts (their line numbers kept in errors).
+fn parse_mountinfo_lines(
+    text: &[u8],
+    keep: impl Fn(&[u8]) -> bool,
+) -> (Vec<MountInfo>, Vec<LineError>) {
     let mut mounts = Vec::new();
     let mut errors = Vec::new();
     for (i, line) in text.split(|c| *c == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if line.iter().all(u8::is_ascii_whitespace) || !keep(line) {
             continue;
         }
         match parse_line(line) {
@@ -239,6 +247,24 @@ pub struct MountTable {
 /// Reads and parses the host's mount table (see [`MountTable`]). Fails, naming the file, only when
 /// neither table can be read.
 pub fn read_mountinfo(proc_root: &Path) -> Result<MountTable, ReadError> {
+    read_mountinfo_lines(proc_root, |_| true)
+}
+
+/// The host's mounts of one filesystem type (see [`MountTable`]): the other lines are passed
+/// over unparsed, so looking for a btrfs among hundreds of mounts costs a scan of the file.
+/// The type follows the separator ` - ` (a space in a mount point is escaped as `\040`, so the
+/// separator is the only place the pattern can match).
+pub fn read_mountinfo_of_type(proc_root: &Path, fstype: &str) -> Result<MountTable, ReadError> {
+    let needle = format!(" - {fstype} ").into_bytes();
+    read_mountinfo_lines(proc_root, |line| {
+        line.windows(needle.len()).any(|w| w == needle.as_slice())
+    })
+}
+
+fn read_mountinfo_lines(
+    proc_root: &Path,
+    keep: impl Fn(&[u8]) -> bool,
+) -> Result<MountTable, ReadError> {
     let init = proc_root.join("1/mountinfo");
     let own = proc_root.join("self/mountinfo");
     // Bytes, not a String: one mount point that is not UTF-8 must not cost every other mount.
@@ -252,7 +278,7 @@ pub fn read_mountinfo(proc_root: &Path) -> Result<MountTable, ReadError> {
             (own, t)
         }
     };
-    let (mounts, errors) = parse_mountinfo_bytes(&text);
+    let (mounts, errors) = parse_mountinfo_lines(&text, keep);
     Ok(MountTable {
         path,
         mounts,
@@ -419,6 +445,32 @@ mod tests {
         assert_eq!(t.mounts[0].mount_options, vec!["ro"]);
         assert_eq!(t.errors.len(), 1);
         assert_eq!(t.errors[0].line, 2);
+    }
+
+    #[test]
+    fn the_mounts_of_one_type_are_read_alone_with_their_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("1")).unwrap();
+        std::fs::write(
+            dir.path().join("1/mountinfo"),
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 0:40 / /srv/b\\040-\\040btrfs\\040 rw - xfs /dev/sdb rw\n\
+             3 1 0:41 / /srv/data rw,noatime - btrfs /dev/sdc rw,space_cache=v2\n\
+             4 1 0:42 / /srv/bad - btrfs\n\
+             5 1 0:43 / /srv/not-btrfs rw - btrfsx /dev/sdd rw\n",
+        )
+        .unwrap();
+        let t = read_mountinfo_of_type(dir.path(), "btrfs").unwrap();
+        // A mount point that spells " - btrfs " is escaped in the file, so it can't match.
+        let paths: Vec<_> = t.mounts.iter().map(|m| m.mount_path.clone()).collect();
+        assert_eq!(paths, [std::path::PathBuf::from("/srv/data")]);
+        assert_eq!(t.mounts[0].fstype, "btrfs");
+        assert!(t.errors.is_empty(), "{:?}", t.errors);
+        // The whole table has the xfs, the ext4 and a bad line, numbered as in the file.
+        let all = read_mountinfo(dir.path()).unwrap();
+        assert_eq!(all.mounts.len(), 4);
+        assert_eq!(all.errors.len(), 1);
+        assert_eq!(all.errors[0].line, 4);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! every byte of its devices is allocated to data chunks and metadata can't get a new chunk:
 //! what [`Btrfs::metadata_can_grow`] tells. Reads only; no ioctl (see `layers` for those).
 
-use super::{dir_names, read_attr};
+use super::{dir_names, read_attr, subdir_names};
 use std::path::Path;
 
 /// One block-group type's allocation.
@@ -72,11 +72,7 @@ fn num(dir: &Path, file: &str) -> Result<u64, String> {
 }
 
 fn allocation(dir: &Path) -> Result<Allocation, String> {
-    let profiles = dir_names(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| dir.join(n).is_dir())
-        .collect();
+    let profiles = subdir_names(dir).unwrap_or_default();
     let a = Allocation {
         total_bytes: num(dir, "total_bytes")?,
         used_bytes: num(dir, "bytes_used")?,

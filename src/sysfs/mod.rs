@@ -35,8 +35,22 @@ pub fn iostats_enabled(sys: &Path, name: &str) -> bool {
 /// The names of a directory's entries in their label form ([`name_label`]), sorted (the order
 /// /sys lists them in is not stable).
 pub fn dir_names(dir: &Path) -> std::io::Result<Vec<String>> {
+    names_where(dir, |_| true)
+}
+
+/// The names of the directories in `dir`, sorted, as [`dir_names`] gives them. The type comes
+/// with the directory listing (no stat of each entry); a symlink is not a directory here.
+pub fn subdir_names(dir: &Path) -> std::io::Result<Vec<String>> {
+    names_where(dir, |e| e.file_type().is_ok_and(|t| t.is_dir()))
+}
+
+fn names_where(
+    dir: &Path,
+    keep: impl Fn(&std::fs::DirEntry) -> bool,
+) -> std::io::Result<Vec<String>> {
     let mut v: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
+        .filter(|e| keep(e))
         .map(|e| name_label(&e.file_name()))
         .collect();
     v.sort();
