@@ -25,7 +25,8 @@ use tokio::sync::mpsc;
     about = "SSD wear, fill, TRIM and latency exporter"
 )]
 pub struct Cli {
-    /// YAML config file; built-in defaults when absent (see config/ssdwatch.example.yaml).
+    /// YAML config file; built-in defaults when absent. Every key with its default and a comment:
+    /// /etc/ssdwatch/ssdwatch.yaml as the package installs it.
     /// `--config` is the same flag.
     #[arg(
         long = "config.file",

@@ -173,6 +173,13 @@ mod tests {
             man.contains("--config.file") && man.contains("`--config` is the same flag"),
             "{man}"
         );
+        // The example config is named where an installed system has it, not by a path of the
+        // source tree that a reader of the man page doesn't have.
+        assert!(
+            man.contains("Every key with its default and a comment:")
+                && !man.contains("config/ssdwatch.example.yaml"),
+            "{man}"
+        );
         assert!(
             !man.contains("fixture."),
             "test seams stay out of the man page"
