@@ -52,9 +52,16 @@ pub(crate) fn store<T: Serialize>(path: &Path, value: &T) -> Result<(), StateErr
     let mut tmp_name = path.as_os_str().to_owned();
     tmp_name.push(".tmp");
     let tmp = PathBuf::from(tmp_name);
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(&text).and_then(|_| f.sync_all()).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    });
+    if let Err(e) = written {
+        // A full disk must not also keep a half-written copy of the state taking space.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
@@ -81,6 +88,17 @@ mod tests {
             e.contains("sub/state.json") && e.contains("not valid state"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_failed_replace_leaves_no_temporary_file_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        // A non-empty directory where the file should be: the write succeeds, the rename can't.
+        let p = dir.path().join("state.json");
+        std::fs::create_dir_all(p.join("in-the-way")).unwrap();
+        let e = store(&p, &1u32).unwrap_err().to_string();
+        assert!(e.contains("state.json"), "{e}");
+        assert!(!dir.path().join("state.json.tmp").exists());
     }
 
     #[test]
