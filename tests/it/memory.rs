@@ -101,3 +101,22 @@ fn after_start_up_the_daemon_lets_go_of_start_up_code_and_serves_on() {
     let status = child.0.wait().unwrap();
     assert!(status.success(), "exit after SIGTERM: {status}");
 }
+
+/// benches/pss.sh (the whole daemon's memory at its defaults: the daemon, the SMART helper's
+/// keeper and the helper, 64 drives read through the helper) in its short mode, so the script
+/// can't rot; the figures come from the release run.
+#[test]
+fn the_whole_daemon_pss_bench_runs_in_its_short_mode() {
+    if !support::require_cmd("pss bench", "curl", "curl") {
+        return;
+    }
+    let text = support::run_bench_short(
+        "pss.sh",
+        std::path::Path::new(env!("CARGO_BIN_EXE_ssdwatch")),
+    );
+    assert!(text.contains("drives read through the helper: 64"), "{text}");
+    for who in ["PSS ssdwatch ", "PSS ssdwatch-keeper ", "PSS ssdwatch-helper "] {
+        assert!(text.contains(who), "{who}: {text}");
+    }
+    assert!(text.contains("PSS of the whole daemon over 4 s"), "{text}");
+}
