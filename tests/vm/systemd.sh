@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Boots a small Debian (bookworm) root filesystem with systemd as PID 1 under QEMU, with the
 # same emulated NVMe, SATA (AHCI) and virtio drives as the end-to-end guest, installs the
-# project's .deb there with dpkg, and runs tests/vm/systemd-guest.sh against the installed unit.
+# project's .deb there with dpkg, and runs tests/vm/systemd-guest.sh against the installed unit,
+# with the README's probe recipe taken out of the README (tests/vm/readme-probe-recipe.sh).
 # What the guest recorded is unpacked into OUT_DIR; the assertions live in tests/it/vm/systemd.rs.
 #
 #   tests/vm/systemd.sh SSDWATCH_BINARY OUT_DIR
@@ -49,6 +50,8 @@ cp "$HERE/systemd-init.sh" "$ov/init"
 chmod 755 "$ov/init"
 cp "$HERE/systemd-guest.sh" "$ov/payload/scenario.sh"
 cp "$DEB" "$ov/payload/ssdwatch.deb"
+# The README's probe recipe, as the README has it now: the guest follows it.
+bash "$HERE/readme-probe-recipe.sh" "$HERE/../../README.md" "$ov/payload/recipe"
 (cd "$ov" && find . | cpio -o -H newc --quiet) > "$RUN/overlay.cpio"
 cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 echo "${DEB##*/}" > "$OUT/deb.txt"
