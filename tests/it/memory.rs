@@ -114,8 +114,15 @@ fn the_whole_daemon_pss_bench_runs_in_its_short_mode() {
         "pss.sh",
         std::path::Path::new(env!("CARGO_BIN_EXE_ssdwatch")),
     );
-    assert!(text.contains("drives read through the helper: 64"), "{text}");
-    for who in ["PSS ssdwatch ", "PSS ssdwatch-keeper ", "PSS ssdwatch-helper "] {
+    assert!(
+        text.contains("drives read through the helper: 64"),
+        "{text}"
+    );
+    for who in [
+        "PSS ssdwatch ",
+        "PSS ssdwatch-keeper ",
+        "PSS ssdwatch-helper ",
+    ] {
         assert!(text.contains(who), "{who}: {text}");
     }
     assert!(text.contains("PSS of the whole daemon over 4 s"), "{text}");
