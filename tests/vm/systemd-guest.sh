@@ -152,7 +152,8 @@ while IFS= read -r line; do
   [ -n "$line" ] || continue
   n=$((n + 1))
   echo "$line" > $R/recipe/after-$n.cmd
-  bash -c "$line" > $R/recipe/after-$n.out 2> $R/recipe/after-$n.err < /dev/null
+  # The deadline only stops a hung command, so that the guest still returns its results.
+  timeout $((60 * SLOW)) bash -c "$line" > $R/recipe/after-$n.out 2> $R/recipe/after-$n.err < /dev/null
   echo $? > $R/recipe/after-$n.rc
   stat -c '%U:%G %a' "$RT/.ssdwatch-probe" > $R/recipe/after-$n.stat 2>&1
   log "README recipe: '$line': rc $(cat $R/recipe/after-$n.rc)"
