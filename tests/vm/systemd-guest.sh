@@ -1,9 +1,11 @@
 #!/bin/bash
 # The scenario of the systemd guest (tests/vm/systemd.sh), run by a oneshot unit once Debian is
-# up with systemd as PID 1: installs the .deb with dpkg, configures a probe target made writable
-# by a drop-in and one left outside it, then drives the installed unit (restart, reload,
-# SIGHUP, kill -9, stop) and records what it saw. It asserts nothing itself: the host does
-# (tests/it/vm/systemd.rs). Every wait polls for what it needs; SLOW only stretches the deadlines.
+# up with systemd as PID 1: installs the .deb with dpkg, follows the README's probe recipe as
+# written (taken out of the README by tests/vm/readme-probe-recipe.sh into $T/recipe),
+# configures a probe target made writable by a drop-in and one left outside it, then drives the
+# installed unit (restart, reload, SIGHUP, kill -9, stop) and records what it saw. It asserts
+# nothing itself: the host does (tests/it/vm/systemd.rs). Every wait polls for what it needs;
+# SLOW only stretches the deadlines.
 set -u
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 T=/root/ssdwatch-test
@@ -69,12 +71,21 @@ drives_present() {
 until_ok 30 drives_present || { drives_present; [ -n "$SCRATCH" ] || { echo "no scratch disk"; systemctl poweroff -ff; }; fail "drives missing: nvme=$NVME sata=$SATA virtio=$VIRT"; }
 printf 'nvme %s\nsata %s\nvirtio %s\n' $NVME $SATA $VIRT > $R/layout.txt
 log "drives: nvme $NVME, sata $SATA, virtio $VIRT, scratch $SCRATCH"
-for spec in nvme:$NVME sata:$SATA virtio:$VIRT; do
-  name=${spec%%:*}
+# The README's target directory sits on the virtio drive, mounted where the recipe's target's
+# parent is (/var/lib/postgresql: the database's filesystem).
+RECIPE=$T/recipe
+mkdir -p $R/recipe
+cp $RECIPE/* $R/recipe/ 2>/dev/null
+RT=$(cat $RECIPE/target.txt 2>/dev/null)
+[ -n "$RT" ] || fail "no recipe target in $RECIPE/target.txt"
+RMP=$(dirname "$RT")
+echo "$RMP" > $R/recipe/mountpoint.txt
+for spec in /mnt/nvme:$NVME /mnt/sata:$SATA $RMP:$VIRT; do
+  mp=${spec%%:*}
   mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/${spec#*:} >>$LOG 2>&1 \
     || fail "mkfs.ext4 /dev/${spec#*:}"
-  mkdir -p /mnt/$name
-  mount -t ext4 /dev/${spec#*:} /mnt/$name || fail "mount /dev/${spec#*:}"
+  mkdir -p $mp
+  mount -t ext4 /dev/${spec#*:} $mp || fail "mount /dev/${spec#*:} on $mp"
 done
 
 # --- the package, with dpkg, as an operator installs it ---
@@ -88,6 +99,19 @@ until_ok 20 systemctl is-active -q ssdwatch
 systemctl is-active ssdwatch > $R/installed-active.txt 2>&1
 systemctl is-enabled ssdwatch > $R/installed-enabled.txt 2>&1
 id ssdwatch > $R/id.txt 2>&1 || fail "no ssdwatch user after dpkg -i"
+
+# --- the README's probe recipe, its setup as written: the directory, and `systemctl edit`
+# with an editor that types what the README's comment says ---
+cat > $T/recipe-editor <<EOF
+#!/bin/sh
+for f; do cat $RECIPE/dropin.conf > "\$f"; done
+EOF
+chmod 755 $T/recipe-editor
+# On a terminal, as an operator types it (`systemctl edit` refuses to run without one).
+SYSTEMD_EDITOR=$T/recipe-editor script -qec "bash -ex $RECIPE/setup.sh" /dev/null \
+  > $R/recipe/setup.out 2>&1 < /dev/null
+echo $? > $R/recipe/setup.rc
+log "README recipe setup: rc $(cat $R/recipe/setup.rc)"
 
 # --- the probe targets: one made writable by a drop-in, one left outside it ---
 ALLOWED=/mnt/nvme/ssdwatch
@@ -113,14 +137,27 @@ collectors:
       - { path: $ALLOWED, free_floor_bytes: 67108864, budget_bytes_per_day: 1073741824 }
       - { path: $REFUSED, free_floor_bytes: 67108864, budget_bytes_per_day: 1073741824 }
 EOF
+# The README's targets, as written.
+cat $RECIPE/targets.yaml >> /etc/ssdwatch/ssdwatch.yaml
 mkdir -p /etc/systemd/system/ssdwatch.service.d
 cat > /etc/systemd/system/ssdwatch.service.d/probe.conf <<EOF
 [Service]
 ReadWritePaths=$ALLOWED
 EOF
 systemctl daemon-reload
-systemctl restart ssdwatch
-echo $? > $R/restart.rc
+# The README's commands after the config, as written (by hand first, then the restart): each
+# line's output, exit status, and the probe directory's owner and mode after it.
+n=0
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  n=$((n + 1))
+  echo "$line" > $R/recipe/after-$n.cmd
+  # The deadline only stops a hung command, so that the guest still returns its results.
+  timeout $((60 * SLOW)) bash -c "$line" > $R/recipe/after-$n.out 2> $R/recipe/after-$n.err < /dev/null
+  echo $? > $R/recipe/after-$n.rc
+  stat -c '%U:%G %a' "$RT/.ssdwatch-probe" > $R/recipe/after-$n.stat 2>&1
+  log "README recipe: '$line': rc $(cat $R/recipe/after-$n.rc)"
+done < $RECIPE/after.sh
 systemctl show ssdwatch --no-pager > $R/show.txt 2>&1
 systemctl cat ssdwatch --no-pager > $R/unit.txt 2>&1
 
@@ -132,10 +169,12 @@ scrape_has_all() {
     && grep -q "^ssdwatch_device_smart_supported{device=\"$SATA\"" $R/poll.prom \
     && grep -q "^ssdwatch_device_smart_supported{device=\"$VIRT\"" $R/poll.prom \
     && grep "^ssdwatch_probe_runs_total{mountpoint=\"/mnt/nvme\"" $R/poll.prom | grep -qv ' 0$' \
-    && grep "^ssdwatch_probe_skipped_total{mountpoint=\"/mnt/sata\"" $R/poll.prom | grep -qv ' 0$'
+    && grep "^ssdwatch_probe_skipped_total{mountpoint=\"/mnt/sata\"" $R/poll.prom | grep -qv ' 0$' \
+    && grep "^ssdwatch_probe_runs_total{mountpoint=\"$RMP\"" $R/poll.prom | grep -qv ' 0$'
 }
 until_ok 60 scrape_has_all || log "the scrape still lacks SMART or probe series after $((60 * SLOW)) s"
 curl -sS --max-time 10 -o $R/metrics.prom -w '%{http_code}\n' $URL > $R/metrics.http 2>&1
+stat -c '%U:%G %a' "$RT/.ssdwatch-probe" > $R/recipe/probe-dir.stat 2>&1
 
 # --- who it runs as, and with what capabilities: the main process and every process of its
 # cgroup ---

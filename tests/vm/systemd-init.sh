@@ -35,6 +35,7 @@ mount -t ext4 /dev/$ROOT /newroot || die "mounting /dev/$ROOT"
 t=/newroot/root/ssdwatch-test
 mkdir -p $t
 cp /payload/ssdwatch.deb /payload/scenario.sh $t/
+cp -r /payload/recipe $t/
 chmod 755 $t/scenario.sh
 cat > /newroot/etc/systemd/system/ssdwatch-vmtest.service <<'EOF'
 [Unit]

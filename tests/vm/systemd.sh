@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Boots a small Debian (bookworm) root filesystem with systemd as PID 1 under QEMU, with the
 # same emulated NVMe, SATA (AHCI) and virtio drives as the end-to-end guest, installs the
-# project's .deb there with dpkg, and runs tests/vm/systemd-guest.sh against the installed unit.
+# project's .deb there with dpkg, and runs tests/vm/systemd-guest.sh against the installed unit,
+# with the README's probe recipe taken out of the README (tests/vm/readme-probe-recipe.sh).
 # What the guest recorded is unpacked into OUT_DIR; the assertions live in tests/it/vm/systemd.rs.
 #
 #   tests/vm/systemd.sh SSDWATCH_BINARY OUT_DIR
@@ -49,6 +50,8 @@ cp "$HERE/systemd-init.sh" "$ov/init"
 chmod 755 "$ov/init"
 cp "$HERE/systemd-guest.sh" "$ov/payload/scenario.sh"
 cp "$DEB" "$ov/payload/ssdwatch.deb"
+# The README's probe recipe, as the README has it now: the guest follows it.
+bash "$HERE/readme-probe-recipe.sh" "$HERE/../../README.md" "$ov/payload/recipe"
 (cd "$ov" && find . | cpio -o -H newc --quiet) > "$RUN/overlay.cpio"
 cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 echo "${DEB##*/}" > "$OUT/deb.txt"
@@ -60,11 +63,12 @@ pick_accel
 echo "$ACCEL" > "$OUT/accel.txt"
 # Whole-guest deadline; it only stops a hung guest. Boot, install and scenario took 67-94 s
 # under TCG on a 2-core machine. The guest's own waits, should every one give up, add up to
-# about 330 s, three times that under TCG (systemd-guest.sh, SLOW), plus boot and dpkg: this
-# outlasts them, so a guest whose steps all gave up still returns its results.
+# about 450 s (the README recipe's two commands 60 s each), three times that under TCG
+# (systemd-guest.sh, SLOW), plus boot and dpkg: this outlasts them, so a guest whose steps all
+# gave up still returns its results.
 case "$ACCEL" in
-  kvm) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-480}" ;;
-  *) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-1200}" ;;
+  kvm) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-600}" ;;
+  *) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-1560}" ;;
 esac
 echo "vm: booting $KVER into Debian $SUITE with systemd, accel=$ACCEL (guest timeout ${GUEST_TIMEOUT}s)" >&2
 start=$(date +%s%N)

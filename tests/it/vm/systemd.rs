@@ -702,3 +702,174 @@ fn systemd_analyze_security_is_recorded() {
         g.join("security.txt").display()
     );
 }
+
+/// The README's probe recipe (tests/vm/readme-probe-recipe.sh), as the guest recorded it:
+/// its target and each command run after the config, with what it printed.
+struct RecipeStep {
+    cmd: String,
+    rc: i32,
+    out: String,
+    err: String,
+    /// `stat -c '%U:%G %a'` of `<target>/.ssdwatch-probe` right after the command.
+    probe_dir: String,
+}
+
+fn recipe_steps(g: &Path) -> Vec<RecipeStep> {
+    (1..)
+        .map(|n| format!("recipe/after-{n}"))
+        .take_while(|base| g.join(format!("{base}.cmd")).exists())
+        .map(|base| RecipeStep {
+            cmd: read(g, &format!("{base}.cmd")).trim().to_string(),
+            rc: num(g, &format!("{base}.rc")),
+            out: read(g, &format!("{base}.out")),
+            err: read(g, &format!("{base}.err")),
+            probe_dir: read(g, &format!("{base}.stat")).trim().to_string(),
+        })
+        .collect()
+}
+
+/// Issue 26: the README's recipe, taken out of the README and run as it says (as root: the
+/// directory, `systemctl edit` with the README's line typed in, the target in the config, the
+/// try by hand, the restart), leaves a probe directory of the `ssdwatch` user, and the service
+/// then probes the target as that user: runs and written bytes on its filesystem, no unsafe
+/// refusal, no "Permission denied" anywhere.
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::systemd::"]
+fn the_readme_probe_recipe_run_as_written_gets_the_target_probed_by_the_service_user() {
+    let Some(g) = guest("the README's probe recipe") else {
+        return;
+    };
+    let target = read(g, "recipe/target.txt").trim().to_string();
+    let mountpoint = read(g, "recipe/mountpoint.txt").trim().to_string();
+    assert_eq!(
+        num::<i32>(g, "recipe/setup.rc"),
+        0,
+        "the README's setup commands failed:\n{}",
+        read(g, "recipe/setup.out")
+    );
+    // What `systemctl edit` wrote is part of the unit.
+    let unit = read(g, "unit.txt");
+    let dropin = read(g, "recipe/dropin.conf");
+    let directive = dropin
+        .lines()
+        .nth(1)
+        .expect("recipe/dropin.conf: no directive");
+    let at = unit
+        .find("ssdwatch.service.d/override.conf")
+        .unwrap_or_else(|| panic!("no drop-in of `systemctl edit` in the unit:\n{unit}"));
+    assert!(
+        unit[at..].contains(directive),
+        "{directive} not in systemctl edit's drop-in:\n{unit}"
+    );
+
+    let steps = recipe_steps(g);
+    let hand = steps
+        .iter()
+        .position(|s| s.cmd.contains(" probe run ") && s.cmd.contains(&target))
+        .unwrap_or_else(|| panic!("the README's recipe tries no `probe run` on {target} by hand"));
+    let restart = steps
+        .iter()
+        .position(|s| s.cmd == "systemctl restart ssdwatch")
+        .unwrap_or_else(|| panic!("the README's recipe has no `systemctl restart ssdwatch`"));
+    assert!(hand < restart, "the try by hand comes after the restart");
+    let h = &steps[hand];
+    assert_eq!(h.rc, 0, "`{}` as root:\n{}{}", h.cmd, h.out, h.err);
+    assert!(
+        h.err.contains("running as ssdwatch"),
+        "`{}` as root did not switch to the daemon's user:\n{}",
+        h.cmd,
+        h.err
+    );
+    assert!(
+        !(h.out.contains("Permission denied") || h.err.contains("Permission denied")),
+        "`{}`:\n{}{}",
+        h.cmd,
+        h.out,
+        h.err
+    );
+    assert!(
+        h.probe_dir.starts_with("ssdwatch:ssdwatch "),
+        "after `{}` as root, {target}/.ssdwatch-probe is {:?}",
+        h.cmd,
+        h.probe_dir
+    );
+    let r = &steps[restart];
+    assert_eq!(r.rc, 0, "`{}`:\n{}{}", r.cmd, r.out, r.err);
+
+    // The service probes the target, as the ssdwatch user.
+    let m = read(g, "metrics.prom");
+    let mp = format!("mountpoint=\"{mountpoint}\"");
+    let runs: f64 = series(&m, "ssdwatch_probe_runs_total", &[&mp]).iter().sum();
+    assert!(runs >= 1.0, "no probe run on {target} by the service");
+    let written: f64 = series(&m, "ssdwatch_probe_written_bytes_total", &[&mp])
+        .iter()
+        .sum();
+    assert!(written > 0.0, "probes on {target} wrote nothing");
+    let unsafe_: f64 = series(&m, "ssdwatch_probe_target_unsafe", &[&mp])
+        .iter()
+        .sum();
+    assert_eq!(unsafe_, 0.0, "{target} refused as unsafe");
+    let probe_dir = read(g, "recipe/probe-dir.stat");
+    assert!(
+        probe_dir.starts_with("ssdwatch:ssdwatch "),
+        "{target}/.ssdwatch-probe is {probe_dir:?} after the service probed it"
+    );
+    let journal = read(g, "journal-ssdwatch.txt");
+    let denied: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("Permission denied"))
+        .collect();
+    assert!(denied.is_empty(), "the service's journal: {denied:#?}");
+}
+
+/// The recipe the guest follows is whole (directory, drop-in, target, try by hand, restart, all
+/// on one path) and docs/probes.md gives the same commands. No VM: runs with the suite.
+#[test]
+fn the_readme_probe_recipe_is_whole_and_docs_probes_agrees() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme-probe-recipe");
+    let got = Command::new("bash")
+        .arg(root.join("tests/vm/readme-probe-recipe.sh"))
+        .arg(root.join("README.md"))
+        .arg(&out)
+        .output()
+        .expect("running tests/vm/readme-probe-recipe.sh");
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let file = |name: &str| {
+        std::fs::read_to_string(out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let target = file("target.txt").trim().to_string();
+    let setup = file("setup.sh");
+    let after = file("after.sh");
+    assert!(
+        setup
+            .lines()
+            .any(|l| l.starts_with("install -d -o ssdwatch -g ssdwatch ")
+                && l.ends_with(&format!(" {target}"))),
+        "the README's setup makes no {target} of the ssdwatch user:\n{setup}"
+    );
+    assert_eq!(
+        file("dropin.conf"),
+        format!("[Service]\nReadWritePaths={target}\n")
+    );
+    let hand = after
+        .lines()
+        .find(|l| l.contains(" probe run ") && l.ends_with(&format!("--target {target}")))
+        .unwrap_or_else(|| panic!("the README tries no probe run on {target}:\n{after}"));
+    assert_eq!(
+        after.lines().last(),
+        Some("systemctl restart ssdwatch"),
+        "{after}"
+    );
+    let probes = std::fs::read_to_string(root.join("docs/probes.md")).expect("docs/probes.md");
+    for line in setup.lines().chain([hand]) {
+        assert!(
+            probes.lines().any(|l| l == line),
+            "docs/probes.md lacks the README's `{line}`"
+        );
+    }
+}
