@@ -213,6 +213,24 @@ fn mount_device(dir: &Path, roots: &Roots, topo: &Topology) -> Option<String> {
         .and_then(|m| resolve_device(m, topo))
 }
 
+/// A run's place against the drive's discards, from what the diskstats collector last saw when
+/// the run started at `start` (Unix time): the time and bytes written since the last discard.
+/// A run counts as after a discard only if it started after the discard ended; one that starts
+/// while a burst is still going (an fstrim: its latest sample saw discards grow) shares the drive
+/// with it and is neither before nor after, so it claims no time since a discard (unknown, not 0).
+pub(crate) fn discard_context(
+    a: &crate::snapshot::DiskActivity,
+    start: f64,
+) -> (Option<f64>, Option<u64>) {
+    if a.discarding {
+        return (None, None);
+    }
+    (
+        a.last_discard_unix.map(|t| (start - t).max(0.0)),
+        a.written_since_discard_bytes,
+    )
+}
+
 /// io_ticks (ms the drive had I/O in flight) of each drive; None when any can't be read or
 /// has I/O accounting turned off (`queue/iostats` 0: its counters don't move).
 pub fn io_ticks_ms(roots: &Roots, drives: &[String]) -> Option<Vec<u64>> {
@@ -485,10 +503,10 @@ impl Run {
             for d in &placement.drives {
                 if let Some(a) = shared.disk_activity(d) {
                     if d == placement.device() {
-                        self.context.since_discard_seconds =
-                            a.last_discard_unix.map(|t| (now - t).max(0.0));
+                        let (since, written) = discard_context(&a, now);
+                        self.context.since_discard_seconds = since;
                         self.context.idle_seconds = a.idle.seconds_at(now);
-                        self.context.written_since_discard_bytes = a.written_since_discard_bytes;
+                        self.context.written_since_discard_bytes = written;
                     }
                     if now - a.updated_unix < 600.0 {
                         util = max(util, a.utilization_ratio);
@@ -793,6 +811,62 @@ fn run_kind(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An fstrim from 100,000 to 100,010, sampled by diskstats every second: the drive's activity as
+    /// a run starting at each moment finds it, and what the run's context says.
+    #[test]
+    fn a_run_counts_as_after_a_discard_only_if_it_started_after_the_discard_ended() {
+        use crate::snapshot::DiskActivity;
+        let seen = |last: Option<f64>, discarding: bool| DiskActivity {
+            last_discard_unix: last,
+            discarding,
+            written_since_discard_bytes: last.map(|_| 4096),
+            ..DiskActivity::default()
+        };
+        let cases = [
+            // Before the fstrim: the previous discard, a day earlier.
+            (
+                "before the trim",
+                seen(Some(13_600.0), false),
+                99_999.5,
+                Some(86_399.5),
+                Some(4096),
+            ),
+            // Its first sample saw discards grow: the run shares the drive with the trim.
+            (
+                "the trim's first second",
+                seen(Some(100_001.0), true),
+                100_001.5,
+                None,
+                None,
+            ),
+            (
+                "the trim's last second",
+                seen(Some(100_010.0), true),
+                100_010.5,
+                None,
+                None,
+            ),
+            // The next sample saw no growth: the burst ended at its last growth, 100,010.
+            (
+                "after the trim ended",
+                seen(Some(100_010.0), false),
+                100_011.5,
+                Some(1.5),
+                Some(4096),
+            ),
+            (
+                "no discard ever seen",
+                seen(None, false),
+                100_011.5,
+                None,
+                None,
+            ),
+        ];
+        for (what, a, start, since, written) in cases {
+            assert_eq!(discard_context(&a, start), (since, written), "{what}");
+        }
+    }
 
     #[test]
     fn utilization_is_the_busiest_drive_capped_at_one() {

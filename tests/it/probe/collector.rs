@@ -92,6 +92,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
         &dev,
         DiskActivity {
             last_discard_unix: Some(now - 100.0),
+            discarding: false,
             written_since_discard_bytes: None,
             idle: Idle::Since(now - 50.0),
             utilization_ratio: Some(0.0),
@@ -384,6 +385,7 @@ async fn time_budget_corrupt_budget_file_and_a_busy_drive_skip_the_run() {
         &fs.kernel_name(),
         DiskActivity {
             last_discard_unix: None,
+            discarding: false,
             written_since_discard_bytes: None,
             idle: Idle::Unknown,
             utilization_ratio: Some(0.9),
