@@ -808,6 +808,73 @@ async fn a_failing_target_not_due_in_a_sample_is_neither_recovered_nor_warned_ag
     assert!(!text.contains("recovered"), "{text}");
 }
 
+/// Two targets on one filesystem, /data/pg and /data/wal (both on /data, nvme0n1): the scrape
+/// shows the first configured, and the log says once, at WARN, which target is hidden behind
+/// which and on what filesystem, not at every sample.
+#[tokio::test]
+async fn a_second_target_on_a_shared_filesystem_is_logged_once_naming_both() {
+    let log = support::logs::capture();
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let cfg = ProbeConfig {
+        interval: Duration::from_secs(1),
+        jitter_ratio: 0.0,
+        busy_window: Duration::ZERO,
+        targets: ["/data/pg", "/data/wal"]
+            .iter()
+            .map(|p| small_target(std::path::Path::new(p)))
+            .collect(),
+        ..ProbeConfig::default()
+    };
+    // Runs of each target, /data/pg's first.
+    let runs: Arc<[std::sync::atomic::AtomicU32; 2]> = Arc::default();
+    let counted = runs.clone();
+    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
+        let i = usize::from(t.path.ends_with("wal"));
+        counted[i].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        recorded(&t.path)
+    })
+    .unwrap();
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let ran = |i: usize| runs[i].load(std::sync::atomic::Ordering::SeqCst);
+    // Until each has run three times: counted in runs, not seconds.
+    let (mut text, mut samples) = (String::new(), 0);
+    while ran(0) < 3 || ran(1) < 3 {
+        if samples > 0 {
+            tokio::time::sleep(c.next_delay()).await;
+        }
+        text = exposition(&c.sample(&ctx).await.unwrap());
+        samples += 1;
+        assert!(samples < 100, "{samples} samples");
+    }
+    // Both are probed; one set of series, the valid scrape the hiding is for: the first's.
+    assert_eq!(
+        probe_label_sets(&text),
+        std::collections::BTreeSet::from([("/data".to_string(), "nvme0n1".to_string())])
+    );
+    assert_eq!(
+        value_matching(&text, "ssdwatch_probe_runs_total", "mountpoint=\"/data\""),
+        Some(f64::from(ran(0))),
+        "the first target's runs: {text}"
+    );
+    let logged = log.text();
+    let said: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("same filesystem"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once in {samples} samples:\n{logged}");
+    assert!(said[0].contains("WARN"), "{logged}");
+    assert!(
+        said[0].contains(
+            "probe target /data/wal is on the same filesystem as probe target /data/pg (/data, drive nvme0n1)"
+        ),
+        "names both targets and the filesystem: {logged}"
+    );
+}
+
 /// Every probe series' (mountpoint, device) labels in an exposition.
 fn probe_label_sets(text: &str) -> std::collections::BTreeSet<(String, String)> {
     let re =
