@@ -922,6 +922,84 @@ async fn a_target_has_one_set_of_series_under_its_real_mount_from_its_first_plac
     assert_eq!(sets[2], real);
 }
 
+/// A bind mount made by a test, unmounted (lazily, so a failed assertion can't leave it busy)
+/// when dropped.
+struct Bind(std::path::PathBuf);
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A target reached through a symlink (/tmp/x/link -> <ext4>/pg) and one inside a bind mount of
+/// that directory (/tmp/x/bind): each is labelled by its real mount from its first attempt
+/// (placed from the mount table alone), and its runs keep that label. Before, the symlinked one
+/// was labelled by the mount holding the link's own path, then by the link's path after a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_through_a_symlink_or_a_bind_mount_keeps_one_label_from_its_first_attempt() {
+    if !require_root("bind mount") {
+        return;
+    }
+    let fs = LoopFs::no_reserve(64);
+    let dev = fs.kernel_name();
+    let pg = fs.mountpoint.join("pg");
+    std::fs::create_dir(&pg).unwrap();
+    let top = tempfile::tempdir().unwrap();
+    let link = top.path().join("link");
+    std::os::unix::fs::symlink(&pg, &link).unwrap();
+    let bind = top.path().join("bind");
+    std::fs::create_dir(&bind).unwrap();
+    let st = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&pg)
+        .arg(&bind)
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "mount --bind {} {}",
+        pg.display(),
+        bind.display()
+    );
+    let _bound = Bind(bind.clone());
+    // A symlink into the bind mount, under a directory that is itself a symlink.
+    let via = top.path().join("via");
+    std::os::unix::fs::symlink(top.path(), &via).unwrap();
+    let cases = [
+        (link.clone(), fs.mountpoint.clone()),
+        (bind.join("."), bind.clone()),
+        (via.join("bind"), bind.clone()),
+    ];
+    for (target, real) in cases {
+        let want = (real.display().to_string(), dev.clone());
+        let first =
+            ssdwatch::probe::placement_from_mount_table(&target, &ssdwatch::Roots::default(), None)
+                .unwrap_or_else(|| panic!("{}: not placed", target.display()));
+        assert_eq!(
+            (first.mountpoint.clone(), first.device().to_string()),
+            want,
+            "{}: placed before its first run",
+            target.display()
+        );
+        let (_, errors, text) = sample_once(&target, Duration::ZERO).await;
+        assert!(
+            value_matching(&text, "ssdwatch_probe_runs_total", "") == Some(1.0),
+            "{}: no run: {errors:?}\n{text}",
+            target.display()
+        );
+        assert_eq!(
+            probe_label_sets(&text),
+            std::collections::BTreeSet::from([want.clone()]),
+            "{}: labelled after its run",
+            target.display()
+        );
+    }
+}
+
 /// Before any run, a target is placed from the mount table: a path that does not exist is shown
 /// on the mount it would be on (here /proc, on no block device: no drive), never under its own
 /// path.
