@@ -294,6 +294,9 @@ fn health_text(states: &BTreeMap<&'static str, CollectorState>) -> String {
 pub struct DiskActivity {
     /// Last sample (Unix time) in which the drive's discarded bytes grew.
     pub last_discard_unix: Option<f64>,
+    /// The latest sample saw the discarded bytes grow: a burst (an fstrim) may still be going,
+    /// so `last_discard_unix` is not yet its end.
+    pub discarding: bool,
     /// Bytes written to the drive since that discard.
     pub written_since_discard_bytes: Option<u64>,
     /// How long the drive had been idle at that sample.

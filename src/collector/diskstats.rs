@@ -570,6 +570,7 @@ impl DiskstatsCollector {
             name,
             DiskActivity {
                 last_discard_unix: h.and_then(|h| h.last_discard()),
+                discarding: h.is_some_and(|h| h.discards.burst_open),
                 written_since_discard_bytes: written_since,
                 // As ssdwatch_disk_idle_seconds: 0 when busy, unknown on the first sample.
                 idle: match h.filter(|_| prev.is_some()).map(|h| h.idle_since) {

@@ -139,6 +139,9 @@ struct TargetState {
     /// Attempts since the last completed run, and why the latest one didn't run.
     missed: u32,
     last_reason: Option<SkipReason>,
+    /// The earlier target whose filesystem and drive this one shares (so its series are not
+    /// shown), as last logged.
+    hidden_behind: Option<PathBuf>,
 }
 
 impl TargetState {
@@ -212,6 +215,7 @@ impl ProbeCollector {
                     unsafe_now: false,
                     missed: 0,
                     last_reason: None,
+                    hidden_behind: None,
                 }
             })
             .collect();
@@ -281,13 +285,13 @@ impl ProbeCollector {
     /// configured is shown.
     fn metrics(&self) -> MetricSet {
         let mut m = MetricSet::new();
-        let mut shown = std::collections::BTreeSet::new();
-        for t in &self.targets {
+        let hidden = hidden_behind(&self.targets);
+        for (t, hidden) in self.targets.iter().zip(hidden) {
             let Some(p) = &t.placement else { continue };
-            let (mp, dev) = (p.mountpoint.as_str(), p.device());
-            if !shown.insert((mp, dev)) {
+            if hidden.is_some() {
                 continue;
             }
+            let (mp, dev) = (p.mountpoint.as_str(), p.device());
             let base = [("mountpoint", mp), ("device", dev)];
             for (k, h) in &t.hist {
                 let buckets: Vec<(f64, u64)> = crate::probe::buckets()
@@ -473,6 +477,63 @@ fn apply(t: &mut TargetState, o: Outcome) -> Option<ItemError> {
     }
 }
 
+/// For each target, the first one before it placed on the same filesystem and drive: a target
+/// that has one is run but not shown, since the same series twice would make the scrape invalid.
+fn hidden_behind(targets: &[TargetState]) -> Vec<Option<usize>> {
+    let key = |t: &TargetState| {
+        (t.placement.as_ref()).map(|p| (p.mountpoint.clone(), p.device().to_string()))
+    };
+    let mut first: BTreeMap<(String, String), usize> = BTreeMap::new();
+    (targets.iter().enumerate())
+        .map(|(i, t)| {
+            let k = key(t)?;
+            let f = *first.entry(k).or_insert(i);
+            (f != i).then_some(f)
+        })
+        .collect()
+}
+
+impl ProbeCollector {
+    /// Says once, at WARN, that a target is hidden behind another on its filesystem (and at
+    /// info when it no longer is): without it, a second target on a shared filesystem has no
+    /// series and nothing says why.
+    fn log_hidden(&mut self) {
+        let hidden = hidden_behind(&self.targets);
+        for (i, h) in hidden.into_iter().enumerate() {
+            let behind = h.map(|j| self.targets[j].cfg.path.clone());
+            let t = &self.targets[i];
+            if behind == t.hidden_behind {
+                continue;
+            }
+            match (&behind, t.placement.as_ref()) {
+                (Some(shown), Some(p)) => tracing::warn!(
+                    "probe target {} is on the same filesystem as probe target {} ({}, drive {}): only {}'s series are shown; {} is still probed (point it at another filesystem or remove it)",
+                    t.cfg.path.display(),
+                    shown.display(),
+                    p.mountpoint,
+                    if p.device().is_empty() {
+                        "none"
+                    } else {
+                        p.device()
+                    },
+                    shown.display(),
+                    t.cfg.path.display(),
+                ),
+                _ => {
+                    if let Some(old) = &t.hidden_behind {
+                        tracing::info!(
+                            "probe target {} no longer shares a filesystem with probe target {}: its series are shown",
+                            t.cfg.path.display(),
+                            old.display()
+                        );
+                    }
+                }
+            }
+            self.targets[i].hidden_behind = behind;
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Collector for ProbeCollector {
     fn name(&self) -> &'static str {
@@ -590,6 +651,7 @@ impl Collector for ProbeCollector {
                 &ctx.roots,
             ));
         }
+        self.log_hidden();
         Ok(Sample {
             metrics: self.metrics(),
             errors,

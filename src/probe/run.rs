@@ -11,6 +11,7 @@ use super::{
     TargetConfig, WARM_UP_READS, budget, fsafe, io, measurable, quantile,
 };
 use crate::Roots;
+use crate::procfs::mountinfo::MountInfo;
 use crate::snapshot::{Shared, unix_now};
 use crate::statfs;
 use crate::statfs::FsStat;
@@ -100,7 +101,13 @@ pub fn place(
 ) -> Result<Placement, PlaceError> {
     let major = libc::major(st_dev);
     let minor = libc::minor(st_dev);
-    let mp = mount_point_of(dir, st_dev);
+    // Labelled as before its first run (`placement_from_mount_table`): by the mount holding the
+    // real path, symlinks resolved (the directory was just opened, so its filesystem answers).
+    // When the table disagrees with what the open directory is on (a btrfs subvolume's own
+    // device number; a mount made since), by walking up while the device stays the same.
+    let mp = (std::fs::canonicalize(dir).ok())
+        .and_then(|real| labelled_mount(&real, roots, (major, minor)))
+        .unwrap_or_else(|| mount_point_of(dir, st_dev));
     let read;
     let topo = match topology {
         Some(t) => t,
@@ -158,25 +165,125 @@ fn mount_point_of(dir: &Path, st_dev: u64) -> PathBuf {
     mp
 }
 
-/// Where a target is before a run has placed it, from the mount table alone (no system call on
-/// its filesystem, which may hang): the deepest mount whose mount point holds the configured
-/// path (the mount a missing path would be on), and the drives under that mount's device (none
-/// for a filesystem on no block device). Agrees with [`place`] for a target inside a mounted
-/// filesystem; a path through a symlink or a bind mount may be placed elsewhere by its first
-/// run, which then wins.
+/// The mounts as seen from here (`--path.rootfs` stripped).
+fn mount_table(roots: &Roots) -> Option<Vec<MountInfo>> {
+    let mut table = crate::procfs::mountinfo::read_mountinfo(&roots.proc).ok()?;
+    crate::procfs::mountinfo::strip_rootfs(&mut table.mounts, &roots.rootfs);
+    Some(table.mounts)
+}
+
+/// The mount that holds `real` (a path whose symlinks are resolved) and the path of its mount
+/// point from here: the deepest, and of mounts at one path the latest (it hides the others).
+/// What a target is labelled by, before its first run and after each: one rule, so a path through
+/// a symlink or into a bind mount keeps one label from its first attempt on.
+fn deepest_mount<'a>(
+    real: &Path,
+    mounts: &'a [MountInfo],
+    roots: &Roots,
+) -> Option<(&'a MountInfo, PathBuf)> {
+    (mounts.iter())
+        .map(|m| (m, roots.in_rootfs(&m.mount_path)))
+        .filter(|(_, mp)| real.starts_with(mp))
+        .max_by_key(|(_, mp)| mp.components().count())
+}
+
+/// [`deepest_mount`]'s mount point, from the mount table read now, if that mount is of the
+/// filesystem `dev` (major, minor).
+fn labelled_mount(real: &Path, roots: &Roots, dev: (u32, u32)) -> Option<PathBuf> {
+    let mounts = mount_table(roots)?;
+    let (m, mp) = deepest_mount(real, &mounts, roots)?;
+    ((m.major, m.minor) == dev).then_some(mp)
+}
+
+/// Filesystems where a lookup can wait on a server or a user-space daemon for ever.
+fn may_hang(fstype: &str) -> bool {
+    matches!(
+        fstype,
+        "nfs" | "nfs4" | "cifs" | "smb3" | "smbfs" | "9p" | "ceph" | "glusterfs" | "afs"
+    ) || fstype.starts_with("fuse")
+}
+
+/// Most symlinks followed in one path, as the kernel's limit (ELOOP past it).
+const MAX_SYMLINKS: usize = 40;
+
+/// `path` with its symlinks resolved as the kernel would, reading links only on local
+/// filesystems (by `mounts`): below a network or FUSE mount, or past a missing component, the
+/// rest is kept as written. A mount point is never read (mounted on, it is no link), so no
+/// lookup touches a filesystem that may hang.
+fn resolve_symlinks(path: &Path, mounts: &[MountInfo], roots: &Roots) -> PathBuf {
+    use std::path::Component;
+    let mut todo: std::collections::VecDeque<std::ffi::OsString> =
+        std::collections::VecDeque::new();
+    let mut out = PathBuf::from("/");
+    let push_all = |todo: &mut std::collections::VecDeque<_>, p: &Path, front: bool| {
+        let parts: Vec<std::ffi::OsString> = p
+            .components()
+            .map(|c| match c {
+                Component::RootDir => "/".into(),
+                Component::ParentDir => "..".into(),
+                Component::CurDir => ".".into(),
+                Component::Normal(n) => n.to_os_string(),
+                Component::Prefix(p) => p.as_os_str().to_os_string(),
+            })
+            .collect();
+        if front {
+            for c in parts.into_iter().rev() {
+                todo.push_front(c);
+            }
+        } else {
+            todo.extend(parts);
+        }
+    };
+    push_all(&mut todo, path, false);
+    let (mut links, mut literal) = (0, false);
+    while let Some(c) = todo.pop_front() {
+        match c.to_str() {
+            Some("/") => out = PathBuf::from("/"),
+            Some(".") => {}
+            Some("..") => {
+                out.pop();
+            }
+            _ => {
+                let next = out.join(&c);
+                let is_mount = mounts
+                    .iter()
+                    .any(|m| roots.in_rootfs(&m.mount_path) == next);
+                let on = deepest_mount(&out, mounts, roots).map(|(m, _)| m.fstype.as_str());
+                literal |= on.is_some_and(may_hang);
+                if literal || is_mount || links >= MAX_SYMLINKS {
+                    out = next;
+                    continue;
+                }
+                match std::fs::read_link(&next) {
+                    Ok(target) => {
+                        links += 1;
+                        push_all(&mut todo, &target, true);
+                    }
+                    Err(e) => {
+                        // Not a link (EINVAL), or missing: the rest is as written.
+                        literal = e.kind() == std::io::ErrorKind::NotFound;
+                        out = next;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where a target is before a run has placed it, from the mount table (no system call on a
+/// filesystem that may hang: [`resolve_symlinks`]): the mount holding its real path (the mount a
+/// missing path would be on), and the drives under that mount's device (none for a filesystem
+/// on no block device). Agrees with [`place`], which labels by the same rule, also for a path
+/// through a symlink or into a bind mount.
 pub fn placement_from_mount_table(
     path: &Path,
     roots: &Roots,
     topology: Option<&Topology>,
 ) -> Option<Placement> {
-    let mut table = crate::procfs::mountinfo::read_mountinfo(&roots.proc).ok()?;
-    crate::procfs::mountinfo::strip_rootfs(&mut table.mounts, &roots.rootfs);
-    let (m, mp) = table
-        .mounts
-        .iter()
-        .map(|m| (m, roots.in_rootfs(&m.mount_path)))
-        .filter(|(_, mp)| path.starts_with(mp))
-        .max_by_key(|(_, mp)| mp.components().count())?;
+    let mounts = mount_table(roots)?;
+    let real = resolve_symlinks(path, &mounts, roots);
+    let (m, mp) = deepest_mount(&real, &mounts, roots)?;
     let read;
     let topo = match topology {
         Some(t) => Some(t),
@@ -211,6 +318,24 @@ fn mount_device(dir: &Path, roots: &Roots, topo: &Topology) -> Option<String> {
         .filter(|m| dir.starts_with(roots.in_rootfs(&m.mount_path)))
         .max_by_key(|m| m.mount_point.len())
         .and_then(|m| resolve_device(m, topo))
+}
+
+/// A run's place against the drive's discards, from what the diskstats collector last saw when
+/// the run started at `start` (Unix time): the time and bytes written since the last discard.
+/// A run counts as after a discard only if it started after the discard ended; one that starts
+/// while a burst is still going (an fstrim: its latest sample saw discards grow) shares the drive
+/// with it and is neither before nor after, so it claims no time since a discard (unknown, not 0).
+pub(crate) fn discard_context(
+    a: &crate::snapshot::DiskActivity,
+    start: f64,
+) -> (Option<f64>, Option<u64>) {
+    if a.discarding {
+        return (None, None);
+    }
+    (
+        a.last_discard_unix.map(|t| (start - t).max(0.0)),
+        a.written_since_discard_bytes,
+    )
 }
 
 /// io_ticks (ms the drive had I/O in flight) of each drive; None when any can't be read or
@@ -485,10 +610,10 @@ impl Run {
             for d in &placement.drives {
                 if let Some(a) = shared.disk_activity(d) {
                     if d == placement.device() {
-                        self.context.since_discard_seconds =
-                            a.last_discard_unix.map(|t| (now - t).max(0.0));
+                        let (since, written) = discard_context(&a, now);
+                        self.context.since_discard_seconds = since;
                         self.context.idle_seconds = a.idle.seconds_at(now);
-                        self.context.written_since_discard_bytes = a.written_since_discard_bytes;
+                        self.context.written_since_discard_bytes = written;
                     }
                     if now - a.updated_unix < 600.0 {
                         util = max(util, a.utilization_ratio);
@@ -793,6 +918,98 @@ fn run_kind(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An fstrim from 100,000 to 100,010, sampled by diskstats every second: the drive's activity as
+    /// a run starting at each moment finds it, and what the run's context says.
+    #[test]
+    fn a_run_counts_as_after_a_discard_only_if_it_started_after_the_discard_ended() {
+        use crate::snapshot::DiskActivity;
+        let seen = |last: Option<f64>, discarding: bool| DiskActivity {
+            last_discard_unix: last,
+            discarding,
+            written_since_discard_bytes: last.map(|_| 4096),
+            ..DiskActivity::default()
+        };
+        let cases = [
+            // Before the fstrim: the previous discard, a day earlier.
+            (
+                "before the trim",
+                seen(Some(13_600.0), false),
+                99_999.5,
+                Some(86_399.5),
+                Some(4096),
+            ),
+            // Its first sample saw discards grow: the run shares the drive with the trim.
+            (
+                "the trim's first second",
+                seen(Some(100_001.0), true),
+                100_001.5,
+                None,
+                None,
+            ),
+            (
+                "the trim's last second",
+                seen(Some(100_010.0), true),
+                100_010.5,
+                None,
+                None,
+            ),
+            // The next sample saw no growth: the burst ended at its last growth, 100,010.
+            (
+                "after the trim ended",
+                seen(Some(100_010.0), false),
+                100_011.5,
+                Some(1.5),
+                Some(4096),
+            ),
+            (
+                "no discard ever seen",
+                seen(None, false),
+                100_011.5,
+                None,
+                None,
+            ),
+        ];
+        for (what, a, start, since, written) in cases {
+            assert_eq!(discard_context(&a, start), (since, written), "{what}");
+        }
+    }
+
+    /// Symlinks resolved as the kernel would, except on a filesystem that may hang: a directory
+    /// the mount table says is an NFS mount has a link inside that is not read (as the
+    /// mount table tells, whatever is really there).
+    #[test]
+    fn symlinks_are_resolved_except_below_a_mount_that_may_hang() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(d.join("real/sub")).unwrap();
+        std::fs::create_dir_all(d.join("nfs")).unwrap();
+        symlink(d.join("real"), d.join("abs")).unwrap();
+        symlink("real/sub", d.join("rel")).unwrap();
+        symlink("nfs", d.join("to-nfs")).unwrap();
+        symlink(d.join("real"), d.join("nfs/inner")).unwrap();
+        symlink(d.join("loop"), d.join("loop")).unwrap();
+        let table = format!(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 0:50 / {nfs} rw - nfs4 srv:/export rw\n",
+            nfs = d.join("nfs").display()
+        );
+        let mounts = crate::procfs::mountinfo::parse_mountinfo(&table).0;
+        let roots = Roots::default();
+        let r = |p: &str| resolve_symlinks(&d.join(p), &mounts, &roots);
+        assert_eq!(r("abs/pg"), d.join("real/pg"));
+        assert_eq!(r("rel/../sub/./x"), d.join("real/sub/x"));
+        assert_eq!(r("to-nfs/inner/x"), d.join("nfs/inner/x"), "read on NFS");
+        assert_eq!(r("missing/x"), d.join("missing/x"));
+        // A loop ends at the kernel's limit, as written from there.
+        assert!(r("loop/x").starts_with(&d), "{:?}", r("loop/x"));
+        // Labelled by the deepest mount of the real path: the NFS mount for the link into it.
+        let (m, _) = deepest_mount(&r("to-nfs/inner/x"), &mounts, &roots).unwrap();
+        assert_eq!(m.fstype, "nfs4");
+        let (m, _) = deepest_mount(&r("abs/pg"), &mounts, &roots).unwrap();
+        assert_eq!(m.mount_point, "/");
+    }
 
     #[test]
     fn utilization_is_the_busiest_drive_capped_at_one() {

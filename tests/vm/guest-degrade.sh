@@ -150,6 +150,18 @@ wait_runs() {
     sleep 0.5
   done
 }
+# wait_run_after T: until the target's last completed run started after Unix time T.
+wait_run_after() {
+  t0=$(uptime_s)
+  while :; do
+    if get; then
+      ran=$(metric $SCRAPE ssdwatch_probe_last_run_timestamp_seconds "mountpoint=\"$MP\"")
+      awk "BEGIN { exit !(${ran:-0} > $1) }" && return 0
+    fi
+    [ $(($(uptime_s) - t0)) -ge $((40 * SLOW)) ] && { log "gave up waiting for a probe run after $1"; return 1; }
+    sleep 0.5
+  done
+}
 N=0
 # scrape NAME: keeps the current exposition as scrape-NN-NAME.prom with its time.
 scrape() {
@@ -215,8 +227,12 @@ date +%s > $R/trim-start.txt
 fstrim -v $MP > $R/fstrim.txt 2>&1
 echo $? > $R/fstrim.rc
 log "fstrim: $(cat $R/fstrim.txt)"
-wait_runs 1 || log "no probe run after fstrim"
-# A diskstats sample after the trim is in the scrape that follows a whole probe run.
+date +%s.%N > $R/trim-end.txt
+# The first run that started after the trim ended, not one already going when it began (that
+# one's writes met the discards). Past the diskstats sample (1 s) that sees the burst end: a run
+# starting before it shares the drive with the trim as far as the daemon knows, and has no
+# time since the discard.
+wait_run_after $(awk '{ print $1 + 2 }' $R/trim-end.txt) || log "no probe run after fstrim"
 scrape trimmed
 wait_runs 2
 scrape trimmed2

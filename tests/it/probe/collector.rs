@@ -92,6 +92,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
         &dev,
         DiskActivity {
             last_discard_unix: Some(now - 100.0),
+            discarding: false,
             written_since_discard_bytes: None,
             idle: Idle::Since(now - 50.0),
             utilization_ratio: Some(0.0),
@@ -384,6 +385,7 @@ async fn time_budget_corrupt_budget_file_and_a_busy_drive_skip_the_run() {
         &fs.kernel_name(),
         DiskActivity {
             last_discard_unix: None,
+            discarding: false,
             written_since_discard_bytes: None,
             idle: Idle::Unknown,
             utilization_ratio: Some(0.9),
@@ -806,6 +808,73 @@ async fn a_failing_target_not_due_in_a_sample_is_neither_recovered_nor_warned_ag
     assert!(!text.contains("recovered"), "{text}");
 }
 
+/// Two targets on one filesystem, /data/pg and /data/wal (both on /data, nvme0n1): the scrape
+/// shows the first configured, and the log says once, at WARN, which target is hidden behind
+/// which and on what filesystem, not at every sample.
+#[tokio::test]
+async fn a_second_target_on_a_shared_filesystem_is_logged_once_naming_both() {
+    let log = support::logs::capture();
+    let fixture = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let cfg = ProbeConfig {
+        interval: Duration::from_secs(1),
+        jitter_ratio: 0.0,
+        busy_window: Duration::ZERO,
+        targets: ["/data/pg", "/data/wal"]
+            .iter()
+            .map(|p| small_target(std::path::Path::new(p)))
+            .collect(),
+        ..ProbeConfig::default()
+    };
+    // Runs of each target, /data/pg's first.
+    let runs: Arc<[std::sync::atomic::AtomicU32; 2]> = Arc::default();
+    let counted = runs.clone();
+    let mut c = ProbeCollector::with_runner(&cfg, state.path(), move |t, _| {
+        let i = usize::from(t.path.ends_with("wal"));
+        counted[i].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        recorded(&t.path)
+    })
+    .unwrap();
+    let ctx = Context::new(
+        ssdwatch::Roots::fixture(fixture.path()),
+        Duration::from_secs(60),
+    );
+    let ran = |i: usize| runs[i].load(std::sync::atomic::Ordering::SeqCst);
+    // Until each has run three times: counted in runs, not seconds.
+    let (mut text, mut samples) = (String::new(), 0);
+    while ran(0) < 3 || ran(1) < 3 {
+        if samples > 0 {
+            tokio::time::sleep(c.next_delay()).await;
+        }
+        text = exposition(&c.sample(&ctx).await.unwrap());
+        samples += 1;
+        assert!(samples < 100, "{samples} samples");
+    }
+    // Both are probed; one set of series, the valid scrape the hiding is for: the first's.
+    assert_eq!(
+        probe_label_sets(&text),
+        std::collections::BTreeSet::from([("/data".to_string(), "nvme0n1".to_string())])
+    );
+    assert_eq!(
+        value_matching(&text, "ssdwatch_probe_runs_total", "mountpoint=\"/data\""),
+        Some(f64::from(ran(0))),
+        "the first target's runs: {text}"
+    );
+    let logged = log.text();
+    let said: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("same filesystem"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once in {samples} samples:\n{logged}");
+    assert!(said[0].contains("WARN"), "{logged}");
+    assert!(
+        said[0].contains(
+            "probe target /data/wal is on the same filesystem as probe target /data/pg (/data, drive nvme0n1)"
+        ),
+        "names both targets and the filesystem: {logged}"
+    );
+}
+
 /// Every probe series' (mountpoint, device) labels in an exposition.
 fn probe_label_sets(text: &str) -> std::collections::BTreeSet<(String, String)> {
     let re =
@@ -851,6 +920,84 @@ async fn a_target_has_one_set_of_series_under_its_real_mount_from_its_first_plac
     let real = std::collections::BTreeSet::from([("/data".to_string(), "nvme0n1".to_string())]);
     assert_eq!(sets[1], real);
     assert_eq!(sets[2], real);
+}
+
+/// A bind mount made by a test, unmounted (lazily, so a failed assertion can't leave it busy)
+/// when dropped.
+struct Bind(std::path::PathBuf);
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A target reached through a symlink (/tmp/x/link -> <ext4>/pg) and one inside a bind mount of
+/// that directory (/tmp/x/bind): each is labelled by its real mount from its first attempt
+/// (placed from the mount table alone), and its runs keep that label. Before, the symlinked one
+/// was labelled by the mount holding the link's own path, then by the link's path after a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_through_a_symlink_or_a_bind_mount_keeps_one_label_from_its_first_attempt() {
+    if !require_root("bind mount") {
+        return;
+    }
+    let fs = LoopFs::no_reserve(64);
+    let dev = fs.kernel_name();
+    let pg = fs.mountpoint.join("pg");
+    std::fs::create_dir(&pg).unwrap();
+    let top = tempfile::tempdir().unwrap();
+    let link = top.path().join("link");
+    std::os::unix::fs::symlink(&pg, &link).unwrap();
+    let bind = top.path().join("bind");
+    std::fs::create_dir(&bind).unwrap();
+    let st = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&pg)
+        .arg(&bind)
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "mount --bind {} {}",
+        pg.display(),
+        bind.display()
+    );
+    let _bound = Bind(bind.clone());
+    // A symlink into the bind mount, under a directory that is itself a symlink.
+    let via = top.path().join("via");
+    std::os::unix::fs::symlink(top.path(), &via).unwrap();
+    let cases = [
+        (link.clone(), fs.mountpoint.clone()),
+        (bind.join("."), bind.clone()),
+        (via.join("bind"), bind.clone()),
+    ];
+    for (target, real) in cases {
+        let want = (real.display().to_string(), dev.clone());
+        let first =
+            ssdwatch::probe::placement_from_mount_table(&target, &ssdwatch::Roots::default(), None)
+                .unwrap_or_else(|| panic!("{}: not placed", target.display()));
+        assert_eq!(
+            (first.mountpoint.clone(), first.device().to_string()),
+            want,
+            "{}: placed before its first run",
+            target.display()
+        );
+        let (_, errors, text) = sample_once(&target, Duration::ZERO).await;
+        assert!(
+            value_matching(&text, "ssdwatch_probe_runs_total", "") == Some(1.0),
+            "{}: no run: {errors:?}\n{text}",
+            target.display()
+        );
+        assert_eq!(
+            probe_label_sets(&text),
+            std::collections::BTreeSet::from([want.clone()]),
+            "{}: labelled after its run",
+            target.display()
+        );
+    }
 }
 
 /// Before any run, a target is placed from the mount table: a path that does not exist is shown
