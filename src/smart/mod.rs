@@ -11,6 +11,7 @@ mod json;
 mod model;
 mod normalize;
 mod nvme;
+pub mod ocp;
 mod scsi;
 mod selftest;
 pub mod table;
