@@ -86,6 +86,10 @@ pub struct SmartConfig {
     /// log count, self-test log, temperature limits, write cache). Off: only the base set and
     /// ATA's device statistics, as before these were read.
     pub read_logs: bool,
+    /// Ask NVMe drives for the OCP SMART log (C0h) once an hour, for their NAND writes and
+    /// write amplification. Off by default: C0h is a vendor-specific log page on drives not
+    /// built to the OCP datacenter spec (what they return is checked and not used then).
+    pub nvme_ocp_log: bool,
     /// Which backend reads ATA drives: auto (smartctl if installed, else libatasmart),
     /// smartctl, or libatasmart (builds with the `atasmart` feature). NVMe is smartctl's.
     pub backend: Backend,
@@ -109,6 +113,7 @@ impl Default for SmartConfig {
             parallelism: 2,
             nocheck_standby: true,
             read_logs: true,
+            nvme_ocp_log: false,
             backend: Backend::Auto,
             discover: true,
             device_include: None,
@@ -488,7 +493,9 @@ impl SmartCollector {
             let asks = runner::Asks {
                 devstat: !st.no_devstat,
                 logs: self.cfg.read_logs && !st.no_logs,
+                ocp: st.wants_ocp(self.cfg.nvme_ocp_log, now),
             };
+            st.ocp_asked = asks.ocp;
             reads.spawn(
                 &self.cfg,
                 self.helper.clone(),

@@ -855,3 +855,113 @@ fn with_read_logs_off_a_known_ata_drive_is_asked_the_device_statistics_only() {
     // What the output carries is still read (this capture holds a self-test log).
     assert!(m.contains("ssdwatch_device_self_test_last_result{"), "{m}");
 }
+
+/// smartctl 7.3's text dump of a log page (smartmontools' `dStrHex` layout: a space, the
+/// address, the bytes from column 8 with one more space after the eighth, their ASCII from
+/// column 60, the line cut at 76 characters), as `--json=o` puts it in `smartctl.output`.
+fn nvme_log_dump(id: u8, b: &[u8]) -> Vec<String> {
+    let mut out = vec![format!("NVMe Log 0x{id:02x} (0x{:04x} bytes)", b.len())];
+    for (i, chunk) in b.chunks(16).enumerate() {
+        let mut line = format!(" {:02x}", i * 16);
+        line.push_str(&" ".repeat(5usize.saturating_sub(line.len())));
+        for (k, x) in chunk.iter().enumerate() {
+            line.push_str(if k == 8 { "  " } else { " " });
+            line.push_str(&format!("{x:02x}"));
+        }
+        line.push_str(&" ".repeat(60usize.saturating_sub(line.len())));
+        line.extend(chunk.iter().map(|&c| {
+            if (0x20..0x7f).contains(&c) {
+                c as char
+            } else {
+                '.'
+            }
+        }));
+        line.truncate(76);
+        out.push(line);
+    }
+    out
+}
+
+#[test]
+fn an_nvme_drive_with_the_ocp_log_gets_nand_writes_from_one_hourly_read_in_its_regular_run() {
+    let fake = Fake::new();
+    let base = fixture("nvme-samsung-pm9a3-mzql23t8hcls.json");
+    let text = std::fs::read_to_string(&base).expect("fixture");
+    let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture json");
+    let units = v["nvme_smart_health_information_log"]["data_units_written"]
+        .as_u64()
+        .expect("data units");
+    let host = units * 512_000;
+    // A hand-made OCP log (no real C0h dump is in the corpus): flash writes 1.5 x the host's,
+    // log page version 3, the OCP GUID AFD514C9-7C6F-4F9C-A4F2-BFEA2810AFC5 at bytes 496-511.
+    let nand = host + host / 2;
+    let mut log = vec![0u8; 512];
+    log[..16].copy_from_slice(&u128::from(nand).to_le_bytes());
+    log[494..496].copy_from_slice(&3u16.to_le_bytes());
+    log[496..].copy_from_slice(&0xAFD5_14C9_7C6F_4F9C_A4F2_BFEA_2810_AFC5u128.to_le_bytes());
+    v["smartctl"]["output"] = serde_json::json!(nvme_log_dump(0xc0, &log));
+    let with_log = tempfile::NamedTempFile::new().expect("temp");
+    std::fs::write(with_log.path(), v.to_string()).expect("write");
+    fake.mode(
+        "nvme0n1",
+        &format!("ocp {} {}", base.display(), with_log.path().display()),
+    );
+    let cfg = SmartConfig {
+        nvme_ocp_log: true,
+        ..config(&fake, &["nvme0n1"])
+    };
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    // First run: the protocol is not known yet, nothing but the base set.
+    let (m, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        val(&m, "ssdwatch_device_nand_written_bytes_total", &[]),
+        None
+    );
+    // Second: NVMe, the OCP log is due; third and fourth: within the hour, not asked again,
+    // and the figure stands.
+    for _ in 0..3 {
+        let (m, errors) = sample(&mut c);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            val(&m, "ssdwatch_device_nand_written_bytes_total", &[]),
+            Some(nand as f64),
+            "{m}"
+        );
+        let waf = val(
+            &m,
+            "ssdwatch_device_write_amplification_ratio",
+            &["window=\"lifetime\""],
+        )
+        .expect("lifetime write amplification");
+        assert!((waf - 1.5).abs() < 1e-6, "{waf}");
+    }
+    let argv = fake.argv("nvme0n1");
+    let runs: Vec<&str> = argv.lines().collect();
+    assert_eq!(
+        runs.len(),
+        4,
+        "one run per sample, never a second one: {argv}"
+    );
+    let with_ocp: Vec<usize> = (0..runs.len())
+        .filter(|&i| runs[i].contains("--log=nvmelog,0xc0,0x200"))
+        .collect();
+    assert_eq!(with_ocp, [1], "{argv}");
+    assert!(runs[1].starts_with("--json=co "), "{argv}");
+
+    // The same drive with the key off (the default): never asked.
+    let fake = Fake::new();
+    fake.mode(
+        "nvme0n1",
+        &format!("ocp {} {}", base.display(), with_log.path().display()),
+    );
+    let mut c = SmartCollector::new(&config(&fake, &["nvme0n1"])).expect("new");
+    for _ in 0..2 {
+        let (m, _) = sample(&mut c);
+        assert_eq!(
+            val(&m, "ssdwatch_device_nand_written_bytes_total", &[]),
+            None
+        );
+    }
+    assert!(!fake.argv("nvme0n1").contains("nvmelog"));
+}

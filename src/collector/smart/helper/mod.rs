@@ -39,6 +39,21 @@ pub struct Spec {
     pub dmsetup: Option<PathBuf>,
     #[serde(default)]
     pub dmsetup_timeout_ms: u64,
+    /// NVMe drives may be asked for the OCP SMART log (C0h): `collectors.smart.nvme_ocp_log`.
+    /// Off: a request asking for it gets the run without it.
+    #[serde(default)]
+    pub ocp_log: bool,
+}
+
+impl Spec {
+    /// What a request may ask of a drive: the OCP log only where the config allowed it,
+    /// whatever the request says.
+    pub fn allowed_asks(&self, asks: super::runner::Asks) -> super::runner::Asks {
+        super::runner::Asks {
+            ocp: asks.ocp && self.ocp_log,
+            ..asks
+        }
+    }
 }
 
 /// What the layers collector may ask dmsetup: `dmsetup table` or `dmsetup status` of every
@@ -335,6 +350,7 @@ mod tests {
             ],
             dmsetup: None,
             dmsetup_timeout_ms: 0,
+            ocp_log: false,
         }
     }
 
@@ -429,6 +445,22 @@ mod tests {
     }
 
     #[test]
+    fn the_ocp_log_is_read_only_where_the_config_allows_it() {
+        use super::super::runner::Asks;
+        let ocp = Asks {
+            ocp: true,
+            ..Asks::ALL
+        };
+        assert_eq!(spec().allowed_asks(ocp), Asks::ALL, "off by default");
+        let on = Spec {
+            ocp_log: true,
+            ..spec()
+        };
+        assert_eq!(on.allowed_asks(ocp), ocp);
+        assert_eq!(on.allowed_asks(Asks::ALL), Asks::ALL);
+    }
+
+    #[test]
     fn requests_and_replies_keep_their_shape_on_the_wire() {
         let r = Request::Smartctl {
             id: 7,
@@ -440,9 +472,17 @@ mod tests {
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(
             text,
-            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#
+            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true,"ocp":false}}"#
         );
         assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+        // A daemon of the release before (no `ocp`) is understood by this helper.
+        assert_eq!(
+            serde_json::from_str::<Request>(
+                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#
+            )
+            .unwrap(),
+            r
+        );
         // No way to smuggle an argument list in.
         assert!(
             serde_json::from_str::<Request>(

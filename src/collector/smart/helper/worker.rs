@@ -120,11 +120,12 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
     let in_kernel = Arc::new(AtomicBool::new(false));
     let outcome = match &req {
         Request::Smartctl { protocol, asks, .. } => {
+            let asks = spec.allowed_asks(*asks);
             let args = runner::smartctl_args(
                 &path,
                 dev_type.as_deref(),
                 protocol.map(super::Protocol::as_str),
-                *asks,
+                asks,
                 spec.nocheck_standby,
             );
             runner::run_smartctl(&spec.smartctl, &args, timeout, &in_kernel).await
