@@ -522,6 +522,49 @@ fn discovered_drives_are_read_through_the_helper_with_the_real_smartctl() {
     );
 }
 
+/// The helper builds smartctl's arguments: the OCP log is read through it, once in the first
+/// hour, only where the config allows it.
+#[test]
+fn through_the_helper_the_ocp_log_is_read_hourly_and_only_where_configured() {
+    let ocp = crate::support::smart::OcpCapture::new();
+    for on in [true, false] {
+        let fake = Fake::new();
+        fake.mode("fake0", &ocp.mode());
+        let (_dir, d) = start_daemon(
+            &[],
+            &format!(
+                "  smart:\n    interval: 1s\n    discover: false\n    nvme_ocp_log: {on}\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
+                fake.bin().display()
+            ),
+        );
+        // Four runs: the first tells the protocol, the second may read the log, two more
+        // within the hour.
+        wait_for("four smartctl runs", Duration::from_secs(120), || {
+            (fake.argv("fake0").lines().count() >= 4).then_some(())
+        });
+        let nand = wait_for(
+            "a SMART sample after the fourth run",
+            Duration::from_secs(60),
+            || {
+                let m = d.metrics();
+                m.contains("ssdwatch_device_host_written_bytes_total{")
+                    .then(|| {
+                        support::value_matching(&m, "ssdwatch_device_nand_written_bytes_total", "")
+                    })
+            },
+        );
+        let argv = fake.argv("fake0");
+        let reads = argv.lines().filter(|l| l.contains("nvmelog")).count();
+        if on {
+            assert_eq!(reads, 1, "{argv}");
+            assert_eq!(nand, Some(ocp.nand as f64), "{}", d.metrics());
+        } else {
+            assert_eq!(reads, 0, "{argv}");
+            assert_eq!(nand, None);
+        }
+    }
+}
+
 #[test]
 fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_over() {
     let fake = Fake::new();

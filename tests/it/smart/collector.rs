@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use crate::support::smart::{EmptyHost, Fake, sample, smart_fixture as fixture};
+use crate::support::smart::{EmptyHost, Fake, OcpCapture, sample, smart_fixture as fixture};
 
 use ssdwatch::collector::Collector;
 use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
@@ -856,56 +856,12 @@ fn with_read_logs_off_a_known_ata_drive_is_asked_the_device_statistics_only() {
     assert!(m.contains("ssdwatch_device_self_test_last_result{"), "{m}");
 }
 
-/// smartctl 7.3's text dump of a log page (smartmontools' `dStrHex` layout: a space, the
-/// address, the bytes from column 8 with one more space after the eighth, their ASCII from
-/// column 60, the line cut at 76 characters), as `--json=o` puts it in `smartctl.output`.
-fn nvme_log_dump(id: u8, b: &[u8]) -> Vec<String> {
-    let mut out = vec![format!("NVMe Log 0x{id:02x} (0x{:04x} bytes)", b.len())];
-    for (i, chunk) in b.chunks(16).enumerate() {
-        let mut line = format!(" {:02x}", i * 16);
-        line.push_str(&" ".repeat(5usize.saturating_sub(line.len())));
-        for (k, x) in chunk.iter().enumerate() {
-            line.push_str(if k == 8 { "  " } else { " " });
-            line.push_str(&format!("{x:02x}"));
-        }
-        line.push_str(&" ".repeat(60usize.saturating_sub(line.len())));
-        line.extend(chunk.iter().map(|&c| {
-            if (0x20..0x7f).contains(&c) {
-                c as char
-            } else {
-                '.'
-            }
-        }));
-        line.truncate(76);
-        out.push(line);
-    }
-    out
-}
-
 #[test]
 fn an_nvme_drive_with_the_ocp_log_gets_nand_writes_from_one_hourly_read_in_its_regular_run() {
     let fake = Fake::new();
-    let base = fixture("nvme-samsung-pm9a3-mzql23t8hcls.json");
-    let text = std::fs::read_to_string(&base).expect("fixture");
-    let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture json");
-    let units = v["nvme_smart_health_information_log"]["data_units_written"]
-        .as_u64()
-        .expect("data units");
-    let host = units * 512_000;
-    // A hand-made OCP log (no real C0h dump is in the corpus): flash writes 1.5 x the host's,
-    // log page version 3, the OCP GUID AFD514C9-7C6F-4F9C-A4F2-BFEA2810AFC5 at bytes 496-511.
-    let nand = host + host / 2;
-    let mut log = vec![0u8; 512];
-    log[..16].copy_from_slice(&u128::from(nand).to_le_bytes());
-    log[494..496].copy_from_slice(&3u16.to_le_bytes());
-    log[496..].copy_from_slice(&0xAFD5_14C9_7C6F_4F9C_A4F2_BFEA_2810_AFC5u128.to_le_bytes());
-    v["smartctl"]["output"] = serde_json::json!(nvme_log_dump(0xc0, &log));
-    let with_log = tempfile::NamedTempFile::new().expect("temp");
-    std::fs::write(with_log.path(), v.to_string()).expect("write");
-    fake.mode(
-        "nvme0n1",
-        &format!("ocp {} {}", base.display(), with_log.path().display()),
-    );
+    let ocp = OcpCapture::new();
+    let (host, nand) = (ocp.host, ocp.nand);
+    fake.mode("nvme0n1", &ocp.mode());
     let cfg = SmartConfig {
         nvme_ocp_log: true,
         ..config(&fake, &["nvme0n1"])
@@ -927,6 +883,10 @@ fn an_nvme_drive_with_the_ocp_log_gets_nand_writes_from_one_hourly_read_in_its_r
             val(&m, "ssdwatch_device_nand_written_bytes_total", &[]),
             Some(nand as f64),
             "{m}"
+        );
+        assert_eq!(
+            val(&m, "ssdwatch_device_host_written_bytes_total", &[]),
+            Some(host as f64)
         );
         let waf = val(
             &m,
@@ -951,10 +911,7 @@ fn an_nvme_drive_with_the_ocp_log_gets_nand_writes_from_one_hourly_read_in_its_r
 
     // The same drive with the key off (the default): never asked.
     let fake = Fake::new();
-    fake.mode(
-        "nvme0n1",
-        &format!("ocp {} {}", base.display(), with_log.path().display()),
-    );
+    fake.mode("nvme0n1", &ocp.mode());
     let mut c = SmartCollector::new(&config(&fake, &["nvme0n1"])).expect("new");
     for _ in 0..2 {
         let (m, _) = sample(&mut c);
