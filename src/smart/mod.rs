@@ -12,6 +12,7 @@ mod model;
 mod normalize;
 mod nvme;
 pub mod ocp;
+pub mod scan;
 mod scsi;
 mod selftest;
 pub mod table;

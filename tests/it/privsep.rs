@@ -565,6 +565,45 @@ fn through_the_helper_the_ocp_log_is_read_hourly_and_only_where_configured() {
     }
 }
 
+/// RAID discovery through the helper: it runs the scan and accepts the ports it found, which
+/// are read like configured ones.
+#[test]
+fn through_the_helper_raid_ports_a_scan_found_are_read() {
+    let fake = Fake::new();
+    let scan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(scan.path(), crate::support::smart::RAID_SCAN).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(scan.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    fake.mode("--json=c", &format!("ok {}", scan.path().display()));
+    fake.ok("bus_0", FIXTURE);
+    let (_dir, d) = start_daemon(
+        &[],
+        &format!(
+            "  smart:\n    interval: 1s\n    discover: false\n    discover_raid: true\n    smartctl_path: {}\n",
+            fake.bin().display()
+        ),
+    );
+    wait_for("both ports read", Duration::from_secs(120), || {
+        let m = d.metrics();
+        ["bus/0:megaraid,8", "bus/0:sat+megaraid,9"]
+            .iter()
+            .all(|dev| {
+                support::value_matching(
+                    &m,
+                    "ssdwatch_device_smart_sample_ok",
+                    &format!("device=\"{dev}\""),
+                ) == Some(1.0)
+            })
+            .then_some(())
+    });
+    assert_eq!(
+        fake.file("--json=c.argv").lines().count(),
+        1,
+        "one scan in the hour"
+    );
+    assert!(!d.log_text().contains("refused a read"), "{}", d.log_text());
+}
+
 #[test]
 fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_over() {
     let fake = Fake::new();

@@ -95,6 +95,10 @@ pub struct SmartConfig {
     pub backend: Backend,
     /// Query the drives found in /sys (NVMe, sd, virtio).
     pub discover: bool,
+    /// Find drives behind RAID controllers (MegaRAID, aacraid, cciss, 3ware) with
+    /// `smartctl --scan-open`, at the first sample and then hourly, and query them as if
+    /// listed under `devices`.
+    pub discover_raid: bool,
     /// Discovered drives (kernel names) to query: only those matching, when set; and those
     /// left out. `devices` entries are always queried.
     pub device_include: Option<DevicePattern>,
@@ -116,6 +120,7 @@ impl Default for SmartConfig {
             nvme_ocp_log: false,
             backend: Backend::Auto,
             discover: true,
+            discover_raid: false,
             device_include: None,
             device_exclude: None,
             devices: Vec::new(),
@@ -227,7 +232,19 @@ pub struct SmartCollector {
     /// The SMART helper that reads the drives when the daemon gave up its capabilities
     /// (`helper::client::install`); None: smartctl runs in this process.
     helper: Option<helper::Client>,
+    /// RAID ports the last `--scan-open` found (`discover_raid`).
+    raid: Vec<crate::smart::scan::RaidPort>,
+    /// When the next scan is due; None: at the next sample.
+    raid_due: Option<Instant>,
+    /// Why the last scan gave nothing usable, shown every sample until one does.
+    raid_error: Option<String>,
+    /// Ports a scan left out that the log has told (each once).
+    raid_told: std::collections::BTreeSet<String>,
 }
+
+/// How often RAID ports are looked for: `--scan-open` opens every device it finds, and
+/// controllers gain drives rarely.
+const RAID_SCAN_EVERY: Duration = Duration::from_secs(3600);
 
 impl SmartCollector {
     pub fn new(cfg: &SmartConfig) -> anyhow::Result<Self> {
@@ -236,7 +253,67 @@ impl SmartCollector {
             drives: BTreeMap::new(),
             in_kernel: BTreeMap::new(),
             helper: helper::client::installed(),
+            raid: Vec::new(),
+            raid_due: None,
+            raid_error: None,
+            raid_told: std::collections::BTreeSet::new(),
         })
+    }
+
+    /// With `discover_raid`, runs `smartctl --scan-open` when due (through the helper, which
+    /// holds the capabilities it needs) and keeps the RAID ports it found. A failed scan keeps
+    /// the ports of the last good one.
+    async fn scan_raid(&mut self, sample: &mut Sample) {
+        if !self.cfg.discover_raid {
+            return;
+        }
+        let now = Instant::now();
+        if self.raid_due.is_none_or(|due| due <= now) {
+            self.raid_due = Some(now + RAID_SCAN_EVERY);
+            let in_kernel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let outcome = match &self.helper {
+                Some(h) => {
+                    h.read(helper::client::RequestKind::ScanRaid, &in_kernel)
+                        .await
+                        .outcome
+                }
+                None => {
+                    let args = runner::scan_args();
+                    runner::run_smartctl(
+                        &self.cfg.smartctl_path,
+                        &args,
+                        self.cfg.timeout,
+                        &in_kernel,
+                    )
+                    .await
+                }
+            };
+            let scanned = match outcome {
+                RunOutcome::Output { stdout, .. } => {
+                    crate::smart::scan::parse_scan_open(&String::from_utf8_lossy(&stdout))
+                        .map_err(|e| e.to_string())
+                }
+                RunOutcome::Failed(e) => Err(format!("smartctl --scan-open {e}")),
+            };
+            match scanned {
+                Ok(scan) => {
+                    for s in scan.skipped {
+                        if self.raid_told.insert(s.clone()) {
+                            tracing::info!("RAID discovery: left out {s}");
+                        }
+                    }
+                    self.raid = scan.ports;
+                    self.raid_error = None;
+                }
+                Err(e) => self.raid_error = Some(e),
+            }
+        }
+        if let Some(e) = &self.raid_error {
+            sample.error(ItemError::new(
+                "raid discovery",
+                format!("RAID discovery: {e}"),
+            ));
+        }
     }
 
     fn targets(&self, topo: Option<&Topology>) -> Vec<Target> {
@@ -291,6 +368,25 @@ impl SmartCollector {
                 model: None,
             });
         }
+        // Found RAID ports, labelled as a configured port is by default; a port listed
+        // under `devices` keeps its entry (and its label).
+        for p in &self.raid {
+            let configured = (self.cfg.devices.iter())
+                .any(|e| e.path == p.path && e.dev_type.as_deref() == Some(p.dev_type.as_str()));
+            let label = format!("{}:{}", p.path.trim_start_matches("/dev/"), p.dev_type);
+            if configured || out.iter().any(|t| t.label == label) {
+                continue;
+            }
+            out.push(Target {
+                label,
+                path: p.path.clone(),
+                dev_type: Some(p.dev_type.clone()),
+                kind: None,
+                serial: None,
+                wwn: None,
+                model: None,
+            });
+        }
         out
     }
 }
@@ -316,6 +412,7 @@ impl Collector for SmartCollector {
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
         let mut sample = Sample::default();
         let topo = self.discover(ctx, &mut sample).await;
+        self.scan_raid(&mut sample).await;
         let targets = self.targets(topo.as_deref());
         self.forget_gone(&targets);
         let reads = self.start_due(&targets, &mut sample);

@@ -70,6 +70,12 @@ pub fn smartctl_args(
     a
 }
 
+/// smartctl's argv for RAID port discovery: every device it can find, each opened to tell its
+/// type (`smart::scan` keeps the RAID ports).
+pub(super) fn scan_args() -> Vec<String> {
+    vec!["--scan-open".into(), "--json=c".into()]
+}
+
 /// Which of its protocol's extra logs a drive is asked for: each is dropped once the drive
 /// refused it (a bridge that rejects the self-test log still gives the device statistics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

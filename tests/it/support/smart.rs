@@ -212,3 +212,15 @@ impl OcpCapture {
         )
     }
 }
+
+/// A `smartctl --scan-open --json=c` of a host with a MegaRAID controller, written by hand in
+/// the shape smartctl 7.x gives (no real capture of one is in the corpus): a SAS port, a SATA
+/// port behind it, a port that would not open, and an NVMe drive (/sys discovery's, not a port).
+pub const RAID_SCAN: &str = r#"{"json_format_version":[1,0],
+  "smartctl":{"version":[7,3],"argv":["smartctl","--scan-open","--json=c"],"exit_status":0},
+  "devices":[
+    {"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_08]","type":"megaraid,8","protocol":"SCSI"},
+    {"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_09] [SAT]","type":"sat+megaraid,9","protocol":"ATA"},
+    {"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_10]","type":"megaraid,10","protocol":"SCSI","open_error":"INQUIRY failed"},
+    {"name":"/dev/nvme0","info_name":"/dev/nvme0","type":"nvme","protocol":"NVMe"}
+  ]}"#;

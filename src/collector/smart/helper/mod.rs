@@ -43,6 +43,11 @@ pub struct Spec {
     /// Off: a request asking for it gets the run without it.
     #[serde(default)]
     pub ocp_log: bool,
+    /// `collectors.smart.discover_raid`: the helper runs `smartctl --scan-open` when asked and
+    /// reads drives behind RAID controllers (`smart::scan`'s port types on its controller
+    /// nodes) without their being listed under `devices`.
+    #[serde(default)]
+    pub discover_raid: bool,
 }
 
 impl Spec {
@@ -125,6 +130,8 @@ pub enum Request {
     Atasmart { id: u64, path: String },
     /// Run dmsetup's fixed `table` or `status` (thin pools, for the layers collector).
     Dmsetup { id: u64, query: DmQuery },
+    /// Run smartctl's fixed `--scan-open --json=c` (RAID port discovery).
+    ScanRaid { id: u64 },
 }
 
 impl Request {
@@ -132,7 +139,8 @@ impl Request {
         match self {
             Request::Smartctl { id, .. }
             | Request::Atasmart { id, .. }
-            | Request::Dmsetup { id, .. } => *id,
+            | Request::Dmsetup { id, .. }
+            | Request::ScanRaid { id } => *id,
         }
     }
 }
@@ -280,8 +288,20 @@ impl Allow {
             return Ok(());
         }
         if let Some(t) = dev_type {
+            // A port a scan can find: its type and node are of the fixed shapes RAID
+            // passthrough uses, so no other device or option gets through this way.
+            let raid_port =
+                crate::smart::scan::is_raid_type(t) && crate::smart::scan::is_raid_node(path);
+            if raid_port && self.spec.discover_raid {
+                return Ok(());
+            }
             return Err(format!(
-                "{path} with -d {t} is not a device of collectors.smart.devices"
+                "{path} with -d {t} is not a device of collectors.smart.devices{}",
+                if raid_port {
+                    " (discover_raid is off)"
+                } else {
+                    ""
+                }
             ));
         }
         if !self.spec.discover {
@@ -351,6 +371,7 @@ mod tests {
             dmsetup: None,
             dmsetup_timeout_ms: 0,
             ocp_log: false,
+            discover_raid: false,
         }
     }
 
@@ -370,7 +391,9 @@ mod tests {
                 "/dev/bus/0",
                 Some("megaraid,4"),
                 DRIVE,
-                Err("/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices"),
+                Err(
+                    "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices (discover_raid is off)",
+                ),
             ),
             ("/dev/nvme0n1", None, DRIVE, Ok(())),
             (
@@ -441,6 +464,40 @@ mod tests {
                 "/dev/nvme0n1 is not a device of collectors.smart.devices (discovery is off)"
                     .into()
             )
+        );
+    }
+
+    #[test]
+    fn with_raid_discovery_any_raid_port_on_a_controller_node_is_read_and_nothing_else() {
+        let on = Allow::new(Spec {
+            discover_raid: true,
+            ..spec()
+        })
+        .unwrap();
+        let off = Allow::new(spec()).unwrap();
+        for (path, t) in [
+            ("/dev/bus/1", "megaraid,12"),
+            ("/dev/bus/0", "sat+megaraid,0"),
+            ("/dev/twa0", "3ware,1"),
+            ("/dev/sg3", "cciss,0"),
+        ] {
+            assert_eq!(on.check(path, Some(t), |_| DRIVE), Ok(()), "{path} {t}");
+            let e = off.check(path, Some(t), |_| DRIVE).unwrap_err();
+            assert!(e.contains("discover_raid is off"), "{e}");
+        }
+        for (path, t) in [
+            ("/dev/bus/1", "sat"),
+            ("/dev/bus/1", "megaraid,12,1"),
+            ("/dev/mem", "megaraid,1"),
+            ("/dev/bus/../../etc", "megaraid,1"),
+            ("/dev/sda", "usbjmicron,0"),
+        ] {
+            assert!(on.check(path, Some(t), |_| DRIVE).is_err(), "{path} {t}");
+        }
+        // The configured port is read either way.
+        assert_eq!(
+            off.check("/dev/bus/0", Some("megaraid,3"), |_| DRIVE),
+            Ok(())
         );
     }
 
