@@ -888,7 +888,11 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
         ),
         (
             r#"{"op":"smartctl","id":2,"path":"/dev/bus/0","dev_type":"megaraid,4","protocol":null,"asks":{"devstat":true,"logs":true}}"#,
-            "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices",
+            "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices (discover_raid is off)",
+        ),
+        (
+            r#"{"op":"scan_raid","id":6}"#,
+            "RAID discovery is off (collectors.smart.discover_raid)",
         ),
         (
             r#"{"op":"smartctl","id":3,"path":"/dev/sdz","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
@@ -908,6 +912,22 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     // Nothing refused ever reached smartctl.
     assert_eq!(fake.file("etc_shadow.argv"), "");
     assert_eq!(fake.file("bus_0.argv"), "");
+    assert_eq!(fake.file("--json=c.argv"), "", "no scan");
+    // A request asking for the OCP log of a helper whose spec does not allow it: the run
+    // without it.
+    send(
+        &mut sock,
+        r#"{"op":"smartctl","id":7,"path":"/dev/fake0","dev_type":null,"protocol":"NVMe","asks":{"devstat":true,"logs":true,"ocp":true}}"#,
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
+    assert_eq!(reply["reply"], "output", "{reply}");
+    let _ = recv(&mut sock);
+    let argv = fake.argv("fake0");
+    assert!(
+        argv.starts_with("--json=c ") && !argv.contains("nvmelog"),
+        "{argv}"
+    );
+    std::fs::remove_file(fake.dir.path().join("fake0.argv")).unwrap();
     // An allowed device: the output of the fixed argument set, byte for byte.
     send(
         &mut sock,
