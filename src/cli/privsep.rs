@@ -50,6 +50,8 @@ pub(super) fn split(
                 .collect(),
             dmsetup: layers.enabled.then(|| layers.dmsetup_path.clone()),
             dmsetup_timeout_ms: layers.timeout.as_millis() as u64,
+            ocp_log: smart.enabled && smart.nvme_ocp_log,
+            discover_raid: smart.enabled && smart.discover_raid,
         };
         let spec = serde_json::to_string(&spec).map_err(|e| format!("the SMART helper: {e}"))?;
         let args: Vec<OsString> = ["smart-helper", "--spec", &spec]

@@ -11,6 +11,8 @@ mod json;
 mod model;
 mod normalize;
 mod nvme;
+pub mod ocp;
+pub mod scan;
 mod scsi;
 mod selftest;
 pub mod table;

@@ -93,6 +93,10 @@ pub struct Health {
     /// NVMe host-controlled thermal management: light (TMT1) and heavy (TMT2) throttling.
     pub thermal_throttle_light: ThermalThrottle,
     pub thermal_throttle_heavy: ThermalThrottle,
+    /// The OCP SMART / Health Information Extended log (NVMe log C0h), when it was read and
+    /// its GUID and version were ones the parser knows; its media writes fill
+    /// `nand_written_bytes`.
+    pub ocp_log: Option<super::ocp::OcpLog>,
     /// The drive's volatile write cache is on (ATA `--get=wcache`, SCSI WCE), where reported.
     pub write_cache_enabled: Option<bool>,
     /// smartctl's own error messages (severity error), verbatim.

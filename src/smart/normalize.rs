@@ -330,6 +330,9 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
     (h.wear_used_ratio, h.wear_source) = found.wear.pick(&WEAR_ORDER);
     (h.host_written_bytes, h.host_written_source) = found.host_written.pick(&HOST_WRITTEN_ORDER);
 
+    if nvme.is_some() {
+        ocp_log(v, &mut h);
+    }
     logs(v, &mut h);
     h.smart_supported = smart_supported(v, &h, nvme.is_some());
     if h.wear_used_ratio.is_some_and(|w| w > 1.0) {
@@ -346,6 +349,40 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
             .push("NAND writes below host writes: the vendor's flash counter is not exact".into());
     }
     h
+}
+
+/// The OCP SMART log (C0h), when the run asked for it and the drive gave one the parser
+/// trusts: its physical media writes are the NAND writes, unless a vendor attribute gave them.
+/// A log that can't be trusted (another GUID, an unknown version, a damaged dump) is a warning
+/// and leaves the figures unknown.
+fn ocp_log(v: &Value, h: &mut Health) {
+    match super::ocp::from_output(v) {
+        None => {}
+        Some(Err(e)) => h.warnings.push(e.to_string()),
+        Some(Ok(mut l)) => {
+            // Flash writes include the host's: none written to flash while the host wrote is
+            // a counter the firmware does not keep, not a write amplification of 0.
+            if l.physical_media_written_bytes == Some(0)
+                && h.host_written_bytes.is_some_and(|w| w > 0)
+            {
+                h.warnings.push(
+                    "NVMe log 0xc0 (OCP) counts no physical media writes while the host wrote: not used"
+                        .into(),
+                );
+                l.physical_media_written_bytes = None;
+            }
+            if l.physical_media_written_bytes.is_none() {
+                h.warnings.push(
+                    "NVMe log 0xc0 (OCP) counts 2^64 bytes or more of physical media writes: not used"
+                        .into(),
+                );
+            }
+            if h.nand_written_bytes.is_none() {
+                h.nand_written_bytes = l.physical_media_written_bytes;
+            }
+            h.ocp_log = Some(l);
+        }
+    }
 }
 
 /// The drive's own temperature limits: smartctl's protocol-neutral `temperature` limits
@@ -458,6 +495,85 @@ mod tests {
         );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         parse(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// A real NVMe capture (Samsung PM9A3, a datacenter drive) with an OCP log dump added to
+    /// smartctl's text output as `--json=o` carries it: the log is hand-made (no real C0h dump
+    /// is in the corpus), the rest is the drive's.
+    fn with_ocp_dump(log: &[u8]) -> Health {
+        let path = format!(
+            "{}/tests/fixtures/smart/nvme-samsung-pm9a3-mzql23t8hcls.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        v["smartctl"]["output"] = json!(crate::smart::ocp::tests::dump(log));
+        parse(&v.to_string()).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn an_nvme_drive_with_the_ocp_log_reports_nand_writes() {
+        use crate::smart::ocp::tests::{OCP_GUID, log};
+        let plain = capture("nvme-samsung-pm9a3-mzql23t8hcls");
+        assert_eq!(plain.nand_written_bytes, None);
+        assert_eq!(plain.ocp_log, None);
+        let host = plain.host_written_bytes.expect("host writes");
+        // Flash writes 1.25 times the host's.
+        let nand = host + host / 4;
+        let h = with_ocp_dump(&log(u128::from(nand), 0, 3, OCP_GUID));
+        assert_eq!(h.nand_written_bytes, Some(nand));
+        assert_eq!(h.ocp_log.map(|l| l.version), Some(3));
+        assert_eq!(
+            h.host_written_bytes,
+            Some(host),
+            "the host's figure is untouched"
+        );
+        assert!(h.warnings.is_empty(), "{:?}", h.warnings);
+
+        // Another layout under C0h: nothing taken, and said.
+        let mut other = OCP_GUID;
+        other[15] = 0;
+        let h = with_ocp_dump(&log(u128::from(nand), 0, 3, other));
+        assert_eq!((h.nand_written_bytes, h.ocp_log), (None, None));
+        assert!(
+            h.warnings.iter().any(|w| w.contains("GUID")),
+            "{:?}",
+            h.warnings
+        );
+        // An unknown version, an absurd count, no flash writes at all: unknown.
+        for (b, says) in [
+            (log(u128::from(nand), 0, 9, OCP_GUID), "version 9"),
+            (log(u128::MAX, 0, 3, OCP_GUID), "2^64 bytes or more"),
+            (log(0, 0, 3, OCP_GUID), "no physical media writes"),
+        ] {
+            let h = with_ocp_dump(&b);
+            assert_eq!(h.nand_written_bytes, None, "{says}");
+            assert!(
+                h.warnings.iter().any(|w| w.contains(says)),
+                "{:?}",
+                h.warnings
+            );
+        }
+        // A dump cut short: unknown, and the place named.
+        let mut d = crate::smart::ocp::tests::dump(&log(u128::from(nand), 0, 3, OCP_GUID));
+        d.truncate(20);
+        let path = format!(
+            "{}/tests/fixtures/smart/nvme-samsung-pm9a3-mzql23t8hcls.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut v: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_default())
+                .unwrap_or_default();
+        v["smartctl"]["output"] = json!(d);
+        let h = parse(&v.to_string()).expect("parse");
+        assert_eq!(h.nand_written_bytes, None);
+        assert!(
+            h.warnings
+                .iter()
+                .any(|w| w.contains("272 bytes, 512 expected")),
+            "{:?}",
+            h.warnings
+        );
     }
 
     /// The fast path (only the sections the model reads, the long logs cut to what it reads)

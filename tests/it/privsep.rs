@@ -522,6 +522,88 @@ fn discovered_drives_are_read_through_the_helper_with_the_real_smartctl() {
     );
 }
 
+/// The helper builds smartctl's arguments: the OCP log is read through it, once in the first
+/// hour, only where the config allows it.
+#[test]
+fn through_the_helper_the_ocp_log_is_read_hourly_and_only_where_configured() {
+    let ocp = crate::support::smart::OcpCapture::new();
+    for on in [true, false] {
+        let fake = Fake::new();
+        fake.mode("fake0", &ocp.mode());
+        let (_dir, d) = start_daemon(
+            &[],
+            &format!(
+                "  smart:\n    interval: 1s\n    discover: false\n    nvme_ocp_log: {on}\n    smartctl_path: {}\n    devices:\n      - path: /dev/fake0\n",
+                fake.bin().display()
+            ),
+        );
+        // Four runs: the first tells the protocol, the second may read the log, two more
+        // within the hour.
+        wait_for("four smartctl runs", Duration::from_secs(120), || {
+            (fake.argv("fake0").lines().count() >= 4).then_some(())
+        });
+        let nand = wait_for(
+            "a SMART sample after the fourth run",
+            Duration::from_secs(60),
+            || {
+                let m = d.metrics();
+                m.contains("ssdwatch_device_host_written_bytes_total{")
+                    .then(|| {
+                        support::value_matching(&m, "ssdwatch_device_nand_written_bytes_total", "")
+                    })
+            },
+        );
+        let argv = fake.argv("fake0");
+        let reads = argv.lines().filter(|l| l.contains("nvmelog")).count();
+        if on {
+            assert_eq!(reads, 1, "{argv}");
+            assert_eq!(nand, Some(ocp.nand as f64), "{}", d.metrics());
+        } else {
+            assert_eq!(reads, 0, "{argv}");
+            assert_eq!(nand, None);
+        }
+    }
+}
+
+/// RAID discovery through the helper: it runs the scan and accepts the ports it found, which
+/// are read like configured ones.
+#[test]
+fn through_the_helper_raid_ports_a_scan_found_are_read() {
+    let fake = Fake::new();
+    let scan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(scan.path(), crate::support::smart::RAID_SCAN).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(scan.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    fake.mode("--json=c", &format!("ok {}", scan.path().display()));
+    fake.ok("bus_0", FIXTURE);
+    let (_dir, d) = start_daemon(
+        &[],
+        &format!(
+            "  smart:\n    interval: 1s\n    discover: false\n    discover_raid: true\n    smartctl_path: {}\n",
+            fake.bin().display()
+        ),
+    );
+    wait_for("both ports read", Duration::from_secs(120), || {
+        let m = d.metrics();
+        ["bus/0:megaraid,8", "bus/0:sat+megaraid,9"]
+            .iter()
+            .all(|dev| {
+                support::value_matching(
+                    &m,
+                    "ssdwatch_device_smart_sample_ok",
+                    &format!("device=\"{dev}\""),
+                ) == Some(1.0)
+            })
+            .then_some(())
+    });
+    assert_eq!(
+        fake.file("--json=c.argv").lines().count(),
+        1,
+        "one scan in the hour"
+    );
+    assert!(!d.log_text().contains("refused a read"), "{}", d.log_text());
+}
+
 #[test]
 fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_over() {
     let fake = Fake::new();
@@ -806,7 +888,11 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
         ),
         (
             r#"{"op":"smartctl","id":2,"path":"/dev/bus/0","dev_type":"megaraid,4","protocol":null,"asks":{"devstat":true,"logs":true}}"#,
-            "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices",
+            "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices (discover_raid is off)",
+        ),
+        (
+            r#"{"op":"scan_raid","id":6}"#,
+            "RAID discovery is off (collectors.smart.discover_raid)",
         ),
         (
             r#"{"op":"smartctl","id":3,"path":"/dev/sdz","dev_type":null,"protocol":null,"asks":{"devstat":true,"logs":true}}"#,
@@ -826,6 +912,22 @@ fn the_smart_helper_refuses_over_its_socket_what_the_config_does_not_allow() {
     // Nothing refused ever reached smartctl.
     assert_eq!(fake.file("etc_shadow.argv"), "");
     assert_eq!(fake.file("bus_0.argv"), "");
+    assert_eq!(fake.file("--json=c.argv"), "", "no scan");
+    // A request asking for the OCP log of a helper whose spec does not allow it: the run
+    // without it.
+    send(
+        &mut sock,
+        r#"{"op":"smartctl","id":7,"path":"/dev/fake0","dev_type":null,"protocol":"NVMe","asks":{"devstat":true,"logs":true,"ocp":true}}"#,
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&recv(&mut sock)).unwrap();
+    assert_eq!(reply["reply"], "output", "{reply}");
+    let _ = recv(&mut sock);
+    let argv = fake.argv("fake0");
+    assert!(
+        argv.starts_with("--json=c ") && !argv.contains("nvmelog"),
+        "{argv}"
+    );
+    std::fs::remove_file(fake.dir.path().join("fake0.argv")).unwrap();
     // An allowed device: the output of the fixed argument set, byte for byte.
     send(
         &mut sock,

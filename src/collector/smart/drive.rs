@@ -39,6 +39,14 @@ pub(super) struct DriveState {
     /// The drive rejected one of the other logs (error log, self-test log, capabilities,
     /// write cache) once: none of them is asked for again.
     pub no_logs: bool,
+    /// The drive refused the OCP SMART log (C0h), or gave one of another layout: not asked
+    /// again.
+    pub no_ocp: bool,
+    /// When the OCP log is next due (it is read at its own slower pace, `OCP_LOG_EVERY`);
+    /// None: at the drive's next run.
+    pub ocp_due: Option<Instant>,
+    /// The run under way asks for the OCP log.
+    pub ocp_asked: bool,
     pub next_due: Option<Instant>,
     /// (unix time, host written, NAND written) of recent samples, for the 1-day WAF.
     pub history: VecDeque<(f64, u64, u64)>,
@@ -61,10 +69,26 @@ pub fn waf_over_window(history: &VecDeque<(f64, u64, u64)>, window: f64) -> Opti
     (dh > 0).then(|| dn as f64 / dh as f64)
 }
 
+/// How often a drive's OCP SMART log is read: flash writes change slowly, and each read is a
+/// vendor log page the drive assembles; the regular runs in between carry the last value.
+pub(super) const OCP_LOG_EVERY: Duration = Duration::from_secs(3600);
+
 impl DriveState {
-    fn record(&mut self, h: Health, now: f64) {
+    /// Whether the run starting at `now` asks for the OCP log (where configured).
+    pub(super) fn wants_ocp(&self, configured: bool, now: Instant) -> bool {
+        configured
+            && !self.no_ocp
+            && self.protocol.as_deref() == Some("NVMe")
+            && self.ocp_due.is_none_or(|due| due <= now)
+    }
+
+    /// `fresh_nand`: the NAND figure was read in this run (not carried from an earlier one),
+    /// so it pairs with this run's host writes in the write-amplification history.
+    fn record(&mut self, h: Health, now: f64, fresh_nand: bool) {
         self.protocol = h.protocol.clone().or(self.protocol.take());
-        if let (Some(host), Some(nand)) = (h.host_written_bytes, h.nand_written_bytes) {
+        if let (Some(host), Some(nand), true) =
+            (h.host_written_bytes, h.nand_written_bytes, fresh_nand)
+        {
             // A counter that went backwards means another drive or a reset: start over.
             if self
                 .history
@@ -201,6 +225,11 @@ fn refuses_a_log(e: &str) -> bool {
         .any(|k| e.contains(k))
 }
 
+/// smartctl's error for a refused log page dump ("Read NVMe Log 0xc0 failed: ...").
+fn refuses_ocp(e: &str) -> bool {
+    e.to_ascii_lowercase().contains("nvme log 0xc0")
+}
+
 fn denied(h: &Health) -> bool {
     h.errors.iter().any(|e| is_denial(e))
 }
@@ -324,9 +353,35 @@ pub(super) fn step(
                     st.unsupported = unsupported;
                     // A refused log is reported once; later runs leave it out, and the rest
                     // of this output is still used.
+                    let asked_ocp = std::mem::take(&mut st.ocp_asked);
+                    if asked_ocp {
+                        st.ocp_due = Some(now + OCP_LOG_EVERY);
+                        // Answered, but not with the OCP layout: another vendor's C0h log.
+                        if h.ocp_log.is_none() && !h.errors.iter().any(|e| refuses_ocp(e)) {
+                            st.no_ocp = true;
+                            let why = (h.warnings.iter())
+                                .find(|w| w.contains("0xc0"))
+                                .map(String::as_str)
+                                .unwrap_or("no log 0xc0 in smartctl's output");
+                            notes.push(format!(
+                                "device {device}: {why}; the OCP SMART log is not asked of it again"
+                            ));
+                        }
+                    }
+                    // Between the OCP log's reads, its last NAND figure stands (a counter
+                    // read an hour ago is still a lower bound of the flash writes).
+                    let carried = !asked_ocp
+                        && h.nand_written_bytes.is_none()
+                        && h.ocp_log.is_none()
+                        && st.last.as_ref().is_some_and(|l| l.ocp_log.is_some());
+                    if carried && let Some(l) = &st.last {
+                        h.ocp_log = l.ocp_log;
+                        h.nand_written_bytes = l.nand_written_bytes;
+                    }
                     for (refused, known) in [
                         (refuses_devstat as fn(&str) -> bool, &mut st.no_devstat),
                         (refuses_a_log, &mut st.no_logs),
+                        (refuses_ocp, &mut st.no_ocp),
                     ] {
                         if h.errors.iter().any(|e| refused(e)) {
                             if *known {
@@ -346,7 +401,7 @@ pub(super) fn step(
                     }
                     st.ok = has_data;
                     if has_data {
-                        st.record(h, unix);
+                        st.record(h, unix, !carried);
                     } else if h.errors.is_empty() {
                         // The status smartctl reported, else how the process ended.
                         let exit = match h.smartctl_exit_status {
@@ -418,11 +473,11 @@ mod tests {
             ..Health::default()
         };
         for i in 0..50u64 {
-            st.record(h(100 * (i + 1), 200 * (i + 1)), i as f64 * 3600.0);
+            st.record(h(100 * (i + 1), 200 * (i + 1)), i as f64 * 3600.0, true);
         }
         assert!(st.history.len() <= 26, "{}", st.history.len());
         assert_eq!(waf_over_window(&st.history, DAY_F64), Some(2.0));
-        st.record(h(5, 5), 51.0 * 3600.0);
+        st.record(h(5, 5), 51.0 * 3600.0, true);
         assert_eq!(st.history.len(), 1);
     }
 
@@ -665,6 +720,140 @@ mod tests {
         assert_eq!(st, awake, "nothing learnt, nothing changed");
     }
 
+    /// A real NVMe capture (Samsung PM9A3) as one run gives it: with a hand-made OCP log dump
+    /// of `nand` flash bytes when `nand` is set, and smartctl's refusal when `refused`.
+    fn pm9a3(host_scale: u64, nand: Option<u64>, guid: [u8; 16], refused: bool) -> RunOutcome {
+        use crate::smart::ocp::tests::{dump, log};
+        let path = format!(
+            "{}/tests/fixtures/smart/nvme-samsung-pm9a3-mzql23t8hcls.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let log_v = &mut v["nvme_smart_health_information_log"]["data_units_written"];
+        *log_v = serde_json::json!(log_v.as_u64().unwrap_or(0) * host_scale);
+        if let Some(n) = nand {
+            v["smartctl"]["output"] = serde_json::json!(dump(&log(u128::from(n), 0, 3, guid)));
+        }
+        if refused {
+            v["smartctl"]["messages"] = serde_json::json!([{"severity": "error",
+                "string": "Read NVMe Log 0xc0 failed: NVMe Status 0x4109 (Invalid Log Page)"}]);
+        }
+        out(&v.to_string(), Exit::Code(if refused { 4 } else { 0 }))
+    }
+
+    fn go_at(prev: DriveState, outcome: RunOutcome, now: Instant, unix: f64) -> Step {
+        let every = |_: Option<&str>| Duration::from_secs(600);
+        let run = Run {
+            label: "nvme0n1",
+            path: "/dev/nvme0n1",
+        };
+        step(prev, &run, outcome, now, unix, &every, &|| String::new())
+    }
+
+    #[test]
+    fn the_ocp_log_is_read_hourly_and_its_nand_writes_stand_between_reads() {
+        use crate::smart::ocp::tests::OCP_GUID;
+        let t0 = Instant::now();
+        let mut st = DriveState::default();
+        // The protocol is not known before the first run, and the key is off by default.
+        assert!(!st.wants_ocp(true, t0));
+        st = go_at(st, pm9a3(1, None, OCP_GUID, false), t0, 0.0).state;
+        assert!(st.wants_ocp(true, t0) && !st.wants_ocp(false, t0));
+        let host0 = st
+            .last
+            .as_ref()
+            .and_then(|h| h.host_written_bytes)
+            .expect("host");
+
+        // The hourly read: flash writes twice the host's.
+        st.ocp_asked = true;
+        let s = go_at(st, pm9a3(1, Some(2 * host0), OCP_GUID, false), t0, 0.0);
+        assert!(s.errors.is_empty() && s.notes.is_empty(), "{:?}", s.notes);
+        st = s.state;
+        assert_eq!(
+            st.last.as_ref().and_then(|h| h.nand_written_bytes),
+            Some(2 * host0)
+        );
+        assert_eq!(st.ocp_due, Some(t0 + OCP_LOG_EVERY));
+        assert!(!st.wants_ocp(true, t0 + Duration::from_secs(3599)));
+        assert!(st.wants_ocp(true, t0 + OCP_LOG_EVERY));
+        assert_eq!(st.history.len(), 1);
+
+        // Ten minutes later, a regular run: the figure stands, the history is not fed a pair
+        // of a new host count and an old flash count.
+        let t1 = t0 + Duration::from_secs(600);
+        st = go_at(st, pm9a3(2, None, OCP_GUID, false), t1, 600.0).state;
+        let h = st.last.as_ref().expect("last");
+        assert_eq!(h.nand_written_bytes, Some(2 * host0));
+        assert_eq!(h.ocp_log.map(|l| l.version), Some(3));
+        assert_eq!(st.history.len(), 1, "no pair with a carried flash count");
+
+        // A day later, the next read: the window's write amplification is (4-2)/(3-1) = 1.
+        let t2 = t0 + Duration::from_secs(86_400);
+        st.ocp_asked = st.wants_ocp(true, t2);
+        assert!(st.ocp_asked);
+        st = go_at(st, pm9a3(3, Some(4 * host0), OCP_GUID, false), t2, 86_400.0).state;
+        assert_eq!(st.history.len(), 2);
+        let waf = waf_over_window(&st.history, DAY_F64).expect("a day's window");
+        assert!((waf - 1.0).abs() < 1e-9, "{waf}");
+    }
+
+    #[test]
+    fn a_drive_without_the_ocp_log_is_told_once_and_not_asked_again() {
+        use crate::smart::ocp::tests::OCP_GUID;
+        let t0 = Instant::now();
+        let first = go_at(
+            DriveState::default(),
+            pm9a3(1, None, OCP_GUID, false),
+            t0,
+            0.0,
+        )
+        .state;
+
+        // Refused by the drive: one error naming the device, then never asked.
+        let mut st = first.clone();
+        st.ocp_asked = true;
+        let s = go_at(st, pm9a3(1, None, OCP_GUID, true), t0, 0.0);
+        assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+        let e = ItemError::from(s.errors.into_iter().next().expect("error"));
+        assert!(
+            e.message.contains("nvme0n1") && e.message.contains("0xc0"),
+            "{}",
+            e.message
+        );
+        assert!(s.state.no_ocp && s.state.ok);
+        assert!(!s.state.wants_ocp(true, t0 + Duration::from_secs(86_400)));
+        assert!(
+            s.state
+                .last
+                .as_ref()
+                .and_then(|h| h.wear_used_ratio)
+                .is_some(),
+            "the rest of the run is used"
+        );
+
+        // Answered with another vendor's C0h layout: a note, nothing taken, never asked again.
+        let mut other = OCP_GUID;
+        other[3] ^= 1;
+        let mut st = first;
+        st.ocp_asked = true;
+        let s = go_at(st, pm9a3(1, Some(1 << 50), other, false), t0, 0.0);
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        assert_eq!(s.notes.len(), 1, "{:?}", s.notes);
+        assert!(
+            s.notes[0].contains("GUID") && s.notes[0].contains("nvme0n1"),
+            "{:?}",
+            s.notes
+        );
+        assert!(s.state.no_ocp);
+        assert_eq!(
+            s.state.last.as_ref().and_then(|h| h.nand_written_bytes),
+            None
+        );
+    }
+
     #[test]
     fn every_refused_sub_log_is_recognised_and_other_errors_are_not() {
         assert!(refuses_devstat("Read Device Statistics page 0x00 failed"));
@@ -677,7 +866,10 @@ mod tests {
             "Read Error Counter log page failed",
             "Write cache is unavailable",
         ] {
-            assert!(refuses_a_log(e) && !refuses_devstat(e), "{e}");
+            assert!(
+                refuses_a_log(e) && !refuses_devstat(e) && !refuses_ocp(e),
+                "{e}"
+            );
         }
         for e in [
             "Smartctl open device: /dev/sda failed: Permission denied",

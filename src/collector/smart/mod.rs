@@ -86,11 +86,19 @@ pub struct SmartConfig {
     /// log count, self-test log, temperature limits, write cache). Off: only the base set and
     /// ATA's device statistics, as before these were read.
     pub read_logs: bool,
+    /// Ask NVMe drives for the OCP SMART log (C0h) once an hour, for their NAND writes and
+    /// write amplification. Off by default: C0h is a vendor-specific log page on drives not
+    /// built to the OCP datacenter spec (what they return is checked and not used then).
+    pub nvme_ocp_log: bool,
     /// Which backend reads ATA drives: auto (smartctl if installed, else libatasmart),
     /// smartctl, or libatasmart (builds with the `atasmart` feature). NVMe is smartctl's.
     pub backend: Backend,
     /// Query the drives found in /sys (NVMe, sd, virtio).
     pub discover: bool,
+    /// Find drives behind RAID controllers (MegaRAID, aacraid, cciss, 3ware) with
+    /// `smartctl --scan-open`, at the first sample and then hourly, and query them as if
+    /// listed under `devices`.
+    pub discover_raid: bool,
     /// Discovered drives (kernel names) to query: only those matching, when set; and those
     /// left out. `devices` entries are always queried.
     pub device_include: Option<DevicePattern>,
@@ -109,8 +117,10 @@ impl Default for SmartConfig {
             parallelism: 2,
             nocheck_standby: true,
             read_logs: true,
+            nvme_ocp_log: false,
             backend: Backend::Auto,
             discover: true,
+            discover_raid: false,
             device_include: None,
             device_exclude: None,
             devices: Vec::new(),
@@ -222,7 +232,19 @@ pub struct SmartCollector {
     /// The SMART helper that reads the drives when the daemon gave up its capabilities
     /// (`helper::client::install`); None: smartctl runs in this process.
     helper: Option<helper::Client>,
+    /// RAID ports the last `--scan-open` found (`discover_raid`).
+    raid: Vec<crate::smart::scan::RaidPort>,
+    /// When the next scan is due; None: at the next sample.
+    raid_due: Option<Instant>,
+    /// Why the last scan gave nothing usable, shown every sample until one does.
+    raid_error: Option<String>,
+    /// Ports a scan left out that the log has told (each once).
+    raid_told: std::collections::BTreeSet<String>,
 }
+
+/// How often RAID ports are looked for: `--scan-open` opens every device it finds, and
+/// controllers gain drives rarely.
+const RAID_SCAN_EVERY: Duration = Duration::from_secs(3600);
 
 impl SmartCollector {
     pub fn new(cfg: &SmartConfig) -> anyhow::Result<Self> {
@@ -231,7 +253,67 @@ impl SmartCollector {
             drives: BTreeMap::new(),
             in_kernel: BTreeMap::new(),
             helper: helper::client::installed(),
+            raid: Vec::new(),
+            raid_due: None,
+            raid_error: None,
+            raid_told: std::collections::BTreeSet::new(),
         })
+    }
+
+    /// With `discover_raid`, runs `smartctl --scan-open` when due (through the helper, which
+    /// holds the capabilities it needs) and keeps the RAID ports it found. A failed scan keeps
+    /// the ports of the last good one.
+    async fn scan_raid(&mut self, sample: &mut Sample) {
+        if !self.cfg.discover_raid {
+            return;
+        }
+        let now = Instant::now();
+        if self.raid_due.is_none_or(|due| due <= now) {
+            self.raid_due = Some(now + RAID_SCAN_EVERY);
+            let in_kernel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let outcome = match &self.helper {
+                Some(h) => {
+                    h.read(helper::client::RequestKind::ScanRaid, &in_kernel)
+                        .await
+                        .outcome
+                }
+                None => {
+                    let args = runner::scan_args();
+                    runner::run_smartctl(
+                        &self.cfg.smartctl_path,
+                        &args,
+                        self.cfg.timeout,
+                        &in_kernel,
+                    )
+                    .await
+                }
+            };
+            let scanned = match outcome {
+                RunOutcome::Output { stdout, .. } => {
+                    crate::smart::scan::parse_scan_open(&String::from_utf8_lossy(&stdout))
+                        .map_err(|e| e.to_string())
+                }
+                RunOutcome::Failed(e) => Err(format!("smartctl --scan-open {e}")),
+            };
+            match scanned {
+                Ok(scan) => {
+                    for s in scan.skipped {
+                        if self.raid_told.insert(s.clone()) {
+                            tracing::info!("RAID discovery: left out {s}");
+                        }
+                    }
+                    self.raid = scan.ports;
+                    self.raid_error = None;
+                }
+                Err(e) => self.raid_error = Some(e),
+            }
+        }
+        if let Some(e) = &self.raid_error {
+            sample.error(ItemError::new(
+                "raid discovery",
+                format!("RAID discovery: {e}"),
+            ));
+        }
     }
 
     fn targets(&self, topo: Option<&Topology>) -> Vec<Target> {
@@ -286,6 +368,25 @@ impl SmartCollector {
                 model: None,
             });
         }
+        // Found RAID ports, labelled as a configured port is by default; a port listed
+        // under `devices` keeps its entry (and its label).
+        for p in &self.raid {
+            let configured = (self.cfg.devices.iter())
+                .any(|e| e.path == p.path && e.dev_type.as_deref() == Some(p.dev_type.as_str()));
+            let label = format!("{}:{}", p.path.trim_start_matches("/dev/"), p.dev_type);
+            if configured || out.iter().any(|t| t.label == label) {
+                continue;
+            }
+            out.push(Target {
+                label,
+                path: p.path.clone(),
+                dev_type: Some(p.dev_type.clone()),
+                kind: None,
+                serial: None,
+                wwn: None,
+                model: None,
+            });
+        }
         out
     }
 }
@@ -311,6 +412,7 @@ impl Collector for SmartCollector {
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
         let mut sample = Sample::default();
         let topo = self.discover(ctx, &mut sample).await;
+        self.scan_raid(&mut sample).await;
         let targets = self.targets(topo.as_deref());
         self.forget_gone(&targets);
         let reads = self.start_due(&targets, &mut sample);
@@ -488,7 +590,9 @@ impl SmartCollector {
             let asks = runner::Asks {
                 devstat: !st.no_devstat,
                 logs: self.cfg.read_logs && !st.no_logs,
+                ocp: st.wants_ocp(self.cfg.nvme_ocp_log, now),
             };
+            st.ocp_asked = asks.ocp;
             reads.spawn(
                 &self.cfg,
                 self.helper.clone(),

@@ -22,7 +22,9 @@ use super::escape::{self, Marks, Signalled, Swept};
 /// log; SCSI the error counter pages and the self-test log. Never NVMe's `--log=error`: reading
 /// the NVMe error log makes some drives count more entries (its count is in the health log
 /// anyway). A sub-log a drive rejects only sets an exit bit: the rest of the output is still
-/// used, and the drive is not asked that log again (`Asks`).
+/// used, and the drive is not asked that log again (`Asks`). The OCP SMART log (NVMe C0h),
+/// when asked (hourly, where configured), is one more log of the same run: smartctl only
+/// dumps it as text, so the run then asks for its text output inside the JSON (`--json=co`).
 pub fn smartctl_args(
     path: &str,
     dev_type: Option<&str>,
@@ -30,7 +32,9 @@ pub fn smartctl_args(
     asks: Asks,
     nocheck_standby: bool,
 ) -> Vec<String> {
-    let mut a: Vec<String> = ["--json=c", "--info", "--health", "--attributes"]
+    let ocp = asks.ocp && protocol == Some("NVMe");
+    let json = if ocp { "--json=co" } else { "--json=c" };
+    let mut a: Vec<String> = [json, "--info", "--health", "--attributes"]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -54,12 +58,22 @@ pub fn smartctl_args(
     if asks.devstat && protocol == Some("ATA") {
         a.push("--log=devstat".into());
     }
+    if ocp {
+        // smartctl 7.3 reads both numbers of `nvmelog,N,SIZE` as hex: 0x200 is 512 bytes.
+        a.push("--log=nvmelog,0xc0,0x200".into());
+    }
     if let Some(t) = dev_type {
         a.push("-d".into());
         a.push(t.into());
     }
     a.push(path.into());
     a
+}
+
+/// smartctl's argv for RAID port discovery: every device it can find, each opened to tell its
+/// type (`smart::scan` keeps the RAID ports).
+pub(super) fn scan_args() -> Vec<String> {
+    vec!["--scan-open".into(), "--json=c".into()]
 }
 
 /// Which of its protocol's extra logs a drive is asked for: each is dropped once the drive
@@ -70,12 +84,16 @@ pub struct Asks {
     pub devstat: bool,
     /// The error log's count, the self-test log, `--capabilities` and the write cache.
     pub logs: bool,
+    /// NVMe's OCP SMART log (C0h): only on its slower schedule, where configured.
+    #[serde(default)]
+    pub ocp: bool,
 }
 
 impl Asks {
     pub const ALL: Asks = Asks {
         devstat: true,
         logs: true,
+        ocp: false,
     };
 }
 
@@ -522,6 +540,7 @@ mod tests {
         let a = only(Asks {
             devstat: true,
             logs: false,
+            ocp: false,
         });
         assert!(a.contains(&"--log=devstat".to_string()), "{a:?}");
         assert!(
@@ -532,6 +551,7 @@ mod tests {
         let a = only(Asks {
             devstat: false,
             logs: true,
+            ocp: false,
         });
         assert!(!a.contains(&"--log=devstat".to_string()), "{a:?}");
         assert!(a.contains(&"--log=selftest".to_string()), "{a:?}");
@@ -550,6 +570,48 @@ mod tests {
                 "reads, never starts a test: {a:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_ocp_log_is_asked_of_nvme_drives_only_and_in_the_same_run() {
+        let ocp = Asks {
+            ocp: true,
+            ..Asks::ALL
+        };
+        let a = smartctl_args("/dev/nvme0n1", None, Some("NVMe"), ocp, true);
+        assert_eq!(
+            a[0], "--json=co",
+            "the dump is text: the run carries its text output"
+        );
+        assert_eq!(
+            a[a.len() - 2..],
+            ["--log=nvmelog,0xc0,0x200", "/dev/nvme0n1"]
+        );
+        assert!(a.contains(&"--log=selftest".to_string()), "{a:?}");
+        // Not an NVMe drive, or one whose protocol is not known yet: never asked.
+        for p in [None, Some("ATA"), Some("SCSI")] {
+            let a = smartctl_args("/dev/sda", None, p, ocp, true);
+            assert_eq!(a[0], "--json=c", "{a:?}");
+            assert!(!a.iter().any(|x| x.contains("nvmelog")), "{a:?}");
+        }
+        let a = smartctl_args("/dev/nvme0n1", None, Some("NVMe"), Asks::ALL, true);
+        assert!(!a.iter().any(|x| x.contains("nvmelog") || x == "--json=co"));
+    }
+
+    /// The argument as built is one this machine's smartctl takes (7.3 refuses `nvmelog,0xc0,512`:
+    /// it reads the size as hex, past its limit).
+    #[test]
+    fn smartctl_accepts_the_ocp_log_argument() {
+        let Ok(out) = std::process::Command::new("smartctl")
+            .args(["-d", "nvme", "--log=nvmelog,0xc0,0x200", "/dev/null"])
+            .output()
+        else {
+            eprintln!("smartctl not installed: skipped");
+            return;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("smartctl"), "{text}");
+        assert!(!text.contains("INVALID ARGUMENT"), "{text}");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 
 use crate::support;
 
-use crate::support::smart::{EmptyHost, Fake, sample, smart_fixture as fixture};
+use crate::support::smart::{
+    EmptyHost, Fake, OcpCapture, RAID_SCAN, sample, smart_fixture as fixture,
+};
 
 use ssdwatch::collector::Collector;
 use ssdwatch::collector::smart::{DeviceEntry, SmartCollector, SmartConfig};
@@ -854,4 +856,152 @@ fn with_read_logs_off_a_known_ata_drive_is_asked_the_device_statistics_only() {
     }
     // What the output carries is still read (this capture holds a self-test log).
     assert!(m.contains("ssdwatch_device_self_test_last_result{"), "{m}");
+}
+
+#[test]
+fn an_nvme_drive_with_the_ocp_log_gets_nand_writes_from_one_hourly_read_in_its_regular_run() {
+    let fake = Fake::new();
+    let ocp = OcpCapture::new();
+    let (host, nand) = (ocp.host, ocp.nand);
+    fake.mode("nvme0n1", &ocp.mode());
+    let cfg = SmartConfig {
+        nvme_ocp_log: true,
+        ..config(&fake, &["nvme0n1"])
+    };
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    // First run: the protocol is not known yet, nothing but the base set.
+    let (m, errors) = sample(&mut c);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        val(&m, "ssdwatch_device_nand_written_bytes_total", &[]),
+        None
+    );
+    // Second: NVMe, the OCP log is due; third and fourth: within the hour, not asked again,
+    // and the figure stands.
+    for _ in 0..3 {
+        let (m, errors) = sample(&mut c);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            val(&m, "ssdwatch_device_nand_written_bytes_total", &[]),
+            Some(nand as f64),
+            "{m}"
+        );
+        assert_eq!(
+            val(&m, "ssdwatch_device_host_written_bytes_total", &[]),
+            Some(host as f64)
+        );
+        let waf = val(
+            &m,
+            "ssdwatch_device_write_amplification_ratio",
+            &["window=\"lifetime\""],
+        )
+        .expect("lifetime write amplification");
+        assert!((waf - 1.5).abs() < 1e-6, "{waf}");
+    }
+    let argv = fake.argv("nvme0n1");
+    let runs: Vec<&str> = argv.lines().collect();
+    assert_eq!(
+        runs.len(),
+        4,
+        "one run per sample, never a second one: {argv}"
+    );
+    let with_ocp: Vec<usize> = (0..runs.len())
+        .filter(|&i| runs[i].contains("--log=nvmelog,0xc0,0x200"))
+        .collect();
+    assert_eq!(with_ocp, [1], "{argv}");
+    assert!(runs[1].starts_with("--json=co "), "{argv}");
+
+    // The same drive with the key off (the default): never asked.
+    let fake = Fake::new();
+    fake.mode("nvme0n1", &ocp.mode());
+    let mut c = SmartCollector::new(&config(&fake, &["nvme0n1"])).expect("new");
+    for _ in 0..2 {
+        let (m, _) = sample(&mut c);
+        assert_eq!(
+            val(&m, "ssdwatch_device_nand_written_bytes_total", &[]),
+            None
+        );
+    }
+    assert!(!fake.argv("nvme0n1").contains("nvmelog"));
+}
+
+#[test]
+fn with_raid_discovery_drives_behind_a_megaraid_controller_are_read_without_being_listed() {
+    let fake = Fake::new();
+    let scan = tempfile::NamedTempFile::new().expect("temp");
+    std::fs::write(scan.path(), RAID_SCAN).expect("write");
+    // The scan's argv ends in --json=c: the fake keys its answer on that last argument.
+    fake.mode("--json=c", &format!("ok {}", scan.path().display()));
+    fake.ok("bus_0", "megaraid-sat-wdc-wd4000fyyx.json");
+    let no_devices: [&str; 0] = [];
+    let cfg = SmartConfig {
+        discover_raid: true,
+        ..config(&fake, &no_devices)
+    };
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    for _ in 0..3 {
+        let (m, errors) = sample(&mut c);
+        assert!(errors.is_empty(), "{errors:?}");
+        for dev in ["bus/0:megaraid,8", "bus/0:sat+megaraid,9"] {
+            assert_eq!(
+                val(
+                    &m,
+                    "ssdwatch_device_smart_sample_ok",
+                    &[&format!("device=\"{dev}\"")]
+                ),
+                Some(1.0),
+                "{dev}: {m}"
+            );
+        }
+        assert!(
+            !m.contains("megaraid,10"),
+            "a port that did not open is not read: {m}"
+        );
+        assert!(!m.contains("nvme0"), "{m}");
+    }
+    assert_eq!(
+        fake.file("--json=c.argv").lines().collect::<Vec<_>>(),
+        ["--scan-open --json=c"],
+        "one scan in the hour"
+    );
+    let argv = fake.argv("bus_0");
+    assert_eq!(
+        argv.lines()
+            .filter(|l| l.contains("-d megaraid,8 "))
+            .count(),
+        3,
+        "{argv}"
+    );
+    assert_eq!(
+        argv.lines()
+            .filter(|l| l.contains("-d sat+megaraid,9 "))
+            .count(),
+        3,
+        "{argv}"
+    );
+
+    // A scan that gives garbage: the fault is named on every sample, nothing is read.
+    let fake = Fake::new();
+    fake.mode("--json=c", "garbage");
+    let cfg = SmartConfig {
+        discover_raid: true,
+        ..config(&fake, &no_devices)
+    };
+    let mut c = SmartCollector::new(&cfg).expect("new");
+    for _ in 0..2 {
+        let (_, errors) = sample(&mut c);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("RAID discovery") && errors[0].contains("--scan-open"),
+            "{errors:?}"
+        );
+    }
+
+    // Off (the default): no scan.
+    let fake = Fake::new();
+    fake.mode("--json=c", &format!("ok {}", scan.path().display()));
+    let mut c = SmartCollector::new(&config(&fake, &no_devices)).expect("new");
+    let (m, _) = sample(&mut c);
+    assert!(!m.contains("megaraid"), "{m}");
+    assert_eq!(fake.file("--json=c.argv"), "");
 }

@@ -136,3 +136,91 @@ pub fn sample(c: &mut SmartCollector) -> (String, Vec<String>) {
         s.errors.iter().map(|e| e.to_string()).collect(),
     )
 }
+
+/// smartctl 7.3's text dump of a log page (smartmontools' `dStrHex` layout: a space, the
+/// address, the bytes from column 8 with one more space after the eighth, their ASCII from
+/// column 60, the line cut at 76 characters), as `--json=o` puts it in `smartctl.output`.
+pub fn nvme_log_dump(id: u8, b: &[u8]) -> Vec<String> {
+    let mut out = vec![format!("NVMe Log 0x{id:02x} (0x{:04x} bytes)", b.len())];
+    for (i, chunk) in b.chunks(16).enumerate() {
+        let mut line = format!(" {:02x}", i * 16);
+        line.push_str(&" ".repeat(5usize.saturating_sub(line.len())));
+        for (k, x) in chunk.iter().enumerate() {
+            line.push_str(if k == 8 { "  " } else { " " });
+            line.push_str(&format!("{x:02x}"));
+        }
+        line.push_str(&" ".repeat(60usize.saturating_sub(line.len())));
+        line.extend(chunk.iter().map(|&c| {
+            if (0x20..0x7f).contains(&c) {
+                c as char
+            } else {
+                '.'
+            }
+        }));
+        line.truncate(76);
+        out.push(line);
+    }
+    out
+}
+
+/// A real NVMe capture (Samsung PM9A3) and the same run with a hand-made OCP SMART log (C0h)
+/// dumped in it (no real C0h dump is in the corpus): flash writes 1.5 x the host's, log page
+/// version 3, the OCP GUID AFD514C9-7C6F-4F9C-A4F2-BFEA2810AFC5 at bytes 496-511.
+pub struct OcpCapture {
+    pub base: PathBuf,
+    pub with_log: tempfile::NamedTempFile,
+    pub host: u64,
+    pub nand: u64,
+}
+
+impl OcpCapture {
+    pub fn new() -> OcpCapture {
+        let base = smart_fixture("nvme-samsung-pm9a3-mzql23t8hcls.json");
+        let text = std::fs::read_to_string(&base).expect("fixture");
+        let mut v: serde_json::Value = serde_json::from_str(&text).expect("fixture json");
+        let units = v["nvme_smart_health_information_log"]["data_units_written"]
+            .as_u64()
+            .expect("data units");
+        // NVMe data units are 512,000 bytes.
+        let host = units * 512_000;
+        let nand = host + host / 2;
+        let mut log = vec![0u8; 512];
+        log[..16].copy_from_slice(&u128::from(nand).to_le_bytes());
+        log[494..496].copy_from_slice(&3u16.to_le_bytes());
+        log[496..].copy_from_slice(&0xAFD5_14C9_7C6F_4F9C_A4F2_BFEA_2810_AFC5u128.to_le_bytes());
+        v["smartctl"]["output"] = serde_json::json!(nvme_log_dump(0xc0, &log));
+        let with_log = tempfile::NamedTempFile::new().expect("temp");
+        std::fs::write(with_log.path(), v.to_string()).expect("write");
+        // Readable by the unit's user where a test runs the daemon as nobody.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(with_log.path(), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        OcpCapture {
+            base,
+            with_log,
+            host,
+            nand,
+        }
+    }
+
+    /// The fake's mode: the base capture, or the one with the log when asked for it.
+    pub fn mode(&self) -> String {
+        format!(
+            "ocp {} {}",
+            self.base.display(),
+            self.with_log.path().display()
+        )
+    }
+}
+
+/// A `smartctl --scan-open --json=c` of a host with a MegaRAID controller, written by hand in
+/// the shape smartctl 7.x gives (no real capture of one is in the corpus): a SAS port, a SATA
+/// port behind it, a port that would not open, and an NVMe drive (/sys discovery's, not a port).
+pub const RAID_SCAN: &str = r#"{"json_format_version":[1,0],
+  "smartctl":{"version":[7,3],"argv":["smartctl","--scan-open","--json=c"],"exit_status":0},
+  "devices":[
+    {"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_08]","type":"megaraid,8","protocol":"SCSI"},
+    {"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_09] [SAT]","type":"sat+megaraid,9","protocol":"ATA"},
+    {"name":"/dev/bus/0","info_name":"/dev/bus/0 [megaraid_disk_10]","type":"megaraid,10","protocol":"SCSI","open_error":"INQUIRY failed"},
+    {"name":"/dev/nvme0","info_name":"/dev/nvme0","type":"nvme","protocol":"NVMe"}
+  ]}"#;

@@ -209,6 +209,7 @@ pub enum RequestKind {
     Dmsetup {
         query: super::DmQuery,
     },
+    ScanRaid,
 }
 
 impl RequestKind {
@@ -228,6 +229,7 @@ impl RequestKind {
             },
             RequestKind::Atasmart { path } => Request::Atasmart { id, path },
             RequestKind::Dmsetup { query } => Request::Dmsetup { id, query },
+            RequestKind::ScanRaid => Request::ScanRaid { id },
         }
     }
 }
@@ -236,6 +238,7 @@ fn request_path(r: &Request) -> &str {
     match r {
         Request::Smartctl { path, .. } | Request::Atasmart { path, .. } => path,
         Request::Dmsetup { .. } => "dmsetup",
+        Request::ScanRaid { .. } => "smartctl --scan-open",
     }
 }
 

@@ -39,6 +39,26 @@ pub struct Spec {
     pub dmsetup: Option<PathBuf>,
     #[serde(default)]
     pub dmsetup_timeout_ms: u64,
+    /// NVMe drives may be asked for the OCP SMART log (C0h): `collectors.smart.nvme_ocp_log`.
+    /// Off: a request asking for it gets the run without it.
+    #[serde(default)]
+    pub ocp_log: bool,
+    /// `collectors.smart.discover_raid`: the helper runs `smartctl --scan-open` when asked and
+    /// reads drives behind RAID controllers (`smart::scan`'s port types on its controller
+    /// nodes) without their being listed under `devices`.
+    #[serde(default)]
+    pub discover_raid: bool,
+}
+
+impl Spec {
+    /// What a request may ask of a drive: the OCP log only where the config allowed it,
+    /// whatever the request says.
+    pub fn allowed_asks(&self, asks: super::runner::Asks) -> super::runner::Asks {
+        super::runner::Asks {
+            ocp: asks.ocp && self.ocp_log,
+            ..asks
+        }
+    }
 }
 
 /// What the layers collector may ask dmsetup: `dmsetup table` or `dmsetup status` of every
@@ -110,6 +130,8 @@ pub enum Request {
     Atasmart { id: u64, path: String },
     /// Run dmsetup's fixed `table` or `status` (thin pools, for the layers collector).
     Dmsetup { id: u64, query: DmQuery },
+    /// Run smartctl's fixed `--scan-open --json=c` (RAID port discovery).
+    ScanRaid { id: u64 },
 }
 
 impl Request {
@@ -117,7 +139,8 @@ impl Request {
         match self {
             Request::Smartctl { id, .. }
             | Request::Atasmart { id, .. }
-            | Request::Dmsetup { id, .. } => *id,
+            | Request::Dmsetup { id, .. }
+            | Request::ScanRaid { id } => *id,
         }
     }
 }
@@ -265,8 +288,20 @@ impl Allow {
             return Ok(());
         }
         if let Some(t) = dev_type {
+            // A port a scan can find: its type and node are of the fixed shapes RAID
+            // passthrough uses, so no other device or option gets through this way.
+            let raid_port =
+                crate::smart::scan::is_raid_type(t) && crate::smart::scan::is_raid_node(path);
+            if raid_port && self.spec.discover_raid {
+                return Ok(());
+            }
             return Err(format!(
-                "{path} with -d {t} is not a device of collectors.smart.devices"
+                "{path} with -d {t} is not a device of collectors.smart.devices{}",
+                if raid_port {
+                    " (discover_raid is off)"
+                } else {
+                    ""
+                }
             ));
         }
         if !self.spec.discover {
@@ -335,6 +370,8 @@ mod tests {
             ],
             dmsetup: None,
             dmsetup_timeout_ms: 0,
+            ocp_log: false,
+            discover_raid: false,
         }
     }
 
@@ -354,7 +391,9 @@ mod tests {
                 "/dev/bus/0",
                 Some("megaraid,4"),
                 DRIVE,
-                Err("/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices"),
+                Err(
+                    "/dev/bus/0 with -d megaraid,4 is not a device of collectors.smart.devices (discover_raid is off)",
+                ),
             ),
             ("/dev/nvme0n1", None, DRIVE, Ok(())),
             (
@@ -429,6 +468,56 @@ mod tests {
     }
 
     #[test]
+    fn with_raid_discovery_any_raid_port_on_a_controller_node_is_read_and_nothing_else() {
+        let on = Allow::new(Spec {
+            discover_raid: true,
+            ..spec()
+        })
+        .unwrap();
+        let off = Allow::new(spec()).unwrap();
+        for (path, t) in [
+            ("/dev/bus/1", "megaraid,12"),
+            ("/dev/bus/0", "sat+megaraid,0"),
+            ("/dev/twa0", "3ware,1"),
+            ("/dev/sg3", "cciss,0"),
+        ] {
+            assert_eq!(on.check(path, Some(t), |_| DRIVE), Ok(()), "{path} {t}");
+            let e = off.check(path, Some(t), |_| DRIVE).unwrap_err();
+            assert!(e.contains("discover_raid is off"), "{e}");
+        }
+        for (path, t) in [
+            ("/dev/bus/1", "sat"),
+            ("/dev/bus/1", "megaraid,12,1"),
+            ("/dev/mem", "megaraid,1"),
+            ("/dev/bus/../../etc", "megaraid,1"),
+            ("/dev/sda", "usbjmicron,0"),
+        ] {
+            assert!(on.check(path, Some(t), |_| DRIVE).is_err(), "{path} {t}");
+        }
+        // The configured port is read either way.
+        assert_eq!(
+            off.check("/dev/bus/0", Some("megaraid,3"), |_| DRIVE),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_ocp_log_is_read_only_where_the_config_allows_it() {
+        use super::super::runner::Asks;
+        let ocp = Asks {
+            ocp: true,
+            ..Asks::ALL
+        };
+        assert_eq!(spec().allowed_asks(ocp), Asks::ALL, "off by default");
+        let on = Spec {
+            ocp_log: true,
+            ..spec()
+        };
+        assert_eq!(on.allowed_asks(ocp), ocp);
+        assert_eq!(on.allowed_asks(Asks::ALL), Asks::ALL);
+    }
+
+    #[test]
     fn requests_and_replies_keep_their_shape_on_the_wire() {
         let r = Request::Smartctl {
             id: 7,
@@ -440,9 +529,17 @@ mod tests {
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(
             text,
-            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#
+            r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true,"ocp":false}}"#
         );
         assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+        // A daemon of the release before (no `ocp`) is understood by this helper.
+        assert_eq!(
+            serde_json::from_str::<Request>(
+                r#"{"op":"smartctl","id":7,"path":"/dev/sda","dev_type":null,"protocol":"ATA","asks":{"devstat":true,"logs":true}}"#
+            )
+            .unwrap(),
+            r
+        );
         // No way to smuggle an argument list in.
         assert!(
             serde_json::from_str::<Request>(

@@ -110,6 +110,20 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
             reply(wr, id, outcome, None, &in_kernel).await;
             return;
         }
+        Request::ScanRaid { .. } => {
+            if !spec.discover_raid {
+                let reason = "RAID discovery is off (collectors.smart.discover_raid)".to_string();
+                send(wr, &Reply::Refused { id, reason }, None).await;
+                return;
+            }
+            let timeout = Duration::from_millis(spec.timeout_ms);
+            let in_kernel = Arc::new(AtomicBool::new(false));
+            let outcome =
+                runner::run_smartctl(&spec.smartctl, &runner::scan_args(), timeout, &in_kernel)
+                    .await;
+            reply(wr, id, outcome, None, &in_kernel).await;
+            return;
+        }
     };
     if let Err(reason) = allow.check(&path, dev_type.as_deref(), |n| allow.observe(n)) {
         tracing::warn!("smart-helper: refused a read of {path}: {reason}");
@@ -120,11 +134,12 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
     let in_kernel = Arc::new(AtomicBool::new(false));
     let outcome = match &req {
         Request::Smartctl { protocol, asks, .. } => {
+            let asks = spec.allowed_asks(*asks);
             let args = runner::smartctl_args(
                 &path,
                 dev_type.as_deref(),
                 protocol.map(super::Protocol::as_str),
-                *asks,
+                asks,
                 spec.nocheck_standby,
             );
             runner::run_smartctl(&spec.smartctl, &args, timeout, &in_kernel).await
@@ -138,7 +153,7 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
             cause: "this build has no libatasmart support".into(),
         }),
         // Answered above.
-        Request::Dmsetup { .. } => return,
+        Request::Dmsetup { .. } | Request::ScanRaid { .. } => return,
     };
     // The cause of a refusal is observed here, where smartctl ran with this process's
     // credentials and capabilities.
