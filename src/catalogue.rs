@@ -432,10 +432,14 @@ catalogue! {
         "Growth of used bytes a day over the window, a robust slope (Theil-Sen) of daily low points since the last big drop; from the daemon's history.";
     FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS: Gauge "ssdwatch_filesystem_predicted_full_timestamp_seconds" ["mountpoint", "device"] unit "seconds"
         "When the filesystem is predicted full (Unix time), from the daemon's history; absent when it is flat, shrinking or too new to tell.";
+    FILESYSTEM_PREDICTED_FULL_BOUND_TIMESTAMP_SECONDS: Gauge "ssdwatch_filesystem_predicted_full_bound_timestamp_seconds" ["mountpoint", "device", "bound"] unit "seconds"
+        "Earliest (bound=\"earliest\") and latest (bound=\"latest\") predicted full date (Unix time), from the 95 % confidence interval of the Theil-Sen growth slope; present only with ssdwatch_filesystem_predicted_full_timestamp_seconds, the latest absent when the slowest plausible growth is none or beyond 10 years.";
     DEVICE_WEAR_RATE_RATIO_PER_DAY: Gauge "ssdwatch_device_wear_rate_ratio_per_day" ["device", "serial", "wwn"] unit "ratio_per_day"
         "Rated endurance used a day (wear ratio per day) over the recent window, from the daemon's history.";
     DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS: Gauge "ssdwatch_device_predicted_wearout_timestamp_seconds" ["device", "serial", "wwn"] unit "seconds"
         "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the daemon's history.";
+    DEVICE_PREDICTED_WEAROUT_BOUND_TIMESTAMP_SECONDS: Gauge "ssdwatch_device_predicted_wearout_bound_timestamp_seconds" ["device", "serial", "wwn", "bound"] unit "seconds"
+        "Earliest (bound=\"earliest\") and latest (bound=\"latest\") predicted wear-out date (Unix time), from the 95 % confidence interval of the wear rate (Theil-Sen pairwise slopes over the fitted window); present only with ssdwatch_device_predicted_wearout_timestamp_seconds, the latest absent when the slowest plausible rate is none or beyond 10 years.";
     DEVICE_HOST_WRITTEN_BYTES_PER_DAY: Gauge "ssdwatch_device_host_written_bytes_per_day" ["device", "serial", "wwn", "window"] unit "bytes_per_day"
         "Bytes the host wrote to the drive a day over the window, from the daemon's history.";
     DEVICE_RECENT_WRITE_AMPLIFICATION_RATIO: Gauge "ssdwatch_device_recent_write_amplification_ratio" ["device", "serial", "wwn", "window"] unit "ratio"

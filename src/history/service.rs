@@ -597,6 +597,13 @@ impl Worker {
                 }
                 m.family(&catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS)
                     .push_opt(&l, fc.predicted_full_unix.map(|t| t as f64));
+                for (bound, v) in [
+                    ("earliest", fc.full_earliest_unix),
+                    ("latest", fc.full_latest_unix),
+                ] {
+                    m.family(&catalogue::FILESYSTEM_PREDICTED_FULL_BOUND_TIMESTAMP_SECONDS)
+                        .push_opt(&[l[0], l[1], ("bound", bound)], v.map(|t| t as f64));
+                }
             }
             for d in store.drives()? {
                 let pts = store.drive_days(d.id, 0, now)?;
@@ -616,6 +623,13 @@ impl Worker {
                     .push_opt(&l, fc.wear_rate_per_day);
                 m.family(&catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS)
                     .push_opt(&l, fc.predicted_wear_out_unix.map(|t| t as f64));
+                for (bound, v) in [
+                    ("earliest", fc.wear_out_earliest_unix),
+                    ("latest", fc.wear_out_latest_unix),
+                ] {
+                    m.family(&catalogue::DEVICE_PREDICTED_WEAROUT_BOUND_TIMESTAMP_SECONDS)
+                        .push_opt(&[l[0], l[1], l[2], ("bound", bound)], v.map(|t| t as f64));
+                }
                 for (window, v) in [
                     ("1d", fc.host_bytes_per_day_1d),
                     ("30d", fc.host_bytes_per_day_30d),
