@@ -190,6 +190,11 @@ pub struct FsForecast {
     /// The latest date (lower slope); `None` when the lower slope is not growth or beyond 10
     /// years, although `predicted_full_unix` has a date.
     pub full_latest_unix: Option<i64>,
+    /// Used bytes the forecast counts from now: the fitted floor plus the last week's largest
+    /// excursion above it; only with a predicted date (what dates any other fill too).
+    pub top_now_bytes: Option<f64>,
+    /// The filesystem's size at its last day.
+    pub size_bytes: Option<f64>,
 }
 
 /// The index of the first day of the current trend (after the last big drop).
@@ -295,7 +300,7 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
                 let latest = (lo >= min_slope)
                     .then(|| date_in(now, headroom / lo.min(slope)))
                     .flatten();
-                (d, earliest, latest)
+                (d, earliest, latest, size - headroom)
             })
         }
         _ => None,
@@ -307,6 +312,8 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
         trend_since_unix: Some(days[0].day * DAY),
         full_earliest_unix: predicted_full.map(|p| p.1),
         full_latest_unix: predicted_full.and_then(|p| p.2),
+        top_now_bytes: predicted_full.map(|p| p.3),
+        size_bytes: Some(size),
     }
 }
 
