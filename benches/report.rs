@@ -52,7 +52,7 @@ fn bench(c: &mut Criterion) {
     let once = |html: bool| {
         let t = Instant::now();
         let store = Store::open_read_only(&path).unwrap();
-        let r = report::build(&store, "db1", now, &[], None).unwrap();
+        let r = report::build(&store, "db1", now, &[], None, &[]).unwrap();
         let out = if html {
             report::html::render(&r)
         } else {

@@ -432,10 +432,14 @@ catalogue! {
         "Growth of used bytes a day over the window, a robust slope (Theil-Sen) of daily low points since the last big drop; from the daemon's history.";
     FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS: Gauge "ssdwatch_filesystem_predicted_full_timestamp_seconds" ["mountpoint", "device"] unit "seconds"
         "When the filesystem is predicted full (Unix time), from the daemon's history; absent when it is flat, shrinking or too new to tell.";
+    FILESYSTEM_PREDICTED_FULL_BOUND_TIMESTAMP_SECONDS: Gauge "ssdwatch_filesystem_predicted_full_bound_timestamp_seconds" ["mountpoint", "device", "bound"] unit "seconds"
+        "Earliest (bound=\"earliest\") and latest (bound=\"latest\") predicted full date (Unix time), from the 95 % confidence interval of the Theil-Sen growth slope; present only with ssdwatch_filesystem_predicted_full_timestamp_seconds, the latest absent when the slowest plausible growth is none or beyond 10 years.";
     DEVICE_WEAR_RATE_RATIO_PER_DAY: Gauge "ssdwatch_device_wear_rate_ratio_per_day" ["device", "serial", "wwn"] unit "ratio_per_day"
         "Rated endurance used a day (wear ratio per day) over the recent window, from the daemon's history.";
     DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS: Gauge "ssdwatch_device_predicted_wearout_timestamp_seconds" ["device", "serial", "wwn"] unit "seconds"
         "When the drive is predicted to reach 100 % of its rated wear (Unix time), from the daemon's history.";
+    DEVICE_PREDICTED_WEAROUT_BOUND_TIMESTAMP_SECONDS: Gauge "ssdwatch_device_predicted_wearout_bound_timestamp_seconds" ["device", "serial", "wwn", "bound"] unit "seconds"
+        "Earliest (bound=\"earliest\") and latest (bound=\"latest\") predicted wear-out date (Unix time), from the 95 % confidence interval of the wear rate (Theil-Sen pairwise slopes over the fitted window); present only with ssdwatch_device_predicted_wearout_timestamp_seconds, the latest absent when the slowest plausible rate is none or beyond 10 years.";
     DEVICE_HOST_WRITTEN_BYTES_PER_DAY: Gauge "ssdwatch_device_host_written_bytes_per_day" ["device", "serial", "wwn", "window"] unit "bytes_per_day"
         "Bytes the host wrote to the drive a day over the window, from the daemon's history.";
     DEVICE_RECENT_WRITE_AMPLIFICATION_RATIO: Gauge "ssdwatch_device_recent_write_amplification_ratio" ["device", "serial", "wwn", "window"] unit "ratio"
@@ -472,6 +476,17 @@ catalogue! {
         "Median probe p50 latency in the hour before the drive's last idle period of at least 10 minutes.";
     IDLE_RECOVERY_AFTER_SECONDS: Gauge "ssdwatch_idle_recovery_after_seconds" ["device", "mountpoint", "probe"] unit "seconds"
         "Median probe p50 latency in the hour after the drive's last idle period of at least 10 minutes.";
+    // The history: performance-full, from the trimmed sync_write_4k curve of each probe target.
+    PROBE_SLOW_FILL_RATIO: Gauge "ssdwatch_probe_slow_fill_ratio" ["device", "mountpoint"] unit "ratio"
+        "Fill ratio (0..1, the lower bound of its fill bin) from which the commit probe's median latency (sync_write_4k p50, runs on a trimmed filesystem) exceeded the target's slow level; absent while the curve has not crossed it.";
+    PROBE_SLOW_BASELINE_SECONDS: Gauge "ssdwatch_probe_slow_baseline_seconds" ["device", "mountpoint"] unit "seconds"
+        "The commit probe's median latency in the lowest fill bin with 10 runs: the baseline the slow level is a multiple of.";
+    PROBE_SLOW_LEVEL_SECONDS: Gauge "ssdwatch_probe_slow_level_seconds" ["device", "mountpoint"] unit "seconds"
+        "The commit probe's slow level: slow_latency when the target sets it, else slow_latency_factor (3) x the baseline.";
+    PROBE_CURVE_MAX_FILL_RATIO: Gauge "ssdwatch_probe_curve_max_fill_ratio" ["device", "mountpoint"] unit "ratio"
+        "The highest fill ratio a commit probe run on a trimmed filesystem was made at: how far the latency-by-fill curve has seen (\"not reached at N % fill\").";
+    PROBE_PREDICTED_SLOW_TIMESTAMP_SECONDS: Gauge "ssdwatch_probe_predicted_slow_timestamp_seconds" ["device", "mountpoint"] unit "seconds"
+        "When the filesystem's fill forecast reaches ssdwatch_probe_slow_fill_ratio (Unix time; the forecast pass's time when it is there already); absent when the curve has not crossed, the filesystem is not growing or it is beyond 10 years.";
     // Only in `ssdwatch history export`, beside the live families.
     PROBE_RUN_FILL_RATIO: Gauge "ssdwatch_probe_run_fill_ratio" ["mountpoint", "device", "probe"] unit "ratio"
         "Fill ratio of the probed filesystem when a probe run ran, at the run's time.";

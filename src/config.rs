@@ -331,6 +331,39 @@ mod tests {
     }
 
     #[test]
+    fn the_slow_commit_level_is_a_factor_or_a_latency_and_out_of_range_names_the_key() {
+        let c = parse("collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n").unwrap();
+        let level = c.collectors.probe.targets[0].slow_level();
+        assert_eq!((level.factor, level.absolute_seconds), (3.0, None));
+        let c = parse(
+            "collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n        \
+             slow_latency_factor: 2.5\n        slow_latency: 2ms\n",
+        )
+        .unwrap();
+        let level = c.collectors.probe.targets[0].slow_level();
+        assert_eq!((level.factor, level.absolute_seconds), (2.5, Some(0.002)));
+        for (bad, what) in [
+            ("slow_latency_factor: 1.0", "must be a number in 1.2..100"),
+            ("slow_latency_factor: .nan", "must be a number in 1.2..100"),
+            ("slow_latency: 2min", "the maximum is 1m"),
+            ("slow_latency: 0s", "the minimum is 1us"),
+        ] {
+            let err = parse(&format!(
+                "collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n        {bad}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            let key = bad.split(':').next().unwrap_or_default();
+            assert!(
+                err.contains(&format!("collectors.probe.targets[0].{key}")),
+                "{err}"
+            );
+            assert!(err.contains(what), "{bad}: {err}");
+            assert!(err.contains("line 5"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn a_size_takes_a_unit_and_a_bad_one_names_key_file_and_line() {
         let c = parse(
             "collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n        \

@@ -100,6 +100,7 @@ pub(crate) async fn serve(
                 .filter_map(|e| e.rule().ok())
                 .collect(),
             flush: history.as_ref().map(|(sink, _)| sink.flusher()),
+            slow_levels: history::slow::levels_of(&config.collectors.probe.targets),
             probe_targets: if config.collectors.probe.enabled {
                 config.collectors.probe.targets.len()
             } else {
@@ -197,6 +198,7 @@ fn start_history(
         config.history.clone(),
         config.state_dir.clone(),
         rules,
+        history::slow::levels_of(&config.collectors.probe.targets),
         store,
     )
     .context("starting the history thread")?;

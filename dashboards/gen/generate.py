@@ -530,6 +530,19 @@ def degradation():
                   per_target("ssdwatch_probe_context_idle_seconds"), "idle before the run",
                   [(p50, "{{probe}} p50")], "s", "s", repeat="mountpoint"), w=12)
 
+    L.row("Performance-full: the fill at which commits get slow")
+    slow_sel = 'instance="$instance", mountpoint=~"$mountpoint"'
+    L.add(table("Performance-full per target",
+                "From the daemon's history (docs/probes.md): the fill from which the sync_write_4k median on the trimmed latency-by-fill curve passed the target's slow level (3x its low-fill baseline unless configured), and the days until the fill forecast gets there (0: past it already). A target whose curve never crossed shows only the highest fill seen: not reached at that fill; nothing is guessed beyond it.",
+                targets((f"ssdwatch_probe_slow_fill_ratio{{{slow_sel}}}", ""),
+                        (f"ssdwatch_probe_curve_max_fill_ratio{{{slow_sel}}}", ""),
+                        (f"ssdwatch_probe_slow_baseline_seconds{{{slow_sel}}}", ""),
+                        (f"ssdwatch_probe_slow_level_seconds{{{slow_sel}}}", ""),
+                        (f"clamp_min(ssdwatch_probe_predicted_slow_timestamp_seconds{{{slow_sel}}} - time(), 0) / 86400", ""), instant=True, fmt="table"),
+                hide=("Time", "job", "instance"),
+                rename={"Value #A": "slow from fill", "Value #B": "not reached at fill", "Value #C": "baseline p50 (s)",
+                        "Value #D": "slow level (s)", "Value #E": "days until slow"}), w=24, h=6)
+
     L.row("Drive activity: discards and idle time")
     L.add(timeseries("Discard bursts", "Discarded bytes per second per drive: each fstrim is a burst.",
                      targets((f'rate(ssdwatch_disk_discarded_bytes_total{{instance="$instance"}}[$__rate_interval])', "{{device}}")), unit="Bps", min_=0), w=8)

@@ -48,7 +48,8 @@ pub fn report_of(
     // has some (the report then says runs are to come, not to configure one).
     let probe = &config.collectors.probe;
     let targets = (probe.enabled && !probe.targets.is_empty()).then_some(probe.targets.len());
-    report::from_store(path, host, now, &rules, targets).map_err(|e| e.to_string())
+    let levels = crate::history::slow::levels_of(&probe.targets);
+    report::from_store(path, host, now, &rules, targets, &levels).map_err(|e| e.to_string())
 }
 
 /// `ssdwatch report`: text (or `--json`) on stdout, and `--html FILE`. Exit code 0, or 1 when

@@ -39,6 +39,8 @@ pub struct Group {
     /// Latency by fill ratio of the runs made on a trimmed filesystem (or one whose state is
     /// unknown), bins with runs only: what the drive does with its free space known to it.
     pub curve: Vec<CurveBin>,
+    /// The highest fill ratio a run on `curve` was made at: how far the curve has seen.
+    pub curve_max_fill: Option<f64>,
     /// The same of the runs made while more than 1 % of the filesystem was deleted but not
     /// trimmed ([`super::curve::UNTRIMMED_RATIO_MIN`]): the drive still holds that as live data.
     pub curve_untrimmed: Vec<CurveBin>,
@@ -128,6 +130,7 @@ pub fn mountpoint_of<'a>(path: &str, mounts: impl Iterator<Item = &'a str>) -> O
 pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreError> {
     struct Acc {
         curve: Curve,
+        max_fill: Option<f64>,
         untrimmed: Curve,
         drive: Option<DriveId>,
         runs: u64,
@@ -142,6 +145,7 @@ pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreEr
             .unwrap_or(0);
         let a = acc.entry((r.target, k)).or_insert(Acc {
             curve: Curve::default(),
+            max_fill: None,
             untrimmed: Curve::default(),
             drive: None,
             runs: 0,
@@ -151,6 +155,9 @@ pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreEr
         let curve = if not_trimmed(r.untrimmed_ratio) {
             &mut a.untrimmed
         } else {
+            if let Some(f) = r.fill_ratio.filter(|f| (0.0..=1.0).contains(f)) {
+                a.max_fill = Some(a.max_fill.map_or(f, |m: f64| m.max(f)));
+            }
             &mut a.curve
         };
         curve.add(r.fill_ratio, r.p50_seconds, r.p99_seconds);
@@ -215,6 +222,7 @@ pub fn analyse(store: &Store, from: i64, now: i64) -> Result<Vec<Group>, StoreEr
             first_run: a.first,
             last_run: a.last,
             curve: a.curve.bins(),
+            curve_max_fill: a.max_fill,
             curve_untrimmed: a.untrimmed.bins(),
             trim,
             idle,

@@ -33,6 +33,17 @@
 //! (wear speeding up as a drive ages or its workload grows) is followed because only that
 //! recent window is fitted, so the date moves earlier as the rate rises; the acceleration
 //! itself is not extrapolated (a curve fitted to a few 1% steps would be noise).
+//!
+//! ## Bands: earliest and latest dates from the slope's confidence interval
+//! Theil–Sen comes with a distribution-free interval for its slope (Sen 1968): of the N
+//! pairwise slopes of n points, sorted, the interval runs from the slope of rank (N − C)/2 to
+//! that of rank (N + C)/2, where C = z·√(n(n−1)(2n+5)/18) and z = 1.96 (95 %); see
+//! [`theil_sen_band`]. A filesystem's earliest full date divides its headroom by the upper
+//! slope, its latest by the lower one (none when the lower slope is not growth: "not in
+//! sight"). A drive's wear-out band takes the same interval over the window its least-squares
+//! rate is fitted on, widened if need be to contain that rate. The points are daily and
+//! serially correlated (an envelope is a running minimum), so the interval is narrower than a
+//! calibrated 95 % would be: read it as the spread the recent days allow, not a guarantee.
 
 use super::record::{DrivePoint, FsPoint};
 use crate::time::{DAY, DAY_F64};
@@ -54,6 +65,43 @@ pub fn theil_sen(xs: &[f64], ys: &[f64]) -> Option<(f64, f64)> {
     let slope = median(&mut slopes)?;
     let mut icepts: Vec<f64> = xs.iter().zip(ys).map(|(x, y)| y - slope * x).collect();
     Some((slope, median(&mut icepts)?))
+}
+
+/// A slope's confidence interval: (lower, upper).
+pub type SlopeBand = (f64, f64);
+
+/// The normal quantile of a two-sided 95 % interval.
+const BAND_Z: f64 = 1.96;
+
+/// Sen's confidence interval of the Theil–Sen slope, `(lower, upper)`: the pairwise slopes of
+/// ranks (N − C)/2 and (N + C)/2 (rounded outwards), C = z·√(n(n−1)(2n+5)/18), z = 1.96.
+/// `None` with fewer than 3 points or no pair of distinct xs. O(n² log n): a 30-day window is
+/// 435 slopes.
+pub fn theil_sen_band(xs: &[f64], ys: &[f64]) -> Option<SlopeBand> {
+    let n = xs.len();
+    if n < 3 {
+        return None;
+    }
+    let mut slopes = Vec::with_capacity(n * n / 2);
+    for i in 0..n {
+        for j in i + 1..n {
+            let dx = xs[j] - xs[i];
+            if dx != 0.0 {
+                slopes.push((ys[j] - ys[i]) / dx);
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    slopes.sort_by(f64::total_cmp);
+    let big_n = slopes.len() as f64;
+    let nf = n as f64;
+    let c = BAND_Z * (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
+    // Ranks are 1-based in Sen's formula; the index is the rank minus one.
+    let lo = (((big_n - c) / 2.0).floor() - 1.0).max(0.0) as usize;
+    let hi = (((big_n + c) / 2.0).ceil()).min(big_n) as usize - 1;
+    Some((slopes[lo.min(slopes.len() - 1)], slopes[hi]))
 }
 
 /// Ordinary least squares: slope and intercept; `None` with fewer than 2 distinct xs.
@@ -136,6 +184,17 @@ pub struct FsForecast {
     pub predicted_full_unix: Option<i64>,
     /// Start of the day the trend starts at (after the last big drop).
     pub trend_since_unix: Option<i64>,
+    /// The band around `predicted_full_unix` from the slope's confidence interval: the
+    /// earliest date (upper slope), only when there is a predicted date.
+    pub full_earliest_unix: Option<i64>,
+    /// The latest date (lower slope); `None` when the lower slope is not growth or beyond 10
+    /// years, although `predicted_full_unix` has a date.
+    pub full_latest_unix: Option<i64>,
+    /// Used bytes the forecast counts from now: the fitted floor plus the last week's largest
+    /// excursion above it; only with a predicted date (what dates any other fill too).
+    pub top_now_bytes: Option<f64>,
+    /// The filesystem's size at its last day.
+    pub size_bytes: Option<f64>,
 }
 
 /// The index of the first day of the current trend (after the last big drop).
@@ -231,16 +290,30 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
                 .map(|d| d.high - floor_at(d.day as f64))
                 .fold(0.0, f64::max);
             let now_days = now as f64 / DAY_F64;
-            let headroom = size - floor_at(now_days) - excursion;
-            date_in(now, (headroom / slope).max(0.0))
+            let headroom = (size - floor_at(now_days) - excursion).max(0.0);
+            let (xs, ys): (Vec<f64>, Vec<f64>) = in_window.into_iter().unzip();
+            let band = theil_sen_band(&xs, &ys);
+            let date = date_in(now, headroom / slope);
+            date.map(|d| {
+                let (lo, hi) = band.unwrap_or((slope, slope));
+                let earliest = date_in(now, headroom / hi.max(slope)).map_or(d, |e| e.min(d));
+                let latest = (lo >= min_slope)
+                    .then(|| date_in(now, headroom / lo.min(slope)))
+                    .flatten();
+                (d, earliest, latest, size - headroom)
+            })
         }
         _ => None,
     };
     FsForecast {
         growth_7d_bytes_per_day: growth_7d,
         growth_30d_bytes_per_day: growth_30d,
-        predicted_full_unix: predicted_full,
+        predicted_full_unix: predicted_full.map(|p| p.0),
         trend_since_unix: Some(days[0].day * DAY),
+        full_earliest_unix: predicted_full.map(|p| p.1),
+        full_latest_unix: predicted_full.and_then(|p| p.2),
+        top_now_bytes: predicted_full.map(|p| p.3),
+        size_bytes: Some(size),
     }
 }
 
@@ -276,6 +349,11 @@ pub struct DriveForecast {
     pub wear_rate_per_day: Option<f64>,
     /// When the wear used ratio is predicted to reach 1.0.
     pub predicted_wear_out_unix: Option<i64>,
+    /// The band around `predicted_wear_out_unix` (see the module's "Bands"): earliest, only
+    /// with a predicted date.
+    pub wear_out_earliest_unix: Option<i64>,
+    /// The latest wear-out date; `None` when the lower rate is not wear or beyond 10 years.
+    pub wear_out_latest_unix: Option<i64>,
     pub host_bytes_per_day_1d: Option<f64>,
     pub host_bytes_per_day_30d: Option<f64>,
     /// NAND bytes written / host bytes written over the window, where NAND is reported.
@@ -289,6 +367,12 @@ pub struct DriveForecast {
 
 /// Wear rate (ratio a day) and the fitted level now, from (t, wear) points in time order.
 pub fn wear_fit(points: &[(i64, f64)], now: i64) -> Option<(f64, f64)> {
+    wear_fit_band(points, now).map(|f| (f.0, f.1))
+}
+
+/// [`wear_fit`] and the Theil–Sen interval of the rate over the same window, widened to
+/// contain the least-squares rate (`None` with fewer than 3 days).
+fn wear_fit_band(points: &[(i64, f64)], now: i64) -> Option<(f64, f64, Option<SlopeBand>)> {
     // The last value of each day.
     let mut daily: Vec<(f64, f64)> = Vec::new();
     for &(t, w) in points {
@@ -316,7 +400,8 @@ pub fn wear_fit(points: &[(i64, f64)], now: i64) -> Option<(f64, f64)> {
     };
     let (xs, ys): (Vec<f64>, Vec<f64>) = in_window.into_iter().unzip();
     let (slope, icept) = least_squares(&xs, &ys)?;
-    Some((slope, icept + slope * (now as f64 / DAY_F64)))
+    let band = theil_sen_band(&xs, &ys).map(|(lo, hi)| (lo.min(slope), hi.max(slope)));
+    Some((slope, icept + slope * (now as f64 / DAY_F64), band))
 }
 
 /// Increase of a counter per day over the `window_days` before its last point, from the
@@ -349,11 +434,17 @@ pub fn forecast_drive(
         .filter_map(|p| Some((p.t, p.host_written_bytes?, p.nand_written_bytes?)))
         .collect();
     let mut f = DriveForecast::default();
-    if let Some((rate, level)) = wear_fit(&wear, now) {
+    if let Some((rate, level, band)) = wear_fit_band(&wear, now) {
         f.wear_rate_per_day = Some(rate);
         let level = level.max(wear.last().map(|w| w.1).unwrap_or(level));
+        let left = (1.0 - level).max(0.0);
         if rate > 1e-7 {
-            f.predicted_wear_out_unix = date_in(now, ((1.0 - level) / rate).max(0.0));
+            f.predicted_wear_out_unix = date_in(now, left / rate);
+        }
+        if let Some(d) = f.predicted_wear_out_unix {
+            let (lo, hi) = band.unwrap_or((rate, rate));
+            f.wear_out_earliest_unix = Some(date_in(now, left / hi).map_or(d, |e| e.min(d)));
+            f.wear_out_latest_unix = (lo > 1e-7).then(|| date_in(now, left / lo)).flatten();
         }
     }
     let rate = |w: f64| counter_delta(&host, w).map(|(d, days)| d / days);
@@ -696,6 +787,115 @@ mod tests {
         assert_eq!(f.host_bytes_per_day_1d, None);
         assert_eq!(f.host_bytes_per_day_30d, None);
         assert_eq!(f.write_amplification_30d, None);
+    }
+
+    #[test]
+    fn sens_interval_of_the_slope_by_hand() {
+        // n = 5, N = 10 slopes, sorted: -1, 0.5, 0.5, 2/3, 1, 1, 1, 1.5, 2, 2. C = 1.96 ·
+        // √(5·4·15/18) = 8.0017: ranks (10 − C)/2 = 0.999 → 1 (floor, at least 1) and
+        // (10 + C)/2 = 9.0008 → 10 (ceil): the first and the last slope.
+        let xs = [0.0, 1.0, 2.0, 3.0, 4.0];
+        assert_eq!(
+            theil_sen_band(&xs, &[0.0, 2.0, 1.0, 3.0, 4.0]),
+            Some((-1.0, 2.0))
+        );
+        // 20 points on a line with two outliers: N = 190, C = 1.96·√(20·19·45/18) = 60.4,
+        // ranks 64 and 126 of slopes that are 3 but for the 37 pairs with an outlier (34 lower,
+        // 3 higher).
+        let xs: Vec<f64> = (0..20).map(f64::from).collect();
+        let mut ys: Vec<f64> = xs.iter().map(|x| 3.0 * x + 1.0).collect();
+        assert_eq!(theil_sen_band(&xs, &ys), Some((3.0, 3.0)));
+        ys[19] = -100.0;
+        ys[3] = 500.0;
+        assert_eq!(theil_sen_band(&xs, &ys), Some((3.0, 3.0)));
+        // Too few points, or no two distinct xs: no interval.
+        assert_eq!(theil_sen_band(&[0.0, 1.0], &[0.0, 1.0]), None);
+        assert_eq!(theil_sen_band(&[1.0; 4], &[0.0, 1.0, 2.0, 3.0]), None);
+    }
+
+    /// Days 0..60 of a filesystem whose daily low is `low(day)`, high 1 GB above it.
+    fn days_of(low: impl Fn(i64) -> f64) -> Vec<DayUse> {
+        (0..60)
+            .map(|d| DayUse {
+                day: T0 / DAY + d,
+                low: low(d),
+                high: low(d) + G,
+                size: SIZE,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn full_date_bands_contain_the_date_and_widen_with_noise() {
+        let now = at(NOW_DAY);
+        // A clean line: every pairwise slope is 10 GB a day, so the band is the date itself.
+        let clean = forecast_filesystem_days(&days_of(|d| 200.0 * G + 10.0 * G * d as f64), now);
+        let p = clean.predicted_full_unix.unwrap();
+        assert_eq!(clean.full_earliest_unix, Some(p));
+        assert_eq!(clean.full_latest_unix, Some(p));
+        // The same growth with up to ±10 GB of irregular day-to-day noise (no period the 7-day
+        // envelope would smooth out): a band around the date.
+        let noise = |d: i64| ((d * d * 7919) % 101) as f64 / 101.0 - 0.5;
+        let noisy = forecast_filesystem_days(
+            &days_of(|d| 200.0 * G + 10.0 * G * d as f64 + 20.0 * G * noise(d)),
+            now,
+        );
+        let (e, p, l) = (
+            noisy.full_earliest_unix.unwrap(),
+            noisy.predicted_full_unix.unwrap(),
+            noisy.full_latest_unix.unwrap(),
+        );
+        assert!(e < p && p < l, "{e} {p} {l}");
+        // Headroom ~ 190 days at 10 GB a day: the band is days wide, not months.
+        assert!((l - e) as f64 / DAY_F64 > 1.0, "{}", (l - e) / DAY);
+        assert!((l - e) as f64 / DAY_F64 < 60.0, "{}", (l - e) / DAY);
+    }
+
+    #[test]
+    fn flat_shrinking_or_barely_growing_have_no_bogus_bounds() {
+        let now = at(NOW_DAY);
+        for (name, low) in [
+            ("flat", Box::new(|_| 500.0 * G) as Box<dyn Fn(i64) -> f64>),
+            ("shrinking", Box::new(|d| 800.0 * G - 3.0 * G * d as f64)),
+        ] {
+            let f = forecast_filesystem_days(&days_of(low), now);
+            assert_eq!(f.predicted_full_unix, None, "{name}");
+            assert_eq!(f.full_earliest_unix, None, "{name}");
+            assert_eq!(f.full_latest_unix, None, "{name}");
+        }
+        // Slow growth (0.05 GB a day) under ±3 GB of noise: a date from the median slope, an
+        // earliest date, but the lower slope is not growth, so no latest date (not a year 9999).
+        let noise = |d: i64| ((d * d * 7919) % 101) as f64 / 101.0 - 0.5;
+        let f = forecast_filesystem_days(
+            &days_of(|d| 900.0 * G + 0.05 * G * d as f64 + 6.0 * G * noise(d)),
+            now,
+        );
+        let p = f.predicted_full_unix.expect("the median slope is growth");
+        assert!(f.full_earliest_unix.unwrap() < p, "{f:?}");
+        assert_eq!(f.full_latest_unix, None, "{f:?}");
+        let f = forecast_filesystem_days(&days_of(|d| 900.0 * G + 6.0 * G * noise(d)), now);
+        assert_eq!(f.full_latest_unix, None, "no growth: no latest date");
+    }
+
+    #[test]
+    fn wear_out_band_contains_the_least_squares_date() {
+        let now_day = 400.0;
+        let now = at(now_day);
+        let f = forecast_drive(&drive_points(400, |d| 0.05 + 0.001 * d), now, None);
+        let p = f.predicted_wear_out_unix.unwrap();
+        let (e, l) = (
+            f.wear_out_earliest_unix.unwrap(),
+            f.wear_out_latest_unix.unwrap(),
+        );
+        assert!(e <= p && p <= l, "{e} {p} {l}");
+        // Whole-percent steps every 10 days: the pairwise slopes spread, the band with them,
+        // but around 550 days left the band stays within a few months.
+        assert!(l > e, "{e} {l}");
+        assert!(((l - e) as f64 / DAY_F64) < 120.0, "{}", (l - e) / DAY);
+        // Flat wear: no date and no band.
+        let f = forecast_drive(&drive_points(100, |_| 0.1), at(100.0), None);
+        assert_eq!(f.wear_out_earliest_unix, None);
+        assert_eq!(f.wear_out_latest_unix, None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod fill;
 pub mod forecast;
 pub mod record;
 pub mod service;
+pub mod slow;
 pub mod store;
 
 pub use record::{

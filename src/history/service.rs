@@ -194,6 +194,7 @@ pub fn start(
     cfg: HistoryConfig,
     state_dir: PathBuf,
     endurance: Vec<EnduranceRule>,
+    slow_levels: Vec<(String, super::slow::SlowLevel)>,
     snapshot: Arc<Snapshot>,
 ) -> std::io::Result<(Sink, Service)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
@@ -206,6 +207,7 @@ pub fn start(
         cfg,
         state_dir,
         endurance,
+        slow_levels,
         snapshot,
         dropped: dropped.clone(),
         stop: stop.clone(),
@@ -345,6 +347,8 @@ struct Worker {
     cfg: HistoryConfig,
     state_dir: PathBuf,
     endurance: Vec<EnduranceRule>,
+    /// Each probe target's slow commit level, by target path.
+    slow_levels: Vec<(String, super::slow::SlowLevel)>,
     snapshot: Arc<Snapshot>,
     dropped: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
@@ -579,10 +583,12 @@ impl Worker {
         let now = unix_now() as i64;
         let mut m = MetricSet::new();
         let result = (|| -> Result<(), super::StoreError> {
+            let mut by_mount = std::collections::BTreeMap::new();
             for f in store.filesystems()? {
                 let Some(fc) = current::stored_filesystem(store, f.id, now)? else {
                     continue;
                 };
+                by_mount.insert(f.key.mountpoint.clone(), fc.clone());
                 let dev = f.device.clone().unwrap_or_default();
                 let l = [
                     ("mountpoint", f.key.mountpoint.as_str()),
@@ -597,6 +603,13 @@ impl Worker {
                 }
                 m.family(&catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS)
                     .push_opt(&l, fc.predicted_full_unix.map(|t| t as f64));
+                for (bound, v) in [
+                    ("earliest", fc.full_earliest_unix),
+                    ("latest", fc.full_latest_unix),
+                ] {
+                    m.family(&catalogue::FILESYSTEM_PREDICTED_FULL_BOUND_TIMESTAMP_SECONDS)
+                        .push_opt(&[l[0], l[1], ("bound", bound)], v.map(|t| t as f64));
+                }
             }
             for d in store.drives()? {
                 let pts = store.drive_days(d.id, 0, now)?;
@@ -616,6 +629,13 @@ impl Worker {
                     .push_opt(&l, fc.wear_rate_per_day);
                 m.family(&catalogue::DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS)
                     .push_opt(&l, fc.predicted_wear_out_unix.map(|t| t as f64));
+                for (bound, v) in [
+                    ("earliest", fc.wear_out_earliest_unix),
+                    ("latest", fc.wear_out_latest_unix),
+                ] {
+                    m.family(&catalogue::DEVICE_PREDICTED_WEAROUT_BOUND_TIMESTAMP_SECONDS)
+                        .push_opt(&[l[0], l[1], l[2], ("bound", bound)], v.map(|t| t as f64));
+                }
                 for (window, v) in [
                     ("1d", fc.host_bytes_per_day_1d),
                     ("30d", fc.host_bytes_per_day_30d),
@@ -638,6 +658,8 @@ impl Worker {
             let from = now.saturating_sub(self.cfg.retention_hourly.as_secs() as i64);
             let groups = super::degradation::analyse(store, from, now)?;
             super::degradation::push_metrics(&groups, &mut m);
+            let assessed = super::slow::assess(&groups, &by_mount, &self.slow_levels, now);
+            super::slow::push_metrics(&assessed, &mut m);
             Ok(())
         })();
         match result {
@@ -722,6 +744,7 @@ mod tests {
             HistoryConfig::default(),
             dir.path().to_path_buf(),
             Vec::new(),
+            Vec::new(),
             Arc::new(Snapshot::new()),
         )
         .unwrap();
@@ -791,6 +814,7 @@ mod worker_tests {
             },
             state_dir: state_dir.to_path_buf(),
             endurance: Vec::new(),
+            slow_levels: Vec::new(),
             snapshot: Arc::new(Snapshot::new()),
             dropped: Arc::new(AtomicU64::new(0)),
             stop: Arc::new(AtomicBool::new(false)),

@@ -123,6 +123,12 @@ pub struct TargetConfig {
     /// A run not finished by then is reported as an error and its thread left to finish alone.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// Commits are "slow" (performance-full, docs/probes.md) when the sync_write_4k median on
+    /// the latency-by-fill curve exceeds this many times its low-fill baseline.
+    pub slow_latency_factor: f64,
+    /// Or above this absolute median latency, when set (it then replaces the factor).
+    #[serde(with = "humantime_serde")]
+    pub slow_latency: Option<Duration>,
 }
 
 impl Default for TargetConfig {
@@ -149,6 +155,8 @@ impl Default for TargetConfig {
             rewrite_reserve_bytes: 4 * MIB,
             idle_priority: true,
             timeout: Duration::from_secs(120),
+            slow_latency_factor: 3.0,
+            slow_latency: None,
         }
     }
 }
@@ -243,7 +251,25 @@ impl TargetConfig {
             s(3600),
         )?;
         check_duration(&k("timeout"), self.timeout, s(1), s(3600))?;
+        // Below 1.2 the median's own noise between bins would read as "slow".
+        if !(1.2..=100.0).contains(&self.slow_latency_factor) {
+            return Err(Invalid::new(
+                k("slow_latency_factor"),
+                "must be a number in 1.2..100",
+            ));
+        }
+        if let Some(d) = self.slow_latency {
+            check_duration(&k("slow_latency"), d, Duration::from_micros(1), s(60))?;
+        }
         Ok(())
+    }
+
+    /// The level this target's commits are slow above.
+    pub fn slow_level(&self) -> crate::history::slow::SlowLevel {
+        crate::history::slow::SlowLevel {
+            factor: self.slow_latency_factor,
+            absolute_seconds: self.slow_latency.map(|d| d.as_secs_f64()),
+        }
     }
 
     /// Bytes a run of `kind` writes.

@@ -55,6 +55,7 @@ pub fn render(r: &Report) -> String {
     layers(&mut o, r);
     drives(&mut o, r);
     degradation(&mut o, r);
+    performance_full(&mut o, r);
     if !r.unknown.is_empty() {
         o.push_str("<h2>Not known yet</h2><ul>");
         for u in &r.unknown {
@@ -85,7 +86,11 @@ fn filesystems(o: &mut String, r: &Report) {
     });
     for f in &order {
         let full = match (f.predicted_full_unix, &f.full_note) {
-            (Some(t), _) => format!("<b>{}</b>", date(t)),
+            (Some(t), _) => format!(
+                "<b>{}</b>{}",
+                date(t),
+                esc(&super::band(f.full_earliest_unix, f.full_latest_unix))
+            ),
             (None, Some(n)) => format!("<span class=\"note\">{}</span>", esc(n)),
             _ => "—".into(),
         };
@@ -228,7 +233,14 @@ fn drives(o: &mut String, r: &Report) {
             esc(d.model.as_deref().unwrap_or("")),
             esc(d.serial.as_deref().unwrap_or("")),
             opt(d.wear_used_ratio, pct),
-            opt(d.predicted_wear_out_unix, date),
+            opt(d.predicted_wear_out_unix, |t| format!(
+                "{}{}",
+                date(t),
+                esc(&super::band(
+                    d.wear_out_earliest_unix,
+                    d.wear_out_latest_unix
+                ))
+            )),
             opt(d.host_written_bytes, bytes),
             opt(d.endurance_used_ratio, pct),
             opt(d.write_amplification_30d, |w| format!("{w:.2}")),
@@ -272,6 +284,18 @@ fn drives(o: &mut String, r: &Report) {
             x_range: None,
         }));
     }
+}
+
+/// One line per commit-probe target: the fill where its commits got slow, and when.
+fn performance_full(o: &mut String, r: &Report) {
+    if r.performance_full.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Performance-full</h2><p class=\"note\">Where the sync_write_4k probe's median on the trimmed curve first passed the target's slow level (3× its low-fill median unless configured), and when the fill forecast gets there.</p><ul>");
+    for a in &r.performance_full {
+        let _ = write!(o, "<li>{}</li>", esc(&super::performance_full_line(a)));
+    }
+    o.push_str("</ul>");
 }
 
 fn degradation(o: &mut String, r: &Report) {

@@ -13,6 +13,7 @@ use crate::history::current;
 use crate::history::degradation::{self, Group};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
+use crate::history::slow::{self, Assessment, SlowFill, SlowLevel};
 use crate::history::{FsId, Store, StoreError};
 use crate::statfs::df_fill_ratio;
 use crate::time::DAY;
@@ -32,6 +33,9 @@ pub struct Report {
     pub drives: Vec<DriveReport>,
     /// Latency by fill ratio and recoveries, per probe target and kind.
     pub degradation: Vec<Group>,
+    /// Performance-full per commit-probe target: the fill at which commits got slow and when
+    /// the fill forecast reaches it (docs/probes.md).
+    pub performance_full: Vec<crate::history::slow::Assessment>,
     /// What the history can't tell yet, in plain words.
     pub unknown: Vec<String>,
 }
@@ -57,6 +61,12 @@ pub struct FsReport {
     pub predicted_full_unix: Option<i64>,
     /// Why there is no date, when there is none.
     pub full_note: Option<String>,
+    /// The earliest and latest full dates of the band around `predicted_full_unix`.
+    pub full_earliest_unix: Option<i64>,
+    pub full_latest_unix: Option<i64>,
+    /// The forecast these figures come from (what dates the performance-full fill).
+    #[serde(skip)]
+    pub forecast: crate::history::forecast::FsForecast,
     /// (time, low used, high used) for the usage chart, df's used (size − free, root's reserve
     /// taken as `reserved_bytes` throughout): daily figures once the history holds
     /// [`FINE_USAGE_DAYS`] days, before that the stored samples in at most [`USAGE_POINTS`]
@@ -152,6 +162,9 @@ pub struct DriveReport {
     pub wear_used_ratio: Option<f64>,
     pub wear_rate_per_day: Option<f64>,
     pub predicted_wear_out_unix: Option<i64>,
+    /// The band around the wear-out date (earliest, latest).
+    pub wear_out_earliest_unix: Option<i64>,
+    pub wear_out_latest_unix: Option<i64>,
     /// Host bytes written over the drive's life (the TBW consumed).
     pub host_written_bytes: Option<f64>,
     /// Host bytes written ÷ the rated endurance from `history.endurance`.
@@ -297,6 +310,7 @@ pub fn not_created(host: &str, source: &str, now: i64, why: &str) -> Report {
         filesystems: Vec::new(),
         drives: Vec::new(),
         degradation: Vec::new(),
+        performance_full: Vec::new(),
         unknown: vec![why.to_string()],
     }
 }
@@ -310,9 +324,10 @@ pub fn build(
     now: i64,
     rules: &[EnduranceRule],
     probe_targets: Option<usize>,
+    slow_levels: &[(String, SlowLevel)],
 ) -> Result<Report, StoreError> {
     store.begin_read()?;
-    let r = build_in(store, host, now, rules, probe_targets);
+    let r = build_in(store, host, now, rules, probe_targets, slow_levels);
     let end = store.end_read();
     let r = r?;
     end?;
@@ -325,6 +340,7 @@ fn build_in(
     now: i64,
     rules: &[EnduranceRule],
     probe_targets: Option<usize>,
+    slow_levels: &[(String, SlowLevel)],
 ) -> Result<Report, StoreError> {
     let mut unknown = Vec::new();
     let mut filesystems = Vec::new();
@@ -393,6 +409,9 @@ fn build_in(
             growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
             predicted_full_unix: fc.predicted_full_unix,
             full_note,
+            full_earliest_unix: fc.full_earliest_unix,
+            full_latest_unix: fc.full_latest_unix,
+            forecast: fc.clone(),
             usage: on_df_scale(
                 usage_points(store, f.id, f.first_seen, &days, now)?,
                 reserved,
@@ -448,6 +467,8 @@ fn build_in(
             wear_used_ratio: wear.last().map(|w| w.1),
             wear_rate_per_day: (!stale).then_some(fc.wear_rate_per_day).flatten(),
             predicted_wear_out_unix: (!stale).then_some(fc.predicted_wear_out_unix).flatten(),
+            wear_out_earliest_unix: (!stale).then_some(fc.wear_out_earliest_unix).flatten(),
+            wear_out_latest_unix: (!stale).then_some(fc.wear_out_latest_unix).flatten(),
             host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
             endurance_used_ratio: fc.endurance_consumed_ratio,
             predicted_endurance_exhausted_unix: (!stale)
@@ -484,6 +505,7 @@ fn build_in(
             }
         }
     }
+    let performance_full = performance_full(&filesystems, &degradation, slow_levels, now);
     Ok(Report {
         host: host.to_string(),
         generated_unix: now,
@@ -492,8 +514,82 @@ fn build_in(
         filesystems,
         drives,
         degradation,
+        performance_full,
         unknown,
     })
+}
+
+/// The performance-full assessment of every commit-probe group, dated by the forecast of the
+/// filesystem it is on (the newest series of a mount point, as the groups take it).
+pub fn performance_full(
+    filesystems: &[FsReport],
+    groups: &[Group],
+    levels: &[(String, SlowLevel)],
+    now: i64,
+) -> Vec<Assessment> {
+    let mut by_mount = std::collections::BTreeMap::new();
+    for f in filesystems {
+        by_mount.insert(f.mountpoint.clone(), f.forecast.clone());
+    }
+    slow::assess(groups, &by_mount, levels, now)
+}
+
+/// " (earliest E, latest L)" after a predicted date: its band; "latest not in sight" when only
+/// the earliest bound exists.
+pub fn band(earliest: Option<i64>, latest: Option<i64>) -> String {
+    match (earliest, latest) {
+        (Some(e), Some(l)) => format!(" (earliest {}, latest {})", date(e), date(l)),
+        (Some(e), None) => format!(" (earliest {}, latest not in sight)", date(e)),
+        _ => String::new(),
+    }
+}
+
+/// One line per commit-probe target: at which fill its commits got slow and when the fill
+/// forecast gets there, or why that is not known. Shared by the text and HTML reports.
+pub fn performance_full_line(a: &Assessment) -> String {
+    let what = a.mountpoint.as_deref().unwrap_or(&a.target);
+    match &a.slow {
+        SlowFill::Reached {
+            fill,
+            baseline_seconds,
+            level_seconds,
+            p50_seconds,
+        } => {
+            let factor = p50_seconds / baseline_seconds;
+            let head = format!(
+                "{what}: commits {factor:.1}x slower past {} fill ({} vs {} at low fill; slow above {})",
+                pct(*fill),
+                latency(*p50_seconds),
+                latency(*baseline_seconds),
+                latency(*level_seconds)
+            );
+            match (a.slow_at_unix, a.full_at_unix) {
+                (Some(t), _) if t <= a.as_of_unix => format!("{head}; already there"),
+                (Some(t), Some(full)) => format!(
+                    "{head}; at today's growth that is on {} ({} days), {} days before full",
+                    date(t),
+                    (t - a.as_of_unix) / DAY,
+                    (full - t).max(0) / DAY
+                ),
+                (Some(t), None) => format!(
+                    "{head}; at today's growth that is on {} ({} days)",
+                    date(t),
+                    (t - a.as_of_unix) / DAY
+                ),
+                (None, _) => format!("{head}; the filesystem is not growing: no date"),
+            }
+        }
+        SlowFill::NotReached {
+            max_fill,
+            level_seconds,
+            ..
+        } => format!(
+            "{what}: commits never passed {} on the fills seen: not reached at {} fill (nothing is known beyond)",
+            latency(*level_seconds),
+            pct(*max_fill)
+        ),
+        SlowFill::Unknown { reason } => format!("{what}: performance-full unknown: {reason}"),
+    }
 }
 
 /// Why there is no latency by fill yet, in plain words: a new host with a target configured is
@@ -516,9 +612,10 @@ pub fn from_store(
     now: i64,
     rules: &[EnduranceRule],
     probe_targets: Option<usize>,
+    slow_levels: &[(String, SlowLevel)],
 ) -> Result<Report, StoreError> {
     match Store::open_read_only(path) {
-        Ok(store) => build(&store, host, now, rules, probe_targets),
+        Ok(store) => build(&store, host, now, rules, probe_targets, slow_levels),
         Err(e @ StoreError::NotCreated { .. }) => Ok(not_created(
             host,
             &path.display().to_string(),
@@ -613,6 +710,68 @@ pub fn pct(r: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn assessed(slow: SlowFill, slow_at: Option<i64>, full_at: Option<i64>) -> Assessment {
+        Assessment {
+            target: "/srv/pg/probe".into(),
+            mountpoint: Some("/srv/pg".into()),
+            device: Some("nvme0n1".into()),
+            slow,
+            slow_at_unix: slow_at,
+            full_at_unix: full_at,
+            as_of_unix: 1_767_225_600,
+        }
+    }
+
+    #[test]
+    fn the_performance_full_line_dates_the_slow_fill_or_says_how_far_the_curve_has_seen() {
+        let now = 1_767_225_600;
+        let reached = SlowFill::Reached {
+            fill: 0.85,
+            baseline_seconds: 0.0002,
+            level_seconds: 0.0006,
+            p50_seconds: 0.0007,
+        };
+        assert_eq!(
+            performance_full_line(&assessed(
+                reached.clone(),
+                Some(now + 9 * DAY),
+                Some(now + 30 * DAY)
+            )),
+            "/srv/pg: commits 3.5x slower past 85.0 % fill (700 µs vs 200 µs at low fill; slow \
+             above 600 µs); at today's growth that is on 2026-01-10 (9 days), 21 days before full"
+        );
+        assert!(
+            performance_full_line(&assessed(reached.clone(), Some(now), Some(now + DAY)))
+                .ends_with("; already there")
+        );
+        assert!(
+            performance_full_line(&assessed(reached, None, None))
+                .ends_with("the filesystem is not growing: no date")
+        );
+        let not_reached = SlowFill::NotReached {
+            max_fill: 0.62,
+            baseline_seconds: 0.0002,
+            level_seconds: 0.0006,
+        };
+        assert_eq!(
+            performance_full_line(&assessed(not_reached, None, Some(now + DAY))),
+            "/srv/pg: commits never passed 600 µs on the fills seen: not reached at 62.0 % fill \
+             (nothing is known beyond)"
+        );
+        let unknown = SlowFill::Unknown {
+            reason: "no fill bin has 10 runs yet",
+        };
+        assert_eq!(
+            performance_full_line(&assessed(unknown, None, None)),
+            "/srv/pg: performance-full unknown: no fill bin has 10 runs yet"
+        );
+        assert_eq!(
+            band(Some(now), None),
+            " (earliest 2026-01-01, latest not in sight)"
+        );
+        assert_eq!(band(None, None), "");
+    }
 
     /// A heading never says "?": a drive is named by what is known of it.
     #[test]

@@ -203,6 +203,8 @@ pub fn build(
         "discard bursts are not in the query API's series: their count and sizes are unknown here (the TRIM recoveries come from ssdwatch_trim_recovery_*)"
             .into(),
     );
+    // The exported curves carry no target path, so each target takes the default slow level.
+    let performance_full = super::performance_full(&filesystems, &degradation, &[], now);
     Ok(Report {
         host: instance.to_string(),
         generated_unix: now,
@@ -215,6 +217,7 @@ pub fn build(
         filesystems,
         drives: drive_reports,
         degradation,
+        performance_full,
         unknown,
     })
 }
@@ -482,6 +485,9 @@ fn filesystem(
         growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
         growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
         predicted_full_unix: fc.predicted_full_unix,
+        full_earliest_unix: fc.full_earliest_unix,
+        full_latest_unix: fc.full_latest_unix,
+        forecast: fc.clone(),
         full_note: fc
             .predicted_full_unix
             .is_none()
@@ -682,6 +688,8 @@ fn drive(
         wear_used_ratio: wear.last().map(|w| w.1),
         wear_rate_per_day: fc.wear_rate_per_day,
         predicted_wear_out_unix: fc.predicted_wear_out_unix,
+        wear_out_earliest_unix: fc.wear_out_earliest_unix,
+        wear_out_latest_unix: fc.wear_out_latest_unix,
         host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
         endurance_used_ratio: endurance_used,
         predicted_endurance_exhausted_unix: endurance_date,
@@ -805,6 +813,7 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
             let kind = ProbeKind::parse(&probe)?;
             let (mut c, mut untrimmed) = (Curve::default(), Curve::default());
             let mut n = 0;
+            let mut max_fill: Option<f64> = None;
             for v in rs.values() {
                 // A run too short for a p99 was exported without one; one without its
                 // untrimmed share counts as trimmed, as in the store's report.
@@ -812,6 +821,9 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
                     let curve = if not_trimmed(v[3]) {
                         &mut untrimmed
                     } else {
+                        if (0.0..=1.0).contains(&f) {
+                            max_fill = Some(max_fill.map_or(f, |m| m.max(f)));
+                        }
                         &mut c
                     };
                     curve.add(Some(f), p50, v[2]);
@@ -828,6 +840,7 @@ fn curves(api: &Api, instance: &str, now: i64) -> Result<(i64, Vec<Group>), Quer
                 first_run: *rs.keys().next().unwrap_or(&now),
                 last_run: *rs.keys().last().unwrap_or(&now),
                 curve: c.bins(),
+                curve_max_fill: max_fill,
                 curve_untrimmed: untrimmed.bins(),
                 trim: Vec::new(),
                 idle: Vec::new(),

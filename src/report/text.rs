@@ -3,6 +3,7 @@
 use super::{DriveReport, FsReport, Report, bytes, date, datetime, latency, pct};
 use crate::history::curve::{FILL_BIN_LABELS, Recovery};
 use crate::history::degradation::Group;
+use crate::history::slow::Assessment;
 use std::fmt::Write;
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -35,6 +36,7 @@ fn render_raw(r: &Report) -> String {
     filesystems(&mut o, &r.filesystems);
     drives(&mut o, r);
     latency_by_fill(&mut o, &r.degradation);
+    performance_full(&mut o, &r.performance_full);
     not_known(&mut o, &r.unknown);
     o
 }
@@ -82,7 +84,11 @@ fn filesystem(o: &mut String, f: &FsReport) {
         opt(f.growth_30d_bytes_per_day, bytes)
     );
     let full = match (f.predicted_full_unix, &f.full_note) {
-        (Some(t), _) => date(t),
+        (Some(t), _) => format!(
+            "{}{}",
+            date(t),
+            super::band(f.full_earliest_unix, f.full_latest_unix)
+        ),
         (None, Some(n)) => n.clone(),
         (None, None) => "unknown".into(),
     };
@@ -139,7 +145,11 @@ fn drive(o: &mut String, d: &DriveReport) {
         "    wear used {}  ({}/day)  predicted wear-out: {}",
         opt(d.wear_used_ratio, pct),
         opt(d.wear_rate_per_day, |x| format!("{:.4} %", x * 100.0)),
-        opt(d.predicted_wear_out_unix, date)
+        opt(d.predicted_wear_out_unix, |t| format!(
+            "{}{}",
+            date(t),
+            super::band(d.wear_out_earliest_unix, d.wear_out_latest_unix)
+        ))
     );
     let _ = writeln!(
         o,
@@ -206,6 +216,20 @@ fn drive_trim(o: &mut String, d: &DriveReport, degradation: &[Group]) {
             latency(t.before_seconds),
             latency(t.after_seconds)
         );
+    }
+}
+
+/// One line per commit-probe target: where its commits got slow and when.
+fn performance_full(o: &mut String, assessed: &[Assessment]) {
+    if assessed.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nPERFORMANCE-FULL (sync_write_4k median on the trimmed curve against its slow level)"
+    );
+    for a in assessed {
+        let _ = writeln!(o, "  {}", super::performance_full_line(a));
     }
 }
 
@@ -315,6 +339,8 @@ mod tests {
             wear_used_ratio: Some(0.45),
             wear_rate_per_day: None,
             predicted_wear_out_unix: None,
+            wear_out_earliest_unix: None,
+            wear_out_latest_unix: None,
             host_written_bytes: None,
             endurance_used_ratio: None,
             predicted_endurance_exhausted_unix: None,
@@ -388,6 +414,9 @@ mod tests {
             growth_30d_bytes_per_day: None,
             predicted_full_unix: None,
             full_note: None,
+            full_earliest_unix: None,
+            full_latest_unix: None,
+            forecast: Default::default(),
             usage: Vec::new(),
             layers: Vec::new(),
         };
@@ -399,6 +428,7 @@ mod tests {
             filesystems: vec![fs],
             drives: Vec::new(),
             degradation: Vec::new(),
+            performance_full: Vec::new(),
             unknown: Vec::new(),
         };
         let text = render(&r);
@@ -435,6 +465,9 @@ mod tests {
             growth_30d_bytes_per_day: None,
             predicted_full_unix: None,
             full_note: None,
+            full_earliest_unix: None,
+            full_latest_unix: None,
+            forecast: Default::default(),
             usage: Vec::new(),
             layers: vec![
                 layer("filesystem", "", 200e6, 400e6, false),

@@ -31,6 +31,8 @@ pub(crate) struct ReportSource {
     pub flush: Option<crate::history::service::Flusher>,
     /// Probe targets configured (0 with the probe collector off).
     pub probe_targets: usize,
+    /// Each target's slow commit level (performance-full).
+    pub slow_levels: Vec<(String, crate::history::slow::SlowLevel)>,
 }
 
 /// How long /report waits for the history thread's commit before reading what is stored.
@@ -285,6 +287,7 @@ async fn report_page(
             now,
             &source.endurance,
             Some(source.probe_targets),
+            &source.slow_levels,
         )
     })
     .await;

@@ -456,3 +456,121 @@ fn the_degradation_and_recovery_gauges_pass_promtool() {
     }
     assert_promtool_clean("degradation gauges", &text);
 }
+
+/// Performance-full on the month's story: commits rise from 100 µs below 80 % fill to 175 µs at
+/// 85-90 %, and the filesystem has reached 90 %. At the default 3× the curve never crosses, and
+/// the report says how far it has seen instead of guessing; at 1.5× (configured on the target)
+/// it crosses at 85 %, which the filesystem is past already.
+#[test]
+fn commits_slow_past_a_fill_the_curve_has_seen_and_never_beyond() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Story::small(35);
+    let store = s.store(dir.path());
+    let path = dir.path().join(FILE_NAME);
+    let now = s.end;
+    use ssdwatch::history::slow::SlowFill;
+
+    let r = ssdwatch::cli::report::report_of(&path, "db1", now, &Config::default()).unwrap();
+    assert_eq!(r.performance_full.len(), 1, "{:?}", r.performance_full);
+    let a = &r.performance_full[0];
+    assert_eq!(a.mountpoint.as_deref(), Some(story::DB_MOUNT));
+    match &a.slow {
+        SlowFill::NotReached {
+            max_fill,
+            baseline_seconds,
+            level_seconds,
+        } => {
+            assert!(close(*max_fill, 0.9, 0.01), "{a:?}");
+            assert!(close(*baseline_seconds, 100e-6, 0.011), "{a:?}");
+            assert!(close(*level_seconds, 3.0 * baseline_seconds, 1e-9), "{a:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        a.slow_at_unix, None,
+        "no date for a fill the curve has not seen"
+    );
+    let (code, text, err) = report(&path, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("PERFORMANCE-FULL"), "{text}");
+    // The level is 3× the sketch's baseline (within 1 % of 100 µs), written as the report does.
+    let level = ssdwatch::report::latency(a.slow.level_seconds().unwrap());
+    assert!(
+        text.contains(&format!(
+            "{}: commits never passed {level} on the fills seen: not reached at 90.0 % fill",
+            story::DB_MOUNT
+        )),
+        "{text}"
+    );
+
+    // The target's own level: 1.5× the baseline, 150 µs; the 85-90 % bin's 175 µs crosses it.
+    let mut cfg = Config::default();
+    cfg.collectors
+        .probe
+        .targets
+        .push(ssdwatch::probe::TargetConfig {
+            path: story::TARGET.into(),
+            slow_latency_factor: 1.5,
+            ..Default::default()
+        });
+    let r = ssdwatch::cli::report::report_of(&path, "db1", now, &cfg).unwrap();
+    let a = &r.performance_full[0];
+    match &a.slow {
+        SlowFill::Reached {
+            fill, p50_seconds, ..
+        } => {
+            assert_eq!(*fill, 0.85, "{a:?}");
+            assert!(close(*p50_seconds, Story::latency(0.875), 0.02), "{a:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The filesystem is at 90 % and growing: past the slow fill already, so the date is now
+    // (never one in the past), before the predicted full date.
+    assert_eq!(a.slow_at_unix, Some(now));
+    let full = r
+        .filesystems
+        .iter()
+        .find(|f| f.mountpoint == story::DB_MOUNT)
+        .and_then(|f| f.predicted_full_unix)
+        .unwrap();
+    assert_eq!(a.full_at_unix, Some(full));
+    assert!(ssdwatch::report::performance_full_line(a).ends_with("; already there"));
+
+    // What the forecast pass exports from the same store: the five gauges pass promtool.
+    let groups = ssdwatch::history::degradation::analyse(&store, 0, now).unwrap();
+    let mut forecasts = std::collections::BTreeMap::new();
+    for f in &r.filesystems {
+        forecasts.insert(f.mountpoint.clone(), f.forecast.clone());
+    }
+    let levels = ssdwatch::history::slow::levels_of(&cfg.collectors.probe.targets);
+    let assessed = ssdwatch::history::slow::assess(&groups, &forecasts, &levels, now);
+    let mut m = ssdwatch::metrics::MetricSet::new();
+    ssdwatch::history::slow::push_metrics(&assessed, &mut m);
+    let mut text = String::new();
+    ssdwatch::render::render_families(&mut text, m.families());
+    assert!(
+        text.contains(&format!(
+            "ssdwatch_probe_slow_fill_ratio{{device=\"nvme0n1\",mountpoint=\"{}\"}} 0.85",
+            story::DB_MOUNT
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "ssdwatch_probe_predicted_slow_timestamp_seconds{{device=\"nvme0n1\",mountpoint=\"{}\"}} {now}",
+            story::DB_MOUNT
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("ssdwatch_probe_curve_max_fill_ratio{"),
+        "crossed: no 'not reached' series: {text}"
+    );
+    if require_cmd(
+        "commits_slow_past_a_fill_the_curve_has_seen_and_never_beyond",
+        "promtool",
+        "prometheus",
+    ) {
+        assert_promtool_clean("performance-full gauges", &text);
+    }
+}
