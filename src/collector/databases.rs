@@ -151,6 +151,8 @@ struct Target {
     engine: Engine,
     /// MySQL: the binary log index the server was told of, under the rootfs.
     binlog_index: Option<PathBuf>,
+    /// PostgreSQL: the server log's directory, (host path, under the rootfs).
+    log_dir: Option<(PathBuf, PathBuf)>,
 }
 
 /// What a target's files are laid out as.
@@ -168,6 +170,9 @@ struct Sized {
     components: Vec<(String, Total)>,
     /// Tablespace oid → (link target as the host sees it, total).
     tablespaces: Vec<(String, PathBuf, Total)>,
+    /// Components outside the data directory (PostgreSQL's `log_directory` elsewhere),
+    /// labelled with the mount holding them rather than the data directory's.
+    elsewhere: Vec<(String, Total)>,
     completed: SystemTime,
 }
 
@@ -462,12 +467,33 @@ fn pg_cheap(dir: &Path, deadline: Instant) -> PgCheap {
     out
 }
 
+/// The component name of a sizing root outside the data directory: taken apart again when
+/// the sizing completes.
+const ELSEWHERE: &str = "elsewhere ";
+
 /// The roots of a PostgreSQL sizing: `base` and `global` are the relations, `log` the server
-/// log, each tablespace its own, and every other top-level entry but the cheap parts (pg_wal,
-/// pg_replslot) "other".
-fn pg_size_roots(dir: &Path) -> (Vec<Root>, Vec<PathBuf>, Vec<(String, PathBuf)>) {
+/// log (`log`, `pg_log`, or the top-level directory `log_directory` names; a `log_directory`
+/// outside the data directory is a root of its own), each tablespace its own, and every other
+/// top-level entry but the cheap parts (pg_wal, pg_replslot) "other".
+fn pg_size_roots(
+    dir: &Path,
+    log_dir: Option<&Path>,
+) -> (Vec<Root>, Vec<PathBuf>, Vec<(String, PathBuf)>) {
     let mut roots = Vec::new();
     let cheap = ["pg_wal", "pg_replslot", "pg_tblspc"];
+    // log_directory inside the data directory: its top-level entry is the log.
+    let log_top = log_dir
+        .and_then(|l| l.strip_prefix(dir).ok())
+        .and_then(|rel| rel.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    if let Some(l) = log_dir
+        && log_top.is_none()
+    {
+        roots.push(Root {
+            component: format!("{ELSEWHERE}log"),
+            path: l.to_path_buf(),
+        });
+    }
     if let Ok(rd) = std::fs::read_dir(dir) {
         let mut names: Vec<String> = rd
             .flatten()
@@ -477,8 +503,9 @@ fn pg_size_roots(dir: &Path) -> (Vec<Root>, Vec<PathBuf>, Vec<(String, PathBuf)>
         for n in names {
             let component = match n.as_str() {
                 "base" | "global" => "relations",
-                "log" | "pg_log" => "log",
                 c if cheap.contains(&c) => continue,
+                "log" | "pg_log" => "log",
+                c if log_top.as_deref() == Some(c) => "log",
                 _ => "other",
             };
             roots.push(Root {
@@ -508,6 +535,8 @@ struct Layout<'a> {
     engine: Engine,
     rootfs: &'a Path,
     binlog_index: Option<&'a Path>,
+    /// PostgreSQL's log directory, under the rootfs.
+    log_dir: Option<&'a Path>,
 }
 
 fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline: Instant) {
@@ -516,11 +545,12 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
         engine,
         rootfs,
         binlog_index,
+        log_dir,
     } = *layout;
     let mut s = lock(slot);
     if s.walk.is_none() {
         let (roots, skip, spaces) = match engine {
-            Engine::Postgres => pg_size_roots(dir),
+            Engine::Postgres => pg_size_roots(dir, log_dir),
             Engine::Mysql => (
                 mysql_size_roots(dir, rootfs, binlog_index),
                 Vec::new(),
@@ -550,7 +580,12 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
     {
         let mut components = Vec::new();
         let mut tablespaces = Vec::new();
+        let mut elsewhere = Vec::new();
         for (c, t) in walk.components {
+            if let Some(c) = c.strip_prefix(ELSEWHERE) {
+                elsewhere.push((c.to_string(), t));
+                continue;
+            }
             match c.strip_prefix("tablespace ") {
                 Some(oid) => {
                     let target = spaces
@@ -566,6 +601,7 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
         s.done = Some(Sized {
             components,
             tablespaces,
+            elsewhere,
             completed: SystemTime::now(),
         });
     }
@@ -650,6 +686,7 @@ impl Collector for DatabasesCollector {
                     ServerKind::Mysql => Engine::Mysql,
                 },
                 binlog_index: d.binlog_index.clone(),
+                log_dir: d.log_dir.clone(),
             })
             .collect();
         targets.extend(found.watched.iter().map(|(name, host, path)| Target {
@@ -660,6 +697,7 @@ impl Collector for DatabasesCollector {
             host: host.clone(),
             engine: Engine::Tree,
             binlog_index: None,
+            log_dir: None,
         }));
         // Targets gone (a server stopped): their state goes; a thread still held keeps only
         // what it holds.
@@ -714,6 +752,7 @@ impl Collector for DatabasesCollector {
                 let (slot, dir, engine) = (st.size.clone(), t.path.clone(), t.engine);
                 let rootfs = ctx.roots.rootfs.clone();
                 let index = t.binlog_index.clone();
+                let log_dir = t.log_dir.as_ref().map(|(_, inside)| inside.clone());
                 let (max, time) = (self.cfg.size_entries_per_pass, self.cfg.size_time_per_pass);
                 let busy = st.size_busy.clone();
                 Some(tokio::spawn(async move {
@@ -723,6 +762,7 @@ impl Collector for DatabasesCollector {
                             engine,
                             rootfs: &rootfs,
                             binlog_index: index.as_deref(),
+                            log_dir: log_dir.as_deref(),
                         };
                         size_pass(&slot, &layout, max, Instant::now() + time)
                     })
@@ -789,7 +829,12 @@ impl Collector for DatabasesCollector {
                 Err(_) => None,
             };
             if let Some(d) = done {
-                sized_metrics(&mut s, &t.label, &d, &found.mounts, mountpoint);
+                let log_mount = t
+                    .log_dir
+                    .as_ref()
+                    .and_then(|(host, _)| mount_of(&found.mounts, host))
+                    .unwrap_or(mountpoint);
+                sized_metrics(&mut s, &t.label, &d, &found.mounts, (mountpoint, log_mount));
             }
         }
         Ok(s)
@@ -872,11 +917,39 @@ fn pg_wal_metrics(set: &mut MetricSet, label: &str, w: &Wal, mount: &str, now: S
     }
 }
 
-fn sized_metrics(s: &mut Sample, label: &str, d: &Sized, mounts: &[MountInfo], mount: &str) {
+/// The figures of a finished sizing; `mount` holds the data directory, `elsewhere_mount`
+/// the components sized outside it (the server log).
+fn sized_metrics(
+    s: &mut Sample,
+    label: &str,
+    d: &Sized,
+    mounts: &[MountInfo],
+    (mount, elsewhere_mount): (&str, &str),
+) {
     let mut entries = 0;
-    for (component, t) in &d.components {
+    // A log directory outside the data directory but on its mount adds to the same series.
+    let mut series: Vec<(&str, &str, Total)> = Vec::new();
+    let inside = d.components.iter().map(|(c, t)| (c, mount, t));
+    let outside = d.elsewhere.iter().map(|(c, t)| (c, elsewhere_mount, t));
+    for (component, m, t) in inside.chain(outside) {
         entries += t.entries;
-        component_metric(s, label, component, mount, t);
+        match series
+            .iter_mut()
+            .find(|(c, sm, _)| c == component && *sm == m)
+        {
+            Some((_, _, sum)) => {
+                sum.bytes += t.bytes;
+                sum.entries += t.entries;
+                sum.problems += t.problems;
+                if sum.error.is_none() {
+                    sum.error.clone_from(&t.error);
+                }
+            }
+            None => series.push((component, m, t.clone())),
+        }
+    }
+    for (component, m, t) in &series {
+        component_metric(s, label, component, m, t);
     }
     for (oid, target, t) in &d.tablespaces {
         match &t.error {
@@ -1242,5 +1315,69 @@ mod tests {
             value(&s, &c::POSTGRES_WAL_SEGMENTS, &[("database", "/srv/pg")]),
             Some(6.0)
         );
+    }
+
+    #[tokio::test]
+    async fn a_server_log_outside_the_data_directory_is_counted_on_its_own_mount() {
+        let t = tempfile::tempdir().unwrap();
+        let roots = host(t.path());
+        let pg = roots.rootfs.join("srv/pg");
+        // ALTER SYSTEM SET log_directory: postgresql.auto.conf, read after postgresql.conf.
+        write(&pg.join("postgresql.conf"), b"log_directory = 'log'\n");
+        write(
+            &pg.join("postgresql.auto.conf"),
+            b"log_directory = '/var/log/postgresql/main'\n",
+        );
+        write(
+            &roots
+                .rootfs
+                .join("var/log/postgresql/main/postgresql-Fri.log"),
+            &vec![6u8; 64 << 10],
+        );
+        write(
+            &roots.proc.join("self/mountinfo"),
+            b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:17 / /var/log rw - xfs /dev/sdb1 rw\n",
+        );
+        let ctx = Context::new(roots.clone(), Duration::from_secs(60));
+        let mut col = DatabasesCollector::new(&DatabasesConfig::default());
+        let s = col.sample(&ctx).await.unwrap();
+        let at = |s: &Sample, component: &str, mount: &str| {
+            value(
+                s,
+                &c::DATABASE_COMPONENT_BYTES,
+                &[
+                    ("database", "/srv/pg"),
+                    ("component", component),
+                    ("mountpoint", mount),
+                ],
+            )
+        };
+        let outside = at(&s, "log", "/var/log").unwrap();
+        assert!(outside >= (64 << 10) as f64, "{outside}");
+        // The old log directory inside keeps its own series, on the data directory's mount.
+        let inside = at(&s, "log", "/").unwrap();
+        assert!((4096.0..(64 << 10) as f64).contains(&inside), "{inside}");
+
+        // The same directory on the data directory's mount: one series, the sum of both.
+        write(
+            &roots.proc.join("self/mountinfo"),
+            b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n",
+        );
+        let mut col = DatabasesCollector::new(&DatabasesConfig::default());
+        let s = col.sample(&ctx).await.unwrap();
+        assert_eq!(at(&s, "log", "/"), Some(inside + outside));
+
+        // A relative log_directory names a top-level directory of the data directory: the log,
+        // not "other".
+        write(
+            &pg.join("postgresql.auto.conf"),
+            b"log_directory = 'logs'\n",
+        );
+        write(&pg.join("logs/postgresql.log"), &vec![7u8; 256 << 10]);
+        let mut col = DatabasesCollector::new(&DatabasesConfig::default());
+        let s = col.sample(&ctx).await.unwrap();
+        let log = at(&s, "log", "/").unwrap();
+        assert!(log >= ((256 << 10) + 4096) as f64, "{log}");
+        assert!(at(&s, "other", "/").unwrap() < (256 << 10) as f64);
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod mycnf;
 pub mod mysql;
+pub mod pgconf;
 pub mod postgres;
 pub mod walk;
 
@@ -26,6 +27,10 @@ pub struct Database {
     /// MySQL: the binary log index its `--log-bin` or option files name (under the rootfs),
     /// which may be outside the data directory.
     pub binlog_index: Option<PathBuf>,
+    /// PostgreSQL: the server log's directory (`log_directory`) when it exists, as (host
+    /// path, path under the rootfs), canonical: it may be outside the data directory, on
+    /// another mount.
+    pub log_dir: Option<(PathBuf, PathBuf)>,
 }
 
 /// Why a server's data directory was not taken.
@@ -137,6 +142,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 return Err(not(format!("PG_VERSION holds {version:?}")));
             }
             check_pid_file(roots, pid, &dir, &path)?;
+            let log_dir = pg_log_dir(roots, p, &dir);
             Ok(Database {
                 kind: p.args.kind,
                 dir,
@@ -144,6 +150,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 version,
                 pid,
                 binlog_index: None,
+                log_dir,
             })
         }
         ServerKind::Mysql => {
@@ -166,6 +173,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 version: String::new(),
                 pid,
                 binlog_index,
+                log_dir: None,
             })
         }
     }
@@ -185,6 +193,31 @@ fn option_files(p: &ServerProcess) -> Vec<PathBuf> {
         .map(PathBuf::from)
         .chain(p.args.defaults_extra_file.as_deref().map(PathBuf::from))
         .collect()
+}
+
+/// Where a postmaster writes its log files: `-c log_directory=` on its command line, else the
+/// last `log_directory` of its configuration file (`-c config_file=`, else `postgresql.conf`
+/// of `-D`) and then of `postgresql.auto.conf` (ALTER SYSTEM's) in the data directory, else
+/// `log`; relative to the data directory. None when it does not exist (no log written yet,
+/// or the log goes to syslog).
+fn pg_log_dir(roots: &Roots, p: &ServerProcess, data_dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let conf = match (&p.args.config_file, &p.args.dir) {
+        (Some(f), _) => PathBuf::from(f),
+        (None, Some(d)) if Path::new(d).is_absolute() => Path::new(d).join("postgresql.conf"),
+        _ => data_dir.join("postgresql.conf"),
+    };
+    let files = [conf, data_dir.join("postgresql.auto.conf")];
+    let value = p
+        .args
+        .log_directory
+        .clone()
+        .or_else(|| pgconf::read_setting(&roots.rootfs, &files, "log_directory"))
+        .unwrap_or_else(|| "log".into());
+    // An absolute value replaces the data directory in the join.
+    let (host, inside) = canonical(roots, &data_dir.join(value)).ok()?;
+    std::fs::metadata(&inside)
+        .is_ok_and(|m| m.is_dir())
+        .then_some((host, inside))
 }
 
 /// `postmaster.pid`'s first two lines: the postmaster's pid and its data directory (the

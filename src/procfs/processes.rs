@@ -30,6 +30,10 @@ pub struct ServerArgs {
     pub dir: Option<String>,
     /// `-c data_directory=DIR` or `--data-directory=DIR` (PostgreSQL only): wins over `-D`.
     pub data_directory: Option<String>,
+    /// PostgreSQL only: `-c config_file=FILE` (else `postgresql.conf` of `-D`) and
+    /// `-c log_directory=DIR` (wins over the configuration files).
+    pub config_file: Option<String>,
+    pub log_directory: Option<String>,
     /// mysqld only: `--defaults-file=FILE` (then no other option file is read) and
     /// `--defaults-extra-file=FILE`.
     pub defaults_file: Option<String>,
@@ -47,6 +51,8 @@ impl ServerArgs {
             kind,
             dir: None,
             data_directory: None,
+            config_file: None,
+            log_directory: None,
             defaults_file: None,
             defaults_extra_file: None,
             no_defaults: false,
@@ -103,16 +109,18 @@ pub fn classify(comm: &str, args: &[String]) -> Option<ServerArgs> {
                     out.dir = it.next().cloned();
                 } else if let Some(d) = a.strip_prefix("-D") {
                     out.dir = Some(d.to_string());
-                } else if a == "-c" {
-                    if let Some(d) = it.next().and_then(|kv| data_directory_setting(kv)) {
-                        out.data_directory = Some(d);
+                } else {
+                    let kv = if a == "-c" {
+                        it.next().map(String::as_str)
+                    } else {
+                        a.strip_prefix("-c").or_else(|| a.strip_prefix("--"))
+                    };
+                    match kv.and_then(pg_setting) {
+                        Some((k, v)) if k == "data_directory" => out.data_directory = Some(v),
+                        Some((k, v)) if k == "config_file" => out.config_file = Some(v),
+                        Some((k, v)) if k == "log_directory" => out.log_directory = Some(v),
+                        _ => {}
                     }
-                } else if let Some(d) = a
-                    .strip_prefix("-c")
-                    .or_else(|| a.strip_prefix("--"))
-                    .and_then(data_directory_setting)
-                {
-                    out.data_directory = Some(d);
                 }
             }
             Some(out)
@@ -146,10 +154,14 @@ pub fn classify(comm: &str, args: &[String]) -> Option<ServerArgs> {
     }
 }
 
-/// `data_directory=DIR` or `data-directory=DIR` (PostgreSQL accepts both spellings).
-fn data_directory_setting(kv: &str) -> Option<String> {
+/// `name=value` of a `-c`/`--` setting, the name with `_` for `-` (PostgreSQL accepts both
+/// spellings) and lower-cased.
+fn pg_setting(kv: &str) -> Option<(String, String)> {
     let (k, v) = kv.split_once('=')?;
-    (k.replace('-', "_") == "data_directory").then(|| v.trim_matches('\'').to_string())
+    Some((
+        k.replace('-', "_").to_ascii_lowercase(),
+        v.trim_matches('\'').to_string(),
+    ))
 }
 
 /// Every server process under `proc_root`. A process that ends while being read is skipped;
@@ -223,6 +235,18 @@ mod tests {
         assert_eq!(debian.kind, ServerKind::Postgres);
         assert_eq!(debian.dir.as_deref(), Some("/var/lib/postgresql/15/main"));
         assert_eq!(debian.data_directory, None);
+        assert_eq!(
+            debian.config_file.as_deref(),
+            Some("/etc/postgresql/15/main/postgresql.conf")
+        );
+        // The server log's directory given on the command line.
+        let a = classify(
+            "postgres",
+            &args(&["postgres", "-c", "Log-Directory=/var/log/pg", "-D", "/d"]),
+        )
+        .unwrap();
+        assert_eq!(a.log_directory.as_deref(), Some("/var/log/pg"));
+        assert_eq!(a.data_directory, None);
         // -DDIR, and data_directory given as a setting (wins over -D, a config directory).
         let a = classify(
             "postmaster",

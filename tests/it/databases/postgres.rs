@@ -50,6 +50,11 @@ impl Postgres {
     /// A cluster with 1 MiB WAL segments (so a test makes dozens in a second), group access
     /// (mode 0750), archiving on with a failing archive_command.
     pub fn start(bin: PathBuf) -> Postgres {
+        Postgres::start_with(bin, "")
+    }
+
+    /// The same, with more settings appended to its postgresql.conf.
+    pub fn start_with(bin: PathBuf, extra_conf: &str) -> Postgres {
         // The postgres user owns the tree; its group may read it (group access).
         let (dir, pg) = support::dir_owned_by("postgres");
         let data = dir.path().join("data");
@@ -76,7 +81,7 @@ impl Postgres {
         let conf = format!(
             "port = {port}\nlisten_addresses = ''\nunix_socket_directories = '{}'\n\
              archive_mode = on\narchive_command = '/bin/false'\nfsync = off\n\
-             max_wal_size = 64MB\nmin_wal_size = 8MB\nwal_keep_size = 0\n",
+             max_wal_size = 64MB\nmin_wal_size = 8MB\nwal_keep_size = 0\n{extra_conf}",
             sock.display()
         );
         let mut f = std::fs::OpenOptions::new()
@@ -279,6 +284,61 @@ fn a_failing_archiver_and_an_abandoned_slot_show_then_clear_once_fixed() {
     });
     assert!(!m.contains("slot=\"s1\""), "{m}");
     assert_eq!(pg.sql(ready_sql), "0");
+    drop(d);
+}
+
+#[test]
+fn a_server_log_on_another_mount_is_counted_there() {
+    let test = "a_server_log_on_another_mount_is_counted_there";
+    let Some(bin) = setup(test) else { return };
+    let pg_user = nix::unistd::User::from_name("postgres").unwrap().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let logs = mnt.path().join("pglog");
+    let _fs = support::Tmpfs::mount(
+        &logs,
+        &format!("size=16m,mode=0750,uid={},gid={}", pg_user.uid, pg_user.gid),
+    );
+    // The logging collector writes into log_directory, an absolute path on the tmpfs.
+    let pg = Postgres::start_with(
+        bin,
+        &format!(
+            "logging_collector = on\nlog_directory = '{}'\nlog_statement = 'all'\n",
+            logs.display()
+        ),
+    );
+    let label = pg.label();
+    for i in 0..200 {
+        pg.sql(&format!("select '{}', {i}", "x".repeat(2000)));
+    }
+    let logs_host = std::fs::canonicalize(&logs).unwrap();
+    let at_logs = format!(
+        "ssdwatch_database_component_bytes{{database=\"{label}\",component=\"log\",mountpoint=\"{}\"}}",
+        logs_host.display()
+    );
+    let d = daemon();
+    let m = d.wait_metrics("the log on its mount", Duration::from_secs(60), |m| {
+        value(m, &at_logs).is_some_and(|b| b >= 200.0 * 2000.0)
+    });
+    // Sized as du does: what the tmpfs holds is the log files.
+    let used: u64 = std::fs::read_dir(&logs_host)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    let got = value(&m, &at_logs).unwrap();
+    assert!(got >= used as f64 * 0.9, "log {got} against {used} written");
+    // Nothing of it is counted on the data directory's mount (the log component declared
+    // there, with no log directory inside, is 0).
+    let on_data_mount: Vec<f64> = m
+        .lines()
+        .filter(|l| {
+            l.starts_with(&format!(
+                "ssdwatch_database_component_bytes{{database=\"{label}\",component=\"log\""
+            )) && !l.starts_with(&at_logs)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert!(on_data_mount.iter().all(|v| *v == 0.0), "{m}");
     drop(d);
 }
 
