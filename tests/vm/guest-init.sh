@@ -149,6 +149,12 @@ sync
 echo $((WRITE_MIB * 1048576)) > $R/written-bytes.txt
 # smartctl right before and right after sample #2: writeback between them may move the counters,
 # so the host checks the daemon's reading lies between the two.
+# The warning drive's over-temperature threshold (Set Features 04h, composite sensor) set to
+# 274 K (1 °C), below any temperature the emulated drive reports: it must raise the
+# temperature bit of its critical warning.
+nvme set-feature /dev/$WARNC --feature-id=4 --value=274 > $R/temp-threshold.txt 2>&1
+echo $? > $R/temp-threshold.rc
+nvme get-feature /dev/$WARNC --feature-id=4 >> $R/temp-threshold.txt 2>&1
 smart_json 2-before
 sample 2
 smart_json 2

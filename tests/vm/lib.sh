@@ -22,9 +22,9 @@ KERNEL="${SSDWATCH_VM_KERNEL:-$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | ta
 [ -n "$KERNEL" ] && [ -r "$KERNEL" ] || missing "a kernel in /boot/vmlinuz-*" linux-image-amd64
 KVER="${KERNEL##*/vmlinuz-}"
 [ -d "/lib/modules/$KVER" ] || missing "/lib/modules/$KVER" linux-image-amd64
-for t in smartctl mkfs.ext4 fstrim dmsetup mdadm; do
+for t in smartctl mkfs.ext4 fstrim dmsetup mdadm nvme; do
   command -v "$t" >/dev/null || PATH="$PATH:/usr/sbin:/sbin" command -v "$t" >/dev/null \
-    || missing "$t" "smartmontools e2fsprogs util-linux dmsetup mdadm"
+    || missing "$t" "smartmontools e2fsprogs util-linux dmsetup mdadm nvme-cli"
 done
 [ -x "$BIN" ] || { echo "vm: ssdwatch binary not found: $BIN" >&2; exit 1; }
 export PATH="$PATH:/usr/sbin:/sbin"
@@ -32,7 +32,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 # Drivers the scenario needs, in dependency order (modprobe resolves the order for us).
 MODULES="virtio_pci virtio_blk virtio_rng nvme ahci sd_mod ext4 dm_mod raid1"
 TOOLS="$(command -v smartctl) $(command -v mkfs.ext4) $(command -v fstrim) $(command -v dmsetup)
-  $(command -v mdadm)"
+  $(command -v mdadm) $(command -v nvme)"
 
 mkdir -p "$CACHE" "$OUT"
 

@@ -359,6 +359,52 @@ fn an_nvme_critical_warning_set_by_the_host_reads_as_smart_failing() {
     assert_eq!(guest_num::<i32>("sample-2.rc"), 0);
 }
 
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
+fn an_nvme_temperature_threshold_set_below_the_reading_raises_the_temperature_warning() {
+    // The guest set the warning drive's over-temperature threshold to 274 K with nvme-cli.
+    let set = read("temp-threshold.txt");
+    assert_eq!(
+        guest_num::<i32>("temp-threshold.rc"),
+        0,
+        "nvme set-feature: {set}"
+    );
+    let s = scrape("sample-2.prom");
+    let dev = layout("nvme-warning").remove(0);
+    let l = [("device", dev.as_str()), ("serial", "SSDWNVMEWARN")];
+    // The temperature bit (1) of the critical warning, as smartctl read it right before and
+    // right after the sample, and as the daemon exports it (which the critical-warning alert,
+    // `ssdwatch_device_critical_warning > 0`, fires on).
+    for when in ["2-before", "2"] {
+        let cw = smartctl_f64(
+            &smartctl("warning", when),
+            &["nvme_smart_health_information_log", "critical_warning"],
+            &format!("smartctl-warning-{when}.json"),
+        ) as u64;
+        assert_eq!(cw & 2, 2, "smartctl {when}: critical warning {cw} ({set})");
+    }
+    let cw = must(&s, "ssdwatch_device_critical_warning", &l, "sample-2") as u64;
+    assert_eq!(cw & 2, 2, "ssdwatch_device_critical_warning {cw}");
+    // The time above the drive's own warning limit: what smartctl says the drive counted.
+    let j = smartctl("warning", "2");
+    if let Some(min) = j["nvme_smart_health_information_log"]["warning_temp_time"].as_f64() {
+        let limit = [
+            ("device", dev.as_str()),
+            ("serial", "SSDWNVMEWARN"),
+            ("limit", "warning"),
+        ];
+        assert_eq!(
+            must(
+                &s,
+                "ssdwatch_device_temperature_above_limit_seconds_total",
+                &limit,
+                "sample-2"
+            ),
+            min * 60.0
+        );
+    }
+}
+
 /// Bytes fstrim reported per mount point: the whole number right before "bytes", as busybox
 /// ("/mnt/nvme: 1020678144 bytes trimmed") and util-linux ("/mnt/nvme: 973.4 MiB (1020678144
 /// bytes) trimmed") print it. Other lines (errors) are left out.
