@@ -29,7 +29,9 @@ cp "$HERE"/guest-*.yaml "$ov/etc/ssdwatch/"
 strip -o "$ov/sbin/ssdwatch" "$BIN" 2>/dev/null || cp "$BIN" "$ov/sbin/ssdwatch"
 # libatasmart is loaded at run time, so ldd doesn't list it: the guest's libatasmart backend
 # needs it and what it links (libudev) too.
-atasmart=$(ldconfig -p | awk '$1 == "libatasmart.so.4" { print $NF; exit }')
+# awk reads to the end: leaving early could kill ldconfig with SIGPIPE, which pipefail and set -e
+# would make this script's exit status (141).
+atasmart=$(ldconfig -p | awk '$1 == "libatasmart.so.4" && !found { print $NF; found = 1 }')
 for l in $(libs_of "$BIN") ${atasmart:+$atasmart $(libs_of "$atasmart")}; do
   mkdir -p "$ov$(dirname "$l")"
   cp -L "$l" "$ov$l"
