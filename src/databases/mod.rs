@@ -315,6 +315,65 @@ mod tests {
     }
 
     #[test]
+    fn the_server_logs_directory_is_found_where_the_server_was_told() {
+        let t = tempfile::tempdir().unwrap();
+        let r = roots(t.path());
+        let data = "var/lib/postgresql/15/main";
+        cluster(t.path(), data, "812\n/var/lib/postgresql/15/main\n");
+        for d in [
+            "var/log/postgresql/main",
+            "srv/logs",
+            "etc/postgresql/15/main",
+        ] {
+            std::fs::create_dir_all(t.path().join(d)).unwrap();
+        }
+        let host = |p: &str| Some(PathBuf::from(p));
+        let data_host = format!("/{data}");
+        // Debian's layout: -D the configuration directory, its postgresql.conf saying where.
+        std::fs::write(
+            t.path().join("etc/postgresql/15/main/postgresql.conf"),
+            "log_directory = '/var/log/postgresql/main'\n",
+        )
+        .unwrap();
+        let p = pg(
+            812,
+            Some("/etc/postgresql/15/main"),
+            Some(data_host.as_str()),
+        );
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(
+            db.log_dir.as_ref().map(|l| l.0.clone()),
+            host("/var/log/postgresql/main")
+        );
+        assert_eq!(
+            db.log_dir.map(|l| l.1),
+            Some(
+                t.path()
+                    .join("var/log/postgresql/main")
+                    .canonicalize()
+                    .unwrap()
+            )
+        );
+        // -c config_file names the file; the command line's log_directory wins over it.
+        let mut p = pg(812, Some(data_host.as_str()), None);
+        p.args.config_file = Some("/etc/postgresql/15/main/postgresql.conf".into());
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(db.log_dir.map(|l| l.0), host("/var/log/postgresql/main"));
+        p.args.log_directory = Some("/srv/logs".into());
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(db.log_dir.map(|l| l.0), host("/srv/logs"));
+        // Said nowhere: `log` of the data directory, when there is one.
+        let p = pg(812, Some(data_host.as_str()), None);
+        assert_eq!(locate(&r, &p).unwrap().log_dir, None);
+        std::fs::create_dir_all(t.path().join(data).join("log")).unwrap();
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(
+            db.log_dir.map(|l| l.0),
+            host("/var/lib/postgresql/15/main/log")
+        );
+    }
+
+    #[test]
     fn a_postmaster_pid_that_lies_is_refused_naming_what_it_says() {
         let t = tempfile::tempdir().unwrap();
         let r = roots(t.path());
