@@ -31,6 +31,9 @@ pub struct Database {
     /// path, path under the rootfs), canonical: it may be outside the data directory, on
     /// another mount.
     pub log_dir: Option<(PathBuf, PathBuf)>,
+    /// MySQL: the error log and slow query log when they exist outside the data directory, as
+    /// (host path, path under the rootfs), canonical.
+    pub log_files: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Why a server's data directory was not taken.
@@ -151,6 +154,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 pid,
                 binlog_index: None,
                 log_dir,
+                log_files: Vec::new(),
             })
         }
         ServerKind::Mysql => {
@@ -166,6 +170,19 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 .or(options.log_bin.as_deref())
                 .map(|b| mycnf::binlog_index(b, &dir))
                 .map(|host| roots.in_rootfs(&host));
+            // A relative name is the data directory's; inside it, the file is counted there.
+            let log_files = [
+                p.args.log_error.as_ref().or(options.log_error.as_ref()),
+                p.args
+                    .slow_query_log_file
+                    .as_ref()
+                    .or(options.slow_query_log_file.as_ref()),
+            ]
+            .into_iter()
+            .flatten()
+            .filter_map(|f| canonical(roots, &dir.join(f)).ok())
+            .filter(|(host, inside)| !host.starts_with(&dir) && inside.is_file())
+            .collect();
             Ok(Database {
                 kind: p.args.kind,
                 dir,
@@ -174,6 +191,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 pid,
                 binlog_index,
                 log_dir: None,
+                log_files,
             })
         }
     }
