@@ -693,7 +693,9 @@ impl Collector for DatabasesCollector {
                 elsewhere: d
                     .log_dir
                     .iter()
-                    .filter(|(host, _)| !host.starts_with(&d.dir))
+                    // Inside the data directory it is sized there; one holding the data
+                    // directory (log_directory = '/') would size it twice, and more.
+                    .filter(|(host, _)| !host.starts_with(&d.dir) && !d.dir.starts_with(host))
                     .chain(&d.log_files)
                     .map(|(host, inside)| ("log".to_string(), host.clone(), inside.clone()))
                     .collect(),
@@ -1406,5 +1408,15 @@ mod tests {
         let log = at(&s, "log", "/").unwrap();
         assert!(log >= ((256 << 10) + 4096) as f64, "{log}");
         assert!(at(&s, "other", "/").unwrap() < (256 << 10) as f64);
+
+        // A log_directory holding the data directory (a mistake, or '/') is not walked: the
+        // data directory would count twice, and the whole tree with it.
+        write(
+            &pg.join("postgresql.auto.conf"),
+            b"log_directory = '/srv'\n",
+        );
+        let mut col = DatabasesCollector::new(&DatabasesConfig::default());
+        let s = col.sample(&ctx).await.unwrap();
+        assert_eq!(at(&s, "log", "/"), Some(inside));
     }
 }
