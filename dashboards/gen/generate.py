@@ -332,6 +332,39 @@ def host():
                      targets((f"ssdwatch_md_sync_progress_ratio{{{HOST}}} * on (instance, device) group_left (action) (ssdwatch_md_sync_action{{{HOST}}} == 1)", "{{device}} {{action}}")),
                      unit="percentunit", min_=0, max_=1), w=8)
 
+    L.row("What is filling it")
+    # Database components (the databases collector) on each mount, and their share of its growth
+    # (recording rules of ssdwatch-databases.rules): docs/databases.md.
+    L.add(timeseries("Database components by mount",
+                     "Bytes of each database component (pg_wal, relations, the server log, binary logs, InnoDB files...) on the mount holding it (ssdwatch_database_component_bytes): a log or pg_wal moved to another disk counts there.",
+                     targets((f"ssdwatch_database_component_bytes{{{HOST}}}", "{{mountpoint}} {{component}} ({{database}})")),
+                     unit="bytes", min_=0), w=12)
+    L.add(table("Share of each mount's growth (1 d)",
+                "Per mount that grew in the last day, its top three database components by share of the growth (ssdwatch:database_component_mount_growth_ratio:1d): 0.9 for wal means nine tenths of what the filesystem gained is WAL. Above 1: the component grew while others shrank. Mounts that did not grow are not listed.",
+                targets((f"topk by (instance, job, mountpoint) (3, ssdwatch:database_component_mount_growth_ratio:1d{{{HOST}}})", ""), instant=True, fmt="table"),
+                unit="percentunit", sort_by="Value", hide=("Time", "__name__", "instance", "job")), w=12)
+    L.add(timeseries("Database component growth over a day",
+                     "What each component gained (or lost, below zero) over the last day (ssdwatch:database_component_growth_bytes:1d); a sudden rise is what SsdwatchDatabaseComponentGrowingFast fires on.",
+                     targets((f"ssdwatch:database_component_growth_bytes:1d{{{HOST}}}", "{{mountpoint}} {{component}} ({{database}})")),
+                     unit="bytes"), w=12)
+    L.add(timeseries("WAL waiting for the archiver",
+                     "PostgreSQL segments complete and not yet archived (pg_wal/archive_status/*.ready), kept in pg_wal until archive_command succeeds, and the oldest one's age (right axis). Both fall to 0 once the archiver catches up.",
+                     targets((f"ssdwatch_postgres_archive_ready_segments{{{HOST}}}", "{{database}} segments"),
+                             (f"ssdwatch_postgres_archive_oldest_ready_age_seconds{{{HOST}}}", "{{database}} oldest")),
+                     min_=0,
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".* oldest"}, "properties": [
+                         {"id": "custom.axisPlacement", "value": "right"}, {"id": "unit", "value": "s"}, {"id": "min", "value": 0}]}]), w=12)
+    L.add(timeseries("Replication slots: retained WAL",
+                     "WAL each replication slot keeps in pg_wal that the next checkpoint would otherwise remove (ssdwatch_postgres_replication_slot_retained_bytes): a slot whose consumer is gone grows without end.",
+                     targets((f"ssdwatch_postgres_replication_slot_retained_bytes{{{HOST}}}", "{{database}} {{slot}} ({{type}})")),
+                     unit="bytes", min_=0), w=12)
+    L.add(timeseries("MySQL binary logs: oldest kept against retention",
+                     "Age of the oldest binary log each MySQL/MariaDB server keeps, against the retention expected (collectors.databases.mysql_binlog_retention, dashed): above it, logs are not being purged.",
+                     targets((f"ssdwatch_mysql_binlog_oldest_age_seconds{{{HOST}}}", "{{database}} oldest"),
+                             (f"ssdwatch_mysql_binlog_retention_seconds{{{HOST}}}", "{{database}} retention")),
+                     unit="s", min_=0,
+                     overrides=[{"matcher": {"id": "byRegexp", "options": ".*retention"}, "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]}]), w=12)
+
     L.row("Drives: wear and health (SMART)")
     L.add(timeseries("Wear used", "Share of the rated write endurance used (NVMe Percentage Used, ATA/SCSI equivalents); may exceed 100%.",
                      targets((f"ssdwatch_device_wear_used_ratio{{{HOST}}}", "{{device}} {{serial}}")), unit="percentunit", min_=0), w=8)
@@ -413,7 +446,7 @@ def host():
                      targets((f"rate(ssdwatch_collector_errors_total{{{HOST}}}[$__rate_interval])", "{{collector}}")), min_=0), w=8)
     return dashboard(
         "ssdwatch-host", "ssdwatch / Host",
-        "One host: filesystem fill and forecasts, the layers below filesystems, drive wear and health, TRIM health.",
+        "One host: filesystem fill and forecasts, the layers below filesystems, what is filling them (database components), drive wear and health, TRIM health.",
         L.panels,
         [var_datasource(), var_query("instance", "Instance", "label_values(ssdwatch_collector_success, instance)")],
     )

@@ -153,6 +153,9 @@ struct Target {
     binlog_index: Option<PathBuf>,
     /// PostgreSQL: the server log's directory, (host path, under the rootfs).
     log_dir: Option<(PathBuf, PathBuf)>,
+    /// Parts outside the data directory (a log directory or log files elsewhere): component,
+    /// host path (for the mount), path under the rootfs.
+    elsewhere: Vec<(String, PathBuf, PathBuf)>,
 }
 
 /// What a target's files are laid out as.
@@ -170,9 +173,10 @@ struct Sized {
     components: Vec<(String, Total)>,
     /// Tablespace oid → (link target as the host sees it, total).
     tablespaces: Vec<(String, PathBuf, Total)>,
-    /// Components outside the data directory (PostgreSQL's `log_directory` elsewhere),
-    /// labelled with the mount holding them rather than the data directory's.
-    elsewhere: Vec<(String, Total)>,
+    /// The target's parts outside the data directory (PostgreSQL's `log_directory`, MySQL's
+    /// error and slow logs elsewhere), by their index in `Target::elsewhere`: labelled with
+    /// the mount holding them rather than the data directory's.
+    elsewhere: Vec<(usize, Total)>,
     completed: SystemTime,
 }
 
@@ -472,8 +476,8 @@ fn pg_cheap(dir: &Path, deadline: Instant) -> PgCheap {
 const ELSEWHERE: &str = "elsewhere ";
 
 /// The roots of a PostgreSQL sizing: `base` and `global` are the relations, `log` the server
-/// log (`log`, `pg_log`, or the top-level directory `log_directory` names; a `log_directory`
-/// outside the data directory is a root of its own), each tablespace its own, and every other
+/// log (`log`, `pg_log`, or the top-level directory `log_directory` names; one outside the
+/// data directory is a root of the target's own), each tablespace its own, and every other
 /// top-level entry but the cheap parts (pg_wal, pg_replslot) "other".
 fn pg_size_roots(
     dir: &Path,
@@ -486,14 +490,6 @@ fn pg_size_roots(
         .and_then(|l| l.strip_prefix(dir).ok())
         .and_then(|rel| rel.components().next())
         .map(|c| c.as_os_str().to_string_lossy().into_owned());
-    if let Some(l) = log_dir
-        && log_top.is_none()
-    {
-        roots.push(Root {
-            component: format!("{ELSEWHERE}log"),
-            path: l.to_path_buf(),
-        });
-    }
     if let Ok(rd) = std::fs::read_dir(dir) {
         let mut names: Vec<String> = rd
             .flatten()
@@ -537,6 +533,8 @@ struct Layout<'a> {
     binlog_index: Option<&'a Path>,
     /// PostgreSQL's log directory, under the rootfs.
     log_dir: Option<&'a Path>,
+    /// The target's parts outside its directory, under the rootfs.
+    elsewhere: &'a [PathBuf],
 }
 
 fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline: Instant) {
@@ -546,10 +544,11 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
         rootfs,
         binlog_index,
         log_dir,
+        elsewhere,
     } = *layout;
     let mut s = lock(slot);
     if s.walk.is_none() {
-        let (roots, skip, spaces) = match engine {
+        let (mut roots, skip, spaces) = match engine {
             Engine::Postgres => pg_size_roots(dir, log_dir),
             Engine::Mysql => (
                 mysql_size_roots(dir, rootfs, binlog_index),
@@ -565,6 +564,10 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
                 Vec::new(),
             ),
         };
+        roots.extend(elsewhere.iter().enumerate().map(|(i, p)| Root {
+            component: format!("{ELSEWHERE}{i}"),
+            path: p.clone(),
+        }));
         let declared: &[&str] = match engine {
             Engine::Postgres => &["relations", "log", "other"],
             Engine::Mysql => &["schemas", "other"],
@@ -582,8 +585,8 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
         let mut tablespaces = Vec::new();
         let mut elsewhere = Vec::new();
         for (c, t) in walk.components {
-            if let Some(c) = c.strip_prefix(ELSEWHERE) {
-                elsewhere.push((c.to_string(), t));
+            if let Some(i) = c.strip_prefix(ELSEWHERE).and_then(|i| i.parse().ok()) {
+                elsewhere.push((i, t));
                 continue;
             }
             match c.strip_prefix("tablespace ") {
@@ -687,6 +690,15 @@ impl Collector for DatabasesCollector {
                 },
                 binlog_index: d.binlog_index.clone(),
                 log_dir: d.log_dir.clone(),
+                elsewhere: d
+                    .log_dir
+                    .iter()
+                    // Inside the data directory it is sized there; one holding the data
+                    // directory (log_directory = '/') would size it twice, and more.
+                    .filter(|(host, _)| !host.starts_with(&d.dir) && !d.dir.starts_with(host))
+                    .chain(&d.log_files)
+                    .map(|(host, inside)| ("log".to_string(), host.clone(), inside.clone()))
+                    .collect(),
             })
             .collect();
         targets.extend(found.watched.iter().map(|(name, host, path)| Target {
@@ -698,6 +710,7 @@ impl Collector for DatabasesCollector {
             engine: Engine::Tree,
             binlog_index: None,
             log_dir: None,
+            elsewhere: Vec::new(),
         }));
         // Targets gone (a server stopped): their state goes; a thread still held keeps only
         // what it holds.
@@ -753,6 +766,11 @@ impl Collector for DatabasesCollector {
                 let rootfs = ctx.roots.rootfs.clone();
                 let index = t.binlog_index.clone();
                 let log_dir = t.log_dir.as_ref().map(|(_, inside)| inside.clone());
+                let elsewhere: Vec<PathBuf> = t
+                    .elsewhere
+                    .iter()
+                    .map(|(_, _, inside)| inside.clone())
+                    .collect();
                 let (max, time) = (self.cfg.size_entries_per_pass, self.cfg.size_time_per_pass);
                 let busy = st.size_busy.clone();
                 Some(tokio::spawn(async move {
@@ -763,6 +781,7 @@ impl Collector for DatabasesCollector {
                             rootfs: &rootfs,
                             binlog_index: index.as_deref(),
                             log_dir: log_dir.as_deref(),
+                            elsewhere: &elsewhere,
                         };
                         size_pass(&slot, &layout, max, Instant::now() + time)
                     })
@@ -829,12 +848,18 @@ impl Collector for DatabasesCollector {
                 Err(_) => None,
             };
             if let Some(d) = done {
-                let log_mount = t
-                    .log_dir
-                    .as_ref()
-                    .and_then(|(host, _)| mount_of(&found.mounts, host))
-                    .unwrap_or(mountpoint);
-                sized_metrics(&mut s, &t.label, &d, &found.mounts, (mountpoint, log_mount));
+                let elsewhere: Vec<(&str, &str)> = t
+                    .elsewhere
+                    .iter()
+                    .map(|(c, host, _)| (c.as_str(), mount_of(&found.mounts, host).unwrap_or("")))
+                    .collect();
+                sized_metrics(
+                    &mut s,
+                    &t.label,
+                    &d,
+                    &found.mounts,
+                    (mountpoint, &elsewhere),
+                );
             }
         }
         Ok(s)
@@ -917,25 +942,29 @@ fn pg_wal_metrics(set: &mut MetricSet, label: &str, w: &Wal, mount: &str, now: S
     }
 }
 
-/// The figures of a finished sizing; `mount` holds the data directory, `elsewhere_mount`
-/// the components sized outside it (the server log).
+/// The figures of a finished sizing; `mount` holds the data directory, `elsewhere` names the
+/// component and mount of each part sized outside it (by index: a server log elsewhere).
 fn sized_metrics(
     s: &mut Sample,
     label: &str,
     d: &Sized,
     mounts: &[MountInfo],
-    (mount, elsewhere_mount): (&str, &str),
+    (mount, elsewhere): (&str, &[(&str, &str)]),
 ) {
     let mut entries = 0;
     // A log directory outside the data directory but on its mount adds to the same series.
     let mut series: Vec<(&str, &str, Total)> = Vec::new();
-    let inside = d.components.iter().map(|(c, t)| (c, mount, t));
-    let outside = d.elsewhere.iter().map(|(c, t)| (c, elsewhere_mount, t));
+    let inside = d.components.iter().map(|(c, t)| (c.as_str(), mount, t));
+    // A part whose target changed since its sizing began has no name: left out.
+    let outside = d
+        .elsewhere
+        .iter()
+        .filter_map(|(i, t)| elsewhere.get(*i).map(|(c, m)| (*c, *m, t)));
     for (component, m, t) in inside.chain(outside) {
         entries += t.entries;
         match series
             .iter_mut()
-            .find(|(c, sm, _)| c == component && *sm == m)
+            .find(|(c, sm, _)| *c == component && *sm == m)
         {
             Some((_, _, sum)) => {
                 sum.bytes += t.bytes;
@@ -1379,5 +1408,15 @@ mod tests {
         let log = at(&s, "log", "/").unwrap();
         assert!(log >= ((256 << 10) + 4096) as f64, "{log}");
         assert!(at(&s, "other", "/").unwrap() < (256 << 10) as f64);
+
+        // A log_directory holding the data directory (a mistake, or '/') is not walked: the
+        // data directory would count twice, and the whole tree with it.
+        write(
+            &pg.join("postgresql.auto.conf"),
+            b"log_directory = '/srv'\n",
+        );
+        let mut col = DatabasesCollector::new(&DatabasesConfig::default());
+        let s = col.sample(&ctx).await.unwrap();
+        assert_eq!(at(&s, "log", "/"), Some(inside));
     }
 }

@@ -31,6 +31,9 @@ pub struct Database {
     /// path, path under the rootfs), canonical: it may be outside the data directory, on
     /// another mount.
     pub log_dir: Option<(PathBuf, PathBuf)>,
+    /// MySQL: the error log and slow query log when they exist outside the data directory, as
+    /// (host path, path under the rootfs), canonical.
+    pub log_files: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Why a server's data directory was not taken.
@@ -151,6 +154,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 pid,
                 binlog_index: None,
                 log_dir,
+                log_files: Vec::new(),
             })
         }
         ServerKind::Mysql => {
@@ -166,6 +170,19 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 .or(options.log_bin.as_deref())
                 .map(|b| mycnf::binlog_index(b, &dir))
                 .map(|host| roots.in_rootfs(&host));
+            // A relative name is the data directory's; inside it, the file is counted there.
+            let log_files = [
+                p.args.log_error.as_ref().or(options.log_error.as_ref()),
+                p.args
+                    .slow_query_log_file
+                    .as_ref()
+                    .or(options.slow_query_log_file.as_ref()),
+            ]
+            .into_iter()
+            .flatten()
+            .filter_map(|f| canonical(roots, &dir.join(f)).ok())
+            .filter(|(host, inside)| !host.starts_with(&dir) && inside.is_file())
+            .collect();
             Ok(Database {
                 kind: p.args.kind,
                 dir,
@@ -174,6 +191,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 pid,
                 binlog_index,
                 log_dir: None,
+                log_files,
             })
         }
     }
@@ -326,6 +344,65 @@ mod tests {
         // Started with PGDATA: only the working directory tells.
         let db = locate(&r, &pg(812, None, Some("/var/lib/postgresql/15/main"))).unwrap();
         assert_eq!(db.pid, 812);
+    }
+
+    #[test]
+    fn the_server_logs_directory_is_found_where_the_server_was_told() {
+        let t = tempfile::tempdir().unwrap();
+        let r = roots(t.path());
+        let data = "var/lib/postgresql/15/main";
+        cluster(t.path(), data, "812\n/var/lib/postgresql/15/main\n");
+        for d in [
+            "var/log/postgresql/main",
+            "srv/logs",
+            "etc/postgresql/15/main",
+        ] {
+            std::fs::create_dir_all(t.path().join(d)).unwrap();
+        }
+        let host = |p: &str| Some(PathBuf::from(p));
+        let data_host = format!("/{data}");
+        // Debian's layout: -D the configuration directory, its postgresql.conf saying where.
+        std::fs::write(
+            t.path().join("etc/postgresql/15/main/postgresql.conf"),
+            "log_directory = '/var/log/postgresql/main'\n",
+        )
+        .unwrap();
+        let p = pg(
+            812,
+            Some("/etc/postgresql/15/main"),
+            Some(data_host.as_str()),
+        );
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(
+            db.log_dir.as_ref().map(|l| l.0.clone()),
+            host("/var/log/postgresql/main")
+        );
+        assert_eq!(
+            db.log_dir.map(|l| l.1),
+            Some(
+                t.path()
+                    .join("var/log/postgresql/main")
+                    .canonicalize()
+                    .unwrap()
+            )
+        );
+        // -c config_file names the file; the command line's log_directory wins over it.
+        let mut p = pg(812, Some(data_host.as_str()), None);
+        p.args.config_file = Some("/etc/postgresql/15/main/postgresql.conf".into());
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(db.log_dir.map(|l| l.0), host("/var/log/postgresql/main"));
+        p.args.log_directory = Some("/srv/logs".into());
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(db.log_dir.map(|l| l.0), host("/srv/logs"));
+        // Said nowhere: `log` of the data directory, when there is one.
+        let p = pg(812, Some(data_host.as_str()), None);
+        assert_eq!(locate(&r, &p).unwrap().log_dir, None);
+        std::fs::create_dir_all(t.path().join(data).join("log")).unwrap();
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(
+            db.log_dir.map(|l| l.0),
+            host("/var/lib/postgresql/15/main/log")
+        );
     }
 
     #[test]

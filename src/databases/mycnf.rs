@@ -11,6 +11,9 @@ pub struct Options {
     pub datadir: Option<String>,
     /// `log_bin` / `log-bin` with a value: the base name of the binary logs.
     pub log_bin: Option<String>,
+    /// `log_error` and `slow_query_log_file` with a value: logs that may be elsewhere.
+    pub log_error: Option<String>,
+    pub slow_query_log_file: Option<String>,
 }
 
 /// Where the server reads its options when not told otherwise (MariaDB's and MySQL's
@@ -69,6 +72,8 @@ pub fn parse(text: &str, opts: &mut Options) -> Vec<Include> {
             "datadir" => opts.datadir = value.filter(|v| !v.is_empty()),
             "log_bin" => opts.log_bin = value.filter(|v| !v.is_empty()),
             "skip_log_bin" | "disable_log_bin" => opts.log_bin = None,
+            "log_error" => opts.log_error = value.filter(|v| !v.is_empty()),
+            "slow_query_log_file" => opts.slow_query_log_file = value.filter(|v| !v.is_empty()),
             _ => {}
         }
     }
@@ -178,6 +183,18 @@ mod tests {
         let mut o = Options::default();
         parse("[mysqld]\nlog_bin=/x/b.log\nskip-log-bin\n", &mut o);
         assert_eq!(o.log_bin, None);
+        // The error and slow logs, where Debian's 50-server.cnf puts them.
+        let mut o = Options::default();
+        parse(
+            "[mysqld]\nlog-error = /var/log/mysql/error.log\n\
+             slow_query_log_file = /var/log/mysql/mariadb-slow.log\n",
+            &mut o,
+        );
+        assert_eq!(o.log_error.as_deref(), Some("/var/log/mysql/error.log"));
+        assert_eq!(
+            o.slow_query_log_file.as_deref(),
+            Some("/var/log/mysql/mariadb-slow.log")
+        );
     }
 
     #[test]

@@ -42,6 +42,10 @@ pub struct ServerArgs {
     pub no_defaults: bool,
     /// mysqld only: `--log-bin=BASE`, where the binary logs and their index go.
     pub log_bin: Option<String>,
+    /// mysqld only: `--log-error=FILE` and `--slow-query-log-file=FILE`, logs that may be
+    /// on another mount.
+    pub log_error: Option<String>,
+    pub slow_query_log_file: Option<String>,
 }
 
 impl ServerArgs {
@@ -57,6 +61,8 @@ impl ServerArgs {
             defaults_extra_file: None,
             no_defaults: false,
             log_bin: None,
+            log_error: None,
+            slow_query_log_file: None,
         }
     }
 }
@@ -142,6 +148,17 @@ pub fn classify(comm: &str, args: &[String]) -> Option<ServerArgs> {
                     .or_else(|| a.strip_prefix("--log_bin="))
                 {
                     out.log_bin = Some(b.to_string());
+                } else if let Some((k, v)) = a.strip_prefix("--").and_then(|kv| kv.split_once('='))
+                    && matches!(
+                        k.replace('-', "_").as_str(),
+                        "log_error" | "slow_query_log_file"
+                    )
+                {
+                    if k.replace('-', "_") == "log_error" {
+                        out.log_error = Some(v.to_string());
+                    } else {
+                        out.slow_query_log_file = Some(v.to_string());
+                    }
                 } else if a == "--datadir" || a == "-h" {
                     out.dir = it.next().cloned();
                 } else if let Some(d) = a.strip_prefix("-h").filter(|d| !d.is_empty()) {
@@ -289,9 +306,13 @@ mod tests {
                 "mysqld",
                 "--defaults-file=/etc/my-3307.cnf",
                 "--log-bin=/srv/binlog/b",
+                "--log_error=/var/log/mysql/error.log",
+                "--slow-query-log-file=/srv/slow.log",
             ]),
         )
         .unwrap();
+        assert_eq!(m.log_error.as_deref(), Some("/var/log/mysql/error.log"));
+        assert_eq!(m.slow_query_log_file.as_deref(), Some("/srv/slow.log"));
         assert_eq!(m.defaults_file.as_deref(), Some("/etc/my-3307.cnf"));
         assert_eq!(m.log_bin.as_deref(), Some("/srv/binlog/b"));
         assert!(

@@ -17,6 +17,11 @@ struct Mariadb {
 
 impl Mariadb {
     fn start() -> Mariadb {
+        Mariadb::start_with(&[])
+    }
+
+    /// The same, with more options on its command line (the last of an option wins).
+    fn start_with(extra: &[String]) -> Mariadb {
         let (dir, _) = crate::support::dir_owned_by("mysql");
         let data = dir.path().join("data");
         let sock = dir.path().join("mysqld.sock");
@@ -46,6 +51,7 @@ impl Mariadb {
             .arg(format!("--log-bin={}", data.join("mysql-bin").display()))
             .args(["--server-id=1", "--skip-networking", "--user=mysql"])
             .args(["--innodb-buffer-pool-size=16M", "--log-error"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -164,4 +170,63 @@ fn binary_logs_flushed_and_purged_are_counted_as_the_server_lists_them() {
     d.wait_metrics("the purge", Duration::from_secs(60), |t| {
         value(t, &files) == Some(after)
     });
+}
+
+#[test]
+fn error_and_slow_logs_on_another_mount_are_counted_there() {
+    let test = "error_and_slow_logs_on_another_mount_are_counted_there";
+    if !support::require_root(test)
+        || !support::require_cmd(test, "mariadbd", "mariadb-server")
+        || !support::require_cmd(test, "mariadb", "mariadb-client")
+    {
+        return;
+    }
+    let mysql = nix::unistd::User::from_name("mysql").unwrap().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let logs = mnt.path().join("mysql-logs");
+    let _fs = support::Tmpfs::mount(
+        &logs,
+        &format!("size=16m,mode=0750,uid={},gid={}", mysql.uid, mysql.gid),
+    );
+    // Every statement goes to the slow log (long_query_time 0).
+    let m = Mariadb::start_with(&[
+        format!("--log-error={}", logs.join("error.log").display()),
+        format!("--slow-query-log-file={}", logs.join("slow.log").display()),
+        "--slow-query-log=1".into(),
+        "--long-query-time=0".into(),
+    ]);
+    let label = m.label();
+    for i in 0..200 {
+        m.sql(&format!("select '{}', {i}", "y".repeat(2000)));
+    }
+    let logs_host = std::fs::canonicalize(&logs).unwrap();
+    let at_logs = format!(
+        "ssdwatch_database_component_bytes{{database=\"{label}\",component=\"log\",mountpoint=\"{}\"}}",
+        logs_host.display()
+    );
+    let d = daemon();
+    let metrics = d.wait_metrics("the logs on their mount", Duration::from_secs(60), |t| {
+        value(t, &at_logs).is_some_and(|b| b >= 200.0 * 2000.0)
+    });
+    // Both files, as du counts them (the error log holds the start-up lines).
+    let written: u64 = ["error.log", "slow.log"]
+        .iter()
+        .map(|f| std::fs::metadata(logs_host.join(f)).unwrap().len())
+        .sum();
+    let got = value(&metrics, &at_logs).unwrap();
+    assert!(
+        got >= written as f64 * 0.9,
+        "log {got} against {written} written"
+    );
+    // Not counted on the data directory's mount.
+    assert_eq!(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!(
+                "ssdwatch_database_component_bytes{{database=\"{label}\",component=\"log\""
+            )))
+            .count(),
+        1,
+        "{metrics}"
+    );
 }

@@ -74,6 +74,36 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     ("ssdwatch-host.json", "md missing disks", NO_LAYERS),
     ("ssdwatch-host.json", "md sync progress", NO_LAYERS),
     (
+        "ssdwatch-host.json",
+        "Database components by mount",
+        NO_DATABASE,
+    ),
+    (
+        "ssdwatch-host.json",
+        "Share of each mount's growth (1 d)",
+        NO_DATABASE,
+    ),
+    (
+        "ssdwatch-host.json",
+        "Database component growth over a day",
+        NO_DATABASE,
+    ),
+    (
+        "ssdwatch-host.json",
+        "WAL waiting for the archiver",
+        NO_DATABASE,
+    ),
+    (
+        "ssdwatch-host.json",
+        "Replication slots: retained WAL",
+        NO_DATABASE,
+    ),
+    (
+        "ssdwatch-host.json",
+        "MySQL binary logs: oldest kept against retention",
+        NO_DATABASE,
+    ),
+    (
         "ssdwatch-fleet.json",
         "Soonest predicted full (days)",
         NOT_FILLING,
@@ -96,6 +126,7 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
 ];
 const NOT_FILLING: &str = "only filling filesystems appear; nothing here fills steadily for hours";
 const NO_LAYERS: &str = "this machine's mounts have no thin pool, btrfs, ZFS or md below them: the_layers_row_tells_a_thin_pool_filling_under_an_ext4 fills the row on a fixture host";
+const NO_DATABASE: &str = "the live run starts no database server (and a day's growth needs a day of history); tests/it/databases run real ones";
 const NO_WEAR_TREND: &str = "needs wear to grow over days of SMART samples";
 
 /// A real Prometheus (Debian's `prometheus`) in `work`, scraping `target` (host:port, job
