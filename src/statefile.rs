@@ -73,6 +73,31 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    /// A time kept across a restart reads back bit for bit: the scrape shows the same value
+    /// before and after (serde_json's default float parser may be a unit or two off in the last
+    /// place; this one was, in a run of the QEMU degradation story).
+    #[test]
+    fn a_float_reads_back_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.json");
+        let v: BTreeMap<String, f64> = [
+            ("a".to_string(), 1_795_745_770.921_643_7),
+            ("b".to_string(), 0.1 + 0.2),
+            ("c".to_string(), 1e-300 / 3.0),
+        ]
+        .into();
+        store(&p, &v).unwrap();
+        let back = load::<BTreeMap<String, f64>>(&p).unwrap().unwrap();
+        for (k, x) in &v {
+            assert_eq!(
+                back[k].to_bits(),
+                x.to_bits(),
+                "{k}: {x} read as {}",
+                back[k]
+            );
+        }
+    }
+
     #[test]
     fn round_trip_missing_and_corrupt_files() {
         let dir = tempfile::tempdir().unwrap();

@@ -507,10 +507,13 @@ def degradation():
                              (run_max, "{{probe}} {{mountpoint}} max (run)"),
                              (f"ssdwatch_probe_context_fill_ratio{{{ctx}}}", "{{mountpoint}} fill")),
                      unit="s", overrides=[right_axis(".* fill", "percentunit")]), w=24, h=10)
+    # A p99 of fewer than 100 I/Os is the bucket of the slowest one, not a p99: shown only for
+    # windows that hold 100 (the same rule as a run's own p99, docs/metrics.md).
+    ios = f"sum by (probe, mountpoint) (increase(ssdwatch_probe_latency_seconds_count{{{sel}}}[$__rate_interval]))"
     L.add(timeseries("Latency distribution (histogram)",
-                     "p50 and p99 of every probe I/O in each $__rate_interval window (ssdwatch_probe_latency_seconds): the window follows the graph's resolution, so zooming in does not smear runs together. A window without a run has no point; a p99 is only a p99 where the window holds 100 I/Os (2 runs of 64 writes), else it is the window's slowest I/O.",
+                     "p50 and p99 of every probe I/O in each $__rate_interval window (ssdwatch_probe_latency_seconds): the window follows the graph's resolution, so zooming in does not smear runs together. A window without a run has no point. A window of fewer than 100 I/Os of a kind (e.g. under 2 runs of 64 writes) has no p99, only a p50: its 99th percentile would be the bucket of its slowest I/O, not a p99. Zoom out for a p99; each run's slowest I/O is its max (run) in the panel above.",
                      targets((f"histogram_quantile(0.5, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__rate_interval]))) > 0", "{{probe}} {{mountpoint}} p50"),
-                             (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__rate_interval]))) > 0", "{{probe}} {{mountpoint}} p99")),
+                             (f"histogram_quantile(0.99, sum by (probe, mountpoint, le) (rate(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__rate_interval]))) > 0 and on (probe, mountpoint) ({ios} >= 100)", "{{probe}} {{mountpoint}} p99")),
                      unit="s", min_=0))
     L.add(table("Latency over the time range (histogram)", "p50 and p99 of every probe I/O in the dashboard's time range, from the histogram (increase over $__range).",
                 targets((f"histogram_quantile(0.5, sum by (probe, mountpoint, le) (increase(ssdwatch_probe_latency_seconds_bucket{{{sel}}}[$__range])))", "{{probe}} {{mountpoint}} p50"),

@@ -1358,6 +1358,60 @@ fn the_degradation_dashboard_tells_the_story(
         );
     }
 
+    // A p99 only where the window holds 100 I/Os of the kind, as a run's own p99: at the
+    // dashboard's 5 s windows (a few runs of 8 writes or 16 reads) and at 60 s windows, the
+    // panel's p99 is there for exactly the kinds with 100 I/Os in the window, and never below
+    // the p50. Both cases must occur, or the check proves nothing.
+    let dist = "Latency distribution (histogram)";
+    let at_window = |legend: &str, window: &str| -> BTreeMap<String, f64> {
+        let e = substitute(&target(qs, dist, legend).expr, &one, range)
+            .replace("[5s]", &format!("[{window}]"));
+        by_probe(
+            &prom
+                .query_at(&e, end)
+                .unwrap_or_else(|err| panic!("{dist} {legend}: {err}\n{e}")),
+        )
+    };
+    let (mut with_p99, mut without) = (0, 0);
+    for window in ["5s", "60s"] {
+        let e = format!(
+            r#"sum by (probe, mountpoint) (increase(ssdwatch_probe_latency_seconds_count{{mountpoint="{mp}"}}[{window}]))"#
+        );
+        let ios = by_probe(
+            &prom
+                .query_at(&e, end)
+                .unwrap_or_else(|err| panic!("{err}\n{e}")),
+        );
+        let (p50, p99) = (at_window("p50", window), at_window("p99", window));
+        for (k, n) in &ios {
+            match p99.get(k) {
+                Some(v) => {
+                    with_p99 += 1;
+                    assert!(*n >= 100.0, "{dist}: {k} p99 {v} of {n} I/Os in {window}");
+                    assert!(
+                        p50.get(k).is_some_and(|m| v >= m),
+                        "{dist}: {k} p99 {v} below p50 {p50:?}"
+                    );
+                }
+                None => {
+                    without += usize::from(*n > 0.0);
+                    assert!(
+                        *n < 100.0,
+                        "{dist}: {k} has no p99 with {n} I/Os in {window}"
+                    );
+                }
+            }
+        }
+        assert!(
+            p99.keys().all(|k| ios.contains_key(k)),
+            "{dist}: {p99:?} {ios:?}"
+        );
+    }
+    assert!(
+        with_p99 > 0 && without > 0,
+        "{dist}: windows with a p99 ({with_p99}) and without ({without})"
+    );
+
     // The TRIM, looked at after the restart: the daemon knows it from its state only.
     assert_eq!(
         prom.query(&format!(
@@ -1452,6 +1506,16 @@ fn the_degradation_dashboard_tells_the_story(
         assert!(
             !u.is_empty(),
             "{xy}: no {k} runs while deleted and not trimmed"
+        );
+        // The trimmed curve is not a mixed one: no trimmed run among the untrimmed ones (from
+        // the first to the last run while the delete was not trimmed).
+        let (u0, u1) = (u.iter().map(|(at, _, _)| *at))
+            .fold((f64::MAX, f64::MIN), |(lo, hi), at| {
+                (lo.min(at), hi.max(at))
+            });
+        assert!(
+            t.iter().all(|(at, _, _)| *at < u0 || *at > u1),
+            "{xy}: {k} 'trimmed' runs between {u0} and {u1}, while deleted and not trimmed: {t:?}"
         );
         // Once a run after the TRIM is "trimmed", no later one is "deleted not trimmed".
         let first_trimmed = (t.iter().map(|(at, _, _)| *at))
