@@ -18,7 +18,10 @@
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ssdwatch::history::forecast::{Endurance, forecast_drive, forecast_filesystem_days};
+use ssdwatch::history::curve::CurveBin;
+use ssdwatch::history::forecast::{
+    Endurance, band_points, forecast_drive, forecast_filesystem_days, theil_sen_band,
+};
 use ssdwatch::history::{
     DiscardEvent, DriveKey, DriveSample, FsKey, FsSample, HistoryConfig, IdlePeriod, ProbeRecord,
     Store,
@@ -321,6 +324,104 @@ fn forecast_pass(store: &Store) -> usize {
     n
 }
 
+/// CPU time of the work forecast bands and performance-full add to a forecast pass, done
+/// alone on the same inputs (the pass computes them inline, so "without" is the pass less
+/// this): Sen's interval over each filesystem's last 30 days and each drive's wear window
+/// (60 days, doubled until the wear took 4 levels, as the forecast picks it, thinned to 64
+/// days), and the
+/// performance-full assessment of 8 probe targets with all 12 fill bins.
+fn added_work(store: &Store) -> (f64, f64, usize) {
+    let mut inputs: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+    for f in store.filesystems().expect("filesystems") {
+        let days = store.fs_days(f.id, NOW - 30 * DAY, NOW).expect("fs days");
+        inputs.push(days.iter().map(|d| (d.day as f64, d.low)).unzip());
+    }
+    for d in store.drives().expect("drives") {
+        let pts = store.drive_days(d.id, 0, NOW).expect("drive days");
+        let mut daily: Vec<(f64, f64)> = Vec::new();
+        for p in &pts {
+            let Some(w) = p.wear_used_ratio else { continue };
+            let day = p.t.div_euclid(DAY) as f64;
+            match daily.last_mut() {
+                Some(l) if l.0 == day => l.1 = w.last,
+                _ => daily.push((day, w.last)),
+            }
+        }
+        let (Some(first), Some(last)) = (daily.first(), daily.last()) else {
+            continue;
+        };
+        let (first, last) = (first.0, last.0);
+        let mut window = 60.0;
+        let w = loop {
+            let w: Vec<(f64, f64)> = daily
+                .iter()
+                .copied()
+                .filter(|p| p.0 > last - window)
+                .collect();
+            let mut levels: Vec<f64> = w.iter().map(|p| p.1).collect();
+            levels.dedup();
+            if levels.len() >= 4 || last - window <= first {
+                break w;
+            }
+            window *= 2.0;
+        };
+        inputs.push(band_points(&w));
+    }
+    // The median of 21 rounds: one cold round on a shared machine says more about the machine.
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let bands = median(
+        (0..21)
+            .map(|_| {
+                let t = Instant::now();
+                for (xs, ys) in &inputs {
+                    std::hint::black_box(theil_sen_band(xs, ys));
+                }
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    use ssdwatch::history::degradation::Group;
+    use ssdwatch::history::slow;
+    let groups: Vec<Group> = (0..8)
+        .map(|i| Group {
+            target: format!("/srv/db{i}"),
+            mountpoint: Some(format!("/srv/db{i}")),
+            device: Some(format!("nvme{i}n1")),
+            drive: None,
+            probe: ProbeKind::SyncWrite4k,
+            runs: 12 * 1000,
+            first_run: NOW - 730 * DAY,
+            last_run: NOW,
+            curve: (0..12)
+                .map(|b| CurveBin {
+                    bin: b,
+                    runs: 1000,
+                    p50_seconds: 1e-4 * (1.0 + b as f64 * 0.1),
+                    p99_seconds: None,
+                })
+                .collect(),
+            curve_max_fill: Some(0.99),
+            curve_untrimmed: Vec::new(),
+            trim: Vec::new(),
+            idle: Vec::new(),
+        })
+        .collect();
+    let forecasts = std::collections::BTreeMap::new();
+    let slow = median(
+        (0..21)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(slow::assess(&groups, &forecasts, &[], NOW));
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    (bands, slow, groups.len())
+}
+
 fn history(c: &mut Criterion) {
     let days = days();
     let dir = tempfile::tempdir().unwrap();
@@ -413,6 +514,12 @@ fn history(c: &mut Criterion) {
         t.elapsed().as_secs_f64() * 1e3
     );
     drop(reopened);
+    let (bands, slow, n) = added_work(&sim.store);
+    eprintln!(
+        "history: what the bands and performance-full add to that pass (median of 21 rounds): Sen's interval {:.2} ms, performance-full of {n} targets {:.3} ms (target ≤ 5 ms together)",
+        bands * 1e3,
+        slow * 1e3
+    );
     c.bench_function("history forecast pass (50 filesystems, 10 drives)", |b| {
         b.iter(|| forecast_pass(&sim.store))
     });

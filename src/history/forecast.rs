@@ -41,7 +41,8 @@
 //! [`theil_sen_band`]. A filesystem's earliest full date divides its headroom by the upper
 //! slope, its latest by the lower one (none when the lower slope is not growth: "not in
 //! sight"). A drive's wear-out band takes the same interval over the window its least-squares
-//! rate is fitted on, widened if need be to contain that rate. The points are daily and
+//! rate is fitted on (thinned to 64 evenly spaced days: n² slopes of a years-long window would
+//! cost tens of milliseconds a pass), widened if need be to contain that rate. The points are daily and
 //! serially correlated (an envelope is a running minimum), so the interval is narrower than a
 //! calibrated 95 % would be: read it as the spread the recent days allow, not a guarantee.
 
@@ -94,14 +95,32 @@ pub fn theil_sen_band(xs: &[f64], ys: &[f64]) -> Option<SlopeBand> {
     if slopes.is_empty() {
         return None;
     }
-    slopes.sort_by(f64::total_cmp);
     let big_n = slopes.len() as f64;
     let nf = n as f64;
     let c = BAND_Z * (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
     // Ranks are 1-based in Sen's formula; the index is the rank minus one.
-    let lo = (((big_n - c) / 2.0).floor() - 1.0).max(0.0) as usize;
+    let lo = ((((big_n - c) / 2.0).floor() - 1.0).max(0.0) as usize).min(slopes.len() - 1);
     let hi = (((big_n + c) / 2.0).ceil()).min(big_n) as usize - 1;
-    Some((slopes[lo.min(slopes.len() - 1)], slopes[hi]))
+    // Two selections instead of a sort: linear in the number of slopes.
+    let (_, &mut upper, _) = slopes.select_nth_unstable_by(hi, f64::total_cmp);
+    let (_, &mut lower, _) = slopes[..=hi].select_nth_unstable_by(lo, f64::total_cmp);
+    Some((lower, upper))
+}
+
+/// At most this many points go into a band: Sen's interval costs n² slopes, and a drive's wear
+/// window can hold years of days.
+pub const BAND_MAX_POINTS: usize = 64;
+
+/// `points` thinned to at most [`BAND_MAX_POINTS`], evenly by index, the first and the last
+/// kept: fewer points give a wider (more cautious) interval, never a narrower one.
+pub fn band_points(points: &[(f64, f64)]) -> (Vec<f64>, Vec<f64>) {
+    let n = points.len();
+    if n <= BAND_MAX_POINTS {
+        return points.iter().copied().unzip();
+    }
+    (0..BAND_MAX_POINTS)
+        .map(|i| points[i * (n - 1) / (BAND_MAX_POINTS - 1)])
+        .unzip()
 }
 
 /// Ordinary least squares: slope and intercept; `None` with fewer than 2 distinct xs.
@@ -398,9 +417,10 @@ fn wear_fit_band(points: &[(i64, f64)], now: i64) -> Option<(f64, f64, Option<Sl
         }
         window *= 2.0;
     };
+    let (bx, by) = band_points(&in_window);
     let (xs, ys): (Vec<f64>, Vec<f64>) = in_window.into_iter().unzip();
     let (slope, icept) = least_squares(&xs, &ys)?;
-    let band = theil_sen_band(&xs, &ys).map(|(lo, hi)| (lo.min(slope), hi.max(slope)));
+    let band = theil_sen_band(&bx, &by).map(|(lo, hi)| (lo.min(slope), hi.max(slope)));
     Some((slope, icept + slope * (now as f64 / DAY_F64), band))
 }
 
@@ -808,6 +828,14 @@ mod tests {
         ys[19] = -100.0;
         ys[3] = 500.0;
         assert_eq!(theil_sen_band(&xs, &ys), Some((3.0, 3.0)));
+        // Thinned to 64 points, first and last kept; a short list untouched.
+        let many: Vec<(f64, f64)> = (0..730)
+            .map(|d| (f64::from(d), 0.001 * f64::from(d)))
+            .collect();
+        let (tx, _) = band_points(&many);
+        assert_eq!(tx.len(), BAND_MAX_POINTS);
+        assert_eq!((tx[0], tx[63]), (0.0, 729.0));
+        assert_eq!(band_points(&many[..10]).0.len(), 10);
         // Too few points, or no two distinct xs: no interval.
         assert_eq!(theil_sen_band(&[0.0, 1.0], &[0.0, 1.0]), None);
         assert_eq!(theil_sen_band(&[1.0; 4], &[0.0, 1.0, 2.0, 3.0]), None);

@@ -503,6 +503,17 @@ fn commits_slow_past_a_fill_the_curve_has_seen_and_never_beyond() {
         "{text}"
     );
 
+    let (code, json, err) = report(&path, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("report --json is JSON");
+    let pf = &v["performance_full"][0];
+    assert_eq!(pf["slow"]["state"], "not_reached", "{pf}");
+    assert!(
+        close(pf["slow"]["max_fill"].as_f64().unwrap(), 0.9, 0.01),
+        "{pf}"
+    );
+    assert!(pf["slow_at_unix"].is_null(), "{pf}");
+
     // The target's own level: 1.5× the baseline, 150 µs; the 85-90 % bin's 175 µs crosses it.
     let mut cfg = Config::default();
     cfg.collectors
