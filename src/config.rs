@@ -333,14 +333,14 @@ mod tests {
     #[test]
     fn the_slow_commit_level_is_a_factor_or_a_latency_and_out_of_range_names_the_key() {
         let c = parse("collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n").unwrap();
-        let level = c.collectors.probe.targets[0].slow_level();
+        let level = crate::history::slow::level_of(&c.collectors.probe.targets[0]);
         assert_eq!((level.factor, level.absolute_seconds), (3.0, None));
         let c = parse(
             "collectors:\n  probe:\n    targets:\n      - path: /srv/pg\n        \
              slow_latency_factor: 2.5\n        slow_latency: 2ms\n",
         )
         .unwrap();
-        let level = c.collectors.probe.targets[0].slow_level();
+        let level = crate::history::slow::level_of(&c.collectors.probe.targets[0]);
         assert_eq!((level.factor, level.absolute_seconds), (2.5, Some(0.002)));
         for (bad, what) in [
             ("slow_latency_factor: 1.0", "must be a number in 1.2..100"),

@@ -13,6 +13,63 @@ use crate::Roots;
 use crate::procfs::processes::{ServerKind, ServerProcess};
 use std::path::{Path, PathBuf};
 
+/// The reading of a server's configuration files and what they include: each file at most
+/// `max_bytes`, at most 64 files and 8 levels of includes (a loop of includes or a directory of
+/// thousands of files stops there). Files that are missing, unreadable or too big are skipped:
+/// a file the daemon may not read tells nothing.
+pub(crate) struct ConfigFiles<'a> {
+    rootfs: &'a Path,
+    max_bytes: u64,
+    seen: usize,
+}
+
+impl<'a> ConfigFiles<'a> {
+    const MAX_FILES: usize = 64;
+    const MAX_DEPTH: usize = 8;
+
+    pub(crate) fn new(rootfs: &'a Path, max_bytes: u64) -> Self {
+        ConfigFiles {
+            rootfs,
+            max_bytes,
+            seen: 0,
+        }
+    }
+
+    fn inside(&self, host: &Path) -> PathBuf {
+        self.rootfs.join(host.strip_prefix("/").unwrap_or(host))
+    }
+
+    /// The text of `file` (a host path) at include depth `depth`, while the limits allow.
+    pub(crate) fn read(&mut self, file: &Path, depth: usize) -> Option<String> {
+        if depth > Self::MAX_DEPTH || self.seen >= Self::MAX_FILES {
+            return None;
+        }
+        let inside = self.inside(file);
+        let m = std::fs::metadata(&inside).ok()?;
+        if !m.is_file() || m.len() > self.max_bytes {
+            return None;
+        }
+        let text = std::fs::read_to_string(&inside).ok()?;
+        self.seen += 1;
+        Some(text)
+    }
+
+    /// The files of an include directory (a host path) that `keep` accepts by name, in name
+    /// order, as the servers read them.
+    pub(crate) fn dir(&self, dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(self.inside(dir)) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| keep(n))
+            .collect();
+        names.sort();
+        names.into_iter().map(|n| dir.join(n)).collect()
+    }
+}
+
 /// A data directory to watch: found from a running server, or named in the config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Database {

@@ -3,6 +3,7 @@
 //! `log_bin = /var/log/mysql/mysql-bin.log` in /etc/mysql/mariadb.conf.d/50-server.cnf). Only
 //! the server's sections are read; `!include` and `!includedir` are followed to a bounded depth.
 
+use super::ConfigFiles;
 use std::path::{Path, PathBuf};
 
 /// What the server's sections set (the last setting wins, as for the server).
@@ -92,54 +93,31 @@ fn unquote(v: &str) -> String {
     v[..end].trim().to_string()
 }
 
-/// Files read at most (a loop of includes, a directory of thousands of files).
-const MAX_FILES: usize = 64;
+/// An option file bigger than this is not read (see [`ConfigFiles`] for the other limits).
 const MAX_FILE_BYTES: u64 = 256 << 10;
-const MAX_DEPTH: usize = 8;
 
 /// Reads `files` (host paths, under `rootfs`) and what they include, in order; files that are
 /// missing or unreadable are skipped (an option file the daemon may not read tells nothing).
 pub fn read(rootfs: &Path, files: &[PathBuf]) -> Options {
     let mut opts = Options::default();
-    let mut seen = 0;
+    let mut conf = ConfigFiles::new(rootfs, MAX_FILE_BYTES);
     for f in files {
-        read_one(rootfs, f, &mut opts, &mut seen, 0);
+        read_one(&mut conf, f, &mut opts, 0);
     }
     opts
 }
 
-fn read_one(rootfs: &Path, file: &Path, opts: &mut Options, seen: &mut usize, depth: usize) {
-    if depth > MAX_DEPTH || *seen >= MAX_FILES {
-        return;
-    }
-    let inside = rootfs.join(file.strip_prefix("/").unwrap_or(file));
-    let Ok(m) = std::fs::metadata(&inside) else {
+fn read_one(conf: &mut ConfigFiles<'_>, file: &Path, opts: &mut Options, depth: usize) {
+    let Some(text) = conf.read(file, depth) else {
         return;
     };
-    if !m.is_file() || m.len() > MAX_FILE_BYTES {
-        return;
-    }
-    let Ok(text) = std::fs::read_to_string(&inside) else {
-        return;
-    };
-    *seen += 1;
     for inc in parse(&text, opts) {
         match inc {
-            Include::File(f) => read_one(rootfs, Path::new(&f), opts, seen, depth + 1),
+            Include::File(f) => read_one(conf, Path::new(&f), opts, depth + 1),
+            // The server reads them in name order.
             Include::Dir(d) => {
-                let dir = rootfs.join(Path::new(&d).strip_prefix("/").unwrap_or(Path::new(&d)));
-                let Ok(rd) = std::fs::read_dir(&dir) else {
-                    continue;
-                };
-                // The server reads them in name order.
-                let mut names: Vec<String> = rd
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.ends_with(".cnf"))
-                    .collect();
-                names.sort();
-                for n in names {
-                    read_one(rootfs, &Path::new(&d).join(n), opts, seen, depth + 1);
+                for f in conf.dir(Path::new(&d), |n| n.ends_with(".cnf")) {
+                    read_one(conf, &f, opts, depth + 1);
                 }
             }
         }

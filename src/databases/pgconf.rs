@@ -3,12 +3,10 @@
 //! another mount. `include`, `include_if_exists` and `include_dir` are followed to a bounded
 //! depth. No login, no metrics here.
 
+use super::ConfigFiles;
 use std::path::{Path, PathBuf};
 
-/// At most this many files are read for one server, this many includes deep, each at most
-/// this big: a configuration that includes itself, or a huge file, ends the reading.
-const MAX_FILES: usize = 64;
-const MAX_DEPTH: usize = 8;
+/// A configuration file bigger than this is not read (see [`ConfigFiles`] for the other limits).
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// One line of a configuration file that matters here.
@@ -82,59 +80,36 @@ pub fn parse(text: &str) -> Vec<Line> {
 /// relative to the including file's directory.
 pub fn read_setting(rootfs: &Path, files: &[PathBuf], setting: &str) -> Option<String> {
     let mut found = None;
-    let mut seen = 0;
+    let mut conf = ConfigFiles::new(rootfs, MAX_FILE_BYTES);
     for f in files {
-        read_one(rootfs, f, setting, &mut found, &mut seen, 0);
+        read_one(&mut conf, f, setting, &mut found, 0);
     }
     found
 }
 
 fn read_one(
-    rootfs: &Path,
+    conf: &mut ConfigFiles<'_>,
     file: &Path,
     setting: &str,
     found: &mut Option<String>,
-    seen: &mut usize,
     depth: usize,
 ) {
-    if depth > MAX_DEPTH || *seen >= MAX_FILES {
-        return;
-    }
-    let inside = rootfs.join(file.strip_prefix("/").unwrap_or(file));
-    let Ok(m) = std::fs::metadata(&inside) else {
+    let Some(text) = conf.read(file, depth) else {
         return;
     };
-    if !m.is_file() || m.len() > MAX_FILE_BYTES {
-        return;
-    }
-    let Ok(text) = std::fs::read_to_string(&inside) else {
-        return;
-    };
-    *seen += 1;
     let here = file.parent().unwrap_or(Path::new("/"));
     for line in parse(&text) {
         match line {
             Line::Set(name, v) if name == setting => *found = Some(v),
             Line::Set(..) => {}
-            Line::Include(f) => {
-                read_one(rootfs, &here.join(f), setting, found, seen, depth + 1);
-            }
+            Line::Include(f) => read_one(conf, &here.join(f), setting, found, depth + 1),
             Line::IncludeDir(d) => {
-                let dir = here.join(d);
-                let inside = rootfs.join(dir.strip_prefix("/").unwrap_or(&dir));
-                let Ok(rd) = std::fs::read_dir(&inside) else {
-                    continue;
-                };
                 // The server reads the directory's `.conf` files in name order, hidden ones
                 // skipped.
-                let mut names: Vec<String> = rd
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.ends_with(".conf") && !n.starts_with('.'))
-                    .collect();
-                names.sort();
-                for n in names {
-                    read_one(rootfs, &dir.join(n), setting, found, seen, depth + 1);
+                for f in conf.dir(&here.join(d), |n| {
+                    n.ends_with(".conf") && !n.starts_with('.')
+                }) {
+                    read_one(conf, &f, setting, found, depth + 1);
                 }
             }
         }

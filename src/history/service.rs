@@ -380,7 +380,7 @@ impl Worker {
         self.ensure_open();
         self.publish(&mut faults, Duration::ZERO);
         loop {
-            let stopping = self.stop.load(Ordering::Acquire);
+            let mut stopping = self.stop.load(Ordering::Acquire);
             match rx.recv_timeout(Duration::from_millis(500)) {
                 Ok(r) => {
                     let mut take = |r: Box<Record>| match *r {
@@ -395,7 +395,9 @@ impl Worker {
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {}
+                // Every sender is gone: no record can come any more, and waiting would return
+                // at once, round after round (a spinning thread). Commit what is pending and end.
+                Err(RecvTimeoutError::Disconnected) => stopping = true,
             }
             let now = Instant::now();
             let mut worked = false;
@@ -759,6 +761,38 @@ mod tests {
         // Nothing held: answered all the same.
         assert!(sink.flusher().flush(Duration::from_secs(60)));
         service.stop(Duration::from_secs(10));
+    }
+
+    #[test]
+    fn when_every_sender_is_gone_the_thread_commits_and_ends_instead_of_spinning() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, mut service) = start(
+            HistoryConfig::default(),
+            dir.path().to_path_buf(),
+            Vec::new(),
+            Vec::new(),
+            Arc::new(Snapshot::new()),
+        )
+        .unwrap();
+        let now = unix_now() as i64;
+        sink.send(Record::Fs(sample("/srv/pg", "loop0", now, 1 << 30)));
+        drop(sink);
+        // Without a stop: the channel's end alone ends the thread (it used to return from every
+        // wait at once and loop forever, a core of CPU per forgotten service).
+        let thread = service.thread.take().unwrap();
+        let until = Instant::now() + Duration::from_secs(60);
+        while !thread.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(thread.is_finished(), "the history thread still runs");
+        thread.join().unwrap();
+        let store =
+            Store::open_read_only(&dir.path().join(super::super::store::FILE_NAME)).unwrap();
+        assert_eq!(
+            store.filesystems().unwrap().len(),
+            1,
+            "the pending sample was committed"
+        );
     }
 
     #[test]

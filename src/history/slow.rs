@@ -230,11 +230,19 @@ pub fn push_metrics(assessed: &[Assessment], m: &mut MetricSet) {
     }
 }
 
+/// The level a target's commits are slow above, as its config sets it.
+pub fn level_of(t: &crate::probe::TargetConfig) -> SlowLevel {
+    SlowLevel {
+        factor: t.slow_latency_factor,
+        absolute_seconds: t.slow_latency.map(|d| d.as_secs_f64()),
+    }
+}
+
 /// Each configured target's slow level, by its path as the store keeps it.
 pub fn levels_of(targets: &[crate::probe::TargetConfig]) -> Vec<(String, SlowLevel)> {
     targets
         .iter()
-        .map(|t| (t.path.to_string_lossy().into_owned(), t.slow_level()))
+        .map(|t| (t.path.to_string_lossy().into_owned(), level_of(t)))
         .collect()
 }
 

@@ -264,14 +264,6 @@ impl TargetConfig {
         Ok(())
     }
 
-    /// The level this target's commits are slow above.
-    pub fn slow_level(&self) -> crate::history::slow::SlowLevel {
-        crate::history::slow::SlowLevel {
-            factor: self.slow_latency_factor,
-            absolute_seconds: self.slow_latency.map(|d| d.as_secs_f64()),
-        }
-    }
-
     /// Bytes a run of `kind` writes.
     pub fn planned_bytes(&self, kind: ProbeKind) -> u64 {
         match kind {
