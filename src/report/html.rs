@@ -291,7 +291,7 @@ fn performance_full(o: &mut String, r: &Report) {
     if r.performance_full.is_empty() {
         return;
     }
-    o.push_str("<h2>Performance-full</h2><p class=\"note\">Where the sync_write_4k probe's median on the trimmed curve first passed the target's slow level (3× its low-fill median unless configured), and when the fill forecast gets there.</p><ul>");
+    o.push_str("<h2>Performance-full</h2><p class=\"note\">Where the sync_write_4k probe's median on the trimmed curve first passed the target's slow level (3× its low-fill median, or the target's own slow_latency or slow_latency_factor), and when the fill forecast gets there.</p><ul>");
     for a in &r.performance_full {
         let _ = write!(o, "<li>{}</li>", esc(&super::performance_full_line(a)));
     }
