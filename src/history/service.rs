@@ -177,14 +177,24 @@ impl Service {
     /// Flushes what is queued and ends the thread (waits at most `deadline`).
     pub fn stop(mut self, deadline: Duration) {
         self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let until = Instant::now() + deadline;
-            while !t.is_finished() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
+        self.join_within(deadline);
+    }
+
+    /// Waits at most `deadline` for the thread to end and reaps it; whether it has ended.
+    fn join_within(&mut self, deadline: Duration) -> bool {
+        let Some(t) = self.thread.take() else {
+            return true;
+        };
+        let until = Instant::now() + deadline;
+        while !t.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if t.is_finished() {
+            let _ = t.join();
+            true
+        } else {
+            self.thread = Some(t);
+            false
         }
     }
 }
@@ -737,19 +747,24 @@ mod tests {
         }
     }
 
+    /// The history thread at its defaults, storing under `dir`.
+    fn started(dir: &std::path::Path) -> (Sink, Service) {
+        start(
+            HistoryConfig::default(),
+            dir.to_path_buf(),
+            Vec::new(),
+            Vec::new(),
+            Arc::new(Snapshot::new()),
+        )
+        .unwrap()
+    }
+
     /// /report's ask: a sample handed over a moment ago is in the store once `flush`
     /// returns, long before the 15-minute `flush_interval`.
     #[test]
     fn a_flush_asked_for_commits_what_the_thread_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let (sink, service) = start(
-            HistoryConfig::default(),
-            dir.path().to_path_buf(),
-            Vec::new(),
-            Vec::new(),
-            Arc::new(Snapshot::new()),
-        )
-        .unwrap();
+        let (sink, service) = started(dir.path());
         let now = unix_now() as i64;
         sink.send(Record::Fs(sample("/srv/pg", "loop0", now, 1 << 30)));
         assert!(sink.flusher().flush(Duration::from_secs(60)), "answered");
@@ -766,26 +781,16 @@ mod tests {
     #[test]
     fn when_every_sender_is_gone_the_thread_commits_and_ends_instead_of_spinning() {
         let dir = tempfile::tempdir().unwrap();
-        let (sink, mut service) = start(
-            HistoryConfig::default(),
-            dir.path().to_path_buf(),
-            Vec::new(),
-            Vec::new(),
-            Arc::new(Snapshot::new()),
-        )
-        .unwrap();
+        let (sink, mut service) = started(dir.path());
         let now = unix_now() as i64;
         sink.send(Record::Fs(sample("/srv/pg", "loop0", now, 1 << 30)));
         drop(sink);
         // Without a stop: the channel's end alone ends the thread (it used to return from every
         // wait at once and loop forever, a core of CPU per forgotten service).
-        let thread = service.thread.take().unwrap();
-        let until = Instant::now() + Duration::from_secs(60);
-        while !thread.is_finished() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(thread.is_finished(), "the history thread still runs");
-        thread.join().unwrap();
+        assert!(
+            service.join_within(Duration::from_secs(60)),
+            "the history thread still runs"
+        );
         let store =
             Store::open_read_only(&dir.path().join(super::super::store::FILE_NAME)).unwrap();
         assert_eq!(
