@@ -14,3 +14,29 @@ pub(crate) fn skip(test: &str, why: &str) -> bool {
     let _ = writeln!(std::io::stderr(), "SKIP {test}: {why}");
     false
 }
+
+/// smartctl 7.3's text dump of a log page (smartmontools' `dStrHex` layout: a space, the
+/// address, the bytes from column 8 with one more space after the eighth, their ASCII from
+/// column 60, the line cut at 76 characters), as `--json=o` puts it in `smartctl.output`.
+pub(crate) fn nvme_log_dump(id: u8, b: &[u8]) -> Vec<String> {
+    let mut out = vec![format!("NVMe Log 0x{id:02x} (0x{:04x} bytes)", b.len())];
+    for (i, chunk) in b.chunks(16).enumerate() {
+        let mut line = format!(" {:02x}", i * 16);
+        line.push_str(&" ".repeat(5usize.saturating_sub(line.len())));
+        for (k, x) in chunk.iter().enumerate() {
+            line.push_str(if k == 8 { "  " } else { " " });
+            line.push_str(&format!("{x:02x}"));
+        }
+        line.push_str(&" ".repeat(60usize.saturating_sub(line.len())));
+        line.extend(chunk.iter().map(|&c| {
+            if (0x20..0x7f).contains(&c) {
+                c as char
+            } else {
+                '.'
+            }
+        }));
+        line.truncate(76);
+        out.push(line);
+    }
+    out
+}

@@ -180,37 +180,14 @@ pub(crate) mod tests {
 
     pub(crate) const OCP_GUID: [u8; 16] = GUID_LE;
 
-    /// The bytes as smartctl 7.3 prints them (smartmontools' `dStrHex` layout: a space, the
-    /// address in at least two hex digits, the bytes from column 8 with one more space after
-    /// the eighth, their ASCII rendering from column 60, the line cut at 76 characters).
+    /// The whole `smartctl.output` of a run that read the log: smartctl 7.3's banner, then
+    /// the dump ([`crate::testing::nvme_log_dump`]).
     pub(crate) fn dump(b: &[u8]) -> Vec<String> {
         let mut out = vec![
             "smartctl 7.3 2022-02-28 r5338 [x86_64-linux] (local build)".to_string(),
             String::new(),
-            format!("NVMe Log 0x{LOG_ID:02x} (0x{:04x} bytes)", b.len()),
         ];
-        for (i, chunk) in b.chunks(16).enumerate() {
-            let mut line = format!(" {:02x}", i * 16);
-            while line.len() < 5 {
-                line.push(' ');
-            }
-            for (k, x) in chunk.iter().enumerate() {
-                line.push_str(if k == 8 { "  " } else { " " });
-                line.push_str(&format!("{x:02x}"));
-            }
-            while line.len() < 60 {
-                line.push(' ');
-            }
-            line.extend(chunk.iter().map(|&c| {
-                if (0x20..0x7f).contains(&c) {
-                    c as char
-                } else {
-                    '.'
-                }
-            }));
-            line.truncate(76);
-            out.push(line);
-        }
+        out.extend(crate::testing::nvme_log_dump(LOG_ID, b));
         out.push(String::new());
         out
     }

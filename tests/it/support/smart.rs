@@ -2,6 +2,7 @@
 //! a wrapper in a temp dir that holds its state, each drive's answer (`<dev>.mode`) and what it was
 //! asked (`<dev>.argv`); and a collector sampled on a host of its own with nothing on it.
 
+use super::testing::nvme_log_dump;
 use ssdwatch::collector::smart::SmartCollector;
 use ssdwatch::collector::{Collector, Context};
 use ssdwatch::snapshot::Shared;
@@ -135,32 +136,6 @@ pub fn sample(c: &mut SmartCollector) -> (String, Vec<String>) {
         super::exposition(&s),
         s.errors.iter().map(|e| e.to_string()).collect(),
     )
-}
-
-/// smartctl 7.3's text dump of a log page (smartmontools' `dStrHex` layout: a space, the
-/// address, the bytes from column 8 with one more space after the eighth, their ASCII from
-/// column 60, the line cut at 76 characters), as `--json=o` puts it in `smartctl.output`.
-pub fn nvme_log_dump(id: u8, b: &[u8]) -> Vec<String> {
-    let mut out = vec![format!("NVMe Log 0x{id:02x} (0x{:04x} bytes)", b.len())];
-    for (i, chunk) in b.chunks(16).enumerate() {
-        let mut line = format!(" {:02x}", i * 16);
-        line.push_str(&" ".repeat(5usize.saturating_sub(line.len())));
-        for (k, x) in chunk.iter().enumerate() {
-            line.push_str(if k == 8 { "  " } else { " " });
-            line.push_str(&format!("{x:02x}"));
-        }
-        line.push_str(&" ".repeat(60usize.saturating_sub(line.len())));
-        line.extend(chunk.iter().map(|&c| {
-            if (0x20..0x7f).contains(&c) {
-                c as char
-            } else {
-                '.'
-            }
-        }));
-        line.truncate(76);
-        out.push(line);
-    }
-    out
 }
 
 /// A real NVMe capture (Samsung PM9A3) and the same run with a hand-made OCP SMART log (C0h)
