@@ -6,7 +6,7 @@
 // Tests build configs field by field from the defaults; that reads better than one literal.
 #![allow(clippy::field_reassign_with_default)]
 
-use crate::support::browser::{chromium, count_colours};
+use crate::support::browser::{chromium, count_colours, dom_of};
 use crate::support::story::Story;
 use crate::support::*;
 use ssdwatch::history::store::FILE_NAME;
@@ -36,13 +36,7 @@ fn the_html_report_draws_its_charts_in_a_real_browser() {
 
     // The DOM Chromium built: every chart an <svg> with non-empty paths, the usage and wear
     // charts each with a dashed forecast line.
-    let dom = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
-    let dom = String::from_utf8_lossy(&dom.stdout);
+    let dom = dom_of(&page);
     let svgs = dom.matches("<svg").count();
     // 2 filesystems, 1 drive's wear, the latency curve, TRIM and idle recoveries.
     assert_eq!(svgs, 6, "{dom}");
@@ -233,13 +227,7 @@ fn a_store_with_fifteen_minutes_of_data_draws_sensibly_in_a_real_browser() {
     // The last sample: 402 GB used, 548 GB available: df's 42.3 %, not (size - avail) / size
     // = 45.2 %.
     assert!(text.contains("fill 42.3 %"), "df's fill: {text}");
-    let dom = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
-    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    let dom = dom_of(&page);
     // Usage, wear, and latency by fill for each of the two kinds.
     assert_eq!(assert_drawn_sensibly(&dom), 4, "{dom}");
     assert!(dom.contains("serial S6B0NX0T000200"), "{dom}");
@@ -341,13 +329,7 @@ fn a_new_hosts_first_minutes_report_shows_what_the_daemon_holds_with_dfs_fill() 
     let page = reserved.dir.path().join("first-day.html");
     std::fs::write(&page, daemon.get("/report")).unwrap();
     drop(daemon);
-    let dom = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
-    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    let dom = dom_of(&page);
     let svgs = assert_drawn_sensibly(&dom);
     // Two usage charts, and per probe kind latency by fill.
     assert!(svgs >= 2 + groups.len(), "{dom}");

@@ -74,3 +74,15 @@ pub fn chromium(args: &[&str]) -> std::process::Output {
         .output()
         .expect("run chromium")
 }
+
+/// The DOM headless Chromium builds of the page at `page`, which it must load.
+pub fn dom_of(page: &std::path::Path) -> String {
+    let out = chromium(&["--dump-dom", &format!("file://{}", page.display())]);
+    assert!(
+        out.status.success(),
+        "chromium --dump-dom {}: {}",
+        page.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -902,8 +902,7 @@ fn the_report_of_the_run_tells_the_story_and_draws_in_a_browser() {
     if !support::require_cmd("report of the degradation run", "chromium", "chromium") {
         return;
     }
-    let dom = browser::chromium(&["--dump-dom", &format!("file://{}", page.display())]);
-    let dom = String::from_utf8_lossy(&dom.stdout);
+    let dom = browser::dom_of(&page);
     // Usage, the three kinds' latency by fill, and their TRIM recoveries at least.
     assert!(dom.matches("<svg").count() >= 7, "{dom}");
     assert!(dom.contains("<path class=\"measured\" d=\"M"), "{dom}");
