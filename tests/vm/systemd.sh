@@ -25,7 +25,6 @@ OUT="${2:?usage: systemd.sh SSDWATCH_BINARY OUT_DIR}"
 . "$HERE/lib.sh"
 
 # The Debian root filesystem, built once (tests/vm/rootfs.sh).
-SUITE=bookworm
 ROOTFS="$(bash "$HERE/rootfs.sh" "$CACHE")"
 
 # --- the package under test ---
@@ -70,7 +69,7 @@ case "$ACCEL" in
   kvm) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-600}" ;;
   *) GUEST_TIMEOUT="${SSDWATCH_VM_TIMEOUT:-1560}" ;;
 esac
-echo "vm: booting $KVER into Debian $SUITE with systemd, accel=$ACCEL (guest timeout ${GUEST_TIMEOUT}s)" >&2
+echo "vm: booting $KVER into ${ROOTFS##*/} with systemd, accel=$ACCEL (guest timeout ${GUEST_TIMEOUT}s)" >&2
 start=$(date +%s%N)
 set +e
 # snapshot=on: the guest's writes go to a temporary file qemu drops at exit, so the cached root
