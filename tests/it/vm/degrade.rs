@@ -250,6 +250,34 @@ fn parse_fstrim(text: &str) -> Option<f64> {
         .ok()
 }
 
+/// Whether fstrim brought the drive back, from the p50 of the empty drive, of the first two runs
+/// after the trim and of the last run before it (the untrimmed drive, after its idle time).
+/// Both runs after the trim must write far faster than the untrimmed drive (a quarter of its p50
+/// at most), and the better of the two as fast as the empty drive (1.5× at most). The model has
+/// no GC pressure left once the trim is done (its log says so), so the first run is as fast as
+/// the second; but one run's 16 writes can all be slowed by a busy host (the CI machine shares 2
+/// cores): seen once, the first run at 3.0× the empty drive's p50 and the second at 0.8×.
+fn back_after_trim(empty: f64, first: f64, second: f64, untrimmed: f64) -> Result<(), String> {
+    for (n, v) in [("first", first), ("second", second)] {
+        if v > untrimmed / 4.0 {
+            return Err(format!(
+                "the {n} run after fstrim: p50 {}, not a quarter of the untrimmed drive's {}",
+                ms(v),
+                ms(untrimmed)
+            ));
+        }
+    }
+    if first.min(second) > 1.5 * empty {
+        return Err(format!(
+            "the runs after fstrim: p50 {} and {}, neither within 1.5× the empty drive's {}",
+            ms(first),
+            ms(second),
+            ms(empty)
+        ));
+    }
+    Ok(())
+}
+
 fn fstrim_bytes() -> f64 {
     let text = read("fstrim.txt");
     parse_fstrim(&text).unwrap_or_else(|| panic!("fstrim.txt: no byte count: {text}"))
@@ -277,12 +305,14 @@ fn fstrim_brings_the_drive_back_and_is_counted_to_the_byte() {
         since >= 0.0 && since < trimmed.time - trim_start + 1.0,
         "since discard {since} s"
     );
-    assert!(
-        trimmed.p50() <= 1.5 * empty,
-        "the first run after fstrim: p50 {}, the empty drive's {}\n{t}",
-        ms(trimmed.p50()),
-        ms(empty)
-    );
+    if let Err(e) = back_after_trim(
+        empty,
+        trimmed.p50(),
+        step("trimmed2").p50(),
+        step("idle").p50(),
+    ) {
+        panic!("{e}\n{t}");
+    }
     // The daemon's discard counter grew by exactly what fstrim reported: mkfs and the mount
     // sent no discards, so fstrim's were the only ones.
     let dev = read("device.txt").trim().to_string();
@@ -685,10 +715,9 @@ fn the_degradation_dashboard_tells_the_story_from_a_real_prometheus() {
         v("deleted") >= SLOWDOWN * v("empty"),
         "high after the delete: {curve:?}"
     );
-    assert!(
-        v("trimmed") <= 1.5 * v("empty"),
-        "falling after the trim: {curve:?}"
-    );
+    if let Err(e) = back_after_trim(v("empty"), v("trimmed"), v("trimmed2"), v("idle")) {
+        panic!("falling after the trim: {e}: {curve:?}");
+    }
 
     // "Latency distribution (histogram)", its p50 over a $__rate_interval window (1m here):
     // rises with the fill.
@@ -981,4 +1010,24 @@ fn fstrim_byte_counts_are_read_from_util_linux() {
         parse_fstrim("fstrim: /mnt/ftl: the discard operation is not supported\n"),
         None
     );
+}
+
+#[test]
+fn a_drive_is_back_after_fstrim_when_both_runs_after_it_are_fast_and_one_as_fast_as_empty() {
+    // Figures of real runs (p50 in seconds): empty, first and second after the trim, idle.
+    // A quiet machine, then a busy one that slowed the first run.
+    assert_eq!(
+        back_after_trim(0.478e-3, 0.473e-3, 0.484e-3, 14.8e-3),
+        Ok(())
+    );
+    assert_eq!(
+        back_after_trim(0.576e-3, 1.720e-3, 0.449e-3, 15.3e-3),
+        Ok(())
+    );
+    // Both runs slow: not back.
+    let e = back_after_trim(0.576e-3, 1.72e-3, 1.80e-3, 15.3e-3).unwrap_err();
+    assert!(e.contains("neither within 1.5×"), "{e}");
+    // One run still near the untrimmed drive: the trim did not reach it.
+    let e = back_after_trim(0.576e-3, 0.45e-3, 9.0e-3, 15.3e-3).unwrap_err();
+    assert!(e.contains("the second run after fstrim"), "{e}");
 }
