@@ -182,6 +182,15 @@ fn simulate(dir: &std::path::Path, days: i64) -> Sim {
                         power_on_hours: Some(((t - start) / 3600 + 20_000) as u64),
                         temperature_celsius: Some(38.0 + 5.0 * rng.sym()),
                         discarded_bytes: Some(d.discarded as u64),
+                        // What a healthy NVMe drive's logs say (a row an hour in the store).
+                        health: ssdwatch::history::DriveHealthRecord {
+                            error_log_entries: Some(14),
+                            self_test: Some("short passed".into()),
+                            self_test_age_seconds: Some(86_400),
+                            temperature_warning_celsius: Some(70.0),
+                            above_warning_seconds: Some(0),
+                            durability: Some("none".into()),
+                        },
                     });
                 }
             }

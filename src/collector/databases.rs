@@ -11,6 +11,8 @@ use crate::databases::mysql;
 use crate::databases::postgres::{self, Wal};
 use crate::databases::walk::{Progress, Root, Total, Walk};
 use crate::databases::{Database, canonical, locate, mount_of};
+use crate::history::service::Record;
+use crate::history::{ComponentSize, DatabaseFacts, DatabaseSample};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{MountInfo, read_mountinfo, strip_rootfs};
 use crate::procfs::processes::{ServerKind, read_servers};
@@ -215,6 +217,8 @@ pub struct DatabasesCollector {
     /// The last search's result: used again while a search hangs (reading a command line
     /// waits on a process's memory lock), so the databases already found keep their series.
     last_found: Option<Found>,
+    /// When the components last went to the history store (Unix seconds).
+    history_sent: Option<f64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -617,6 +621,7 @@ impl DatabasesCollector {
             discover_busy: Arc::default(),
             targets: BTreeMap::new(),
             last_found: None,
+            history_sent: None,
         }
     }
 }
@@ -862,8 +867,97 @@ impl Collector for DatabasesCollector {
                 );
             }
         }
+        let now = unix(SystemTime::now());
+        if let Some(h) = &ctx.history
+            && self
+                .history_sent
+                .is_none_or(|t| now - t >= h.raw_interval().as_secs_f64())
+        {
+            self.history_sent = Some(now);
+            let kinds: Vec<(&str, &str)> =
+                targets.iter().map(|t| (t.label.as_str(), t.kind)).collect();
+            s.records.extend(
+                history_samples(&s.metrics, &kinds, now as i64)
+                    .into_iter()
+                    .map(Record::Database),
+            );
+        }
         Ok(s)
     }
+}
+
+/// What the history store keeps of a sample: each database's components and facts, read back
+/// from the series the sample published (what is stored is what was exported). A database
+/// without a component figure yet (its first sizing still running) sends its facts only.
+fn history_samples(set: &MetricSet, databases: &[(&str, &str)], t: i64) -> Vec<DatabaseSample> {
+    let family = |name: &str| set.families().iter().find(|f| f.name == name);
+    let label = |s: &crate::metrics::Sample, k: &str| {
+        s.labels
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let of = |s: &crate::metrics::Sample, db: &str| label(s, "database") == db;
+    let fact = |name: &str, db: &str| {
+        family(name)?
+            .samples
+            .iter()
+            .find(|s| of(s, db))
+            .map(|s| s.value.max(0.0) as u64)
+    };
+    databases
+        .iter()
+        .map(|&(db, kind)| {
+            let components = family(catalogue::DATABASE_COMPONENT_BYTES.name)
+                .map(|f| {
+                    f.samples
+                        .iter()
+                        .filter(|s| of(s, db))
+                        .map(|s| ComponentSize {
+                            component: label(s, "component"),
+                            mountpoint: label(s, "mountpoint"),
+                            bytes: s.value.max(0.0) as u64,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let slot = family(catalogue::POSTGRES_REPLICATION_SLOT_RETAINED_BYTES.name)
+                .and_then(|f| {
+                    f.samples
+                        .iter()
+                        .filter(|s| of(s, db))
+                        .max_by(|a, b| a.value.total_cmp(&b.value))
+                })
+                .map(|s| (label(s, "slot"), s.value.max(0.0) as u64));
+            DatabaseSample {
+                database: db.to_string(),
+                kind: kind.to_string(),
+                t,
+                components,
+                facts: DatabaseFacts {
+                    archive_ready_segments: fact(
+                        catalogue::POSTGRES_ARCHIVE_READY_SEGMENTS.name,
+                        db,
+                    ),
+                    archive_oldest_ready_age_seconds: fact(
+                        catalogue::POSTGRES_ARCHIVE_OLDEST_READY_AGE_SECONDS.name,
+                        db,
+                    ),
+                    slot,
+                    binlog_files: fact(catalogue::MYSQL_BINLOG_FILES.name, db),
+                    binlog_oldest_age_seconds: fact(
+                        catalogue::MYSQL_BINLOG_OLDEST_AGE_SECONDS.name,
+                        db,
+                    ),
+                    binlog_retention_seconds: fact(
+                        catalogue::MYSQL_BINLOG_RETENTION_SECONDS.name,
+                        db,
+                    ),
+                },
+            }
+        })
+        .collect()
 }
 
 fn component_metric(s: &mut Sample, label: &str, component: &str, mount: &str, t: &Total) {

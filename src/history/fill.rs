@@ -65,6 +65,7 @@ fn drives_at(templates: &[(DriveInfo, DrivePoint)], t: i64, ago: i64) -> Vec<Dri
                 .temperature_celsius
                 .map(|c| c.last + ((t / HOUR) % 5) as f64),
             discarded_bytes: back(p.discarded_bytes, 100e9),
+            health: Default::default(),
         })
         .collect()
 }

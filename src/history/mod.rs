@@ -16,7 +16,8 @@ pub mod slow;
 pub mod store;
 
 pub use record::{
-    DiscardEvent, DriveId, DriveInfo, DriveKey, DrivePoint, DriveSample, FsId, FsInfo, FsKey,
+    ComponentSeries, ComponentSize, DatabaseFacts, DatabaseSample, DiscardEvent, DriveHealthPoint,
+    DriveHealthRecord, DriveId, DriveInfo, DriveKey, DrivePoint, DriveSample, FsId, FsInfo, FsKey,
     FsLayers, FsLayersRef, FsPoint, FsSample, FsSampleRef, IdlePeriod, LayerRow, ProbeRecord,
     ProbeRun, Stat,
 };

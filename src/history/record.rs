@@ -145,6 +145,86 @@ pub struct DriveSample {
     pub power_on_hours: Option<u64>,
     pub temperature_celsius: Option<f64>,
     pub discarded_bytes: Option<u64>,
+    /// What the drive's own logs and the durability check said at this reading: the store
+    /// keeps the last of each hour, for the report's health table.
+    pub health: DriveHealthRecord,
+}
+
+/// A drive's error log, newest self-test, temperature limit and durability at one reading.
+/// Unknown stays `None`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DriveHealthRecord {
+    /// Error-information log entries over the drive's life (NVMe; the ATA error-log count).
+    pub error_log_entries: Option<u64>,
+    /// The newest self-test's type and result, e.g. "extended failed".
+    pub self_test: Option<String>,
+    /// Power-on time since the newest self-test ran, at this reading.
+    pub self_test_age_seconds: Option<u64>,
+    pub temperature_warning_celsius: Option<f64>,
+    /// Time the drive counted above its warning temperature over its life.
+    pub above_warning_seconds: Option<u64>,
+    /// `ssdwatch_device_durability_risk_info`'s reason, when the check could be made.
+    pub durability: Option<String>,
+}
+
+impl DriveHealthRecord {
+    pub fn is_empty(&self) -> bool {
+        *self == DriveHealthRecord::default()
+    }
+}
+
+/// One stored health reading of a drive: the last of its hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveHealthPoint {
+    pub t: i64,
+    pub health: DriveHealthRecord,
+}
+
+/// What a database's files held at one sample, by component, with the facts that say why a
+/// component grows (the archiver's backlog, the slot holding WAL back, the oldest binary log).
+/// The store keeps each component's last size of every hour and the newest facts.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatabaseSample {
+    /// The data directory (or a watched path's name), as the `database` label says.
+    pub database: String,
+    /// postgresql, mysql or watch (the `kind` label of `ssdwatch_database_info`).
+    pub kind: String,
+    pub t: i64,
+    pub components: Vec<ComponentSize>,
+    pub facts: DatabaseFacts,
+}
+
+/// One component's bytes on the mount that holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComponentSize {
+    /// The `component` label: wal, relations, binlog, …
+    pub component: String,
+    pub mountpoint: String,
+    pub bytes: u64,
+}
+
+/// Why a database's components grow, as last seen; unknown is `None`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatabaseFacts {
+    pub archive_ready_segments: Option<u64>,
+    pub archive_oldest_ready_age_seconds: Option<u64>,
+    /// The replication slot holding back the most WAL, and how much.
+    pub slot: Option<(String, u64)>,
+    pub binlog_files: Option<u64>,
+    pub binlog_oldest_age_seconds: Option<u64>,
+    pub binlog_retention_seconds: Option<u64>,
+}
+
+/// A component as the store knows it, with its sizes over the time asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComponentSeries {
+    pub database: String,
+    pub kind: String,
+    pub component: String,
+    pub mountpoint: String,
+    /// (time, bytes): the last size of each stored hour (of each day, for days older than the
+    /// raw retention), oldest first.
+    pub sizes: Vec<(i64, u64)>,
 }
 
 /// One probe kind's result with the context it ran in, kept at full resolution.

@@ -8,8 +8,8 @@ use super::clock::{ClockGuard, Verdict};
 use super::current;
 use super::forecast::Endurance;
 use super::{
-    DiscardEvent, DriveSample, FsKey, FsLayers, FsLayersRef, FsSample, FsSampleRef, HistoryConfig,
-    IdlePeriod, LayerRow, ProbeRecord, Store,
+    DatabaseSample, DiscardEvent, DriveSample, FsKey, FsLayers, FsLayersRef, FsSample, FsSampleRef,
+    HistoryConfig, IdlePeriod, LayerRow, ProbeRecord, Store,
 };
 use crate::catalogue;
 use crate::metrics::MetricSet;
@@ -46,6 +46,8 @@ pub enum Record {
     Probe(ProbeRecord),
     Discard(DiscardEvent),
     Idle(IdlePeriod),
+    /// What a database's files held, by component.
+    Database(DatabaseSample),
 }
 
 /// When a record was taken (Unix seconds).
@@ -57,6 +59,7 @@ fn record_time(r: &Record) -> i64 {
         Record::Probe(p) => p.t,
         Record::Discard(d) => d.t,
         Record::Idle(i) => i.start,
+        Record::Database(d) => d.t,
     }
 }
 
@@ -525,8 +528,8 @@ impl Worker {
             *batch = Vec::new();
             return;
         };
-        let (mut drives, mut probes, mut discards, mut idle) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut drives, mut probes, mut discards, mut idle, mut databases) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         // Taken, not drained: a batch of 15 minutes of a large host is a few hundred KiB,
         // which goes back to the kernel here instead of staying resident between flushes.
         for r in std::mem::take(batch) {
@@ -537,16 +540,23 @@ impl Worker {
                 Record::Probe(p) => probes.push(p),
                 Record::Discard(d) => discards.push(d),
                 Record::Idle(i) => idle.push(i),
+                Record::Database(d) => databases.push(d),
             }
         }
-        let n = (fs.len() + drives.len() + probes.len() + discards.len() + idle.len()) as u64;
+        let n = (fs.len()
+            + drives.len()
+            + probes.len()
+            + discards.len()
+            + idle.len()
+            + databases.len()) as u64;
         let result = store
             .record_fs(fs.samples())
             .and_then(|_| store.record_fs_layers(fs.stacks()))
             .and_then(|_| store.record_drives(&drives))
             .and_then(|_| store.record_probes(&probes))
             .and_then(|_| store.record_discards(&discards))
-            .and_then(|_| store.record_idle(&idle));
+            .and_then(|_| store.record_idle(&idle))
+            .and_then(|_| store.record_databases(&databases).map(drop));
         let older = store.take_refused_older();
         match result {
             Ok(()) => {

@@ -53,6 +53,7 @@ pub fn render(r: &Report) -> String {
     );
     filesystems(&mut o, r);
     layers(&mut o, r);
+    what_is_filling(&mut o, r);
     drives(&mut o, r);
     degradation(&mut o, r);
     performance_full(&mut o, r);
@@ -93,6 +94,10 @@ fn filesystems(o: &mut String, r: &Report) {
             ),
             (None, Some(n)) => format!("<span class=\"note\">{}</span>", esc(n)),
             _ => "—".into(),
+        };
+        let full = match &f.top_contributor {
+            Some(t) => format!("{full}<br><span class=\"filling\">{}</span>", esc(t)),
+            None => full,
         };
         let _ = write!(
             o,
@@ -212,6 +217,46 @@ fn layers(o: &mut String, r: &Report) {
                 bytes(l.avail_bytes),
                 opt(l.size_bytes, bytes),
                 opt(l.fill_ratio, pct),
+            );
+        }
+        o.push_str("</table>");
+    }
+}
+
+/// Each mount's database components: size, growth over a day and a week, share of the
+/// mount's growth over the day.
+fn what_is_filling(o: &mut String, r: &Report) {
+    let with: Vec<&super::FsReport> = r
+        .filesystems
+        .iter()
+        .filter(|f| !f.filling.is_empty())
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    o.push_str("<h2>What is filling it</h2><p class=\"note\">The databases' components on each mount, read from their files (no login), the fastest-growing over the last day first, with their share of the mount's growth.</p>");
+    let signed = super::filling::signed_bytes;
+    for f in with {
+        let _ = write!(
+            o,
+            "<h3 class=\"filling\">{} <span class=\"note\">(grew {} over the last day)</span></h3>",
+            esc(&f.mountpoint),
+            opt(f.used_growth_1d_bytes, signed)
+        );
+        if let Some(t) = &f.top_contributor {
+            let _ = write!(o, "<p class=\"filling\">{}</p>", esc(t));
+        }
+        o.push_str("<table class=\"filling\"><tr><th>component</th><th>database</th><th>size</th><th>last day</th><th>last 7 days</th><th>share of the day's growth</th></tr>");
+        for c in &f.filling {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.title()),
+                esc(&c.database),
+                bytes(c.bytes),
+                opt(c.growth_1d_bytes, signed),
+                opt(c.growth_7d_bytes, signed),
+                esc(&super::filling::share(c)),
             );
         }
         o.push_str("</table>");

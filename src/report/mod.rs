@@ -3,6 +3,7 @@
 //! latency-vs-fill curves). [`build`] makes the [`Report`] model by queries; `text`, `json`
 //! and `html` render it. It never writes to the store.
 
+pub mod filling;
 pub mod html;
 pub mod openmetrics;
 pub mod prometheus;
@@ -14,10 +15,11 @@ use crate::history::degradation::{self, Group};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::slow::{self, Assessment, SlowFill, SlowLevel};
-use crate::history::{FsId, Store, StoreError};
+use crate::history::{DatabaseFacts, FsId, Store, StoreError};
 use crate::statfs::df_fill_ratio;
 use crate::time::DAY;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// The whole report of one host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,7 +43,7 @@ pub struct Report {
 }
 
 /// One filesystem.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FsReport {
     pub mountpoint: String,
     pub device: Option<String>,
@@ -75,6 +77,13 @@ pub struct FsReport {
     /// The stack of layers under it as last seen (the filesystem first, then the thin pools,
     /// btrfs, ZFS dataset and pool below): empty when nothing below has a capacity of its own.
     pub layers: Vec<LayerReport>,
+    /// df's used now less a day ago; unknown before a day of history.
+    pub used_growth_1d_bytes: Option<f64>,
+    /// What is filling it: the database components on it, the fastest-growing first.
+    pub filling: Vec<filling::ComponentReport>,
+    /// The sentence naming the component behind most of the last day's growth and why it
+    /// grows ([`filling::top_contributor`]).
+    pub top_contributor: Option<String>,
 }
 
 /// One layer of a filesystem's stack.
@@ -250,6 +259,41 @@ impl DriveHealth {
     }
 }
 
+/// A drive's health from its stored readings of the last 7 days (oldest first): the newest
+/// reading's figures, and what its counters gained since the oldest (unknown with one reading,
+/// as Prometheus' `increase` over 7 days is), with the newest temperature stored.
+fn stored_health(
+    readings: &[crate::history::DriveHealthPoint],
+    temperature_celsius: Option<f64>,
+) -> DriveHealth {
+    let (Some(first), Some(last)) = (readings.first(), readings.last()) else {
+        return DriveHealth {
+            temperature_celsius,
+            ..DriveHealth::default()
+        };
+    };
+    let (a, b) = (&first.health, &last.health);
+    let gained = |f: fn(&crate::history::DriveHealthRecord) -> Option<u64>| {
+        if readings.len() < 2 {
+            return None;
+        }
+        // A counter that went down was reset (a drive replaced under the same identity, a
+        // firmware that clears its log): what it holds now is what it gained.
+        let (x, y) = (f(a)?, f(b)?);
+        Some(if y >= x { y - x } else { y } as f64)
+    };
+    DriveHealth {
+        error_log_entries: b.error_log_entries.map(|n| n as f64),
+        error_log_entries_new_7d: gained(|h| h.error_log_entries),
+        self_test: b.self_test.clone(),
+        self_test_age_seconds: b.self_test_age_seconds.map(|s| s as f64),
+        temperature_celsius,
+        temperature_warning_celsius: b.temperature_warning_celsius,
+        above_warning_seconds_7d: gained(|h| h.above_warning_seconds),
+        durability: b.durability.clone(),
+    }
+}
+
 /// Histories shorter than this many days draw usage from the stored samples.
 pub const FINE_USAGE_DAYS: usize = 14;
 /// Points of such a usage chart at most.
@@ -285,6 +329,15 @@ fn usage_points(
         }
     }
     Ok(out)
+}
+
+/// df's used (size − free) at the newest point less at the newest point at or before
+/// `now - span`; None without a point that old.
+fn used_growth(points: &[crate::history::FsPoint], now: i64, span: i64) -> Option<f64> {
+    let used = |p: &crate::history::FsPoint| p.size.last - p.free.last;
+    let last = points.last()?;
+    let then = points.iter().rev().find(|p| p.t <= now - span)?;
+    Some(used(last) - used(then))
 }
 
 /// Usage points (used as `size − avail`, which the forecast counts) on df's scale: less root's
@@ -345,6 +398,32 @@ fn build_in(
     let mut unknown = Vec::new();
     let mut filesystems = Vec::new();
     let mut since: Option<i64> = None;
+    // The components seen in the last 8 days (7 days' growth needs a size a week old), by mount.
+    let mut components: BTreeMap<String, Vec<filling::ComponentReport>> = BTreeMap::new();
+    for c in store.components(now - 8 * DAY, now)? {
+        // A component not seen lately is gone (a server stopped, a slot dropped).
+        if !current::seen_recently(c.sizes.last().map(|s| s.0), now) {
+            continue;
+        }
+        components
+            .entry(c.mountpoint.clone())
+            .or_default()
+            .push(filling::ComponentReport {
+                bytes: c.sizes.last().map_or(0.0, |s| s.1 as f64),
+                growth_1d_bytes: filling::growth(&c.sizes, now, DAY),
+                growth_7d_bytes: filling::growth(&c.sizes, now, 7 * DAY),
+                share_1d: None,
+                database: c.database,
+                kind: c.kind,
+                component: c.component,
+            });
+    }
+    let facts: BTreeMap<String, DatabaseFacts> = store
+        .database_facts()?
+        .into_iter()
+        .filter(|(_, (_, t, _))| current::seen_recently(Some(*t), now))
+        .map(|(db, (_, _, f))| (db, f))
+        .collect();
     let mut first = |t: i64| since = Some(since.map_or(t, |s: i64| s.min(t)));
     for f in store.filesystems()? {
         first(f.first_seen);
@@ -396,7 +475,25 @@ fn build_in(
             Some((t, rows)) if current::seen_recently(Some(t), now) => layer_reports(rows),
             _ => Vec::new(),
         };
+        let used_growth_1d_bytes = if stale {
+            None
+        } else {
+            used_growth(&store.fs_series(f.id, now - 2 * DAY, now)?, now, DAY)
+        };
+        // Components are keyed by mount point: a mount's newest series takes them.
+        let filling = filling::with_shares(
+            if stale {
+                Vec::new()
+            } else {
+                components.remove(&f.key.mountpoint).unwrap_or_default()
+            },
+            used_growth_1d_bytes,
+        );
+        let top_contributor = filling::top_contributor(&filling, used_growth_1d_bytes, &facts);
         filesystems.push(FsReport {
+            used_growth_1d_bytes,
+            filling,
+            top_contributor,
             mountpoint: f.key.mountpoint.clone(),
             device: f.device.clone(),
             first_seen_unix: f.first_seen,
@@ -479,17 +576,21 @@ fn build_in(
             discard_bursts: discards.len(),
             last_discard_unix: discards.last().map(|e| e.0),
             last_discard_bytes: discards.last().map(|e| e.1),
+            health: if stale {
+                DriveHealth::default()
+            } else {
+                let temperature = store
+                    .drive_series(d.id, now - current::STALE_SECONDS, now)?
+                    .iter()
+                    .rev()
+                    .find_map(|p| p.temperature_celsius.map(|t| t.last));
+                stored_health(&store.drive_health(d.id, now - 7 * DAY, now)?, temperature)
+            },
             wear,
-            health: DriveHealth::default(),
         });
     }
     if drives.is_empty() {
         unknown.push("no SMART samples of a drive yet: wear and wear-out dates are unknown".into());
-    } else {
-        unknown.push(
-            "drive health (error log, self-test, temperature limits, fsync durability) is not kept in the history store: `report --prometheus` shows it"
-                .into(),
-        );
     }
     let degradation = degradation::analyse(store, 0, now)?;
     if degradation.is_empty() {

@@ -11,7 +11,10 @@
 //! TRIM and idle recoveries are one sample per event on the daemon's recovery gauges, at the
 //! end of the hour after the event. The drives' model and capacity (`ssdwatch_device_info`,
 //! `ssdwatch_disk_size_bytes`) and the predicted-full and wear-out dates as of the export close
-//! it, one sample each at its time.
+//! it, one sample each at its time. Drive health readings and database component sizes are
+//! hourly rows (daily ones past the raw retention), exported as such; a database's facts (the
+//! archiver's backlog, the slot holding back the most WAL, the binary logs) are its newest,
+//! one sample each.
 
 use crate::catalogue::{self, Family};
 use crate::history::current;
@@ -59,6 +62,7 @@ fn family(w: &mut dyn Write, def: &Family) -> std::io::Result<()> {
 
 type FsField = fn(&FsPoint) -> f64;
 type DriveField = fn(&DrivePoint) -> Option<f64>;
+type FactField = fn(&crate::history::DatabaseFacts) -> Option<u64>;
 
 /// Writes every series of the store up to `now` to `w`, family by family, each series in time
 /// order; returns the number of samples written.
@@ -91,6 +95,8 @@ fn export_in(
     filesystem_series(&mut out, store, now, &fss)?;
     let drives = store.drives()?;
     drive_series(&mut out, store, now, &drives)?;
+    drive_health_series(&mut out, store, now, &drives)?;
+    database_series(&mut out, store, now)?;
     probe_runs(&mut out, store, now, &fss, &drives)?;
     recoveries(&mut out, store, now)?;
     drive_identity(&mut out, now, &drives)?;
@@ -209,6 +215,159 @@ fn drive_series(
             }
         }
     }
+    Ok(())
+}
+
+/// Samples of one family grouped by series (label set), each series' in time order.
+type SeriesSamples = BTreeMap<String, Vec<(i64, f64)>>;
+
+fn write_family(out: &mut Out, def: &Family, series: SeriesSamples) -> std::io::Result<()> {
+    if series.is_empty() {
+        return Ok(());
+    }
+    out.family(def)?;
+    for (l, samples) in series {
+        for (t, v) in samples {
+            out.sample(def.name, &l, format_value(v), t)?;
+        }
+    }
+    Ok(())
+}
+
+/// Each drive's stored health readings (an hour's last, a day's last once older than the raw
+/// retention) on the daemon's health families: the error log, the newest self-test and its
+/// age, the warning temperature and the time above it, and the durability reason.
+fn drive_health_series(
+    out: &mut Out,
+    store: &Store,
+    now: i64,
+    drives: &[DriveInfo],
+) -> Result<(), ExportError> {
+    let defs: [&Family; 6] = [
+        &catalogue::DEVICE_ERROR_LOG_ENTRIES_TOTAL,
+        &catalogue::DEVICE_SELF_TEST_LAST_RESULT,
+        &catalogue::DEVICE_SELF_TEST_LAST_AGE_SECONDS,
+        &catalogue::DEVICE_TEMPERATURE_LIMIT_CELSIUS,
+        &catalogue::DEVICE_TEMPERATURE_ABOVE_LIMIT_SECONDS_TOTAL,
+        &catalogue::DEVICE_DURABILITY_RISK_INFO,
+    ];
+    let mut families: [SeriesSamples; 6] = Default::default();
+    for d in drives {
+        let ids = drive_ids(d);
+        let with = |k: &'static str, v: &str| {
+            let mut l = ids.to_vec();
+            l.push((k, v));
+            out.labels(&l)
+        };
+        let plain = out.labels(&ids);
+        for p in store.drive_health(d.id, 0, now)? {
+            let h = &p.health;
+            let mut put = |i: usize, l: String, v: Option<f64>| {
+                if let Some(v) = v {
+                    families[i].entry(l).or_default().push((p.t, v));
+                }
+            };
+            put(0, plain.clone(), h.error_log_entries.map(|n| n as f64));
+            if let Some((kind, result)) = h.self_test.as_deref().and_then(|s| s.split_once(' ')) {
+                let mut l = ids.to_vec();
+                l.extend([("type", kind), ("result", result)]);
+                put(1, out.labels(&l), Some(1.0));
+            }
+            put(2, plain.clone(), h.self_test_age_seconds.map(|s| s as f64));
+            put(3, with("limit", "warning"), h.temperature_warning_celsius);
+            put(
+                4,
+                with("limit", "warning"),
+                h.above_warning_seconds.map(|s| s as f64),
+            );
+            if let Some(r) = h.durability.as_deref() {
+                put(5, with("reason", r), Some(1.0));
+            }
+        }
+    }
+    for (def, series) in defs.into_iter().zip(families) {
+        write_family(out, def, series)?;
+    }
+    Ok(())
+}
+
+/// Each database component's stored sizes (an hour's last, a day's last once older than the
+/// raw retention), each database's kind at those times (`ssdwatch_database_info`, with version
+/// and mount point unknown: the store keeps neither), and its newest facts, one sample each at
+/// the time they were seen.
+fn database_series(out: &mut Out, store: &Store, now: i64) -> Result<(), ExportError> {
+    let components = store.components(0, now)?;
+    let mut sizes = SeriesSamples::new();
+    let mut info: BTreeMap<(String, String), std::collections::BTreeSet<i64>> = BTreeMap::new();
+    for c in &components {
+        let l = out.labels(&[
+            ("database", &c.database),
+            ("component", &c.component),
+            ("mountpoint", &c.mountpoint),
+        ]);
+        sizes.insert(l, c.sizes.iter().map(|&(t, b)| (t, b as f64)).collect());
+        info.entry((c.database.clone(), c.kind.clone()))
+            .or_default()
+            .extend(c.sizes.iter().map(|s| s.0));
+    }
+    write_family(out, &catalogue::DATABASE_COMPONENT_BYTES, sizes)?;
+    let info: SeriesSamples = info
+        .into_iter()
+        .map(|((db, kind), times)| {
+            let l = out.labels(&[
+                ("database", &db),
+                ("kind", &kind),
+                ("version", ""),
+                ("mountpoint", ""),
+            ]);
+            (l, times.into_iter().map(|t| (t, 1.0)).collect())
+        })
+        .collect();
+    write_family(out, &catalogue::DATABASE_INFO, info)?;
+    let facts = store.database_facts()?;
+    let fact_defs: [(&Family, FactField); 5] = [
+        (&catalogue::POSTGRES_ARCHIVE_READY_SEGMENTS, |f| {
+            f.archive_ready_segments
+        }),
+        (&catalogue::POSTGRES_ARCHIVE_OLDEST_READY_AGE_SECONDS, |f| {
+            f.archive_oldest_ready_age_seconds
+        }),
+        (&catalogue::MYSQL_BINLOG_FILES, |f| f.binlog_files),
+        (&catalogue::MYSQL_BINLOG_OLDEST_AGE_SECONDS, |f| {
+            f.binlog_oldest_age_seconds
+        }),
+        (&catalogue::MYSQL_BINLOG_RETENTION_SECONDS, |f| {
+            f.binlog_retention_seconds
+        }),
+    ];
+    for (def, field) in fact_defs {
+        let series: SeriesSamples = facts
+            .iter()
+            .filter_map(|(db, (_, t, f))| {
+                Some((
+                    out.labels(&[("database", db)]),
+                    vec![(*t, field(f)? as f64)],
+                ))
+            })
+            .collect();
+        write_family(out, def, series)?;
+    }
+    // The slot holding back the most (its type is not kept).
+    let slots: SeriesSamples = facts
+        .iter()
+        .filter_map(|(db, (_, t, f))| {
+            let (slot, b) = f.slot.as_ref()?;
+            Some((
+                out.labels(&[("database", db), ("slot", slot), ("type", "")]),
+                vec![(*t, *b as f64)],
+            ))
+        })
+        .collect();
+    write_family(
+        out,
+        &catalogue::POSTGRES_REPLICATION_SLOT_RETAINED_BYTES,
+        slots,
+    )?;
     Ok(())
 }
 

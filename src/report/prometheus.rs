@@ -10,6 +10,7 @@
 //! (only series exported by `ssdwatch history export`, which carry each run's fill), and the
 //! TRIM/idle recovery gauges at one point an hour in 30-day chunks (720 points a series).
 
+use super::filling::ComponentReport;
 use super::{DriveHealth, DriveReport, FsReport, LayerReport, Report};
 use crate::catalogue;
 use crate::history::current;
@@ -17,7 +18,7 @@ use crate::history::curve::{Curve, Recovery, not_trimmed};
 use crate::history::degradation::{Group, RECOVERY_FAMILIES};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
-use crate::history::{DrivePoint, Stat};
+use crate::history::{DatabaseFacts, DrivePoint, Stat};
 use crate::probe::ProbeKind;
 use crate::statfs::df_fill_ratio;
 use crate::time::{DAY, HOUR};
@@ -256,6 +257,7 @@ fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, Que
     let last_avail = last_value(api, instance, now, &catalogue::FILESYSTEM_AVAIL_BYTES)?;
     let last_free = last_value(api, instance, now, &catalogue::FILESYSTEM_FREE_BYTES)?;
     let mut stacks = layers(api, instance, now)?;
+    let mut filling = Filling::query(api, instance, now)?;
     Ok(days
         .into_iter()
         .filter_map(|((mp, dev), days)| {
@@ -265,11 +267,142 @@ fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, Que
                 .copied()
                 .zip(last_free.get(&key).copied());
             let layers = stacks.remove(&mp).unwrap_or_default();
+            let grew = filling.mount_growth_1d.get(&mp).copied();
+            let components = filling.components.remove(&mp).unwrap_or_default();
             let mut f = filesystem(mp, dev, &days, now_figures, now)?;
             f.layers = layers;
+            f.used_growth_1d_bytes = grew;
+            f.filling = super::filling::with_shares(components, grew);
+            f.top_contributor = super::filling::top_contributor(&f.filling, grew, &filling.facts);
             Some(f)
         })
         .collect())
+}
+
+/// What is filling each mount, from the databases collector's series: each component's
+/// bytes now and growth over a day and a week, each mount's growth of df's used over a day,
+/// and each database's facts (the archiver's backlog, slots, binary logs).
+struct Filling {
+    components: BTreeMap<String, Vec<ComponentReport>>,
+    mount_growth_1d: BTreeMap<String, f64>,
+    facts: BTreeMap<String, DatabaseFacts>,
+}
+
+impl Filling {
+    fn query(api: &Api, instance: &str, now: i64) -> Result<Filling, QueryError> {
+        let s = sel(instance, "");
+        let bytes = catalogue::DATABASE_COMPONENT_BYTES.name;
+        // (database, component, mountpoint) → value
+        let by_component =
+            |q: String| -> Result<BTreeMap<(String, String, String), f64>, QueryError> {
+                Ok(api
+                    .query(&q, now)?
+                    .into_iter()
+                    .filter_map(|(l, p)| {
+                        let k = |n| label(&l, n).unwrap_or("").to_string();
+                        Some((
+                            (k("database"), k("component"), k("mountpoint")),
+                            p.first()?.1,
+                        ))
+                    })
+                    .collect())
+            };
+        // The newest value within an hour: a backfilled store's sizes are hourly.
+        let last = |m: &str, offset: &str| format!("last_over_time({m}{s}[1h]{offset})");
+        let growth = |span: &str| {
+            by_component(format!(
+                "{} - {}",
+                last(bytes, ""),
+                last(bytes, &format!(" offset {span}"))
+            ))
+        };
+        let (g1, g7) = (growth("1d")?, growth("7d")?);
+        let kinds: BTreeMap<String, String> = api
+            .query(&last(catalogue::DATABASE_INFO.name, ""), now)?
+            .into_iter()
+            .filter_map(|(l, _)| {
+                Some((
+                    label(&l, "database")?.to_string(),
+                    label(&l, "kind")?.to_string(),
+                ))
+            })
+            .collect();
+        let mut components: BTreeMap<String, Vec<ComponentReport>> = BTreeMap::new();
+        for (k, v) in by_component(last(bytes, ""))? {
+            components
+                .entry(k.2.clone())
+                .or_default()
+                .push(ComponentReport {
+                    kind: kinds.get(&k.0).cloned().unwrap_or_default(),
+                    bytes: v,
+                    growth_1d_bytes: g1.get(&k).copied(),
+                    growth_7d_bytes: g7.get(&k).copied(),
+                    share_1d: None,
+                    database: k.0,
+                    component: k.1,
+                });
+        }
+        let (size, free) = (
+            catalogue::FILESYSTEM_SIZE_BYTES.name,
+            catalogue::FILESYSTEM_FREE_BYTES.name,
+        );
+        let mount_growth_1d = api
+            .query(
+                &format!(
+                    "max by (mountpoint) (({} - {}) - ({} - {}))",
+                    last(size, ""),
+                    last(free, ""),
+                    last(size, " offset 1d"),
+                    last(free, " offset 1d")
+                ),
+                now,
+            )?
+            .into_iter()
+            .filter_map(|(l, p)| Some((label(&l, "mountpoint")?.to_string(), p.first()?.1)))
+            .collect();
+        let mut facts: BTreeMap<String, DatabaseFacts> = BTreeMap::new();
+        let mut fact = |family: &catalogue::Family,
+                        set: &dyn Fn(&mut DatabaseFacts, &Labels, f64)|
+         -> Result<(), QueryError> {
+            for (l, p) in api.query(&last(family.name, ""), now)? {
+                if let (Some(db), Some(&(_, v))) = (label(&l, "database"), p.first()) {
+                    set(facts.entry(db.to_string()).or_default(), &l, v);
+                }
+            }
+            Ok(())
+        };
+        let n = |v: f64| v.max(0.0) as u64;
+        fact(&catalogue::POSTGRES_ARCHIVE_READY_SEGMENTS, &|f, _, v| {
+            f.archive_ready_segments = Some(n(v))
+        })?;
+        fact(
+            &catalogue::POSTGRES_ARCHIVE_OLDEST_READY_AGE_SECONDS,
+            &|f, _, v| f.archive_oldest_ready_age_seconds = Some(n(v)),
+        )?;
+        fact(
+            &catalogue::POSTGRES_REPLICATION_SLOT_RETAINED_BYTES,
+            &|f, l, v| {
+                // The slot holding back the most.
+                if f.slot.as_ref().is_none_or(|(_, b)| n(v) > *b) {
+                    f.slot = Some((label(l, "slot").unwrap_or("").to_string(), n(v)));
+                }
+            },
+        )?;
+        fact(&catalogue::MYSQL_BINLOG_FILES, &|f, _, v| {
+            f.binlog_files = Some(n(v))
+        })?;
+        fact(&catalogue::MYSQL_BINLOG_OLDEST_AGE_SECONDS, &|f, _, v| {
+            f.binlog_oldest_age_seconds = Some(n(v))
+        })?;
+        fact(&catalogue::MYSQL_BINLOG_RETENTION_SECONDS, &|f, _, v| {
+            f.binlog_retention_seconds = Some(n(v))
+        })?;
+        Ok(Filling {
+            components,
+            mount_growth_1d,
+            facts,
+        })
+    }
 }
 
 /// Each mount's stack of layers as last scraped (mounts with a layer below them only): each
@@ -497,6 +630,9 @@ fn filesystem(
             reserved,
         ),
         layers: Vec::new(),
+        used_growth_1d_bytes: None,
+        filling: Vec::new(),
+        top_contributor: None,
     })
 }
 

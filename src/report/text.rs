@@ -34,6 +34,7 @@ fn render_raw(r: &Report) -> String {
     let mut o = String::new();
     header(&mut o, r);
     filesystems(&mut o, &r.filesystems);
+    what_is_filling(&mut o, &r.filesystems);
     drives(&mut o, r);
     latency_by_fill(&mut o, &r.degradation);
     performance_full(&mut o, &r.performance_full);
@@ -93,6 +94,9 @@ fn filesystem(o: &mut String, f: &FsReport) {
         (None, None) => "unknown".into(),
     };
     let _ = writeln!(o, "    predicted full: {full}");
+    if let Some(t) = &f.top_contributor {
+        let _ = writeln!(o, "    what fills it: {t}");
+    }
     if let Some(first) = f.runs_out_first() {
         let _ = writeln!(
             o,
@@ -114,6 +118,42 @@ fn filesystem(o: &mut String, f: &FsReport) {
                 } else {
                     ""
                 },
+                w = width.unwrap_or(0)
+            );
+        }
+    }
+}
+
+/// Each mount's database components: size, growth over a day and a week, share of the
+/// mount's growth over the day.
+fn what_is_filling(o: &mut String, filesystems: &[FsReport]) {
+    let with: Vec<&FsReport> = filesystems
+        .iter()
+        .filter(|f| !f.filling.is_empty())
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nWHAT IS FILLING IT");
+    let signed = super::filling::signed_bytes;
+    for f in with {
+        let _ = writeln!(
+            o,
+            "  {}  (grew {} over the last day)",
+            f.mountpoint,
+            opt(f.used_growth_1d_bytes, signed)
+        );
+        let width = f.filling.iter().map(|c| c.title().chars().count()).max();
+        for c in &f.filling {
+            let _ = writeln!(
+                o,
+                "    {:<w$}  {:>10}  {:>11} /1d  {:>11} /7d  {:>14}  {}",
+                c.title(),
+                bytes(c.bytes),
+                opt(c.growth_1d_bytes, signed),
+                opt(c.growth_7d_bytes, signed),
+                super::filling::share(c),
+                c.database,
                 w = width.unwrap_or(0)
             );
         }
@@ -404,21 +444,7 @@ mod tests {
         let fs = FsReport {
             mountpoint: "/mnt/\u{1b}[2J\u{1b}]0;owned\u{7}x".into(),
             device: Some("sda1".into()),
-            first_seen_unix: 0,
-            last_seen_unix: None,
-            size_bytes: None,
-            used_bytes: None,
-            fill_ratio: None,
-            reserved_bytes: None,
-            growth_7d_bytes_per_day: None,
-            growth_30d_bytes_per_day: None,
-            predicted_full_unix: None,
-            full_note: None,
-            full_earliest_unix: None,
-            full_latest_unix: None,
-            forecast: Default::default(),
-            usage: Vec::new(),
-            layers: Vec::new(),
+            ..Default::default()
         };
         let r = Report {
             host: "db1".into(),
@@ -455,24 +481,14 @@ mod tests {
         let mut fs = FsReport {
             mountpoint: "/var/lib/mysql".into(),
             device: Some("dm-3".into()),
-            first_seen_unix: 0,
-            last_seen_unix: None,
             size_bytes: Some(400e6),
             used_bytes: Some(396e6),
             fill_ratio: Some(0.99),
-            reserved_bytes: None,
-            growth_7d_bytes_per_day: None,
-            growth_30d_bytes_per_day: None,
-            predicted_full_unix: None,
-            full_note: None,
-            full_earliest_unix: None,
-            full_latest_unix: None,
-            forecast: Default::default(),
-            usage: Vec::new(),
             layers: vec![
                 layer("filesystem", "", 200e6, 400e6, false),
                 layer("thin_pool", "vg-pool-tpool", 4e6, 256e6, true),
             ],
+            ..Default::default()
         };
         let mut o = String::new();
         filesystem(&mut o, &fs);
@@ -501,5 +517,94 @@ mod tests {
         let mut o = String::new();
         filesystem(&mut o, &fs);
         assert!(!o.contains("layers below"), "{o}");
+    }
+
+    #[test]
+    fn what_is_filling_a_mount_is_a_table_under_its_own_heading_and_a_line_by_its_forecast() {
+        let db = "/var/lib/postgresql/15/main";
+        let comp = |component: &str, bytes: f64, g1: Option<f64>, g7: Option<f64>| {
+            super::super::filling::ComponentReport {
+                database: db.into(),
+                kind: "postgresql".into(),
+                component: component.into(),
+                bytes,
+                growth_1d_bytes: g1,
+                growth_7d_bytes: g7,
+                share_1d: None,
+            }
+        };
+        let filling = super::super::filling::with_shares(
+            vec![
+                comp("relations", 9e9, Some(-2e6), None),
+                comp("wal", 2.1e9, Some(0.91e9), Some(2e9)),
+            ],
+            Some(1e9),
+        );
+        let fs = FsReport {
+            mountpoint: "/srv/pg".into(),
+            predicted_full_unix: Some(1_767_225_600),
+            used_growth_1d_bytes: Some(1e9),
+            top_contributor: Some(
+                "91 % of the last day's growth (+1.00 GB) is pg_wal (WAL)".into(),
+            ),
+            filling,
+            ..Default::default()
+        };
+        let quiet = FsReport {
+            mountpoint: "/".into(),
+            ..Default::default()
+        };
+        let r = Report {
+            host: "db1".into(),
+            generated_unix: 0,
+            source: "test".into(),
+            history_since_unix: None,
+            filesystems: vec![quiet, fs],
+            drives: Vec::new(),
+            degradation: Vec::new(),
+            performance_full: Vec::new(),
+            unknown: Vec::new(),
+        };
+        let text = render(&r);
+        assert!(
+            text.contains("predicted full: 2026-01-01\n    what fills it: 91 % of the last day's growth (+1.00 GB) is pg_wal (WAL)\n"),
+            "{text}"
+        );
+        let section: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "WHAT IS FILLING IT")
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(section.len(), 4, "{text}");
+        assert_eq!(section[1], "  /srv/pg  (grew +1.00 GB over the last day)");
+        // The fastest-growing first, with its share; a shrinking one signed, an unknown week.
+        for (line, want) in [
+            (
+                section[2],
+                [
+                    "pg_wal (WAL)",
+                    "2.10 GB",
+                    "+910.00 MB /1d",
+                    "+2.00 GB /7d",
+                    "91 % of growth",
+                    db,
+                ],
+            ),
+            (
+                section[3],
+                [
+                    "tables and indexes (base, global)",
+                    "9.00 GB",
+                    "-2.00 MB /1d",
+                    "unknown /7d",
+                    "-0 % of growth",
+                    db,
+                ],
+            ),
+        ] {
+            for w in want {
+                assert!(line.contains(w), "{w}: {line}");
+            }
+        }
     }
 }

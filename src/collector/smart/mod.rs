@@ -24,7 +24,7 @@ use crate::catalogue;
 use crate::collector::device_filter::{DevicePattern, wanted};
 use crate::collector::{Collector, Context, ItemError, Sample, no_task_fault};
 use crate::history::service::Record;
-use crate::history::{DriveKey, DriveSample};
+use crate::history::{DriveHealthRecord, DriveKey, DriveSample};
 use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
 use crate::validate::{
@@ -416,8 +416,9 @@ impl Collector for SmartCollector {
         let targets = self.targets(topo.as_deref());
         self.forget_gone(&targets);
         let reads = self.start_due(&targets, &mut sample);
-        self.take_results(ctx, &targets, reads, &mut sample).await;
         let topo = topo.or_else(|| ctx.shared.topology(ctx.topology_max_age));
+        self.take_results(ctx, topo.as_deref(), &targets, reads, &mut sample)
+            .await;
         self.fill_metrics(ctx, topo.as_deref(), &targets, &mut sample);
         Ok(sample)
     }
@@ -610,6 +611,7 @@ impl SmartCollector {
     async fn take_results(
         &mut self,
         ctx: &Context,
+        topo: Option<&Topology>,
         targets: &[Target],
         mut reads: Reads,
         sample: &mut Sample,
@@ -669,7 +671,8 @@ impl SmartCollector {
             );
             *st = step.state;
             st.backend = used;
-            if let Some(record) = history_record(ctx, target, &label, st, run_unix) {
+            let risk = target.and_then(|t| durability_of(ctx, topo, t, st));
+            if let Some(record) = history_record(ctx, target, &label, st, run_unix, risk) {
                 sample.records.push(record);
             }
             // The solid-state decision (topology collector) trusts the drive's own word.
@@ -753,6 +756,7 @@ fn history_record(
     label: &str,
     st: &DriveState,
     run_unix: f64,
+    risk: Option<durability::Reason>,
 ) -> Option<Record> {
     if ctx.history.is_some()
         && st.last_ok_unix == Some(run_unix)
@@ -785,6 +789,20 @@ fn history_record(
                     .shared
                     .disk_activity(label)
                     .and_then(|a| a.discarded_bytes),
+                health: DriveHealthRecord {
+                    error_log_entries: h.error_log_entries,
+                    self_test: h
+                        .self_test
+                        .as_ref()
+                        .map(|t| format!("{} {}", t.kind.as_str(), t.result.as_str())),
+                    self_test_age_seconds: h
+                        .self_test
+                        .as_ref()
+                        .and_then(|t| t.age_power_on_seconds),
+                    temperature_warning_celsius: h.temperature_warning_celsius,
+                    above_warning_seconds: h.warning_temperature_seconds,
+                    durability: risk.map(|r| r.as_str().to_string()),
+                },
             }));
         }
     }

@@ -129,3 +129,64 @@ pub(super) fn v4_to_v5(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE probe ADD COLUMN untrimmed_ppm INTEGER;")?;
     tx.pragma_update(None, "user_version", 5)
 }
+
+/// Version 6's tables: what the report's drive-health table and its "What is filling it"
+/// section read.
+/// - `drive_health`: each drive's error log, newest self-test, warning temperature and time
+///   above it, and durability, the last reading of each hour (of each day once older than the
+///   raw retention), so the report gives the entries new in 7 days and the time above the
+///   warning temperature in 7 days as the Prometheus-backed report does.
+/// - `component` and `component_size`: each database component (keyed by its mount, database
+///   and name: one series per component, never per file) and its last size of each hour (of
+///   each day once older than the raw retention): its growth over 1 and 7 days and its share
+///   of its mount's.
+/// - `database_state`: the newest facts of each database that say why a component grows (the
+///   archiver's backlog, the slot holding WAL back, the binary logs kept).
+pub(super) const HEALTH_AND_COMPONENTS: &str = "
+CREATE TABLE drive_health (
+    drive INTEGER NOT NULL,
+    hour INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    error_log_entries INTEGER,
+    self_test TEXT,
+    self_test_age_s INTEGER,
+    temp_warning_mc INTEGER,
+    above_warning_s INTEGER,
+    durability TEXT,
+    PRIMARY KEY (hour, drive)
+) WITHOUT ROWID;
+CREATE TABLE component (
+    id INTEGER PRIMARY KEY,
+    mountpoint TEXT NOT NULL,
+    database TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    first_seen INTEGER NOT NULL,
+    UNIQUE (mountpoint, database, name)
+);
+CREATE TABLE component_size (
+    component INTEGER NOT NULL,
+    hour INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    PRIMARY KEY (hour, component)
+) WITHOUT ROWID;
+CREATE TABLE database_state (
+    database TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    t INTEGER NOT NULL,
+    archive_ready INTEGER,
+    archive_oldest_s INTEGER,
+    slot TEXT,
+    slot_retained INTEGER,
+    binlog_files INTEGER,
+    binlog_oldest_s INTEGER,
+    binlog_retention_s INTEGER
+) WITHOUT ROWID;
+";
+
+/// Version 5 to 6: [`HEALTH_AND_COMPONENTS`], empty until the daemon's next samples.
+pub(super) fn v5_to_v6(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(HEALTH_AND_COMPONENTS)?;
+    tx.pragma_update(None, "user_version", 6)
+}

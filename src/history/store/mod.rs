@@ -93,6 +93,8 @@ pub struct Maintenance {
     pub events_dropped: usize,
     /// Finished raw days of filesystems whose extremes were written to `fs_day`.
     pub days_summarized: usize,
+    /// Drive-health and component-size rows dropped: thinned to a day's last, or by retention.
+    pub hourly_thinned: usize,
 }
 
 /// The history store. Not `Sync`: the daemon owns it on one blocking thread (SQLite calls block).

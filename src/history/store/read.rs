@@ -5,7 +5,8 @@ use super::layout::{Agg, Kind, Layout, MILLI, PPM, SERIES_BITS, raw_keys};
 use super::{DAY, HOUR, Store, StoreError};
 use crate::history::forecast::DayUse;
 use crate::history::record::{
-    DriveId, DriveInfo, DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, LayerRow, Stat,
+    ComponentSeries, DatabaseFacts, DriveHealthPoint, DriveHealthRecord, DriveId, DriveInfo,
+    DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, LayerRow, Stat,
 };
 use rusqlite::OptionalExtension;
 use std::collections::BTreeMap;
@@ -132,6 +133,142 @@ impl Store {
             return Ok(None);
         };
         Ok(Some((t, rows.into_iter().map(|(_, l)| l).collect())))
+    }
+
+    /// A drive's stored health readings with `from <= t <= to`, oldest first (an hour's last;
+    /// a day's last before the raw retention).
+    pub fn drive_health(
+        &self,
+        drive: DriveId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<DriveHealthPoint>, StoreError> {
+        let e = self.err("reading drive health");
+        let u = |v: Option<i64>| v.map(|v| v.max(0) as u64);
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT t, error_log_entries, self_test, self_test_age_s, temp_warning_mc, \
+                 above_warning_s, durability FROM drive_health \
+                 WHERE hour >= ?1 AND hour <= ?2 AND drive = ?3 AND t >= ?4 AND t <= ?5 ORDER BY hour",
+            )
+            .map_err(&e)?;
+        st.query_map(
+            rusqlite::params![
+                from.div_euclid(HOUR),
+                to.div_euclid(HOUR),
+                drive.0,
+                from,
+                to
+            ],
+            |r| {
+                Ok(DriveHealthPoint {
+                    t: r.get(0)?,
+                    health: DriveHealthRecord {
+                        error_log_entries: u(r.get(1)?),
+                        self_test: r.get(2)?,
+                        self_test_age_seconds: u(r.get(3)?),
+                        temperature_warning_celsius: r
+                            .get::<_, Option<i64>>(4)?
+                            .map(|v| v as f64 / MILLI),
+                        above_warning_seconds: u(r.get(5)?),
+                        durability: r.get(6)?,
+                    },
+                })
+            },
+        )
+        .and_then(|it| it.collect())
+        .map_err(&e)
+    }
+
+    /// Every database component with its stored sizes with `from <= t <= to` (the last of each
+    /// hour, of each day before the raw retention), oldest first; components without a size in
+    /// the range are left out. Ordered by mount, database and component.
+    pub fn components(&self, from: i64, to: i64) -> Result<Vec<ComponentSeries>, StoreError> {
+        let e = self.err("reading database components");
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT c.mountpoint, c.database, c.kind, c.name, s.t, s.bytes \
+                 FROM component_size AS s JOIN component AS c ON c.id = s.component \
+                 WHERE s.hour >= ?1 AND s.hour <= ?2 AND s.t >= ?3 AND s.t <= ?4 \
+                 ORDER BY c.mountpoint, c.database, c.name, s.hour",
+            )
+            .map_err(&e)?;
+        let mut rows = st
+            .query(rusqlite::params![
+                from.div_euclid(HOUR),
+                to.div_euclid(HOUR),
+                from,
+                to
+            ])
+            .map_err(&e)?;
+        let mut out: Vec<ComponentSeries> = Vec::new();
+        while let Some(r) = rows.next().map_err(&e)? {
+            let (mountpoint, database, kind, component): (String, String, String, String) = (
+                r.get(0).map_err(&e)?,
+                r.get(1).map_err(&e)?,
+                r.get(2).map_err(&e)?,
+                r.get(3).map_err(&e)?,
+            );
+            let point = (
+                r.get(4).map_err(&e)?,
+                r.get::<_, i64>(5).map_err(&e)?.max(0) as u64,
+            );
+            match out.last_mut() {
+                Some(c)
+                    if c.mountpoint == mountpoint
+                        && c.database == database
+                        && c.component == component =>
+                {
+                    c.sizes.push(point)
+                }
+                _ => out.push(ComponentSeries {
+                    database,
+                    kind,
+                    component,
+                    mountpoint,
+                    sizes: vec![point],
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The newest facts of each database: (kind, when seen, facts), by database.
+    pub fn database_facts(
+        &self,
+    ) -> Result<BTreeMap<String, (String, i64, DatabaseFacts)>, StoreError> {
+        let e = self.err("reading database facts");
+        let u = |v: Option<i64>| v.map(|v| v.max(0) as u64);
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT database, kind, t, archive_ready, archive_oldest_s, slot, slot_retained, \
+                 binlog_files, binlog_oldest_s, binlog_retention_s FROM database_state",
+            )
+            .map_err(&e)?;
+        st.query_map([], |r| {
+            let slot: Option<String> = r.get(5)?;
+            let retained = u(r.get(6)?);
+            Ok((
+                r.get::<_, String>(0)?,
+                (
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    DatabaseFacts {
+                        archive_ready_segments: u(r.get(3)?),
+                        archive_oldest_ready_age_seconds: u(r.get(4)?),
+                        slot: slot.zip(retained),
+                        binlog_files: u(r.get(7)?),
+                        binlog_oldest_age_seconds: u(r.get(8)?),
+                        binlog_retention_seconds: u(r.get(9)?),
+                    },
+                ),
+            ))
+        })
+        .and_then(|it| it.collect())
+        .map_err(&e)
     }
 
     /// Every drive series.

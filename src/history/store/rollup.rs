@@ -83,6 +83,7 @@ impl Store {
                 .and_then(|mut st| st.execute([chunk_id(0, raw_cut.div_euclid(DAY))]))
                 .map_err(s.err("dropping rolled day summaries"))?;
             m.days_summarized += s.summarize_raw_days(now)?;
+            m.hourly_thinned += s.thin_hourly(raw_cut, long_cut)?;
             for (table, col) in [("probe", "t"), ("discard", "t"), ("idle", "start")] {
                 m.events_dropped += s
                     .conn
@@ -91,6 +92,35 @@ impl Store {
             }
             Ok(m)
         })
+    }
+
+    /// Drive health and component sizes, a row per series and hour: before `raw_cut` (a
+    /// day's start) only each day's last row is kept, and none before `long_cut`. Returns the
+    /// rows dropped.
+    fn thin_hourly(&mut self, raw_cut: i64, long_cut: i64) -> Result<usize, StoreError> {
+        let (cut_hour, long_hour) = (raw_cut.div_euclid(HOUR), long_cut.div_euclid(HOUR));
+        let mut n = 0;
+        for (table, series) in [("drive_health", "drive"), ("component_size", "component")] {
+            n += self
+                .conn
+                .execute(&format!("DELETE FROM {table} WHERE hour < ?1"), [long_hour])
+                .map_err(self.err("dropping old hourly rows"))?;
+            // Rows of a day before the cut that a later row of the same series and day
+            // follows. The days before the cut hold one row each after the first thinning,
+            // so this reads each old day once.
+            n += self
+                .conn
+                .execute(
+                    &format!(
+                        "DELETE FROM {table} AS a WHERE a.hour < ?1 AND EXISTS (SELECT 1 FROM \
+                         {table} AS b WHERE b.{series} = a.{series} AND b.hour > a.hour \
+                         AND b.hour < (a.hour / 24 + 1) * 24)"
+                    ),
+                    [cut_hour],
+                )
+                .map_err(self.err("thinning hourly rows"))?;
+        }
+        Ok(n)
     }
 
     /// The last day `fs_day` holds the extremes of, if any.

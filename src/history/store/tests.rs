@@ -46,6 +46,7 @@ fn drive(serial: &str, wwn: Option<&str>, name: &str, t: i64, host: u64) -> Driv
         power_on_hours: Some(1000 + (t - T0) as u64 / 3600),
         temperature_celsius: Some(35.0 + ((t - T0) / 60 % 10) as f64),
         discarded_bytes: Some(host / 2),
+        health: Default::default(),
     }
 }
 
@@ -684,4 +685,102 @@ fn a_filesystems_newest_stack_of_layers_is_kept_and_an_empty_one_removes_it() {
     none.key.mountpoint = "/srv/other".into();
     assert_eq!(s.record_fs_layers(&[none.clone()]).unwrap(), 0);
     assert_eq!(s.fs_id_of(&none.key).unwrap(), None);
+}
+
+fn wal_sample(t: i64, wal: u64, ready: u64) -> DatabaseSample {
+    DatabaseSample {
+        database: "/var/lib/postgresql/15/main".into(),
+        kind: "postgresql".into(),
+        t,
+        components: vec![
+            ComponentSize {
+                component: "wal".into(),
+                mountpoint: "/srv/pg".into(),
+                bytes: wal,
+            },
+            ComponentSize {
+                component: "relations".into(),
+                mountpoint: "/srv/pg".into(),
+                bytes: 9 << 30,
+            },
+        ],
+        facts: DatabaseFacts {
+            archive_ready_segments: Some(ready),
+            archive_oldest_ready_age_seconds: Some(ready * 60),
+            slot: Some(("standby1".into(), 1 << 30)),
+            ..Default::default()
+        },
+    }
+}
+
+#[test]
+fn component_sizes_keep_the_last_of_each_hour_and_the_facts_their_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    // Three samples in the first hour (out of order), one in the next.
+    let batch = [
+        wal_sample(T0 + 600, 300, 3),
+        wal_sample(T0 + 60, 100, 1),
+        wal_sample(T0 + 1800, 200, 2),
+        wal_sample(T0 + 3700, 400, 4),
+    ];
+    assert_eq!(s.record_databases(&batch).unwrap(), 8);
+    // An older sample arriving late changes neither the hour's row nor the facts.
+    s.record_databases(&[wal_sample(T0 + 30, 50, 9)]).unwrap();
+    let comps = s.components(T0, T0 + DAY).unwrap();
+    assert_eq!(comps.len(), 2);
+    let wal = comps.iter().find(|c| c.component == "wal").unwrap();
+    assert_eq!(wal.mountpoint, "/srv/pg");
+    assert_eq!(wal.kind, "postgresql");
+    assert_eq!(wal.sizes, vec![(T0 + 1800, 200), (T0 + 3700, 400)]);
+    let facts = s.database_facts().unwrap();
+    let (kind, t, f) = &facts["/var/lib/postgresql/15/main"];
+    assert_eq!((kind.as_str(), *t), ("postgresql", T0 + 3700));
+    assert_eq!(f.archive_ready_segments, Some(4));
+    assert_eq!(f.slot, Some(("standby1".to_string(), 1 << 30)));
+    // A range that holds none of its sizes leaves a component out.
+    assert!(s.components(T0 + 2 * DAY, T0 + 3 * DAY).unwrap().is_empty());
+}
+
+#[test]
+fn drive_health_is_kept_a_row_an_hour_and_thinned_to_a_day_past_the_raw_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = HistoryConfig {
+        raw_interval: Duration::from_secs(60),
+        retention_raw: Duration::from_secs(2 * DAY as u64),
+        ..Default::default()
+    };
+    let mut s = Store::open(dir.path(), &cfg).unwrap();
+    // Four days, a reading every 30 minutes: the error log grows by one an hour.
+    let mut samples = Vec::new();
+    for i in 0..4 * 48 {
+        let t = T0 + i * 1800;
+        let mut d = drive("S1", None, "nvme0n1", t, 1 << 40);
+        d.health = DriveHealthRecord {
+            error_log_entries: Some(10 + (i / 2) as u64),
+            self_test: Some("short passed".into()),
+            self_test_age_seconds: Some(3600),
+            temperature_warning_celsius: Some(70.0),
+            above_warning_seconds: Some(0),
+            durability: Some("none".into()),
+        };
+        samples.push(d);
+    }
+    s.record_drives(&samples).unwrap();
+    let id = s.drives().unwrap()[0].id;
+    let all = s.drive_health(id, T0, T0 + 4 * DAY).unwrap();
+    assert_eq!(all.len(), 4 * 24, "one row an hour");
+    assert_eq!(all[0].t, T0 + 1800, "the hour's last reading");
+    assert_eq!(all[0].health.error_log_entries, Some(10));
+    assert_eq!(all[0].health.temperature_warning_celsius, Some(70.0));
+    assert_eq!(all[0].health.durability.as_deref(), Some("none"));
+    // Maintenance at the end of day 4: days 1 and 2 are past the raw retention.
+    let m = s.downsample(T0 + 4 * DAY).unwrap();
+    assert_eq!(m.hourly_thinned, 2 * 23);
+    let kept = s.drive_health(id, T0, T0 + 4 * DAY).unwrap();
+    assert_eq!(kept.len(), 2 + 2 * 24);
+    assert_eq!(kept[0].t, T0 + DAY - 1800, "day 1's last reading");
+    assert_eq!(kept[0].health.error_log_entries, Some(10 + 23));
+    // Again: nothing more to thin.
+    assert_eq!(s.downsample(T0 + 4 * DAY).unwrap().hourly_thinned, 0);
 }

@@ -2,8 +2,10 @@
 //! a batch in one transaction; a failed one leaves no cached id or time behind.
 
 use super::layout::{Kind, MAX_T, MILLI, PPM, chunk_id, raw_key, scaled, to_i64};
-use super::{DAY, Store, StoreError, classify, note_raw_day};
-use crate::history::record::{DriveSample, FsLayersRef, FsSampleRef};
+use super::{DAY, HOUR, Store, StoreError, classify, note_raw_day};
+use crate::history::record::{
+    DatabaseSample, DriveHealthRecord, DriveSample, FsLayersRef, FsSampleRef,
+};
 use rusqlite::params;
 
 impl Store {
@@ -174,7 +176,120 @@ impl Store {
                         ])
                     })
                     .map_err(s.err("recording a drive sample"))?;
+                if !x.health.is_empty() {
+                    s.record_drive_health(id, x.t, &x.health)?;
+                }
                 n += 1;
+            }
+            Ok(n)
+        })
+    }
+
+    /// Keeps a drive's health reading as its hour's (a later one of the same hour replaces it).
+    fn record_drive_health(
+        &mut self,
+        drive: i64,
+        t: i64,
+        h: &DriveHealthRecord,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO drive_health (drive, hour, t, error_log_entries, self_test, \
+                 self_test_age_s, temp_warning_mc, above_warning_s, durability) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    drive,
+                    t.div_euclid(HOUR),
+                    t,
+                    h.error_log_entries.map(to_i64),
+                    h.self_test,
+                    h.self_test_age_seconds.map(to_i64),
+                    scaled(h.temperature_warning_celsius, MILLI),
+                    h.above_warning_seconds.map(to_i64),
+                    h.durability,
+                ])
+            })
+            .map(drop)
+            .map_err(self.err("recording a drive's health"))
+    }
+
+    /// Records database samples in one transaction: each component's size as its hour's (a
+    /// later sample of the same hour replaces it), each database's facts as its newest (an
+    /// older sample than the stored facts leaves them). Returns the component sizes stored.
+    pub fn record_databases(&mut self, samples: &[DatabaseSample]) -> Result<usize, StoreError> {
+        self.in_tx("recording database samples", |s| {
+            let e = s.err("recording database samples");
+            let mut n = 0;
+            for x in samples {
+                if !(0..=MAX_T).contains(&x.t) {
+                    continue;
+                }
+                for c in &x.components {
+                    s.conn
+                        .prepare_cached(
+                            "INSERT INTO component (mountpoint, database, kind, name, first_seen) \
+                             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+                        )
+                        .and_then(|mut st| {
+                            st.execute(params![c.mountpoint, x.database, x.kind, c.component, x.t])
+                        })
+                        .map_err(&e)?;
+                    let id: i64 = s
+                        .conn
+                        .prepare_cached(
+                            "SELECT id FROM component WHERE mountpoint = ?1 AND database = ?2 \
+                             AND name = ?3",
+                        )
+                        .and_then(|mut st| {
+                            st.query_row(params![c.mountpoint, x.database, c.component], |r| {
+                                r.get(0)
+                            })
+                        })
+                        .map_err(&e)?;
+                    // The hour's row keeps its latest sample, whatever order they come in.
+                    s.conn
+                        .prepare_cached(
+                            "INSERT INTO component_size (component, hour, t, bytes) \
+                             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (hour, component) DO UPDATE \
+                             SET t = excluded.t, bytes = excluded.bytes WHERE excluded.t >= t",
+                        )
+                        .and_then(|mut st| {
+                            st.execute(params![id, x.t.div_euclid(HOUR), x.t, to_i64(c.bytes)])
+                        })
+                        .map_err(&e)?;
+                    n += 1;
+                }
+                let f = &x.facts;
+                s.conn
+                    .prepare_cached(
+                        "INSERT INTO database_state (database, kind, t, archive_ready, \
+                         archive_oldest_s, slot, slot_retained, binlog_files, binlog_oldest_s, \
+                         binlog_retention_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                         ON CONFLICT (database) DO UPDATE SET kind = excluded.kind, t = excluded.t, \
+                         archive_ready = excluded.archive_ready, \
+                         archive_oldest_s = excluded.archive_oldest_s, slot = excluded.slot, \
+                         slot_retained = excluded.slot_retained, \
+                         binlog_files = excluded.binlog_files, \
+                         binlog_oldest_s = excluded.binlog_oldest_s, \
+                         binlog_retention_s = excluded.binlog_retention_s WHERE excluded.t >= t",
+                    )
+                    .and_then(|mut st| {
+                        st.execute(params![
+                            x.database,
+                            x.kind,
+                            x.t,
+                            f.archive_ready_segments.map(to_i64),
+                            f.archive_oldest_ready_age_seconds.map(to_i64),
+                            f.slot.as_ref().map(|s| s.0.as_str()),
+                            f.slot.as_ref().map(|s| to_i64(s.1)),
+                            f.binlog_files.map(to_i64),
+                            f.binlog_oldest_age_seconds.map(to_i64),
+                            f.binlog_retention_seconds.map(to_i64),
+                        ])
+                    })
+                    .map_err(&e)?;
             }
             Ok(n)
         })

@@ -126,6 +126,10 @@ fn key_of(path: &Path, table: &str) -> Vec<String> {
         .unwrap()
 }
 
+/// What a version-5 file lacks: version 6's drive health, components and database facts.
+const V6_TABLES_DROPPED: &str = "DROP TABLE drive_health; DROP TABLE component;
+    DROP TABLE component_size; DROP TABLE database_state;";
+
 #[test]
 fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
     let dir = v1_store();
@@ -140,13 +144,19 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(SCHEMA_VERSION, 6);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
         "version 3's table is made too"
     );
     assert_eq!(key_of(&path, "fs_layer"), ["fs", "pos"], "and version 4's");
+    assert_eq!(
+        key_of(&path, "drive_health"),
+        ["hour", "drive"],
+        "and version 6's"
+    );
+    assert_eq!(key_of(&path, "component_size"), ["hour", "component"]);
     assert_eq!(counts(&path), before, "every row survives ({TABLES:?})");
     // Raw rows keyed by the rowid `t << 24 | series`, which pragma_table_info shows as `id`.
     assert_eq!(key_of(&path, "fs_raw"), ["id"]);
@@ -242,10 +252,10 @@ fn a_schema_2_store_gets_its_day_summaries_and_reads_the_same_days() {
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "DROP TABLE fs_day; DROP TABLE fs_layer; ALTER TABLE probe DROP COLUMN untrimmed_ppm;
-             PRAGMA user_version = 2",
-        )
+        conn.execute_batch(&format!(
+            "{V6_TABLES_DROPPED} DROP TABLE fs_day; DROP TABLE fs_layer;
+                 ALTER TABLE probe DROP COLUMN untrimmed_ppm; PRAGMA user_version = 2"
+        ))
         .unwrap();
     }
     assert_eq!(user_version(&path), 2);
@@ -283,10 +293,10 @@ fn a_schema_3_store_gets_the_layers_table_and_keeps_its_rows() {
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "DROP TABLE fs_layer; ALTER TABLE probe DROP COLUMN untrimmed_ppm;
-             PRAGMA user_version = 3",
-        )
+        conn.execute_batch(&format!(
+            "{V6_TABLES_DROPPED} DROP TABLE fs_layer; ALTER TABLE probe DROP COLUMN untrimmed_ppm;
+                 PRAGMA user_version = 3"
+        ))
         .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
@@ -329,14 +339,14 @@ fn a_schema_4_store_keeps_its_probe_runs_and_takes_each_runs_untrimmed_state() {
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "ALTER TABLE probe DROP COLUMN untrimmed_ppm;
-             INSERT INTO probe_target (id, path) VALUES (1, '/srv/pg/probe');
-             INSERT INTO probe (target, t, kind, ops, p50_ns, p99_ns, max_ns, fill_ppm)
-                 VALUES (1, 1767225600, 0, 16, 700000, 2500000, 2500000, 500000),
-                        (1, 1767225900, 0, 256, 700000, 1500000, 2500000, 500000);
-             PRAGMA user_version = 4",
-        )
+        conn.execute_batch(&format!(
+            "{V6_TABLES_DROPPED} ALTER TABLE probe DROP COLUMN untrimmed_ppm;
+                 INSERT INTO probe_target (id, path) VALUES (1, '/srv/pg/probe');
+                 INSERT INTO probe (target, t, kind, ops, p50_ns, p99_ns, max_ns, fill_ppm)
+                     VALUES (1, 1767225600, 0, 16, 700000, 2500000, 2500000, 500000),
+                            (1, 1767225900, 0, 256, 700000, 1500000, 2500000, 500000);
+                 PRAGMA user_version = 4"
+        ))
         .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
@@ -438,4 +448,56 @@ fn a_store_from_a_newer_ssdwatch_is_refused_and_an_older_one_is_not_read_half_un
     assert!(matches!(e, StoreError::OlderSchema { found: 1, .. }), "{e}");
     assert!(e.to_string().contains("upgrades it in place"), "{e}");
     assert_eq!(user_version(&old.path().join(FILE_NAME)), 1);
+}
+
+/// A version-5 store gets version 6's tables, keeps every row, and takes a drive's health and
+/// a database's components from then on.
+#[test]
+fn a_schema_5_store_gets_the_health_and_component_tables_and_keeps_its_rows() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!("{V6_TABLES_DROPPED} PRAGMA user_version = 5"))
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 5, .. }), "{e}");
+    let before = counts(&path);
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    let t = T0 + DAYS * DAY;
+    let d = s.drives().unwrap()[0].clone();
+    assert!(s.drive_health(d.id, 0, t).unwrap().is_empty());
+    let health = ssdwatch::history::DriveHealthRecord {
+        error_log_entries: Some(3),
+        self_test: Some("extended failed".into()),
+        ..Default::default()
+    };
+    s.record_drives(&[ssdwatch::history::DriveSample {
+        key: d.key.clone(),
+        kernel_name: "nvme0n1".into(),
+        t,
+        health: health.clone(),
+        ..Default::default()
+    }])
+    .unwrap();
+    let got = s.drive_health(d.id, 0, t).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].t, &got[0].health), (t, &health));
+    let db = ssdwatch::history::DatabaseSample {
+        database: "/srv/pg/data".into(),
+        kind: "postgresql".into(),
+        t,
+        components: vec![ssdwatch::history::ComponentSize {
+            component: "wal".into(),
+            mountpoint: "/srv/pg".into(),
+            bytes: 1 << 30,
+        }],
+        facts: Default::default(),
+    };
+    assert_eq!(s.record_databases(&[db]).unwrap(), 1);
+    assert_eq!(s.components(0, t).unwrap()[0].sizes, vec![(t, 1 << 30)]);
 }

@@ -73,12 +73,36 @@ fn the_html_report_draws_its_charts_in_a_real_browser() {
         "{layers}"
     );
     assert!(dom.contains("Runs out first: <b>thin pool vg0-pool-tpool</b>"));
+    // What fills it: the WAL behind the failing archiver, named by the forecast and in its
+    // own section, the fastest-growing component first.
+    assert!(dom.contains("<h2>What is filling it</h2>"), "{dom}");
+    let filling = &dom[dom
+        .find("<table class=\"filling\">")
+        .expect("the filling table")..];
+    let filling = &filling[..filling.find("</table>").unwrap()];
+    assert_eq!(
+        filling.matches("<tr").count(),
+        3,
+        "header, wal, relations: {filling}"
+    );
+    let first_row = &filling[filling.find("</tr>").unwrap()..];
+    assert!(
+        first_row.starts_with("</tr><tr><td>pg_wal (WAL)</td><td>/var/lib/postgresql/15/main</td>"),
+        "{filling}"
+    );
+    assert!(first_row.contains("% of growth</td></tr>"), "{filling}");
+    assert_eq!(
+        dom.matches("segments wait for the archiver, the oldest 1 d 23 h")
+            .count(),
+        2,
+        "by the forecast and over the table: {dom}"
+    );
 
     // The pixels: Chromium painted the measured lines and the forecast lines.
     let shot = dir.path().join("report.png");
     let s = chromium(&[
         &format!("--screenshot={}", shot.display()),
-        "--window-size=1000,2700",
+        "--window-size=1000,3400",
         &format!("file://{}", page.display()),
     ]);
     assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));

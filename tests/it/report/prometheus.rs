@@ -322,6 +322,17 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
         find(&local, story::DB_MOUNT),
         find(&remote, story::DB_MOUNT),
     );
+    // What fills it: the same components, growth and top contributor through the export (the
+    // store's hourly sizes, its database's newest facts).
+    assert!(
+        a["top_contributor"]
+            .as_str()
+            .is_some_and(|t| t.contains("segments wait for the archiver")),
+        "{a}"
+    );
+    assert_eq!(a["top_contributor"], b["top_contributor"]);
+    assert_eq!(a["filling"], b["filling"], "what fills {}", story::DB_MOUNT);
+    assert_eq!(a["used_growth_1d_bytes"], b["used_growth_1d_bytes"]);
     let full = num(&a, "predicted_full_unix");
     let y = num(&b, "predicted_full_unix");
     assert!((full - y).abs() <= 6.0 * 3600.0, "full dates {full} vs {y}");
@@ -330,6 +341,18 @@ fn a_stores_export_loads_into_a_real_prometheus_with_every_sample() {
     for k in ["wear_used_ratio", "host_written_bytes"] {
         assert_eq!(num(a, k), num(b, k), "{k}");
     }
+    // The drive's health: the store's hourly readings give Prometheus' figures.
+    assert_eq!(a["health"]["error_log_entries_new_7d"], 2.0, "{a}");
+    // Prometheus' increase() extrapolates to the window's edges: the two 7-day counts within
+    // 1 %, the rest equal.
+    let (mut ha, mut hb) = (a["health"].clone(), b["health"].clone());
+    for k in ["error_log_entries_new_7d", "above_warning_seconds_7d"] {
+        let (x, y) = (num(&ha, k), num(&hb, k));
+        assert!((x - y).abs() <= 0.01 * x, "{k}: {x} vs {y}");
+        ha[k] = Json::Null;
+        hb[k] = Json::Null;
+    }
+    assert_eq!(ha, hb, "the drive's health");
     // A figure the store can't give (no wear step in 20 days: no date) Prometheus can't either.
     let agree = |k: &str, tolerance: f64| match (a[k].as_f64(), b[k].as_f64()) {
         (Some(x), Some(y)) => assert!((x - y).abs() <= tolerance * x.abs(), "{k}: {x} vs {y}"),

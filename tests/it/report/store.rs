@@ -92,6 +92,53 @@ fn a_month_of_history_reads_back_as_its_story() {
     assert!(close(pool.fill_ratio.unwrap(), pool_fill, 1e-9), "{pool:?}");
     assert!(fs.layers[0].avail_bytes > pool.avail_bytes);
 
+    // What fills it: the WAL behind the failing archiver, four fifths of the last day's growth.
+    let grew = fs.used_growth_1d_bytes.expect("a day's growth");
+    assert!(close(grew, s.growth_per_day(), 0.02), "{grew}");
+    let parts: Vec<&str> = fs.filling.iter().map(|c| c.component.as_str()).collect();
+    assert_eq!(parts, ["wal", "relations"], "the fastest-growing first");
+    let wal = &fs.filling[0];
+    assert_eq!(
+        (wal.database.as_str(), wal.kind.as_str()),
+        (story::PG_DATA, "postgresql")
+    );
+    let last = s.end - 900;
+    assert_eq!(wal.bytes, s.wal(last).floor());
+    assert!(
+        close(wal.growth_1d_bytes.unwrap(), 0.8 * s.growth_per_day(), 0.05),
+        "{wal:?}"
+    );
+    let share = wal.share_1d.unwrap();
+    assert!(close(share, 0.8, 0.06), "{wal:?}");
+    // A week ago the archiver still worked: the WAL grew by what it gained since it failed.
+    assert!(
+        close(
+            wal.growth_7d_bytes.unwrap(),
+            s.wal(last) - story::WAL_BASE,
+            0.01
+        ),
+        "{wal:?}"
+    );
+    let rel = &fs.filling[1];
+    assert!(close(rel.share_1d.unwrap(), 0.2, 0.06), "{rel:?}");
+    let ready = s.database(last).facts.archive_ready_segments.unwrap();
+    assert!(ready > 1000, "{ready}");
+    let ready = format!("{},{:03}", ready / 1000, ready % 1000);
+    let top = fs.top_contributor.as_deref().expect("a top contributor");
+    assert_eq!(
+        top,
+        format!(
+            "{:.0} % of the last day's growth (+{}) is pg_wal (WAL) of {}; {ready} segments wait \
+             for the archiver, the oldest 1 d 23 h",
+            share * 100.0,
+            ssdwatch::report::bytes(grew),
+            story::PG_DATA
+        )
+    );
+    // The quiet root filesystem: nothing of a database on it, no sentence.
+    let root_fs = r.filesystems.iter().find(|f| f.mountpoint == "/").unwrap();
+    assert!(root_fs.filling.is_empty() && root_fs.top_contributor.is_none());
+
     // The drive: 1 % of wear every 20 days, 50 GB a day, write amplification 2.5.
     let d = &r.drives[0];
     assert_eq!(d.device.as_deref(), Some("nvme0n1"));
@@ -113,6 +160,22 @@ fn a_month_of_history_reads_back_as_its_story() {
     ));
     assert!(close(d.write_amplification_30d.unwrap(), story::WA, 0.001));
     assert_eq!(d.discard_bursts, trims, "Sundays in {DAYS} days");
+    // Its health from the store: 2 error-log entries and 20 minutes above the warning
+    // temperature in the last 7 days.
+    assert_eq!(
+        d.health,
+        ssdwatch::report::DriveHealth {
+            error_log_entries: Some(16.0),
+            error_log_entries_new_7d: Some(2.0),
+            self_test: Some("short passed".into()),
+            self_test_age_seconds: d.health.self_test_age_seconds,
+            temperature_celsius: Some(40.0),
+            temperature_warning_celsius: Some(70.0),
+            above_warning_seconds_7d: Some(1200.0),
+            durability: Some("none".into()),
+        }
+    );
+    assert!(d.health.self_test_age_seconds.is_some());
     assert!(trims >= 5);
 
     // Latency by fill: flat 100 µs below 80 %, then 100 µs × (1 + 10 × (fill − 0.8)), whose
@@ -189,6 +252,12 @@ fn a_month_of_history_reads_back_as_its_story() {
         "0.85-0.90",
         "layers below (runs out first: thin pool vg0-pool-tpool, 40.00 GB free):",
         "<- runs out first",
+        "what fills it: ",
+        "WHAT IS FILLING IT",
+        "pg_wal (WAL)",
+        "error log 16 (2 new in 7 days)",
+        "! 2 new error-log entries in 7 days",
+        "! 20 min above its warning temperature in 7 days",
     ] {
         assert!(text.contains(want), "{want:?} missing in:\n{text}");
     }

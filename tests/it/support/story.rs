@@ -12,11 +12,17 @@
 //! latency is the story's all the same). Extra quiet filesystems and drives scale it to the
 //! history bench's host (50 filesystems, 10 drives). Below the database filesystem is an LVM
 //! thin pool that its volume shares with others: at the end it has 40 GB free, less than the
-//! filesystem's ~100 GB, so the pool is what runs out first.
+//! filesystem's ~100 GB, so the pool is what runs out first. A PostgreSQL on the database
+//! filesystem holds its relations (a fifth of the filesystem's growth) and a 1 GB WAL, until
+//! its archiver fails two days before the end: from then the WAL grows by four fifths of the
+//! filesystem's growth and the segments wait for the archiver. The drive's error log gains 2
+//! entries three days before the end, and it spends 20 minutes above its warning temperature
+//! on the last day.
 
 use ssdwatch::history::{
-    DiscardEvent, DriveKey, DriveSample, FsKey, FsLayers, FsSample, HistoryConfig, IdlePeriod,
-    LayerRow, ProbeRecord, Store,
+    ComponentSize, DatabaseFacts, DatabaseSample, DiscardEvent, DriveHealthRecord, DriveKey,
+    DriveSample, FsKey, FsLayers, FsSample, HistoryConfig, IdlePeriod, LayerRow, ProbeRecord,
+    Store,
 };
 use ssdwatch::probe::ProbeKind;
 
@@ -29,6 +35,10 @@ pub const WA: f64 = 2.5;
 pub const THIN_POOL: &str = "vg0-pool-tpool";
 pub const THIN_POOL_SIZE: u64 = 1_200_000_000_000;
 pub const THIN_POOL_FREE: u64 = 40_000_000_000;
+pub const PG_DATA: &str = "/var/lib/postgresql/15/main";
+/// The WAL before the archiver fails, and a WAL segment.
+pub const WAL_BASE: f64 = 1e9;
+pub const WAL_SEGMENT: f64 = 16.0 * 1024.0 * 1024.0;
 
 pub struct Story {
     /// The last sample is just before this (Unix seconds, a multiple of 5 minutes).
@@ -70,6 +80,75 @@ impl Story {
         2e9 * (2.0 * std::f64::consts::PI * (t % DAY) as f64 / DAY as f64).sin()
     }
 
+    /// The database filesystem's growth a day.
+    pub fn growth_per_day(&self) -> f64 {
+        0.6 * SIZE / self.days as f64
+    }
+
+    /// When the archiver starts failing.
+    pub fn archiver_fails(&self) -> i64 {
+        self.end - 2 * DAY
+    }
+
+    /// The WAL's bytes at `t`: 1 GB, then four fifths of the filesystem's growth since the
+    /// archiver failed.
+    pub fn wal(&self, t: i64) -> f64 {
+        let failing = (t - self.archiver_fails()).max(0) as f64 / DAY as f64;
+        WAL_BASE + 0.8 * self.growth_per_day() * failing
+    }
+
+    /// The database's sample at `t`.
+    pub fn database(&self, t: i64) -> DatabaseSample {
+        let d = (t - self.start()) as f64 / DAY as f64;
+        let wal = self.wal(t);
+        let failing = t >= self.archiver_fails();
+        let component = |c: &str, b: f64| ComponentSize {
+            component: c.into(),
+            mountpoint: DB_MOUNT.into(),
+            bytes: b as u64,
+        };
+        DatabaseSample {
+            database: PG_DATA.into(),
+            kind: "postgresql".into(),
+            t,
+            components: vec![
+                component("wal", wal),
+                component("relations", 0.15 * SIZE + 0.2 * self.growth_per_day() * d),
+            ],
+            facts: DatabaseFacts {
+                archive_ready_segments: Some(((wal - WAL_BASE) / WAL_SEGMENT) as u64),
+                archive_oldest_ready_age_seconds: Some(if failing {
+                    (t - self.archiver_fails()) as u64
+                } else {
+                    0
+                }),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Drive `i`'s health at `t`: drive 0's error log gains 2 entries three days before the
+    /// end, and it is 20 minutes above its warning temperature on the last day.
+    pub fn health(&self, i: usize, t: i64) -> DriveHealthRecord {
+        let first = i == 0;
+        DriveHealthRecord {
+            error_log_entries: Some(if first && t >= self.end - 3 * DAY {
+                16
+            } else {
+                14
+            }),
+            self_test: Some("short passed".into()),
+            self_test_age_seconds: Some(((t - self.start()) % (7 * DAY)) as u64),
+            temperature_warning_celsius: Some(70.0),
+            above_warning_seconds: Some(if first && t >= self.end - DAY {
+                1200
+            } else {
+                0
+            }),
+            durability: Some("none".into()),
+        }
+    }
+
     /// The probe latency the story gives at fill `f`, before any recovery.
     pub fn latency(f: f64) -> f64 {
         if f < 0.8 {
@@ -106,7 +185,7 @@ impl Story {
         while t < self.end {
             let day_end = t + DAY;
             let (mut fs, mut drives, mut probes) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut discards, mut idles) = (Vec::new(), Vec::new());
+            let (mut discards, mut idles, mut databases) = (Vec::new(), Vec::new(), Vec::new());
             while t < day_end && t < self.end {
                 let fill = self.fill(t);
                 if (t - start) % self.fs_every == 0 {
@@ -139,8 +218,10 @@ impl Story {
                             power_on_hours: Some(((t - start) / 3600) as u64),
                             temperature_celsius: Some(40.0),
                             discarded_bytes: None,
+                            health: self.health(i, t),
                         });
                     }
+                    databases.push(self.database(t));
                 }
                 if Self::is_trim(t) {
                     discards.push(DiscardEvent {
@@ -195,6 +276,9 @@ impl Story {
             store.record_probes(&probes).expect("probe results");
             store.record_discards(&discards).expect("discards");
             store.record_idle(&idles).expect("idle periods");
+            store
+                .record_databases(&databases)
+                .expect("database samples");
             store.downsample(t).expect("downsample");
         }
         // The stack under the database filesystem as the last sample saw it.
