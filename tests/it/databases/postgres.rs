@@ -55,8 +55,13 @@ impl Postgres {
 
     /// The same, with more settings appended to its postgresql.conf.
     pub fn start_with(bin: PathBuf, extra_conf: &str) -> Postgres {
+        Postgres::start_in(bin, &std::env::temp_dir(), extra_conf)
+    }
+
+    /// The same, its directory made under `parent` (a filesystem of the test's own).
+    pub fn start_in(bin: PathBuf, parent: &Path, extra_conf: &str) -> Postgres {
         // The postgres user owns the tree; its group may read it (group access).
-        let (dir, pg) = support::dir_owned_by("postgres");
+        let (dir, pg) = support::dir_owned_by_in("postgres", parent);
         let data = dir.path().join("data");
         let sock = dir.path().join("sock");
         let port = support::free_port();
@@ -427,4 +432,206 @@ fn a_data_directory_the_daemon_may_not_read_is_an_error_until_it_joins_the_group
         .is_some_and(|n| n >= 1.0),
         "{out}"
     );
+}
+
+/// The history's view of a mount and a database: the filesystem's key and newest point, and
+/// the database's newest component sizes and facts; None until a commit holds all of them.
+fn stored_view(
+    store: &Path,
+    mountpoint: &str,
+    database: &str,
+) -> Option<(
+    ssdwatch::history::FsInfo,
+    ssdwatch::history::FsPoint,
+    ssdwatch::history::DatabaseSample,
+)> {
+    let s = ssdwatch::history::Store::open_read_only(store).ok()?;
+    let now = support::unix_now();
+    let fs = s
+        .filesystems()
+        .ok()?
+        .into_iter()
+        .find(|f| f.key.mountpoint == mountpoint)?;
+    let point = s.fs_series(fs.id, 0, now).ok()?.pop()?;
+    let components: Vec<_> = s
+        .components(0, now)
+        .ok()?
+        .into_iter()
+        .filter(|c| c.database == database)
+        .collect();
+    let (kind, t, facts) = s.database_facts().ok()?.remove(database)?;
+    components.iter().any(|c| c.component == "wal").then(|| {
+        let sample = ssdwatch::history::DatabaseSample {
+            database: database.to_string(),
+            kind,
+            t,
+            components: components
+                .iter()
+                .map(|c| ssdwatch::history::ComponentSize {
+                    component: c.component.clone(),
+                    mountpoint: c.mountpoint.clone(),
+                    bytes: c.sizes.last().unwrap().1,
+                })
+                .collect(),
+            facts,
+        };
+        (fs, point, sample)
+    })
+}
+
+/// A daemon with the filesystem and databases collectors and the history on, committing every
+/// second, its store in `state`.
+fn daemon_with_history(state: &Path) -> Daemon {
+    let mut cfg = ssdwatch::config::Config::default();
+    for e in ssdwatch::registry::COLLECTORS {
+        cfg.collectors
+            .set_enabled(e.name, e.name == "databases" || e.name == "filesystem");
+    }
+    cfg.collectors.databases.interval = Duration::from_secs(1);
+    cfg.collectors.databases.size_interval = Duration::from_secs(1);
+    cfg.collectors.filesystem.interval = Duration::from_secs(1);
+    cfg.history.enabled = true;
+    cfg.history.raw_interval = Duration::from_secs(1);
+    cfg.history.flush_interval = Duration::from_secs(1);
+    cfg.state_dir = state.to_path_buf();
+    Daemon::start(cfg, ssdwatch::Roots::default())
+}
+
+/// What fills the mount, from the real daemon's own records: a first daemon's view of the mount
+/// and the database is stored again a day earlier ("yesterday"), then WAL piles up behind the
+/// failing archiver and a second daemon records "today". The report names pg_wal and the
+/// archiver's backlog as the server counts it; once the archiver works, it no longer does.
+#[test]
+fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_until_fixed() {
+    let test =
+        "the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_until_fixed";
+    let Some(bin) = setup(test) else { return };
+    let fs = support::LoopFs::new(512);
+    for p in [fs.dir.path(), fs.mountpoint.as_path()] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let pg = Postgres::start_in(bin, &fs.mountpoint, "");
+    let label = pg.label();
+    pg.sql("create table t (x int)");
+
+    // Yesterday: what a first daemon stored, a day and an hour earlier.
+    let a = tempfile::tempdir().unwrap();
+    let a_store = a.path().join("history.db");
+    let (info, point, mut db) = {
+        let _d = daemon_with_history(a.path());
+        support::wait_for(
+            "the first daemon's records",
+            Duration::from_secs(90),
+            || stored_view(&a_store, fs.mp(), &label),
+        )
+    };
+    assert_eq!(db.kind, "postgresql");
+    let yesterday = support::unix_now() - 86_400 - 3_600;
+    let y = tempfile::tempdir().unwrap();
+    {
+        let mut s =
+            ssdwatch::history::Store::open(y.path(), &ssdwatch::history::HistoryConfig::default())
+                .unwrap();
+        s.record_fs(&[ssdwatch::history::FsSample {
+            key: info.key.clone(),
+            device: info.device.clone().unwrap_or_default(),
+            t: yesterday,
+            size_bytes: point.size.last as u64,
+            avail_bytes: point.avail.last as u64,
+            free_bytes: point.free.last as u64,
+            files_free: point.files_free.map(|f| f.last as u64),
+        }])
+        .unwrap();
+        db.t = yesterday;
+        s.record_databases(&[db]).unwrap();
+    }
+
+    // Today: 40 segments more, each waiting for the archiver.
+    for _ in 0..40 {
+        pg.sql("insert into t select generate_series(1, 500); select pg_switch_wal()");
+    }
+    let ready_sql =
+        "select count(*) from pg_ls_dir('pg_wal/archive_status') f where f like '%.ready'";
+    let ready: u64 = pg.sql(ready_sql).parse().unwrap();
+    assert!(ready >= 40, "{ready}");
+    let y_store = y.path().join("history.db");
+    let report = || {
+        ssdwatch::cli::report::report_of(
+            &y_store,
+            "db1",
+            support::unix_now(),
+            &ssdwatch::config::Config::default(),
+        )
+        .ok()?
+        .filesystems
+        .into_iter()
+        .find(|f| f.mountpoint == fs.mp())
+    };
+    let d = daemon_with_history(y.path());
+    let cause = format!(
+        "is pg_wal (WAL) of {label}; {} segments wait for the archiver, the oldest ",
+        thousands(ready)
+    );
+    let f = support::wait_for("the report naming the WAL", Duration::from_secs(90), || {
+        report().filter(|f| {
+            f.top_contributor
+                .as_deref()
+                .is_some_and(|t| t.contains(&cause))
+        })
+    });
+    let top = f.top_contributor.as_deref().unwrap();
+    println!("what fills {}: {top}", fs.mp());
+    let wal = f.filling.iter().find(|c| c.component == "wal").unwrap();
+    // The mount grew by the WAL and a few MB of table: the WAL is most of it.
+    assert!(wal.share_1d.unwrap() >= 0.5, "{f:?}");
+    assert!(
+        wal.growth_1d_bytes.unwrap() >= (ready << 20) as f64 * 0.9,
+        "{wal:?}: {ready} segments of 1 MiB"
+    );
+    assert_eq!(
+        f.filling[0].component, "wal",
+        "the fastest-growing first: {f:?}"
+    );
+    assert!(
+        top.ends_with(" h") || top.ends_with(" min") || top.ends_with(" s"),
+        "{top}"
+    );
+    let text = ssdwatch::report::text::render(
+        &ssdwatch::cli::report::report_of(
+            &y_store,
+            "db1",
+            support::unix_now(),
+            &ssdwatch::config::Config::default(),
+        )
+        .unwrap(),
+    );
+    assert!(text.contains("WHAT IS FILLING IT"), "{text}");
+    assert!(text.contains(&format!("what fills it: ")), "{text}");
+
+    // Fixed: the backlog is archived, and the report no longer blames the archiver.
+    pg.sql("alter system set archive_command = '/bin/true'");
+    pg.sql("select pg_reload_conf()");
+    let f = support::wait_for(
+        "the archiver no longer named",
+        Duration::from_secs(90),
+        || {
+            report().filter(|f| {
+                !f.top_contributor
+                    .as_deref()
+                    .is_some_and(|t| t.contains("archiver"))
+            })
+        },
+    );
+    assert_eq!(pg.sql(ready_sql), "0");
+    assert!(f.filling.iter().any(|c| c.component == "wal"), "{f:?}");
+    drop(d);
+}
+
+/// `1,312`, as the report writes a count.
+fn thousands(n: u64) -> String {
+    if n >= 1000 {
+        format!("{},{:03}", n / 1000, n % 1000)
+    } else {
+        n.to_string()
+    }
 }

@@ -860,7 +860,12 @@ pub fn fixture_host_flags(host_dir: &Path) -> Vec<std::ffi::OsString> {
 /// A temporary directory owned by the system user `name` (a database server's), mode 0750 so
 /// the user's group may read it; and that user.
 pub fn dir_owned_by(name: &str) -> (tempfile::TempDir, nix::unistd::User) {
-    let dir = tempfile::tempdir().unwrap();
+    dir_owned_by_in(name, &std::env::temp_dir())
+}
+
+/// The same, made under `parent` (a filesystem of the test's own).
+pub fn dir_owned_by_in(name: &str, parent: &Path) -> (tempfile::TempDir, nix::unistd::User) {
+    let dir = tempfile::tempdir_in(parent).unwrap();
     let user = nix::unistd::User::from_name(name)
         .unwrap()
         .unwrap_or_else(|| panic!("no user {name}"));
@@ -888,4 +893,24 @@ pub fn stop_child(child: &mut Child, grace: Duration) -> bool {
     let _ = child.kill();
     let _ = child.wait();
     false
+}
+
+/// The wall clock in Unix seconds.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Calls `f` every 200 ms until it gives something, at most `within`; panics naming `what`.
+pub fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
