@@ -606,7 +606,7 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
         .unwrap(),
     );
     assert!(text.contains("WHAT IS FILLING IT"), "{text}");
-    assert!(text.contains(&format!("what fills it: ")), "{text}");
+    assert!(text.contains(&format!("what fills it: {top}")), "{text}");
 
     // Fixed: the backlog is archived, and the report no longer blames the archiver.
     pg.sql("alter system set archive_command = '/bin/true'");
