@@ -294,6 +294,26 @@ SDA_DEVNUM=$(cat /sys/block/sda/dev)
 mkdir -p /run/udev/data
 echo "E:ID_ATA_SMART_ACCESS=linux-ide" > /run/udev/data/b$SDA_DEVNUM
 backend libatasmart libatasmart
+
+# A disk behind the emulated MegaRAID controller: the driver loaded now (the other drives have
+# their names), smartctl's own scan and reading of the port, then the daemon's RAID discovery.
+for m in /modules-late/*.ko; do insmod "$m" 2>>$LOG || log "insmod $m failed"; done
+t0=$(uptime_s)
+until grep -q megaraid_sas_ioctl /proc/devices && ls /sys/bus/scsi/drivers/sd/ 2>/dev/null | grep -q .; do
+  [ $(($(uptime_s) - t0)) -ge $((20 * SLOW)) ] && { log "the MegaRAID controller's disk did not show"; break; }
+  sleep 0.2
+done
+# Its disk shows once scanned; the scan below needs the controller, not the disk's name.
+sleep 1
+smartctl --scan-open --json=c > $R/raid-scan.json 2> $R/raid-scan.err
+echo $? > $R/raid-scan.rc
+port=$(smartctl --scan-open 2>/dev/null | awk '$3 == "megaraid,0" { print $1; exit }')
+echo "$port" > $R/raid-port.txt
+[ -n "$port" ] && smartctl --json=c --info --health --attributes -d megaraid,0 "$port" \
+  > $R/smartctl-raid.json 2> $R/smartctl-raid.err
+timeout $((30 * SLOW)) ssdwatch --config /etc/ssdwatch/guest-raid.yaml sample \
+  > $R/raid.prom 2> $R/raid.err
+echo $? > $R/raid.rc
 log "scenario complete"
 touch $R/done
 finish

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Boots a Linux guest under QEMU with an emulated NVMe drive, a SATA (AHCI) drive and a
-# virtio drive, runs the end-to-end scenario of tests/vm/guest-init.sh inside it and unpacks
+# Boots a Linux guest under QEMU with an emulated NVMe drive, a SATA (AHCI) drive, a
+# virtio drive and a disk behind an emulated LSI MegaRAID controller (megasas-gen2), runs the end-to-end scenario of tests/vm/guest-init.sh inside it and unpacks
 # what the guest collected into OUT_DIR. Assertions live in tests/it/vm/drives.rs; this script only runs.
 #
 #   tests/vm/run.sh SSDWATCH_BINARY OUT_DIR
@@ -36,6 +36,11 @@ for l in $(libs_of "$BIN") ${atasmart:+$atasmart $(libs_of "$atasmart")}; do
   mkdir -p "$ov$(dirname "$l")"
   cp -L "$l" "$ov$l"
 done
+# The MegaRAID driver, loaded by the guest only once the other drives have their names (its
+# disk would otherwise race the SATA disk for /dev/sda); its SCSI deps are in the base.
+mkdir -p "$ov/modules-late"
+cp "$(modprobe -S "$KVER" --show-depends megaraid_sas | awk '$1 == "insmod" { m = $2 } END { print m }')" \
+  "$ov/modules-late/"
 (cd "$ov" && find . | cpio -o -H newc --quiet) > "$RUN/overlay.cpio"
 cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 
@@ -46,7 +51,7 @@ truncate -s 64M "$RUN/nvme-warning.img"
 # Critical-warning bits of the second NVMe drive: 0x04, NVM subsystem reliability degraded.
 CRITICAL_WARNING=4
 echo "$CRITICAL_WARNING" > "$OUT/critical-warning.txt"
-truncate -s 64M "$RUN/scratch.img"
+truncate -s 64M "$RUN/scratch.img" "$RUN/raid.img"
 
 pick_accel
 echo "$ACCEL" > "$OUT/accel.txt"
@@ -80,6 +85,9 @@ timeout --kill-after=5 "$GUEST_TIMEOUT" qemu-system-x86_64 \
   -device "virtio-blk-pci,drive=mda,serial=SSDWMDA" \
   -drive "if=none,id=mdb,file=$RUN/md-b.img,format=raw,discard=unmap" \
   -device "virtio-blk-pci,drive=mdb,serial=SSDWMDB" \
+  -device megasas-gen2,id=raid0 \
+  -drive "if=none,id=raid,file=$RUN/raid.img,format=raw" \
+  -device "scsi-hd,bus=raid0.0,drive=raid,serial=SSDWRAID0001" \
   -drive "if=none,id=scratch,file=$RUN/scratch.img,format=raw" \
   -device "virtio-blk-pci,drive=scratch,serial=SCRATCH" \
   > "$OUT/console.log" 2>&1

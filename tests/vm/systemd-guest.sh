@@ -52,7 +52,7 @@ systemctl is-system-running > $R/system-running.txt 2>&1
 
 # --- the drives, found by the serials the host gave them ---
 drives_present() {
-  SCRATCH= VIRT= NVME= SATA=
+  SCRATCH= VIRT= NVME= SATA= RAIDSD=
   for d in /sys/block/vd*; do
     case "$(cat $d/serial 2>/dev/null)" in
       SCRATCH) SCRATCH=${d##*/} ;;
@@ -63,9 +63,12 @@ drives_present() {
     [ "$(tr -d ' ' < $c/serial 2>/dev/null)" = SSDWNVME0001 ] && NVME=${c##*/}n1
   done
   for d in /sys/block/sd*; do
-    case "$(cat $d/device/model 2>/dev/null)" in "SSDW SATA SSD"*) SATA=${d##*/} ;; esac
+    case "$(cat $d/device/model 2>/dev/null)" in
+      "SSDW SATA SSD"*) SATA=${d##*/} ;;
+      "QEMU HARDDISK"*) RAIDSD=${d##*/} ;;
+    esac
   done
-  [ -n "$SCRATCH" ] && [ -n "$VIRT" ] && [ -n "$NVME" ] && [ -n "$SATA" ] \
+  [ -n "$SCRATCH" ] && [ -n "$VIRT" ] && [ -n "$NVME" ] && [ -n "$SATA" ] && [ -n "$RAIDSD" ] \
     && [ -b /dev/$NVME ] && [ -b /dev/$SATA ] && [ -b /dev/$VIRT ] && [ -b /dev/$SCRATCH ]
 }
 until_ok 30 drives_present || { drives_present; [ -n "$SCRATCH" ] || { echo "no scratch disk"; systemctl poweroff -ff; }; fail "drives missing: nvme=$NVME sata=$SATA virtio=$VIRT"; }
@@ -130,6 +133,11 @@ collectors:
   smart:
     # Often, so that a smartctl run can be caught in the act (its capabilities recorded).
     interval: 5s
+    # The disk behind the emulated MegaRAID controller, found by smartctl --scan-open. Its
+    # plain view ($RAIDSD) is left out: QEMU's controller fails its TEST UNIT READY there
+    # (smartctl: "medium or hardware error"), and the port is the drive's reading.
+    discover_raid: true
+    device_exclude: "^$RAIDSD\$"
   probe:
     interval: 2s
     busy_window: 0s
@@ -170,11 +178,20 @@ scrape_has_all() {
     && grep -q "^ssdwatch_device_smart_supported{device=\"$VIRT\"" $R/poll.prom \
     && grep "^ssdwatch_probe_runs_total{mountpoint=\"/mnt/nvme\"" $R/poll.prom | grep -qv ' 0$' \
     && grep "^ssdwatch_probe_skipped_total{mountpoint=\"/mnt/sata\"" $R/poll.prom | grep -qv ' 0$' \
-    && grep "^ssdwatch_probe_runs_total{mountpoint=\"$RMP\"" $R/poll.prom | grep -qv ' 0$'
+    && grep "^ssdwatch_probe_runs_total{mountpoint=\"$RMP\"" $R/poll.prom | grep -qv ' 0$' \
+    && grep -q '^ssdwatch_device_smart_sample_ok{device="bus/[0-9]*:megaraid,0".* 1$' $R/poll.prom
 }
+# The MegaRAID controller's character device (its node is made by no udev rule: smartctl makes
+# /dev/megaraid_sas_ioctl_node itself when it is missing).
+grep megaraid /proc/devices > $R/megaraid-devices.txt 2>&1
 until_ok 60 scrape_has_all || log "the scrape still lacks SMART or probe series after $((60 * SLOW)) s"
 curl -sS --max-time 10 -o $R/metrics.prom -w '%{http_code}\n' $URL > $R/metrics.http 2>&1
 stat -c '%U:%G %a' "$RT/.ssdwatch-probe" > $R/recipe/probe-dir.stat 2>&1
+ls -l /dev/megaraid_sas_ioctl_node > $R/megaraid-node-after.txt 2>&1
+# The SCSI disks other than the SATA one (the MegaRAID controller's disk, as the kernel shows
+# it), read by smartctl as root outside the unit, for comparison with the service's reading.
+smartctl --json=c --info --health --attributes --nocheck=standby /dev/$RAIDSD > $R/smartctl-root-raidsd.json 2>&1
+echo $? > $R/smartctl-root-raidsd.rc
 
 # --- who it runs as, and with what capabilities: the main process and every process of its
 # cgroup ---

@@ -12,7 +12,7 @@ mount -t devtmpfs devtmpfs /dev
 log() { echo "systemd-vm: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 die() { log "FAILED: $*"; poweroff -f; }
 
-for m in /modules/*.ko; do
+for m in /modules/*.ko /modules-late/*.ko; do
   # CPU-specific crc modules find no CPU support under TCG: the generic ones serve.
   insmod "$m" 2>/dev/null || log "insmod $m failed"
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Boots a small Debian (bookworm) root filesystem with systemd as PID 1 under QEMU, with the
-# same emulated NVMe, SATA (AHCI) and virtio drives as the end-to-end guest, installs the
+# same emulated NVMe, SATA (AHCI) and virtio drives as the end-to-end guest and a disk behind
+# an emulated LSI MegaRAID controller, installs the
 # project's .deb there with dpkg, and runs tests/vm/systemd-guest.sh against the installed unit,
 # with the README's probe recipe taken out of the README (tests/vm/readme-probe-recipe.sh).
 # What the guest recorded is unpacked into OUT_DIR; the assertions live in tests/it/vm/systemd.rs.
@@ -51,12 +52,16 @@ cp "$HERE/systemd-guest.sh" "$ov/payload/scenario.sh"
 cp "$DEB" "$ov/payload/ssdwatch.deb"
 # The README's probe recipe, as the README has it now: the guest follows it.
 bash "$HERE/readme-probe-recipe.sh" "$HERE/../../README.md" "$ov/payload/recipe"
+# The MegaRAID driver for the disk behind the emulated controller (its SCSI deps are in the base).
+mkdir -p "$ov/modules-late"
+cp "$(modprobe -S "$KVER" --show-depends megaraid_sas | awk '$1 == "insmod" { m = $2 } END { print m }')" \
+  "$ov/modules-late/"
 (cd "$ov" && find . | cpio -o -H newc --quiet) > "$RUN/overlay.cpio"
 cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 echo "${DEB##*/}" > "$OUT/deb.txt"
 
 for d in nvme sata virtio; do truncate -s 1G "$RUN/$d.img"; done
-truncate -s 64M "$RUN/scratch.img"
+truncate -s 64M "$RUN/scratch.img" "$RUN/raid.img"
 
 pick_accel
 echo "$ACCEL" > "$OUT/accel.txt"
@@ -88,6 +93,9 @@ timeout --kill-after=5 "$GUEST_TIMEOUT" qemu-system-x86_64 \
   -device "ide-hd,bus=ahci0.0,drive=sata0,model=SSDW SATA SSD,serial=SSDWSATA0001,rotation_rate=1" \
   -drive "if=none,id=virt0,file=$RUN/virtio.img,format=raw,discard=unmap" \
   -device "virtio-blk-pci,drive=virt0,serial=SSDWVIRT0001" \
+  -device megasas-gen2,id=raid0 \
+  -drive "if=none,id=raid,file=$RUN/raid.img,format=raw" \
+  -device "scsi-hd,bus=raid0.0,drive=raid,serial=SSDWRAID0001" \
   -drive "if=none,id=scratch,file=$RUN/scratch.img,format=raw" \
   -device "virtio-blk-pci,drive=scratch,serial=SCRATCH" \
   > "$OUT/console.log" 2>&1

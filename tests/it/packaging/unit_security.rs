@@ -76,7 +76,18 @@ fn systemd_analyze_verify_has_nothing_to_say_about_the_unit() {
     assert!(text.contains("ExecStart=/usr/bin/ssdwatch "), "{text}");
     let dir = tempfile::tempdir().unwrap();
     let unit = dir.path().join("ssdwatch.service");
-    std::fs::write(&unit, text.replace("/usr/bin/ssdwatch", support::bin())).unwrap();
+    // And ExecStartPre's script, at its place in the source tree.
+    let raid_nodes = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/deb/raid-nodes");
+    assert!(
+        text.contains("ExecStartPre=+/usr/libexec/ssdwatch/raid-nodes\n"),
+        "{text}"
+    );
+    std::fs::write(
+        &unit,
+        text.replace("/usr/bin/ssdwatch", support::bin())
+            .replace("/usr/libexec/ssdwatch/raid-nodes", raid_nodes),
+    )
+    .unwrap();
     let (ok, said) = analyze(&["verify", "--man=no", unit.to_str().unwrap()]);
     // Unknown keys and bad values are warnings with exit status 0: nothing may be said at all.
     assert!(

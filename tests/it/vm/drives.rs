@@ -824,3 +824,56 @@ fn both_smart_backends_read_the_sata_drive_and_agree_on_every_field_both_report(
             .any(|(k, v)| k == "serial" && v == "SSDWSATA0001")
     );
 }
+
+/// A disk behind QEMU's emulated LSI MegaRAID SAS controller (megasas-gen2): smartctl's own
+/// `--scan-open` lists its port, and the daemon's RAID discovery (`discover_raid`, nothing
+/// listed by hand) finds it and reads it through the controller, as the guest's smartctl does.
+#[test]
+#[ignore = "boots a QEMU guest; run with: cargo test --test it -- --ignored vm::drives::"]
+fn a_disk_behind_a_megaraid_controller_is_found_by_the_scan_and_read_through_it() {
+    let port = read("raid-port.txt").trim().to_string();
+    assert!(
+        port.starts_with("/dev/bus/"),
+        "smartctl's scan found no megaraid,0 port: {port:?}\n{}",
+        read("raid-scan.json")
+    );
+    let scan: Value = serde_json::from_str(&read("raid-scan.json")).expect("scan JSON");
+    let parsed = ssdwatch::smart::scan::parse_scan_open(&read("raid-scan.json")).unwrap();
+    assert!(
+        parsed
+            .ports
+            .iter()
+            .any(|p| p.path == port && p.dev_type == "megaraid,0"),
+        "{parsed:?} from {scan}"
+    );
+    let j: Value = serde_json::from_str(&read("smartctl-raid.json")).expect("smartctl JSON");
+    assert_eq!(j["serial_number"], "SSDWRAID0001", "{j}");
+    assert_eq!(j["device"]["type"], "megaraid,0");
+    assert_eq!(guest_num::<i32>("raid.rc"), 0, "{}", read("raid.err"));
+    let s = scrape("raid.prom");
+    let label = format!("{}:megaraid,0", port.trim_start_matches("/dev/"));
+    let l = [("device", label.as_str()), ("serial", "SSDWRAID0001")];
+    assert_eq!(must(&s, "ssdwatch_device_smart_sample_ok", &l, "raid"), 1.0);
+    // QEMU's SCSI disk has no SMART: known, not an error.
+    assert_eq!(must(&s, "ssdwatch_device_smart_supported", &l, "raid"), 0.0);
+    let info: Vec<&Series> = s
+        .iter()
+        .filter(|x| x.name == "ssdwatch_device_info" && x.labels.get("device") == Some(&label))
+        .collect();
+    assert_eq!(info.len(), 1, "{info:?}");
+    assert_eq!(
+        info[0].labels.get("model").map(String::as_str),
+        j["scsi_model_name"].as_str(),
+        "{info:?}"
+    );
+    assert_eq!(
+        info[0].labels.get("device_type").map(String::as_str),
+        Some("megaraid,0")
+    );
+    // The sample's collector succeeded: the scan was no error.
+    assert!(
+        !read("raid.err").contains("RAID discovery"),
+        "{}",
+        read("raid.err")
+    );
+}
