@@ -4,7 +4,7 @@
 //! two; SMART data and probes still work; a helper killed by pid is replaced; and the helper
 //! refuses what the config does not allow, over its own socket.
 
-use crate::support;
+use crate::support::{self, wait_for};
 
 use crate::support::smart::{Fake, smart_fixture};
 use ssdwatch::privsep::SMART_CAPS;
@@ -60,17 +60,6 @@ fn alive(pid: u32) -> bool {
         .ok()
         .and_then(|s| s.rsplit_once(')').map(|x| x.1.trim().to_string()))
         .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
-}
-
-fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The daemon binary as a child process, stopped (SIGTERM, then SIGKILL) by its pid on drop.

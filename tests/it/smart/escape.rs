@@ -3,8 +3,8 @@
 //! printed is used as soon as smartctl exits, the escaped process is found and killed, no
 //! descriptor leaks over many runs, and nothing of a run outlives the daemon's SIGTERM.
 
-use crate::support::binary;
 use crate::support::smart::{EmptyHost, Fake, smart_fixture};
+use crate::support::{binary, wait_until};
 
 use nix::sys::signal::Signal;
 use ssdwatch::collector::Collector;
@@ -67,14 +67,6 @@ fn tagged_processes_of(pid: u32) -> Vec<String> {
         }
     }
     out
-}
-
-fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn value(text: &str, family: &str) -> Option<f64> {

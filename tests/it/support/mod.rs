@@ -903,14 +903,19 @@ pub fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-/// Calls `f` every 200 ms until it gives something, at most `within`; panics naming `what`.
+/// Calls `f` every 50 ms until it gives something, at most `within`; panics naming `what`.
 pub fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
     loop {
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Calls `f` every 50 ms until it holds, at most `within`; panics naming `what`.
+pub fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    wait_for(what, within, || f().then_some(()))
 }
