@@ -222,8 +222,11 @@ fn idle_time_brings_part_of_the_speed_back() {
             .any(|&(secs, before, after)| secs >= idle_s && after > before),
         "the model logged no background GC after {idle_s} s idle that refilled its pool: {gc:?}"
     );
+    // At least a tenth faster: the model's recovery left runs of 0.69 and 0.79 of the
+    // deleted drive's p50, and one run's 16 writes move by about a tenth on a busy 2-core host
+    // (the GC itself is the model's log line above, not a timing).
     assert!(
-        idle < 0.8 * deleted,
+        idle < 0.9 * deleted,
         "after the rest the p50 is {}, before it {}: no recovery\n{t}",
         ms(idle),
         ms(deleted)
