@@ -125,6 +125,7 @@ fn a_month_of_history_reads_back_as_its_story() {
     assert!(ready > 1000, "{ready}");
     let ready = format!("{},{:03}", ready / 1000, ready % 1000);
     let top = fs.top_contributor.as_deref().expect("a top contributor");
+    println!("what fills {}: {top}", story::DB_MOUNT);
     assert_eq!(
         top,
         format!(
