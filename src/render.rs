@@ -47,18 +47,52 @@ pub fn render_family(out: &mut String, fam: &MetricFamily) {
             out.push('}');
         }
         out.push(' ');
-        let v = s.value;
-        // Integers (the common case: bytes, counts) skip float formatting.
-        if v.fract() == 0.0 && v.abs() < 1e15 {
-            let _ = write!(out, "{}", v as i64);
-        } else {
-            out.push_str(&format_value(v));
-        }
+        write_value(out, s.value);
         out.push('\n');
     }
 }
 
+/// Appends a sample value as Prometheus parses it ([`format_value`]), without a String of its
+/// own: integers (the common case: bytes, counts) by their digits, other values through
+/// Display, the shortest text that reads back to the same float.
+fn write_value(out: &mut String, v: f64) {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        let mut n = v as i64;
+        if n < 0 {
+            out.push('-');
+            n = -n;
+        }
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for &d in &digits[i..] {
+            out.push(d as char);
+        }
+    } else if v.is_finite() {
+        let _ = write!(out, "{v}");
+    } else {
+        out.push_str(&format_value(v));
+    }
+}
+
+/// Whether a text needs no escaping (the common case): it is then appended whole.
+fn plain(s: &str, label: bool) -> bool {
+    !s.bytes()
+        .any(|b| b == b'\\' || b == b'\n' || (label && b == b'"'))
+}
+
 fn escape_help(out: &mut String, s: &str) {
+    if plain(s, false) {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -69,6 +103,10 @@ fn escape_help(out: &mut String, s: &str) {
 }
 
 fn escape_label_value(out: &mut String, s: &str) {
+    if plain(s, true) {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -82,6 +120,50 @@ fn escape_label_value(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_written_as_the_string_formatting_wrote_it() {
+        let old = |v: f64| {
+            if v.fract() == 0.0 && v.abs() < 1e15 {
+                (v as i64).to_string()
+            } else {
+                format_value(v)
+            }
+        };
+        for v in [
+            0.0,
+            -0.0,
+            7.0,
+            -7.0,
+            1234567890.0,
+            999_999_999_999_999.0,
+            1e15,
+            -3e16,
+            0.5,
+            -1.25e-9,
+            1795751609.3400624,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MAX,
+        ] {
+            let mut out = String::new();
+            write_value(&mut out, v);
+            assert_eq!(out, old(v), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn text_needing_no_escape_is_appended_whole_and_the_rest_escaped() {
+        let mut out = String::new();
+        escape_label_value(&mut out, "/srv/pg");
+        escape_label_value(&mut out, "a\"b\\c\nd");
+        assert_eq!(out, "/srv/pga\\\"b\\\\c\\nd");
+        let mut out = String::new();
+        escape_help(&mut out, "say \"x\"");
+        escape_help(&mut out, "a\\b\nc");
+        assert_eq!(out, "say \"x\"a\\\\b\\nc");
+    }
     use crate::catalogue::Family;
     use crate::metrics::{MetricKind, MetricSet};
 
