@@ -3,13 +3,16 @@
 
 use crate::catalogue::Family;
 pub use crate::catalogue::MetricKind;
+use compact_str::CompactString;
 
 /// One line of exposition: `name{suffix}{labels} value`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// Appended to the family name: "" for plain metrics, "_bucket"/"_sum"/"_count" for histograms.
     pub suffix: &'static str,
-    pub labels: Vec<(&'static str, String)>,
+    /// Label values of up to 24 bytes (device names, most mount points, kinds) are kept inline:
+    /// a series costs one allocation, not one per label.
+    pub labels: Vec<(&'static str, CompactString)>,
     pub value: f64,
 }
 
@@ -89,7 +92,7 @@ impl MetricFamily {
         let base = own_labels(labels);
         for (le, n) in buckets {
             let mut l = base.clone();
-            l.push(("le", format_value(*le)));
+            l.push(("le", CompactString::new(format_value(*le))));
             self.samples.push(Sample {
                 suffix: "_bucket",
                 labels: l,
@@ -97,7 +100,7 @@ impl MetricFamily {
             });
         }
         let mut l = base.clone();
-        l.push(("le", "+Inf".to_string()));
+        l.push(("le", CompactString::const_new("+Inf")));
         self.samples.push(Sample {
             suffix: "_bucket",
             labels: l,
@@ -116,8 +119,11 @@ impl MetricFamily {
     }
 }
 
-fn own_labels(labels: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-    labels.iter().map(|(k, v)| (*k, (*v).to_string())).collect()
+fn own_labels(labels: &[(&'static str, &str)]) -> Vec<(&'static str, CompactString)> {
+    labels
+        .iter()
+        .map(|(k, v)| (*k, CompactString::new(v)))
+        .collect()
 }
 
 /// An ordered set of families, looked up by name so loops over devices can append to the same family.

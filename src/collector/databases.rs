@@ -895,7 +895,7 @@ fn history_samples(set: &MetricSet, databases: &[(&str, &str)], t: i64) -> Vec<D
         s.labels
             .iter()
             .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| v.to_string())
             .unwrap_or_default()
     };
     let of = |s: &crate::metrics::Sample, db: &str| label(s, "database") == db;
