@@ -186,8 +186,8 @@ pub fn share(c: &ComponentReport) -> String {
         .unwrap_or_default()
 }
 
-/// `1,312`.
-fn thousands(n: u64) -> String {
+/// A count as the report writes it: `1,312`.
+pub fn thousands(n: u64) -> String {
     let d = n.to_string();
     let mut o = String::with_capacity(d.len() + d.len() / 3);
     for (i, c) in d.chars().enumerate() {

@@ -4,6 +4,7 @@
 //! the server itself says; then the archiver is fixed and the slot dropped, and they clear.
 
 use crate::support::{self, Daemon, value};
+use ssdwatch::snapshot::unix_now as now_f64;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -446,7 +447,7 @@ fn stored_view(
     ssdwatch::history::DatabaseSample,
 )> {
     let s = ssdwatch::history::Store::open_read_only(store).ok()?;
-    let now = support::unix_now();
+    let now = unix_now();
     let fs = s
         .filesystems()
         .ok()?
@@ -526,7 +527,7 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
         )
     };
     assert_eq!(db.kind, "postgresql");
-    let yesterday = support::unix_now() - 86_400 - 3_600;
+    let yesterday = unix_now() - 86_400 - 3_600;
     let y = tempfile::tempdir().unwrap();
     {
         let mut s =
@@ -559,7 +560,7 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
         ssdwatch::cli::report::report_of(
             &y_store,
             "db1",
-            support::unix_now(),
+            unix_now(),
             &ssdwatch::config::Config::default(),
         )
         .ok()?
@@ -570,7 +571,7 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
     let d = daemon_with_history(y.path());
     let cause = format!(
         "is pg_wal (WAL) of {label}; {} segments wait for the archiver, the oldest ",
-        thousands(ready)
+        ssdwatch::report::filling::thousands(ready)
     );
     let f = support::wait_for("the report naming the WAL", Duration::from_secs(90), || {
         report().filter(|f| {
@@ -600,7 +601,7 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
         &ssdwatch::cli::report::report_of(
             &y_store,
             "db1",
-            support::unix_now(),
+            unix_now(),
             &ssdwatch::config::Config::default(),
         )
         .unwrap(),
@@ -627,11 +628,7 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
     drop(d);
 }
 
-/// `1,312`, as the report writes a count.
-fn thousands(n: u64) -> String {
-    if n >= 1000 {
-        format!("{},{:03}", n / 1000, n % 1000)
-    } else {
-        n.to_string()
-    }
+/// The wall clock in whole Unix seconds, as the store keys its rows.
+fn unix_now() -> i64 {
+    now_f64() as i64
 }

@@ -123,7 +123,7 @@ fn a_month_of_history_reads_back_as_its_story() {
     assert!(close(rel.share_1d.unwrap(), 0.2, 0.06), "{rel:?}");
     let ready = s.database(last).facts.archive_ready_segments.unwrap();
     assert!(ready > 1000, "{ready}");
-    let ready = format!("{},{:03}", ready / 1000, ready % 1000);
+    let ready = ssdwatch::report::filling::thousands(ready);
     let top = fs.top_contributor.as_deref().expect("a top contributor");
     println!("what fills {}: {top}", story::DB_MOUNT);
     assert_eq!(

@@ -895,14 +895,6 @@ pub fn stop_child(child: &mut Child, grace: Duration) -> bool {
     false
 }
 
-/// The wall clock in Unix seconds.
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// Calls `f` every 50 ms until it gives something, at most `within`; panics naming `what`.
 pub fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;

@@ -54,10 +54,7 @@ pub struct Story {
 impl Story {
     /// A story of `days` ending now (a report made right after it sees it as current).
     pub fn small(days: i64) -> Story {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now = ssdwatch::snapshot::unix_now() as i64;
         Story {
             end: now - now % 300,
             days,
