@@ -416,10 +416,9 @@ impl Collector for SmartCollector {
         let targets = self.targets(topo.as_deref());
         self.forget_gone(&targets);
         let reads = self.start_due(&targets, &mut sample);
+        let read = self.take_results(ctx, &targets, reads, &mut sample).await;
         let topo = topo.or_else(|| ctx.shared.topology(ctx.topology_max_age));
-        self.take_results(ctx, topo.as_deref(), &targets, reads, &mut sample)
-            .await;
-        self.fill_metrics(ctx, topo.as_deref(), &targets, &mut sample);
+        self.fill_metrics(ctx, topo.as_deref(), &targets, &read, &mut sample);
         Ok(sample)
     }
 }
@@ -606,16 +605,17 @@ impl SmartCollector {
         reads
     }
 
-    /// Each read, as it completes, stepped into its drive's state; a fresh reading handed to
-    /// the history, the drive's errors to the sample.
+    /// Each read, as it completes, stepped into its drive's state, the drive's errors to the
+    /// sample. Returns the drives read, each with its run's time (their fresh readings go to
+    /// the history with their metrics).
     async fn take_results(
         &mut self,
         ctx: &Context,
-        topo: Option<&Topology>,
         targets: &[Target],
         mut reads: Reads,
         sample: &mut Sample,
-    ) {
+    ) -> Vec<(String, f64)> {
+        let mut read = Vec::new();
         // Drives whose smartctl could not be started for want of a task: one fault for all.
         let mut no_task: Vec<String> = Vec::new();
         let mut no_task_cause = String::new();
@@ -671,10 +671,7 @@ impl SmartCollector {
             );
             *st = step.state;
             st.backend = used;
-            let risk = target.and_then(|t| durability_of(ctx, topo, t, st));
-            if let Some(record) = history_record(ctx, target, &label, st, run_unix, risk) {
-                sample.records.push(record);
-            }
+            read.push((label.clone(), run_unix));
             // The solid-state decision (topology collector) trusts the drive's own word.
             if let Some(rpm) = st.last.as_ref().and_then(|h| h.rotation_rate_rpm) {
                 ctx.shared.set_rotation_rate(&label, rpm);
@@ -696,14 +693,17 @@ impl SmartCollector {
                 &ctx.roots,
             ));
         }
+        read
     }
 
-    /// Every drive's metrics, from its state (a drive not read this time shows its last).
+    /// Every drive's metrics, from its state (a drive not read this time shows its last), and
+    /// the fresh reading of each drive `read` this time for the history.
     fn fill_metrics(
         &self,
         ctx: &Context,
         topo: Option<&Topology>,
         targets: &[Target],
+        read: &[(String, f64)],
         sample: &mut Sample,
     ) {
         let now_unix = unix_now();
@@ -723,6 +723,11 @@ impl SmartCollector {
                 let every = self.cfg.class_interval(st.protocol.as_deref(), t.kind);
                 let risk = durability_of(ctx, topo, t, st);
                 metrics::drive_metrics(t, st, every, now_unix, risk, &mut sample.metrics);
+                if let Some(&(_, run_unix)) = read.iter().find(|(l, _)| *l == t.label)
+                    && let Some(record) = history_record(ctx, Some(t), &t.label, st, run_unix, risk)
+                {
+                    sample.records.push(record);
+                }
             }
         }
     }
