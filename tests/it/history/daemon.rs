@@ -176,7 +176,7 @@ fn the_online_discard_write_bench_runs_in_its_short_mode() {
 /// SMART log says: the fixture host's nvme0n1 counts 93,810,688 discarded sectors, its SMART
 /// comes from a real capture through the fake smartctl.
 #[test]
-fn a_drive_row_carries_its_discarded_bytes() {
+fn a_drive_row_carries_its_discarded_bytes_and_its_health_reading() {
     let host = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/hosts/nvme-partitions");
     let dir = tempfile::tempdir().unwrap();
@@ -220,6 +220,16 @@ fn a_drive_row_carries_its_discarded_bytes() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(discarded, 93_810_688.0 * 512.0);
+    // Beside it, the reading's health as the SMART collector normalized it (the capture's
+    // error log holds 22 entries, its drive counted no time above the warning temperature).
+    let health = store
+        .drives()
+        .unwrap()
+        .into_iter()
+        .find_map(|d| store.drive_health(d.id, 0, i64::MAX).ok()?.pop())
+        .expect("a health reading beside the drive row");
+    assert_eq!(health.health.error_log_entries, Some(22), "{health:?}");
+    assert_eq!(health.health.above_warning_seconds, Some(0), "{health:?}");
 }
 
 /// benches/rss.sh (the daemon's resident memory at defaults, history on, on the generated large
