@@ -478,7 +478,8 @@ fn build_in(
         let used_growth_1d_bytes = if stale {
             None
         } else {
-            used_growth(&store.fs_series(f.id, now - 2 * DAY, now)?, now, DAY)
+            // The points of the last 2 days, read above, hold the one a day back.
+            used_growth(&latest, now, DAY)
         };
         // Components are keyed by mount point: a mount's newest series takes them.
         let filling = filling::with_shares(
