@@ -194,8 +194,21 @@ impl LayersCollector {
     ) {
         let sys = ctx.roots.sys.clone();
         let roots = ctx.roots.clone();
+        // The arrays among the block devices the topology has listed already; /sys/block is
+        // listed again only when it has none (it could not be read).
+        let md_names: Option<Vec<String>> = (!topo.devices.is_empty()).then(|| {
+            topo.devices
+                .range::<str, _>((std::ops::Bound::Included("md"), std::ops::Bound::Unbounded))
+                .map(|(n, _)| n)
+                .take_while(|n| n.starts_with("md"))
+                .cloned()
+                .collect()
+        });
         let read = tokio::task::spawn_blocking(move || {
-            let md = md::read_all(&sys);
+            let md = match md_names {
+                Some(names) => md::read_named(&sys, names),
+                None => md::read_all(&sys),
+            };
             let (fs, errors) = btrfs::read_all(&sys);
             // A mount of each btrfs, for its device ioctl: by the kernel name of its source.
             // Only btrfs lines are parsed, and only when there is a btrfs.
@@ -374,10 +387,17 @@ impl LayersCollector {
                 return;
             }
         };
+        // Each thin volume names its pool by device number: looked up in one index, not a walk
+        // of every device per volume.
+        let dm_names: HashMap<(u32, u32), &str> = topo
+            .devices
+            .values()
+            .filter_map(|d| Some(((d.major, d.minor), d.dm_name.as_deref()?)))
+            .collect();
         let name_of = |dev: &str| {
             crate::sysfs::topology::parse_devnum(dev)
-                .and_then(|(ma, mi)| topo.by_devnum(ma, mi))
-                .and_then(|d| d.dm_name.clone())
+                .and_then(|devnum| dm_names.get(&devnum))
+                .map(|n| n.to_string())
         };
         let (pools, problems) = thin::pools(&table, &status, name_of);
         let errors = problems

@@ -13,12 +13,12 @@ const SECTOR_BYTES: u64 = 512;
 /// One line of `dmsetup table` or `dmsetup status` for all devices: `name: start length target
 /// args…`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DmLine {
-    pub name: String,
+pub struct DmLine<'a> {
+    pub name: &'a str,
     pub start: u64,
     pub length_sectors: u64,
-    pub target: String,
-    pub args: String,
+    pub target: &'a str,
+    pub args: &'a str,
 }
 
 /// A line that could not be read, with its number (1-based) in the output.
@@ -32,7 +32,7 @@ pub struct LineError {
 
 /// Splits dmsetup's output for all devices into lines; "No devices found" is no line. A device
 /// of several segments prints one line per segment, each with its name.
-pub fn parse_lines(text: &str) -> (Vec<DmLine>, Vec<LineError>) {
+pub fn parse_lines(text: &str) -> (Vec<DmLine<'_>>, Vec<LineError>) {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -52,7 +52,7 @@ pub fn parse_lines(text: &str) -> (Vec<DmLine>, Vec<LineError>) {
     (out, errors)
 }
 
-fn parse_line(line: &str) -> Result<DmLine, &'static str> {
+fn parse_line(line: &str) -> Result<DmLine<'_>, &'static str> {
     // dmsetup writes "name: " before each line when it lists every device.
     let (name, rest) = line.split_once(": ").ok_or("no device name")?;
     let mut it = rest.splitn(4, ' ');
@@ -60,11 +60,11 @@ fn parse_line(line: &str) -> Result<DmLine, &'static str> {
     let length_sectors = it.next().and_then(|s| s.parse().ok()).ok_or("bad length")?;
     let target = it.next().filter(|t| !t.is_empty()).ok_or("no target")?;
     Ok(DmLine {
-        name: name.to_string(),
+        name,
         start,
         length_sectors,
-        target: target.to_string(),
-        args: it.next().unwrap_or("").to_string(),
+        target,
+        args: it.next().unwrap_or(""),
     })
 }
 
@@ -277,35 +277,37 @@ pub fn pools(
             message: format!("dmsetup status: {e}"),
         }))
         .collect();
-    let status_of = |name: &str, target: &str| {
-        status
-            .iter()
-            .find(|l| l.name == name && l.target == target)
-            .map(|l| l.args.as_str())
-    };
+    // Each device's first status line of each target, looked up by name: a host has hundreds
+    // of thin volumes.
+    let mut by_device: std::collections::HashMap<(&str, &str), &str> =
+        std::collections::HashMap::with_capacity(status.len());
+    for l in &status {
+        by_device.entry((l.name, l.target)).or_insert(l.args);
+    }
+    let status_of = |name: &str, target: &str| by_device.get(&(name, target)).copied();
     let mut by_name: BTreeMap<String, Pool> = BTreeMap::new();
     for l in table.iter().filter(|l| l.target == "thin-pool") {
         let fail = |m: &str| ItemProblem {
-            item: l.name.clone(),
+            item: l.name.to_string(),
             message: format!("thin pool {}: {m}", l.name),
         };
-        let t = match parse_pool_table(&l.args) {
+        let t = match parse_pool_table(l.args) {
             Ok(t) => t,
             Err(e) => {
                 problems.push(fail(e));
                 continue;
             }
         };
-        let Some(st) = status_of(&l.name, "thin-pool") else {
+        let Some(st) = status_of(l.name, "thin-pool") else {
             problems.push(fail("no status line"));
             continue;
         };
         match parse_pool_status(st) {
             Ok(status) => {
                 by_name.insert(
-                    l.name.clone(),
+                    l.name.to_string(),
                     Pool {
-                        name: l.name.clone(),
+                        name: l.name.to_string(),
                         data_block_bytes: t.data_block_sectors.saturating_mul(SECTOR_BYTES),
                         error_if_no_space: status.error_if_no_space.unwrap_or(t.error_if_no_space),
                         status,
@@ -322,7 +324,7 @@ pub fn pools(
     for l in table.iter().filter(|l| l.target == "thin") {
         let Some(pool_dev) = l.args.split_whitespace().next() else {
             problems.push(ItemProblem {
-                item: l.name.clone(),
+                item: l.name.to_string(),
                 message: format!("thin volume {}: no pool device in its table", l.name),
             });
             continue;
@@ -331,11 +333,11 @@ pub fn pools(
         if !by_name.contains_key(&pool) {
             continue;
         }
-        let mapped = status_of(&l.name, "thin").and_then(|s| parse_thin_status(s).ok().flatten());
+        let mapped = status_of(l.name, "thin").and_then(|s| parse_thin_status(s).ok().flatten());
         let v = volumes
-            .entry((pool, l.name.clone()))
+            .entry((pool, l.name.to_string()))
             .or_insert_with(|| Volume {
-                name: l.name.clone(),
+                name: l.name.to_string(),
                 size_bytes: 0,
                 mapped_bytes: mapped.map(|m| m.saturating_mul(SECTOR_BYTES)),
             });

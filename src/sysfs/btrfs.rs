@@ -4,7 +4,7 @@
 //! every byte of its devices is allocated to data chunks and metadata can't get a new chunk:
 //! what [`Btrfs::metadata_can_grow`] tells. Reads only; no ioctl (see `layers` for those).
 
-use super::{dir_names, read_attr, subdir_names};
+use super::SysDir;
 use std::path::Path;
 
 /// One block-group type's allocation.
@@ -64,15 +64,16 @@ pub struct BtrfsError {
     pub reason: String,
 }
 
-fn num(dir: &Path, file: &str) -> Result<u64, String> {
-    let p = dir.join(file);
-    let s = read_attr(&p).ok_or_else(|| format!("{file}: missing or unreadable"))?;
+fn num(dir: &SysDir, file: &str) -> Result<u64, String> {
+    let s = dir
+        .attr(file)
+        .ok_or_else(|| format!("{file}: missing or unreadable"))?;
     s.parse()
         .map_err(|_| format!("{file}: {s:?} is not a number"))
 }
 
-fn allocation(dir: &Path) -> Result<Allocation, String> {
-    let profiles = subdir_names(dir).unwrap_or_default();
+fn allocation(dir: &SysDir) -> Result<Allocation, String> {
+    let profiles = dir.subdir_names().unwrap_or_default();
     let a = Allocation {
         total_bytes: num(dir, "total_bytes")?,
         used_bytes: num(dir, "bytes_used")?,
@@ -89,39 +90,68 @@ fn allocation(dir: &Path) -> Result<Allocation, String> {
 
 /// Reads one filesystem's directory.
 pub fn read_one(dir: &Path, uuid: &str) -> Result<Btrfs, BtrfsError> {
-    let err = |reason: String| BtrfsError {
+    let fs = SysDir::open(dir).map_err(|e| BtrfsError {
         uuid: uuid.to_string(),
         dir: dir.to_path_buf(),
+        reason: format!("cannot open: {e}"),
+    })?;
+    read_open(&fs, uuid)
+}
+
+/// One filesystem's directory, held open: its files are opened relative to it (about 20 files
+/// a filesystem), so its long path is walked once.
+fn read_open(fs: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsError> {
+    let err = |reason: String| BtrfsError {
+        uuid: uuid.to_string(),
+        dir: fs.path().to_path_buf(),
         reason,
     };
-    let alloc = dir.join("allocation");
-    let typed =
-        |t: &str| allocation(&alloc.join(t)).map_err(|e| err(format!("allocation/{t}/{e}")));
+    let alloc = fs
+        .sub("allocation")
+        .map_err(|e| err(format!("allocation: {e}")))?;
+    let typed = |t: &str| {
+        let d = alloc
+            .sub(t)
+            .map_err(|e| err(format!("allocation/{t}: {e}")))?;
+        allocation(&d).map_err(|e| err(format!("allocation/{t}/{e}")))
+    };
     Ok(Btrfs {
         uuid: uuid.to_string(),
-        label: read_attr(&dir.join("label")).filter(|l| !l.is_empty()),
+        label: fs.attr("label").filter(|l| !l.is_empty()),
         data: typed("data")?,
         metadata: typed("metadata")?,
         system: typed("system")?,
         global_reserve_bytes: num(&alloc, "global_rsv_size")
             .map_err(|e| err(format!("allocation/{e}")))?,
         global_reserve_reserved_bytes: num(&alloc, "global_rsv_reserved").unwrap_or(0),
-        devices: dir_names(&dir.join("devices")).unwrap_or_default(),
+        devices: fs
+            .sub("devices")
+            .and_then(|d| d.names())
+            .unwrap_or_default(),
     })
 }
 
 /// Every btrfs under `<sys>/fs/btrfs` (none when btrfs is not loaded), and those that could
 /// not be read.
 pub fn read_all(sys: &Path) -> (Vec<Btrfs>, Vec<BtrfsError>) {
-    let base = sys.join("fs").join("btrfs");
     let mut out = Vec::new();
     let mut errors = Vec::new();
-    for name in dir_names(&base).unwrap_or_default() {
+    let Ok(base) = SysDir::open(&sys.join("fs").join("btrfs")) else {
+        return (out, errors);
+    };
+    for name in base.names().unwrap_or_default() {
         // Beside the filesystems: `features/`, and files such as `debug`.
-        if name == "features" || !base.join(&name).join("allocation").is_dir() {
+        if name == "features" {
             continue;
         }
-        match read_one(&base.join(&name), &name) {
+        let Some(fs) = base
+            .sub(&name)
+            .ok()
+            .filter(|fs| fs.sub("allocation").is_ok())
+        else {
+            continue;
+        };
+        match read_open(&fs, &name) {
             Ok(b) => out.push(b),
             Err(e) => errors.push(e),
         }

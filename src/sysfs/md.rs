@@ -2,7 +2,7 @@
 //! action running and how far it is, and the mismatch count of the last check. A degraded or
 //! resyncing array changes what the drives under a database can do. Reads only.
 
-use super::{dir_names, read_attr, read_u64};
+use super::{SysDir, dir_names};
 use std::path::Path;
 
 /// The sync actions md reports (`sync_action`).
@@ -57,31 +57,39 @@ pub fn parse_sync_completed(s: &str) -> Option<f64> {
     (total > 0 && done <= total).then(|| done as f64 / total as f64)
 }
 
-/// Reads one array's `md/` directory; None when it is not an md array (or is gone).
+/// Reads one array's `md/` directory; None when it is not an md array (or is gone). Its files
+/// are opened relative to the directory, held open while they are read.
 pub fn read_array(sys: &Path, name: &str) -> Option<Array> {
-    let md = sys.join("block").join(super::name_path(name)).join("md");
-    let level = read_attr(&md.join("level"))?;
+    let md = SysDir::open(&sys.join("block").join(super::name_path(name)).join("md")).ok()?;
+    let level = md.attr("level")?;
     let mut a = Array {
         name: name.to_string(),
         level,
-        state: read_attr(&md.join("array_state")).unwrap_or_default(),
-        disks_required: read_u64(&md.join("raid_disks")),
-        degraded: read_u64(&md.join("degraded")),
-        sync_action: read_attr(&md.join("sync_action"))
+        state: md.attr("array_state").unwrap_or_default(),
+        disks_required: md.u64("raid_disks"),
+        degraded: md.u64("degraded"),
+        sync_action: md
+            .attr("sync_action")
             .filter(|s| SYNC_ACTIONS.contains(&s.as_str())),
-        mismatch_sectors: read_u64(&md.join("mismatch_cnt")),
+        mismatch_sectors: md.u64("mismatch_cnt"),
         ..Array::default()
     };
     a.sync_progress = match a.sync_action.as_deref() {
         Some("idle") | Some("frozen") | None => None,
-        Some(_) => read_attr(&md.join("sync_completed")).and_then(|s| parse_sync_completed(&s)),
+        Some(_) => md
+            .attr("sync_completed")
+            .and_then(|s| parse_sync_completed(&s)),
     };
-    for dev in dir_names(&md).unwrap_or_default() {
+    for dev in md.names().unwrap_or_default() {
         if !dev.starts_with("dev-") {
             continue;
         }
         a.members += 1;
-        let state = read_attr(&md.join(&dev).join("state")).unwrap_or_default();
+        let state = md
+            .sub(&dev)
+            .ok()
+            .and_then(|d| d.attr("state"))
+            .unwrap_or_default();
         let flags: Vec<&str> = state.split(',').collect();
         if flags.contains(&"faulty") {
             a.disks_failed += 1;
@@ -96,8 +104,13 @@ pub fn read_array(sys: &Path, name: &str) -> Option<Array> {
 
 /// Every md array under `<sys>/block`.
 pub fn read_all(sys: &Path) -> Vec<Array> {
-    dir_names(&sys.join("block"))
-        .unwrap_or_default()
+    read_named(sys, dir_names(&sys.join("block")).unwrap_or_default())
+}
+
+/// The md arrays among the block devices `names` (kernel names, as [`dir_names`] gives them):
+/// where the caller has listed `<sys>/block` already.
+pub fn read_named(sys: &Path, names: impl IntoIterator<Item = String>) -> Vec<Array> {
+    names
         .into_iter()
         .filter(|n| n.starts_with("md"))
         .filter_map(|n| read_array(sys, &n))

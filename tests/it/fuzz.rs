@@ -506,9 +506,9 @@ fn targets() -> Vec<Target> {
                 // Every line through every parser, whatever its target says.
                 let (lines, _) = ssdwatch::layers::thin::parse_lines(&text);
                 for l in &lines {
-                    let _ = ssdwatch::layers::thin::parse_pool_table(&l.args);
-                    let _ = ssdwatch::layers::thin::parse_pool_status(&l.args);
-                    let _ = ssdwatch::layers::thin::parse_thin_status(&l.args);
+                    let _ = ssdwatch::layers::thin::parse_pool_table(l.args);
+                    let _ = ssdwatch::layers::thin::parse_pool_status(l.args);
+                    let _ = ssdwatch::layers::thin::parse_thin_status(l.args);
                 }
                 let (pools, _) = ssdwatch::layers::thin::pools(table, status, pool_name);
                 for p in &pools {

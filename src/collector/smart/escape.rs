@@ -76,16 +76,22 @@ pub(super) fn start_ticks(pid: u32) -> Option<u64> {
 }
 
 /// The sweeping process: its pid and the (device, inode) of the program it runs.
+/// Up to this many pids handed out during a run, a sweep asks for each by number rather than
+/// list /proc: a pid that is gone costs one failed system call, a listed process a directory
+/// entry built for it.
+const MAX_PROBED_PIDS: u32 = 512;
+
 struct Me {
     pid: u32,
-    exe: Option<(u64, u64)>,
+    /// This process's program, looked up the first time a child of it is looked at.
+    exe: std::cell::OnceCell<Option<(u64, u64)>>,
 }
 
 impl Me {
     fn now() -> Me {
         Me {
             pid: std::process::id(),
-            exe: exe_of(Path::new("/proc/self")),
+            exe: std::cell::OnceCell::new(),
         }
     }
 
@@ -93,7 +99,11 @@ impl Me {
     /// exec'd yet (another run's smartctl on its way), which holds a copy of every descriptor
     /// of this process, the run's pipe included, until its exec closes them.
     fn unexeced_fork(&self, st: &Stat, proc_dir: &Path) -> bool {
-        st.ppid == self.pid && self.exe.is_some() && exe_of(proc_dir) == self.exe
+        if st.ppid != self.pid {
+            return false;
+        }
+        let exe = *self.exe.get_or_init(|| exe_of(Path::new("/proc/self")));
+        exe.is_some() && exe_of(proc_dir) == exe
     }
 }
 
@@ -125,6 +135,18 @@ impl Marks {
             (Some(floor), Some(last)) if floor < last => pid > floor && pid <= last,
             (Some(floor), Some(last)) if floor > last => pid > floor || pid <= last,
             _ => true,
+        }
+    }
+
+    /// The pids a sweep looks at. When few were handed out since the run began, each of those
+    /// is asked for by number (most are gone or threads, and fail at once); else every process
+    /// /proc lists, whose listing builds an entry for each process on the host.
+    fn candidates(&self, last: Option<u32>) -> Vec<u32> {
+        match (self.pid_floor, last) {
+            (Some(floor), Some(last)) if floor < last && last - floor <= MAX_PROBED_PIDS => {
+                (floor + 1..=last).collect()
+            }
+            _ => pids(),
         }
     }
 
@@ -285,7 +307,7 @@ pub(super) fn sweep(marks: &Marks) -> (Swept, Signalled) {
     for _ in 0..4 {
         let mut round = 0;
         let last = last_pid();
-        for pid in pids() {
+        for pid in marks.candidates(last) {
             if pid == me.pid || signalled.contains(&pid) || !marks.may_own_pid(pid, last) {
                 continue;
             }
@@ -547,6 +569,30 @@ mod tests {
         assert_eq!(sweep(&tagged_old).0, Swept::default(), "older than the run");
         let _ = old.kill();
         let _ = old.wait();
+    }
+
+    /// A sweep asks for the few pids handed out during a run by number; after many, or a wrap,
+    /// or with no counter, it lists every process.
+    #[test]
+    fn few_new_pids_are_asked_for_by_number_and_many_or_a_wrap_list_every_process() {
+        let at = |floor| Marks {
+            pid_floor: Some(floor),
+            ..Marks::new_run()
+        };
+        assert_eq!(at(100).candidates(Some(103)), vec![101, 102, 103]);
+        assert_eq!(
+            at(100).candidates(Some(100 + MAX_PROBED_PIDS)).len(),
+            MAX_PROBED_PIDS as usize
+        );
+        let me = std::process::id();
+        for (floor, last) in [
+            (100, Some(101 + MAX_PROBED_PIDS)),
+            (4_000_000, Some(50)),
+            (100, None),
+        ] {
+            let listed = at(floor).candidates(last);
+            assert!(listed.contains(&me), "{floor} {last:?}: {listed:?}");
+        }
     }
 
     /// An escaped process that also cleared its environment is still the run's while it holds
