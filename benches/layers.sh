@@ -2,9 +2,11 @@
 # What the layers collector costs on a host with many layers (benches/gen_layers_host.py: 16 LVM
 # thin pools with 200 thin volumes, each under an ext4 mount, 8 btrfs, 4 ZFS pools with 100
 # datasets, 2 md arrays; 311 mounts), dmsetup, zpool and zfs answering from the host's captures
-# through tests/fake-layers. Two phases on the same host with the same intervals (filesystem
+# through tests/fake-layers. Two daemons on the same host with the same intervals (filesystem
 # and layers every INTERVAL seconds, history on, scraped every 3 s, /metrics read every second
-# to count the layers collector's samples): the layers collector on, then off. Printed per
+# to count the layers collector's samples), one with the layers collector on, one with it off,
+# measured side by side over the same seconds: what else the machine does in those seconds
+# weighs on both alike (SEQUENTIAL=1: one phase after the other). Printed per
 # phase: the daemon's own CPU (utime + stime from /proc/PID/stat: its children, the commands it
 # runs, are counted apart), the layers collector's samples and mean duration, the median VmRSS
 # the median time of the 3-s scrapes (curl's time to the last byte) and the exposition's size.
@@ -34,7 +36,16 @@ stop() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   pid=
 }
-trap 'stop; rm -rf "$work"' EXIT
+# Each phase's daemon, by the pid it wrote down, whichever shell started it.
+stop_all() {
+  local f
+  stop
+  for f in "$work"/*.pid; do
+    [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  return 0
+}
+trap 'stop_all; wait; rm -rf "$work"' EXIT
 python3 benches/gen_layers_host.py "$work/host"
 fake=$PWD/tests/fake-layers
 export FAKE_LAYERS=$work/host/layers
@@ -63,6 +74,7 @@ EOF
     --path.sysfs "$work/host/sys" --path.procfs "$work/host/proc" --path.rootfs "$work/host/rootfs" \
     --fixture.statvfs "$work/host/statvfs.yaml" &
   pid=$!
+  echo "$pid" >"$work/$name.pid"
   local url="http://127.0.0.1:$port/metrics" up=
   for _ in $(seq 100); do
     if curl -fsS -o /dev/null "$url" 2>/dev/null; then up=1; break; fi
@@ -100,12 +112,27 @@ EOF
   child_ms=$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v n="$samples" 'BEGIN {if (n) printf "%.1f", (b - a) / hz * 1000 / n; else print "-"}')
   echo "layers $name: daemon CPU $cpu_per_s ms/s over $seconds s; $samples layers samples, mean duration $mean_ms ms, commands' CPU $child_ms ms per sample (the fake commands: sh + cat); median VmRSS $median KiB ($(awk -v k="$median" 'BEGIN {printf "%.2f", k / 1024}') MiB); scrape median $scrape_ms ms; exposition $bytes bytes, $series series"
   [ -n "$limiting" ] && echo "  limiting layers: ${limiting%, }"
+  echo "$cpu_per_s" >"$work/$name.cpu"
   stop
+  rm -f "$work/$name.pid"
 }
 
 echo "host: 16 thin pools, 200 thin volumes, 8 btrfs, 4 ZFS pools with 100 datasets, 2 md arrays; intervals ${interval}s"
-phase on true
-on=$cpu_per_s
-phase off false
-off=$cpu_per_s
+if [ -n "${SEQUENTIAL:-}" ]; then
+  phase on true
+  phase off false
+else
+  echo "both daemons at once, over the same $seconds s"
+  (trap stop EXIT; trap 'exit 1' TERM INT; phase on true) >"$work/on.out" &
+  on_shell=$!
+  (trap stop EXIT; trap 'exit 1' TERM INT; phase off false) >"$work/off.out" &
+  off_shell=$!
+  status=0
+  wait "$on_shell" || status=1
+  wait "$off_shell" || status=1
+  cat "$work/on.out" "$work/off.out"
+  [ "$status" -eq 0 ] || exit 1
+fi
+on=$(cat "$work/on.cpu")
+off=$(cat "$work/off.cpu")
 awk -v on="$on" -v off="$off" -v i="$interval" 'BEGIN {printf "CPU a layers sample costs beyond today: %.2f ms ((%s - %s) ms/s x %s s)\n", (on - off) * i, on, off, i}'

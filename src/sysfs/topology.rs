@@ -2,7 +2,7 @@
 //! queue limits and holder/slave edges, and the walks a collector needs (mount → physical drives,
 //! "does TRIM reach the flash"). It reads only under the sysfs root it is given.
 
-use super::{read_attr, read_u64};
+use super::SysDir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -199,11 +199,6 @@ fn ident(s: Option<String>) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
-/// Entries of an optional directory (`slaves`): none when it is absent.
-fn list_dir(p: &Path) -> Vec<String> {
-    super::dir_names(p).unwrap_or_default()
-}
-
 impl Topology {
     /// Reads every block device under `<sys>/block`. A device that can't be read is recorded in
     /// `warnings`; only an unreadable `<sys>/block` itself is an error.
@@ -313,15 +308,17 @@ impl Topology {
     }
 }
 
-fn read_queue(dir: &Path, d: &mut BlockDevice) {
-    let q = dir.join("queue");
-    d.rotational = read_u64(&q.join("rotational")).map(|v| v != 0);
-    d.logical_block_size = read_u64(&q.join("logical_block_size"));
-    d.physical_block_size = read_u64(&q.join("physical_block_size"));
-    d.discard_max_bytes = read_u64(&q.join("discard_max_bytes"));
-    d.discard_granularity = read_u64(&q.join("discard_granularity"));
-    d.write_cache = read_attr(&q.join("write_cache")).and_then(|v| parse_write_cache(&v));
-    d.fua = read_u64(&q.join("fua")).and_then(|v| match v {
+fn read_queue(dir: &SysDir, d: &mut BlockDevice) {
+    let Ok(q) = dir.sub("queue") else {
+        return;
+    };
+    d.rotational = q.u64("rotational").map(|v| v != 0);
+    d.logical_block_size = q.u64("logical_block_size");
+    d.physical_block_size = q.u64("physical_block_size");
+    d.discard_max_bytes = q.u64("discard_max_bytes");
+    d.discard_granularity = q.u64("discard_granularity");
+    d.write_cache = q.attr("write_cache").and_then(|v| parse_write_cache(&v));
+    d.fua = q.u64("fua").and_then(|v| match v {
         0 => Some(false),
         1 => Some(true),
         _ => None,
@@ -338,11 +335,13 @@ pub fn parse_write_cache(s: &str) -> Option<bool> {
     }
 }
 
-/// Reads one whole device and its partitions.
-fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> {
-    let (major, minor) = parse_devnum(&read_attr(&dir.join("dev"))?)?;
-    let has_dm = dir.join("dm").is_dir();
-    let has_md = dir.join("md").is_dir();
+/// Reads one whole device and its partitions. The device's directory is held open and its
+/// files read relative to it.
+fn read_disk(path: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> {
+    let dir = SysDir::open(path).ok()?;
+    let (major, minor) = parse_devnum(&dir.attr("dev")?)?;
+    let has_dm = dir.sub("dm").is_ok();
+    let has_md = dir.sub("md").is_ok();
     let kind = classify(name, has_dm, has_md);
     let mut d = BlockDevice {
         name: name.to_string(),
@@ -350,55 +349,65 @@ fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> 
         major,
         minor,
         // `size` is in 512-byte sectors regardless of the logical block size.
-        size_bytes: read_u64(&dir.join("size")).map(|s| s * 512),
-        slaves: list_dir(&dir.join("slaves")),
+        size_bytes: dir.u64("size").map(|s| s * 512),
+        slaves: dir
+            .sub("slaves")
+            .and_then(|s| s.names())
+            .unwrap_or_default(),
         ..Default::default()
     };
-    read_queue(dir, &mut d);
-    let dev = dir.join("device");
+    read_queue(&dir, &mut d);
+    let dev = dir.sub("device").ok();
+    let dev_attr = |f: &str| dev.as_ref().and_then(|dev| dev.attr(f));
     match kind {
         DeviceKind::Nvme => {
             // Namespace attributes live on the controller (`device` is the nvmeN controller).
-            d.model = ident(read_attr(&dev.join("model")));
-            d.serial = ident(read_attr(&dev.join("serial")));
-            d.firmware = ident(read_attr(&dev.join("firmware_rev")));
-            d.wwn = read_attr(&dir.join("wwid")).and_then(|s| parse_wwid(&s).wwn);
+            d.model = ident(dev_attr("model"));
+            d.serial = ident(dev_attr("serial"));
+            d.firmware = ident(dev_attr("firmware_rev"));
+            d.wwn = dir.attr("wwid").and_then(|s| parse_wwid(&s).wwn);
         }
         DeviceKind::Scsi => {
-            let wwid = read_attr(&dev.join("wwid"))
-                .map(|s| parse_wwid(&s))
-                .unwrap_or_default();
-            d.vendor = ident(read_attr(&dev.join("vendor")));
+            let wwid = dev_attr("wwid").map(|s| parse_wwid(&s)).unwrap_or_default();
+            d.vendor = ident(dev_attr("vendor"));
             d.model = if d.vendor.as_deref() == Some("ATA") && wwid.ata_model.is_some() {
                 wwid.ata_model // the SCSI model attribute is cut to 16 characters
             } else {
-                ident(read_attr(&dev.join("model")))
+                ident(dev_attr("model"))
             };
-            d.firmware = ident(read_attr(&dev.join("rev")));
+            d.firmware = ident(dev_attr("rev"));
             d.wwn = wwid.wwn;
-            d.serial = ident(read_attr(&dev.join("serial")))
-                .or_else(|| ident(read_vpd_serial(&dev.join("vpd_pg80"))))
+            d.serial = ident(dev_attr("serial"))
+                .or_else(|| ident(read_vpd_serial(&path.join("device").join("vpd_pg80"))))
                 .or(wwid.ata_serial);
         }
         DeviceKind::Virtio => {
-            d.serial = ident(read_attr(&dir.join("serial")));
+            d.serial = ident(dir.attr("serial"));
         }
         DeviceKind::Dm => {
-            d.dm_name = ident(read_attr(&dir.join("dm/name")));
-            d.dm_uuid = ident(read_attr(&dir.join("dm/uuid")));
+            d.dm_name = ident(dir.attr("dm/name"));
+            d.dm_uuid = ident(dir.attr("dm/uuid"));
         }
         DeviceKind::Md => {
-            d.md_level = ident(read_attr(&dir.join("md/level")));
+            d.md_level = ident(dir.attr("md/level"));
         }
         _ => {}
     }
     let mut parts = Vec::new();
-    for entry in list_dir(dir) {
-        let pdir = dir.join(super::name_path(&entry));
-        if !pdir.join("partition").exists() {
+    // A partition is a subdirectory named after its disk (`sda1`, `nvme0n1p1`) that holds a
+    // `partition` file; the device's attributes and its other directories are passed over
+    // without a look inside.
+    for entry in dir.subdir_names().unwrap_or_default() {
+        if !entry.starts_with(name) || entry == name {
             continue;
         }
-        let Some((pmaj, pmin)) = read_attr(&pdir.join("dev")).and_then(|s| parse_devnum(&s)) else {
+        let Ok(pdir) = dir.sub(&entry) else {
+            continue;
+        };
+        if pdir.attr("partition").is_none() {
+            continue;
+        }
+        let Some((pmaj, pmin)) = pdir.attr("dev").and_then(|s| parse_devnum(&s)) else {
             continue;
         };
         parts.push(BlockDevice {
@@ -406,7 +415,7 @@ fn read_disk(dir: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)> 
             kind: Some(DeviceKind::Partition),
             major: pmaj,
             minor: pmin,
-            size_bytes: read_u64(&pdir.join("size")).map(|s| s * 512),
+            size_bytes: pdir.u64("size").map(|s| s * 512),
             parent: Some(name.to_string()),
             // Partitions share the disk's queue; copy the limits for display.
             rotational: d.rotational,
