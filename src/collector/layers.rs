@@ -194,21 +194,8 @@ impl LayersCollector {
     ) {
         let sys = ctx.roots.sys.clone();
         let roots = ctx.roots.clone();
-        // The arrays among the block devices the topology has listed already; /sys/block is
-        // listed again only when it has none (it could not be read).
-        let md_names: Option<Vec<String>> = (!topo.devices.is_empty()).then(|| {
-            topo.devices
-                .range::<str, _>((std::ops::Bound::Included("md"), std::ops::Bound::Unbounded))
-                .map(|(n, _)| n)
-                .take_while(|n| n.starts_with("md"))
-                .cloned()
-                .collect()
-        });
         let read = tokio::task::spawn_blocking(move || {
-            let md = match md_names {
-                Some(names) => md::read_named(&sys, names),
-                None => md::read_all(&sys),
-            };
+            let md = md::read_all(&sys);
             let (fs, errors) = btrfs::read_all(&sys);
             // A mount of each btrfs, for its device ioctl: by the kernel name of its source.
             // Only btrfs lines are parsed, and only when there is a btrfs.

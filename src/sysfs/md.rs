@@ -2,7 +2,7 @@
 //! action running and how far it is, and the mismatch count of the last check. A degraded or
 //! resyncing array changes what the drives under a database can do. Reads only.
 
-use super::{SysDir, dir_names};
+use super::SysDir;
 use std::path::Path;
 
 /// The sync actions md reports (`sync_action`).
@@ -102,17 +102,12 @@ pub fn read_array(sys: &Path, name: &str) -> Option<Array> {
     Some(a)
 }
 
-/// Every md array under `<sys>/block`.
+/// Every md array under `<sys>/block`. Listed anew each time (an array made since the block
+/// topology was last read is seen at once); only the `md` names are kept from the listing.
 pub fn read_all(sys: &Path) -> Vec<Array> {
-    read_named(sys, dir_names(&sys.join("block")).unwrap_or_default())
-}
-
-/// The md arrays among the block devices `names` (kernel names, as [`dir_names`] gives them):
-/// where the caller has listed `<sys>/block` already.
-pub fn read_named(sys: &Path, names: impl IntoIterator<Item = String>) -> Vec<Array> {
-    names
+    super::dir_names_starting(&sys.join("block"), "md")
+        .unwrap_or_default()
         .into_iter()
-        .filter(|n| n.starts_with("md"))
         .filter_map(|n| read_array(sys, &n))
         .collect()
 }

@@ -82,12 +82,12 @@ impl SysDir {
 
     /// Its entries' names, as [`dir_names`] gives them.
     pub fn names(&self) -> std::io::Result<Vec<String>> {
-        list(self.listing()?, false)
+        list(self.listing()?, false, |_| true)
     }
 
     /// Its subdirectories' names, as [`subdir_names`] gives them.
     pub fn subdir_names(&self) -> std::io::Result<Vec<String>> {
-        list(self.listing()?, true)
+        list(self.listing()?, true, |_| true)
     }
 
     fn listing(&self) -> nix::Result<nix::dir::Dir> {
@@ -109,14 +109,22 @@ pub fn iostats_enabled(sys: &Path, name: &str) -> bool {
 /// The names of a directory's entries in their label form ([`name_label`]), sorted (the order
 /// /sys lists them in is not stable).
 pub fn dir_names(dir: &Path) -> std::io::Result<Vec<String>> {
-    list(open_listing(dir)?, false)
+    list(open_listing(dir)?, false, |_| true)
+}
+
+/// The names in `dir` that begin with `prefix`, as [`dir_names`] gives them; the others cost no
+/// allocation (`md` among hundreds of block devices).
+pub fn dir_names_starting(dir: &Path, prefix: &str) -> std::io::Result<Vec<String>> {
+    list(open_listing(dir)?, false, |n| {
+        n.starts_with(prefix.as_bytes())
+    })
 }
 
 /// The names of the directories in `dir`, sorted, as [`dir_names`] gives them. The type comes
 /// with the directory listing (no stat of each entry, unless the filesystem leaves it out); a
 /// symlink is not a directory here.
 pub fn subdir_names(dir: &Path) -> std::io::Result<Vec<String>> {
-    list(open_listing(dir)?, true)
+    list(open_listing(dir)?, true, |_| true)
 }
 
 const LIST_FLAGS: nix::fcntl::OFlag = nix::fcntl::OFlag::O_RDONLY
@@ -127,9 +135,14 @@ fn open_listing(dir: &Path) -> nix::Result<nix::dir::Dir> {
     nix::dir::Dir::open(dir, LIST_FLAGS, nix::sys::stat::Mode::empty())
 }
 
-/// A listing's names in their label form, sorted; only the directories' when `dirs_only`. The
-/// names are borrowed from the listing's buffer (no allocation an entry but the label's).
-fn list(mut d: nix::dir::Dir, dirs_only: bool) -> std::io::Result<Vec<String>> {
+/// A listing's names that `keep` takes (their raw bytes), in their label form, sorted; only the
+/// directories' when `dirs_only`. The names are borrowed from the listing's buffer (no
+/// allocation an entry but the label's).
+fn list(
+    mut d: nix::dir::Dir,
+    dirs_only: bool,
+    keep: impl Fn(&[u8]) -> bool,
+) -> std::io::Result<Vec<String>> {
     use nix::dir::Type;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&d);
     let mut v = Vec::new();
@@ -137,7 +150,7 @@ fn list(mut d: nix::dir::Dir, dirs_only: bool) -> std::io::Result<Vec<String>> {
         let e = e?;
         let name = e.file_name();
         let bytes = name.to_bytes();
-        if bytes == b"." || bytes == b".." {
+        if bytes == b"." || bytes == b".." || !keep(bytes) {
             continue;
         }
         if dirs_only {
@@ -219,6 +232,8 @@ mod tests {
         }
         let names = dir.names().unwrap();
         assert_eq!(names, dir_names(d).unwrap());
+        assert_eq!(dir_names_starting(d, "d").unwrap(), ["data", "dev\\xff"]);
+        assert!(dir_names_starting(d, "md").unwrap().is_empty());
         assert_eq!(
             names,
             [
