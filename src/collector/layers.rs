@@ -374,17 +374,10 @@ impl LayersCollector {
                 return;
             }
         };
-        // Each thin volume names its pool by device number: looked up in one index, not a walk
-        // of every device per volume.
-        let dm_names: HashMap<(u32, u32), &str> = topo
-            .devices
-            .values()
-            .filter_map(|d| Some(((d.major, d.minor), d.dm_name.as_deref()?)))
-            .collect();
         let name_of = |dev: &str| {
             crate::sysfs::topology::parse_devnum(dev)
-                .and_then(|devnum| dm_names.get(&devnum))
-                .map(|n| n.to_string())
+                .and_then(|(ma, mi)| topo.by_devnum(ma, mi))
+                .and_then(|d| d.dm_name.clone())
         };
         let (pools, problems) = thin::pools(&table, &status, name_of);
         let errors = problems

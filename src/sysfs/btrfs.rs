@@ -95,20 +95,22 @@ pub fn read_one(dir: &Path, uuid: &str) -> Result<Btrfs, BtrfsError> {
         dir: dir.to_path_buf(),
         reason: format!("cannot open: {e}"),
     })?;
-    read_open(&fs, uuid)
+    let alloc = fs.sub("allocation").map_err(|e| BtrfsError {
+        uuid: uuid.to_string(),
+        dir: dir.to_path_buf(),
+        reason: format!("allocation: {e}"),
+    })?;
+    read_open(&fs, &alloc, uuid)
 }
 
-/// One filesystem's directory, held open: its files are opened relative to it (about 20 files
-/// a filesystem), so its long path is walked once.
-fn read_open(fs: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsError> {
+/// One filesystem's directory and its `allocation/`, held open: its files are opened relative
+/// to them (about 20 files a filesystem), so its long path is walked once.
+fn read_open(fs: &SysDir, alloc: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsError> {
     let err = |reason: String| BtrfsError {
         uuid: uuid.to_string(),
         dir: fs.path().to_path_buf(),
         reason,
     };
-    let alloc = fs
-        .sub("allocation")
-        .map_err(|e| err(format!("allocation: {e}")))?;
     let typed = |t: &str| {
         let d = alloc
             .sub(t)
@@ -121,9 +123,9 @@ fn read_open(fs: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsError> {
         data: typed("data")?,
         metadata: typed("metadata")?,
         system: typed("system")?,
-        global_reserve_bytes: num(&alloc, "global_rsv_size")
+        global_reserve_bytes: num(alloc, "global_rsv_size")
             .map_err(|e| err(format!("allocation/{e}")))?,
-        global_reserve_reserved_bytes: num(&alloc, "global_rsv_reserved").unwrap_or(0),
+        global_reserve_reserved_bytes: num(alloc, "global_rsv_reserved").unwrap_or(0),
         devices: fs
             .sub("devices")
             .and_then(|d| d.names())
@@ -144,14 +146,14 @@ pub fn read_all(sys: &Path) -> (Vec<Btrfs>, Vec<BtrfsError>) {
         if name == "features" {
             continue;
         }
-        let Some(fs) = base
-            .sub(&name)
-            .ok()
-            .filter(|fs| fs.sub("allocation").is_ok())
-        else {
+        // A filesystem has `allocation/`; anything else here is passed over.
+        let Ok(fs) = base.sub(&name) else {
             continue;
         };
-        match read_open(&fs, &name) {
+        let Ok(alloc) = fs.sub("allocation") else {
+            continue;
+        };
+        match read_open(&fs, &alloc, &name) {
             Ok(b) => out.push(b),
             Err(e) => errors.push(e),
         }

@@ -61,7 +61,9 @@ impl SysDir {
 
     /// The subdirectory `name`, a label as [`dir_names`] gives it.
     pub fn sub(&self, name: &str) -> std::io::Result<SysDir> {
-        Self::at(&self.fd, &name_path(name), self.path.join(name_path(name)))
+        let raw = name_path(name);
+        let path = self.path.join(&raw);
+        Self::at(&self.fd, &raw, path)
     }
 
     pub fn path(&self) -> &Path {

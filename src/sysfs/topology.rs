@@ -108,6 +108,19 @@ pub struct Topology {
     pub devices: BTreeMap<String, BlockDevice>,
     /// Devices that could not be read (left out of `devices`).
     pub warnings: Vec<UnreadableDevice>,
+    /// `devices` by `major:minor`, built at the first [`Topology::by_devnum`] (every mount and
+    /// every thin volume is looked up so, hundreds a sample).
+    by_devnum: DevnumIndex,
+}
+
+/// A topology's devices by number: derived from `devices`, so it takes no part in equality.
+#[derive(Debug, Clone, Default)]
+struct DevnumIndex(std::sync::OnceLock<std::collections::HashMap<(u32, u32), String>>);
+
+impl PartialEq for DevnumIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// A device under `<sys>/block` left out of the topology: its `dev` attribute can't be read.
@@ -237,9 +250,17 @@ impl Topology {
 
     /// The device with this `major:minor` (from `st_dev` or a mountinfo line).
     pub fn by_devnum(&self, major: u32, minor: u32) -> Option<&BlockDevice> {
-        self.devices
-            .values()
-            .find(|d| d.major == major && d.minor == minor)
+        let index = self.by_devnum.0.get_or_init(|| {
+            let mut index = std::collections::HashMap::with_capacity(self.devices.len());
+            for d in self.devices.values() {
+                // The first in name order, as a walk of `devices` finds it.
+                index
+                    .entry((d.major, d.minor))
+                    .or_insert_with(|| d.name.clone());
+            }
+            index
+        });
+        self.devices.get(index.get(&(major, minor))?)
     }
 
     /// Every device on the paths from `name` down to the physical drives, `name` first.
@@ -478,7 +499,7 @@ mod tests {
     fn topo(devs: Vec<BlockDevice>) -> Topology {
         Topology {
             devices: devs.into_iter().map(|d| (d.name.clone(), d)).collect(),
-            warnings: vec![],
+            ..Topology::default()
         }
     }
 
@@ -623,6 +644,7 @@ mod tests {
         let layers: Vec<_> = t.layers("dm-2").iter().map(|d| d.name.as_str()).collect();
         assert_eq!(layers, ["dm-2", "dm-0", "sda2", "sda"]);
         assert_eq!(t.by_devnum(8, 2).map(|d| d.name.as_str()), Some("sda2"));
+        assert!(t.by_devnum(8, 99).is_none(), "no such device");
         let sda = t.get("sda").unwrap();
         assert_eq!(sda.kind(), DeviceKind::Scsi);
         assert_eq!(sda.model.as_deref(), Some("SAMSUNG MZ7LH1T9HMLT-00005"));

@@ -75,12 +75,12 @@ pub(super) fn start_ticks(pid: u32) -> Option<u64> {
     stat(&Path::new(PROC).join(pid.to_string()))?.start
 }
 
-/// The sweeping process: its pid and the (device, inode) of the program it runs.
 /// Up to this many pids handed out during a run, a sweep asks for each by number rather than
 /// list /proc: a pid that is gone costs one failed system call, a listed process a directory
 /// entry built for it.
 const MAX_PROBED_PIDS: u32 = 512;
 
+/// The sweeping process: its pid and the (device, inode) of the program it runs.
 struct Me {
     pid: u32,
     /// This process's program, looked up the first time a child of it is looked at.
