@@ -41,9 +41,19 @@ fn the_daemon_keeps_the_filesystems_it_sees_in_its_store() {
     });
     assert_eq!(success(&m, "history"), Some(1.0), "{m}");
     assert!(value(&m, "ssdwatch_history_store_bytes").is_some_and(|b| b > 0.0));
-    // Read while the daemon writes (WAL: readers never block the writer).
+    // Read while the daemon writes (WAL: readers never block the writer). The first records
+    // written may be another collector's (a drive's): the root's row comes with the
+    // filesystem collector's first commit.
     let store = Store::open(dir.path(), &Default::default()).expect("open the store");
-    let fs = store.filesystems().unwrap();
+    let mut fs = store.filesystems().unwrap();
+    wait_until(
+        "the root filesystem's first commit",
+        Duration::from_secs(20),
+        || {
+            fs = store.filesystems().unwrap();
+            fs.iter().any(|f| f.key.mountpoint == "/")
+        },
+    );
     assert!(
         fs.iter().any(|f| f.key.mountpoint == "/"),
         "the root filesystem is kept: {fs:?}"
