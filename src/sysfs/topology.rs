@@ -674,6 +674,35 @@ mod tests {
         assert!(msg.contains("block/sdz: no readable dev"), "{msg}");
     }
 
+    /// Partitions are the subdirectories named after their disk that hold a `partition` file
+    /// (`nvme0n1p1` after a name ending in a digit); the disk's other directories, even one
+    /// holding such a file, and a file named like a partition are not partitions.
+    #[test]
+    fn partitions_are_the_subdirectories_named_after_their_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("block/nvme0n1");
+        for sub in ["queue", "holders", "nvme0n1p1", "nvme0n1p2", "stray"] {
+            std::fs::create_dir_all(disk.join(sub)).unwrap();
+        }
+        std::fs::write(disk.join("dev"), "259:0\n").unwrap();
+        for (part, minor) in [("nvme0n1p1", 1), ("nvme0n1p2", 2), ("stray", 9)] {
+            std::fs::write(disk.join(part).join("partition"), "1\n").unwrap();
+            std::fs::write(disk.join(part).join("dev"), format!("259:{minor}\n")).unwrap();
+        }
+        std::fs::write(disk.join("nvme0n1p3"), "not a directory\n").unwrap();
+        let t = Topology::read(dir.path()).unwrap();
+        let names: Vec<&str> = t.devices.keys().map(String::as_str).collect();
+        assert_eq!(names, ["nvme0n1", "nvme0n1p1", "nvme0n1p2"]);
+        assert_eq!(
+            t.get("nvme0n1p2").unwrap().parent.as_deref(),
+            Some("nvme0n1")
+        );
+        assert_eq!(
+            t.by_devnum(259, 2).map(|d| d.name.as_str()),
+            Some("nvme0n1p2")
+        );
+    }
+
     /// A disk and its partition whose kernel names are not UTF-8: both read through their exact
     /// bytes, keyed by their label form, the partition's parent the disk's label.
     #[test]
