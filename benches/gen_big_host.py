@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Generates a large fixture host for benchmarks: 64 drives (32 NVMe, 32 SATA), each with
-partitions, and 500 mounted filesystems, as sys/, proc/self/mountinfo and statvfs.yaml.
+partitions, and 500 mounted filesystems, as sys/, proc/self/mountinfo and statvfs.yaml (what
+ssdwatch reads), and the same drives and mounts as node_exporter reads them: proc/diskstats,
+proc/1/mounts and a directory under rootfs/ for each mount point (statfs answers for it with the
+filesystem that holds the fixture).
 Usage: gen_big_host.py DIR"""
 import os
 import sys
@@ -18,6 +21,7 @@ def w(p, t):
 
 STAT = "182934 1021 30912344 48211 903211 98133 184021992 1401222 0 811230 1523011 412 0 93810688 2101 201933 9012"
 mounts = []
+diskstats = []
 statvfs = ["# generated"]
 n_mounts = 0
 for i in range(64):
@@ -28,6 +32,7 @@ for i in range(64):
     w(os.path.join(d, "dev"), f"{major}:{i * 16}")
     w(os.path.join(d, "size"), "7501476528")
     w(os.path.join(d, "stat"), STAT)
+    diskstats.append(f"{major:4d} {i * 16:7d} {name} {STAT}")
     for k, v in dict(rotational="0", logical_block_size="512", physical_block_size="4096",
                      discard_max_bytes="2199023255040", discard_granularity="4096").items():
         w(os.path.join(d, "queue", k), v)
@@ -49,13 +54,23 @@ for i in range(64):
         w(os.path.join(pd, "dev"), f"{major}:{i * 16 + p}")
         w(os.path.join(pd, "size"), "937684566")
         w(os.path.join(pd, "stat"), STAT)
+        diskstats.append(f"{major:4d} {i * 16 + p:7d} {pname} {STAT}")
         if n_mounts < 500:
             mp = f"/srv/db{n_mounts:03d}"
             mounts.append(f"{100 + n_mounts} 1 {major}:{i * 16 + p} / {mp} rw,noatime - ext4 /dev/{pname} rw,discard")
+            os.makedirs(os.path.join(root, "rootfs", mp.lstrip("/")), exist_ok=True)
             statvfs += [f'"{mp}":', "  frsize: 4096", "  blocks: 117210570", "  bfree: 60000000",
                         "  bavail: 54000000", "  files: 29302784", "  ffree: 29000000"]
             n_mounts += 1
 mounts.insert(0, "1 0 0:30 / / rw - overlay overlay rw")
 w(os.path.join(root, "proc", "self", "mountinfo"), "\n".join(mounts))
+# node_exporter: /proc/diskstats, and /proc/1/mounts ("source mountpoint fstype options 0 0").
+w(os.path.join(root, "proc", "diskstats"), "\n".join(diskstats))
+fstab = []
+for m in mounts:
+    f = m.split()
+    sep = f.index("-")
+    fstab.append(f"{f[sep + 2]} {f[4]} {f[sep + 1]} {f[5]} 0 0")
+w(os.path.join(root, "proc", "1", "mounts"), "\n".join(fstab))
 w(os.path.join(root, "statvfs.yaml"), "\n".join(statvfs))
 os.makedirs(os.path.join(root, "rootfs"), exist_ok=True)

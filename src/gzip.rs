@@ -3,13 +3,14 @@
 //! pigz joins its blocks; a scrape adds a header, its live text as stored blocks, an empty
 //! final block and the trailer. Also which encoding a request accepts. No I/O here.
 
-use flate2::{Compress, Compression, FlushCompress, Status};
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
-/// The deflate level of published texts: 1, the fastest. Every sample of every collector pays
-/// it, while a scrape pays only for the bytes: level 6 made 60 KB of the large host's 1.1 MB
-/// and cost its largest collector 7.9 ms a sample; level 1 a few KB more for a fraction of the
-/// CPU (docs/benchmarks.md).
-const LEVEL: u32 = 1;
+/// The deflate level of published texts: 4. A publish compresses only the families whose
+/// text changed (src/snapshot.rs), so the level is paid on what moved, not on every sample's
+/// whole text. On the large host's 1.26 MB, family by family: level 1 made 82.8 KB, level 4
+/// 67.7 KB in 3.0 ms for all of it, level 6 and 9 no more than 0.2 KB less for twice and three
+/// times the CPU (docs/benchmarks.md).
+const LEVEL: u32 = 4;
 
 /// The CRC-32 and length of a text, combinable with the next text's.
 #[derive(Debug, Clone, Default)]
@@ -34,7 +35,7 @@ impl Crc {
         self.len += next.len;
     }
 
-    #[cfg(test)]
+    /// Bytes of text it covers.
     pub(crate) fn len(&self) -> u64 {
         self.len
     }
@@ -57,7 +58,44 @@ impl Default for Segment {
 impl Segment {
     /// Compresses `text` on its own (no reference to what comes before it in a body).
     pub(crate) fn compress(text: &[u8]) -> Segment {
-        let mut c = Compress::new(Compression::new(LEVEL), false);
+        Compressor::default().segment(text)
+    }
+
+    /// `text` as stored blocks (see [`stored_blocks`]).
+    pub(crate) fn stored(text: &[u8]) -> Segment {
+        let mut crc = Crc::new();
+        crc.update(text);
+        Segment {
+            deflate: stored_blocks(text),
+            crc,
+        }
+    }
+
+    pub(crate) fn deflate(&self) -> &[u8] {
+        &self.deflate
+    }
+
+    /// The CRC-32 and length of its text.
+    pub(crate) fn crc(&self) -> &Crc {
+        &self.crc
+    }
+}
+
+/// One compressor for several segments in a row (a publish's changed families): its state,
+/// about 160 KB, is made once and reset between texts instead of allocated for each.
+#[derive(Default)]
+pub(crate) struct Compressor(Option<Compress>);
+
+impl Compressor {
+    /// Compresses `text` on its own, as [`Segment::compress`].
+    pub(crate) fn segment(&mut self, text: &[u8]) -> Segment {
+        let c = match &mut self.0 {
+            Some(c) => {
+                c.reset();
+                c
+            }
+            None => self.0.insert(Compress::new(Compression::new(LEVEL), false)),
+        };
         // Text format compresses about 8:1; the vector grows if a text does worse.
         let mut deflate = Vec::with_capacity(text.len() / 6 + 64);
         let mut input = text;
@@ -87,20 +125,61 @@ impl Segment {
         crc.update(text);
         Segment { deflate, crc }
     }
+}
 
-    /// `text` as stored blocks (see [`stored_blocks`]).
-    pub(crate) fn stored(text: &[u8]) -> Segment {
-        let mut crc = Crc::new();
-        crc.update(text);
-        Segment {
-            deflate: stored_blocks(text),
-            crc,
+/// Inflates raw deflate blocks made here (segments one after the other) a bounded piece at a
+/// time, so a plain scrape never holds a whole text: the caller knows the text's length (its
+/// [`Crc::len`]) and asks until it has it all.
+pub(crate) struct Inflate {
+    d: Decompress,
+}
+
+impl Default for Inflate {
+    fn default() -> Self {
+        Inflate {
+            d: Decompress::new(false),
         }
     }
+}
 
-    pub(crate) fn deflate(&self) -> &[u8] {
-        &self.deflate
+impl Inflate {
+    /// The next `max` bytes of the text of `deflate` (given whole at each call; `max` no more
+    /// than what remains of its text). An error when the blocks end or stop making text first:
+    /// they are broken (never so for blocks this module made).
+    pub(crate) fn next(&mut self, deflate: &[u8], max: usize) -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(max);
+        while out.len() < max {
+            let pos = usize::try_from(self.d.total_in()).unwrap_or(usize::MAX);
+            let Some(input) = deflate.get(pos..) else {
+                return Err(format!(
+                    "deflate read past its end ({pos} of {})",
+                    deflate.len()
+                ));
+            };
+            let (in_before, out_before) = (self.d.total_in(), out.len());
+            if let Err(e) = self
+                .d
+                .decompress_vec(input, &mut out, FlushDecompress::Sync)
+            {
+                return Err(format!("deflate at byte {pos}: {e}"));
+            }
+            if self.d.total_in() == in_before && out.len() == out_before {
+                return Err(format!(
+                    "deflate ends at byte {pos} of {} before its text does",
+                    deflate.len()
+                ));
+            }
+        }
+        Ok(out)
     }
+}
+
+/// The whole text of `deflate`, `len` bytes.
+pub(crate) fn inflate(deflate: &[u8], len: usize) -> Result<Vec<u8>, String> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    Inflate::default().next(deflate, len)
 }
 
 /// `text` as stored (uncompressed) deflate blocks, not final: for what changes at every
@@ -120,6 +199,7 @@ pub(crate) fn stored_blocks(text: &[u8]) -> Vec<u8> {
 }
 
 /// The CRC-32 and length of several segments' texts, one after the other.
+#[cfg(test)]
 pub(crate) fn combined<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Crc {
     let mut all = Crc::new();
     for s in segments {
@@ -233,6 +313,56 @@ mod tests {
             .read_to_end(&mut one)
             .unwrap();
         assert_eq!(one.len(), whole.len());
+    }
+
+    /// Inflation a bounded frame at a time gives back the text of segments compressed apart,
+    /// whatever the frame; blocks cut short or damaged give an error naming where, never a
+    /// panic or an endless loop.
+    #[test]
+    fn segments_inflate_a_frame_at_a_time_and_broken_blocks_are_an_error() {
+        let texts: Vec<String> = (0..3)
+            .map(|k| {
+                (0..3_000)
+                    .map(|i| {
+                        format!(
+                            "ssdwatch_family_{k}{{mountpoint=\"/srv/db{i}\"}} {}\n",
+                            i * 7
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut deflate = Vec::new();
+        let mut crc = Crc::new();
+        for t in &texts {
+            let seg = Segment::compress(t.as_bytes());
+            deflate.extend_from_slice(seg.deflate());
+            crc.combine(seg.crc());
+        }
+        let whole = texts.concat();
+        assert_eq!(crc.len() as usize, whole.len());
+        assert_eq!(inflate(&deflate, whole.len()).unwrap(), whole.as_bytes());
+        for frame in [1, 4096, 65_536, whole.len()] {
+            let mut inf = Inflate::default();
+            let mut got = Vec::new();
+            while got.len() < whole.len() {
+                let want = frame.min(whole.len() - got.len());
+                let piece = inf.next(&deflate, want).unwrap();
+                assert_eq!(piece.len(), want);
+                got.extend_from_slice(&piece);
+            }
+            assert_eq!(got, whole.as_bytes(), "frame {frame}");
+        }
+        assert_eq!(inflate(b"", 0).unwrap(), b"");
+        // Cut short: the text ends before its length.
+        let cut = inflate(&deflate[..deflate.len() / 2], whole.len()).unwrap_err();
+        assert!(cut.contains("before its text does"), "{cut}");
+        // Damaged: a block type that doesn't exist (BTYPE 11).
+        let bad = inflate(&[0b0000_0111, 0, 0, 0], 10).unwrap_err();
+        assert!(bad.contains("deflate at byte 0"), "{bad}");
+        // More text asked than the blocks hold.
+        let short = inflate(&deflate, whole.len() + 1).unwrap_err();
+        assert!(short.contains("before its text does"), "{short}");
     }
 
     #[test]

@@ -8,11 +8,16 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Appends families (sorted by name for a stable, reviewable output) to `out`.
 pub fn render_families(out: &mut String, families: &[MetricFamily]) {
-    let mut sorted: Vec<&MetricFamily> = families.iter().collect();
-    sorted.sort_by(|a, b| a.name.cmp(b.name));
-    for fam in sorted {
+    for fam in sorted(families) {
         render_family(out, fam);
     }
+}
+
+/// Families in the order they are rendered: by name.
+pub fn sorted(families: &[MetricFamily]) -> Vec<&MetricFamily> {
+    let mut sorted: Vec<&MetricFamily> = families.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(b.name));
+    sorted
 }
 
 /// Appends one family. A family without samples is left out entirely (no HELP/TYPE orphan lines).

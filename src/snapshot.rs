@@ -5,11 +5,12 @@
 //! reads the process's own figures (`/proc/self/statm`, `/proc/self/fd`) unlocked.
 
 use crate::catalogue;
-use crate::gzip::{self, Segment};
+use crate::gzip;
 use crate::metrics::MetricSet;
 use crate::render;
 use crate::sysfs::topology::Topology;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,22 +22,113 @@ pub fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// A piece of the exposition as text and as a gzip segment of that text, both made once.
+/// A piece of the exposition, kept only as gzip segments (see src/gzip.rs): each family's text
+/// compressed on its own, and compressed again only when that text changed since the piece
+/// it replaces. Most families of a sample (sizes, thresholds, info series) come out as they
+/// were, so a publish pays the compressor for the few that moved. The text itself is not
+/// kept: a plain scrape inflates it (a quarter of a millisecond for 1.2 MB), which keeps
+/// resident only the compressed exposition, about a fourteenth of it.
 #[derive(Debug, Default)]
 pub struct Part {
-    pub text: String,
-    pub(crate) gzip: Segment,
+    /// The families' segments, one after the other.
+    deflate: Vec<u8>,
+    /// The CRC-32 and length of the whole text.
+    crc: gzip::Crc,
+    /// Each family's segment, for the next piece to reuse.
+    families: Vec<FamilySegment>,
+    /// How many of them were compressed for this piece (the others were reused).
+    compressed: usize,
+}
+
+/// Text a segment of a [`Part`] holds at least (whole families; the last may hold less). Small
+/// families (a value for each of 64 drives: 3-4 KB) compress better together, where their
+/// labels repeat; larger ones compress as well alone. 16 KB made the large host's exposition
+/// 1.8 % smaller than a segment for every family.
+const SEGMENT_TEXT: usize = 16 * 1024;
+
+/// One segment of whole families within a [`Part`].
+#[derive(Debug)]
+struct FamilySegment {
+    /// A keyed hash of its text: the same text, the same segment.
+    key: u64,
+    range: std::ops::Range<usize>,
+    crc: gzip::Crc,
 }
 
 impl Part {
-    fn new(text: String) -> Part {
-        let gzip = Segment::compress(text.as_bytes());
-        Part { text, gzip }
+    /// A piece of one text, compressed whole.
+    fn of_text(text: &str) -> Part {
+        let seg = gzip::Segment::compress(text.as_bytes());
+        Part {
+            deflate: seg.deflate().to_vec(),
+            crc: seg.crc().clone(),
+            families: Vec::new(),
+            compressed: 1,
+        }
+    }
+
+    /// The families of `sets` (each set's sorted by name, as [`render::render_families`]) in
+    /// segments of whole families, at least [`SEGMENT_TEXT`] bytes of text each but the last,
+    /// each segment taken from `previous` when its text is the same there.
+    fn of_families(sets: &[&MetricSet], previous: &Part, keys: &RandomState) -> Part {
+        let reusable: HashMap<u64, &FamilySegment> =
+            previous.families.iter().map(|f| (f.key, f)).collect();
+        let mut part = Part {
+            deflate: Vec::with_capacity(previous.deflate.len() + previous.deflate.len() / 8),
+            ..Part::default()
+        };
+        let mut text = String::new();
+        let mut compressor = gzip::Compressor::default();
+        let mut families = sets
+            .iter()
+            .flat_map(|m| render::sorted(m.families()))
+            .peekable();
+        while let Some(fam) = families.next() {
+            render::render_family(&mut text, fam);
+            if (text.len() < SEGMENT_TEXT && families.peek().is_some()) || text.is_empty() {
+                continue;
+            }
+            let key = keys.hash_one(text.as_bytes());
+            let start = part.deflate.len();
+            let crc = match reusable.get(&key) {
+                Some(f) if f.crc.len() == text.len() as u64 => {
+                    part.deflate
+                        .extend_from_slice(&previous.deflate[f.range.clone()]);
+                    f.crc.clone()
+                }
+                _ => {
+                    let seg = compressor.segment(text.as_bytes());
+                    part.compressed += 1;
+                    part.deflate.extend_from_slice(seg.deflate());
+                    seg.crc().clone()
+                }
+            };
+            part.crc.combine(&crc);
+            part.families.push(FamilySegment {
+                key,
+                range: start..part.deflate.len(),
+                crc,
+            });
+            text.clear();
+        }
+        part.deflate.shrink_to_fit();
+        part
     }
 
     /// The raw deflate blocks of its text (a piece of a gzip body, see src/gzip.rs).
     pub fn deflate(&self) -> &[u8] {
-        self.gzip.deflate()
+        &self.deflate
+    }
+
+    /// Bytes of its text.
+    pub fn text_len(&self) -> usize {
+        self.crc.len() as usize
+    }
+
+    /// Its text, inflated.
+    pub fn text(&self) -> Result<String, String> {
+        let bytes = gzip::inflate(&self.deflate, self.text_len())?;
+        String::from_utf8(bytes).map_err(|e| format!("inflated text: {e}"))
     }
 }
 
@@ -68,13 +160,16 @@ pub struct Exposition {
 
 impl Exposition {
     fn new(parts: Vec<Arc<Part>>) -> Exposition {
-        let crc = gzip::combined(parts.iter().map(|p| &p.gzip));
+        let mut crc = gzip::Crc::new();
+        for p in &parts {
+            crc.combine(&p.crc);
+        }
         Exposition { parts, crc }
     }
 
     /// Bytes of text of the parts.
     pub fn text_len(&self) -> usize {
-        self.parts.iter().map(|p| p.text.len()).sum()
+        self.parts.iter().map(|p| p.text_len()).sum()
     }
 }
 
@@ -87,6 +182,9 @@ pub struct Snapshots {
     exposition: RwLock<Arc<Exposition>>,
     /// How the config files' last loads went, rendered with the live series at each scrape.
     reloads: Arc<ConfigReloads>,
+    /// The key of the hash that tells a family's text unchanged (random per process, so no
+    /// text can be made to match another's on purpose).
+    family_keys: RandomState,
 }
 
 /// The config file (`--config.file`).
@@ -183,21 +281,16 @@ impl Snapshots {
     /// rather than serving stale values as if they were fresh; only its `kept` series stay.
     /// The text is rendered and compressed here, in the collector's task, never by a scrape.
     pub fn publish(&self, name: &'static str, p: Published) {
-        // Sized from the collector's last exposition, so a large one (500 mounts: 700 KB) is
-        // written into one allocation instead of doubling its way there, which would briefly
-        // hold 1.5 times its size and leave the allocator's heap fragmented.
-        let hint = {
+        let previous = {
             let g = self.states.read().unwrap_or_else(|e| e.into_inner());
-            g.get(name).map_or(0, |st| st.rendered.text.len())
+            g.get(name)
+                .map(|st| st.rendered.clone())
+                .unwrap_or_default()
         };
         let success = p.metrics.is_some();
-        let mut s = String::with_capacity(if success { hint + hint / 8 + 4096 } else { 0 });
-        if let Some(m) = &p.metrics {
-            render::render_families(&mut s, m.families());
-        }
-        render::render_families(&mut s, p.kept.families());
-        s.shrink_to_fit();
-        let rendered = Arc::new(Part::new(s));
+        let sets: Vec<&MetricSet> = p.metrics.iter().chain([&p.kept]).collect();
+        let rendered = Arc::new(Part::of_families(&sets, &previous, &self.family_keys));
+        drop(previous);
         let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
         let st = g.entry(name).or_default();
         st.duration = Some(p.duration);
@@ -216,10 +309,12 @@ impl Snapshots {
     /// compressed here, under the caller's write lock so publishes land in order).
     fn rebuild(&self, states: &BTreeMap<&'static str, CollectorState>) {
         let mut parts: Vec<Arc<Part>> = (states.values())
-            .filter(|st| !st.rendered.text.is_empty())
+            .filter(|st| st.rendered.text_len() > 0)
             .map(|st| st.rendered.clone())
             .collect();
-        parts.push(Arc::new(Part::new(health_text(states))));
+        // The health part (a few KB, some of it new at every publish) is compressed whole:
+        // its families are too small to gain from segments of their own.
+        parts.push(Arc::new(Part::of_text(&health_text(states))));
         let e = Arc::new(Exposition::new(parts));
         *self.exposition.write().unwrap_or_else(|e| e.into_inner()) = e;
     }
@@ -258,7 +353,10 @@ impl Snapshots {
         let live = self.live_text(|_| {});
         let mut out = String::with_capacity(e.text_len() + live.len());
         for p in &e.parts {
-            out.push_str(&p.text);
+            match p.text() {
+                Ok(t) => out.push_str(&t),
+                Err(err) => tracing::error!("a published part of {} bytes: {err}", p.text_len()),
+            }
         }
         out.push_str(&live);
         out
@@ -449,6 +547,114 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static SIZE: crate::catalogue::Family = crate::catalogue::Family {
+        name: "ssdwatch_filesystem_size_bytes",
+        kind: crate::metrics::MetricKind::Gauge,
+        unit: "bytes",
+        help: "Size.",
+        labels: &["mountpoint"],
+    };
+    static AVAIL: crate::catalogue::Family = crate::catalogue::Family {
+        name: "ssdwatch_filesystem_avail_bytes",
+        kind: crate::metrics::MetricKind::Gauge,
+        unit: "bytes",
+        help: "Available.",
+        labels: &["mountpoint"],
+    };
+
+    fn sample(avail: f64) -> Published {
+        let mut m = MetricSet::new();
+        for i in 0..2_000 {
+            let mp = format!("/srv/db{i}");
+            m.family(&SIZE).push(&[("mountpoint", &mp)], 1e12);
+            m.family(&AVAIL)
+                .push(&[("mountpoint", &mp)], avail + i as f64);
+        }
+        let mut kept = MetricSet::new();
+        kept.family(&crate::catalogue::HISTORY_RECORDS_DROPPED_TOTAL)
+            .push(&[], 0.0);
+        Published {
+            metrics: Some(m),
+            kept,
+            duration: Duration::from_millis(2),
+            errors: 0,
+            failing_items: 0,
+        }
+    }
+
+    /// The gzip body a scrape sends (header, the parts, trailer), without the live series.
+    fn gzip_body(e: &Exposition) -> Vec<u8> {
+        let mut b = gzip::HEADER.to_vec();
+        for p in &e.parts {
+            b.extend_from_slice(p.deflate());
+        }
+        b.extend_from_slice(&gzip::trailer(&e.crc));
+        b
+    }
+
+    fn gunzip(body: &[u8]) -> String {
+        use std::io::Read;
+        let mut out = String::new();
+        flate2::read::GzDecoder::new(body)
+            .read_to_string(&mut out)
+            .expect("a valid gzip body");
+        out
+    }
+
+    /// A publish compresses only the families whose text changed; the others' segments come
+    /// from the previous one as they were. The gzip body and the inflated text are the new
+    /// sample's text all the same, byte for byte.
+    #[test]
+    fn a_publish_compresses_only_the_families_that_changed() {
+        let store = Snapshots::new();
+        store.publish("filesystem", sample(5e9));
+        let first = store.states.read().unwrap()["filesystem"].rendered.clone();
+        assert_eq!(first.compressed, 3);
+        assert_eq!(first.families.len(), 3);
+        store.publish("filesystem", sample(4e9));
+        let second = store.states.read().unwrap()["filesystem"].rendered.clone();
+        // Only the available bytes moved.
+        assert_eq!(second.compressed, 1);
+        let text = second.text().unwrap();
+        let mut want = String::new();
+        let set = sample(4e9);
+        render::render_families(&mut want, set.metrics.as_ref().unwrap().families());
+        render::render_families(&mut want, set.kept.families());
+        assert_eq!(text, want);
+        assert!(
+            text.contains("ssdwatch_filesystem_avail_bytes{mountpoint=\"/srv/db7\"} 4000000007\n")
+        );
+        // The unchanged families' blocks are the first sample's, byte for byte.
+        for (a, b) in first.families.iter().zip(&second.families) {
+            if a.key == b.key {
+                assert_eq!(
+                    first.deflate[a.range.clone()],
+                    second.deflate[b.range.clone()]
+                );
+            }
+        }
+        assert_eq!(
+            first
+                .families
+                .iter()
+                .zip(&second.families)
+                .filter(|(a, b)| a.key == b.key)
+                .count(),
+            2
+        );
+        // The whole exposition, as a scrape sends it, is one gzip member of the rendered text.
+        let e = store.exposition();
+        let rendered = store.render();
+        let unzipped = gunzip(&gzip_body(&e));
+        assert_eq!(unzipped.len(), e.text_len());
+        assert!(
+            rendered.starts_with(&unzipped),
+            "the live series follow the parts"
+        );
+        // Compressed at about 1:10 or better.
+        assert!(e.parts.iter().map(|p| p.deflate().len()).sum::<usize>() * 10 < e.text_len());
+    }
 
     #[test]
     fn failed_sample_drops_series_and_counts_error() {

@@ -3,6 +3,7 @@
 //! Every request first passes the web config's gate (headers, rate limit, basic auth); /metrics
 //! also the cap on concurrent scrapes.
 
+use crate::gzip::Inflate;
 use crate::render::CONTENT_TYPE;
 use crate::snapshot::{Part, Snapshots};
 use crate::web::auth::Verdict;
@@ -190,20 +191,71 @@ async fn metrics(State(scrapes): State<Arc<Scrapes>>, headers: HeaderMap) -> Res
         chunks.push_back(Bytes::copy_from_slice(&crate::gzip::trailer(&all)));
         resp_headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     } else {
-        for p in &e.parts {
-            chunks.push_back(Bytes::from_owner(Text(p.clone())));
-        }
-        chunks.push_back(Bytes::from(live));
+        let body = Inflating {
+            parts: e.parts.clone().into(),
+            inflate: Inflate::default(),
+            done: 0,
+            live: Some(Bytes::from(live)),
+        };
+        return (resp_headers, axum::body::Body::new(body)).into_response();
     }
     (resp_headers, axum::body::Body::new(Chunks(chunks))).into_response()
 }
 
-/// A published part's text, sent as it is (no copy per scrape).
-struct Text(Arc<Part>);
+/// Text a plain body inflates a frame at a time: what it holds in memory beyond the
+/// published exposition.
+const INFLATE_FRAME: usize = 64 * 1024;
 
-impl AsRef<[u8]> for Text {
-    fn as_ref(&self) -> &[u8] {
-        self.0.text.as_bytes()
+/// A plain body: the published parts inflated a frame at a time as the connection takes
+/// them, then the live series. Its exact length is known, so it has a Content-Length.
+struct Inflating {
+    parts: VecDeque<Arc<Part>>,
+    inflate: Inflate,
+    /// Bytes of the first part's text already sent.
+    done: usize,
+    live: Option<Bytes>,
+}
+
+impl http_body::Body for Inflating {
+    type Data = Bytes;
+    type Error = String;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        while let Some(part) = this.parts.front() {
+            let left = part.text_len() - this.done;
+            if left == 0 {
+                this.parts.pop_front();
+                this.inflate = Inflate::default();
+                this.done = 0;
+                continue;
+            }
+            let frame = match this.inflate.next(part.deflate(), left.min(INFLATE_FRAME)) {
+                Ok(text) => text,
+                Err(e) => {
+                    // Never so for what the daemon compressed itself; the connection is cut
+                    // rather than a wrong text sent.
+                    tracing::error!("/metrics: inflating a published part: {e}");
+                    return std::task::Poll::Ready(Some(Err(e)));
+                }
+            };
+            this.done += frame.len();
+            return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from(frame)))));
+        }
+        std::task::Poll::Ready(this.live.take().map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty() && self.live.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let parts: usize = self.parts.iter().map(|p| p.text_len()).sum();
+        let live = self.live.as_ref().map_or(0, |b| b.len());
+        http_body::SizeHint::with_exact((parts - self.done + live) as u64)
     }
 }
 
@@ -370,6 +422,79 @@ mod tests {
         assert_eq!(status(&store).await, StatusCode::SERVICE_UNAVAILABLE);
         store.publish("smart", published(None));
         assert_eq!(status(&store).await, StatusCode::OK);
+    }
+
+    /// A plain scrape inflates the published parts a frame at a time: several frames for a
+    /// part larger than one, an exact length announced first, and the same text as the gzip
+    /// scrape's and the store's own rendering.
+    #[tokio::test]
+    async fn a_plain_scrape_inflates_the_parts_frame_by_frame_to_the_same_text() {
+        use http_body::Body as _;
+        static AVAIL: crate::catalogue::Family = crate::catalogue::Family {
+            name: "ssdwatch_filesystem_avail_bytes",
+            kind: crate::metrics::MetricKind::Gauge,
+            unit: "bytes",
+            help: "Available.",
+            labels: &["mountpoint"],
+        };
+        let store = Arc::new(Snapshots::new());
+        let mut m = crate::metrics::MetricSet::new();
+        for i in 0..5_000 {
+            m.family(&AVAIL)
+                .push(&[("mountpoint", &format!("/srv/db{i}"))], i as f64);
+        }
+        store.publish(
+            "filesystem",
+            Published {
+                failing_items: 0,
+                metrics: Some(m),
+                kept: Default::default(),
+                duration: Duration::from_millis(1),
+                errors: 0,
+            },
+        );
+        let e = store.exposition();
+        assert!(
+            e.parts[0].text_len() > 3 * INFLATE_FRAME,
+            "{}",
+            e.text_len()
+        );
+        let scrapes = Arc::new(Scrapes {
+            store: store.clone(),
+            gzip: AtomicU64::new(0),
+            identity: AtomicU64::new(0),
+        });
+        let resp = metrics(State(scrapes.clone()), HeaderMap::new()).await;
+        let mut body = resp.into_body();
+        let announced = body.size_hint().exact().expect("an exact length");
+        let mut frames = 0;
+        let mut plain = Vec::new();
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let data = frame.unwrap().into_data().unwrap();
+            assert!(data.len() <= INFLATE_FRAME);
+            plain.extend_from_slice(&data);
+            frames += 1;
+        }
+        assert!(frames > 4, "{frames} frames");
+        assert_eq!(plain.len() as u64, announced);
+        let plain = String::from_utf8(plain).unwrap();
+        let mut gz_headers = HeaderMap::new();
+        gz_headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        let gz = metrics(State(scrapes), gz_headers).await;
+        let gz = axum::body::to_bytes(gz.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let mut unzipped = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut unzipped)
+            .unwrap();
+        let parts = e.text_len();
+        assert_eq!(plain[..parts], unzipped[..parts]);
+        assert_eq!(plain[..parts], store.render()[..parts]);
+        assert!(
+            plain.contains("ssdwatch_filesystem_avail_bytes{mountpoint=\"/srv/db4999\"} 4999\n")
+        );
     }
 
     /// --web.max-requests 1: while one scrape is in flight, the next gets 503 at once, and

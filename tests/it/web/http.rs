@@ -256,6 +256,12 @@ fn a_scrape_asking_for_gzip_gets_the_same_exposition_compressed() {
         plain_head.contains("\r\nvary: accept-encoding\r\n"),
         "{plain_head}"
     );
+    // The plain body is inflated from the published parts as it is sent: its length is
+    // still known up front.
+    assert!(
+        plain_head.contains(&format!("\r\ncontent-length: {}\r\n", plain.len())),
+        "{plain_head}"
+    );
     let plain = String::from_utf8(plain).unwrap();
     assert_eq!(without_live(&unzipped), without_live(&plain));
     assert!(
@@ -333,10 +339,10 @@ fn an_address_that_cannot_be_bound_stops_the_start_naming_it() {
 }
 
 /// benches/scrape_vs_node_exporter.sh in its short mode (20 scrapes each), so the script can't
-/// rot: it checks that ssdwatch's gzip body is gzip of the whole exposition, and on the same
-/// generated host ssdwatch's gzip bytes per series are below node_exporter's (a size, not a
-/// time: the scrape-time figures come from the long run on the release build,
-/// docs/benchmarks.md).
+/// rot: it checks that ssdwatch's gzip body is gzip of the whole exposition and prints both
+/// comparisons. Neither is asserted here: the times are the release build's (docs/benchmarks.md),
+/// and node_exporter's page holds this machine's own CPU, memory and network series beside the
+/// fixture's drives and mounts, so its bytes per series differ from one machine to the next.
 #[test]
 fn the_scrape_beside_node_exporter_bench_runs_in_its_short_mode() {
     if !crate::support::require_cmd(
@@ -355,11 +361,9 @@ fn the_scrape_beside_node_exporter_bench_runs_in_its_short_mode() {
         "ssdwatch-gzip ",
         "node_exporter-gzip ",
         "scrape time, gzip, kept alive",
+        "scrape time, plain, kept alive",
+        "gzip bytes per series: ssdwatch ",
     ] {
         assert!(text.contains(line), "{line:?} missing:\n{text}");
     }
-    assert!(
-        text.contains("(target ssdwatch <= node_exporter: met)"),
-        "{text}"
-    );
 }
