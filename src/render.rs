@@ -38,9 +38,10 @@ pub fn render_family(out: &mut String, fam: &MetricFamily) {
     for s in &fam.samples {
         out.push_str(fam.name);
         out.push_str(s.suffix);
-        if !s.labels.is_empty() {
+        let mut labels = fam.labels(s).peekable();
+        if labels.peek().is_some() {
             out.push('{');
-            for (i, (k, v)) in s.labels.iter().enumerate() {
+            for (i, (k, v)) in labels.enumerate() {
                 if i > 0 {
                     out.push(',');
                 }

@@ -13,7 +13,7 @@ use crate::databases::walk::{Progress, Root, Total, Walk};
 use crate::databases::{Database, canonical, locate, mount_of};
 use crate::history::service::Record;
 use crate::history::{ComponentSize, DatabaseFacts, DatabaseSample};
-use crate::metrics::MetricSet;
+use crate::metrics::{MetricFamily, MetricSet};
 use crate::procfs::mountinfo::{MountInfo, read_mountinfo, strip_rootfs};
 use crate::procfs::processes::{ServerKind, read_servers};
 use crate::validate::{
@@ -891,19 +891,15 @@ impl Collector for DatabasesCollector {
 /// without a component figure yet (its first sizing still running) sends its facts only.
 fn history_samples(set: &MetricSet, databases: &[(&str, &str)], t: i64) -> Vec<DatabaseSample> {
     let family = |name: &str| set.families().iter().find(|f| f.name == name);
-    let label = |s: &crate::metrics::Sample, k: &str| {
-        s.labels
-            .iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-            .unwrap_or_default()
+    let label = |f: &MetricFamily, s: &crate::metrics::Sample, k: &str| {
+        f.label(s, k).unwrap_or("").to_string()
     };
-    let of = |s: &crate::metrics::Sample, db: &str| label(s, "database") == db;
+    let of =
+        |f: &MetricFamily, s: &crate::metrics::Sample, db: &str| f.label(s, "database") == Some(db);
     let fact = |name: &str, db: &str| {
-        family(name)?
-            .samples
-            .iter()
-            .find(|s| of(s, db))
+        let f = family(name)?;
+        (f.samples.iter())
+            .find(|s| of(f, s, db))
             .map(|s| s.value.max(0.0) as u64)
     };
     databases
@@ -913,23 +909,23 @@ fn history_samples(set: &MetricSet, databases: &[(&str, &str)], t: i64) -> Vec<D
                 .map(|f| {
                     f.samples
                         .iter()
-                        .filter(|s| of(s, db))
+                        .filter(|s| of(f, s, db))
                         .map(|s| ComponentSize {
-                            component: label(s, "component"),
-                            mountpoint: label(s, "mountpoint"),
+                            component: label(f, s, "component"),
+                            mountpoint: label(f, s, "mountpoint"),
                             bytes: s.value.max(0.0) as u64,
                         })
                         .collect()
                 })
                 .unwrap_or_default();
-            let slot = family(catalogue::POSTGRES_REPLICATION_SLOT_RETAINED_BYTES.name)
-                .and_then(|f| {
+            let slot =
+                family(catalogue::POSTGRES_REPLICATION_SLOT_RETAINED_BYTES.name).and_then(|f| {
                     f.samples
                         .iter()
-                        .filter(|s| of(s, db))
+                        .filter(|s| of(f, s, db))
                         .max_by(|a, b| a.value.total_cmp(&b.value))
-                })
-                .map(|s| (label(s, "slot"), s.value.max(0.0) as u64));
+                        .map(|s| (label(f, s, "slot"), s.value.max(0.0) as u64))
+                });
             DatabaseSample {
                 database: db.to_string(),
                 kind: kind.to_string(),
@@ -1257,7 +1253,7 @@ mod tests {
         assert!(!s.metrics.families().iter().any(|f| {
             f.samples
                 .iter()
-                .any(|x| x.labels.iter().any(|(_, v)| v == "/srv/stale"))
+                .any(|x| f.labels(x).any(|(_, v)| v == "/srv/stale"))
         }));
     }
 
