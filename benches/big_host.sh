@@ -2,7 +2,8 @@
 # 500 filesystems; benches/gen_big_host.py): the binary, a work directory removed on exit, the
 # host, and the daemon started on a free port and stopped by its PID.
 # After `big_host_setup`: $SSDWATCH, $work (with $work/host, $work/state). After
-# `big_host_serve CONFIG`: $pid and $port, the daemon answering /metrics.
+# `big_host_serve CONFIG`: $pid and $port, the daemon answering /metrics. `wait_metrics PORT
+# NAME` waits for any exporter's /metrics.
 
 big_host_setup() {
   # SSDWATCH=path uses that binary (a CI test passes its debug build) instead of building one:
@@ -31,10 +32,15 @@ big_host_serve() {
     --path.sysfs "$work/host/sys" --path.procfs "$work/host/proc" --path.rootfs "$work/host/rootfs" \
     --fixture.statvfs "$work/host/statvfs.yaml" &
   pid=$!
+  wait_metrics "$port" "the daemon"
+}
+
+# PORT NAME: waits up to 10 s for /metrics on PORT to answer; NAME says who did not.
+wait_metrics() {
   for _ in $(seq 100); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$port/metrics" 2>/dev/null && return 0
+    curl -fsS -o /dev/null "http://127.0.0.1:$1/metrics" 2>/dev/null && return 0
     sleep 0.1
   done
-  echo "the daemon did not answer on port $port" >&2
+  echo "$2 did not answer on port $1" >&2
   return 1
 }

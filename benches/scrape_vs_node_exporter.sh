@@ -51,12 +51,7 @@ start_ne() {
     --path.sysfs "$3" --path.procfs "$4" --path.rootfs "$work/host/rootfs" \
     --path.udev.data "$work/ne/udev" 2>/dev/null &
   ne_pids+=("$!")
-  for _ in $(seq 100); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$2/metrics" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "$1 did not answer on port $2" >&2
-  return 1
+  wait_metrics "$2" "$1"
 }
 stop_ne() {
   for p in "${ne_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done

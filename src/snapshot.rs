@@ -662,13 +662,6 @@ mod tests {
         store.register("filesystem");
         assert!(!store.ready());
         let mut m = MetricSet::new();
-        static SIZE: crate::catalogue::Family = crate::catalogue::Family {
-            name: "ssdwatch_filesystem_size_bytes",
-            kind: crate::metrics::MetricKind::Gauge,
-            unit: "bytes",
-            help: "Size.",
-            labels: &["mountpoint"],
-        };
         m.family(&SIZE).push(&[("mountpoint", "/")], 10.0);
         store.publish(
             "filesystem",

@@ -430,18 +430,11 @@ mod tests {
     #[tokio::test]
     async fn a_plain_scrape_inflates_the_parts_frame_by_frame_to_the_same_text() {
         use http_body::Body as _;
-        static AVAIL: crate::catalogue::Family = crate::catalogue::Family {
-            name: "ssdwatch_filesystem_avail_bytes",
-            kind: crate::metrics::MetricKind::Gauge,
-            unit: "bytes",
-            help: "Available.",
-            labels: &["mountpoint"],
-        };
         let store = Arc::new(Snapshots::new());
         let mut m = crate::metrics::MetricSet::new();
         for i in 0..5_000 {
-            m.family(&AVAIL)
-                .push(&[("mountpoint", &format!("/srv/db{i}"))], i as f64);
+            m.family(&crate::catalogue::DISK_SIZE_BYTES)
+                .push(&[("device", &format!("nvme{i}n1"))], i as f64);
         }
         store.publish(
             "filesystem",
@@ -492,9 +485,7 @@ mod tests {
         let parts = e.text_len();
         assert_eq!(plain[..parts], unzipped[..parts]);
         assert_eq!(plain[..parts], store.render()[..parts]);
-        assert!(
-            plain.contains("ssdwatch_filesystem_avail_bytes{mountpoint=\"/srv/db4999\"} 4999\n")
-        );
+        assert!(plain.contains("ssdwatch_disk_size_bytes{device=\"nvme4999n1\"} 4999\n"));
     }
 
     /// --web.max-requests 1: while one scrape is in flight, the next gets 503 at once, and
