@@ -1,7 +1,6 @@
 //! The daemon's own resident memory: which pages of code and read-only data it may let go once
-//! start-up is over (a pure plan over its mappings), the system call that does it, and the
-//! heap's free pages given back after a sample. No metrics and no scheduling here: the
-//! command line and the collectors' loop decide when.
+//! start-up is over (a pure plan over its mappings), and the system call that does it.
+//! No metrics and no scheduling here: the command line decides when.
 
 use crate::procfs::selfstat::ProcError;
 use crate::procfs::smaps::{self, Mapping};
@@ -79,22 +78,6 @@ pub(crate) fn release_start_up_pages(proc_root: &Path) -> Result<Released, ProcE
     Ok(out)
 }
 
-/// Gives the heap's free pages back to the kernel: those inside the heap, between blocks still
-/// in use, which malloc keeps (it trims only the heap's top). A sample of a large host
-/// allocates a few MB and frees most of it; what it leaves behind is scattered, and without
-/// this its pages stay resident until the next sample reuses them. Returns whether any
-/// memory went back. The next sample faults in what it needs again, zeroed pages.
-pub(crate) fn trim_heap() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim only releases free memory of the allocator's own; it takes the
-        // allocator's locks like any malloc call.
-        unsafe { libc::malloc_trim(0) == 1 }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,21 +140,6 @@ mod tests {
                 ("/usr/lib/x86_64-linux-gnu/libc.so.6", 1072),
             ]
         );
-    }
-
-    /// Free blocks between blocks still in use go back to the kernel; the blocks in use keep
-    /// their contents.
-    #[test]
-    fn the_heap_s_free_pages_between_blocks_in_use_go_back() {
-        let fill = |i: usize| (i % 251) as u8;
-        let mut blocks: Vec<Vec<u8>> = (0..1024).map(|i| vec![fill(i); 4096]).collect();
-        let last = blocks.pop().unwrap();
-        let kept: Vec<Vec<u8>> = blocks.drain(..).step_by(256).collect();
-        assert!(trim_heap());
-        for (k, b) in kept.iter().enumerate() {
-            assert!(b.iter().all(|&x| x == fill(k * 256)), "block {k}");
-        }
-        assert!(last.iter().all(|&x| x == fill(1023)));
     }
 
     /// The release on this very process: its code's resident pages drop, and everything keeps

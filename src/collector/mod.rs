@@ -228,9 +228,6 @@ pub fn spawn_all(
                         _ = sample_and_publish(c.as_mut(), &ctx, &store, &mut faults) => {}
                         _ = shutdown.changed() => break,
                     }
-                    // The sample's scratch memory is free now; its pages go back until the
-                    // next sample (docs/benchmarks.md, memory).
-                    crate::memory::trim_heap();
                     let delay = c.next_delay();
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
