@@ -488,14 +488,15 @@ def degradation():
     after_key = f"max_over_time((clamp_max({p50}, 15) - on (instance, mountpoint) group_left () (16 * floor(10 * (({runs} - on (instance, device) group_left {discard}) >= 0))))[$__range:])"
     after_trim = f"((({after_key}) % 16) + 16) % 16"
     # Idle: the latest run after a long rest, one at least half as long as the longest a run
-    # saw in the $__range before it (probe context idle_seconds), is known by its start time;
+    # saw in the $__range before it (probe context idle_seconds; a run with no rest before it,
+    # 0 s, is after none, even when no run of the range rested), is known by its start time;
     # the run before it is the latest shown before that start. Both are read at the steps
     # where they are the run shown, so neither depends on where a step falls between two
     # scrapes, and the answer is the same whenever it is asked. (The longest rest is "in the
     # range before it", not "in the dashboard's range": that would take an `@ end()` three
     # levels deep, see above.)
     idle = f"ssdwatch_probe_context_idle_seconds{{{ctx}}}"
-    rest_run = f"max by (instance, mountpoint) (max_over_time(({runs} and on (instance, mountpoint) ({idle} >= 0.5 * max_over_time({idle}[$__range])))[$__range:] @ end()))"
+    rest_run = f"max by (instance, mountpoint) (max_over_time(({runs} and on (instance, mountpoint) (({idle} > 0) >= 0.5 * max_over_time({idle}[$__range])))[$__range:] @ end()))"
     after_idle = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} == on (instance, mountpoint) group_left {rest_run}))[$__range:])"
     before_idle = f"last_over_time(({p50} and on (instance, mountpoint) ({runs} < on (instance, mountpoint) group_left {rest_run}))[$__range:])"
     idle_len = f"last_over_time(({idle} and on (instance, mountpoint) ({runs} == on (instance, mountpoint) group_left {rest_run}))[$__range:])"
@@ -535,7 +536,7 @@ def degradation():
                         instant=True, fmt="table"),
                 unit="s", hide=("Time", "__name__", "instance", "job", "quantile"), rename={"Value #A": "p50 last run before", "Value #B": "p50 first run after"}), w=8)
     L.add(table("Idle recovery: last run before a long rest, the run after",
-                "Per probe: the latest long rest of the drive in the time range, one at least half as long as the longest a run saw in the time range's length before it (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run right after it and of the run right before it, found by their start times. An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
+                "Per probe: the latest long rest of the drive in the time range, one at least half as long as the longest a run saw in the time range's length before it (probe context ssdwatch_probe_context_idle_seconds, shown as idle before), the p50 of the run right after it and of the run right before it, found by their start times; a target whose drive never rested in the range has no row, and one whose longest rest came before its first run in the range shows no run before. An SSD collects garbage while idle: a lower p50 after the rest is that. Compare with the TRIM table.",
                 targets((before_idle, "{{probe}} {{mountpoint}} before"),
                         (after_idle, "{{probe}} {{mountpoint}} after"),
                         # The rest's length on each probe's row (same labels as the p50s, so the rows merge).
