@@ -132,6 +132,21 @@ impl Part {
     }
 }
 
+#[cfg(test)]
+impl Part {
+    /// A piece of the blocks `deflate` as given, said to hold `text_len` bytes of text: how a
+    /// test makes a broken one.
+    pub(crate) fn raw(deflate: Vec<u8>, text_len: usize) -> Part {
+        let mut crc = gzip::Crc::new();
+        crc.update(&vec![b' '; text_len]);
+        Part {
+            deflate,
+            crc,
+            ..Part::default()
+        }
+    }
+}
+
 /// What one collector last published, plus its own health.
 #[derive(Debug, Default, Clone)]
 pub struct CollectorState {

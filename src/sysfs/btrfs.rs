@@ -90,16 +90,15 @@ fn allocation(dir: &SysDir) -> Result<Allocation, String> {
 
 /// Reads one filesystem's directory.
 pub fn read_one(dir: &Path, uuid: &str) -> Result<Btrfs, BtrfsError> {
-    let fs = SysDir::open(dir).map_err(|e| BtrfsError {
+    let err = |reason: String| BtrfsError {
         uuid: uuid.to_string(),
         dir: dir.to_path_buf(),
-        reason: format!("cannot open: {e}"),
-    })?;
-    let alloc = fs.sub("allocation").map_err(|e| BtrfsError {
-        uuid: uuid.to_string(),
-        dir: dir.to_path_buf(),
-        reason: format!("allocation: {e}"),
-    })?;
+        reason,
+    };
+    let fs = SysDir::open(dir).map_err(|e| err(format!("cannot open: {e}")))?;
+    let alloc = fs
+        .sub("allocation")
+        .map_err(|e| err(format!("allocation: {e}")))?;
     read_open(&fs, &alloc, uuid)
 }
 

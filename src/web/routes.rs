@@ -229,7 +229,7 @@ impl http_body::Body for Inflating {
             let left = part.text_len() - this.done;
             if left == 0 {
                 this.parts.pop_front();
-                this.inflate = Inflate::default();
+                this.inflate.restart();
                 this.done = 0;
                 continue;
             }
@@ -486,6 +486,42 @@ mod tests {
         assert_eq!(plain[..parts], unzipped[..parts]);
         assert_eq!(plain[..parts], store.render()[..parts]);
         assert!(plain.contains("ssdwatch_disk_size_bytes{device=\"nvme4999n1\"} 4999\n"));
+    }
+
+    /// A published part whose blocks end before its text does (never so for what the daemon
+    /// compressed itself): the plain body sends the text it could inflate, then an error frame
+    /// (hyper then cuts the connection), never a short text as if whole, and no panic.
+    #[tokio::test]
+    async fn a_broken_part_ends_the_plain_body_with_an_error() {
+        use http_body::Body as _;
+        let text: String = (0..8_000)
+            .map(|i| format!("ssdwatch_disk_size_bytes{{device=\"nvme{i}n1\"}} {i}\n"))
+            .collect();
+        let seg = crate::gzip::Segment::compress(text.as_bytes());
+        let whole = Arc::new(Part::raw(seg.deflate().to_vec(), text.len()));
+        let cut = seg.deflate()[..seg.deflate().len() / 2].to_vec();
+        let broken = Arc::new(Part::raw(cut, text.len()));
+        let mut body = Inflating {
+            parts: [whole, broken].into(),
+            inflate: Inflate::default(),
+            done: 0,
+            live: Some(Bytes::from_static(b"process_open_fds 9\n")),
+        };
+        let mut sent = Vec::new();
+        let error = loop {
+            let frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx))
+                .await
+                .expect("an error before the body's end");
+            match frame {
+                Ok(f) => sent.extend_from_slice(&f.into_data().unwrap()),
+                Err(e) => break e,
+            }
+        };
+        assert!(error.contains("before its text does"), "{error}");
+        // The whole first part, then part of the broken one, and never the live series.
+        assert!(sent.len() > text.len() && sent.len() < 2 * text.len());
+        assert_eq!(&sent[..text.len()], text.as_bytes());
+        assert!(text.as_bytes().starts_with(&sent[text.len()..]));
     }
 
     /// --web.max-requests 1: while one scrape is in flight, the next gets 503 at once, and
