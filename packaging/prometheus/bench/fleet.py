@@ -175,6 +175,15 @@ def main():
     try:
         print(f"{args.hosts} hosts; scraping and evaluating for {args.seconds} s ...", flush=True)
         time.sleep(args.seconds)
+        # The first scrape comes up to a scrape interval after Prometheus starts, later on a
+        # busy machine: wait until the fleet's series are there as of a whole second ago, the
+        # time a report asks at (its `now` is whole seconds), so no timing counts an empty answer.
+        deadline = time.monotonic() + 60
+        while not api(base, "/api/v1/query", query="ssdwatch_device_predicted_wearout_timestamp_seconds",
+                      time=str(int(time.time()) - 1))["data"]["result"]:
+            if time.monotonic() > deadline:
+                sys.exit("no scrape of the fleet reached Prometheus in 60 s")
+            time.sleep(0.5)
         series = api(base, "/api/v1/query", query="count({__name__=~\"ssdwatch_.+\"})")["data"]["result"]
         print(f"series scraped: {series[0]['value'][1] if series else 0}")
         print("\nrule group evaluation time (last evaluation)")
