@@ -13,3 +13,9 @@ pub(crate) const DAY_F64: f64 = DAY as f64;
 
 pub(crate) const HOUR_DURATION: Duration = Duration::from_secs(HOUR as u64);
 pub(crate) const DAY_DURATION: Duration = Duration::from_secs(DAY as u64);
+
+/// No true wall clock reads earlier than this (2026-12-01T00:00:00Z, before this release was
+/// made): a clock before it is a dead RTC or an unset VM clock, and nothing is stored or
+/// deleted by it (systemd's own floor is its build time, the same idea). Raise it with each
+/// release.
+pub(crate) const CLOCK_FLOOR: i64 = 1_796_083_200;

@@ -473,14 +473,47 @@ impl Worker {
                 }
                 self.store = Some(store);
                 self.last_ok = Some(true);
+                self.drop_future_rows();
             }
             Err(e) => self.error(format!("{e} (history not kept; retried every minute)")),
         }
     }
 
+    /// Rows stamped after now (a daemon that ran under a clock ahead, then a clock set
+    /// right) are removed when the store is opened under a believable clock: kept, they would
+    /// refuse every sample of their series until the wrong date came round.
+    fn drop_future_rows(&mut self) {
+        let now = unix_now() as i64;
+        if now < crate::time::CLOCK_FLOOR {
+            return;
+        }
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        match store.drop_future(now + super::clock::TOLERANCE_SECONDS) {
+            Ok(f) if f.rows > 0 => tracing::warn!(
+                "history store {}: {} row(s) stamped after now, up to {}, were written under a clock that was ahead: removed, so this clock's samples are stored",
+                store.path().display(),
+                f.rows,
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + Duration::from_secs(f.newest.max(0) as u64)
+                )
+            ),
+            Ok(_) => {}
+            Err(e) => self.error(e),
+        }
+    }
+
     /// Whether the wall clock can be believed now; when not, says so as an error.
     fn clock_trusted(&mut self, what: &str) -> bool {
-        match self.clock.check(unix_now() as i64, Instant::now()) {
+        let now = unix_now() as i64;
+        if now < crate::time::CLOCK_FLOOR {
+            self.error(format!(
+                "the wall clock reads {now} (Unix seconds), before this release was made: {what} until the clock is set"
+            ));
+            return false;
+        }
+        match self.clock.check(now, Instant::now()) {
             Verdict::Trusted => true,
             Verdict::Jumped { by_seconds } => {
                 self.error(format!(
@@ -593,6 +626,9 @@ impl Worker {
         if let Err(e) = store.downsample(unix_now() as i64) {
             self.error(e);
         }
+        // A clock set back while the daemon ran, and believed since: what the clock ahead
+        // wrote goes, as it does at a start.
+        self.drop_future_rows();
     }
 
     fn forecast(&mut self) {
@@ -1011,5 +1047,28 @@ mod worker_tests {
         assert_eq!(w.dropped.load(Ordering::Relaxed), dropped + 3);
         w.maintain();
         assert_eq!(rows(&path, "/db"), stored, "retention deleted nothing");
+    }
+
+    /// The daemon's start after a run under a clock ten years ahead: the rows that run stamped
+    /// in 2036 are removed when the store is opened, with a warning, and this clock's samples
+    /// are stored again; the rows from before are all there.
+    #[test]
+    fn a_start_under_the_right_clock_removes_what_a_clock_ahead_stored_and_records_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(crate::history::store::FILE_NAME);
+        let now = unix_now() as i64;
+        let ten_years = 3_650 * 86_400;
+        {
+            let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+            let at = |t| sample_at("/db", t);
+            s.record_fs(&[at(now - 7200), at(now - 3600)]).unwrap();
+            s.record_fs(&[at(now + ten_years)]).unwrap();
+        }
+        let mut w = worker(dir.path());
+        w.ensure_open();
+        assert_eq!(rows(&path, "/db"), 2, "the clock ahead's row is gone");
+        write_one(&mut w, "/db", now);
+        assert!(w.errors.is_empty(), "{:?}", w.errors);
+        assert_eq!(rows(&path, "/db"), 3, "this clock's sample is stored");
     }
 }

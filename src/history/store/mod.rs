@@ -9,7 +9,10 @@ mod open;
 mod read;
 mod rollup;
 mod schema;
+mod timeline;
 mod write;
+
+pub use timeline::FutureRows;
 
 pub use schema::SCHEMA_VERSION;
 

@@ -68,9 +68,18 @@ impl Store {
     /// an hour. Whole days, so a day's chunks are written once and dropped once (a chunk
     /// rewritten every hour as its day rolls in would write it 24 times): raw rows stay up to a
     /// day longer than `retention_raw`, hourly rows up to a day longer than `retention_hourly`.
+    ///
+    /// What is dropped outright also waits for days that hold samples: nothing of the newest
+    /// `retention_hourly` days with data is deleted, whatever the clock says (a daemon started
+    /// under a clock ten years ahead deletes nothing it did not replace). Rolling raw rows into
+    /// hours keeps them, so it goes by the clock.
     pub fn downsample(&mut self, now: i64) -> Result<Maintenance, StoreError> {
         let raw_cut = now.saturating_sub(self.retention_raw).div_euclid(DAY) * DAY;
-        let long_cut = now.saturating_sub(self.retention_hourly);
+        let kept_days = self.retention_hourly.div_euclid(DAY).max(1);
+        let by_data = self
+            .recorded_floor(kept_days)?
+            .map_or(i64::MIN, |d| d.saturating_mul(DAY));
+        let long_cut = now.saturating_sub(self.retention_hourly).min(by_data);
         self.in_tx("downsampling", |s| {
             let mut m = Maintenance::default();
             for kind in [Kind::Fs, Kind::Drive] {

@@ -784,3 +784,76 @@ fn drive_health_is_kept_a_row_an_hour_and_thinned_to_a_day_past_the_raw_retentio
     // Again: nothing more to thin.
     assert_eq!(s.downsample(T0 + 4 * DAY).unwrap().hourly_thinned, 0);
 }
+
+/// A daemon started under a clock ten years ahead for two minutes, then under the right clock
+/// (a dead RTC, a VM restored from a snapshot, NTP stepping after the start): the rows of
+/// before are kept through the maintenance the wrong clock ran, and the rows it stamped in
+/// 2036 are removed so the right clock's samples are stored again.
+#[test]
+fn a_clock_ten_years_ahead_neither_deletes_the_history_nor_blocks_the_right_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    let now = T0 + 40 * DAY;
+    let at = |t: i64| FsSample {
+        t,
+        files_free: None,
+        ..fs("/srv/pg", Some("u1"), "nvme0n1p1", T0, 1 << 39)
+    };
+    let real: Vec<FsSample> = (0..6).map(|i| at(now - 6 * 300 + i * 300)).collect();
+    assert_eq!(s.record_fs(&real).unwrap(), 6);
+    let ahead = now + 3_650 * DAY;
+    assert_eq!(s.record_fs(&[at(ahead), at(ahead + 300)]).unwrap(), 2);
+    // The wrong clock's maintenance: retention by that clock would drop every row of 2026.
+    let m = s.downsample(ahead + 600).unwrap();
+    assert_eq!(m.hours_dropped, 0, "{m:?}");
+    let id = s.filesystems().unwrap()[0].id;
+    let kept = s.fs_series(id, 0, now).unwrap();
+    assert!(!kept.is_empty(), "the history is kept (rolled into hours)");
+    assert!(kept.iter().all(|p| p.t <= now), "{kept:?}");
+    assert_eq!(s.newest_t().unwrap(), Some(ahead + 300));
+    // The right clock again: what was stamped after it goes, and its samples are stored.
+    let f = s.drop_future(now + 300).unwrap();
+    assert_eq!(f.rows, 2);
+    assert_eq!(f.newest, ahead + 300);
+    assert!(s.newest_t().unwrap().is_some_and(|t| t <= now));
+    assert_eq!(s.record_fs(&[at(now)]).unwrap(), 1);
+    assert_eq!(s.take_refused_older(), 0);
+    // Nothing after now: nothing removed.
+    assert_eq!(s.drop_future(now + 300).unwrap(), FutureRows::default());
+}
+
+/// Retention drops only what newer days with samples replaced: a host off for a year keeps
+/// its hourly history until as many days of new samples come; raw rows are rolled by the
+/// clock (into hours, nothing lost).
+#[test]
+fn retention_never_drops_the_newest_days_that_hold_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = HistoryConfig {
+        retention_raw: Duration::from_secs(2 * DAY as u64),
+        retention_hourly: Duration::from_secs(5 * DAY as u64),
+        raw_interval: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let mut s = Store::open(dir.path(), &c).unwrap();
+    // Three days of samples, then the host is off for a year, then one day.
+    let mut samples: Vec<FsSample> = (0..3 * 24)
+        .map(|h| fs("/", None, "sda1", T0 + h * 3600, 1 << 30))
+        .collect();
+    let back = T0 + 365 * DAY;
+    samples.extend((0..24).map(|h| fs("/", None, "sda1", back + h * 3600, 1 << 30)));
+    s.record_fs(&samples).unwrap();
+    let m = s.downsample(back + DAY + 3 * HOUR).unwrap();
+    assert_eq!(m.hours_dropped, 0, "{m:?}");
+    assert_eq!(m.raw_rolled, 3 * 24, "{m:?}");
+    let id = s.filesystems().unwrap()[0].id;
+    assert_eq!(s.fs_series(id, 0, i64::MAX / 4).unwrap().len(), 4 * 24);
+    assert_eq!(s.recorded_floor(2).unwrap(), Some(T0 / DAY + 2));
+    assert_eq!(s.recorded_floor(5).unwrap(), None);
+    // Three more days of samples: the newest five days with data reach back to day 2.
+    samples = (0..3 * 24)
+        .map(|h| fs("/", None, "sda1", back + DAY + h * 3600, 1 << 30))
+        .collect();
+    s.record_fs(&samples).unwrap();
+    let m = s.downsample(back + 4 * DAY + 3 * HOUR).unwrap();
+    assert_eq!(m.hours_dropped, 2 * 24, "days 0 and 1 replaced: {m:?}");
+}
