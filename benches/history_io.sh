@@ -12,15 +12,18 @@
 # SHORT=1 runs 20 s with a 5 s raw interval and flush, so CI exercises the script in seconds.
 # PREFILL_DAYS=N measures a store that already holds N days of samples of the same series (14
 # is the steady state at the defaults, raw rows kept 14 days): the daemon runs once against the
-# host in a scratch state directory to learn its series, `ssdwatch history fill` writes N days
-# like them into the measured store (the store's own code, one transaction per raw interval),
+# host in a scratch state directory to learn its series, examples/history_fill.rs (a bench tool,
+# not in the daemon's binary; it only creates new stores) writes N days like them into the
+# measured store (the store's own code, one transaction per raw interval),
 # then the measured daemon starts on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-3600}
 intervals="  enabled: true"
+raw_interval=300
 if [ -n "${SHORT:-}" ]; then
   duration=8
+  raw_interval=2
   intervals=$'  raw_interval: 2s\n  flush_interval: 2s'
 fi
 
@@ -43,8 +46,14 @@ if [ -n "${PREFILL_DAYS:-}" ]; then
   kill -TERM "$pid"
   wait "$pid" || true
   pid=
-  "$SSDWATCH" history fill --config "$work/config.yaml" --like "$work/template/history.db" \
-    --days "$PREFILL_DAYS"
+  # HISTORY_FILL=path uses that build of the bench tool instead of building one.
+  fill=${HISTORY_FILL:-}
+  if [ -z "$fill" ]; then
+    cargo build --release --quiet --example history_fill
+    fill=target/release/examples/history_fill
+  fi
+  "$fill" --state-dir "$work/state" --like "$work/template/history.db" \
+    --days "$PREFILL_DAYS" --raw-interval "$raw_interval"
   filled=$(du -sb "$work/state" | cut -f1)
   echo "pre-filled store: $PREFILL_DAYS days, $filled bytes"
 fi

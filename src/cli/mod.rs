@@ -159,17 +159,6 @@ enum HistoryCommand {
         #[arg(long)]
         instance: Option<String>,
     },
-    /// For benches: fill `<state_dir>/history.db` with DAYS of synthetic samples of the series
-    /// another store holds (benches/history_io.sh's steady state).
-    #[command(hide = true)]
-    Fill {
-        /// The store whose series (and last values) are copied.
-        #[arg(long)]
-        like: PathBuf,
-        /// Days of samples, ending one raw interval before now.
-        #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u16).range(1..=800))]
-        days: u16,
-    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -441,7 +430,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     }
 }
 
-/// `history export` and `history fill`.
+/// `history export`.
 fn run_history(command: &HistoryCommand, config: &Config) -> ExitCode {
     match command {
         HistoryCommand::Export {
@@ -450,7 +439,6 @@ fn run_history(command: &HistoryCommand, config: &Config) -> ExitCode {
             instance,
             ..
         } => code(report::export(store, output, instance.as_deref(), config)),
-        HistoryCommand::Fill { like, days } => code(report::fill(like, i64::from(*days), config)),
     }
 }
 

@@ -181,37 +181,3 @@ pub fn export(
         }
     }
 }
-
-/// `ssdwatch history fill` (hidden, for benches): days of samples like `like`'s series into
-/// the config's store, written by the store's own code.
-pub fn fill(like: &Path, days: i64, config: &Config) -> i32 {
-    let template = match Store::open_read_only(like) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("ssdwatch history fill: {e}");
-            return 1;
-        }
-    };
-    let mut store = match Store::open(&config.state_dir, &config.history) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("ssdwatch history fill: {e}");
-            return 1;
-        }
-    };
-    let step = config.history.raw_interval.as_secs().max(1) as i64;
-    let until = unix_now() as i64 - step;
-    match crate::history::fill::fill(&mut store, &template, days, step, until) {
-        Ok(f) => {
-            eprintln!(
-                "ssdwatch history fill: {} samples of {} filesystems and {} drives in {} transactions, {days} days to {until}",
-                f.samples, f.filesystems, f.drives, f.commits
-            );
-            0
-        }
-        Err(e) => {
-            eprintln!("ssdwatch history fill: {e}");
-            1
-        }
-    }
-}

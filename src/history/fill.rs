@@ -2,6 +2,9 @@
 //! own writes (one transaction per raw interval, a downsample an hour, as the daemon does), so
 //! benches/history_io.sh can measure the steady state a host lives in rather than a new file.
 //! Samples are synthetic (a slow fill, a daily wobble) around each series' last real values.
+//! It only ever creates a new store ([`fill_new`]): synthetic rows in a host's real history
+//! would give it full dates for filesystems that don't exist. Not part of the daemon's binary:
+//! `examples/history_fill.rs` drives it.
 
 use super::record::*;
 use super::store::{Store, StoreError};
@@ -68,6 +71,36 @@ fn drives_at(templates: &[(DriveInfo, DrivePoint)], t: i64, ago: i64) -> Vec<Dri
             health: Default::default(),
         })
         .collect()
+}
+
+/// Why [`fill_new`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum FillError {
+    #[error(
+        "{}: a store is already there; synthetic samples only go into a new store (give a directory without {})",
+        .0.display(), super::store::FILE_NAME
+    )]
+    Exists(std::path::PathBuf),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Creates the store of `state_dir` and fills it as [`fill`] does; refuses a directory that
+/// already holds one (a real host's history, or anything else), writing nothing there.
+pub fn fill_new(
+    state_dir: &std::path::Path,
+    cfg: &super::HistoryConfig,
+    like: &Store,
+    days: i64,
+    until: i64,
+) -> Result<Filled, FillError> {
+    let path = state_dir.join(super::store::FILE_NAME);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Err(FillError::Exists(path));
+    }
+    let mut store = Store::open(state_dir, cfg)?;
+    let step = cfg.raw_interval.as_secs().max(1) as i64;
+    Ok(fill(&mut store, like, days, step, until)?)
 }
 
 /// Writes `days` days of samples, every `step` seconds up to `until` (excluded), for each
@@ -152,5 +185,40 @@ mod tests {
         let grew = pts[0].avail.last - pts.last().unwrap().avail.last;
         assert!((grew / (1u64 << 40) as f64 - 2e-3).abs() < 2e-4, "{grew}");
         assert!(pts.iter().all(|p| p.free.last > p.avail.last));
+    }
+
+    #[test]
+    fn synthetic_samples_never_go_into_an_existing_store() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cfg = HistoryConfig::default();
+        let now = 1_767_225_600 + 20 * DAY;
+        let like = Store::open(a.path(), &cfg).unwrap();
+        // A host's real store: one sample.
+        let mut real = Store::open(b.path(), &cfg).unwrap();
+        let key = FsKey {
+            mountpoint: "/srv/pg".into(),
+            uuid: None,
+        };
+        real.record_fs(&[FsSample {
+            key: key.clone(),
+            device: "sda1".into(),
+            t: now - 600,
+            size_bytes: 1 << 30,
+            avail_bytes: 1 << 29,
+            free_bytes: 1 << 29,
+            files_free: None,
+        }])
+        .unwrap();
+        drop(real);
+        let before = std::fs::read(b.path().join(crate::history::store::FILE_NAME)).unwrap();
+        let e = fill_new(b.path(), &cfg, &like, 2, now).unwrap_err();
+        assert!(matches!(e, FillError::Exists(_)), "{e}");
+        assert!(e.to_string().contains("already there"), "{e}");
+        let after = std::fs::read(b.path().join(crate::history::store::FILE_NAME)).unwrap();
+        assert_eq!(before, after, "the real store is untouched");
+        // A fresh directory is filled.
+        let c = tempfile::tempdir().unwrap();
+        let f = fill_new(&c.path().join("new"), &cfg, &like, 1, now).unwrap();
+        assert_eq!(f.filesystems, 0);
     }
 }

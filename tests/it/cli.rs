@@ -102,6 +102,34 @@ fn config_file_and_its_old_name_config_read_the_same_file() {
 }
 
 #[test]
+fn the_daemons_binary_has_no_way_to_write_synthetic_samples_into_a_store() {
+    // The bench tool that writes synthetic history lives in examples/, outside the binary a
+    // host runs: the packaged config's store must never get rows of filesystems that don't
+    // exist.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("history.db");
+    std::fs::write(&store, b"a host's real history").unwrap();
+    let cfg = write_config(&format!("state_dir: {}\n", dir.path().display()));
+    let out = ssdwatch()
+        .arg("--config")
+        .arg(cfg.path())
+        .args(["history", "fill", "--like"])
+        .arg(&store)
+        .args(["--days", "2"])
+        .output()
+        .expect("run ssdwatch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unrecognized subcommand 'fill'"), "{err}");
+    assert_eq!(std::fs::read(&store).unwrap(), b"a host's real history");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing else written"
+    );
+}
+
+#[test]
 fn bad_listen_flag_is_refused() {
     let out = ssdwatch()
         .args(["--web.listen-address", "localhost", "sample"])
