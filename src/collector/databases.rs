@@ -10,12 +10,12 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::databases::mysql;
 use crate::databases::postgres::{self, Wal};
 use crate::databases::walk::{Progress, Root, Total, Walk};
-use crate::databases::{Database, canonical, locate, mount_of};
+use crate::databases::{Database, locate, mount_of};
 use crate::history::service::Record;
 use crate::history::{ComponentSize, DatabaseFacts, DatabaseSample};
 use crate::metrics::{MetricFamily, MetricSet};
 use crate::procfs::mountinfo::{MountInfo, read_mountinfo, strip_rootfs};
-use crate::procfs::processes::{ServerKind, read_servers};
+use crate::procfs::processes::{ServerKind, forked_children, read_servers};
 use crate::validate::{
     Invalid, check_absolute_path, check_duration, check_entries, check_interval, check_range,
     check_timeout,
@@ -290,7 +290,8 @@ fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Fou
     if on {
         let servers =
             read_servers(&roots.proc).map_err(|e| format!("{}: {e}", roots.proc.display()))?;
-        for p in &servers {
+        let children = forked_children(&servers);
+        for p in servers.iter().filter(|p| !children.contains(&p.pid)) {
             match locate(roots, p) {
                 Ok(d) => {
                     if !found.databases.iter().any(|o| o.dir == d.dir) {
@@ -304,7 +305,7 @@ fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Fou
     for w in watch {
         // Resolved as a data directory is: a watched link (/var/lib/redis -> /data/redis) is
         // sized where it points; a link loop is an error.
-        match canonical(roots, &w.path) {
+        match roots.canonical(&w.path) {
             Ok((host, inside)) => found.watched.push((w.name.clone(), host, inside)),
             Err(e) => found
                 .watch_errors
@@ -420,9 +421,11 @@ fn mysql_cheap_metrics(
     }
 }
 
-fn pg_cheap(dir: &Path, deadline: Instant) -> PgCheap {
+/// `dir` is the data directory under the rootfs, `wal_dir` where its pg_wal resolves to
+/// (inside the host's root: an absolute link is the host's path).
+fn pg_cheap(dir: &Path, wal_dir: Option<PathBuf>, deadline: Instant) -> PgCheap {
     let mut out = PgCheap {
-        wal_dir: std::fs::canonicalize(dir.join("pg_wal")).ok(),
+        wal_dir,
         ..PgCheap::default()
     };
     let redo = match postgres::read_control(dir) {
@@ -736,9 +739,11 @@ impl Collector for DatabasesCollector {
             let cheap = match t.engine {
                 Engine::Postgres => {
                     let pass_deadline = Instant::now() + self.cfg.timeout;
+                    let (roots, host) = (ctx.roots.clone(), t.host.clone());
                     Some(tokio::spawn(async move {
                         bounded(&busy, cheap_deadline, move || {
-                            Cheap::Postgres(pg_cheap(&dir, pass_deadline))
+                            let wal = roots.canonical(&host.join("pg_wal")).ok().map(|(_, w)| w);
+                            Cheap::Postgres(pg_cheap(&dir, wal, pass_deadline))
                         })
                         .await
                     }))

@@ -7,11 +7,19 @@ pub mod mycnf;
 pub mod mysql;
 pub mod pgconf;
 pub mod postgres;
+pub(crate) mod small_file;
 pub mod walk;
 
 use crate::Roots;
 use crate::procfs::processes::{ServerKind, ServerProcess};
+use small_file::{Links, read_small_text};
 use std::path::{Path, PathBuf};
+
+/// `PG_VERSION` holds a major version and a newline ("15\n").
+const MAX_PG_VERSION_BYTES: u64 = 64;
+/// `postmaster.pid` holds eight short lines (pid, directory, start time, port, socket
+/// directory, listen address, shared memory key, status): a few hundred bytes.
+const MAX_PID_FILE_BYTES: u64 = 8 * 1024;
 
 /// The reading of a server's configuration files and what they include: each file at most
 /// `max_bytes`, at most 64 files and 8 levels of includes (a loop of includes or a directory of
@@ -45,11 +53,7 @@ impl<'a> ConfigFiles<'a> {
             return None;
         }
         let inside = self.inside(file);
-        let m = std::fs::metadata(&inside).ok()?;
-        if !m.is_file() || m.len() > self.max_bytes {
-            return None;
-        }
-        let text = std::fs::read_to_string(&inside).ok()?;
+        let text = small_file::read_small_text(&inside, self.max_bytes, Links::Follow).ok()?;
         self.seen += 1;
         Some(text)
     }
@@ -126,17 +130,6 @@ pub enum LocateError {
     },
 }
 
-/// The directory `p` (a host path) names, canonical, as (host path, path under the rootfs).
-pub fn canonical(roots: &Roots, p: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
-    let inside = std::fs::canonicalize(roots.in_rootfs(p))?;
-    let base = std::fs::canonicalize(&roots.rootfs).unwrap_or_else(|_| roots.rootfs.clone());
-    let host = match inside.strip_prefix(&base) {
-        Ok(rel) if base != Path::new("/") => Path::new("/").join(rel),
-        _ => inside.clone(),
-    };
-    Ok((host, inside))
-}
-
 /// Finds and checks the data directory of a server process: PostgreSQL's must hold
 /// `PG_VERSION` and a `postmaster.pid` naming this very process and directory (a file that
 /// names another pid or directory is refused, never believed); MySQL's must hold the `mysql`
@@ -176,16 +169,22 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
     let pick = match p.args.kind {
         ServerKind::Postgres => candidates
             .iter()
-            .find(|d| roots.in_rootfs(d).join("PG_VERSION").exists())
+            .find(|d| {
+                roots
+                    .canonical(d)
+                    .is_ok_and(|(_, inside)| inside.join("PG_VERSION").exists())
+            })
             .unwrap_or(first),
         ServerKind::Mysql => first,
     };
-    let (dir, path) = canonical(roots, pick).map_err(|cause| LocateError::Unreadable {
-        kind,
-        pid,
-        dir: pick.clone(),
-        cause,
-    })?;
+    let (dir, path) = roots
+        .canonical(pick)
+        .map_err(|cause| LocateError::Unreadable {
+            kind,
+            pid,
+            dir: pick.clone(),
+            cause,
+        })?;
     let not = |why: String| LocateError::NotDataDir {
         kind,
         pid,
@@ -194,10 +193,14 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
     };
     match p.args.kind {
         ServerKind::Postgres => {
-            let version = std::fs::read_to_string(path.join("PG_VERSION"))
-                .map_err(|e| not(format!("PG_VERSION: {e}")))?
-                .trim()
-                .to_string();
+            let version = read_small_text(
+                &path.join("PG_VERSION"),
+                MAX_PG_VERSION_BYTES,
+                Links::Refuse,
+            )
+            .map_err(|e| not(format!("PG_VERSION: {e}")))?
+            .trim()
+            .to_string();
             if version.is_empty() || version.len() > 8 {
                 return Err(not(format!("PG_VERSION holds {version:?}")));
             }
@@ -237,7 +240,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
             ]
             .into_iter()
             .flatten()
-            .filter_map(|f| canonical(roots, &dir.join(f)).ok())
+            .filter_map(|f| roots.canonical(&dir.join(f)).ok())
             .filter(|(host, inside)| !host.starts_with(&dir) && inside.is_file())
             .collect();
             Ok(Database {
@@ -289,7 +292,7 @@ fn pg_log_dir(roots: &Roots, p: &ServerProcess, data_dir: &Path) -> Option<(Path
         .or_else(|| pgconf::read_setting(&roots.rootfs, &files, "log_directory"))
         .unwrap_or_else(|| "log".into());
     // An absolute value replaces the data directory in the join.
-    let (host, inside) = canonical(roots, &data_dir.join(value)).ok()?;
+    let (host, inside) = roots.canonical(&data_dir.join(value)).ok()?;
     std::fs::metadata(&inside)
         .is_ok_and(|m| m.is_dir())
         .then_some((host, inside))
@@ -318,13 +321,19 @@ fn check_pid_file(roots: &Roots, pid: u32, dir: &Path, path: &Path) -> Result<()
         dir: dir.to_path_buf(),
         what,
     };
-    let text = std::fs::read_to_string(path.join("postmaster.pid"))
-        .map_err(|e| lie(format!("can't be read ({e})")))?;
+    let text = read_small_text(
+        &path.join("postmaster.pid"),
+        MAX_PID_FILE_BYTES,
+        Links::Refuse,
+    )
+    .map_err(|e| lie(format!("can't be read ({e})")))?;
     let (named, said) = parse_pid_file(&text).map_err(|e| lie(format!("{e}, not pid {pid}")))?;
     if named != pid {
         return Err(lie(format!("names pid \"{named}\", not {pid}")));
     }
-    let same = canonical(roots, Path::new(said)).is_ok_and(|(host, _)| host == dir);
+    let same = roots
+        .canonical(Path::new(said))
+        .is_ok_and(|(host, _)| host == dir);
     if !same {
         return Err(lie(format!("names data directory {said:?}")));
     }
@@ -364,6 +373,7 @@ mod tests {
                 ..ServerArgs::new(ServerKind::Postgres)
             },
             cwd: cwd.map(PathBuf::from),
+            ppid: None,
         }
     }
 
@@ -537,6 +547,24 @@ mod tests {
         assert!(e.contains("PG_VERSION"), "{e}");
     }
 
+    /// The Debian and container layout: `/srv/pgdata -> /data/pg15` on the host, the host at
+    /// the rootfs path: found under the host's `/data/pg15`, never the daemon's own.
+    #[test]
+    fn a_data_directory_behind_an_absolute_symlink_is_resolved_inside_the_hosts_root() {
+        let t = tempfile::tempdir().unwrap();
+        let r = roots(t.path());
+        let real = t.path().join("data/pg15");
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::create_dir_all(t.path().join("srv")).unwrap();
+        std::os::unix::fs::symlink("/data/pg15", t.path().join("srv/pgdata")).unwrap();
+        std::fs::write(real.join("PG_VERSION"), "15\n").unwrap();
+        std::fs::write(real.join("postmaster.pid"), "812\n/srv/pgdata\n").unwrap();
+        let db = locate(&r, &pg(812, Some("/srv/pgdata"), None)).unwrap();
+        assert_eq!(db.dir, Path::new("/data/pg15"));
+        assert_eq!(db.path, real);
+        assert_eq!(db.version, "15");
+    }
+
     #[test]
     fn a_mysql_data_directory_must_hold_its_system_schema() {
         let t = tempfile::tempdir().unwrap();
@@ -545,6 +573,7 @@ mod tests {
             pid: 900,
             args: ServerArgs::new(ServerKind::Mysql),
             cwd: Some(PathBuf::from(d)),
+            ppid: None,
         };
         std::fs::create_dir_all(t.path().join("var/lib/mysql/mysql")).unwrap();
         assert_eq!(
@@ -571,6 +600,7 @@ mod tests {
             pid: 900,
             args: ServerArgs::new(ServerKind::Mysql),
             cwd: None,
+            ppid: None,
         };
         let db = locate(&r, &bare).unwrap();
         assert_eq!(db.dir, Path::new("/var/lib/mysql"));

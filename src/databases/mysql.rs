@@ -193,21 +193,16 @@ fn read_logs(
     counted: &mut HashSet<PathBuf>,
     errors: &mut Vec<String>,
 ) {
-    let text = match std::fs::metadata(index) {
-        Ok(m) if m.len() > MAX_INDEX_BYTES => {
-            errors.push(format!(
-                "{}: over {MAX_INDEX_BYTES} bytes; not read",
-                index.display()
-            ));
+    let text = match super::small_file::read_small_text(
+        index,
+        MAX_INDEX_BYTES,
+        super::small_file::Links::Follow,
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(format!("{}: {e}; not read", index.display()));
             return;
         }
-        _ => match std::fs::read_to_string(index) {
-            Ok(t) => t,
-            Err(e) => {
-                errors.push(format!("{}: {e}", index.display()));
-                return;
-            }
-        },
     };
     for name in parse_index(&text) {
         let p = Path::new(&name);

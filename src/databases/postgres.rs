@@ -255,25 +255,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReadError + '_ {
     }
 }
 
-/// Reads a small file, refusing one over `max` bytes (a FIFO or a huge file put in its place).
-fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut out = Vec::new();
-    f.take(max + 1).read_to_end(&mut out)?;
-    if out.len() as u64 > max {
-        return Err(std::io::Error::other(format!("larger than {max} bytes")));
-    }
-    Ok(out)
-}
-
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use super::small_file::{Links, read_small};
+use std::os::unix::fs::MetadataExt;
 
 /// Allocated bytes of a file (what it takes from the filesystem; `st_blocks` counts 512-byte
 /// units whatever the block size).
@@ -284,7 +267,7 @@ pub fn allocated(m: &std::fs::Metadata) -> u64 {
 /// The last checkpoint's redo location, from `global/pg_control`.
 pub fn read_control(data_dir: &Path) -> Result<Control, ReadError> {
     let path = data_dir.join("global/pg_control");
-    let b = read_small(&path, CONTROL_BYTES as u64).map_err(io(&path))?;
+    let b = read_small(&path, CONTROL_BYTES as u64, Links::Refuse).map_err(io(&path))?;
     decode_control(&b).map_err(|cause| ReadError::Control { path, cause })
 }
 
@@ -301,7 +284,7 @@ pub fn read_slots(data_dir: &Path) -> Result<(Vec<SlotState>, Vec<ReadError>), R
             continue;
         }
         let path = e.path().join("state");
-        match read_small(&path, MAX_STATE_BYTES) {
+        match read_small(&path, MAX_STATE_BYTES, Links::Refuse) {
             Ok(b) => match decode_slot_state(&b) {
                 Ok(s) => slots.push(s),
                 Err(cause) => errors.push(ReadError::Slot { path, cause }),

@@ -75,6 +75,32 @@ pub struct ServerProcess {
     /// Where `/proc/PID/cwd` points (the postmaster and mysqld both change into their data
     /// directory); None when it can't be read (another user's process without CAP_SYS_PTRACE).
     pub cwd: Option<PathBuf>,
+    /// The parent's pid (`/proc/PID/stat`'s fourth field), when it could be read.
+    pub ppid: Option<u32>,
+}
+
+/// The parent pid in a `/proc/PID/stat` line: the field after the state, which follows the
+/// last `)` (a command name may hold spaces and parentheses).
+pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// The pids of `servers` whose parent is another server of the same kind: a child the
+/// postmaster just forked (a backend, crash recovery's startup process) carries its command
+/// line until it renames itself, and is not a server of its own.
+pub fn forked_children(servers: &[ServerProcess]) -> std::collections::HashSet<u32> {
+    servers
+        .iter()
+        .filter(|c| {
+            c.ppid.is_some_and(|pp| {
+                servers
+                    .iter()
+                    .any(|p| p.pid == pp && p.pid != c.pid && p.args.kind == c.args.kind)
+            })
+        })
+        .map(|c| c.pid)
+        .collect()
 }
 
 /// `/proc/PID/cmdline`: arguments separated (and ended) by NUL bytes.
@@ -207,7 +233,15 @@ pub fn read_servers(proc_root: &Path) -> std::io::Result<Vec<ServerProcess>> {
             continue;
         };
         let cwd = std::fs::read_link(dir.join("cwd")).ok();
-        out.push(ServerProcess { pid, args, cwd });
+        let ppid = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|s| parse_stat_ppid(&s));
+        out.push(ServerProcess {
+            pid,
+            args,
+            cwd,
+            ppid,
+        });
     }
     out.sort_by_key(|p| p.pid);
     Ok(out)
@@ -376,5 +410,30 @@ mod tests {
         assert_eq!(found[1].args.kind, ServerKind::Mysql);
         assert_eq!(found[1].cwd.as_deref(), Some(Path::new("/var/lib/mysql")));
         assert!(read_servers(&d.path().join("nosuch")).is_err());
+    }
+
+    #[test]
+    fn a_child_still_carrying_the_postmasters_command_line_is_not_a_server() {
+        assert_eq!(
+            parse_stat_ppid("4242 (postgres) S 4100 4100 4100 0 -1 4194560 310 0 0 0"),
+            Some(4100)
+        );
+        assert_eq!(parse_stat_ppid("7 (a) b) (c) R 1 7 7"), Some(1));
+        assert_eq!(parse_stat_ppid("garbage"), None);
+        let server = |pid, ppid| ServerProcess {
+            pid,
+            args: classify("postgres", &args(&["postgres", "-D", "/var/lib/pg"])).unwrap(),
+            cwd: None,
+            ppid: Some(ppid),
+        };
+        let mysql = ServerProcess {
+            pid: 300,
+            args: classify("mysqld", &args(&["mysqld", "--datadir=/var/lib/mysql"])).unwrap(),
+            cwd: None,
+            ppid: Some(100),
+        };
+        let all = [server(100, 1), server(101, 100), server(200, 1), mysql];
+        let children = forked_children(&all);
+        assert_eq!(children.into_iter().collect::<Vec<_>>(), vec![101]);
     }
 }

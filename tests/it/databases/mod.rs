@@ -3,6 +3,7 @@
 //! logs are flushed and purged; a data directory the daemon's user may not read, then may
 //! through the group; a watched path on a mount whose listing hangs.
 
+mod attack;
 mod faults;
 mod mariadb;
 mod postgres;
