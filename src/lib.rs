@@ -7,6 +7,7 @@ pub mod collector;
 pub mod config;
 pub(crate) mod daemon;
 pub mod databases;
+pub mod door;
 pub mod fault;
 pub(crate) mod gzip;
 pub mod history;

@@ -161,6 +161,25 @@ pub struct CollectorState {
     pub failing_items: u64,
     /// Samples finished, failed ones included: what the watchdog counts as progress.
     pub cycles: u64,
+    /// When it registered, and when it last published.
+    pub registered: Option<Instant>,
+    pub last_publish: Option<Instant>,
+    /// The wait before its next sample, as it said after its last one.
+    pub next_delay: Option<Duration>,
+}
+
+/// How long a collector may go without publishing before its sample counts as overdue
+/// (success 0): twice its interval and 30 s after its last publish; before its first, 5 minutes
+/// after it registered.
+pub(crate) fn overdue(st: &CollectorState, now: Instant) -> bool {
+    match (st.last_publish, st.registered) {
+        (Some(last), _) => {
+            let allowed = st.next_delay.unwrap_or(Duration::ZERO) * 2 + Duration::from_secs(30);
+            now.saturating_duration_since(last) > allowed
+        }
+        (None, Some(reg)) => now.saturating_duration_since(reg) > Duration::from_secs(300),
+        (None, None) => false,
+    }
 }
 
 /// The exposition as of the last publish, what every scrape until the next one sends: each
@@ -200,6 +219,8 @@ pub struct Snapshots {
     /// The key of the hash that tells a family's text unchanged (random per process, so no
     /// text can be made to match another's on purpose).
     family_keys: RandomState,
+    /// The door for calls that may hang, whose live series each scrape shows.
+    door: std::sync::OnceLock<crate::door::Door>,
 }
 
 /// The config file (`--config.file`).
@@ -277,19 +298,61 @@ impl Snapshots {
     /// layer's own counters).
     pub fn live_text(&self, add: impl FnOnce(&mut MetricSet)) -> String {
         let mut live = MetricSet::new();
+        self.collectors_live(&mut live);
         crate::process::families(&mut live);
         self.reloads.push(&mut live);
+        if let Some(d) = self.door.get() {
+            d.families(&mut live);
+        }
         add(&mut live);
         let mut out = String::with_capacity(1024);
         render::render_families(&mut out, live.families());
         out
     }
 
+    /// Each collector's success and sample age at this scrape: a sample overdue reads as a
+    /// failure, never as the last success it had.
+    fn collectors_live(&self, set: &mut MetricSet) {
+        let g = self.states.read().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        for (name, st) in g.iter() {
+            let l = [("collector", *name)];
+            let late = overdue(st, now);
+            let ok = match st.success {
+                Some(b) => Some(b && !late),
+                None => late.then_some(false),
+            };
+            set.family(&catalogue::COLLECTOR_SUCCESS)
+                .push_opt(&l, ok.map(|b| if b { 1.0 } else { 0.0 }));
+            set.family(&catalogue::COLLECTOR_SAMPLE_AGE_SECONDS)
+                .push_opt(
+                    &l,
+                    st.last_publish
+                        .map(|t| now.saturating_duration_since(t).as_secs_f64()),
+                );
+        }
+    }
+
+    /// Shows the door's live series with every scrape.
+    pub fn attach_door(&self, door: crate::door::Door) {
+        let _ = self.door.set(door);
+    }
+
     /// Registers a collector so it shows up (success absent) before its first sample.
     pub fn register(&self, name: &'static str) {
         let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
-        g.entry(name).or_default();
+        g.entry(name)
+            .or_default()
+            .registered
+            .get_or_insert_with(Instant::now);
         self.rebuild(&g);
+    }
+
+    /// Records the wait a collector announced before its next sample (what "overdue" is
+    /// measured against).
+    pub fn expect_next(&self, name: &'static str, delay: Duration) {
+        let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
+        g.entry(name).or_default().next_delay = Some(delay);
     }
 
     /// Publishes a sample. A failed sample drops the collector's series (as node_exporter does)
@@ -314,6 +377,7 @@ impl Snapshots {
         st.failing_items = p.failing_items;
         st.rendered = rendered;
         st.success = Some(success);
+        st.last_publish = Some(Instant::now());
         if success {
             st.last_success_unix = Some(unix_now());
         }
@@ -385,8 +449,6 @@ fn health_text(states: &BTreeMap<&'static str, CollectorState>) -> String {
     let mut meta = MetricSet::new();
     for (name, st) in states.iter() {
         let l = [("collector", *name)];
-        meta.family(&catalogue::COLLECTOR_SUCCESS)
-            .push_opt(&l, st.success.map(|b| if b { 1.0 } else { 0.0 }));
         meta.family(&catalogue::COLLECTOR_DURATION_SECONDS)
             .push_opt(&l, st.duration.map(|d| d.as_secs_f64()));
         meta.family(&catalogue::COLLECTOR_LAST_SUCCESS_TIMESTAMP_SECONDS)

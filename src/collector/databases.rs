@@ -11,11 +11,12 @@ use crate::databases::mysql;
 use crate::databases::postgres::{self, Wal};
 use crate::databases::walk::{Progress, Root, Total, Walk};
 use crate::databases::{Database, locate, mount_of};
+use crate::door::Unanswered;
 use crate::history::service::Record;
 use crate::history::{ComponentSize, DatabaseFacts, DatabaseSample};
 use crate::metrics::{MetricFamily, MetricSet};
 use crate::procfs::mountinfo::{MountInfo, read_mountinfo, strip_rootfs};
-use crate::procfs::processes::{ServerKind, forked_children, read_servers};
+use crate::procfs::processes::{ServerKind, read_server, server_candidates};
 use crate::validate::{
     Invalid, check_absolute_path, check_duration, check_entries, check_interval, check_range,
     check_timeout,
@@ -23,7 +24,6 @@ use crate::validate::{
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -189,12 +189,10 @@ struct SizeSlot {
     done: Option<Sized>,
 }
 
-/// What the collector keeps of each target between samples.
+/// What the collector keeps of each target between samples. Its cheap look and sizing pass
+/// go through the door (items `<label> cheap`, `<label> size`): a hung one is not started
+/// again until it returns, so at most one thread of each is held per target.
 struct TargetState {
-    /// Set while a thread is in this target's cheap look or sizing pass: a hung one is not
-    /// started again until it returns, so at most one thread of each is held per target.
-    cheap_busy: Arc<AtomicBool>,
-    size_busy: Arc<AtomicBool>,
     size: Arc<Mutex<SizeSlot>>,
     next_size: Instant,
 }
@@ -202,8 +200,6 @@ struct TargetState {
 impl TargetState {
     fn new() -> Self {
         TargetState {
-            cheap_busy: Arc::default(),
-            size_busy: Arc::default(),
             size: Arc::default(),
             next_size: Instant::now(),
         }
@@ -212,7 +208,6 @@ impl TargetState {
 
 pub struct DatabasesCollector {
     cfg: DatabasesConfig,
-    discover_busy: Arc<AtomicBool>,
     targets: BTreeMap<String, TargetState>,
     /// The last search's result: used again while a search hangs (reading a command line
     /// waits on a process's memory lock), so the databases already found keep their series.
@@ -225,33 +220,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `f` on a blocking thread unless `busy` says an earlier run has not returned; waits
-/// until `deadline`. Err says why there is no answer.
-async fn bounded<T: Send + 'static>(
-    busy: &Arc<AtomicBool>,
-    deadline: tokio::time::Instant,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, &'static str> {
-    if busy.swap(true, Ordering::AcqRel) {
-        return Err(
-            "an earlier look has not returned (a hung filesystem?); not started again until it does",
-        );
-    }
-    let flag = busy.clone();
-    let job = tokio::task::spawn_blocking(move || {
-        let r = f();
-        flag.store(false, Ordering::Release);
-        r
-    });
-    match tokio::time::timeout_at(deadline, job).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(_)) => {
-            busy.store(false, Ordering::Release);
-            Err("the look failed")
-        }
-        Err(_) => Err("no answer within the timeout (a hung or very slow filesystem?)"),
-    }
-}
+/// The door's name for this collector's calls.
+const NAME: &str = "databases";
 
 /// What the search of /proc found.
 #[derive(Clone)]
@@ -278,7 +248,25 @@ impl Found {
     }
 }
 
-fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Found, String> {
+/// Why the process table could not be searched at all.
+enum Search {
+    /// `/proc` can't be listed: the collector's sample fails.
+    Unreadable(String),
+    /// The listing gave no answer: the databases found before are kept.
+    Unanswered(Unanswered),
+}
+
+/// The search: the process table's candidates in one call (from `stat`, which no hung mount or
+/// memory lock holds up), then each candidate's command line and data directory, and each
+/// watched path, in a call of its own, side by side: a process whose directory is on a hung
+/// mount costs only its own item, never the search.
+async fn discover(
+    ctx: &Context,
+    on: bool,
+    watch: &[WatchConfig],
+    deadline: tokio::time::Instant,
+) -> Result<Found, Search> {
+    let roots = ctx.roots.clone();
     let mut found = Found {
         databases: Vec::new(),
         errors: Vec::new(),
@@ -287,29 +275,73 @@ fn discover(roots: &crate::Roots, on: bool, watch: &[WatchConfig]) -> Result<Fou
         watch_errors: Vec::new(),
         rootfs: std::fs::canonicalize(&roots.rootfs).unwrap_or_else(|_| roots.rootfs.clone()),
     };
+    let mut located = tokio::task::JoinSet::new();
     if on {
-        let servers =
-            read_servers(&roots.proc).map_err(|e| format!("{}: {e}", roots.proc.display()))?;
-        let children = forked_children(&servers);
-        for p in servers.iter().filter(|p| !children.contains(&p.pid)) {
-            match locate(roots, p) {
-                Ok(d) => {
-                    if !found.databases.iter().any(|o| o.dir == d.dir) {
-                        found.databases.push(d);
-                    }
-                }
-                Err(e) => found.errors.push((p.pid, e.to_string())),
-            }
+        let proc = roots.proc.clone();
+        let candidates = ctx
+            .door
+            .call(NAME, "process search", deadline, move || {
+                server_candidates(&proc)
+            })
+            .await
+            .map_err(Search::Unanswered)?
+            .map_err(|e| Search::Unreadable(format!("{}: {e}", roots.proc.display())))?;
+        for c in candidates {
+            let (door, roots) = (ctx.door.clone(), roots.clone());
+            located.spawn(async move {
+                let pid = c.pid;
+                let r = door
+                    .call(NAME, format!("pid {pid}"), deadline, move || {
+                        read_server(&roots.proc, &c).map(|p| locate(&roots, &p))
+                    })
+                    .await;
+                (pid, r)
+            });
         }
     }
-    for w in watch {
+    let mut watched = tokio::task::JoinSet::new();
+    for (i, w) in watch.iter().enumerate() {
+        let (door, roots, w) = (ctx.door.clone(), roots.clone(), w.clone());
         // Resolved as a data directory is: a watched link (/var/lib/redis -> /data/redis) is
         // sized where it points; a link loop is an error.
-        match roots.canonical(&w.path) {
-            Ok((host, inside)) => found.watched.push((w.name.clone(), host, inside)),
-            Err(e) => found
+        watched.spawn(async move {
+            let item = format!("watch {}", w.name);
+            let path = w.path.clone();
+            let r = door
+                .call(NAME, item, deadline, move || roots.canonical(&path))
+                .await;
+            (i, w, r)
+        });
+    }
+    let mut located = located.join_all().await;
+    located.sort_by_key(|(pid, _)| *pid);
+    for (pid, r) in located {
+        match r {
+            // Ended meanwhile, or not a server after all.
+            Ok(None) => {}
+            Ok(Some(Ok(d))) => {
+                if !found.databases.iter().any(|o| o.dir == d.dir) {
+                    found.databases.push(d);
+                }
+            }
+            Ok(Some(Err(e))) => found.errors.push((pid, e.to_string())),
+            Err(why) => found.errors.push((
+                pid,
+                format!("pid {pid}: reading its command line and data directory: {why}"),
+            )),
+        }
+    }
+    let mut watched = watched.join_all().await;
+    watched.sort_by_key(|(i, _, _)| *i);
+    for (_, w, r) in watched {
+        match r {
+            Ok(Ok((host, inside))) => found.watched.push((w.name.clone(), host, inside)),
+            Ok(Err(e)) => found
                 .watch_errors
                 .push((w.name.clone(), format!("{}: {e}", w.path.display()))),
+            Err(why) => found
+                .watch_errors
+                .push((w.name.clone(), format!("{}: {why}", w.path.display()))),
         }
     }
     if let Ok(mut t) = read_mountinfo(&roots.proc) {
@@ -621,7 +653,6 @@ impl DatabasesCollector {
     pub fn new(cfg: &DatabasesConfig) -> Self {
         DatabasesCollector {
             cfg: cfg.clone(),
-            discover_busy: Arc::default(),
             targets: BTreeMap::new(),
             last_found: None,
             history_sent: None,
@@ -650,20 +681,14 @@ impl Collector for DatabasesCollector {
         if !self.cfg.discover && self.cfg.watch.is_empty() {
             return Ok(s);
         }
-        let roots = ctx.roots.clone();
-        let (on, watch) = (self.cfg.discover, self.cfg.watch.clone());
         let deadline = tokio::time::Instant::now() + self.cfg.timeout;
-        let found = match bounded(&self.discover_busy, deadline, move || {
-            discover(&roots, on, &watch)
-        })
-        .await
-        {
-            Ok(Ok(f)) => {
+        let found = match discover(ctx, self.cfg.discover, &self.cfg.watch, deadline).await {
+            Ok(f) => {
                 self.last_found = Some(f.clone());
                 f
             }
-            Ok(Err(e)) => anyhow::bail!("reading the processes: {e}"),
-            Err(why) => {
+            Err(Search::Unreadable(e)) => anyhow::bail!("reading the processes: {e}"),
+            Err(Search::Unanswered(why)) => {
                 s.error(ItemError::new(
                     "process search",
                     format!(
@@ -735,13 +760,13 @@ impl Collector for DatabasesCollector {
                 .entry(t.label.clone())
                 .or_insert_with(TargetState::new);
             let dir = t.path.clone();
-            let busy = st.cheap_busy.clone();
+            let (door, cheap_item) = (ctx.door.clone(), format!("{} cheap", t.label));
             let cheap = match t.engine {
                 Engine::Postgres => {
                     let pass_deadline = Instant::now() + self.cfg.timeout;
                     let (roots, host) = (ctx.roots.clone(), t.host.clone());
                     Some(tokio::spawn(async move {
-                        bounded(&busy, cheap_deadline, move || {
+                        door.call(NAME, cheap_item, cheap_deadline, move || {
                             let wal = roots.canonical(&host.join("pg_wal")).ok().map(|(_, w)| w);
                             Cheap::Postgres(pg_cheap(&dir, wal, pass_deadline))
                         })
@@ -752,7 +777,7 @@ impl Collector for DatabasesCollector {
                     let rootfs = ctx.roots.rootfs.clone();
                     let index = t.binlog_index.clone();
                     Some(tokio::spawn(async move {
-                        bounded(&busy, cheap_deadline, move || {
+                        door.call(NAME, cheap_item, cheap_deadline, move || {
                             Cheap::Mysql(
                                 mysql::read_cheap(&dir, &rootfs, index.as_deref())
                                     .map_err(|e| format!("{}: {e}", dir.display())),
@@ -782,9 +807,9 @@ impl Collector for DatabasesCollector {
                     .map(|(_, _, inside)| inside.clone())
                     .collect();
                 let (max, time) = (self.cfg.size_entries_per_pass, self.cfg.size_time_per_pass);
-                let busy = st.size_busy.clone();
+                let (door, size_item) = (ctx.door.clone(), format!("{} size", t.label));
                 Some(tokio::spawn(async move {
-                    bounded(&busy, size_deadline, move || {
+                    door.call(NAME, size_item, size_deadline, move || {
                         let layout = Layout {
                             dir: &dir,
                             engine,

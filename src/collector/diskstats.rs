@@ -688,6 +688,7 @@ mod tests {
             shared: Default::default(),
             topology_max_age: std::time::Duration::from_secs(60),
             history: None,
+            door: Default::default(),
         };
         (
             DiskstatsCollector::new(&DiskstatsConfig::default(), &dir.join("state"), true).unwrap(),

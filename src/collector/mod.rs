@@ -33,11 +33,14 @@ pub struct Context {
     pub topology_max_age: Duration,
     /// Where collectors hand records to the history store, when it is on.
     pub history: Option<crate::history::service::Sink>,
+    /// The one way to make a call that may hang (src/door.rs).
+    pub door: crate::door::Door,
 }
 
 impl Context {
     pub fn new(roots: Roots, topology_max_age: Duration) -> Self {
         Context {
+            door: crate::door::Door::new(roots.proc.clone(), roots.sys.clone()),
             roots: Arc::new(roots),
             shared: Arc::new(Shared::default()),
             topology_max_age,
@@ -229,6 +232,7 @@ pub fn spawn_all(
                         _ = shutdown.changed() => break,
                     }
                     let delay = c.next_delay();
+                    store.expect_next(c.name(), delay);
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
                         _ = shutdown.changed() => break,

@@ -3,6 +3,7 @@
 //! their working directory points. No validation of the directories here (that is
 //! `databases::locate`) and no metrics.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The kinds of server found by their process.
@@ -84,23 +85,6 @@ pub struct ServerProcess {
 pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
     let (_, rest) = stat.rsplit_once(')')?;
     rest.split_ascii_whitespace().nth(1)?.parse().ok()
-}
-
-/// The pids of `servers` whose parent is another server of the same kind: a child the
-/// postmaster just forked (a backend, crash recovery's startup process) carries its command
-/// line until it renames itself, and is not a server of its own.
-pub fn forked_children(servers: &[ServerProcess]) -> std::collections::HashSet<u32> {
-    servers
-        .iter()
-        .filter(|c| {
-            c.ppid.is_some_and(|pp| {
-                servers
-                    .iter()
-                    .any(|p| p.pid == pp && p.pid != c.pid && p.args.kind == c.args.kind)
-            })
-        })
-        .map(|c| c.pid)
-        .collect()
 }
 
 /// `/proc/PID/cmdline`: arguments separated (and ended) by NUL bytes.
@@ -207,44 +191,94 @@ fn pg_setting(kv: &str) -> Option<(String, String)> {
     ))
 }
 
-/// Every server process under `proc_root`. A process that ends while being read is skipped;
-/// only an unreadable `proc_root` is an error.
-pub fn read_servers(proc_root: &Path) -> std::io::Result<Vec<ServerProcess>> {
-    let mut out = Vec::new();
+/// The server kind a `comm` names, if any.
+fn kind_of_comm(comm: &str) -> Option<ServerKind> {
+    match comm.trim_end() {
+        "postgres" | "postmaster" => Some(ServerKind::Postgres),
+        "mysqld" | "mariadbd" => Some(ServerKind::Mysql),
+        _ => None,
+    }
+}
+
+/// The command name in a `/proc/PID/stat` line: between the first `(` and the last `)`.
+fn parse_stat_comm(stat: &str) -> Option<&str> {
+    let (_, rest) = stat.split_once('(')?;
+    Some(rest.rsplit_once(')')?.0)
+}
+
+/// A process that may be a server: its name is a server's, and its parent is not a server of
+/// the same kind (a postmaster's backends, and a backend just forked that still carries the
+/// postmaster's command line, are its children). Found from `stat` alone, which no hung mount
+/// or memory lock holds up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub pid: u32,
+    pub comm: String,
+    pub ppid: Option<u32>,
+}
+
+/// The server candidates under `proc_root`; only an unreadable `proc_root` is an error.
+pub fn server_candidates(proc_root: &Path) -> std::io::Result<Vec<Candidate>> {
+    let mut all: Vec<(Candidate, ServerKind)> = Vec::new();
     for e in std::fs::read_dir(proc_root)? {
         let Ok(e) = e else { continue };
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
         let dir = e.path();
-        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
+        let (comm, ppid) = match std::fs::read_to_string(dir.join("stat")) {
+            Ok(st) => (
+                parse_stat_comm(&st).map(str::to_string),
+                parse_stat_ppid(&st),
+            ),
+            Err(_) => (std::fs::read_to_string(dir.join("comm")).ok(), None),
+        };
+        let Some(comm) = comm else { continue };
+        let Some(kind) = kind_of_comm(&comm) else {
             continue;
         };
-        if !is_server_comm(&comm) {
-            continue;
-        }
-        // Reading a command line may wait on the process's memory map lock: the caller runs
-        // this off the async workers, with a deadline.
-        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
-            continue;
-        };
-        let Some(args) = classify(&comm, &parse_cmdline(&cmdline)) else {
-            continue;
-        };
-        let cwd = std::fs::read_link(dir.join("cwd")).ok();
-        let ppid = std::fs::read_to_string(dir.join("stat"))
-            .ok()
-            .and_then(|s| parse_stat_ppid(&s));
-        out.push(ServerProcess {
-            pid,
-            args,
-            cwd,
-            ppid,
-        });
+        all.push((
+            Candidate {
+                pid,
+                comm: comm.trim_end().to_string(),
+                ppid,
+            },
+            kind,
+        ));
     }
-    out.sort_by_key(|p| p.pid);
+    let kinds: HashMap<u32, ServerKind> = all.iter().map(|(c, k)| (c.pid, *k)).collect();
+    let mut out: Vec<Candidate> = all
+        .into_iter()
+        .filter(|(c, k)| c.ppid.and_then(|pp| kinds.get(&pp)) != Some(k))
+        .map(|(c, _)| c)
+        .collect();
+    out.sort_by_key(|c| c.pid);
     Ok(out)
+}
+
+/// A candidate's command line and working directory: None when it ended meanwhile or is not a
+/// server after all. Reading a command line may wait on the process's memory map lock: the
+/// caller runs this per process, off the async workers, with a deadline.
+pub fn read_server(proc_root: &Path, c: &Candidate) -> Option<ServerProcess> {
+    let dir = proc_root.join(c.pid.to_string());
+    let cmdline = std::fs::read(dir.join("cmdline")).ok()?;
+    let args = classify(&c.comm, &parse_cmdline(&cmdline))?;
+    let cwd = std::fs::read_link(dir.join("cwd")).ok();
+    Some(ServerProcess {
+        pid: c.pid,
+        args,
+        cwd,
+        ppid: c.ppid,
+    })
+}
+
+/// Every server process under `proc_root` (see [`server_candidates`]). A process that ends
+/// while being read is skipped; only an unreadable `proc_root` is an error.
+pub fn read_servers(proc_root: &Path) -> std::io::Result<Vec<ServerProcess>> {
+    Ok(server_candidates(proc_root)?
+        .iter()
+        .filter_map(|c| read_server(proc_root, c))
+        .collect())
 }
 
 #[cfg(test)]
@@ -419,21 +453,25 @@ mod tests {
             Some(4100)
         );
         assert_eq!(parse_stat_ppid("7 (a) b) (c) R 1 7 7"), Some(1));
+        assert_eq!(parse_stat_comm("7 (a) b) (c) R 1 7 7"), Some("a) b) (c"));
         assert_eq!(parse_stat_ppid("garbage"), None);
-        let server = |pid, ppid| ServerProcess {
-            pid,
-            args: classify("postgres", &args(&["postgres", "-D", "/var/lib/pg"])).unwrap(),
-            cwd: None,
-            ppid: Some(ppid),
+        let dir = tempfile::tempdir().unwrap();
+        let p = |pid: u32, comm: &str, ppid: u32| {
+            let d = dir.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            let stat = format!("{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 31 0 0 0\n");
+            std::fs::write(d.join("stat"), stat).unwrap();
+            std::fs::write(d.join("cmdline"), b"postgres\0-D\0/var/lib/pg\0").unwrap();
         };
-        let mysql = ServerProcess {
-            pid: 300,
-            args: classify("mysqld", &args(&["mysqld", "--datadir=/var/lib/mysql"])).unwrap(),
-            cwd: None,
-            ppid: Some(100),
-        };
-        let all = [server(100, 1), server(101, 100), server(200, 1), mysql];
-        let children = forked_children(&all);
-        assert_eq!(children.into_iter().collect::<Vec<_>>(), vec![101]);
+        p(100, "postgres", 1);
+        p(101, "postgres", 100); // a backend just forked
+        p(200, "mariadbd", 100); // started by a postmaster?! still a server of its own kind
+        p(300, "bash", 1);
+        let c = server_candidates(dir.path()).unwrap();
+        let pids: Vec<u32> = c.iter().map(|c| c.pid).collect();
+        assert_eq!(pids, vec![100, 200]);
+        let s = read_server(dir.path(), &c[0]).unwrap();
+        assert_eq!(s.args.dir.as_deref(), Some("/var/lib/pg"));
+        assert_eq!(s.ppid, Some(1));
     }
 }

@@ -664,12 +664,7 @@ mod tests {
 
     async fn sample_tree(dir: &Path, cfg: FilesystemConfig) -> Sample {
         let roots = crate::Roots::fixture(dir);
-        let ctx = Context {
-            roots: Arc::new(roots),
-            shared: Arc::new(crate::snapshot::Shared::default()),
-            topology_max_age: std::time::Duration::from_secs(60),
-            history: None,
-        };
+        let ctx = Context::new(roots, std::time::Duration::from_secs(60));
         let mut c = FilesystemCollector::new(&cfg).unwrap();
         c.sample(&ctx).await.unwrap()
     }

@@ -81,7 +81,7 @@ fn a_watched_directory_whose_listing_hangs_costs_only_its_own_item() {
         let e = errors(&s);
         assert_eq!(e.len(), 1, "round {round}: {e:?}");
         let want = if round == 0 {
-            "no answer within the timeout"
+            "no answer within"
         } else {
             "not started again until it does"
         };
@@ -173,12 +173,9 @@ fn a_process_search_that_hangs_is_one_item_and_the_collector_still_succeeds() {
     };
     let ctx = Context::new(roots, Duration::from_secs(60));
     let mut c = DatabasesCollector::new(&cfg);
-    for (round, want) in [
-        "no answer within the timeout",
-        "not started again until it does",
-    ]
-    .iter()
-    .enumerate()
+    for (round, want) in ["no answer within", "not started again until it does"]
+        .iter()
+        .enumerate()
     {
         let s = rt.block_on(c.sample(&ctx)).unwrap();
         let e = errors(&s);

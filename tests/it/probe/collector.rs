@@ -25,6 +25,7 @@ async fn sample_with(
         shared,
         topology_max_age: std::time::Duration::from_secs(60),
         history: None,
+        door: Default::default(),
     };
     let mut c = ProbeCollector::new(cfg, state).unwrap();
     let s = c.sample(&ctx).await.unwrap();
@@ -105,6 +106,7 @@ async fn histogram_counts_and_written_bytes_agree_with_what_the_probes_did() {
         shared,
         topology_max_age: std::time::Duration::from_secs(60),
         history: None,
+        door: Default::default(),
     };
     let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
     let sectors_before = block_stat(&dev).write_sectors;
@@ -446,6 +448,7 @@ async fn a_run_past_its_timeout_is_an_error_and_no_second_run_starts() {
         shared: Arc::default(),
         topology_max_age: std::time::Duration::from_secs(60),
         history: None,
+        door: Default::default(),
     };
     let mut c = ProbeCollector::new(&cfg, state.path()).unwrap();
     let first = c.sample(&ctx).await.unwrap();

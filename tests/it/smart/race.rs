@@ -75,6 +75,7 @@ fn stress(drives: usize, samples: usize, parallelism: usize) -> Stress {
         shared: Arc::new(Shared::default()),
         topology_max_age: Duration::from_secs(60),
         history: None,
+        door: Default::default(),
     };
     // As the daemon samples: a runtime of two workers.
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -29,6 +29,7 @@ fn real_smartctl_on_this_machine_reports_drives_without_smart_as_unsupported() {
         shared: Arc::new(Shared::default()),
         topology_max_age: std::time::Duration::from_secs(60),
         history: None,
+        door: Default::default(),
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let s = rt.block_on(c.sample(&ctx)).expect("sample");
@@ -120,6 +121,7 @@ fn real_smartctl_refused_access_is_reported_per_device_with_the_capability_neede
         shared: Arc::new(Shared::default()),
         topology_max_age: std::time::Duration::from_secs(60),
         history: None,
+        door: Default::default(),
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let s = rt.block_on(c.sample(&ctx)).expect("sample");

@@ -223,6 +223,7 @@ impl Sampler {
                 shared: Arc::new(Shared::default()),
                 topology_max_age: Duration::from_secs(60),
                 history: None,
+                door: Default::default(),
             },
             _root: root,
         }

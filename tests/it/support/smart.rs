@@ -116,6 +116,7 @@ impl EmptyHost {
                 shared: Arc::new(Shared::default()),
                 topology_max_age: Duration::from_secs(60),
                 history: None,
+                door: Default::default(),
             },
             _dir: dir,
         }

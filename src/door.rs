@@ -1,0 +1,390 @@
+//! The one door for calls that may hang (a readdir or stat on a dead NFS or FUSE mount, an
+//! ioctl, a read of a process's command line): each runs on a thread of its own, counted in one
+//! budget under the daemon's task limit; the caller waits asynchronously until a deadline. An
+//! item whose call has not returned is not called again until it does, so a hung item holds
+//! exactly one thread however many samples pass. A panic of the call ends its mark. Collectors
+//! only decide and publish; nothing here knows what the calls do.
+
+use crate::catalogue;
+use crate::metrics::MetricSet;
+use crate::sysfs::cgroup::{TaskLimit, read_task_limit};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Threads the door holds at most, running or hung, whatever the task limit allows.
+pub(crate) const MAX_THREADS: usize = 128;
+/// The share of [`MAX_THREADS`] one collector may hold: nine hung database directories, or a
+/// hundred, never take the threads another collector needs.
+pub(crate) const MAX_THREADS_PER_OWNER: usize = MAX_THREADS / 4;
+/// Tasks of the daemon's limit the door leaves to everything else (the runtime, the history
+/// thread, smartctl's processes, the statfs guard's own reserve): a quarter, at least 32.
+fn reserved_tasks(max: u64) -> u64 {
+    (max / 4).max(32)
+}
+/// How long a read of the task limit is used before it is read again.
+const LIMIT_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// Why a call gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswered {
+    #[error(
+        "an earlier call has not returned for {} s (a hung filesystem or device?); not started again until it does",
+        .0.as_secs()
+    )]
+    StillRunning(Duration),
+    #[error(
+        "no answer within {} ms (a hung or very slow filesystem or device?); not started again until it returns",
+        (.0.as_micros() + 500) / 1000
+    )]
+    TimedOut(Duration),
+    #[error("not run: {0}")]
+    NoThread(String),
+    #[error("the call panicked: {0}")]
+    Panicked(String),
+}
+
+/// One owner's calls: what the live metrics show.
+#[derive(Debug, Default, Clone)]
+struct Owner {
+    /// Threads held (running calls, hung ones included).
+    threads: usize,
+    timeouts: u64,
+    refused: u64,
+    panics: u64,
+}
+
+/// A call that has not returned: when it started and until when its caller waited.
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    started: Instant,
+    deadline: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    running: HashMap<(&'static str, String), Running>,
+    owners: BTreeMap<&'static str, Owner>,
+    threads: usize,
+    limit: Option<(Instant, Option<TaskLimit>)>,
+}
+
+/// The door; clones share it.
+#[derive(Clone)]
+pub struct Door {
+    state: Arc<Mutex<State>>,
+    /// `--path.procfs` and `--path.sysfs`, for the daemon's task limit.
+    proc: PathBuf,
+    sys: PathBuf,
+}
+
+/// A door reading the task limit of this host's own `/proc` and `/sys`.
+impl Default for Door {
+    fn default() -> Door {
+        Door::new(PathBuf::from("/proc"), PathBuf::from("/sys"))
+    }
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Door").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What decides whether a new thread may start: the door's own caps, then the task limit.
+pub(crate) fn may_start(
+    threads: usize,
+    owner_threads: usize,
+    limit: Option<&TaskLimit>,
+) -> Result<(), String> {
+    if owner_threads >= MAX_THREADS_PER_OWNER {
+        return Err(format!(
+            "this collector already holds {owner_threads} threads in calls that have not returned"
+        ));
+    }
+    if threads >= MAX_THREADS {
+        return Err(format!(
+            "{threads} threads are held in calls that have not returned"
+        ));
+    }
+    if let Some(l) = limit
+        && l.left() <= reserved_tasks(l.max)
+    {
+        return Err(format!(
+            "{} of the daemon's {} tasks ({}) are left, kept for the rest of the daemon",
+            l.left(),
+            l.max,
+            l.dir.join("pids.max").display()
+        ));
+    }
+    Ok(())
+}
+
+impl Door {
+    pub fn new(proc: PathBuf, sys: PathBuf) -> Door {
+        Door {
+            state: Arc::default(),
+            proc,
+            sys,
+        }
+    }
+
+    /// The task limit, read at most once a second.
+    fn task_limit(&self, st: &mut State) -> Option<TaskLimit> {
+        match &st.limit {
+            Some((at, l)) if at.elapsed() < LIMIT_MAX_AGE => l.clone(),
+            _ => {
+                let l = read_task_limit(&self.proc, &self.sys).ok().flatten();
+                st.limit = Some((Instant::now(), l.clone()));
+                l
+            }
+        }
+    }
+
+    /// Runs `f` for `item` of `owner` on a thread of its own and waits for it until
+    /// `deadline`. Refused while an earlier call of the same item has not returned, and while
+    /// no thread may start. A call past its deadline keeps its thread and its mark until it
+    /// returns; its answer is then dropped.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        owner: &'static str,
+        item: impl Into<String>,
+        deadline: tokio::time::Instant,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Unanswered> {
+        let key = (owner, item.into());
+        let started = {
+            let mut st = lock(&self.state);
+            if let Some(r) = st.running.get(&key) {
+                let held = r.started.elapsed();
+                st.owners.entry(owner).or_default().refused += 1;
+                return Err(Unanswered::StillRunning(held));
+            }
+            let owner_threads = st.owners.get(owner).map_or(0, |o| o.threads);
+            let limit = if st.threads >= 8 {
+                self.task_limit(&mut st)
+            } else {
+                None
+            };
+            if let Err(why) = may_start(st.threads, owner_threads, limit.as_ref()) {
+                st.owners.entry(owner).or_default().refused += 1;
+                return Err(Unanswered::NoThread(why));
+            }
+            let now = Instant::now();
+            st.running.insert(
+                key.clone(),
+                Running {
+                    started: now,
+                    deadline: deadline.into_std(),
+                },
+            );
+            st.threads += 1;
+            st.owners.entry(owner).or_default().threads += 1;
+            now
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let state = self.state.clone();
+        let thread_key = key.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("ssdwatch-{owner}"))
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+                // The mark ends with the call, whatever became of its caller.
+                let mut st = lock(&state);
+                st.running.remove(&thread_key);
+                st.threads = st.threads.saturating_sub(1);
+                let o = st.owners.entry(thread_key.0).or_default();
+                o.threads = o.threads.saturating_sub(1);
+                if r.is_err() {
+                    o.panics += 1;
+                }
+                drop(st);
+                let _ = tx.send(r.map_err(|p| panic_text(p.as_ref())));
+            });
+        if let Err(e) = spawned {
+            let mut st = lock(&self.state);
+            st.running.remove(&key);
+            st.threads = st.threads.saturating_sub(1);
+            let o = st.owners.entry(owner).or_default();
+            o.threads = o.threads.saturating_sub(1);
+            o.refused += 1;
+            return Err(Unanswered::NoThread(format!("starting a thread: {e}")));
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Ok(v))) => Ok(v),
+            Ok(Ok(Err(p))) => Err(Unanswered::Panicked(p)),
+            // The thread ended without sending: it was torn down.
+            Ok(Err(_)) => Err(Unanswered::Panicked("the thread ended".into())),
+            Err(_) => {
+                lock(&self.state).owners.entry(owner).or_default().timeouts += 1;
+                Err(Unanswered::TimedOut(deadline.into_std() - started))
+            }
+        }
+    }
+
+    /// `owner`'s items whose call has run past its deadline, with how long it has run.
+    pub fn stuck(&self, owner: &str) -> Vec<(String, Duration)> {
+        let st = lock(&self.state);
+        let now = Instant::now();
+        let mut v: Vec<_> = st
+            .running
+            .iter()
+            .filter(|((o, _), r)| *o == owner && now > r.deadline)
+            .map(|((_, item), r)| (item.clone(), now - r.started))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Threads the door holds now.
+    pub fn threads(&self) -> usize {
+        lock(&self.state).threads
+    }
+
+    /// The door's live series, per collector that used it.
+    pub fn families(&self, set: &mut MetricSet) {
+        let st = lock(&self.state);
+        let now = Instant::now();
+        let mut stuck: BTreeMap<&str, usize> = BTreeMap::new();
+        for ((o, _), r) in &st.running {
+            if now > r.deadline {
+                *stuck.entry(o).or_default() += 1;
+            }
+        }
+        for (name, o) in &st.owners {
+            let l = [("collector", *name)];
+            set.family(&catalogue::BLOCKING_THREADS)
+                .push(&l, o.threads as f64);
+            set.family(&catalogue::BLOCKING_STUCK_CALLS)
+                .push(&l, stuck.get(name).copied().unwrap_or(0) as f64);
+            set.family(&catalogue::BLOCKING_TIMEOUTS_TOTAL)
+                .push(&l, o.timeouts as f64);
+            set.family(&catalogue::BLOCKING_REFUSED_TOTAL)
+                .push(&l, o.refused as f64);
+            set.family(&catalogue::BLOCKING_PANICS_TOTAL)
+                .push(&l, o.panics as f64);
+        }
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn door() -> Door {
+        Door::new("/nonexistent/proc".into(), "/nonexistent/sys".into())
+    }
+
+    fn soon(ms: u64) -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_millis(ms)
+    }
+
+    #[tokio::test]
+    async fn a_hung_item_holds_one_thread_is_refused_until_it_returns_and_others_go_on() {
+        let d = door();
+        let (release, wait) = mpsc::channel::<()>();
+        let r = d
+            .call("databases", "/hung", soon(50), move || wait.recv().is_ok())
+            .await;
+        assert!(matches!(r, Err(Unanswered::TimedOut(_))), "{r:?}");
+        for _ in 0..5 {
+            let r = d.call("databases", "/hung", soon(50), || true).await;
+            assert!(matches!(r, Err(Unanswered::StillRunning(_))), "{r:?}");
+            assert_eq!(d.call("databases", "/ok", soon(5_000), || 7).await, Ok(7));
+        }
+        assert_eq!(d.threads(), 1);
+        let stuck = d.stuck("databases");
+        assert_eq!(stuck.len(), 1);
+        assert_eq!(stuck[0].0, "/hung");
+        release.send(()).unwrap();
+        // Once the hung call returns, its item is called again.
+        let mut again = Err(Unanswered::NoThread(String::new()));
+        for _ in 0..500 {
+            again = d.call("databases", "/hung", soon(5_000), || true).await;
+            if again.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(again, Ok(true));
+        assert_eq!(d.threads(), 0);
+        let mut set = MetricSet::new();
+        d.families(&mut set);
+        let mut text = String::new();
+        crate::render::render_families(&mut text, set.families());
+        assert!(
+            text.contains("ssdwatch_blocking_timeouts_total{collector=\"databases\"} 1"),
+            "{text}"
+        );
+        // Five refusals while it hung, and any retry above that came before it returned.
+        let refused: f64 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("ssdwatch_blocking_refused_total{collector=\"databases\"} ")
+            })
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        assert!(refused >= 5.0, "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_panic_clears_the_mark_and_is_an_answer_of_its_own() {
+        let d = door();
+        let r: Result<(), _> = d
+            .call("layers", "btrfs u1", soon(5_000), || {
+                panic!("ioctl went wrong")
+            })
+            .await;
+        assert_eq!(r, Err(Unanswered::Panicked("ioctl went wrong".into())));
+        assert_eq!(d.call("layers", "btrfs u1", soon(5_000), || 1).await, Ok(1));
+        assert_eq!(d.threads(), 0);
+    }
+
+    #[tokio::test]
+    async fn one_collectors_hung_calls_never_take_the_threads_of_another() {
+        let d = door();
+        let mut releases = Vec::new();
+        for i in 0..MAX_THREADS_PER_OWNER + 3 {
+            let (tx, rx) = mpsc::channel::<()>();
+            releases.push(tx);
+            let _ = d
+                .call("databases", format!("/hung{i}"), soon(1), move || {
+                    rx.recv().is_ok()
+                })
+                .await;
+        }
+        assert_eq!(d.threads(), MAX_THREADS_PER_OWNER);
+        let r = d.call("databases", "/new", soon(1_000), || 1).await;
+        assert!(matches!(r, Err(Unanswered::NoThread(_))), "{r:?}");
+        assert_eq!(d.call("layers", "zpool", soon(5_000), || 2).await, Ok(2));
+        drop(releases);
+    }
+
+    #[test]
+    fn the_task_limit_keeps_a_reserve_for_the_rest_of_the_daemon() {
+        let l = |max, current| TaskLimit {
+            max,
+            current,
+            dir: PathBuf::from("/sys/fs/cgroup/system.slice/ssdwatch.service"),
+        };
+        assert!(may_start(10, 2, Some(&l(1000, 100))).is_ok());
+        let e = may_start(10, 2, Some(&l(128, 100))).unwrap_err();
+        assert!(e.contains("28 of the daemon's 128 tasks"), "{e}");
+        assert!(e.contains("ssdwatch.service/pids.max"), "{e}");
+        assert!(may_start(MAX_THREADS, 0, None).is_err());
+        assert!(may_start(0, MAX_THREADS_PER_OWNER, None).is_err());
+    }
+}
