@@ -803,4 +803,43 @@ mod tests {
         };
         assert_eq!(layers.limits(&m), vec![]);
     }
+
+    /// Names from dmsetup and zpool output reach the exposition in their label form: an ESC
+    /// (or any control character) is written `\x1b`, as in a mount point, so it can't drive
+    /// an admin's terminal through a scrape, a log line or the report.
+    #[test]
+    fn control_characters_in_pool_and_volume_names_are_escaped_in_labels() {
+        let table = "vg-\u{1b}[2Jpool-tpool: 0 131072 thin-pool 253:0 253:1 128 0 1 skip_block_zeroing\n\
+                     <script>x</script>: 0 204800 thin 253:2 1\n";
+        let status = "vg-\u{1b}[2Jpool-tpool: 0 131072 thin-pool 1 22/1024 976/1024 - rw no_discard_passdown queue_if_no_space - 256\n\
+                      <script>x</script>: 0 204800 thin 124928 204799\n";
+        let name_of = |d: &str| (d == "253:2").then(|| "vg-\\x1b[2Jpool-tpool".to_string());
+        let (thin_pools, problems) = thin::pools(table, status, name_of);
+        assert!(problems.is_empty(), "{problems:?}");
+        let (zfs_pools, errors) =
+            zfs::parse_pools("t\u{1b}]0;owned\u{7}ank\t100\t10\t90\t1\t10\tONLINE\t-\t-\n");
+        assert!(errors.is_empty(), "{errors:?}");
+        let (zfs_datasets, errors) =
+            zfs::parse_datasets("t\u{1b}]0;owned\u{7}ank/<script>\t1\t2\t3\t-\t0\t/tank/\u{1b}x\n");
+        assert!(errors.is_empty(), "{errors:?}");
+        let t = text(&Layers {
+            thin_pools,
+            zfs_pools,
+            zfs_datasets,
+            ..Default::default()
+        });
+        assert!(!t.contains('\u{1b}') && !t.contains('\u{7}'), "{t:?}");
+        assert!(
+            t.contains("ssdwatch_thin_volume_size_bytes{volume=\"<script>x</script>\",pool=\"vg-\\\\x1b[2Jpool-tpool\"} 104857600"),
+            "{t}"
+        );
+        assert!(
+            t.contains("ssdwatch_zfs_dataset_used_bytes{dataset=\"t\\\\x1b]0;owned\\\\x07ank/<script>\",pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("ssdwatch_zfs_pool_size_bytes{pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 100"),
+            "{t}"
+        );
+    }
 }

@@ -289,3 +289,82 @@ fn the_layers_bench_runs_in_its_short_mode() {
         "{text}"
     );
 }
+
+/// Names are the admin's (or whoever named the pool): an ESC or BEL in a thin pool, thin volume,
+/// zpool or dataset name, as dmsetup and zpool print it, reaches the scrape in its label form
+/// (`\x1b`), as a mount point does, and `<script>` stays text; promtool accepts the result.
+#[test]
+fn control_characters_in_dmsetup_and_zpool_names_are_escaped_in_the_scrape() {
+    let sys = zfs_sysfs();
+    // The pool's device, as /sys names it (raw), so its volumes are joined to it.
+    let dm = sys.path().join("block/dm-2");
+    std::fs::create_dir_all(dm.join("dm")).unwrap();
+    std::fs::write(dm.join("dev"), "253:2\n").unwrap();
+    std::fs::write(dm.join("size"), "131072\n").unwrap();
+    std::fs::write(dm.join("dm/name"), "vg-\u{1b}[2Jpool-tpool\n").unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let esc = "\\033";
+    let dmsetup = script(
+        bin.path(),
+        "dmsetup",
+        &format!(
+            "case \"$1\" in\n\
+             table) printf 'vg-{esc}[2Jpool-tpool: 0 131072 thin-pool 253:0 253:1 128 0 1 skip_block_zeroing\\n<script>alert(1)</script>: 0 204800 thin 253:2 1\\n' ;;\n\
+             status) printf 'vg-{esc}[2Jpool-tpool: 0 131072 thin-pool 1 22/1024 976/1024 - rw no_discard_passdown queue_if_no_space - 256\\n<script>alert(1)</script>: 0 204800 thin 124928 204799\\n' ;;\n\
+             esac"
+        ),
+    );
+    let zpool = script(
+        bin.path(),
+        "zpool",
+        &format!("printf 't{esc}]0;owned\\007ank\\t100\\t10\\t90\\t1\\t10\\tONLINE\\t-\\t-\\n'"),
+    );
+    let zfs = script(
+        bin.path(),
+        "zfs",
+        &format!("printf 't{esc}]0;owned\\007ank/<script>\\t1\\t2\\t3\\t-\\t0\\t-\\n'"),
+    );
+    let state = tempfile::tempdir().unwrap();
+    let mut config = layers_only(state.path());
+    config.collectors.filesystem.enabled = false;
+    config.collectors.layers.dmsetup_path = dmsetup;
+    config.collectors.layers.zpool_path = zpool;
+    config.collectors.layers.zfs_path = zfs;
+    let roots = ssdwatch::Roots {
+        sys: sys.path().to_path_buf(),
+        ..ssdwatch::Roots::default()
+    };
+    let daemon = Daemon::start(config, roots);
+    let m = daemon.wait_metrics(
+        "pools named with control characters",
+        Duration::from_secs(20),
+        |m| {
+            m.contains("ssdwatch_thin_volume_size_bytes{")
+                && m.contains("ssdwatch_zfs_dataset_used_bytes{")
+        },
+    );
+    assert!(
+        !m.contains('\u{1b}') && !m.contains('\u{7}'),
+        "a raw control character:\n{m:?}"
+    );
+    assert!(
+        m.contains("ssdwatch_thin_volume_size_bytes{volume=\"<script>alert(1)</script>\",pool=\"vg-\\\\x1b[2Jpool-tpool\"} 104857600"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ssdwatch_zfs_pool_size_bytes{pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 100"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ssdwatch_zfs_dataset_used_bytes{dataset=\"t\\\\x1b]0;owned\\\\x07ank/<script>\",pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 1"),
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, "ssdwatch_collector_errors_total{collector=\"layers\"}"),
+        Some(0.0),
+        "{m}"
+    );
+    if require_cmd("promtool check of escaped names", "promtool", "prometheus") {
+        assert_promtool_clean("escaped names", &m);
+    }
+}
