@@ -27,6 +27,7 @@ pub mod report;
 pub mod size;
 pub mod smart;
 pub mod snapshot;
+pub mod space;
 pub(crate) mod statefile;
 pub mod statfs;
 pub mod sysfs;

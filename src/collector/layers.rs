@@ -12,6 +12,7 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
+use crate::space::SpaceInput;
 use crate::sysfs::topology::{Topology, resolve_device};
 use crate::sysfs::{btrfs, md};
 use crate::validate::{Invalid, check_interval, check_timeout};
@@ -20,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Between samples unless the config says otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -177,8 +178,13 @@ impl Collector for LayersCollector {
             self.zfs(&mut layers, &mut s).await;
         }
         layer_metrics(&mut s.metrics, &layers);
-        ctx.shared
-            .set_layers(Arc::new(layers), self.cfg.interval.saturating_mul(3));
+        let layers = Arc::new(layers);
+        let valid_for = self.cfg.interval.saturating_mul(3);
+        // For the filesystem collector's history records, and for the mounts' effective free
+        // space in the scrape: made again from this reading as it is published, so a scrape
+        // shows the two from the same reading.
+        ctx.shared.set_layers(layers.clone(), valid_for);
+        s.space = Some(SpaceInput::Layers(layers, Instant::now() + valid_for));
         Ok(s)
     }
 }
