@@ -54,7 +54,7 @@ macro_rules! catalogue {
 catalogue! {
     // The daemon itself, rendered at each scrape (src/snapshot.rs).
     COLLECTOR_SUCCESS: Gauge "ssdwatch_collector_success" ["collector"] unit ""
-        "Whether the collector's last sample succeeded (1) or failed (0).";
+        "Whether the collector's last sample succeeded (1) or failed (0); 0 also while its next sample is overdue (a sample that did not happen).";
     COLLECTOR_DURATION_SECONDS: Gauge "ssdwatch_collector_duration_seconds" ["collector"] unit "seconds"
         "How long the collector's last sample took.";
     COLLECTOR_LAST_SUCCESS_TIMESTAMP_SECONDS: Gauge "ssdwatch_collector_last_success_timestamp_seconds" ["collector"] unit "seconds"

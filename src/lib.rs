@@ -29,6 +29,7 @@ mod roots;
 pub mod size;
 pub mod smart;
 pub mod snapshot;
+pub mod space;
 pub(crate) mod statefile;
 pub mod statfs;
 pub mod sysfs;

@@ -8,6 +8,7 @@ use crate::catalogue;
 use crate::gzip;
 use crate::metrics::MetricSet;
 use crate::render;
+use crate::space::{SpaceInput, SpaceInputs};
 use crate::sysfs::topology::Topology;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, RandomState};
@@ -221,6 +222,10 @@ pub struct Snapshots {
     family_keys: RandomState,
     /// The door for calls that may hang, whose live series each scrape shows.
     door: std::sync::OnceLock<crate::door::Door>,
+    /// Each mount's effective free space: made from the filesystem's and the layers' latest
+    /// samples at each publish of either, under the `states` write lock, so it lands in the
+    /// same exposition as the sample it comes from (see `space`).
+    space: Mutex<(SpaceInputs, Arc<Part>)>,
 }
 
 /// The config file (`--config.file`).
@@ -359,6 +364,13 @@ impl Snapshots {
     /// rather than serving stale values as if they were fresh; only its `kept` series stay.
     /// The text is rendered and compressed here, in the collector's task, never by a scrape.
     pub fn publish(&self, name: &'static str, p: Published) {
+        self.publish_with_space(name, p, None);
+    }
+
+    /// Publishes a sample and what it gives towards the mounts' effective free space; their
+    /// series are made again from it and the other collector's latest, and land in the same
+    /// exposition as the sample. A failed sample's earlier input is forgotten.
+    pub fn publish_with_space(&self, name: &'static str, p: Published, space: Option<SpaceInput>) {
         let previous = {
             let g = self.states.read().unwrap_or_else(|e| e.into_inner());
             g.get(name)
@@ -381,6 +393,22 @@ impl Snapshots {
         if success {
             st.last_success_unix = Some(unix_now());
         }
+        {
+            let mut sp = self.space.lock().unwrap_or_else(|e| e.into_inner());
+            let (inputs, part) = &mut *sp;
+            let changed = match space {
+                Some(input) => {
+                    inputs.update(name, input);
+                    true
+                }
+                None if !success => inputs.forget(name),
+                None => false,
+            };
+            if changed {
+                let set = inputs.metrics(Instant::now());
+                *part = Arc::new(Part::of_families(&[&set], part, &self.family_keys));
+            }
+        }
         self.rebuild(&g);
     }
 
@@ -391,6 +419,15 @@ impl Snapshots {
             .filter(|st| st.rendered.text_len() > 0)
             .map(|st| st.rendered.clone())
             .collect();
+        let space = self
+            .space
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone();
+        if space.text_len() > 0 {
+            parts.push(space);
+        }
         // The health part (a few KB, some of it new at every publish) is compressed whole:
         // its families are too small to gain from segments of their own.
         parts.push(Arc::new(Part::of_text(&health_text(states))));

@@ -12,15 +12,16 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
+use crate::space::SpaceInput;
 use crate::sysfs::topology::{Topology, resolve_device};
 use crate::sysfs::{btrfs, md};
 use crate::validate::{Invalid, check_interval, check_timeout};
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Between samples unless the config says otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -88,7 +89,7 @@ pub struct LayersCollector {
     in_kernel: HashMap<Tool, Arc<AtomicBool>>,
     /// btrfs filesystems whose device ioctl has not returned (a wedged filesystem): not asked
     /// again until it does.
-    btrfs_busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    btrfs_busy: Arc<Mutex<HashSet<String>>>,
 }
 
 impl LayersCollector {
@@ -177,8 +178,13 @@ impl Collector for LayersCollector {
             self.zfs(&mut layers, &mut s).await;
         }
         layer_metrics(&mut s.metrics, &layers);
-        ctx.shared
-            .set_layers(Arc::new(layers), self.cfg.interval.saturating_mul(3));
+        let layers = Arc::new(layers);
+        let valid_for = self.cfg.interval.saturating_mul(3);
+        // For the filesystem collector's history records, and for the mounts' effective free
+        // space in the scrape: made again from this reading as it is published, so a scrape
+        // shows the two from the same reading.
+        ctx.shared.set_layers(layers.clone(), valid_for);
+        s.space = Some(SpaceInput::Layers(layers, Instant::now() + valid_for));
         Ok(s)
     }
 }
@@ -247,16 +253,7 @@ impl LayersCollector {
         mount: Option<PathBuf>,
         s: &mut Sample,
     ) -> Vec<BtrfsDevice> {
-        let fallback = || {
-            b.devices
-                .iter()
-                .map(|d| BtrfsDevice {
-                    name: d.clone(),
-                    size_bytes: topo.get(d).and_then(|x| x.size_bytes).unwrap_or(0),
-                    unallocated_bytes: None,
-                })
-                .collect::<Vec<_>>()
-        };
+        let fallback = || sized_by_topology(b, topo);
         let Some(mount) = mount else {
             return fallback();
         };
@@ -271,9 +268,25 @@ impl LayersCollector {
         if devids.is_empty() {
             return fallback();
         }
-        {
-            let busy = self.btrfs_busy.lock().unwrap_or_else(|e| e.into_inner());
-            if busy.contains(&b.uuid) {
+        let m = mount.clone();
+        let job = bounded_query(&self.btrfs_busy, &b.uuid, self.cfg.timeout, move || {
+            crate::statfs::btrfs::dev_info(&m, &devids)
+        });
+        let infos = match job.await {
+            Ok(Ok(infos)) if !infos.is_empty() => infos,
+            Ok(Ok(_)) => return fallback(),
+            Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::ENOTTY) | Some(libc::EINVAL)) => {
+                // Not a btrfs after all (a fixture tree, a mount replaced meanwhile).
+                return fallback();
+            }
+            Ok(Err(e)) => {
+                s.error(ItemError::new(
+                    format!("btrfs {}", b.uuid),
+                    format!("btrfs {}: device query on {}: {e}", b.uuid, mount.display()),
+                ));
+                return fallback();
+            }
+            Err(Unanswered::Busy) => {
                 s.error(ItemError::new(
                     format!("btrfs {}", b.uuid),
                     format!(
@@ -284,35 +297,18 @@ impl LayersCollector {
                 ));
                 return fallback();
             }
-        }
-        let busy = self.btrfs_busy.clone();
-        let uuid = b.uuid.clone();
-        busy.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uuid.clone());
-        let m = mount.clone();
-        let job = tokio::task::spawn_blocking(move || {
-            let r = crate::statfs::btrfs::dev_info(&m, &devids);
-            busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&uuid);
-            r
-        });
-        let infos = match tokio::time::timeout(self.cfg.timeout, job).await {
-            Ok(Ok(Ok(infos))) if !infos.is_empty() => infos,
-            Ok(Ok(Ok(_))) => return fallback(),
-            Ok(Ok(Err(e)))
-                if matches!(e.raw_os_error(), Some(libc::ENOTTY) | Some(libc::EINVAL)) =>
-            {
-                // Not a btrfs after all (a fixture tree, a mount replaced meanwhile).
-                return fallback();
-            }
-            Ok(Ok(Err(e))) => {
+            Err(Unanswered::Panicked(why)) => {
                 s.error(ItemError::new(
                     format!("btrfs {}", b.uuid),
-                    format!("btrfs {}: device query on {}: {e}", b.uuid, mount.display()),
+                    format!(
+                        "btrfs {}: device query on {} panicked: {why}",
+                        b.uuid,
+                        mount.display()
+                    ),
                 ));
                 return fallback();
             }
-            Ok(Err(_)) | Err(_) => {
+            Err(Unanswered::TimedOut) => {
                 s.error(ItemError::new(
                     format!("btrfs {}", b.uuid),
                     format!(
@@ -335,7 +331,7 @@ impl LayersCollector {
                     .unwrap_or_else(|| format!("devid{}", i.devid));
                 BtrfsDevice {
                     name,
-                    size_bytes: i.total_bytes,
+                    size_bytes: Some(i.total_bytes),
                     unallocated_bytes: Some(i.total_bytes.saturating_sub(i.bytes_used)),
                 }
             })
@@ -404,6 +400,90 @@ impl LayersCollector {
         let datasets = self.run(Tool::Zfs, &zfs_bin, &args).await;
         layers.zfs_datasets = parsed(s, "zfs datasets", datasets, zfs::parse_datasets);
     }
+}
+
+/// Each device of `b` at its block device's size as /sys tells it (unknown where it doesn't),
+/// its unallocated space unknown: what is left when the filesystem can't be asked.
+fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
+    b.devices
+        .iter()
+        .map(|d| BtrfsDevice {
+            name: d.clone(),
+            size_bytes: topo.get(d).and_then(|x| x.size_bytes),
+            unallocated_bytes: None,
+        })
+        .collect()
+}
+
+/// Why a bounded query of one filesystem gave no answer.
+#[derive(Debug, PartialEq)]
+enum Unanswered {
+    /// An earlier query of the same filesystem has not returned: not asked again until it does.
+    Busy,
+    /// No answer within the timeout; the filesystem stays marked busy until the call returns.
+    TimedOut,
+    /// The query panicked (a bug): this filesystem's error, and it is asked again next time.
+    Panicked(String),
+}
+
+/// Runs `f` (a call that may hang on the filesystem `key`) off the async workers with a
+/// deadline, marking `key` in `busy` while it runs so a hung call is never stacked with another.
+async fn bounded_query<T: Send + 'static>(
+    busy: &Arc<Mutex<HashSet<String>>>,
+    key: &str,
+    timeout: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Unanswered> {
+    if !busy
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.to_string())
+    {
+        return Err(Unanswered::Busy);
+    }
+    // The mark goes when the call ends however it ends: returned, panicked (dropped while
+    // unwinding) or never started (the runtime shutting down drops the closure).
+    let mark = Mark {
+        busy: busy.clone(),
+        key: key.to_string(),
+    };
+    let job = tokio::task::spawn_blocking(move || {
+        let _mark = mark;
+        f()
+    });
+    match tokio::time::timeout(timeout, job).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(Unanswered::Panicked(panic_message(e))),
+        Err(_) => Err(Unanswered::TimedOut),
+    }
+}
+
+/// A filesystem marked busy in a set while a call on it runs.
+struct Mark {
+    busy: Arc<Mutex<HashSet<String>>>,
+    key: String,
+}
+
+impl Drop for Mark {
+    fn drop(&mut self) {
+        self.busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
+/// What a blocking task that did not finish said: its panic's message where it had one.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    if !e.is_panic() {
+        return e.to_string();
+    }
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// What a command's output parses into; its failure or its bad lines are the sample's errors.
@@ -546,14 +626,15 @@ fn btrfs_metrics(set: &mut MetricSet, b: &BtrfsSpace) {
         &[("uuid", u), ("label", b.fs.label.as_deref().unwrap_or(""))],
         1.0,
     );
+    // A size or unallocated space not known gives no series (and no "can't grow"), never 0.
     set.family(&catalogue::BTRFS_SIZE_BYTES)
-        .push(&[("uuid", u)], b.size_bytes() as f64);
+        .push_opt(&[("uuid", u)], b.size_bytes().map(|x| x as f64));
     set.family(&catalogue::BTRFS_UNALLOCATED_BYTES)
-        .push(&[("uuid", u)], b.unallocated_bytes() as f64);
+        .push_opt(&[("uuid", u)], b.unallocated_bytes().map(|x| x as f64));
     set.family(&catalogue::BTRFS_GLOBAL_RESERVE_BYTES)
         .push(&[("uuid", u)], b.fs.global_reserve_bytes as f64);
     set.family(&catalogue::BTRFS_METADATA_CAN_GROW)
-        .push(&[("uuid", u)], flag(b.metadata_can_grow()));
+        .push_opt(&[("uuid", u)], b.metadata_can_grow().map(flag));
     for (t, a) in [
         ("data", &b.fs.data),
         ("metadata", &b.fs.metadata),
@@ -576,7 +657,7 @@ fn btrfs_metrics(set: &mut MetricSet, b: &BtrfsSpace) {
     for d in &b.devices {
         let dl = [("uuid", u), ("device", d.name.as_str())];
         set.family(&catalogue::BTRFS_DEVICE_SIZE_BYTES)
-            .push(&dl, d.size_bytes as f64);
+            .push_opt(&dl, d.size_bytes.map(|x| x as f64));
         set.family(&catalogue::BTRFS_DEVICE_UNALLOCATED_BYTES)
             .push_opt(&dl, d.unallocated_bytes.map(|x| x as f64));
     }
@@ -623,4 +704,148 @@ fn md_metrics(set: &mut MetricSet, a: &md::Array) {
         .push_opt(&dl, a.sync_progress);
     set.family(&catalogue::MD_MISMATCH_SECTORS)
         .push_opt(&dl, a.mismatch_sectors.map(|x| x as f64));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::MountView;
+    use crate::sysfs::topology::BlockDevice;
+
+    fn text(l: &Layers) -> String {
+        let mut set = MetricSet::new();
+        layer_metrics(&mut set, l);
+        let mut out = String::new();
+        crate::render::render_families(&mut out, set.families());
+        out
+    }
+
+    #[tokio::test]
+    async fn a_panicking_btrfs_query_is_that_filesystems_error_and_clears_its_mark() {
+        let busy = Arc::default();
+        let t = Duration::from_secs(30);
+        let r = bounded_query(&busy, "u1", t, || -> u32 {
+            panic!("devid table out of step")
+        });
+        let r = r.await;
+        assert!(
+            matches!(&r, Err(Unanswered::Panicked(why)) if why.contains("out of step")),
+            "{r:?}"
+        );
+        assert!(
+            busy.lock().unwrap().is_empty(),
+            "the mark stayed after a panic"
+        );
+        // Asked again at the next sample, and answered.
+        assert_eq!(bounded_query(&busy, "u1", t, || 7u32).await, Ok(7));
+    }
+
+    #[tokio::test]
+    async fn a_hung_btrfs_query_is_not_stacked_and_is_asked_again_once_it_returns() {
+        let busy = Arc::default();
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (done, returned) = std::sync::mpsc::channel::<()>();
+        let hung = bounded_query(&busy, "u1", Duration::from_millis(50), move || {
+            let _ = wait.recv();
+            let _ = done.send(());
+        });
+        assert_eq!(hung.await, Err(Unanswered::TimedOut));
+        let again = bounded_query(&busy, "u1", Duration::from_secs(30), || 1u32);
+        assert_eq!(again.await, Err(Unanswered::Busy));
+        // Another filesystem is asked meanwhile.
+        let other = bounded_query(&busy, "u2", Duration::from_secs(30), || 2u32);
+        assert_eq!(other.await, Ok(2));
+        release.send(()).unwrap();
+        returned.recv().unwrap();
+        // The mark goes as the hung call returns (just after its last statement).
+        for _ in 0..1000 {
+            if busy.lock().unwrap().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let after = bounded_query(&busy, "u1", Duration::from_secs(30), || 3u32);
+        assert_eq!(after.await, Ok(3));
+    }
+
+    /// A btrfs whose device /sys gives no size for (and the ioctl could not be asked): its
+    /// size, unallocated space and whether metadata can grow are unknown, so they have no
+    /// series, and the mount gets no btrfs limit from them (never "0 available").
+    #[test]
+    fn a_btrfs_device_of_unknown_size_gives_no_size_and_no_cannot_grow() {
+        let fs = btrfs::Btrfs {
+            uuid: "4e3b".into(),
+            devices: vec!["sdb".into()],
+            ..Default::default()
+        };
+        let topo = Topology::default();
+        let layers = Layers {
+            btrfs: vec![BtrfsSpace {
+                devices: sized_by_topology(&fs, &topo),
+                fs,
+            }],
+            ..Default::default()
+        };
+        let t = text(&layers);
+        for family in [
+            "ssdwatch_btrfs_size_bytes{",
+            "ssdwatch_btrfs_unallocated_bytes{",
+            "ssdwatch_btrfs_metadata_can_grow{",
+            "ssdwatch_btrfs_device_size_bytes{",
+        ] {
+            assert!(!t.contains(family), "{family} of an unknown size:\n{t}");
+        }
+        // What is known still shows.
+        assert!(t.contains("ssdwatch_btrfs_info{uuid=\"4e3b\""), "{t}");
+        let sdb = BlockDevice {
+            name: "sdb".into(),
+            ..Default::default()
+        };
+        let stack = [&sdb];
+        let m = MountView {
+            fstype: "btrfs",
+            source: "/dev/sdb",
+            stack: &stack,
+        };
+        assert_eq!(layers.limits(&m), vec![]);
+    }
+
+    /// Names from dmsetup and zpool output reach the exposition in their label form: an ESC
+    /// (or any control character) is written `\x1b`, as in a mount point, so it can't drive
+    /// an admin's terminal through a scrape, a log line or the report.
+    #[test]
+    fn control_characters_in_pool_and_volume_names_are_escaped_in_labels() {
+        let table = "vg-\u{1b}[2Jpool-tpool: 0 131072 thin-pool 253:0 253:1 128 0 1 skip_block_zeroing\n\
+                     <script>x</script>: 0 204800 thin 253:2 1\n";
+        let status = "vg-\u{1b}[2Jpool-tpool: 0 131072 thin-pool 1 22/1024 976/1024 - rw no_discard_passdown queue_if_no_space - 256\n\
+                      <script>x</script>: 0 204800 thin 124928 204799\n";
+        let name_of = |d: &str| (d == "253:2").then(|| "vg-\\x1b[2Jpool-tpool".to_string());
+        let (thin_pools, problems) = thin::pools(table, status, name_of);
+        assert!(problems.is_empty(), "{problems:?}");
+        let (zfs_pools, errors) =
+            zfs::parse_pools("t\u{1b}]0;owned\u{7}ank\t100\t10\t90\t1\t10\tONLINE\t-\t-\n");
+        assert!(errors.is_empty(), "{errors:?}");
+        let (zfs_datasets, errors) =
+            zfs::parse_datasets("t\u{1b}]0;owned\u{7}ank/<script>\t1\t2\t3\t-\t0\t/tank/\u{1b}x\n");
+        assert!(errors.is_empty(), "{errors:?}");
+        let t = text(&Layers {
+            thin_pools,
+            zfs_pools,
+            zfs_datasets,
+            ..Default::default()
+        });
+        assert!(!t.contains('\u{1b}') && !t.contains('\u{7}'), "{t:?}");
+        assert!(
+            t.contains("ssdwatch_thin_volume_size_bytes{volume=\"<script>x</script>\",pool=\"vg-\\\\x1b[2Jpool-tpool\"} 104857600"),
+            "{t}"
+        );
+        assert!(
+            t.contains("ssdwatch_zfs_dataset_used_bytes{dataset=\"t\\\\x1b]0;owned\\\\x07ank/<script>\",pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("ssdwatch_zfs_pool_size_bytes{pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 100"),
+            "{t}"
+        );
+    }
 }

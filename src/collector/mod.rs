@@ -80,6 +80,9 @@ pub struct Sample {
     /// Items this sample did not look at (a probe target or a drive not due in it): an open
     /// fault of theirs stays open, neither cleared nor told again.
     pub unsampled: Vec<String>,
+    /// What it gives towards each mount's effective free space (the filesystem's mounts, the
+    /// layers' reading): published with it, so the two land together (see `space`).
+    pub space: Option<crate::space::SpaceInput>,
 }
 
 impl Sample {
@@ -166,7 +169,7 @@ fn publish(
             }
             faults.sample_failed(name, None);
             let failing = faults.items(name, &s.errors, &s.unsampled);
-            store.publish(
+            store.publish_with_space(
                 name,
                 Published {
                     metrics: Some(s.metrics),
@@ -175,6 +178,7 @@ fn publish(
                     errors: s.errors.len() as u64,
                     failing_items: failing,
                 },
+                s.space,
             );
             true
         }

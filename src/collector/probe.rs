@@ -657,6 +657,7 @@ impl Collector for ProbeCollector {
             errors,
             records,
             unsampled,
+            space: None,
         })
     }
 }

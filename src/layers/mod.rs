@@ -23,53 +23,66 @@ pub struct BtrfsSpace {
 pub struct BtrfsDevice {
     /// Kernel name (`sdb1`, `dm-2`).
     pub name: String,
-    /// Bytes of the device the filesystem may use.
-    pub size_bytes: u64,
+    /// Bytes of the device the filesystem may use; None when neither the filesystem nor /sys
+    /// told (never 0: a size of 0 reads as "no room for metadata").
+    pub size_bytes: Option<u64>,
     /// Raw bytes not allocated to any chunk; None when only the filesystem's total is known.
     pub unallocated_bytes: Option<u64>,
 }
 
 impl BtrfsSpace {
-    pub fn size_bytes(&self) -> u64 {
-        self.devices.iter().map(|d| d.size_bytes).sum()
+    /// The devices' sizes added up; None when a device's size is unknown or no device is known.
+    pub fn size_bytes(&self) -> Option<u64> {
+        if self.devices.is_empty() {
+            return None;
+        }
+        self.devices
+            .iter()
+            .try_fold(0u64, |sum, d| Some(sum.saturating_add(d.size_bytes?)))
     }
     /// Raw bytes not allocated to chunks on any device: the devices' own figures where known,
-    /// else their sizes less what is allocated in all.
-    pub fn unallocated_bytes(&self) -> u64 {
+    /// else their sizes less what is allocated in all; None when neither is known.
+    pub fn unallocated_bytes(&self) -> Option<u64> {
         if !self.devices.is_empty() && self.devices.iter().all(|d| d.unallocated_bytes.is_some()) {
-            self.devices
-                .iter()
-                .filter_map(|d| d.unallocated_bytes)
-                .sum()
+            Some(
+                self.devices
+                    .iter()
+                    .filter_map(|d| d.unallocated_bytes)
+                    .sum(),
+            )
         } else {
             self.size_bytes()
-                .saturating_sub(self.fs.allocated_raw_bytes())
+                .map(|s| s.saturating_sub(self.fs.allocated_raw_bytes()))
         }
     }
-    pub fn metadata_can_grow(&self) -> bool {
-        self.fs
-            .metadata_can_grow(self.unallocated_bytes(), self.size_bytes())
+    /// Whether metadata can get another chunk; None when the space to get it from is unknown.
+    pub fn metadata_can_grow(&self) -> Option<bool> {
+        Some(
+            self.fs
+                .metadata_can_grow(self.unallocated_bytes()?, self.size_bytes()?),
+        )
     }
     /// What data can still get; none when metadata is exhausted (writes fail with ENOSPC
-    /// whatever the data chunks hold).
-    pub fn limit(&self) -> Limit {
-        let unallocated = self.unallocated_bytes();
-        if self.fs.metadata_exhausted(unallocated, self.size_bytes()) {
-            return Limit {
+    /// whatever the data chunks hold). None when the unallocated space or the size is unknown:
+    /// no limit is decided from a guess.
+    pub fn limit(&self) -> Option<Limit> {
+        let unallocated = self.unallocated_bytes()?;
+        if self.fs.metadata_exhausted(unallocated, self.size_bytes()?) {
+            return Some(Limit {
                 layer: Layer::BtrfsMetadata,
                 name: self.fs.uuid.clone(),
                 avail_bytes: 0,
                 size_bytes: Some(self.fs.metadata.total_bytes),
-            };
+            });
         }
         let avail = self.fs.data_allocatable_bytes(unallocated);
-        Limit {
+        Some(Limit {
             layer: Layer::Btrfs,
             name: self.fs.uuid.clone(),
             avail_bytes: avail,
             // What data holds and could still get: its fill is the share of that in use.
             size_bytes: Some(avail.saturating_add(self.fs.data.used_bytes)),
-        }
+        })
     }
 }
 
@@ -159,8 +172,9 @@ impl Layers {
             "btrfs" => {
                 if let Some(dev) = m.stack.first()
                     && let Some(b) = self.btrfs.iter().find(|b| b.fs.devices.contains(&dev.name))
+                    && let Some(limit) = b.limit()
                 {
-                    out.push(b.limit());
+                    out.push(limit);
                 }
             }
             "zfs" => {
@@ -375,7 +389,7 @@ mod tests {
             },
             devices: vec![BtrfsDevice {
                 name: "sdb".into(),
-                size_bytes: 10 * gib + (16 << 20),
+                size_bytes: Some(10 * gib + (16 << 20)),
                 unallocated_bytes: Some(0),
             }],
         };
@@ -393,10 +407,10 @@ mod tests {
         // statvfs still says 4 GiB free in data chunks.
         let e = effective(4 * gib, &layers.limits(&m));
         assert_eq!((e.layer, e.avail_bytes), (Layer::BtrfsMetadata, 0));
-        assert!(!b.metadata_can_grow());
+        assert_eq!(b.metadata_can_grow(), Some(false));
         // With 1 GiB unallocated metadata grows, and data gets its free chunks plus that.
         b.devices[0].unallocated_bytes = Some(gib);
-        assert!(b.metadata_can_grow());
-        assert_eq!(b.limit().avail_bytes, 5 * gib);
+        assert_eq!(b.metadata_can_grow(), Some(true));
+        assert_eq!(b.limit().map(|l| l.avail_bytes), Some(5 * gib));
     }
 }

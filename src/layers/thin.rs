@@ -3,6 +3,7 @@
 //! text in, the pools out; running dmsetup is the collector's. Field meanings follow the kernel's
 //! Documentation/admin-guide/device-mapper/thin-provisioning.rst.
 
+use crate::label::label_form;
 use std::collections::BTreeMap;
 
 /// Thin-pool metadata blocks are always 4 KiB (the kernel's THIN_METADATA_BLOCK_SIZE).
@@ -256,7 +257,9 @@ pub struct ItemProblem {
 }
 
 /// Joins the table and status of every device into pools with their volumes. `name_of` turns a
-/// `major:minor` (how tables name the devices they use) into a device-mapper name. Devices of
+/// `major:minor` (how tables name the devices they use) into a device-mapper name in its label
+/// form. Pools and volumes are named in their label form ([`label_form`]): a name is the
+/// admin's choice, and an ESC in one must not reach a terminal through a scrape. Devices of
 /// other targets are ignored; a pool or volume whose lines can't be read is a problem of its
 /// own, the rest are still returned.
 pub fn pools(
@@ -287,9 +290,10 @@ pub fn pools(
     let status_of = |name: &str, target: &str| by_device.get(&(name, target)).copied();
     let mut by_name: BTreeMap<String, Pool> = BTreeMap::new();
     for l in table.iter().filter(|l| l.target == "thin-pool") {
+        let name = label_form(l.name.as_bytes());
         let fail = |m: &str| ItemProblem {
-            item: l.name.to_string(),
-            message: format!("thin pool {}: {m}", l.name),
+            item: name.clone(),
+            message: format!("thin pool {name}: {m}"),
         };
         let t = match parse_pool_table(l.args) {
             Ok(t) => t,
@@ -305,9 +309,9 @@ pub fn pools(
         match parse_pool_status(st) {
             Ok(status) => {
                 by_name.insert(
-                    l.name.to_string(),
+                    name.clone(),
                     Pool {
-                        name: l.name.to_string(),
+                        name,
                         data_block_bytes: t.data_block_sectors.saturating_mul(SECTOR_BYTES),
                         error_if_no_space: status.error_if_no_space.unwrap_or(t.error_if_no_space),
                         status,
@@ -322,22 +326,23 @@ pub fn pools(
     // A thin volume of several segments (rare: a resized one) sums them.
     let mut volumes: BTreeMap<(String, String), Volume> = BTreeMap::new();
     for l in table.iter().filter(|l| l.target == "thin") {
+        let name = label_form(l.name.as_bytes());
         let Some(pool_dev) = l.args.split_whitespace().next() else {
             problems.push(ItemProblem {
-                item: l.name.to_string(),
-                message: format!("thin volume {}: no pool device in its table", l.name),
+                message: format!("thin volume {name}: no pool device in its table"),
+                item: name,
             });
             continue;
         };
-        let pool = name_of(pool_dev).unwrap_or_else(|| pool_dev.to_string());
+        let pool = name_of(pool_dev).unwrap_or_else(|| label_form(pool_dev.as_bytes()));
         if !by_name.contains_key(&pool) {
             continue;
         }
         let mapped = status_of(l.name, "thin").and_then(|s| parse_thin_status(s).ok().flatten());
         let v = volumes
-            .entry((pool, l.name.to_string()))
+            .entry((pool, name.clone()))
             .or_insert_with(|| Volume {
-                name: l.name.to_string(),
+                name,
                 size_bytes: 0,
                 mapped_bytes: mapped.map(|m| m.saturating_mul(SECTOR_BYTES)),
             });

@@ -4,6 +4,8 @@
 //! collector's. A dataset's `available` already counts the pool's free space (shared by every
 //! dataset of the pool), so the datasets' figures are never added up.
 
+use crate::label::label_form;
+
 /// The columns asked of `zpool list`, in order.
 pub const ZPOOL_COLUMNS: &str =
     "name,size,allocated,free,fragmentation,capacity,health,checkpoint,expandsize";
@@ -21,7 +23,9 @@ pub const HEALTH_STATES: &[&str] = &[
     "SUSPENDED",
 ];
 
-/// A pool, as `zpool list -Hp` reports it.
+/// A pool, as `zpool list -Hp` reports it. Names and mount points are in their label form
+/// ([`label_form`]), as the mount table's are, so a dataset still meets its mount and a control
+/// character in a name never reaches a terminal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pool {
     pub name: String,
@@ -131,7 +135,7 @@ fn parse_pool(line: &str) -> Result<Pool, String> {
         return Err(format!("unknown health {health:?}"));
     }
     Ok(Pool {
-        name: f[0].to_string(),
+        name: label_form(f[0].as_bytes()),
         size_bytes: bytes(f[1])?,
         allocated_bytes: bytes(f[2])?,
         free_bytes: bytes(f[3])?,
@@ -154,14 +158,14 @@ fn parse_dataset(line: &str) -> Result<Dataset, String> {
     if name.is_empty() {
         return Err("empty dataset name".into());
     }
-    let pool = name.split('/').next().unwrap_or(name).to_string();
+    let pool = label_form(name.split('/').next().unwrap_or(name).as_bytes());
     let mountpoint = match f[6] {
         "-" | "none" | "legacy" => None,
-        m if m.starts_with('/') => Some(m.to_string()),
+        m if m.starts_with('/') => Some(label_form(m.as_bytes())),
         m => return Err(format!("mountpoint {m:?} is not a path")),
     };
     Ok(Dataset {
-        name: name.to_string(),
+        name: label_form(name.as_bytes()),
         pool,
         used_bytes: bytes(f[1])?,
         available_bytes: bytes(f[2])?,

@@ -61,7 +61,10 @@ pub struct BlockDevice {
     pub write_cache: Option<bool>,
     /// `queue/fua`: the device takes Force Unit Access writes (durable without a flush).
     pub fua: Option<bool>,
-    /// device-mapper name (`vg0-data`, `luks-…`) and uuid (`CRYPT-LUKS2-…`, `LVM-…`).
+    /// device-mapper name (`vg0-data`, `luks-…`) and uuid (`CRYPT-LUKS2-…`, `LVM-…`). The
+    /// name is the admin's (a VG and LV name) and in its label form
+    /// ([`crate::label::label_form`]), as dmsetup's names and the mount table's `/dev/mapper/`
+    /// sources are, so all three meet and a control character never reaches a terminal.
     pub dm_name: Option<String>,
     pub dm_uuid: Option<String>,
     /// md RAID level (`raid1`).
@@ -406,7 +409,7 @@ fn read_disk(path: &Path, name: &str) -> Option<(BlockDevice, Vec<BlockDevice>)>
             d.serial = ident(dir.attr("serial"));
         }
         DeviceKind::Dm => {
-            d.dm_name = ident(dir.attr("dm/name"));
+            d.dm_name = ident(dir.attr("dm/name")).map(|n| crate::label::label_form(n.as_bytes()));
             d.dm_uuid = ident(dir.attr("dm/uuid"));
         }
         DeviceKind::Md => {

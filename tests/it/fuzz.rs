@@ -566,7 +566,7 @@ fn targets() -> Vec<Target> {
                             .enumerate()
                             .map(|(i, d)| ssdwatch::layers::BtrfsDevice {
                                 name: d.clone(),
-                                size_bytes: 512 << 20,
+                                size_bytes: Some(512 << 20),
                                 // As the ioctl answers, and as the fallback (sizes only).
                                 unallocated_bytes: (i % 2 == 0).then_some(300 << 20),
                             })

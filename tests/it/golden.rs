@@ -69,6 +69,7 @@ const SMART: &[(&str, &str, &str)] = &[
 const VOLATILE: &[&str] = &[
     "ssdwatch_collector_duration_seconds",
     "ssdwatch_collector_last_success_timestamp_seconds",
+    "ssdwatch_collector_sample_age_seconds",
     "ssdwatch_build_info",
     "ssdwatch_device_smart_sample_age_seconds",
     // The process's own figures (memory, CPU, descriptors, start time): of the test run, not

@@ -10,10 +10,11 @@ use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::history::service::Record;
 use crate::history::{FsKey, FsLayers, FsSample, LayerRow};
-use crate::layers::{Layer, Layers, Limit, MountView, effective};
+use crate::layers::{Layer, Layers, Limit};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
 use crate::snapshot::unix_now;
+use crate::space::{MountSpace, SpaceInput};
 use crate::statfs::StatSource;
 use crate::statfs::guard::{
     MAX_HUNG_STATFS, MAX_STALLED_STATFS, STATFS_WORKERS, Shortage, StatGuard, StatResult,
@@ -296,6 +297,7 @@ impl Collector for FilesystemCollector {
             ));
         }
         let layers = ctx.shared.layers();
+        let mut spaces = Vec::with_capacity(selected.len());
         let mut untrimmed = std::collections::HashMap::with_capacity(selected.len());
         let mut untrimmed_ratios = std::collections::HashMap::with_capacity(selected.len());
         for m in &selected {
@@ -309,8 +311,9 @@ impl Collector for FilesystemCollector {
                     avail_bytes: st.avail_bytes(),
                     size_bytes: Some(st.df_size_bytes()),
                 };
-                let (avail, stack) =
-                    effective_avail(&mut s.metrics, m, own, layers.as_deref(), &topo);
+                let space = mount_space(m, own, &topo);
+                let (avail, stack) = history_layers(&space, layers.as_deref());
+                spaces.push(space);
                 let now_unix = unix_now();
                 let due = ctx.history.as_ref().is_some_and(|h| {
                     self.history_sent
@@ -387,6 +390,9 @@ impl Collector for FilesystemCollector {
                 Err(e) => errors.push(ItemError::new(m.info.mount_point.clone(), e.to_string())),
             }
         }
+        // The effective free space is rendered as this sample is published, from these mounts
+        // and the layers' latest reading then (see `space`).
+        s.space = Some(SpaceInput::Mounts(Arc::new(spaces)));
         self.untrimmed = untrimmed;
         ctx.shared.set_untrimmed_ratios(untrimmed_ratios);
         self.history_sent
@@ -455,65 +461,31 @@ pub fn threshold_metrics(
     }
 }
 
-/// The mount's effective free space and its stack of layers (the filesystem first), from the
-/// layers collector's last read; the filesystem's own figure when there is none. Returns the
-/// effective bytes, and the stack as the history keeps it (empty when no layer is under the
-/// mount).
-fn effective_avail(
-    set: &mut MetricSet,
-    m: &SelectedMount,
-    own: Limit,
-    layers: Option<&Layers>,
-    topo: &Topology,
-) -> (u64, Vec<LayerRow>) {
-    let mp = m.info.mount_point.as_str();
-    let stack = m
-        .device
-        .as_deref()
-        .map(|d| topo.layers(d))
-        .unwrap_or_default();
-    let limits = layers
-        .map(|l| {
-            l.limits(&MountView {
-                fstype: &m.info.fstype,
-                source: &m.info.source,
-                stack: &stack,
-            })
-        })
-        .unwrap_or_default();
-    let e = effective(own.avail_bytes, &limits);
-    let device = m.device.as_deref().unwrap_or(m.info.source.as_str());
-    set.family(&catalogue::FILESYSTEM_EFFECTIVE_AVAIL_BYTES)
-        .push(
-            &[
-                ("mountpoint", mp),
-                ("device", device),
-                ("fstype", m.info.fstype.as_str()),
-            ],
-            e.avail_bytes as f64,
-        );
-    set.family(&catalogue::FILESYSTEM_LIMITING_LAYER_INFO).push(
-        &[
-            ("mountpoint", mp),
-            ("layer", e.layer.as_str()),
-            ("name", e.name.as_str()),
-        ],
-        1.0,
-    );
-    for l in std::iter::once(&own).chain(&limits) {
-        set.family(&catalogue::FILESYSTEM_LAYER_AVAIL_BYTES).push(
-            &[
-                ("mountpoint", mp),
-                ("layer", l.layer.as_str()),
-                ("name", l.name.as_str()),
-            ],
-            l.avail_bytes as f64,
-        );
+/// A mount whose statvfs answered, as the mounts' effective free space is made from it.
+fn mount_space(m: &SelectedMount, own: Limit, topo: &Topology) -> MountSpace {
+    MountSpace {
+        mountpoint: m.info.mount_point.clone(),
+        device: m.device.clone().unwrap_or_else(|| m.info.source.clone()),
+        fstype: m.info.fstype.clone(),
+        source: m.info.source.clone(),
+        stack: m
+            .device
+            .as_deref()
+            .map(|d| topo.layers(d).into_iter().cloned().collect())
+            .unwrap_or_default(),
+        own,
     }
+}
+
+/// The mount's effective free space and its stack of layers (the filesystem first) as the
+/// history keeps them, from the layers collector's last reading; the filesystem's own figure
+/// when there is none. The stack is empty when no layer is under the mount.
+fn history_layers(m: &MountSpace, layers: Option<&Layers>) -> (u64, Vec<LayerRow>) {
+    let (limits, e) = m.limits(layers);
     let rows = if limits.is_empty() {
         Vec::new()
     } else {
-        std::iter::once(&own)
+        std::iter::once(&m.own)
             .chain(&limits)
             .map(|l| LayerRow {
                 layer: l.layer.as_str().to_string(),

@@ -289,3 +289,186 @@ fn the_layers_bench_runs_in_its_short_mode() {
         "{text}"
     );
 }
+
+/// Names are the admin's (or whoever named the pool): an ESC or BEL in a thin pool, thin volume,
+/// zpool or dataset name, as dmsetup and zpool print it, reaches the scrape in its label form
+/// (`\x1b`), as a mount point does, and `<script>` stays text; promtool accepts the result.
+#[test]
+fn control_characters_in_dmsetup_and_zpool_names_are_escaped_in_the_scrape() {
+    let sys = zfs_sysfs();
+    // The pool's device, as /sys names it (raw), so its volumes are joined to it.
+    let dm = sys.path().join("block/dm-2");
+    std::fs::create_dir_all(dm.join("dm")).unwrap();
+    std::fs::write(dm.join("dev"), "253:2\n").unwrap();
+    std::fs::write(dm.join("size"), "131072\n").unwrap();
+    std::fs::write(dm.join("dm/name"), "vg-\u{1b}[2Jpool-tpool\n").unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let esc = "\\033";
+    let dmsetup = script(
+        bin.path(),
+        "dmsetup",
+        &format!(
+            "case \"$1\" in\n\
+             table) printf 'vg-{esc}[2Jpool-tpool: 0 131072 thin-pool 253:0 253:1 128 0 1 skip_block_zeroing\\n<script>alert(1)</script>: 0 204800 thin 253:2 1\\n' ;;\n\
+             status) printf 'vg-{esc}[2Jpool-tpool: 0 131072 thin-pool 1 22/1024 976/1024 - rw no_discard_passdown queue_if_no_space - 256\\n<script>alert(1)</script>: 0 204800 thin 124928 204799\\n' ;;\n\
+             esac"
+        ),
+    );
+    let zpool = script(
+        bin.path(),
+        "zpool",
+        &format!("printf 't{esc}]0;owned\\007ank\\t100\\t10\\t90\\t1\\t10\\tONLINE\\t-\\t-\\n'"),
+    );
+    let zfs = script(
+        bin.path(),
+        "zfs",
+        &format!("printf 't{esc}]0;owned\\007ank/<script>\\t1\\t2\\t3\\t-\\t0\\t-\\n'"),
+    );
+    let state = tempfile::tempdir().unwrap();
+    let mut config = layers_only(state.path());
+    config.collectors.filesystem.enabled = false;
+    config.collectors.layers.dmsetup_path = dmsetup;
+    config.collectors.layers.zpool_path = zpool;
+    config.collectors.layers.zfs_path = zfs;
+    let roots = ssdwatch::Roots {
+        sys: sys.path().to_path_buf(),
+        ..ssdwatch::Roots::default()
+    };
+    let daemon = Daemon::start(config, roots);
+    let m = daemon.wait_metrics(
+        "pools named with control characters",
+        Duration::from_secs(20),
+        |m| {
+            m.contains("ssdwatch_thin_volume_size_bytes{")
+                && m.contains("ssdwatch_zfs_dataset_used_bytes{")
+        },
+    );
+    assert!(
+        !m.contains('\u{1b}') && !m.contains('\u{7}'),
+        "a raw control character:\n{m:?}"
+    );
+    assert!(
+        m.contains("ssdwatch_thin_volume_size_bytes{volume=\"<script>alert(1)</script>\",pool=\"vg-\\\\x1b[2Jpool-tpool\"} 104857600"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ssdwatch_zfs_pool_size_bytes{pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 100"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ssdwatch_zfs_dataset_used_bytes{dataset=\"t\\\\x1b]0;owned\\\\x07ank/<script>\",pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 1"),
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, "ssdwatch_collector_errors_total{collector=\"layers\"}"),
+        Some(0.0),
+        "{m}"
+    );
+    if require_cmd("promtool check of escaped names", "promtool", "prometheus") {
+        assert_promtool_clean("escaped names", &m);
+    }
+}
+
+/// A thin pool filling while its filesystem is not sampled again: the mount's effective free
+/// space in a scrape is its pool's free space in that same scrape, never the reading before
+/// (with the layers read once a minute, that was a minute stale just when the pool filled).
+#[test]
+fn effective_free_space_follows_its_thin_pool_in_the_same_scrape() {
+    let host = tempfile::tempdir().unwrap();
+    let h = host.path();
+    let put = |rel: &str, text: &str| {
+        let p = h.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    // ext4 on thin volume vg-db (dm-3) of pool vg-pool-tpool (dm-2): 1 GiB of 64 KiB blocks.
+    for (dev, num, name) in [
+        ("dm-2", "253:2", "vg-pool-tpool"),
+        ("dm-3", "253:3", "vg-db"),
+    ] {
+        put(&format!("sys/block/{dev}/dev"), &format!("{num}\n"));
+        put(&format!("sys/block/{dev}/size"), "4194304\n");
+        put(&format!("sys/block/{dev}/dm/name"), &format!("{name}\n"));
+    }
+    put(
+        "proc/self/mountinfo",
+        "1 0 253:3 / /srv/db rw,relatime shared:1 - ext4 /dev/mapper/vg-db rw\n",
+    );
+    // 2 GiB free as the filesystem sees it: the pool is the limit.
+    put(
+        "statvfs.yaml",
+        "\"/srv/db\":\n  frsize: 4096\n  blocks: 1048576\n  bfree: 600000\n  bavail: 524288\n  files: 262144\n  ffree: 260000\n",
+    );
+    std::fs::create_dir_all(h.join("rootfs/srv/db")).unwrap();
+    let status = h.join("pool-status");
+    let pool_status = |used: u64| {
+        format!(
+            "vg-pool-tpool: 0 2097152 thin-pool 1 22/1024 {used}/16384 - rw no_discard_passdown queue_if_no_space - 256\n\
+             vg-db: 0 4194304 thin 1000 4194303\n"
+        )
+    };
+    std::fs::write(&status, pool_status(7000)).unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let dmsetup = script(
+        bin.path(),
+        "dmsetup",
+        &format!(
+            "case \"$1\" in\n\
+             table) printf 'vg-pool-tpool: 0 2097152 thin-pool 253:0 253:1 128 0 0\\nvg-db: 0 4194304 thin 253:2 1\\n' ;;\n\
+             status) cat {} ;;\n\
+             esac",
+            status.display()
+        ),
+    );
+    let state = tempfile::tempdir().unwrap();
+    let mut config = layers_only(state.path());
+    config.collectors.layers.dmsetup_path = dmsetup;
+    // The filesystem is sampled once in the test's time; the layers every second.
+    config.collectors.filesystem = FilesystemConfig {
+        interval: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let daemon = Daemon::start(config, ssdwatch::Roots::fixture(h));
+    let mp = "mountpoint=\"/srv/db\"";
+    let free = |used: u64| ((16384 - used) * 65536) as f64;
+    let m = daemon.wait_metrics("the pool under /srv/db", Duration::from_secs(20), |m| {
+        value_matching(m, "ssdwatch_filesystem_effective_avail_bytes", mp) == Some(free(7000))
+    });
+    assert!(
+        m.contains("ssdwatch_filesystem_limiting_layer_info{mountpoint=\"/srv/db\",layer=\"thin_pool\",name=\"vg-pool-tpool\"} 1"),
+        "{m}"
+    );
+    // The pool fills by 1000 blocks (62.5 MiB); the filesystem is not sampled again.
+    std::fs::write(&status, pool_status(8000)).unwrap();
+    let m = daemon.wait_metrics("the pool's new reading", Duration::from_secs(20), |m| {
+        value(
+            m,
+            "ssdwatch_thin_pool_data_used_bytes{pool=\"vg-pool-tpool\"}",
+        ) == Some(8000.0 * 65536.0)
+    });
+    // The same scrape: the pool's series, its layer's and the mount's effective figure agree.
+    let size = value(
+        &m,
+        "ssdwatch_thin_pool_data_size_bytes{pool=\"vg-pool-tpool\"}",
+    )
+    .unwrap();
+    assert_eq!(size - 8000.0 * 65536.0, free(8000));
+    assert_eq!(
+        value(
+            &m,
+            "ssdwatch_filesystem_layer_avail_bytes{mountpoint=\"/srv/db\",layer=\"thin_pool\",name=\"vg-pool-tpool\"}"
+        ),
+        Some(free(8000)),
+        "{m}"
+    );
+    assert_eq!(
+        value_matching(&m, "ssdwatch_filesystem_effective_avail_bytes", mp),
+        Some(free(8000)),
+        "{m}"
+    );
+    // The filesystem's own figure is its one reading.
+    assert_eq!(
+        value_matching(&m, "ssdwatch_filesystem_avail_bytes", mp),
+        Some(524288.0 * 4096.0)
+    );
+}
