@@ -54,7 +54,7 @@ macro_rules! catalogue {
 catalogue! {
     // The daemon itself, rendered at each scrape (src/snapshot.rs).
     COLLECTOR_SUCCESS: Gauge "ssdwatch_collector_success" ["collector"] unit ""
-        "Whether the collector's last sample succeeded (1) or failed (0); 0 also while its next sample is overdue (a sample that did not happen).";
+        "Whether the collector's last sample succeeded (1) or failed (0); 0 also while its next one is overdue.";
     COLLECTOR_DURATION_SECONDS: Gauge "ssdwatch_collector_duration_seconds" ["collector"] unit "seconds"
         "How long the collector's last sample took.";
     COLLECTOR_LAST_SUCCESS_TIMESTAMP_SECONDS: Gauge "ssdwatch_collector_last_success_timestamp_seconds" ["collector"] unit "seconds"
@@ -70,18 +70,18 @@ catalogue! {
     CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP_SECONDS: Gauge "ssdwatch_config_last_reload_success_timestamp_seconds" ["file"] unit "seconds"
         "When the config file was last loaded successfully (Unix time): at start, or the last good reload.";
     COLLECTOR_SAMPLE_AGE_SECONDS: Gauge "ssdwatch_collector_sample_age_seconds" ["collector"] unit "seconds"
-        "Seconds since the collector last published a sample (success or failure), at the scrape: a collector whose sample is overdue (more than twice its interval and 30 s) also reads success 0.";
+        "Seconds since the collector last published a sample, at the scrape.";
     // Calls that may hang, through one door (src/door.rs), rendered at each scrape.
     BLOCKING_THREADS: Gauge "ssdwatch_blocking_threads" ["collector"] unit ""
-        "Threads the collector holds in calls that may hang (a stat, readdir or ioctl on a filesystem or device), running or hung.";
+        "Threads the collector holds in calls that may hang (stat, readdir, ioctl), running or hung.";
     BLOCKING_STUCK_CALLS: Gauge "ssdwatch_blocking_stuck_calls" ["collector"] unit ""
-        "The collector's calls that have run past their deadline and not returned; each holds one thread and its item is not called again until it returns.";
+        "The collector's calls past their deadline that have not returned (each holds one thread).";
     BLOCKING_TIMEOUTS_TOTAL: Counter "ssdwatch_blocking_timeouts_total" ["collector"] unit ""
         "The collector's calls that gave no answer by their deadline.";
     BLOCKING_REFUSED_TOTAL: Counter "ssdwatch_blocking_refused_total" ["collector"] unit ""
-        "The collector's calls not started: their item's earlier call had not returned, or no thread was left under the door's budget and the daemon's task limit.";
+        "The collector's calls not started: the item's earlier call had not returned, or no thread was left.";
     BLOCKING_PANICS_TOTAL: Counter "ssdwatch_blocking_panics_total" ["collector"] unit ""
-        "The collector's calls that panicked (a defect; the item is called again at the next sample).";
+        "The collector's calls that panicked (a defect).";
     // The web layer, rendered at each scrape (src/web/routes.rs).
     SCRAPES_TOTAL: Counter "ssdwatch_scrapes_total" ["encoding"] unit ""
         "Responses to /metrics by content encoding: gzip (the client accepts it, as Prometheus does) or identity.";

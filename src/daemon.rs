@@ -62,10 +62,10 @@ pub(crate) async fn serve(
     let host = crate::report::host_name(&roots.proc);
     let (collectors, mut ctx) = build(&config, roots, true)?;
     let store = Arc::new(Snapshots::with_reloads(web.reloads.clone()));
-    store.attach_door(ctx.door.clone());
     let history = start_history(&config, store.clone())?;
     ctx.history = history.as_ref().map(|(sink, _)| sink.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
+    let door = ctx.door.clone();
     let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx.clone());
     let scheme = if web.active.tls.is_some() {
         "https"
@@ -143,9 +143,17 @@ pub(crate) async fn serve(
     }
     if let Some((_, service)) = history {
         // Flush what the collectors handed over; a store stuck on a dead disk is left behind.
-        tokio::task::spawn_blocking(move || service.stop(Duration::from_secs(2)))
+        // Through the door, on a thread of its own: never behind a blocking pool that hung
+        // calls might hold.
+        let until = tokio::time::Instant::now() + Duration::from_secs(3);
+        if let Err(e) = door
+            .call("history", "final flush", until, move || {
+                service.stop(Duration::from_secs(2))
+            })
             .await
-            .ok();
+        {
+            tracing::warn!("history: the final flush: {e}");
+        }
     }
     Ok(())
 }
@@ -158,7 +166,6 @@ const COLLECTOR_STOP_DEADLINE: Duration = Duration::from_secs(1);
 pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(String, bool)> {
     let (collectors, ctx) = build(config, roots, false)?;
     let store = Arc::new(Snapshots::new());
-    store.attach_door(ctx.door.clone());
     for c in &collectors {
         store.register(c.name());
     }

@@ -220,8 +220,6 @@ pub struct Snapshots {
     /// The key of the hash that tells a family's text unchanged (random per process, so no
     /// text can be made to match another's on purpose).
     family_keys: RandomState,
-    /// The door for calls that may hang, whose live series each scrape shows.
-    door: std::sync::OnceLock<crate::door::Door>,
     /// Each mount's effective free space: made from the filesystem's and the layers' latest
     /// samples at each publish of either, under the `states` write lock, so it lands in the
     /// same exposition as the sample it comes from (see `space`).
@@ -306,9 +304,6 @@ impl Snapshots {
         self.collectors_live(&mut live);
         crate::process::families(&mut live);
         self.reloads.push(&mut live);
-        if let Some(d) = self.door.get() {
-            d.families(&mut live);
-        }
         add(&mut live);
         let mut out = String::with_capacity(1024);
         render::render_families(&mut out, live.families());
@@ -336,11 +331,6 @@ impl Snapshots {
                         .map(|t| now.saturating_duration_since(t).as_secs_f64()),
                 );
         }
-    }
-
-    /// Shows the door's live series with every scrape.
-    pub fn attach_door(&self, door: crate::door::Door) {
-        let _ = self.door.set(door);
     }
 
     /// Registers a collector so it shows up (success absent) before its first sample.

@@ -897,6 +897,7 @@ impl Collector for DatabasesCollector {
                 );
             }
         }
+        ctx.door.push_families(NAME, &mut s.metrics);
         let now = unix(SystemTime::now());
         if let Some(h) = &ctx.history
             && self

@@ -5,6 +5,7 @@
 
 mod attack;
 mod faults;
+mod hung_many;
 mod mariadb;
 mod postgres;
 

@@ -1,0 +1,149 @@
+//! Twenty watched database directories on mounts that never answer (FUSE with no server, as a
+//! dead NFS server is), in the real daemon: every other collector keeps sampling (each is seen
+//! publishing after the hang began, and reads success 1), the hung items are reported as
+//! stuck, never as fresh, the daemon holds one thread per hung item, and SIGTERM still ends it
+//! well within the unit's TimeoutStopSec with the history's final flush.
+
+use crate::support;
+use crate::support::binary::Daemon;
+use std::time::{Duration, Instant};
+
+fn scrape(d: &Daemon) -> String {
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .new_agent();
+    agent
+        .get(&format!("http://{}/metrics", d.addr))
+        .call()
+        .expect("scrape")
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+}
+
+fn of(text: &str, family: &str, collector: &str) -> Option<f64> {
+    support::value(text, &format!("{family}{{collector=\"{collector}\"}}"))
+}
+
+#[test]
+fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
+    let test = "twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown";
+    if !support::require_root(test) || !support::fuse_available(test) {
+        return;
+    }
+    let hung = support::HungFuseSet::mount(20);
+    let dir = support::binary::host();
+    let mut cfg = format!(
+        "state_dir: {}\n\
+         collectors:\n  smart:\n    enabled: false\n  layers:\n    enabled: false\n  probe:\n    enabled: false\n\
+         \x20 filesystem:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  topology:\n    interval: 1s\n\
+         \x20 databases:\n    discover: false\n    interval: 1s\n    timeout: 500ms\n    watch:\n",
+        dir.path().join("state").display()
+    );
+    for (i, mp) in hung.mps().enumerate() {
+        cfg.push_str(&format!(
+            "      - name: db{i:02}\n        path: {mp}/data\n"
+        ));
+    }
+    cfg.push_str("history:\n  enabled: true\n  flush_interval: 1s\n");
+    std::fs::write(dir.path().join("ssdwatch.yaml"), cfg).unwrap();
+    // The host's own root, where the hung mounts are.
+    let mut cmd = support::binary::command(dir.path(), &[]);
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut fixed = std::process::Command::new(cmd.get_program());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        fixed.arg(a);
+        if a == "--path.rootfs" {
+            it.next();
+            fixed.arg("/");
+        }
+    }
+    cmd = fixed;
+    let mut d = Daemon::spawn(dir, cmd);
+
+    // Every watched directory is stuck.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let hang_began = loop {
+        let m = scrape(&d);
+        if of(&m, "ssdwatch_blocking_stuck_calls", "databases") == Some(20.0) {
+            break Instant::now();
+        }
+        assert!(Instant::now() < deadline, "never 20 stuck calls:\n{m}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Each other collector publishes after that, and reads success 1; the stuck items are
+    // failing items of the databases collector, never fresh figures.
+    let others = ["filesystem", "diskstats", "topology", "history"];
+    let mut seen_fresh = std::collections::BTreeSet::new();
+    let mut last = String::new();
+    // And the next samples refuse each hung item instead of stacking a thread on it.
+    let refused = |m: &str| of(m, "ssdwatch_blocking_refused_total", "databases").unwrap_or(0.0);
+    while seen_fresh.len() < others.len() || refused(&last) < 20.0 {
+        let m = scrape(&d);
+        let since = hang_began.elapsed().as_secs_f64();
+        for c in others {
+            let age = of(&m, "ssdwatch_collector_sample_age_seconds", c);
+            if age.is_some_and(|a| a < since) {
+                assert_eq!(
+                    of(&m, "ssdwatch_collector_success", c),
+                    Some(1.0),
+                    "{c}:\n{m}"
+                );
+                seen_fresh.insert(c);
+            }
+        }
+        assert_eq!(
+            of(&m, "ssdwatch_collector_failing_items", "databases"),
+            Some(20.0),
+            "{m}"
+        );
+        assert!(
+            !m.contains("database=\"db0"),
+            "no figure of a hung directory:\n{m}"
+        );
+        // One thread per hung item, however many samples pass.
+        assert!(
+            of(&m, "ssdwatch_blocking_threads", "databases").is_some_and(|t| t <= 20.0),
+            "{m}"
+        );
+        last = m;
+        assert!(
+            Instant::now() < deadline,
+            "collectors never seen after the hang began: {seen_fresh:?}\n{last}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let refused = refused(&last);
+
+    // SIGTERM: the daemon ends, its history flushed, well within systemd's TimeoutStopSec=20s.
+    let t0 = Instant::now();
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = loop {
+        if let Some(s) = d.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "still running 20 s after SIGTERM:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = t0.elapsed();
+    assert!(status.success(), "{status}:\n{}", d.log_text());
+    assert!(
+        !d.log_text().contains("the final flush"),
+        "the final flush failed:\n{}",
+        d.log_text()
+    );
+    println!(
+        "20 hung directories: stuck reported, other collectors fresh, {refused} calls refused; SIGTERM to exit {took:?}"
+    );
+    drop(d);
+    drop(hung);
+}
