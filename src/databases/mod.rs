@@ -206,6 +206,10 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
             }
             check_pid_file(roots, pid, &dir, &path)?;
             let log_dir = pg_log_dir(roots, p, &dir);
+            let log_files = pg_stderr_logs(roots, p, &version)
+                .into_iter()
+                .filter(|(host, _)| !host.starts_with(&dir))
+                .collect();
             Ok(Database {
                 kind: p.args.kind,
                 dir,
@@ -214,7 +218,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 pid,
                 binlog_index: None,
                 log_dir,
-                log_files: Vec::new(),
+                log_files,
             })
         }
         ServerKind::Mysql => {
@@ -296,6 +300,66 @@ fn pg_log_dir(roots: &Roots, p: &ServerProcess, data_dir: &Path) -> Option<(Path
     std::fs::metadata(&inside)
         .is_ok_and(|m| m.is_dir())
         .then_some((host, inside))
+}
+
+/// Most files of one server log (the file and its rotations) counted.
+const MAX_LOG_FILES: usize = 64;
+
+/// Where a postmaster's standard error goes, the log Debian's `pg_ctlcluster` writes (the
+/// server's own messages, when `logging_collector` is off): the file its descriptor 2 is open
+/// on, where the daemon may read that link; else Debian's layout, found from the
+/// `config_file` on its command line (`/etc/postgresql/V/C/postgresql.conf`): the target of
+/// `/etc/postgresql/V/C/log` when that link exists, else `/var/log/postgresql/postgresql-V-C.log`.
+/// With its rotations (`.1`, `.2.gz`, ... beside it). As (host path, path under the rootfs).
+fn pg_stderr_logs(roots: &Roots, p: &ServerProcess, version: &str) -> Vec<(PathBuf, PathBuf)> {
+    let from_fd = std::fs::read_link(roots.proc.join(p.pid.to_string()).join("fd/2"))
+        .ok()
+        .filter(|t| t.is_absolute() && !t.starts_with("/dev"));
+    let debian = || {
+        let conf = PathBuf::from(p.args.config_file.as_deref()?);
+        let rel = conf.strip_prefix("/etc/postgresql").ok()?;
+        let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+        let [v, cluster, "postgresql.conf"] = parts.as_slice() else {
+            return None;
+        };
+        if *v != version {
+            return None;
+        }
+        let link = Path::new("/etc/postgresql")
+            .join(v)
+            .join(cluster)
+            .join("log");
+        Some(match roots.canonical(&link) {
+            Ok((host, _)) => host,
+            Err(_) => PathBuf::from(format!("/var/log/postgresql/postgresql-{v}-{cluster}.log")),
+        })
+    };
+    let Some(log) = from_fd.or_else(debian) else {
+        return Vec::new();
+    };
+    let (Some(parent), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str()))
+    else {
+        return Vec::new();
+    };
+    let Ok((parent_host, parent_inside)) = roots.canonical(parent) else {
+        return Vec::new();
+    };
+    let Ok(rd) = std::fs::read_dir(&parent_inside) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(PathBuf, PathBuf)> = rd
+        .flatten()
+        .filter(|e| {
+            e.file_name().to_str().is_some_and(|n| {
+                n == name || n.strip_prefix(name).is_some_and(|r| r.starts_with('.'))
+            })
+        })
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| (parent_host.join(e.file_name()), e.path()))
+        .collect();
+    files.sort();
+    files.truncate(MAX_LOG_FILES);
+    files
 }
 
 /// `postmaster.pid`'s first two lines: the postmaster's pid and its data directory (the
@@ -545,6 +609,70 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("PG_VERSION"), "{e}");
+    }
+
+    /// Debian's pg_ctlcluster sends the server's standard error to
+    /// /var/log/postgresql/postgresql-15-main.log (rotated by logrotate beside it): that log
+    /// is the database's, on whatever mount holds it.
+    #[test]
+    fn a_debian_clusters_log_in_var_log_postgresql_is_the_databases() {
+        let t = tempfile::tempdir().unwrap();
+        let r = Roots {
+            proc: t.path().join("proc"),
+            ..roots(t.path())
+        };
+        let data = t.path().join("var/lib/postgresql/15/main");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("PG_VERSION"), "15\n").unwrap();
+        std::fs::write(
+            data.join("postmaster.pid"),
+            "812\n/var/lib/postgresql/15/main\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(t.path().join("etc/postgresql/15/main")).unwrap();
+        let logs = t.path().join("var/log/postgresql");
+        std::fs::create_dir_all(&logs).unwrap();
+        for f in [
+            "postgresql-15-main.log",
+            "postgresql-15-main.log.1",
+            "postgresql-15-main.log.2.gz",
+            "postgresql-15-other.log",
+            "postgresql-15-main.logx",
+        ] {
+            std::fs::write(logs.join(f), "LOG:  database system is ready\n").unwrap();
+        }
+        let mut p = pg(812, Some("/var/lib/postgresql/15/main"), None);
+        p.args.config_file = Some("/etc/postgresql/15/main/postgresql.conf".into());
+        let db = locate(&r, &p).unwrap();
+        let names: Vec<String> = db
+            .log_files
+            .iter()
+            .map(|(host, _)| host.display().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "/var/log/postgresql/postgresql-15-main.log",
+                "/var/log/postgresql/postgresql-15-main.log.1",
+                "/var/log/postgresql/postgresql-15-main.log.2.gz",
+            ]
+        );
+        assert_eq!(db.log_files[0].1, logs.join("postgresql-15-main.log"));
+        // A cluster whose `log` link in /etc points elsewhere.
+        let elsewhere = t.path().join("srv/pglogs");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("main.log"), "x").unwrap();
+        std::os::unix::fs::symlink(
+            "/srv/pglogs/main.log",
+            t.path().join("etc/postgresql/15/main/log"),
+        )
+        .unwrap();
+        let db = locate(&r, &p).unwrap();
+        assert_eq!(db.log_files.len(), 1);
+        assert_eq!(db.log_files[0].0, Path::new("/srv/pglogs/main.log"));
+        // No Debian layout, no readable descriptor: none.
+        p.args.config_file = None;
+        assert!(locate(&r, &p).unwrap().log_files.is_empty());
     }
 
     /// The Debian and container layout: `/srv/pgdata -> /data/pg15` on the host, the host at

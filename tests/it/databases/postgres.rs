@@ -632,3 +632,96 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
 fn unix_now() -> i64 {
     now_f64() as i64
 }
+
+/// A cluster made as Debian makes them (`pg_createcluster`, started by `pg_ctlcluster`),
+/// dropped again when the test ends, whatever happens.
+struct DebianCluster {
+    version: String,
+    name: String,
+}
+
+impl Drop for DebianCluster {
+    fn drop(&mut self) {
+        let _ = Command::new("pg_dropcluster")
+            .args(["--stop", &self.version, &self.name])
+            .output();
+    }
+}
+
+/// Debian's pg_ctlcluster sends the server's own log (standard error) to
+/// /var/log/postgresql/postgresql-V-C.log, outside the data directory: a log flood there fills
+/// `/` while the data directory stays the same size. The daemon counts that file as the
+/// database's `log`, on the mount that holds it.
+#[test]
+fn a_debian_clusters_log_in_var_log_postgresql_is_counted_as_its_log() {
+    let test = "a_debian_clusters_log_in_var_log_postgresql_is_counted_as_its_log";
+    let Some(bin) = setup(test) else { return };
+    if !support::require_cmd(test, "pg_createcluster", "postgresql-common") {
+        return;
+    }
+    let version = bin
+        .parent()
+        .and_then(|v| v.file_name())
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let name = format!("sswt{}", std::process::id());
+    let port = support::free_port().to_string();
+    let cluster = DebianCluster {
+        version: version.clone(),
+        name: name.clone(),
+    };
+    let out = Command::new("pg_createcluster")
+        .args([&version, &name, "-p", &port, "--start"])
+        .args(["-o", "log_statement=all", "-o", "listen_addresses="])
+        .output()
+        .expect("pg_createcluster");
+    assert!(
+        out.status.success(),
+        "pg_createcluster: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let psql = |sql: &str| {
+        let out = Command::new("runuser")
+            .args(["-u", "postgres", "--", "psql", "-X", "-q", "-p", &port])
+            .args(["-h", "/var/run/postgresql", "-c", sql])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    for i in 0..200 {
+        psql(&format!("select '{}', {i}", "x".repeat(2000)));
+    }
+    let log = PathBuf::from(format!(
+        "/var/log/postgresql/postgresql-{version}-{name}.log"
+    ));
+    let logged = std::fs::metadata(&log).unwrap().len();
+    assert!(
+        logged >= 200 * 2000,
+        "{} holds {logged} bytes",
+        log.display()
+    );
+    let data = std::fs::canonicalize(format!("/var/lib/postgresql/{version}/{name}")).unwrap();
+    let label = data.display().to_string();
+    let d = daemon();
+    let m = d.wait_metrics("the cluster's log", Duration::from_secs(60), |m| {
+        m.lines().any(|l| {
+            l.starts_with("ssdwatch_database_component_bytes{")
+                && l.contains(&format!("database=\"{label}\",component=\"log\""))
+                && l.rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|b| b >= 200.0 * 2000.0)
+        })
+    });
+    assert!(
+        m.contains(&format!("database=\"{label}\",kind=\"postgresql\"")),
+        "{m}"
+    );
+    drop(d);
+    drop(cluster);
+}
