@@ -62,6 +62,7 @@ pub(crate) async fn serve(
     let host = crate::report::host_name(&roots.proc);
     let (collectors, mut ctx) = build(&config, roots, true)?;
     let store = Arc::new(Snapshots::with_reloads(web.reloads.clone()));
+    store.attach_door(ctx.door.clone());
     let history = start_history(&config, store.clone())?;
     ctx.history = history.as_ref().map(|(sink, _)| sink.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -166,6 +167,7 @@ const COLLECTOR_STOP_DEADLINE: Duration = Duration::from_secs(1);
 pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(String, bool)> {
     let (collectors, ctx) = build(config, roots, false)?;
     let store = Arc::new(Snapshots::new());
+    store.attach_door(ctx.door.clone());
     for c in &collectors {
         store.register(c.name());
     }

@@ -246,27 +246,29 @@ impl Door {
         lock(&self.state).threads
     }
 
-    /// `owner`'s series as of now, for the collector to publish with its sample.
-    pub fn push_families(&self, owner: &str, set: &mut MetricSet) {
+    /// The door's series, per collector that used it, as of now.
+    pub fn families(&self, set: &mut MetricSet) {
         let st = lock(&self.state);
         let now = Instant::now();
-        let stuck = st
-            .running
-            .iter()
-            .filter(|((o, _), r)| *o == owner && now > r.deadline)
-            .count();
-        let o = st.owners.get(owner).cloned().unwrap_or_default();
-        let l = [("collector", owner)];
-        set.family(&catalogue::BLOCKING_THREADS)
-            .push(&l, o.threads as f64);
-        set.family(&catalogue::BLOCKING_STUCK_CALLS)
-            .push(&l, stuck as f64);
-        set.family(&catalogue::BLOCKING_TIMEOUTS_TOTAL)
-            .push(&l, o.timeouts as f64);
-        set.family(&catalogue::BLOCKING_REFUSED_TOTAL)
-            .push(&l, o.refused as f64);
-        set.family(&catalogue::BLOCKING_PANICS_TOTAL)
-            .push(&l, o.panics as f64);
+        let mut stuck: BTreeMap<&str, usize> = BTreeMap::new();
+        for ((o, _), r) in &st.running {
+            if now > r.deadline {
+                *stuck.entry(o).or_default() += 1;
+            }
+        }
+        for (name, o) in &st.owners {
+            let l = [("collector", *name)];
+            set.family(&catalogue::BLOCKING_THREADS)
+                .push(&l, o.threads as f64);
+            set.family(&catalogue::BLOCKING_STUCK_CALLS)
+                .push(&l, stuck.get(name).copied().unwrap_or(0) as f64);
+            set.family(&catalogue::BLOCKING_TIMEOUTS_TOTAL)
+                .push(&l, o.timeouts as f64);
+            set.family(&catalogue::BLOCKING_REFUSED_TOTAL)
+                .push(&l, o.refused as f64);
+            set.family(&catalogue::BLOCKING_PANICS_TOTAL)
+                .push(&l, o.panics as f64);
+        }
     }
 }
 
@@ -320,7 +322,7 @@ mod tests {
         assert_eq!(again, Ok(true));
         assert_eq!(d.threads(), 0);
         let mut set = MetricSet::new();
-        d.push_families("databases", &mut set);
+        d.families(&mut set);
         let mut text = String::new();
         crate::render::render_families(&mut text, set.families());
         assert!(

@@ -220,6 +220,9 @@ pub struct Snapshots {
     /// The key of the hash that tells a family's text unchanged (random per process, so no
     /// text can be made to match another's on purpose).
     family_keys: RandomState,
+    /// The door for calls that may hang: its series go with the collectors' health, made
+    /// again at each publish of any collector.
+    door: std::sync::OnceLock<crate::door::Door>,
     /// Each mount's effective free space: made from the filesystem's and the layers' latest
     /// samples at each publish of either, under the `states` write lock, so it lands in the
     /// same exposition as the sample it comes from (see `space`).
@@ -333,6 +336,11 @@ impl Snapshots {
         }
     }
 
+    /// Shows the door's series with the collectors' health.
+    pub fn attach_door(&self, door: crate::door::Door) {
+        let _ = self.door.set(door);
+    }
+
     /// Registers a collector so it shows up (success absent) before its first sample.
     pub fn register(&self, name: &'static str) {
         let mut g = self.states.write().unwrap_or_else(|e| e.into_inner());
@@ -420,7 +428,10 @@ impl Snapshots {
         }
         // The health part (a few KB, some of it new at every publish) is compressed whole:
         // its families are too small to gain from segments of their own.
-        parts.push(Arc::new(Part::of_text(&health_text(states))));
+        parts.push(Arc::new(Part::of_text(&health_text(
+            states,
+            self.door.get(),
+        ))));
         let e = Arc::new(Exposition::new(parts));
         *self.exposition.write().unwrap_or_else(|e| e.into_inner()) = e;
     }
@@ -471,7 +482,10 @@ impl Snapshots {
 
 /// The collectors' health series and the build info: they change only when a collector
 /// publishes.
-fn health_text(states: &BTreeMap<&'static str, CollectorState>) -> String {
+fn health_text(
+    states: &BTreeMap<&'static str, CollectorState>,
+    door: Option<&crate::door::Door>,
+) -> String {
     let mut out = String::with_capacity(256 * states.len() + 512);
     let mut meta = MetricSet::new();
     for (name, st) in states.iter() {
@@ -484,6 +498,9 @@ fn health_text(states: &BTreeMap<&'static str, CollectorState>) -> String {
             .push(&l, st.errors_total as f64);
         meta.family(&catalogue::COLLECTOR_FAILING_ITEMS)
             .push_opt(&l, st.success.map(|_| st.failing_items as f64));
+    }
+    if let Some(d) = door {
+        d.families(&mut meta);
     }
     meta.family(&catalogue::BUILD_INFO)
         .push(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);

@@ -897,7 +897,6 @@ impl Collector for DatabasesCollector {
                 );
             }
         }
-        ctx.door.push_families(NAME, &mut s.metrics);
         let now = unix(SystemTime::now());
         if let Some(h) = &ctx.history
             && self

@@ -17,10 +17,10 @@ use crate::sysfs::topology::{Topology, resolve_device};
 use crate::sysfs::{btrfs, md};
 use crate::validate::{Invalid, check_interval, check_timeout};
 use serde::Deserialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Between samples unless the config says otherwise.
@@ -87,17 +87,17 @@ enum Tool {
 pub struct LayersCollector {
     cfg: LayersConfig,
     in_kernel: HashMap<Tool, Arc<AtomicBool>>,
-    /// btrfs filesystems whose device ioctl has not returned (a wedged filesystem): not asked
-    /// again until it does.
-    btrfs_busy: Arc<Mutex<HashSet<String>>>,
 }
+
+/// The door's name for this collector's calls (a btrfs filesystem's device ioctl is the item
+/// `btrfs <uuid>`: not asked again while one hangs).
+const NAME: &str = "layers";
 
 impl LayersCollector {
     pub fn new(cfg: &LayersConfig) -> Self {
         LayersCollector {
             cfg: cfg.clone(),
             in_kernel: HashMap::new(),
-            btrfs_busy: Default::default(),
         }
     }
 
@@ -151,7 +151,7 @@ fn first_line(s: &str) -> Option<String> {
 #[async_trait::async_trait]
 impl Collector for LayersCollector {
     fn name(&self) -> &'static str {
-        "layers"
+        NAME
     }
 
     fn next_delay(&mut self) -> Duration {
@@ -269,9 +269,12 @@ impl LayersCollector {
             return fallback();
         }
         let m = mount.clone();
-        let job = bounded_query(&self.btrfs_busy, &b.uuid, self.cfg.timeout, move || {
-            crate::statfs::btrfs::dev_info(&m, &devids)
-        });
+        let deadline = tokio::time::Instant::now() + self.cfg.timeout;
+        let job = ctx
+            .door
+            .call(NAME, format!("btrfs {}", b.uuid), deadline, move || {
+                crate::statfs::btrfs::dev_info(&m, &devids)
+            });
         let infos = match job.await {
             Ok(Ok(infos)) if !infos.is_empty() => infos,
             Ok(Ok(_)) => return fallback(),
@@ -286,36 +289,15 @@ impl LayersCollector {
                 ));
                 return fallback();
             }
-            Err(Unanswered::Busy) => {
+            // Not asked again while an earlier query hangs; a panic is this filesystem's
+            // error and it is asked again next time.
+            Err(why) => {
                 s.error(ItemError::new(
                     format!("btrfs {}", b.uuid),
                     format!(
-                        "btrfs {}: an earlier device query on {} has not returned",
+                        "btrfs {}: device query on {}: {why}",
                         b.uuid,
                         mount.display()
-                    ),
-                ));
-                return fallback();
-            }
-            Err(Unanswered::Panicked(why)) => {
-                s.error(ItemError::new(
-                    format!("btrfs {}", b.uuid),
-                    format!(
-                        "btrfs {}: device query on {} panicked: {why}",
-                        b.uuid,
-                        mount.display()
-                    ),
-                ));
-                return fallback();
-            }
-            Err(Unanswered::TimedOut) => {
-                s.error(ItemError::new(
-                    format!("btrfs {}", b.uuid),
-                    format!(
-                        "btrfs {}: device query on {} did not return within {}",
-                        b.uuid,
-                        mount.display(),
-                        humantime::format_duration(self.cfg.timeout)
                     ),
                 ));
                 return fallback();
@@ -413,77 +395,6 @@ fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
             unallocated_bytes: None,
         })
         .collect()
-}
-
-/// Why a bounded query of one filesystem gave no answer.
-#[derive(Debug, PartialEq)]
-enum Unanswered {
-    /// An earlier query of the same filesystem has not returned: not asked again until it does.
-    Busy,
-    /// No answer within the timeout; the filesystem stays marked busy until the call returns.
-    TimedOut,
-    /// The query panicked (a bug): this filesystem's error, and it is asked again next time.
-    Panicked(String),
-}
-
-/// Runs `f` (a call that may hang on the filesystem `key`) off the async workers with a
-/// deadline, marking `key` in `busy` while it runs so a hung call is never stacked with another.
-async fn bounded_query<T: Send + 'static>(
-    busy: &Arc<Mutex<HashSet<String>>>,
-    key: &str,
-    timeout: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, Unanswered> {
-    if !busy
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key.to_string())
-    {
-        return Err(Unanswered::Busy);
-    }
-    // The mark goes when the call ends however it ends: returned, panicked (dropped while
-    // unwinding) or never started (the runtime shutting down drops the closure).
-    let mark = Mark {
-        busy: busy.clone(),
-        key: key.to_string(),
-    };
-    let job = tokio::task::spawn_blocking(move || {
-        let _mark = mark;
-        f()
-    });
-    match tokio::time::timeout(timeout, job).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => Err(Unanswered::Panicked(panic_message(e))),
-        Err(_) => Err(Unanswered::TimedOut),
-    }
-}
-
-/// A filesystem marked busy in a set while a call on it runs.
-struct Mark {
-    busy: Arc<Mutex<HashSet<String>>>,
-    key: String,
-}
-
-impl Drop for Mark {
-    fn drop(&mut self) {
-        self.busy
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.key);
-    }
-}
-
-/// What a blocking task that did not finish said: its panic's message where it had one.
-fn panic_message(e: tokio::task::JoinError) -> String {
-    if !e.is_panic() {
-        return e.to_string();
-    }
-    let payload = e.into_panic();
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// What a command's output parses into; its failure or its bad lines are the sample's errors.
@@ -718,54 +629,6 @@ mod tests {
         let mut out = String::new();
         crate::render::render_families(&mut out, set.families());
         out
-    }
-
-    #[tokio::test]
-    async fn a_panicking_btrfs_query_is_that_filesystems_error_and_clears_its_mark() {
-        let busy = Arc::default();
-        let t = Duration::from_secs(30);
-        let r = bounded_query(&busy, "u1", t, || -> u32 {
-            panic!("devid table out of step")
-        });
-        let r = r.await;
-        assert!(
-            matches!(&r, Err(Unanswered::Panicked(why)) if why.contains("out of step")),
-            "{r:?}"
-        );
-        assert!(
-            busy.lock().unwrap().is_empty(),
-            "the mark stayed after a panic"
-        );
-        // Asked again at the next sample, and answered.
-        assert_eq!(bounded_query(&busy, "u1", t, || 7u32).await, Ok(7));
-    }
-
-    #[tokio::test]
-    async fn a_hung_btrfs_query_is_not_stacked_and_is_asked_again_once_it_returns() {
-        let busy = Arc::default();
-        let (release, wait) = std::sync::mpsc::channel::<()>();
-        let (done, returned) = std::sync::mpsc::channel::<()>();
-        let hung = bounded_query(&busy, "u1", Duration::from_millis(50), move || {
-            let _ = wait.recv();
-            let _ = done.send(());
-        });
-        assert_eq!(hung.await, Err(Unanswered::TimedOut));
-        let again = bounded_query(&busy, "u1", Duration::from_secs(30), || 1u32);
-        assert_eq!(again.await, Err(Unanswered::Busy));
-        // Another filesystem is asked meanwhile.
-        let other = bounded_query(&busy, "u2", Duration::from_secs(30), || 2u32);
-        assert_eq!(other.await, Ok(2));
-        release.send(()).unwrap();
-        returned.recv().unwrap();
-        // The mark goes as the hung call returns (just after its last statement).
-        for _ in 0..1000 {
-            if busy.lock().unwrap().is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let after = bounded_query(&busy, "u1", Duration::from_secs(30), || 3u32);
-        assert_eq!(after.await, Ok(3));
     }
 
     /// A btrfs whose device /sys gives no size for (and the ioctl could not be asked): its
