@@ -307,6 +307,8 @@ catalogue! {
     // Collector `databases`: what fills the disk, by database component.
     DATABASE_INFO: Gauge "ssdwatch_database_info" ["database", "kind", "version", "mountpoint"] unit ""
         "A data directory watched: a PostgreSQL or MySQL/MariaDB server found from its process (database is the data directory) or a path named under collectors.databases.watch (database is its name, kind watch); mountpoint is the mount holding it, as on ssdwatch_filesystem_*; always 1.";
+    DATABASE_UP: Gauge "ssdwatch_database_up" ["database"] unit ""
+        "Whether the server of a data directory found from its process runs (1), or stopped while its directory is still there (0; its WAL, slots and archive backlog are still read from disk).";
     DATABASE_COMPONENT_BYTES: Gauge "ssdwatch_database_component_bytes" ["database", "component", "mountpoint"] unit "bytes"
         "Bytes allocated to a component of the database's files. PostgreSQL: wal (pg_wal), replication_slots (pg_replslot), temp (pgsql_tmp), relations (base and global), log, other (tablespaces: ssdwatch_postgres_tablespace_bytes); MySQL/MariaDB: binlog, relay_log, innodb_system, innodb_undo, innodb_redo, innodb_temp, schemas, other; a watched path: all. mountpoint is the mount holding the component (pg_wal or the binary logs may live on another). wal, temp, replication_slots, the logs and InnoDB's files are read every sample, the others by the last completed sizing (ssdwatch_database_size_completed_timestamp_seconds).";
     DATABASE_SIZE_COMPLETED_TIMESTAMP_SECONDS: Gauge "ssdwatch_database_size_completed_timestamp_seconds" ["database"] unit "seconds"

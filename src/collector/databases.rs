@@ -142,6 +142,8 @@ impl DatabasesConfig {
 /// A directory looked at: a discovered server's data directory or a watched path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Target {
+    /// Whether its server process runs; None for a watched path.
+    up: Option<bool>,
     /// The `database` label: the data directory (discovered) or the configured name.
     label: String,
     kind: &'static str,
@@ -212,6 +214,10 @@ pub struct DatabasesCollector {
     /// The last search's result: used again while a search hangs (reading a command line
     /// waits on a process's memory lock), so the databases already found keep their series.
     last_found: Option<Found>,
+    /// Servers found running before, by data directory: while its directory is still a data
+    /// directory, a server that stopped (or crashed on a full disk) stays watched, `up` 0, its
+    /// WAL, slots and archive backlog still read from disk.
+    known: BTreeMap<PathBuf, Database>,
     /// When the components last went to the history store (Unix seconds).
     history_sent: Option<f64>,
 }
@@ -649,12 +655,62 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
     }
 }
 
+/// Servers remembered once stopped: a host's data directories, never more.
+const MAX_KNOWN: usize = 64;
+
 impl DatabasesCollector {
+    /// The databases found before whose server is gone but whose directory is still a data
+    /// directory (`PG_VERSION`, MySQL's `mysql` schema): watched with `up` 0 until the server
+    /// is back or the directory goes. Each directory is looked at through the door.
+    async fn stopped(
+        &mut self,
+        ctx: &Context,
+        found: &Found,
+        deadline: tokio::time::Instant,
+    ) -> Vec<Database> {
+        for d in &found.databases {
+            if self.known.len() < MAX_KNOWN || self.known.contains_key(&d.dir) {
+                self.known.insert(d.dir.clone(), d.clone());
+            }
+        }
+        let gone: Vec<Database> = (self.known.values())
+            .filter(|k| !found.databases.iter().any(|d| d.dir == k.dir))
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for d in gone {
+            let path = d.path.clone();
+            let kind = d.kind;
+            let still = ctx
+                .door
+                .call(
+                    NAME,
+                    format!("{} stopped", d.dir.display()),
+                    deadline,
+                    move || match kind {
+                        ServerKind::Postgres => path.join("PG_VERSION").is_file(),
+                        ServerKind::Mysql => path.join("mysql").is_dir(),
+                    },
+                )
+                .await;
+            match still {
+                Ok(true) => out.push(d),
+                Ok(false) => {
+                    self.known.remove(&d.dir);
+                }
+                // Its filesystem hangs: kept, and looked at again next time.
+                Err(_) => {}
+            }
+        }
+        out
+    }
+
     pub fn new(cfg: &DatabasesConfig) -> Self {
         DatabasesCollector {
             cfg: cfg.clone(),
             targets: BTreeMap::new(),
             last_found: None,
+            known: BTreeMap::new(),
             history_sent: None,
         }
     }
@@ -708,10 +764,14 @@ impl Collector for DatabasesCollector {
         for (name, e) in &found.watch_errors {
             s.error(ItemError::new(name.clone(), format!("{name}: {e}")));
         }
+        let stopped = self.stopped(ctx, &found, deadline).await;
         let mut targets: Vec<Target> = found
             .databases
             .iter()
-            .map(|d| Target {
+            .map(|d| (d, true))
+            .chain(stopped.iter().map(|d| (d, false)))
+            .map(|(d, up)| Target {
+                up: Some(up),
                 label: d.dir.to_string_lossy().into_owned(),
                 kind: d.kind.as_str(),
                 version: d.version.clone(),
@@ -735,6 +795,7 @@ impl Collector for DatabasesCollector {
             })
             .collect();
         targets.extend(found.watched.iter().map(|(name, host, path)| Target {
+            up: None,
             label: name.clone(),
             kind: "watch",
             version: String::new(),
@@ -829,6 +890,12 @@ impl Collector for DatabasesCollector {
         }
         for (t, (cheap, size)) in targets.iter().zip(jobs) {
             let mountpoint = mount_of(&found.mounts, &t.host).unwrap_or("");
+            if let Some(up) = t.up {
+                s.metrics.family(&catalogue::DATABASE_UP).push(
+                    &[("database", t.label.as_str())],
+                    if up { 1.0 } else { 0.0 },
+                );
+            }
             s.metrics.family(&catalogue::DATABASE_INFO).push(
                 &[
                     ("database", t.label.as_str()),

@@ -8,6 +8,7 @@ mod faults;
 mod hung_many;
 mod mariadb;
 mod postgres;
+mod stopped;
 
 /// The bytes of one component of one database in an exposition (whatever mount holds it).
 pub fn component(text: &str, database: &str, component: &str) -> Option<f64> {
