@@ -15,7 +15,7 @@ use crate::history::degradation::{self, Group};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::slow::{self, Assessment, SlowFill, SlowLevel};
-use crate::history::{DatabaseFacts, FsId, Store, StoreError};
+use crate::history::{DatabaseFacts, DriveId, FsId, Store, StoreError};
 use crate::statfs::df_fill_ratio;
 use crate::time::DAY;
 use serde::Serialize;
@@ -331,13 +331,14 @@ fn usage_points(
     Ok(out)
 }
 
-/// df's used (size − free) at the newest point less at the newest point at or before
-/// `now - span`; None without a point that old.
-fn used_growth(points: &[crate::history::FsPoint], now: i64, span: i64) -> Option<f64> {
+/// df's used (size − free) at the newest point less at `then`, an older one; None without
+/// either.
+fn used_growth(
+    newest: Option<&crate::history::FsPoint>,
+    then: Option<&crate::history::FsPoint>,
+) -> Option<f64> {
     let used = |p: &crate::history::FsPoint| p.size.last - p.free.last;
-    let last = points.last()?;
-    let then = points.iter().rev().find(|p| p.t <= now - span)?;
-    Some(used(last) - used(then))
+    Some(used(newest?) - used(then?))
 }
 
 /// Usage points (used as `size − avail`, which the forecast counts) on df's scale: less root's
@@ -425,18 +426,27 @@ fn build_in(
         .map(|(db, (_, _, f))| (db, f))
         .collect();
     let mut first = |t: i64| since = Some(since.map_or(t, |s: i64| s.min(t)));
-    for f in store.filesystems()? {
+    let fss = store.filesystems()?;
+    let ids: Vec<FsId> = fss.iter().map(|f| f.id).collect();
+    // The newest point of every filesystem seen lately, and its newest a day back (df's used
+    // then), each read for all series at once: raw rows are time-major, so a read of one
+    // series would pass over every other series' rows of the range.
+    let recent = now - current::STALE_SECONDS;
+    let newest_now = store.fs_newest(&ids, recent, now)?;
+    let newest_day_ago = store.fs_newest(&ids, recent, now - DAY)?;
+    for f in fss {
         first(f.first_seen);
         let days = store.fs_days(f.id, 0, now)?;
         let last = days.last().copied();
-        let latest = store.fs_series(f.id, now - current::STALE_SECONDS, now)?;
-        let cur = latest.last();
+        let cur = newest_now.get(&f.id);
         let last_seen = cur.map(|p| p.t).or(last.map(|d| d.day * DAY));
         // The newest point (raw or hourly) carries free bytes too, which df's used needs; a
-        // filesystem not seen lately takes its last stored day's.
+        // filesystem not seen lately takes its last stored day's (the last day it has points).
         let newest = match (cur, last) {
             (Some(p), _) => Some(p.clone()),
-            (None, Some(d)) => store.fs_series(f.id, d.day * DAY, now)?.pop(),
+            (None, Some(d)) => store
+                .fs_newest(&[f.id], d.day * DAY, (d.day * DAY + DAY - 1).min(now))?
+                .remove(&f.id),
             _ => None,
         };
         let (size, used, fill_ratio) = match &newest {
@@ -478,8 +488,7 @@ fn build_in(
         let used_growth_1d_bytes = if stale {
             None
         } else {
-            // The points of the last 2 days, read above, hold the one a day back.
-            used_growth(&latest, now, DAY)
+            used_growth(cur, newest_day_ago.get(&f.id))
         };
         // Components are keyed by mount point: a mount's newest series takes them.
         let filling = filling::with_shares(
@@ -521,9 +530,20 @@ fn build_in(
         unknown.push("no filesystem samples yet: fill, growth and full dates are unknown".into());
     }
     let mut drives = Vec::new();
+    let mut days_of = Vec::new();
     for d in store.drives()? {
-        first(d.first_seen);
         let pts = store.drive_days(d.id, 0, now)?;
+        days_of.push((d, pts));
+    }
+    let live: Vec<DriveId> = days_of
+        .iter()
+        .filter(|(_, pts)| current::seen_recently(pts.last().map(|p| p.t), now))
+        .map(|(d, _)| d.id)
+        .collect();
+    // The newest temperatures of the drives seen lately, read for all at once (as above).
+    let temperatures = store.drive_temperatures(&live, now - current::STALE_SECONDS, now)?;
+    for (d, pts) in days_of {
+        first(d.first_seen);
         let last_seen = pts.last().map(|p| p.t);
         let stale = !current::seen_recently(last_seen, now);
         let endurance = rated_endurance(rules, d.key.model.as_deref(), d.capacity_bytes);
@@ -580,12 +600,10 @@ fn build_in(
             health: if stale {
                 DriveHealth::default()
             } else {
-                let temperature = store
-                    .drive_series(d.id, now - current::STALE_SECONDS, now)?
-                    .iter()
-                    .rev()
-                    .find_map(|p| p.temperature_celsius.map(|t| t.last));
-                stored_health(&store.drive_health(d.id, now - 7 * DAY, now)?, temperature)
+                stored_health(
+                    &store.drive_health(d.id, now - 7 * DAY, now)?,
+                    temperatures.get(&d.id).copied(),
+                )
             },
             wear,
         });
