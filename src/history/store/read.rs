@@ -9,7 +9,7 @@ use crate::history::record::{
     DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, LayerRow, Stat,
 };
 use rusqlite::OptionalExtension;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 /// Days `?1..=?2` as a table `d(day)`: a series' day-keyed rows are read by one statement
 /// that looks each day up (`d CROSS JOIN t ON key = day, series`) rather than a statement a day.
@@ -33,6 +33,20 @@ fn fs_point(t: i64, hourly: bool, v: &[Option<i64>]) -> Option<FsPoint> {
         avail: stat(v, 1, 1.0)?,
         free: stat(v, 5, 1.0)?,
         files_free: stat(v, 9, 1.0),
+    })
+}
+
+/// A raw filesystem row (size, avail, free, files_free) as a point: [`fs_point`] of
+/// [`raw_as_hourly`] without building the hourly columns, for scans of every raw row.
+fn fs_raw_point(t: i64, v: [Option<i64>; 4]) -> Option<FsPoint> {
+    let one = |x: Option<i64>| x.map(|x| Stat::one(x as f64));
+    Some(FsPoint {
+        t,
+        hourly: false,
+        size: one(v[0])?,
+        avail: one(v[1])?,
+        free: one(v[2])?,
+        files_free: one(v[3]),
     })
 }
 
@@ -385,22 +399,21 @@ impl Store {
             .collect())
     }
 
-    /// The newest raw row of each series of `want` with `from <= t <= to` whose columns
-    /// `keep` accepts, read backwards from `to`: the scan stops once every series of `want` has
-    /// its row, so on a live host it reads about one sample of each series, not the range's
-    /// rows of all of them (raw rows are time-major: a series has no key range of its own). A
-    /// series of `want` without such a row costs the scan the rest of the range.
+    /// The newest raw row of each series of `from` (series -> its range's first time) up to
+    /// `to` whose columns `keep` accepts, read backwards from `to`: the scan stops once every
+    /// series has its row, so on a live host it reads about one sample of each series, not the
+    /// range's rows of all of them (raw rows are time-major: a series has no key range of its
+    /// own). A series without such a row costs the scan the rest of the range.
     fn newest_raw(
         &self,
         kind: Kind,
-        from: i64,
+        from: &BTreeMap<i64, i64>,
         to: i64,
-        want: &BTreeSet<i64>,
         keep: fn(&[Option<i64>]) -> bool,
     ) -> Result<HashMap<i64, RawRow>, StoreError> {
         let e = self.err("reading the newest raw rows");
-        let mut found = HashMap::with_capacity(want.len());
-        let Some((lo, hi)) = raw_keys(from, to).filter(|_| !want.is_empty()) else {
+        let mut found = HashMap::with_capacity(from.len());
+        let Some((lo, hi)) = from.values().min().and_then(|&lo| raw_keys(lo, to)) else {
             return Ok(found);
         };
         let nf = kind.layout().fields();
@@ -414,7 +427,8 @@ impl Store {
         let mut rows = st.query([lo, hi]).map_err(&e)?;
         while let Some(r) = rows.next().map_err(&e)? {
             let id: i64 = r.get(0).map_err(&e)?;
-            if !want.contains(&id) || found.contains_key(&id) {
+            let t: i64 = r.get(1).map_err(&e)?;
+            if from.get(&id).is_none_or(|&f| t < f) || found.contains_key(&id) {
                 continue;
             }
             let mut v = Vec::with_capacity(nf);
@@ -422,8 +436,8 @@ impl Store {
                 v.push(r.get(2 + i).map_err(&e)?);
             }
             if keep(&v) {
-                found.insert(id, (r.get(1).map_err(&e)?, v));
-                if found.len() == want.len() {
+                found.insert(id, (t, v));
+                if found.len() == from.len() {
                     break;
                 }
             }
@@ -431,49 +445,100 @@ impl Store {
         Ok(found)
     }
 
-    /// The newest point of each filesystem of `ids` with `from <= t <= to`: the last point
-    /// [`Store::fs_series`] gives for that range, for many series at once. Raw rows are newer
-    /// than any hourly point that range shows, so a series' newest raw row is its answer; only
-    /// a series without one, in a range the hourly chunks reach, is read as a whole series.
+    /// The newest point of each filesystem of `from` (series -> its range's first time) up to
+    /// `to`: the last point [`Store::fs_series`] gives for its range, for many series at once.
+    /// Raw rows are newer than any hourly point a range shows, so a series' newest raw row is
+    /// its answer; only a series without one, in a range the hourly chunks reach, is read as a
+    /// whole series.
     pub fn fs_newest(
         &self,
-        ids: &[FsId],
-        from: i64,
+        from: &BTreeMap<FsId, i64>,
         to: i64,
     ) -> Result<HashMap<FsId, FsPoint>, StoreError> {
-        // Only series with a raw row on the range's days can have one in the range: the others
+        let Some(&lo) = from.values().min() else {
+            return Ok(HashMap::new());
+        };
+        // Only series with a raw row on their range's days can have one in it: the others
         // would make the scan read the whole range for nothing.
-        let want: BTreeSet<i64> = self.with_raw_days(|days| {
-            ids.iter()
-                .filter(|id| {
-                    days.range((id.0, from.div_euclid(DAY))..=(id.0, to.div_euclid(DAY)))
+        let want: BTreeMap<i64, i64> = self.with_raw_days(|days| {
+            from.iter()
+                .filter(|(id, f)| {
+                    days.range((id.0, f.div_euclid(DAY))..=(id.0, to.div_euclid(DAY)))
                         .next()
                         .is_some()
                 })
-                .map(|id| id.0)
+                .map(|(id, &f)| (id.0, f))
                 .collect()
         })?;
         let mut out: HashMap<FsId, FsPoint> = self
-            .newest_raw(Kind::Fs, from, to, &want, |_| true)?
+            .newest_raw(Kind::Fs, &want, to, |_| true)?
             .into_iter()
-            .filter_map(|(id, (t, v))| {
-                Some((
-                    FsId(id),
-                    fs_point(t, false, &raw_as_hourly(Kind::Fs.layout(), &v))?,
-                ))
-            })
+            .filter_map(|(id, (t, v))| Some((FsId(id), fs_raw_point(t, [v[0], v[1], v[2], v[3]])?)))
             .collect();
-        if self.chunk_days(Kind::Fs, from, to)?.is_some() {
-            for id in ids {
+        if self.chunk_days(Kind::Fs, lo, to)?.is_some() {
+            for (id, &f) in from {
                 if out.contains_key(id) {
                     continue;
                 }
-                if let Some(p) = self.fs_series(*id, from, to)?.pop() {
+                if let Some(p) = self.fs_series(*id, f, to)?.pop() {
                     out.insert(*id, p);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Every point of the filesystems of `from` (series -> its range's first time) up to
+    /// `to`, in time order within each series, as [`Store::fs_series`] gives them, handed to
+    /// `visit` one at a time: the raw rows of all of them in one scan in key order (the
+    /// range's rows read once, not once a series), memory holding one row. In a range the
+    /// hourly chunks reach (a short raw retention), each series is read on its own.
+    pub fn fs_series_each(
+        &self,
+        from: &BTreeMap<FsId, i64>,
+        to: i64,
+        mut visit: impl FnMut(FsId, FsPoint),
+    ) -> Result<(), StoreError> {
+        let Some(&lo) = from.values().min() else {
+            return Ok(());
+        };
+        if self.chunk_days(Kind::Fs, lo, to)?.is_some() {
+            for (&id, &f) in from {
+                for p in self.fs_series(id, f, to)? {
+                    visit(id, p);
+                }
+            }
+            return Ok(());
+        }
+        let Some((a, b)) = raw_keys(lo, to) else {
+            return Ok(());
+        };
+        let e = self.err("reading raw rows");
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{} WHERE id >= ?1 AND id <= ?2 ORDER BY id",
+                Kind::Fs.raw_select()
+            ))
+            .map_err(&e)?;
+        let mut rows = st.query([a, b]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            let id = FsId(r.get(0).map_err(&e)?);
+            let t: i64 = r.get(1).map_err(&e)?;
+            if from.get(&id).is_none_or(|&f| t < f) {
+                continue;
+            }
+            let v = [
+                r.get(2).map_err(&e)?,
+                r.get(3).map_err(&e)?,
+                r.get(4).map_err(&e)?,
+                r.get(5).map_err(&e)?,
+            ];
+            if let Some(p) = fs_raw_point(t, v) {
+                visit(id, p);
+            }
+        }
+        Ok(())
     }
 
     /// The newest temperature of each drive of `ids` with `from <= t <= to`: the last one
@@ -487,9 +552,9 @@ impl Store {
     ) -> Result<HashMap<DriveId, f64>, StoreError> {
         // The temperature is the third raw field (layout::DRIVE).
         const TEMP: usize = 2;
-        let want: BTreeSet<i64> = ids.iter().map(|d| d.0).collect();
+        let want: BTreeMap<i64, i64> = ids.iter().map(|d| (d.0, from)).collect();
         let mut out: HashMap<DriveId, f64> = self
-            .newest_raw(Kind::Drive, from, to, &want, |v| v[TEMP].is_some())?
+            .newest_raw(Kind::Drive, &want, to, |v| v[TEMP].is_some())?
             .into_iter()
             .filter_map(|(id, (_, v))| Some((DriveId(id), v[TEMP]? as f64 / MILLI)))
             .collect();

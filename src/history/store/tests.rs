@@ -838,11 +838,32 @@ fn the_newest_points_of_all_series_are_the_last_of_each_series_own_points() {
         (now - 18 * day, now - 17 * day - 1, 3, 2),
         (now + day, now + 2 * day, 0, 0),
     ] {
-        let newest = s.fs_newest(&ids, from, to).unwrap();
+        let newest = s
+            .fs_newest(&ids.iter().map(|id| (*id, from)).collect(), to)
+            .unwrap();
         assert_eq!(newest.len(), n_fs, "in {from}..={to}");
         for id in &ids {
             let expected = s.fs_series(*id, from, to).unwrap().pop();
             assert_eq!(newest.get(id), expected.as_ref(), "{id:?} in {from}..={to}");
+        }
+        // Ranges that begin at each series' own time, an hour and a half apart.
+        let starts: BTreeMap<FsId, i64> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, from + i as i64 * 5400))
+            .collect();
+        let newest = s.fs_newest(&starts, to).unwrap();
+        let mut each: BTreeMap<FsId, Vec<FsPoint>> = BTreeMap::new();
+        s.fs_series_each(&starts, to, |id, p| each.entry(id).or_default().push(p))
+            .unwrap();
+        for (id, f) in &starts {
+            let expected = s.fs_series(*id, *f, to).unwrap();
+            assert_eq!(newest.get(id), expected.last(), "{id:?} in {f}..={to}");
+            assert_eq!(
+                each.remove(id).unwrap_or_default(),
+                expected,
+                "{id:?} in {f}..={to}"
+            );
         }
         let temps = s.drive_temperatures(&dids, from, to).unwrap();
         assert_eq!(temps.len(), n_temps, "in {from}..={to}");
