@@ -450,7 +450,7 @@ impl Store {
     /// Raw rows are newer than any hourly point a range shows, so a series' newest raw row is
     /// its answer; only a series without one, in a range the hourly chunks reach, is read as a
     /// whole series.
-    pub fn fs_newest(
+    pub(crate) fn fs_newest(
         &self,
         from: &BTreeMap<FsId, i64>,
         to: i64,
@@ -493,7 +493,7 @@ impl Store {
     /// `visit` one at a time: the raw rows of all of them in one scan in key order (the
     /// range's rows read once, not once a series), memory holding one row. In a range the
     /// hourly chunks reach (a short raw retention), each series is read on its own.
-    pub fn fs_series_each(
+    pub(crate) fn fs_series_each(
         &self,
         from: &BTreeMap<FsId, i64>,
         to: i64,
@@ -544,7 +544,7 @@ impl Store {
     /// The newest temperature of each drive of `ids` with `from <= t <= to`: the last one
     /// [`Store::drive_series`] gives for that range, for many drives at once (as
     /// [`Store::fs_newest`]; a drive that reports none costs the scan the whole range).
-    pub fn drive_temperatures(
+    pub(crate) fn drive_temperatures(
         &self,
         ids: &[DriveId],
         from: i64,
