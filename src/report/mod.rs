@@ -15,11 +15,11 @@ use crate::history::degradation::{self, Group};
 use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::slow::{self, Assessment, SlowFill, SlowLevel};
-use crate::history::{DatabaseFacts, FsId, Store, StoreError};
+use crate::history::{DatabaseFacts, DriveId, FsId, Store, StoreError};
 use crate::statfs::df_fill_ratio;
 use crate::time::DAY;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The whole report of one host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -299,45 +299,78 @@ pub const FINE_USAGE_DAYS: usize = 14;
 /// Points of such a usage chart at most.
 pub const USAGE_POINTS: i64 = 300;
 
-/// The usage chart's points of filesystem `id` (see [`FsReport::usage`]).
-fn usage_points(
-    store: &Store,
-    id: FsId,
-    first_seen: i64,
-    days: &[DayUse],
-    now: i64,
-) -> Result<Vec<(i64, f64, f64)>, StoreError> {
-    let daily = || days.iter().map(|d| (d.day * DAY, d.low, d.high)).collect();
-    if days.len() >= FINE_USAGE_DAYS {
-        return Ok(daily());
+/// A usage chart's points: (time, low used, high used).
+type UsagePoints = Vec<(i64, f64, f64)>;
+
+/// The usage chart of a filesystem with [`FINE_USAGE_DAYS`] days of history or more: its daily
+/// lows and highs (see [`FsReport::usage`]).
+fn daily_usage(days: &[DayUse]) -> UsagePoints {
+    days.iter().map(|d| (d.day * DAY, d.low, d.high)).collect()
+}
+
+/// A usage chart of a shorter history being drawn from its points, oldest first: at most
+/// [`USAGE_POINTS`] buckets from the first point to the newest, each the lowest and highest
+/// used (`size - avail`) of its points.
+struct UsageBuckets {
+    first: i64,
+    width: i64,
+    points: UsagePoints,
+}
+
+impl UsageBuckets {
+    /// Buckets from `first` to `newest` (times of the series' first and newest points).
+    fn new(first: i64, newest: i64) -> Self {
+        UsageBuckets {
+            first,
+            width: ((newest - first) / USAGE_POINTS).max(1),
+            points: Vec::new(),
+        }
     }
-    let pts = store.fs_series(id, first_seen, now)?;
-    let (Some(a), Some(b)) = (pts.first(), pts.last()) else {
-        return Ok(daily());
-    };
-    let width = ((b.t - a.t) / USAGE_POINTS).max(1);
-    let mut out: Vec<(i64, f64, f64)> = Vec::new();
-    for p in &pts {
-        let bucket = a.t + (p.t - a.t) / width * width;
+
+    fn push(&mut self, p: &crate::history::FsPoint) {
+        let bucket = self.first + (p.t - self.first) / self.width * self.width;
         let (lo, hi) = (p.size.last - p.avail.max, p.size.last - p.avail.min);
-        match out.last_mut() {
+        match self.points.last_mut() {
             Some(o) if o.0 == bucket => {
                 o.1 = o.1.min(lo);
                 o.2 = o.2.max(hi);
             }
-            _ => out.push((bucket, lo, hi)),
+            _ => self.points.push((bucket, lo, hi)),
         }
     }
-    Ok(out)
 }
 
-/// df's used (size − free) at the newest point less at the newest point at or before
-/// `now - span`; None without a point that old.
-fn used_growth(points: &[crate::history::FsPoint], now: i64, span: i64) -> Option<f64> {
+/// The usage charts of the filesystems of `first_seen` (series -> its first time), each from
+/// its points up to `now`; a series without points there has none. The points of all of them
+/// are read in one pass ([`Store::fs_series_each`]): a new host's charts cost its stored rows
+/// once, not once per filesystem.
+fn fine_usage(
+    store: &Store,
+    first_seen: &BTreeMap<FsId, i64>,
+    now: i64,
+) -> Result<HashMap<FsId, UsagePoints>, StoreError> {
+    // The newest point sets a chart's bucket width before its first point is read.
+    let newest = store.fs_newest(first_seen, now)?;
+    let mut charts: HashMap<FsId, UsageBuckets> = HashMap::new();
+    store.fs_series_each(first_seen, now, |id, p| {
+        if let Some(b) = newest.get(&id) {
+            charts
+                .entry(id)
+                .or_insert_with(|| UsageBuckets::new(p.t, b.t))
+                .push(&p);
+        }
+    })?;
+    Ok(charts.into_iter().map(|(id, c)| (id, c.points)).collect())
+}
+
+/// df's used (size − free) at the newest point less at `then`, an older one; None without
+/// either.
+fn used_growth(
+    newest: Option<&crate::history::FsPoint>,
+    then: Option<&crate::history::FsPoint>,
+) -> Option<f64> {
     let used = |p: &crate::history::FsPoint| p.size.last - p.free.last;
-    let last = points.last()?;
-    let then = points.iter().rev().find(|p| p.t <= now - span)?;
-    Some(used(last) - used(then))
+    Some(used(newest?) - used(then?))
 }
 
 /// Usage points (used as `size − avail`, which the forecast counts) on df's scale: less root's
@@ -425,18 +458,36 @@ fn build_in(
         .map(|(db, (_, _, f))| (db, f))
         .collect();
     let mut first = |t: i64| since = Some(since.map_or(t, |s: i64| s.min(t)));
-    for f in store.filesystems()? {
+    let fss = store.filesystems()?;
+    let ids: Vec<FsId> = fss.iter().map(|f| f.id).collect();
+    // The newest point of every filesystem seen lately, and its newest a day back (df's used
+    // then), each read for all series at once: raw rows are time-major, so a read of one
+    // series would pass over every other series' rows of the range.
+    let recent: BTreeMap<FsId, i64> = ids
+        .iter()
+        .map(|id| (*id, now - current::STALE_SECONDS))
+        .collect();
+    let newest_now = store.fs_newest(&recent, now)?;
+    let newest_day_ago = store.fs_newest(&recent, now - DAY)?;
+    // The filesystems with a short history, whose usage charts are drawn from their points.
+    let mut fine: BTreeMap<FsId, i64> = BTreeMap::new();
+    let mut ids_in_order = Vec::new();
+    for f in fss {
         first(f.first_seen);
         let days = store.fs_days(f.id, 0, now)?;
         let last = days.last().copied();
-        let latest = store.fs_series(f.id, now - current::STALE_SECONDS, now)?;
-        let cur = latest.last();
+        let cur = newest_now.get(&f.id);
         let last_seen = cur.map(|p| p.t).or(last.map(|d| d.day * DAY));
         // The newest point (raw or hourly) carries free bytes too, which df's used needs; a
-        // filesystem not seen lately takes its last stored day's.
+        // filesystem not seen lately takes its last stored day's (the last day it has points).
         let newest = match (cur, last) {
             (Some(p), _) => Some(p.clone()),
-            (None, Some(d)) => store.fs_series(f.id, d.day * DAY, now)?.pop(),
+            (None, Some(d)) => store
+                .fs_newest(
+                    &BTreeMap::from([(f.id, d.day * DAY)]),
+                    (d.day * DAY + DAY - 1).min(now),
+                )?
+                .remove(&f.id),
             _ => None,
         };
         let (size, used, fill_ratio) = match &newest {
@@ -478,8 +529,7 @@ fn build_in(
         let used_growth_1d_bytes = if stale {
             None
         } else {
-            // The points of the last 2 days, read above, hold the one a day back.
-            used_growth(&latest, now, DAY)
+            used_growth(cur, newest_day_ago.get(&f.id))
         };
         // Components are keyed by mount point: a mount's newest series takes them.
         let filling = filling::with_shares(
@@ -491,6 +541,10 @@ fn build_in(
             used_growth_1d_bytes,
         );
         let top_contributor = filling::top_contributor(&filling, used_growth_1d_bytes, &facts);
+        if days.len() < FINE_USAGE_DAYS {
+            fine.insert(f.id, f.first_seen);
+        }
+        ids_in_order.push(f.id);
         filesystems.push(FsReport {
             used_growth_1d_bytes,
             filling,
@@ -510,20 +564,35 @@ fn build_in(
             full_earliest_unix: fc.full_earliest_unix,
             full_latest_unix: fc.full_latest_unix,
             forecast: fc.clone(),
-            usage: on_df_scale(
-                usage_points(store, f.id, f.first_seen, &days, now)?,
-                reserved,
-            ),
+            usage: on_df_scale(daily_usage(&days), reserved),
             layers,
         });
+    }
+    // A short history's chart from its points; daily figures stay where it has none.
+    let mut charts = fine_usage(store, &fine, now)?;
+    for (f, id) in filesystems.iter_mut().zip(&ids_in_order) {
+        if let Some(points) = charts.remove(id) {
+            f.usage = on_df_scale(points, f.reserved_bytes);
+        }
     }
     if filesystems.is_empty() {
         unknown.push("no filesystem samples yet: fill, growth and full dates are unknown".into());
     }
     let mut drives = Vec::new();
+    let mut days_of = Vec::new();
     for d in store.drives()? {
-        first(d.first_seen);
         let pts = store.drive_days(d.id, 0, now)?;
+        days_of.push((d, pts));
+    }
+    let live: Vec<DriveId> = days_of
+        .iter()
+        .filter(|(_, pts)| current::seen_recently(pts.last().map(|p| p.t), now))
+        .map(|(d, _)| d.id)
+        .collect();
+    // The newest temperatures of the drives seen lately, read for all at once (as above).
+    let temperatures = store.drive_temperatures(&live, now - current::STALE_SECONDS, now)?;
+    for (d, pts) in days_of {
+        first(d.first_seen);
         let last_seen = pts.last().map(|p| p.t);
         let stale = !current::seen_recently(last_seen, now);
         let endurance = rated_endurance(rules, d.key.model.as_deref(), d.capacity_bytes);
@@ -580,12 +649,10 @@ fn build_in(
             health: if stale {
                 DriveHealth::default()
             } else {
-                let temperature = store
-                    .drive_series(d.id, now - current::STALE_SECONDS, now)?
-                    .iter()
-                    .rev()
-                    .find_map(|p| p.temperature_celsius.map(|t| t.last));
-                stored_health(&store.drive_health(d.id, now - 7 * DAY, now)?, temperature)
+                stored_health(
+                    &store.drive_health(d.id, now - 7 * DAY, now)?,
+                    temperatures.get(&d.id).copied(),
+                )
             },
             wear,
         });

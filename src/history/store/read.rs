@@ -9,7 +9,7 @@ use crate::history::record::{
     DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, LayerRow, Stat,
 };
 use rusqlite::OptionalExtension;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Days `?1..=?2` as a table `d(day)`: a series' day-keyed rows are read by one statement
 /// that looks each day up (`d CROSS JOIN t ON key = day, series`) rather than a statement a day.
@@ -33,6 +33,20 @@ fn fs_point(t: i64, hourly: bool, v: &[Option<i64>]) -> Option<FsPoint> {
         avail: stat(v, 1, 1.0)?,
         free: stat(v, 5, 1.0)?,
         files_free: stat(v, 9, 1.0),
+    })
+}
+
+/// A raw filesystem row (size, avail, free, files_free) as a point: [`fs_point`] of
+/// [`raw_as_hourly`] without building the hourly columns, for scans of every raw row.
+fn fs_raw_point(t: i64, v: [Option<i64>; 4]) -> Option<FsPoint> {
+    let one = |x: Option<i64>| x.map(|x| Stat::one(x as f64));
+    Some(FsPoint {
+        t,
+        hourly: false,
+        size: one(v[0])?,
+        avail: one(v[1])?,
+        free: one(v[2])?,
+        files_free: one(v[3]),
     })
 }
 
@@ -67,6 +81,9 @@ fn raw_as_hourly(layout: &Layout, raw: &[Option<i64>]) -> Vec<Option<i64>> {
 
 /// A point read back: time, whether it is an hourly row, hourly-shaped columns.
 type SeriesRow = (i64, bool, Vec<Option<i64>>);
+
+/// A raw row read back: time, raw columns.
+type RawRow = (i64, Vec<Option<i64>>);
 
 impl Store {
     /// Reads in one snapshot: every query until [`Store::end_read`] sees the same state of the
@@ -307,7 +324,7 @@ impl Store {
     ) -> Result<Vec<SeriesRow>, StoreError> {
         let layout = kind.layout();
         let nf = layout.fields();
-        let raw: Vec<(i64, Vec<Option<i64>>)> = match raw_keys(from, to) {
+        let raw: Vec<RawRow> = match raw_keys(from, to) {
             None => Vec::new(),
             Some((lo, hi)) => {
                 let mut st = self
@@ -382,6 +399,193 @@ impl Store {
             .collect())
     }
 
+    /// The newest raw row of each series of `from` (series -> its range's first time) up to
+    /// `to` whose columns `keep` accepts, read backwards from `to`: the scan stops once every
+    /// series has its row, so on a live host it reads about one sample of each series, not the
+    /// range's rows of all of them (raw rows are time-major: a series has no key range of its
+    /// own). A series without such a row costs the scan the rest of the range.
+    fn newest_raw(
+        &self,
+        kind: Kind,
+        from: &BTreeMap<i64, i64>,
+        to: i64,
+        keep: fn(&[Option<i64>]) -> bool,
+    ) -> Result<HashMap<i64, RawRow>, StoreError> {
+        let e = self.err("reading the newest raw rows");
+        let mut found = HashMap::with_capacity(from.len());
+        let Some((lo, hi)) = from.values().min().and_then(|&lo| raw_keys(lo, to)) else {
+            return Ok(found);
+        };
+        let nf = kind.layout().fields();
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{} WHERE id >= ?1 AND id <= ?2 ORDER BY id DESC",
+                kind.raw_select()
+            ))
+            .map_err(&e)?;
+        let mut rows = st.query([lo, hi]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            let id: i64 = r.get(0).map_err(&e)?;
+            let t: i64 = r.get(1).map_err(&e)?;
+            if from.get(&id).is_none_or(|&f| t < f) || found.contains_key(&id) {
+                continue;
+            }
+            let mut v = Vec::with_capacity(nf);
+            for i in 0..nf {
+                v.push(r.get(2 + i).map_err(&e)?);
+            }
+            if keep(&v) {
+                found.insert(id, (t, v));
+                if found.len() == from.len() {
+                    break;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The newest point of each filesystem of `from` (series -> its range's first time) up to
+    /// `to`: the last point [`Store::fs_series`] gives for its range, for many series at once.
+    /// Raw rows are newer than any hourly point a range shows, so a series' newest raw row is
+    /// its answer; only a series without one, in a range the hourly chunks reach, is read as a
+    /// whole series.
+    pub(crate) fn fs_newest(
+        &self,
+        from: &BTreeMap<FsId, i64>,
+        to: i64,
+    ) -> Result<HashMap<FsId, FsPoint>, StoreError> {
+        let Some(&lo) = from.values().min() else {
+            return Ok(HashMap::new());
+        };
+        // Only series with a raw row on their range's days can have one in it: the others
+        // would make the scan read the whole range for nothing.
+        let want: BTreeMap<i64, i64> = self.with_raw_days(|days| {
+            from.iter()
+                .filter(|(id, f)| {
+                    days.range((id.0, f.div_euclid(DAY))..=(id.0, to.div_euclid(DAY)))
+                        .next()
+                        .is_some()
+                })
+                .map(|(id, &f)| (id.0, f))
+                .collect()
+        })?;
+        let mut out: HashMap<FsId, FsPoint> = self
+            .newest_raw(Kind::Fs, &want, to, |_| true)?
+            .into_iter()
+            .filter_map(|(id, (t, v))| Some((FsId(id), fs_raw_point(t, [v[0], v[1], v[2], v[3]])?)))
+            .collect();
+        if self.chunk_days(Kind::Fs, lo, to)?.is_some() {
+            for (id, &f) in from {
+                if out.contains_key(id) {
+                    continue;
+                }
+                if let Some(p) = self.fs_series(*id, f, to)?.pop() {
+                    out.insert(*id, p);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every point of the filesystems of `from` (series -> its range's first time) up to
+    /// `to`, in time order within each series, as [`Store::fs_series`] gives them, handed to
+    /// `visit` one at a time: the raw rows of all of them in one scan in key order (the
+    /// range's rows read once, not once a series), memory holding one row. In a range the
+    /// hourly chunks reach (a short raw retention), each series is read on its own.
+    pub(crate) fn fs_series_each(
+        &self,
+        from: &BTreeMap<FsId, i64>,
+        to: i64,
+        mut visit: impl FnMut(FsId, FsPoint),
+    ) -> Result<(), StoreError> {
+        let Some(&lo) = from.values().min() else {
+            return Ok(());
+        };
+        if self.chunk_days(Kind::Fs, lo, to)?.is_some() {
+            for (&id, &f) in from {
+                for p in self.fs_series(id, f, to)? {
+                    visit(id, p);
+                }
+            }
+            return Ok(());
+        }
+        let Some((a, b)) = raw_keys(lo, to) else {
+            return Ok(());
+        };
+        let e = self.err("reading raw rows");
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{} WHERE id >= ?1 AND id <= ?2 ORDER BY id",
+                Kind::Fs.raw_select()
+            ))
+            .map_err(&e)?;
+        let mut rows = st.query([a, b]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            let id = FsId(r.get(0).map_err(&e)?);
+            let t: i64 = r.get(1).map_err(&e)?;
+            if from.get(&id).is_none_or(|&f| t < f) {
+                continue;
+            }
+            let v = [
+                r.get(2).map_err(&e)?,
+                r.get(3).map_err(&e)?,
+                r.get(4).map_err(&e)?,
+                r.get(5).map_err(&e)?,
+            ];
+            if let Some(p) = fs_raw_point(t, v) {
+                visit(id, p);
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest temperature of each drive of `ids` with `from <= t <= to`: the last one
+    /// [`Store::drive_series`] gives for that range, for many drives at once (as
+    /// [`Store::fs_newest`]; a drive that reports none costs the scan the whole range).
+    pub(crate) fn drive_temperatures(
+        &self,
+        ids: &[DriveId],
+        from: i64,
+        to: i64,
+    ) -> Result<HashMap<DriveId, f64>, StoreError> {
+        // The temperature is the third raw field (layout::DRIVE).
+        const TEMP: usize = 2;
+        let want: BTreeMap<i64, i64> = ids.iter().map(|d| (d.0, from)).collect();
+        let mut out: HashMap<DriveId, f64> = self
+            .newest_raw(Kind::Drive, &want, to, |v| v[TEMP].is_some())?
+            .into_iter()
+            .filter_map(|(id, (_, v))| Some((DriveId(id), v[TEMP]? as f64 / MILLI)))
+            .collect();
+        if self.chunk_days(Kind::Drive, from, to)?.is_some() {
+            for id in ids {
+                if out.contains_key(id) {
+                    continue;
+                }
+                let newest = self
+                    .drive_series(*id, from, to)?
+                    .iter()
+                    .rev()
+                    .find_map(|p| p.temperature_celsius.map(|t| t.last));
+                if let Some(t) = newest {
+                    out.insert(*id, t);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `f` of every filesystem's raw-day extremes, read once per store.
+    fn with_raw_days<T>(&self, f: impl FnOnce(&super::RawDays) -> T) -> Result<T, StoreError> {
+        if self.raw_days.borrow().is_none() {
+            let built = self.scan_raw_days()?;
+            self.raw_days.replace(Some(built));
+        }
+        let days = self.raw_days.borrow();
+        Ok(f(days.as_ref().unwrap_or(&super::RawDays::new())))
+    }
+
     /// A filesystem's daily low and high of used bytes (`size - avail`) and size for the days
     /// from `from`'s to `to`'s (whole days): what
     /// [`crate::history::forecast::forecast_filesystem_days`] needs, read from the hourly
@@ -423,22 +627,16 @@ impl Store {
                 }
             }
         }
-        if self.raw_days.borrow().is_none() {
-            let built = self.scan_raw_days()?;
-            self.raw_days.replace(Some(built));
-        }
-        let raw_days: Vec<DayUse> = self
-            .raw_days
-            .borrow()
-            .iter()
-            .flat_map(|m| m.range((fs.0, from.div_euclid(DAY))..=(fs.0, to.div_euclid(DAY))))
-            .map(|(&(_, day), &(lo, hi, size))| DayUse {
-                day,
-                low: (size - hi) as f64,
-                high: (size - lo) as f64,
-                size: size as f64,
-            })
-            .collect();
+        let raw_days: Vec<DayUse> = self.with_raw_days(|m| {
+            m.range((fs.0, from.div_euclid(DAY))..=(fs.0, to.div_euclid(DAY)))
+                .map(|(&(_, day), &(lo, hi, size))| DayUse {
+                    day,
+                    low: (size - hi) as f64,
+                    high: (size - lo) as f64,
+                    size: size as f64,
+                })
+                .collect()
+        })?;
         for d in raw_days {
             days.entry(d.day)
                 .and_modify(|h| {

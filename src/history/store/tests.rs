@@ -857,3 +857,98 @@ fn retention_never_drops_the_newest_days_that_hold_data() {
     let m = s.downsample(back + 4 * DAY + 3 * HOUR).unwrap();
     assert_eq!(m.hours_dropped, 2 * 24, "days 0 and 1 replaced: {m:?}");
 }
+
+/// The report reads the newest point of every series at once; each must be the one the
+/// series' own points end with, whether the range holds raw rows, hourly rows or both, and
+/// for series that stopped, started late or never report a temperature.
+#[test]
+fn the_newest_points_of_all_series_are_the_last_of_each_series_own_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let day = 86_400;
+    let now = T0 + 20 * day;
+    let mut fss = Vec::new();
+    let mut drives = Vec::new();
+    for i in 0..20 * 144 {
+        let t = T0 + i * 600;
+        let avail = (800u64 << 30) - ((i as u64) << 24) + (i * 7919 % 1000) as u64 * (1 << 20);
+        fss.push(fs("/srv/pg", Some("u1"), "dm-0", t, avail));
+        // Gone 5 days before the end; new on the last day; gone mid-way through yesterday.
+        if t < now - 5 * day {
+            fss.push(fs("/old", Some("u2"), "sdb1", t, avail / 2));
+        }
+        if t >= now - day {
+            fss.push(fs("/new", Some("u3"), "sdc1", t, avail / 3));
+        }
+        if t < now - day - day / 2 {
+            fss.push(fs("/gone", Some("u4"), "sdd1", t, avail / 4));
+        }
+        if i % 2 == 0 {
+            drives.push(drive("S1", None, "nvme0n1", t, (i as u64 + 1) << 30));
+            let mut cold = drive("S2", None, "nvme1n1", t, (i as u64 + 1) << 29);
+            cold.temperature_celsius = None;
+            drives.push(cold);
+            if t < now - 4 * day {
+                drives.push(drive("S3", None, "nvme2n1", t, (i as u64 + 1) << 28));
+            }
+        }
+    }
+    fss.sort_by_key(|f| f.t);
+    s.record_fs(&fss).unwrap();
+    s.record_drives(&drives).unwrap();
+    s.downsample(now).unwrap();
+    let ids: Vec<FsId> = s.filesystems().unwrap().iter().map(|f| f.id).collect();
+    let dids: Vec<DriveId> = s.drives().unwrap().iter().map(|d| d.id).collect();
+    assert_eq!((ids.len(), dids.len()), (4, 3));
+    s.begin_read().unwrap();
+    // Each range with how many filesystems and drive temperatures it holds.
+    for (from, to, n_fs, n_temps) in [
+        (now - 2 * day, now, 3, 1),
+        (now - 2 * day, now - day, 3, 1),
+        (now - 5 * day - 3600, now - 5 * day + 3600, 3, 2),
+        // Across the raw retention's edge (14 days), and wholly hourly.
+        (now - 16 * day, now - 13 * day, 3, 2),
+        (now - 18 * day, now - 17 * day - 1, 3, 2),
+        (now + day, now + 2 * day, 0, 0),
+    ] {
+        let newest = s
+            .fs_newest(&ids.iter().map(|id| (*id, from)).collect(), to)
+            .unwrap();
+        assert_eq!(newest.len(), n_fs, "in {from}..={to}");
+        for id in &ids {
+            let expected = s.fs_series(*id, from, to).unwrap().pop();
+            assert_eq!(newest.get(id), expected.as_ref(), "{id:?} in {from}..={to}");
+        }
+        // Ranges that begin at each series' own time, an hour and a half apart.
+        let starts: BTreeMap<FsId, i64> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, from + i as i64 * 5400))
+            .collect();
+        let newest = s.fs_newest(&starts, to).unwrap();
+        let mut each: BTreeMap<FsId, Vec<FsPoint>> = BTreeMap::new();
+        s.fs_series_each(&starts, to, |id, p| each.entry(id).or_default().push(p))
+            .unwrap();
+        for (id, f) in &starts {
+            let expected = s.fs_series(*id, *f, to).unwrap();
+            assert_eq!(newest.get(id), expected.last(), "{id:?} in {f}..={to}");
+            assert_eq!(
+                each.remove(id).unwrap_or_default(),
+                expected,
+                "{id:?} in {f}..={to}"
+            );
+        }
+        let temps = s.drive_temperatures(&dids, from, to).unwrap();
+        assert_eq!(temps.len(), n_temps, "in {from}..={to}");
+        for id in &dids {
+            let expected = s
+                .drive_series(*id, from, to)
+                .unwrap()
+                .iter()
+                .rev()
+                .find_map(|p| p.temperature_celsius.map(|t| t.last));
+            assert_eq!(temps.get(id).copied(), expected, "{id:?} in {from}..={to}");
+        }
+    }
+    s.end_read().unwrap();
+}
