@@ -27,6 +27,32 @@ pub struct ComponentReport {
     pub growth_7d_bytes: Option<f64>,
     /// Its growth over the last day as a share of its mount's, where the mount grew.
     pub share_1d: Option<f64>,
+    /// When `bytes` was read, where the component could not be sized since while its database
+    /// was (a new schema directory the daemon may not read, a part that went unreadable): the
+    /// figure is the last one it had, not the current one.
+    pub stale_since: Option<i64>,
+}
+
+/// A component whose newest size is older than its database's newest sample by more than this
+/// is stale: sizes are kept an hour apart, so two hours means at least one missed.
+pub const STALE_AFTER: i64 = 2 * HOUR;
+
+/// When `sized_at` is stale against its database's newest sample `seen`: `sized_at` itself.
+pub fn stale_since(sized_at: i64, seen: Option<i64>) -> Option<i64> {
+    seen.filter(|&t| t - sized_at > STALE_AFTER)
+        .map(|_| sized_at)
+}
+
+/// A component's size as a reader sees it: the figure, marked when it is not current.
+pub fn size_text(c: &ComponentReport, bytes: impl Fn(f64) -> String) -> String {
+    match c.stale_since {
+        Some(t) => format!(
+            "{} (stale: last read {})",
+            bytes(c.bytes),
+            super::datetime(t)
+        ),
+        None => bytes(c.bytes),
+    }
 }
 
 impl ComponentReport {
@@ -228,7 +254,24 @@ mod tests {
             growth_1d_bytes: g1,
             growth_7d_bytes: None,
             share_1d: None,
+            stale_since: None,
         }
+    }
+
+    #[test]
+    fn a_size_not_read_since_its_database_was_is_marked_stale_never_current() {
+        let t = 1_796_083_200;
+        assert_eq!(stale_since(t, Some(t + HOUR)), None);
+        assert_eq!(stale_since(t, Some(t + 3 * HOUR)), Some(t));
+        assert_eq!(stale_since(t, None), None);
+        let mut c = comp("/var/lib/mysql", "schemas", 4.85e6, None);
+        let b = |v: f64| format!("{:.2} MB", v / 1e6);
+        assert_eq!(size_text(&c, b), "4.85 MB");
+        c.stale_since = Some(t);
+        assert_eq!(
+            size_text(&c, b),
+            "4.85 MB (stale: last read 2026-12-01 00:00)"
+        );
     }
 
     #[test]

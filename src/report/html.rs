@@ -253,7 +253,7 @@ fn what_is_filling(o: &mut String, r: &Report) {
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&c.title()),
                 esc(&c.database),
-                bytes(c.bytes),
+                esc(&super::filling::size_text(c, bytes)),
                 opt(c.growth_1d_bytes, signed),
                 opt(c.growth_7d_bytes, signed),
                 esc(&super::filling::share(c)),

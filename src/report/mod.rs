@@ -433,6 +433,7 @@ fn build_in(
     let mut since: Option<i64> = None;
     // The components seen in the last 8 days (7 days' growth needs a size a week old), by mount.
     let mut components: BTreeMap<String, Vec<filling::ComponentReport>> = BTreeMap::new();
+    let database_facts = store.database_facts()?;
     for c in store.components(now - 8 * DAY, now)? {
         // A component not seen lately is gone (a server stopped, a slot dropped).
         if !current::seen_recently(c.sizes.last().map(|s| s.0), now) {
@@ -442,6 +443,9 @@ fn build_in(
             .entry(c.mountpoint.clone())
             .or_default()
             .push(filling::ComponentReport {
+                stale_since: c.sizes.last().and_then(|s| {
+                    filling::stale_since(s.0, database_facts.get(&c.database).map(|f| f.1))
+                }),
                 bytes: c.sizes.last().map_or(0.0, |s| s.1 as f64),
                 growth_1d_bytes: filling::growth(&c.sizes, now, DAY),
                 growth_7d_bytes: filling::growth(&c.sizes, now, 7 * DAY),
@@ -451,8 +455,7 @@ fn build_in(
                 component: c.component,
             });
     }
-    let facts: BTreeMap<String, DatabaseFacts> = store
-        .database_facts()?
+    let facts: BTreeMap<String, DatabaseFacts> = database_facts
         .into_iter()
         .filter(|(_, (_, t, _))| current::seen_recently(Some(*t), now))
         .map(|(db, (_, _, f))| (db, f))

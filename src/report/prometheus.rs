@@ -338,6 +338,8 @@ impl Filling {
                     growth_1d_bytes: g1.get(&k).copied(),
                     growth_7d_bytes: g7.get(&k).copied(),
                     share_1d: None,
+                    // Prometheus has the series or not: an unread component has none.
+                    stale_since: None,
                     database: k.0,
                     component: k.1,
                 });

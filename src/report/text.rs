@@ -149,7 +149,7 @@ fn what_is_filling(o: &mut String, filesystems: &[FsReport]) {
                 o,
                 "    {:<w$}  {:>10}  {:>11} /1d  {:>11} /7d  {:>14}  {}",
                 c.title(),
-                bytes(c.bytes),
+                super::filling::size_text(c, bytes),
                 opt(c.growth_1d_bytes, signed),
                 opt(c.growth_7d_bytes, signed),
                 super::filling::share(c),
@@ -531,6 +531,7 @@ mod tests {
                 growth_1d_bytes: g1,
                 growth_7d_bytes: g7,
                 share_1d: None,
+                stale_since: None,
             }
         };
         let filling = super::super::filling::with_shares(

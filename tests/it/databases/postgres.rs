@@ -351,7 +351,7 @@ fn a_server_log_on_another_mount_is_counted_there() {
 /// `ssdwatch sample` as an unprivileged user (nobody), with and without the postgres group: a
 /// directory it may not read is an item error naming it; with the group (PostgreSQL's group
 /// access) the series are there.
-fn sample_as_nobody(groups: &[u32]) -> (String, String) {
+pub(super) fn sample_as_nobody(groups: &[u32]) -> (String, String) {
     let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("ssdwatch.yaml");
