@@ -330,7 +330,7 @@ catalogue! {
     MYSQL_BINLOG_OLDEST_AGE_SECONDS: Gauge "ssdwatch_mysql_binlog_oldest_age_seconds" ["database"] unit "seconds"
         "Age of the oldest binary log kept (its last write): past the server's expiry it is not being purged (a replica or a backup holds it, or expiry is off).";
     MYSQL_BINLOG_RETENTION_SECONDS: Gauge "ssdwatch_mysql_binlog_retention_seconds" ["database"] unit "seconds"
-        "How long binary logs are expected to be kept (config: collectors.databases.mysql_binlog_retention): the alert on logs kept past it compares with this.";
+        "How long binary logs are expected to be kept: the server's binlog_expire_logs_seconds or expire_logs_days, or collectors.databases.mysql_binlog_retention where set (30 days where neither says).";
     // Collector `smart`: each drive's SMART data, normalized.
     DEVICE_SMART_SAMPLE_OK: Gauge "ssdwatch_device_smart_sample_ok" ["device", "serial", "wwn"] unit ""
         "1 if the last smartctl run on this drive gave usable data (or found it in standby).";

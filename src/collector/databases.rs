@@ -52,10 +52,12 @@ pub struct DatabasesConfig {
     /// Time one sizing pass of a database takes at most.
     #[serde(with = "humantime_serde")]
     pub size_time_per_pass: Duration,
-    /// How long MySQL keeps binary logs here (binlog_expire_logs_seconds, expire_logs_days):
-    /// exported beside the oldest log's age, for the alert on logs kept past it.
-    #[serde(with = "humantime_serde")]
-    pub mysql_binlog_retention: Duration,
+    /// How long MySQL keeps binary logs here, where the server's own setting
+    /// (binlog_expire_logs_seconds, expire_logs_days, read from its command line and option
+    /// files) is not to be believed; unset, the server's setting is used (30 days where it says
+    /// none or "never"). Exported beside the oldest log's age, for the alert on logs kept past it.
+    #[serde(with = "humantime_serde::option")]
+    pub mysql_binlog_retention: Option<Duration>,
     /// How long a database's cheap look (or the search of /proc) may take before it is
     /// reported stuck; a sizing pass gets this on top of `size_time_per_pass`.
     #[serde(with = "humantime_serde")]
@@ -81,7 +83,7 @@ impl Default for DatabasesConfig {
             size_entries_per_pass: 100_000,
             size_time_per_pass: Duration::from_secs(5),
             timeout: Duration::from_secs(10),
-            mysql_binlog_retention: Duration::from_secs(30 * 86400),
+            mysql_binlog_retention: None,
             watch: Vec::new(),
         }
     }
@@ -109,12 +111,14 @@ impl DatabasesConfig {
             Duration::from_secs(600),
         )?;
         check_timeout(key, self.timeout)?;
-        check_duration(
-            &format!("{key}.mysql_binlog_retention"),
-            self.mysql_binlog_retention,
-            Duration::from_secs(3600),
-            Duration::from_secs(3660 * 86400),
-        )?;
+        if let Some(r) = self.mysql_binlog_retention {
+            check_duration(
+                &format!("{key}.mysql_binlog_retention"),
+                r,
+                Duration::from_secs(3600),
+                Duration::from_secs(3660 * 86400),
+            )?;
+        }
         check_entries(&format!("{key}.watch"), self.watch.len(), MAX_WATCH)?;
         for (i, w) in self.watch.iter().enumerate() {
             let k = format!("{key}.watch[{i}]");
@@ -144,6 +148,8 @@ impl DatabasesConfig {
 struct Target {
     /// Whether its server process runs; None for a watched path.
     up: Option<bool>,
+    /// MySQL: how long the server says it keeps binary logs.
+    binlog_expiry: Option<u64>,
     /// The `database` label: the data directory (discovered) or the configured name.
     label: String,
     kind: &'static str,
@@ -407,6 +413,18 @@ fn mysql_size_roots(dir: &Path, rootfs: &Path, binlog_index: Option<&Path>) -> V
         }
     }
     roots
+}
+
+/// The binary log retention expected: the config's where set, else the server's own setting,
+/// else (none, or "never purged") 30 days, the default of MySQL 8.
+fn binlog_retention(config: Option<Duration>, server: Option<u64>) -> Duration {
+    config.unwrap_or_else(|| {
+        Duration::from_secs(
+            server
+                .filter(|&s| s > 0)
+                .unwrap_or(30 * crate::time::DAY as u64),
+        )
+    })
 }
 
 fn mysql_cheap_metrics(
@@ -772,6 +790,7 @@ impl Collector for DatabasesCollector {
             .chain(stopped.iter().map(|d| (d, false)))
             .map(|(d, up)| Target {
                 up: Some(up),
+                binlog_expiry: d.binlog_expiry_seconds,
                 label: d.dir.to_string_lossy().into_owned(),
                 kind: d.kind.as_str(),
                 version: d.version.clone(),
@@ -796,6 +815,7 @@ impl Collector for DatabasesCollector {
             .collect();
         targets.extend(found.watched.iter().map(|(name, host, path)| Target {
             up: None,
+            binlog_expiry: None,
             label: name.clone(),
             kind: "watch",
             version: String::new(),
@@ -916,7 +936,7 @@ impl Collector for DatabasesCollector {
                         &c,
                         (&found, mountpoint),
                         SystemTime::now(),
-                        self.cfg.mysql_binlog_retention,
+                        binlog_retention(self.cfg.mysql_binlog_retention, t.binlog_expiry),
                     ),
                     Ok(Ok(Cheap::Mysql(Err(e)))) => s.error(ItemError::new(
                         format!("{} cheap", t.label),
@@ -1605,5 +1625,14 @@ mod tests {
         let mut col = DatabasesCollector::new(&DatabasesConfig::default());
         let s = col.sample(&ctx).await.unwrap();
         assert_eq!(at(&s, "log", "/"), Some(inside));
+    }
+
+    #[test]
+    fn the_binlog_retention_is_the_configs_else_the_servers_else_30_days() {
+        let day = Duration::from_secs(86_400);
+        assert_eq!(binlog_retention(Some(7 * day), Some(86_400)), 7 * day);
+        assert_eq!(binlog_retention(None, Some(3 * 86_400)), 3 * day);
+        assert_eq!(binlog_retention(None, Some(0)), 30 * day, "never purged");
+        assert_eq!(binlog_retention(None, None), 30 * day);
     }
 }

@@ -95,6 +95,9 @@ pub struct Database {
     /// MySQL: the error log and slow query log when they exist outside the data directory, as
     /// (host path, path under the rootfs), canonical.
     pub log_files: Vec<(PathBuf, PathBuf)>,
+    /// MySQL: how long the server keeps binary logs, from its command line and option files
+    /// ([`mycnf::binlog_expiry`]); None when they don't say.
+    pub binlog_expiry_seconds: Option<u64>,
 }
 
 /// Why a server's data directory was not taken.
@@ -219,6 +222,7 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 binlog_index: None,
                 log_dir,
                 log_files,
+                binlog_expiry_seconds: None,
             })
         }
         ServerKind::Mysql => {
@@ -256,6 +260,11 @@ pub fn locate(roots: &Roots, p: &ServerProcess) -> Result<Database, LocateError>
                 binlog_index,
                 log_dir: None,
                 log_files,
+                binlog_expiry_seconds: mycnf::binlog_expiry(
+                    (p.args.binlog_expire_logs_seconds.as_deref())
+                        .or(options.binlog_expire_logs_seconds.as_deref()),
+                    (p.args.expire_logs_days.as_deref()).or(options.expire_logs_days.as_deref()),
+                ),
             })
         }
     }

@@ -15,6 +15,27 @@ pub struct Options {
     /// `log_error` and `slow_query_log_file` with a value: logs that may be elsewhere.
     pub log_error: Option<String>,
     pub slow_query_log_file: Option<String>,
+    /// `binlog_expire_logs_seconds` and `expire_logs_days`, as they were set (the last of each
+    /// wins): see [`binlog_expiry`].
+    pub binlog_expire_logs_seconds: Option<String>,
+    pub expire_logs_days: Option<String>,
+}
+
+/// How long the server keeps binary logs from its two settings: `binlog_expire_logs_seconds`
+/// where set and not 0 (MySQL 8, MariaDB 10.6), else `expire_logs_days` (days, decimals
+/// allowed in MariaDB). `Some(0)` when they say "never purged"; None when neither is set or
+/// readable (the server's built-in default, which differs between MySQL and MariaDB).
+pub fn binlog_expiry(seconds: Option<&str>, days: Option<&str>) -> Option<u64> {
+    let secs = seconds.and_then(|v| v.trim().parse::<u64>().ok());
+    let days = days
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|d| d.is_finite() && *d >= 0.0 && *d <= 100_000.0)
+        .map(|d| (d * 86_400.0).round() as u64);
+    match (secs, days) {
+        (Some(s), _) if s > 0 => Some(s),
+        (_, Some(d)) => Some(d),
+        (s, None) => s,
+    }
 }
 
 /// Where the server reads its options when not told otherwise (MariaDB's and MySQL's
@@ -75,6 +96,8 @@ pub fn parse(text: &str, opts: &mut Options) -> Vec<Include> {
             "skip_log_bin" | "disable_log_bin" => opts.log_bin = None,
             "log_error" => opts.log_error = value.filter(|v| !v.is_empty()),
             "slow_query_log_file" => opts.slow_query_log_file = value.filter(|v| !v.is_empty()),
+            "binlog_expire_logs_seconds" => opts.binlog_expire_logs_seconds = value,
+            "expire_logs_days" => opts.expire_logs_days = value,
             _ => {}
         }
     }
@@ -224,6 +247,37 @@ mod tests {
         let root =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/databases/mariadb-debian12");
         let o = read(&root, &[PathBuf::from("/etc/mysql/my.cnf")]);
-        assert_eq!(o, Options::default());
+        // Its 50-server.cnf keeps binary logs 10 days (should they be turned on).
+        assert_eq!(
+            o,
+            Options {
+                expire_logs_days: Some("10".into()),
+                ..Options::default()
+            }
+        );
+        assert_eq!(
+            binlog_expiry(None, o.expire_logs_days.as_deref()),
+            Some(864_000)
+        );
+    }
+
+    #[test]
+    fn binlog_expiry_is_the_servers_own_setting() {
+        assert_eq!(binlog_expiry(Some("604800"), None), Some(604_800));
+        assert_eq!(binlog_expiry(None, Some("10")), Some(864_000));
+        assert_eq!(binlog_expiry(None, Some("0.5")), Some(43_200));
+        // seconds win where not 0; 0 seconds leaves the days to say.
+        assert_eq!(binlog_expiry(Some("3600"), Some("10")), Some(3_600));
+        assert_eq!(binlog_expiry(Some("0"), Some("3")), Some(259_200));
+        assert_eq!(binlog_expiry(Some("0"), None), Some(0));
+        assert_eq!(binlog_expiry(None, Some("0")), Some(0));
+        assert_eq!(binlog_expiry(None, None), None);
+        assert_eq!(binlog_expiry(Some("soon"), Some("-1")), None);
+        let mut o = Options::default();
+        parse(
+            "[mysqld]\nexpire_logs_days = 7\n[client]\nexpire-logs-days = 1\n",
+            &mut o,
+        );
+        assert_eq!(o.expire_logs_days.as_deref(), Some("7"));
     }
 }

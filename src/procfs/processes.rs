@@ -43,6 +43,9 @@ pub struct ServerArgs {
     pub no_defaults: bool,
     /// mysqld only: `--log-bin=BASE`, where the binary logs and their index go.
     pub log_bin: Option<String>,
+    /// mysqld only: `--binlog-expire-logs-seconds=N` and `--expire-logs-days=N`.
+    pub binlog_expire_logs_seconds: Option<String>,
+    pub expire_logs_days: Option<String>,
     /// mysqld only: `--log-error=FILE` and `--slow-query-log-file=FILE`, logs that may be
     /// on another mount.
     pub log_error: Option<String>,
@@ -62,6 +65,8 @@ impl ServerArgs {
             defaults_extra_file: None,
             no_defaults: false,
             log_bin: None,
+            binlog_expire_logs_seconds: None,
+            expire_logs_days: None,
             log_error: None,
             slow_query_log_file: None,
         }
@@ -161,13 +166,18 @@ pub fn classify(comm: &str, args: &[String]) -> Option<ServerArgs> {
                 } else if let Some((k, v)) = a.strip_prefix("--").and_then(|kv| kv.split_once('='))
                     && matches!(
                         k.replace('-', "_").as_str(),
-                        "log_error" | "slow_query_log_file"
+                        "log_error"
+                            | "slow_query_log_file"
+                            | "binlog_expire_logs_seconds"
+                            | "expire_logs_days"
                     )
                 {
-                    if k.replace('-', "_") == "log_error" {
-                        out.log_error = Some(v.to_string());
-                    } else {
-                        out.slow_query_log_file = Some(v.to_string());
+                    let v = Some(v.to_string());
+                    match k.replace('-', "_").as_str() {
+                        "log_error" => out.log_error = v,
+                        "slow_query_log_file" => out.slow_query_log_file = v,
+                        "binlog_expire_logs_seconds" => out.binlog_expire_logs_seconds = v,
+                        _ => out.expire_logs_days = v,
                     }
                 } else if a == "--datadir" || a == "-h" {
                     out.dir = it.next().cloned();

@@ -278,8 +278,7 @@ fn new_schemas_stay_readable_to_the_mysql_group_with_umask_dir_and_are_an_error_
         // performance_schema are made 0700): `chmod g+rx /var/lib/mysql/*/`.
         for e in std::fs::read_dir(&m.data).unwrap().flatten() {
             if e.file_type().unwrap().is_dir() {
-                std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o750))
-                    .unwrap();
+                std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
             }
         }
         m.sql("create database shop; create table shop.t (x longtext) engine=innodb; insert into shop.t values (repeat('x', 100000))");
@@ -306,4 +305,28 @@ fn new_schemas_stay_readable_to_the_mysql_group_with_umask_dir_and_are_an_error_
             );
         }
     }
+}
+
+/// The binary log retention the alert compares with is the server's own `expire_logs_days`
+/// (or `binlog_expire_logs_seconds`), read from its command line and option files, unless the
+/// config sets one.
+#[test]
+fn the_binlog_retention_expected_is_the_servers_own_setting() {
+    let test = "the_binlog_retention_expected_is_the_servers_own_setting";
+    if !support::require_root(test)
+        || !support::require_cmd(test, "mariadbd", "mariadb-server")
+        || !support::require_cmd(test, "mariadb", "mariadb-client")
+    {
+        return;
+    }
+    let m = Mariadb::start_with(&["--expire-logs-days=3".to_string()]);
+    assert_eq!(m.sql("select @@expire_logs_days"), "3.000000");
+    m.sql("flush binary logs");
+    let label = m.label();
+    let retention = format!("ssdwatch_mysql_binlog_retention_seconds{{database=\"{label}\"}}");
+    let d = daemon();
+    let got = d.wait_metrics("the retention", Duration::from_secs(60), |t| {
+        value(t, &retention).is_some()
+    });
+    assert_eq!(value(&got, &retention), Some(3.0 * 86_400.0), "{got}");
 }
