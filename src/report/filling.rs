@@ -118,12 +118,16 @@ pub fn with_shares(
 
 /// The sentence naming what fills the mount: the component with the largest share of its
 /// growth over the last day (at least [`TOP_SHARE`]), and why it grows where the database's
-/// facts say. None when the mount did not grow or no component explains enough of it.
+/// facts say. None when the mount did not grow or no component explains enough of it. On the
+/// first day (no size a day old yet), the facts alone: [`held_back_now`].
 pub fn top_contributor(
     components: &[ComponentReport],
     mount_growth_1d: Option<f64>,
     facts: &BTreeMap<String, DatabaseFacts>,
 ) -> Option<String> {
+    if mount_growth_1d.is_none() || components.iter().all(|c| c.growth_1d_bytes.is_none()) {
+        return held_back_now(components, facts);
+    }
     let m = mount_growth_1d.filter(|m| *m > 0.0)?;
     let top = components
         .iter()
@@ -153,6 +157,45 @@ pub fn top_contributor(
         s.push_str(&c);
     }
     Some(s)
+}
+
+/// What holds space back now, from the facts alone (no growth a day old to weigh yet): each
+/// component with a cause (segments waiting for the archiver, a slot holding WAL back, binary
+/// logs past their retention) or a temporary spill, largest first, as one sentence.
+pub fn held_back_now(
+    components: &[ComponentReport],
+    facts: &BTreeMap<String, DatabaseFacts>,
+) -> Option<String> {
+    let mut found: Vec<(f64, String)> = Vec::new();
+    for c in components {
+        let why = match c.component.as_str() {
+            "temp" if c.bytes > 0.0 => Some("a query spilling to disk".to_string()),
+            "binlog" => facts
+                .get(&c.database)
+                .filter(|f| {
+                    matches!((f.binlog_oldest_age_seconds, f.binlog_retention_seconds),
+                        (Some(o), Some(r)) if o > r)
+                })
+                .and_then(|f| cause("binlog", f)),
+            other => facts.get(&c.database).and_then(|f| cause(other, f)),
+        };
+        if let Some(w) = why {
+            found.push((
+                c.bytes,
+                format!(
+                    "{} of {} takes {}: {w}",
+                    c.title(),
+                    c.database,
+                    super::bytes(c.bytes)
+                ),
+            ));
+        }
+    }
+    found.sort_by(|a, b| b.0.total_cmp(&a.0));
+    (!found.is_empty()).then(|| {
+        let all: Vec<String> = found.into_iter().map(|(_, s)| s).collect();
+        format!("Holding space now: {}", all.join("; "))
+    })
 }
 
 /// Why a component grows, from its database's facts: the archiver's backlog or a slot for the
@@ -331,6 +374,39 @@ mod tests {
         assert_eq!(top_contributor(&comps, Some(-1e9), &facts), None);
         let small = with_shares(vec![comp(db, "wal", 1e9, Some(0.05e9))], Some(1e9));
         assert_eq!(top_contributor(&small, Some(1e9), &facts), None);
+    }
+
+    /// The first day: no size a day old, so no growth to weigh; the facts alone name what
+    /// holds the space (the report said "unknown /1d" and nothing else before).
+    #[test]
+    fn on_the_first_day_the_facts_alone_name_what_holds_the_space() {
+        let db = "/var/lib/postgresql/15/main";
+        let comps = vec![
+            comp(db, "relations", 9e9, None),
+            comp(db, "wal", 2e9, None),
+            comp(db, "temp", 5e8, None),
+        ];
+        let facts = BTreeMap::from([(
+            db.to_string(),
+            DatabaseFacts {
+                archive_ready_segments: Some(120),
+                archive_oldest_ready_age_seconds: Some(1800),
+                slot: Some(("standby1".into(), 1_500_000_000)),
+                ..Default::default()
+            },
+        )]);
+        assert_eq!(
+            top_contributor(&comps, None, &facts).as_deref(),
+            Some(
+                "Holding space now: pg_wal (WAL) of /var/lib/postgresql/15/main takes 2.00 GB: \
+                 120 segments wait for the archiver, the oldest 30 min; replication slot \
+                 standby1 holds back 1.50 GB; temporary files (pgsql_tmp) of \
+                 /var/lib/postgresql/15/main takes 500.00 MB: a query spilling to disk"
+            )
+        );
+        // Nothing held back: nothing said.
+        let quiet = vec![comp(db, "relations", 9e9, None)];
+        assert_eq!(top_contributor(&quiet, None, &BTreeMap::new()), None);
     }
 
     #[test]
