@@ -126,6 +126,15 @@ enum Command {
         /// wear-out date.
         #[arg(long, requires = "prometheus")]
         fleet: bool,
+        /// With --prometheus: HTTP client config file in Prometheus' `http_config` format, as
+        /// promtool's flag of that name (basic_auth, authorization, tls_config, http_headers
+        /// such as X-Scope-OrgID, proxy_url); the files it names are read at each use.
+        #[arg(
+            long = "http.config.file",
+            value_name = "FILE",
+            requires = "prometheus"
+        )]
+        http_config_file: Option<PathBuf>,
     },
     /// The history store's tools.
     History {
@@ -340,6 +349,7 @@ pub fn main() -> ExitCode {
             prometheus,
             instance,
             fleet,
+            http_config_file,
         }) => {
             let args = report::ReportArgs {
                 json: *json,
@@ -348,6 +358,7 @@ pub fn main() -> ExitCode {
                 prometheus: prometheus.clone(),
                 instance: instance.clone(),
                 fleet: *fleet,
+                http_config_file: http_config_file.clone(),
             };
             with_config(&cli, &flags, &log, |config, roots| {
                 code(report::run(&args, &config, &roots))

@@ -1,0 +1,1 @@
+//! `ssdwatch history import` from the secured Prometheus.
