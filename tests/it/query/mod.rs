@@ -38,8 +38,9 @@ pub struct Secured {
     proxy: Child,
     /// The gateway's URL (https).
     pub url: String,
-    /// The history's first sample time.
+    /// The history's first and last sample times.
     pub start: i64,
+    pub end: i64,
 }
 
 pub const TENANT: &str = "dbfleet";
@@ -85,6 +86,17 @@ fn openmetrics(start: i64, end: i64) -> String {
                 .unwrap();
                 t += STEP;
             }
+        }
+        // Another host, whose database mount is twice as large: a wrong --instance.
+        let mut t = start;
+        while t <= end {
+            let v = if which == 1 { 2.0 * DB_SIZE } else { DB_SIZE };
+            writeln!(
+                s,
+                "{family}{{instance=\"db8:9100\",job=\"node\",mountpoint=\"{DB_MOUNT}\",device=\"/dev/sdb1\",fstype=\"xfs\"}} {v} {t}"
+            )
+            .unwrap();
+            t += 6 * HOUR;
         }
     }
     let f = "ssdwatch_filesystem_predicted_full_timestamp_seconds";
@@ -208,6 +220,7 @@ impl Secured {
             proxy,
             url: format!("https://localhost:{pport}"),
             start,
+            end,
         };
         let good = s.config("good.yml", TENANT, PASSWORD, "ca.crt");
         let url = s.url.clone();
