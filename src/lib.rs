@@ -22,6 +22,7 @@ pub mod privsep;
 pub mod probe;
 pub(crate) mod process;
 pub mod procfs;
+pub mod query;
 pub mod registry;
 pub mod render;
 pub mod report;

@@ -1,6 +1,7 @@
 //! The command line: flags (clap), config loading and the subcommands, each calling an engine
 //! (`daemon`, `probe`, `smart`). No engine imports this module; it sits on top of all of them.
 
+mod import;
 mod privsep;
 mod probe;
 mod reload;
@@ -126,6 +127,15 @@ enum Command {
         /// wear-out date.
         #[arg(long, requires = "prometheus")]
         fleet: bool,
+        /// With --prometheus: HTTP client config file in Prometheus' `http_config` format, as
+        /// promtool's flag of that name (basic_auth, authorization, tls_config, http_headers
+        /// such as X-Scope-OrgID, proxy_url); the files it names are read at each use.
+        #[arg(
+            long = "http.config.file",
+            value_name = "FILE",
+            requires = "prometheus"
+        )]
+        http_config_file: Option<PathBuf>,
     },
     /// The history store's tools.
     History {
@@ -158,6 +168,39 @@ enum HistoryCommand {
         /// Add `instance="NAME"` to every series (several hosts backfilled into one Prometheus).
         #[arg(long)]
         instance: Option<String>,
+    },
+    /// Fill this host's store from a Prometheus-compatible server (Prometheus, Thanos, Mimir,
+    /// VictoriaMetrics) that already holds its node_exporter history, so forecasts have
+    /// a date from the first hour.
+    ///
+    /// Mapping: node_exporter's `node_filesystem_{size,avail,free}_bytes` of --instance (else
+    /// ssdwatch's own `ssdwatch_filesystem_*`) are matched to the filesystems the store already
+    /// knows by mount point (the daemon records them at its first sample: start it once
+    /// first), and the mapping is printed. node_exporter's `device` label is the mount source
+    /// (/dev/mapper/...), not the kernel name, so it is shown, not matched; a mount renamed or
+    /// moved is another series and is not imported. A filesystem whose size differs from the
+    /// store's by more than 2% is refused as another filesystem.
+    ///
+    /// Written: one hourly row (min, max, mean and last of avail and free, the size) for each
+    /// hour before the daemon's own first sample, marked as imported; rows the daemon wrote
+    /// are never touched and an hour already held is not written again. An empty answer, an
+    /// answer over 32 MiB or a server error writes nothing. Drives are not imported.
+    Import {
+        /// The query API's URL (as `report --prometheus`).
+        #[arg(long, value_name = "URL")]
+        prometheus: String,
+        /// The host's `instance` label there (node_exporter's, such as db7:9100).
+        #[arg(long)]
+        instance: String,
+        /// How far back (at most 400d).
+        #[arg(long, default_value = "60d", value_parser = humantime::parse_duration)]
+        range: Duration,
+        /// The history store file; `<state_dir>/history.db` of the config when absent.
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// HTTP client config file (Prometheus' http_config), as for `report`.
+        #[arg(long = "http.config.file", value_name = "FILE")]
+        http_config_file: Option<PathBuf>,
     },
 }
 
@@ -340,6 +383,7 @@ pub fn main() -> ExitCode {
             prometheus,
             instance,
             fleet,
+            http_config_file,
         }) => {
             let args = report::ReportArgs {
                 json: *json,
@@ -348,6 +392,7 @@ pub fn main() -> ExitCode {
                 prometheus: prometheus.clone(),
                 instance: instance.clone(),
                 fleet: *fleet,
+                http_config_file: http_config_file.clone(),
             };
             with_config(&cli, &flags, &log, |config, roots| {
                 code(report::run(&args, &config, &roots))
@@ -439,6 +484,22 @@ fn run_history(command: &HistoryCommand, config: &Config) -> ExitCode {
             instance,
             ..
         } => code(report::export(store, output, instance.as_deref(), config)),
+        HistoryCommand::Import {
+            prometheus,
+            instance,
+            range,
+            store,
+            http_config_file,
+        } => code(import::run(
+            &import::ImportArgs {
+                prometheus: prometheus.clone(),
+                instance: instance.clone(),
+                range: *range,
+                store: store.clone(),
+                http_config_file: http_config_file.clone(),
+            },
+            config,
+        )),
     }
 }
 

@@ -17,6 +17,7 @@ pub struct ReportArgs {
     pub prometheus: Option<String>,
     pub instance: Option<String>,
     pub fleet: bool,
+    pub http_config_file: Option<PathBuf>,
 }
 
 /// Rows of the fleet's view listed at most (per list).
@@ -57,13 +58,13 @@ pub fn report_of(
 pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
     let path = store_path(&args.store, config);
     let now = unix_now() as i64;
+    let http_config = args.http_config_file.as_deref();
     let built = match (&args.prometheus, &args.instance, args.fleet) {
-        (Some(url), _, true) => return fleet(url, now, args.json),
+        (Some(url), _, true) => return fleet(url, http_config, now, args.json),
         (Some(url), Some(instance), false) => match config.history.endurance_rules() {
-            Ok(rules) => {
-                let api = report::prometheus::Api::new(url);
-                report::prometheus::build(&api, instance, now, &rules).map_err(|e| e.to_string())
-            }
+            Ok(rules) => crate::query::Api::with_config(url, http_config)
+                .and_then(|api| report::prometheus::build(&api, instance, now, &rules))
+                .map_err(|e| e.to_string()),
             Err(e) => Err(format!("history.endurance: {e}")),
         },
         (Some(_), None, false) => {
@@ -94,9 +95,10 @@ pub fn run(args: &ReportArgs, config: &Config, roots: &Roots) -> i32 {
 }
 
 /// `ssdwatch report --prometheus URL --fleet`.
-fn fleet(url: &str, now: i64, json: bool) -> i32 {
-    let api = report::prometheus::Api::new(url);
-    let (fs, drives) = match report::prometheus::fleet(&api, now, FLEET_ROWS) {
+fn fleet(url: &str, http_config: Option<&Path>, now: i64, json: bool) -> i32 {
+    let listed = crate::query::Api::with_config(url, http_config)
+        .and_then(|api| report::prometheus::fleet(&api, now, FLEET_ROWS));
+    let (fs, drives) = match listed {
         Ok(v) => v,
         Err(e) => {
             eprintln!("ssdwatch report: {e}");

@@ -581,6 +581,23 @@ fn build_in(
     if filesystems.is_empty() {
         unknown.push("no filesystem samples yet: fill, growth and full dates are unknown".into());
     }
+    // Which part of each history is not the daemon's own (`ssdwatch history import`).
+    let names: BTreeMap<_, _> = store
+        .filesystems()?
+        .into_iter()
+        .map(|f| (f.id, f.key.mountpoint))
+        .collect();
+    for m in store.fs_imports()? {
+        unknown.push(format!(
+            "history of {} from {} to {} imported from {} (instance {}, {} hours): node_exporter's or the fleet's samples, not this daemon's",
+            names.get(&m.fs).map_or("?", String::as_str),
+            date(m.from_t),
+            date(m.until_t),
+            m.source,
+            m.instance,
+            m.hours
+        ));
+    }
     let mut drives = Vec::new();
     let mut days_of = Vec::new();
     for d in store.drives()? {

@@ -22,9 +22,7 @@ use crate::history::{DatabaseFacts, DrivePoint, Stat};
 use crate::probe::ProbeKind;
 use crate::statfs::df_fill_ratio;
 use crate::time::{DAY, HOUR};
-use serde_json::Value;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// Days of daily figures asked for filesystems (what the forecast uses) and drives.
 const DRIVE_DAYS: i64 = 730;
@@ -32,138 +30,16 @@ const DRIVE_DAYS: i64 = 730;
 /// a series, under Prometheus' 11,000-point and 50-million-sample limits).
 const CHUNK: i64 = 30 * DAY;
 
-#[derive(Debug, thiserror::Error)]
-pub enum QueryError {
-    #[error("{url}: {detail}")]
-    Http { url: String, detail: String },
-    #[error("{url}: query {query}: {detail}")]
-    Api {
-        url: String,
-        query: String,
-        detail: String,
-    },
-}
-
-/// A Prometheus-compatible query API at `base` (`http://prometheus:9090`).
-pub struct Api {
-    base: String,
-    agent: ureq::Agent,
-}
+pub use crate::query::{Answer, Api, QueryError};
 
 type Labels = BTreeMap<String, String>;
-/// A query's answer: each series' labels and its (time, value) samples.
-pub type Answer = Vec<(Labels, Vec<(i64, f64)>)>;
 /// Up to three figures a day, by day.
 type Days = BTreeMap<i64, [Option<f64>; 3]>;
 /// Up to three figures per series and day.
 type Daily<K> = BTreeMap<K, Days>;
 
-impl Api {
-    pub fn new(base: &str) -> Api {
-        Api {
-            base: base.trim_end_matches('/').to_string(),
-            agent: ureq::Agent::config_builder()
-                .timeout_global(Some(Duration::from_secs(60)))
-                .http_status_as_error(false)
-                .build()
-                .new_agent(),
-        }
-    }
-
-    fn call(&self, path: &str, params: &[(&str, String)]) -> Result<Value, QueryError> {
-        let url = format!("{}{path}", self.base);
-        let query = params.first().map(|p| p.1.clone()).unwrap_or_default();
-        let mut req = self.agent.get(&url);
-        for (k, v) in params {
-            req = req.query(*k, v);
-        }
-        let mut resp = req.call().map_err(|e| QueryError::Http {
-            url: url.clone(),
-            detail: e.to_string(),
-        })?;
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(256 << 20)
-            .read_to_string()
-            .map_err(|e| QueryError::Http {
-                url: url.clone(),
-                detail: e.to_string(),
-            })?;
-        let v: Value = serde_json::from_str(&body).map_err(|e| QueryError::Api {
-            url: url.clone(),
-            query: query.clone(),
-            detail: format!("not the query API's JSON ({e})"),
-        })?;
-        if v["status"] != "success" {
-            return Err(QueryError::Api {
-                url,
-                query,
-                detail: format!("{}: {}", v["errorType"], v["error"]),
-            });
-        }
-        Ok(v["data"]["result"].clone())
-    }
-
-    /// An instant query: each series' labels and (time, value) samples (one for a vector,
-    /// all in the range for a range selector).
-    pub fn query(&self, q: &str, at: i64) -> Result<Answer, QueryError> {
-        let r = self.call(
-            "/api/v1/query",
-            &[("query", q.to_string()), ("time", at.to_string())],
-        )?;
-        Ok(series(&r))
-    }
-
-    /// A range query at `step`.
-    pub fn query_range(
-        &self,
-        q: &str,
-        start: i64,
-        end: i64,
-        step: i64,
-    ) -> Result<Answer, QueryError> {
-        let r = self.call(
-            "/api/v1/query_range",
-            &[
-                ("query", q.to_string()),
-                ("start", start.to_string()),
-                ("end", end.to_string()),
-                ("step", step.to_string()),
-            ],
-        )?;
-        Ok(series(&r))
-    }
-}
-
-fn series(r: &Value) -> Answer {
-    let sample = |s: &Value| -> Option<(i64, f64)> {
-        Some((s[0].as_f64()? as i64, s[1].as_str()?.parse().ok()?))
-    };
-    r.as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            let labels = s["metric"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect();
-            let pts = match s["values"].as_array() {
-                Some(v) => v.iter().filter_map(sample).collect(),
-                None => sample(&s["value"]).into_iter().collect(),
-            };
-            (labels, pts)
-        })
-        .collect()
-}
-
 fn sel(instance: &str, extra: &str) -> String {
-    let inst = format!(
-        "instance=\"{}\"",
-        instance.replace('\\', "\\\\").replace('"', "\\\"")
-    );
+    let inst = format!("instance={}", crate::query::quote(instance));
     if extra.is_empty() {
         format!("{{{inst}}}")
     } else {
@@ -209,7 +85,7 @@ pub fn build(
     Ok(Report {
         host: instance.to_string(),
         generated_unix: now,
-        source: api.base.clone(),
+        source: api.base().to_string(),
         history_since_unix: filesystems
             .iter()
             .map(|f| f.first_seen_unix)

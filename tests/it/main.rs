@@ -26,6 +26,7 @@ mod packaging;
 mod privsep;
 mod probe;
 mod prometheus;
+mod query;
 mod report;
 mod run_script;
 mod smart;

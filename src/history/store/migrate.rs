@@ -190,3 +190,25 @@ pub(super) fn v5_to_v6(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(HEALTH_AND_COMPONENTS)?;
     tx.pragma_update(None, "user_version", 6)
 }
+
+/// `fs_import`: which part of each filesystem's history was imported from a query API
+/// (`ssdwatch history import`), not written by the daemon: the hours from `from_t` to
+/// `until_t` (exclusive), always before the daemon's own first sample of it, and where from.
+/// The imported hours themselves are ordinary hourly rows.
+pub(super) const FS_IMPORT: &str = "
+CREATE TABLE fs_import (
+    fs INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    from_t INTEGER NOT NULL,
+    until_t INTEGER NOT NULL,
+    hours INTEGER NOT NULL,
+    at INTEGER NOT NULL
+);
+";
+
+/// Version 6 to 7: [`FS_IMPORT`], empty: nothing was imported before.
+pub(super) fn v6_to_v7(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(FS_IMPORT)?;
+    tx.pragma_update(None, "user_version", 7)
+}

@@ -3,6 +3,7 @@
 
 mod events;
 mod identity;
+mod import;
 mod layout;
 mod migrate;
 mod open;
@@ -12,6 +13,7 @@ mod schema;
 mod timeline;
 mod write;
 
+pub use import::{ImportHour, ImportMark};
 pub use timeline::FutureRows;
 
 pub use schema::SCHEMA_VERSION;

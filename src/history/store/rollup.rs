@@ -335,7 +335,7 @@ impl Store {
         Ok(())
     }
 
-    fn load_day(&self, kind: Kind, id: i64, day: i64) -> Result<Vec<Row>, StoreError> {
+    pub(super) fn load_day(&self, kind: Kind, id: i64, day: i64) -> Result<Vec<Row>, StoreError> {
         let blob: Option<Vec<u8>> = self
             .conn
             .prepare_cached(&format!(
@@ -370,7 +370,13 @@ impl Store {
         Ok(rows)
     }
 
-    fn store_day(&self, kind: Kind, id: i64, day: i64, rows: &[Row]) -> Result<(), StoreError> {
+    pub(super) fn store_day(
+        &self,
+        kind: Kind,
+        id: i64,
+        day: i64,
+        rows: &[Row],
+    ) -> Result<(), StoreError> {
         if !(0..1 << SERIES_BITS).contains(&id) {
             return Err(StoreError::TooManySeries {
                 path: self.path.clone(),

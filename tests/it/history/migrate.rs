@@ -128,7 +128,7 @@ fn key_of(path: &Path, table: &str) -> Vec<String> {
 
 /// What a version-5 file lacks: version 6's drive health, components and database facts.
 const V6_TABLES_DROPPED: &str = "DROP TABLE drive_health; DROP TABLE component;
-    DROP TABLE component_size; DROP TABLE database_state;";
+    DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;";
 
 #[test]
 fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
@@ -144,7 +144,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 6);
+    assert_eq!(SCHEMA_VERSION, 7);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
@@ -157,6 +157,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
         "and version 6's"
     );
     assert_eq!(key_of(&path, "component_size"), ["hour", "component"]);
+    assert_eq!(key_of(&path, "fs_import"), ["fs"], "and version 7's");
     assert_eq!(counts(&path), before, "every row survives ({TABLES:?})");
     // Raw rows keyed by the rowid `t << 24 | series`, which pragma_table_info shows as `id`.
     assert_eq!(key_of(&path, "fs_raw"), ["id"]);
@@ -500,4 +501,25 @@ fn a_schema_5_store_gets_the_health_and_component_tables_and_keeps_its_rows() {
     };
     assert_eq!(s.record_databases(&[db]).unwrap(), 1);
     assert_eq!(s.components(0, t).unwrap()[0].sizes, vec![(t, 1 << 30)]);
+}
+
+/// A version-6 store gets version 7's `fs_import`, empty (nothing of it was imported), and
+/// keeps every row.
+#[test]
+fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("DROP TABLE fs_import; PRAGMA user_version = 6")
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 6, .. }), "{e}");
+    let before = counts(&path);
+    let s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    assert!(s.fs_imports().unwrap().is_empty());
 }

@@ -1,0 +1,345 @@
+//! The query client against a real Prometheus locked the way a fleet's long-term store is:
+//! TLS and basic auth by Prometheus' own `--web.config.file`, and a multi-tenant gateway in
+//! front (tenant_proxy.py, as Mimir's or Cortex's) that wants `X-Scope-OrgID`. The server holds
+//! 60 days of a simulated database host's node_exporter filesystem series, loaded with
+//! `promtool tsdb create-blocks-from openmetrics`.
+
+mod import;
+
+use crate::support::*;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const HOUR: i64 = 3600;
+pub const DAY: i64 = 86400;
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+/// The simulated host's node_exporter and ssdwatch instances.
+pub const NODE: &str = "db7:9100";
+pub const SSDWATCH: &str = "db7:10150";
+pub const DB_MOUNT: &str = "/var/lib/postgresql";
+pub const DB_SIZE: f64 = 100.0 * GIB;
+/// The database mount's used bytes: 40 GiB at the start, 0.5 GiB more a day: full 120 days
+/// after the start, 60 days after the history's end.
+pub fn db_used(t: i64, start: i64) -> f64 {
+    40.0 * GIB + 0.5 * GIB * (t - start) as f64 / DAY as f64
+}
+pub const ROOT_SIZE: f64 = 20.0 * GIB;
+pub const ROOT_USED: f64 = 6.0 * GIB;
+/// The history's step.
+pub const STEP: i64 = 30 * 60;
+
+/// A Prometheus behind TLS and basic auth, a tenant gateway in front, and the files a client
+/// needs. Both processes are killed and reaped on drop.
+pub struct Secured {
+    pub dir: tempfile::TempDir,
+    prometheus: Child,
+    proxy: Child,
+    /// The gateway's URL (https).
+    pub url: String,
+    /// The history's first and last sample times.
+    pub start: i64,
+    pub end: i64,
+}
+
+pub const TENANT: &str = "dbfleet";
+pub const PASSWORD: &str = "correct horse";
+
+impl Drop for Secured {
+    fn drop(&mut self) {
+        for c in [&mut self.prometheus, &mut self.proxy] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// 60 days of node_exporter's filesystem series of NODE (the database mount filling, `/`
+/// flat, a tmpfs) ending at `end`, and ssdwatch's forecast gauge of the database mount.
+fn openmetrics(start: i64, end: i64) -> String {
+    let mut s = String::new();
+    let mounts = [
+        (DB_MOUNT, "/dev/nvme0n1p1", "ext4", DB_SIZE),
+        ("/", "/dev/nvme0n1p2", "ext4", ROOT_SIZE),
+        ("/run", "tmpfs", "tmpfs", GIB),
+    ];
+    for (family, which) in [
+        ("node_filesystem_avail_bytes", 0),
+        ("node_filesystem_free_bytes", 0),
+        ("node_filesystem_size_bytes", 1),
+    ] {
+        writeln!(s, "# TYPE {family} gauge").unwrap();
+        for (mp, dev, fstype, size) in mounts {
+            let mut t = start;
+            while t <= end {
+                let used = match mp {
+                    DB_MOUNT => db_used(t, start),
+                    "/" => ROOT_USED,
+                    _ => 0.0,
+                };
+                let v = if which == 1 { size } else { size - used };
+                writeln!(
+                    s,
+                    "{family}{{instance=\"{NODE}\",job=\"node\",mountpoint=\"{mp}\",device=\"{dev}\",fstype=\"{fstype}\"}} {v} {t}"
+                )
+                .unwrap();
+                t += STEP;
+            }
+        }
+        // Another host, whose database mount is twice as large: a wrong --instance.
+        let mut t = start;
+        while t <= end {
+            let v = if which == 1 { 2.0 * DB_SIZE } else { DB_SIZE };
+            writeln!(
+                s,
+                "{family}{{instance=\"db8:9100\",job=\"node\",mountpoint=\"{DB_MOUNT}\",device=\"/dev/sdb1\",fstype=\"xfs\"}} {v} {t}"
+            )
+            .unwrap();
+            t += 6 * HOUR;
+        }
+    }
+    let f = "ssdwatch_filesystem_predicted_full_timestamp_seconds";
+    writeln!(s, "# TYPE {f} gauge").unwrap();
+    let mut t = end - 6 * HOUR;
+    while t <= end {
+        writeln!(
+            s,
+            "{f}{{instance=\"{SSDWATCH}\",job=\"ssdwatch\",mountpoint=\"{DB_MOUNT}\"}} {} {t}",
+            start + 120 * DAY
+        )
+        .unwrap();
+        t += STEP;
+    }
+    s.push_str("# EOF\n");
+    s
+}
+
+fn wait_for(child: &mut Child, what: &str, log: &Path, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!(
+                "{what} exited ({st}): {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        if ready() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} did not become ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+impl Secured {
+    /// None (after saying why) when prometheus, promtool or python3 is missing.
+    pub fn start(test: &str) -> Option<Secured> {
+        if !require_cmd(test, "promtool", "prometheus")
+            || !require_cmd(test, "prometheus", "prometheus")
+            || !require_cmd(test, "python3", "python3")
+        {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        crate::support::binary::make_certs(d);
+        let now = ssdwatch::snapshot::unix_now() as i64;
+        // The history ends an hour ago, on a step: the newest block is whole.
+        let end = (now - HOUR).div_euclid(STEP) * STEP;
+        let start = end - 60 * DAY;
+        std::fs::write(d.join("history.om"), openmetrics(start, end)).unwrap();
+        let tsdb = d.join("tsdb");
+        let (ok, out) = run_status(
+            "promtool",
+            &[
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                d.join("history.om").to_str().unwrap(),
+                tsdb.to_str().unwrap(),
+            ],
+        );
+        assert!(ok, "promtool: {out}");
+        let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+        std::fs::write(
+            d.join("web.yml"),
+            format!(
+                "tls_server_config:\n  cert_file: {0}/server.crt\n  key_file: {0}/server.key\n\
+                 basic_auth_users:\n  ssdwatch: {hash}\n",
+                d.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(d.join("prometheus.yml"), "global: {}\n").unwrap();
+        let port = free_port();
+        let log = d.join("prometheus.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let mut prometheus = Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                d.join("prometheus.yml").display()
+            ))
+            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!("--web.config.file={}", d.join("web.yml").display()))
+            .arg("--storage.tsdb.retention.time=10y")
+            .arg("--log.level=warn")
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .expect("start prometheus");
+        let upstream = format!("https://127.0.0.1:{port}");
+        let direct = write_http_config(d, "direct.yml", TENANT, PASSWORD, "ca.crt");
+        wait_for(&mut prometheus, "prometheus", &log, || {
+            ssdwatch::query::Api::with_config(&upstream, Some(&direct))
+                .and_then(|a| a.query("1", now))
+                .is_ok()
+        });
+        let pport = free_port();
+        let plog = d.join("proxy.log");
+        let out = std::fs::File::create(&plog).unwrap();
+        let proxy = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/it/query/tenant_proxy.py"
+            ))
+            .arg(pport.to_string())
+            .arg(d.join("server.crt"))
+            .arg(d.join("server.key"))
+            .arg(&upstream)
+            .arg(d.join("ca.crt"))
+            .arg(TENANT)
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .expect("start the tenant gateway");
+        let mut s = Secured {
+            dir,
+            prometheus,
+            proxy,
+            url: format!("https://localhost:{pport}"),
+            start,
+            end,
+        };
+        let good = s.config("good.yml", TENANT, PASSWORD, "ca.crt");
+        let url = s.url.clone();
+        wait_for(&mut s.proxy, "the tenant gateway", &plog, || {
+            ssdwatch::query::Api::with_config(&url, Some(&good))
+                .and_then(|a| a.query("1", now))
+                .is_ok()
+        });
+        Some(s)
+    }
+
+    /// An http config file: basic auth with a password file, the CA file, the tenant header.
+    pub fn config(&self, name: &str, tenant: &str, password: &str, ca: &str) -> PathBuf {
+        write_http_config(self.dir.path(), name, tenant, password, ca)
+    }
+}
+
+fn write_http_config(dir: &Path, name: &str, tenant: &str, password: &str, ca: &str) -> PathBuf {
+    let pass = dir.join(format!("{name}.pass"));
+    std::fs::write(&pass, format!("{password}\n")).unwrap();
+    let mut text = format!(
+        "basic_auth:\n  username: ssdwatch\n  password_file: {}\ntls_config:\n  ca_file: {ca}\n",
+        pass.file_name().unwrap().to_str().unwrap()
+    );
+    if !tenant.is_empty() {
+        write!(
+            text,
+            "http_headers:\n  X-Scope-OrgID:\n    values: [{tenant}]\n"
+        )
+        .unwrap();
+    }
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Runs the ssdwatch binary with `args`.
+pub fn ssdwatch(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
+
+/// Its one line of error: exit status 1 and a single stderr line, returned.
+pub fn one_error_line(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+#[test]
+fn the_fleet_report_reaches_a_prometheus_behind_tls_basic_auth_and_a_tenant_gateway() {
+    let test = "the_fleet_report_reaches_a_prometheus_behind_tls_basic_auth_and_a_tenant_gateway";
+    let Some(s) = Secured::start(test) else {
+        return;
+    };
+    let good = s.config("good.yml", TENANT, PASSWORD, "ca.crt");
+    let out = ssdwatch(&[
+        "report",
+        "--prometheus",
+        &s.url,
+        "--fleet",
+        "--json",
+        "--http.config.file",
+        good.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let fs = v["filesystems"].as_array().unwrap();
+    assert_eq!(fs.len(), 1, "{text}");
+    assert_eq!(fs[0]["instance"], SSDWATCH);
+    assert_eq!(fs[0]["what"], DB_MOUNT);
+    assert_eq!(fs[0]["when_unix"], s.start + 120 * DAY);
+}
+
+#[test]
+fn a_wrong_password_ca_or_tenant_and_a_50mb_answer_each_give_one_clear_error() {
+    let test = "a_wrong_password_ca_or_tenant_and_a_50mb_answer_each_give_one_clear_error";
+    let Some(s) = Secured::start(test) else {
+        return;
+    };
+    // Another CA, which signed nothing the server shows.
+    let other = s.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    crate::support::binary::make_certs(&other);
+    let cases = [
+        (s.config("badpass.yml", TENANT, "wrong", "ca.crt"), "401"),
+        (
+            s.config("badca.yml", TENANT, PASSWORD, "other/ca.crt"),
+            "certificate",
+        ),
+        (
+            s.config("notenant.yml", "", PASSWORD, "ca.crt"),
+            "no org id",
+        ),
+        (
+            s.config("huge.yml", "huge", PASSWORD, "ca.crt"),
+            "larger than 32 MiB",
+        ),
+    ];
+    for (cfg, says) in cases {
+        let out = ssdwatch(&[
+            "report",
+            "--prometheus",
+            &s.url,
+            "--fleet",
+            "--http.config.file",
+            cfg.to_str().unwrap(),
+        ]);
+        let err = one_error_line(&out);
+        assert!(
+            err.contains(&s.url) && err.contains(says),
+            "{}: {err}",
+            cfg.display()
+        );
+        assert!(!err.contains(PASSWORD), "a secret in an error: {err}");
+    }
+}
