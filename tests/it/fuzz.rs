@@ -654,6 +654,10 @@ fn targets() -> Vec<Target> {
             call: |b| {
                 let mut o = ssdwatch::databases::mycnf::Options::default();
                 let _ = ssdwatch::databases::mycnf::parse(&lossy(b), &mut o);
+                let _ = ssdwatch::databases::mycnf::binlog_expiry(
+                    o.binlog_expire_logs_seconds.as_deref(),
+                    o.expire_logs_days.as_deref(),
+                );
                 o.datadir.is_some() || o.log_bin.is_some()
             },
         },
@@ -711,6 +715,16 @@ fn targets() -> Vec<Target> {
                 }
                 !logs.is_empty()
             },
+        },
+        Target {
+            // A process's `stat` line, which discovery reads first (its name and parent).
+            name: "proc_stat",
+            seeds: vec![
+                b"4242 (postgres) S 4100 4100 4100 0 -1 4194560 310 0 0 0 12 3 0 0 20 0 1 0 9090 228036608 4521\n".to_vec(),
+                b"7 (a) b) (c) R 1 7 7 0 -1 0 0 0 0 0\n".to_vec(),
+            ],
+            dict: CMDLINE_TOKENS,
+            call: |b| ssdwatch::procfs::processes::parse_stat_ppid(&lossy(b)).is_some(),
         },
         Target {
             name: "proc_cmdline",

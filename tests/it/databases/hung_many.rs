@@ -147,3 +147,99 @@ fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
     drop(d);
     drop(hung);
 }
+
+/// One process anywhere whose data directory is on a mount that never answers (a `postgres`
+/// started on a dead NFS export) costs its own item only: the healthy server beside it is
+/// found at every sample, and a cluster created meanwhile is found at the next sample, not
+/// minutes later when a whole search stops timing out.
+#[test]
+fn one_hung_process_never_freezes_the_discovery_of_the_others() {
+    use ssdwatch::collector::Collector;
+    use ssdwatch::collector::databases::{DatabasesCollector, DatabasesConfig};
+    let test = "one_hung_process_never_freezes_the_discovery_of_the_others";
+    if !support::require_root(test) || !support::fuse_available(test) {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let hung = support::HungFuseSet::mount(1);
+    let host = tempfile::tempdir().unwrap();
+    let base = host.path().canonicalize().unwrap();
+    let proc_root = base.join("proc");
+    let postmaster = |pid: u32, dir: &str| {
+        let d = proc_root.join(pid.to_string());
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("stat"),
+            format!("{pid} (postgres) S 1 {pid} {pid} 0 -1 4194560 31 0 0 0\n"),
+        )
+        .unwrap();
+        std::fs::write(d.join("cmdline"), format!("postgres\0-D\0{dir}\0")).unwrap();
+    };
+    let cluster = |name: &str, pid: u32| {
+        let d = base.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("PG_VERSION"), "15\n").unwrap();
+        std::fs::write(
+            d.join("postmaster.pid"),
+            format!("{pid}\n{}\n", d.display()),
+        )
+        .unwrap();
+        postmaster(pid, d.to_str().unwrap());
+        d.display().to_string()
+    };
+    let good = cluster("good", 100);
+    postmaster(500, &format!("{}/data", hung.mps().next().unwrap()));
+    let cfg = DatabasesConfig {
+        interval: Duration::from_secs(1),
+        size_interval: Duration::from_secs(60),
+        timeout: Duration::from_millis(500),
+        ..DatabasesConfig::default()
+    };
+    let roots = ssdwatch::Roots {
+        proc: proc_root.clone(),
+        ..ssdwatch::Roots::default()
+    };
+    let ctx = ssdwatch::collector::Context::new(roots, Duration::from_secs(60));
+    let mut c = DatabasesCollector::new(&cfg);
+    let info = |label: &str| format!("ssdwatch_database_info{{database=\"{label}\"");
+    let mut newer = None;
+    for round in 0..4 {
+        if round == 2 {
+            newer = Some(cluster("newer", 200));
+        }
+        let s = rt.block_on(c.sample(&ctx)).unwrap();
+        let text = support::exposition(&s);
+        let errors: Vec<String> = s.errors.iter().map(|e| e.to_string()).collect();
+        assert!(
+            text.contains(&info(&good)),
+            "round {round}: {text}\n{errors:?}"
+        );
+        if let Some(n) = &newer {
+            assert!(
+                text.contains(&info(n)),
+                "round {round}: the new cluster at once: {text}"
+            );
+        }
+        let hung_errors: Vec<_> = errors.iter().filter(|e| e.contains("pid 500")).collect();
+        assert_eq!(hung_errors.len(), 1, "round {round}: {errors:?}");
+        let want = if round == 0 {
+            "no answer within"
+        } else {
+            "not started again until it does"
+        };
+        assert!(
+            hung_errors[0].contains(want),
+            "round {round}: {hung_errors:?}"
+        );
+        assert!(
+            !errors.iter().any(|e| e.contains("process search")),
+            "{errors:?}"
+        );
+    }
+    drop(hung);
+    drop(rt);
+}
