@@ -132,34 +132,12 @@ pub enum ReadError {
 /// Opened non-blocking, so not even the open of a FIFO can wait; a regular file's reads ignore
 /// the flag.
 pub fn read_config_file(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
-    use std::io::Read as _;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let kind = file.metadata()?.file_type();
-    if !kind.is_file() {
-        return Err(ReadError::NotRegular(if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_char_device() {
-            "a character device"
-        } else if kind.is_block_device() {
-            "a block device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "a special file"
-        }));
-    }
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(ReadError::TooLarge(max));
-    }
-    Ok(bytes)
+    use crate::small_file::{Links, SmallFileError, read_small};
+    read_small(path, max, Links::Follow).map_err(|e| match e {
+        SmallFileError::Io(e) => ReadError::Io(e),
+        SmallFileError::NotRegular(kind) => ReadError::NotRegular(kind),
+        SmallFileError::TooLarge { max, .. } => ReadError::TooLarge(max),
+    })
 }
 
 #[derive(Debug, thiserror::Error)]

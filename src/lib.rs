@@ -28,6 +28,7 @@ pub mod render;
 pub mod report;
 mod roots;
 pub mod size;
+pub(crate) mod small_file;
 pub mod smart;
 pub mod snapshot;
 pub mod space;

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 /// Most symlinks followed in one path, as the kernel's limit (ELOOP past it).
-const MAX_SYMLINKS: usize = 40;
+pub(crate) const MAX_SYMLINKS: usize = 40;
 
 /// Where every reader looks: the `--path.sysfs`, `--path.procfs` and `--path.rootfs` flags
 /// (node_exporter's meaning), so the whole daemon runs against a fixture tree.
@@ -99,7 +99,7 @@ impl Roots {
 }
 
 /// The components of `p` onto `todo`, at its front (a link's target, read next) or back.
-fn push_components(todo: &mut VecDeque<OsString>, p: &Path, front: bool) {
+pub(crate) fn push_components(todo: &mut VecDeque<OsString>, p: &Path, front: bool) {
     let parts: Vec<OsString> = p
         .components()
         .map(|c| match c {

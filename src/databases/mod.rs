@@ -7,12 +7,11 @@ pub mod mycnf;
 pub mod mysql;
 pub mod pgconf;
 pub mod postgres;
-pub(crate) mod small_file;
 pub mod walk;
 
 use crate::Roots;
 use crate::procfs::processes::{ServerKind, ServerProcess};
-use small_file::{Links, read_small_text};
+use crate::small_file::{self, Links, read_small_text};
 use std::path::{Path, PathBuf};
 
 /// `PG_VERSION` holds a major version and a newline ("15\n").

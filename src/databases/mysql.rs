@@ -193,10 +193,10 @@ fn read_logs(
     counted: &mut HashSet<PathBuf>,
     errors: &mut Vec<String>,
 ) {
-    let text = match super::small_file::read_small_text(
+    let text = match crate::small_file::read_small_text(
         index,
         MAX_INDEX_BYTES,
-        super::small_file::Links::Follow,
+        crate::small_file::Links::Follow,
     ) {
         Ok(t) => t,
         Err(e) => {

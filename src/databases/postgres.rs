@@ -255,7 +255,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReadError + '_ {
     }
 }
 
-use super::small_file::{Links, read_small};
+use crate::small_file::{Links, read_small};
 use std::os::unix::fs::MetadataExt;
 
 /// Allocated bytes of a file (what it takes from the filesystem; `st_blocks` counts 512-byte
@@ -267,7 +267,8 @@ pub fn allocated(m: &std::fs::Metadata) -> u64 {
 /// The last checkpoint's redo location, from `global/pg_control`.
 pub fn read_control(data_dir: &Path) -> Result<Control, ReadError> {
     let path = data_dir.join("global/pg_control");
-    let b = read_small(&path, CONTROL_BYTES as u64, Links::Refuse).map_err(io(&path))?;
+    let b =
+        read_small(&path, CONTROL_BYTES as u64, Links::Refuse).map_err(|e| io(&path)(e.into()))?;
     decode_control(&b).map_err(|cause| ReadError::Control { path, cause })
 }
 
@@ -284,7 +285,7 @@ pub fn read_slots(data_dir: &Path) -> Result<(Vec<SlotState>, Vec<ReadError>), R
             continue;
         }
         let path = e.path().join("state");
-        match read_small(&path, MAX_STATE_BYTES, Links::Refuse) {
+        match read_small(&path, MAX_STATE_BYTES, Links::Refuse).map_err(std::io::Error::from) {
             Ok(b) => match decode_slot_state(&b) {
                 Ok(s) => slots.push(s),
                 Err(cause) => errors.push(ReadError::Slot { path, cause }),

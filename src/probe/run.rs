@@ -12,6 +12,7 @@ use super::{
 };
 use crate::Roots;
 use crate::procfs::mountinfo::MountInfo;
+use crate::roots::MAX_SYMLINKS;
 use crate::snapshot::{Shared, unix_now};
 use crate::statfs;
 use crate::statfs::FsStat;
@@ -203,37 +204,14 @@ fn may_hang(fstype: &str) -> bool {
     ) || fstype.starts_with("fuse")
 }
 
-/// Most symlinks followed in one path, as the kernel's limit (ELOOP past it).
-const MAX_SYMLINKS: usize = 40;
-
 /// `path` with its symlinks resolved as the kernel would, reading links only on local
 /// filesystems (by `mounts`): below a network or FUSE mount, or past a missing component, the
 /// rest is kept as written. A mount point is never read (mounted on, it is no link), so no
 /// lookup touches a filesystem that may hang.
 fn resolve_symlinks(path: &Path, mounts: &[MountInfo], roots: &Roots) -> PathBuf {
-    use std::path::Component;
-    let mut todo: std::collections::VecDeque<std::ffi::OsString> =
-        std::collections::VecDeque::new();
+    use crate::roots::push_components as push_all;
+    let mut todo = std::collections::VecDeque::new();
     let mut out = PathBuf::from("/");
-    let push_all = |todo: &mut std::collections::VecDeque<_>, p: &Path, front: bool| {
-        let parts: Vec<std::ffi::OsString> = p
-            .components()
-            .map(|c| match c {
-                Component::RootDir => "/".into(),
-                Component::ParentDir => "..".into(),
-                Component::CurDir => ".".into(),
-                Component::Normal(n) => n.to_os_string(),
-                Component::Prefix(p) => p.as_os_str().to_os_string(),
-            })
-            .collect();
-        if front {
-            for c in parts.into_iter().rev() {
-                todo.push_front(c);
-            }
-        } else {
-            todo.extend(parts);
-        }
-    };
     push_all(&mut todo, path, false);
     let (mut links, mut literal) = (0, false);
     while let Some(c) = todo.pop_front() {

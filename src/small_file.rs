@@ -1,7 +1,7 @@
-//! The one way the databases readers take a small file out of a directory a server's user
-//! owns: opened without blocking (a FIFO put in its place), a regular file only (not
-//! `/dev/zero`), read to a cap (not a 2 GB sparse file), and without following a final symlink
-//! where the file is the server's own.
+//! The one way the daemon reads a small file someone else chose: its config files, and what the
+//! databases readers take out of a directory a server's user owns. Opened without blocking (a
+//! FIFO put in its place), a regular file only (not `/dev/zero`), read to a cap (not a 2 GB
+//! sparse file), and without following a final symlink where the file is a server's own.
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -15,9 +15,29 @@ pub(crate) enum Links {
     Follow,
 }
 
+/// Why a small file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum SmallFileError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("not a regular file ({0})")]
+    NotRegular(&'static str),
+    #[error("{size} bytes, larger than the {max} read")]
+    TooLarge { size: u64, max: u64 },
+}
+
+impl From<SmallFileError> for std::io::Error {
+    fn from(e: SmallFileError) -> std::io::Error {
+        match e {
+            SmallFileError::Io(e) => e,
+            other => std::io::Error::other(other.to_string()),
+        }
+    }
+}
+
 /// The bytes of `path`, at most `max`; an error naming what it is when it is not a regular
 /// file or is larger.
-pub(crate) fn read_small(path: &Path, max: u64, links: Links) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_small(path: &Path, max: u64, links: Links) -> Result<Vec<u8>, SmallFileError> {
     let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY;
     if links == Links::Refuse {
         flags |= libc::O_NOFOLLOW;
@@ -28,23 +48,19 @@ pub(crate) fn read_small(path: &Path, max: u64, links: Links) -> std::io::Result
         .open(path)?;
     let m = f.metadata()?;
     if !m.is_file() {
-        return Err(std::io::Error::other(format!(
-            "not a regular file ({})",
-            kind_of(&m.file_type())
-        )));
+        return Err(SmallFileError::NotRegular(kind_of(&m.file_type())));
     }
     if m.len() > max {
-        return Err(std::io::Error::other(format!(
-            "{} bytes, larger than the {max} read",
-            m.len()
-        )));
+        return Err(SmallFileError::TooLarge { size: m.len(), max });
     }
     let mut out = Vec::new();
-    f.take(max + 1).read_to_end(&mut out)?;
+    f.take(max.saturating_add(1)).read_to_end(&mut out)?;
     if out.len() as u64 > max {
-        return Err(std::io::Error::other(format!(
-            "larger than the {max} bytes read"
-        )));
+        // It grew while being read.
+        return Err(SmallFileError::TooLarge {
+            size: out.len() as u64,
+            max,
+        });
     }
     Ok(out)
 }
@@ -55,7 +71,8 @@ pub(crate) fn read_small_text(path: &Path, max: u64, links: Links) -> std::io::R
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
-fn kind_of(t: &std::fs::FileType) -> &'static str {
+/// What a file that is not a regular one is, for people.
+pub(crate) fn kind_of(t: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
         "a directory"
@@ -68,7 +85,7 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
     } else if t.is_socket() {
         "a socket"
     } else {
-        "not a file"
+        "a special file"
     }
 }
 
@@ -92,7 +109,7 @@ mod tests {
         assert!(e.to_string().contains("larger than"), "{e}");
         let link = dir.path().join("link");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
-        let e = read_small(&link, 64, Links::Refuse).unwrap_err();
+        let e = std::io::Error::from(read_small(&link, 64, Links::Refuse).unwrap_err());
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
         let e = read_small(&link, 64, Links::Follow).unwrap_err();
         assert!(e.to_string().contains("character device"), "{e}");
