@@ -214,6 +214,10 @@ pub struct FsForecast {
     pub top_now_bytes: Option<f64>,
     /// The filesystem's size at its last day.
     pub size_bytes: Option<f64>,
+    /// A runaway: the fill rate of the last hours (bytes a day) where the volume climbs past
+    /// anything its last two weeks held and fills within a week at that rate; the date is then
+    /// the earlier of the two legs.
+    pub runaway_bytes_per_day: Option<f64>,
 }
 
 /// The index of the first day of the current trend (after the last big drop).
@@ -333,7 +337,95 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
         full_latest_unix: predicted_full.and_then(|p| p.2),
         top_now_bytes: predicted_full.map(|p| p.3),
         size_bytes: Some(size),
+        runaway_bytes_per_day: None,
     }
+}
+
+/// How far back the runaway leg looks at raw points.
+pub const RUNAWAY_WINDOW_SECONDS: i64 = 6 * 3600;
+/// A runaway that would take longer than this to fill the volume is the long-term leg's.
+const RUNAWAY_MAX_DAYS: f64 = 7.0;
+/// How far above the last two weeks' highest use the volume must be: a recurring peak (a
+/// weekly dump, a nightly batch) climbs to where it has been before and is not a runaway.
+const RUNAWAY_MARGIN_RATIO: f64 = 0.02;
+
+/// The short-term leg: from the last [`RUNAWAY_WINDOW_SECONDS`] of `recent` points (time, used
+/// bytes, in time order) of a volume of `size` bytes whose earlier days are `days`. A runaway
+/// when the latest use is above every high of the 14 days before today by
+/// [`RUNAWAY_MARGIN_RATIO`] of the size, rising, and full within [`RUNAWAY_MAX_DAYS`] at the
+/// Theil–Sen rate of those points: (rate a day, full date, earliest, latest) from the rate's
+/// 95 % interval.
+pub fn runaway(
+    days: &[DayUse],
+    recent: &[(i64, f64)],
+    size: f64,
+    now: i64,
+) -> Option<(f64, i64, i64, Option<i64>)> {
+    let recent: Vec<(i64, f64)> = recent
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t > now - RUNAWAY_WINDOW_SECONDS && *t <= now)
+        .collect();
+    let today = now.div_euclid(DAY);
+    let before = days
+        .iter()
+        .filter(|d| d.day < today && d.day >= today - 14)
+        .map(|d| d.high)
+        .fold(f64::NEG_INFINITY, f64::max);
+    // The climb since the volume left the range it held: a rate over hours that mix the flat
+    // part in would be too slow.
+    let from = recent.iter().rposition(|(_, u)| *u <= before).unwrap_or(0);
+    let recent = &recent[from..];
+    let (&(t0, _), &(t1, used)) = (recent.first()?, recent.last()?);
+    if recent.len() < 6 || t1 - t0 < 1800 || size <= 0.0 {
+        return None;
+    }
+    if used <= before + RUNAWAY_MARGIN_RATIO * size {
+        return None;
+    }
+    let pts: Vec<(f64, f64)> = recent
+        .iter()
+        .map(|(t, u)| ((t - t0) as f64 / DAY_F64, *u))
+        .collect();
+    let (xs, ys) = band_points(&pts);
+    let (rate, _) = theil_sen(&xs, &ys)?;
+    if rate <= 0.0 {
+        return None;
+    }
+    let left = (size - used).max(0.0);
+    let days_left = left / rate;
+    if days_left > RUNAWAY_MAX_DAYS {
+        return None;
+    }
+    let at = |r: f64| date_in(now, left / r);
+    let full = at(rate)?;
+    let (lo, hi) = theil_sen_band(&xs, &ys).unwrap_or((rate, rate));
+    let earliest = at(hi.max(rate)).map_or(full, |e| e.min(full));
+    let latest = (lo > 0.0).then(|| at(lo.min(rate))).flatten();
+    Some((rate, full, earliest, latest))
+}
+
+/// `fc` with the runaway leg applied: its date and band where it is earlier than the long-term
+/// leg's (or the long-term leg has none).
+pub fn with_runaway(
+    mut fc: FsForecast,
+    days: &[DayUse],
+    recent: &[(i64, f64)],
+    now: i64,
+) -> FsForecast {
+    let Some(size) = fc.size_bytes else {
+        return fc;
+    };
+    let Some((rate, full, earliest, latest)) = runaway(days, recent, size, now) else {
+        return fc;
+    };
+    if fc.predicted_full_unix.is_none_or(|d| full < d) {
+        fc.predicted_full_unix = Some(full);
+        fc.full_earliest_unix = Some(earliest);
+        fc.full_latest_unix = latest;
+        fc.runaway_bytes_per_day = Some(rate);
+    }
+    fc
 }
 
 /// A drive's rated write endurance.
@@ -938,5 +1030,67 @@ mod tests {
         assert!((ls - 3.0).abs() > 1.0, "{ls}");
         assert_eq!(theil_sen(&[1.0], &[1.0]), None);
         assert_eq!(least_squares(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    /// Flat at 55 % for weeks, then +40 GB an hour (a WAL runaway): the long-term leg has no
+    /// date (it fits daily lows); the runaway leg dates it within the hour, the true instant
+    /// inside its band.
+    #[test]
+    fn a_runaway_from_a_flat_volume_is_dated_from_its_last_hours() {
+        let days = days_of(|_| 550.0 * G);
+        let start = at(NOW_DAY) - 3 * 3600;
+        let per_hour = 40.0 * G;
+        let recent: Vec<(i64, f64)> = (0..=36)
+            .map(|i| (start + i * 300, 551.0 * G + per_hour * (i as f64) / 12.0))
+            .collect();
+        let now = start + 36 * 300;
+        let used = recent.last().unwrap().1;
+        let truth = now + ((SIZE - used) / per_hour * 3600.0) as i64;
+        let long = forecast_filesystem_days(&days, now);
+        assert_eq!(long.predicted_full_unix, None);
+        let fc = with_runaway(long, &days, &recent, now);
+        let full = fc.predicted_full_unix.unwrap();
+        assert!((full - truth).abs() < 600, "{full} vs {truth}");
+        assert!(fc.full_earliest_unix.unwrap() <= truth);
+        assert!(fc.full_latest_unix.unwrap() >= truth);
+        assert!((fc.runaway_bytes_per_day.unwrap() - 24.0 * per_hour).abs() < G);
+    }
+
+    /// A weekly dump climbing to where it climbed last week is no runaway, nor is slow growth
+    /// that would take over a week, nor a volume shrinking.
+    #[test]
+    fn a_recurring_peak_or_slow_growth_is_no_runaway() {
+        let now = at(NOW_DAY) + 3 * 3600;
+        let climb = |from: f64, per_hour: f64| -> Vec<(i64, f64)> {
+            (0..=36)
+                .map(|i| (now - 3 * 3600 + i * 300, from + per_hour * i as f64 / 12.0))
+                .collect()
+        };
+        // Last week's peak was 850 GB: climbing 700 -> 820 GB now is within it.
+        let weekly: Vec<DayUse> = days_of(|_| 700.0 * G)
+            .into_iter()
+            .map(|mut d| {
+                if (d.day - T0 / DAY) % 7 == 3 {
+                    d.high = 850.0 * G;
+                }
+                d
+            })
+            .collect();
+        assert_eq!(
+            runaway(&weekly, &climb(700.0 * G, 40.0 * G), SIZE, now),
+            None
+        );
+        // Past every earlier high, but at 1 GB an hour 300 GB takes 12 days.
+        let flat = days_of(|_| 550.0 * G);
+        assert_eq!(runaway(&flat, &climb(690.0 * G, 1.0 * G), SIZE, now), None);
+        assert_eq!(
+            runaway(&flat, &climb(700.0 * G, -10.0 * G), SIZE, now),
+            None
+        );
+        // Too few points, or too short a span.
+        assert_eq!(
+            runaway(&flat, &climb(700.0 * G, 40.0 * G)[..4], SIZE, now),
+            None
+        );
     }
 }

@@ -642,8 +642,12 @@ impl Worker {
         let mut m = MetricSet::new();
         let result = (|| -> Result<(), super::StoreError> {
             let mut by_mount = std::collections::BTreeMap::new();
-            for f in store.filesystems()? {
-                let Some(fc) = current::stored_filesystem(store, f.id, now)? else {
+            let fss = store.filesystems()?;
+            let ids: Vec<_> = fss.iter().map(|f| f.id).collect();
+            let recent = current::recent_use(store, &ids, now)?;
+            for f in fss {
+                let r = recent.get(&f.id).map_or(&[][..], Vec::as_slice);
+                let Some(fc) = current::stored_filesystem(store, f.id, r, now)? else {
                     continue;
                 };
                 by_mount.insert(f.key.mountpoint.clone(), fc.clone());

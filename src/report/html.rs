@@ -87,10 +87,13 @@ fn filesystems(o: &mut String, r: &Report) {
     });
     for f in &order {
         let full = match (f.predicted_full_unix, &f.full_note) {
-            (Some(t), _) => format!(
-                "<b>{}</b>{}",
+            (Some(t), note) => format!(
+                "<b>{}</b>{}{}",
                 date(t),
-                esc(&super::band(f.full_earliest_unix, f.full_latest_unix))
+                esc(&super::band(f.full_earliest_unix, f.full_latest_unix)),
+                note.as_ref()
+                    .map(|n| format!("<br><span class=\"note\">{}</span>", esc(n)))
+                    .unwrap_or_default()
             ),
             (None, Some(n)) => format!("<span class=\"note\">{}</span>", esc(n)),
             _ => "—".into(),

@@ -540,8 +540,11 @@ fn forecasts(
     drives: &[DriveInfo],
 ) -> Result<(), ExportError> {
     out.family(&catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS)?;
+    let ids: Vec<_> = fss.iter().map(|f| f.id).collect();
+    let recent = current::recent_use(store, &ids, now)?;
     for f in fss {
-        let fc = current::stored_filesystem(store, f.id, now)?;
+        let r = recent.get(&f.id).map_or(&[][..], Vec::as_slice);
+        let fc = current::stored_filesystem(store, f.id, r, now)?;
         if let Some(t) = fc.and_then(|fc| fc.predicted_full_unix) {
             let dev = f.device.as_deref().unwrap_or("");
             let l = out.labels(&[("mountpoint", &f.key.mountpoint), ("device", dev)]);

@@ -479,7 +479,9 @@ fn filesystem(
         })
         .collect();
     let last = uses.last().copied()?;
-    let fc = current::filesystem(&uses, now).unwrap_or_default();
+    // Daily figures only from the query API: no runaway leg here (the daemon's own series
+    // carry its dates).
+    let fc = current::filesystem(&uses, &[], now).unwrap_or_default();
     // df's used and fill, as the store's report gives them.
     let used = now_figures.map(|(_, free)| (last.size - free).max(0.0));
     let fill_ratio = now_figures.and_then(|(avail, free)| df_fill_ratio(last.size, free, avail));

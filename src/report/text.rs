@@ -85,10 +85,11 @@ fn filesystem(o: &mut String, f: &FsReport) {
         opt(f.growth_30d_bytes_per_day, bytes)
     );
     let full = match (f.predicted_full_unix, &f.full_note) {
-        (Some(t), _) => format!(
-            "{}{}",
+        (Some(t), note) => format!(
+            "{}{}{}",
             date(t),
-            super::band(f.full_earliest_unix, f.full_latest_unix)
+            super::band(f.full_earliest_unix, f.full_latest_unix),
+            note.as_ref().map(|n| format!("; {n}")).unwrap_or_default()
         ),
         (None, Some(n)) => n.clone(),
         (None, None) => "unknown".into(),
