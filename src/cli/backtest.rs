@@ -101,11 +101,11 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
             "--check-interval ({check}s) must be a multiple of --eval-interval ({eval}s): alerts change only at evaluations"
         ));
     }
-    let promtool = find_promtool(&args.promtool)?;
     let name = args.trace.display().to_string();
     let text = std::fs::read_to_string(&args.trace).map_err(|e| format!("reading {name}: {e}"))?;
     let trace = trace::parse_trace(&text, &name).map_err(|e| e.to_string())?;
     let grid = Grid::of(&trace).map_err(|e| format!("{name}: {e}"))?;
+    let promtool = find_promtool(&args.promtool)?;
 
     let tmp = TempDir::new()?;
     let work = args.keep.clone().unwrap_or_else(|| tmp.0.clone());
