@@ -39,6 +39,11 @@ pub struct TestSpec {
     pub rule_files: Vec<String>,
     /// The rule groups' evaluation interval, seconds.
     pub eval_interval: i64,
+    /// The groups' names in the order they are evaluated at each step (file order: recording
+    /// rules before the alerts that read them). Without it promtool evaluates groups in the
+    /// order of a Go map, so an alert reading another group's recording saw it one step late in
+    /// some runs and not in others.
+    pub group_order: Vec<String>,
     /// The input series' grid, seconds.
     pub grid: i64,
     pub series: Vec<Series>,
@@ -76,6 +81,12 @@ pub fn test_file(spec: &TestSpec) -> String {
         let _ = writeln!(out, "  - {}", yaml_quote(f));
     }
     let _ = writeln!(out, "evaluation_interval: {}s", spec.eval_interval);
+    if !spec.group_order.is_empty() {
+        out.push_str("group_eval_order:\n");
+        for g in &spec.group_order {
+            let _ = writeln!(out, "  - {}", yaml_quote(g));
+        }
+    }
     out.push_str("tests:\n");
     let _ = writeln!(out, "  - interval: {}s", spec.grid);
     out.push_str("    input_series:\n");
@@ -388,6 +399,7 @@ mod tests {
         let spec = TestSpec {
             rule_files: vec!["/r/it's.yml".into()],
             eval_interval: 60,
+            group_order: vec!["b".into(), "a".into()],
             grid: 60,
             series: vec![Series {
                 selector: selector("a", &[("mountpoint", "/x \"y\"")]),
@@ -398,6 +410,10 @@ mod tests {
         let text = test_file(&spec);
         assert!(text.contains("  - '/r/it''s.yml'\n"), "{text}");
         assert!(text.contains("evaluation_interval: 60s\n"), "{text}");
+        assert!(
+            text.contains("group_eval_order:\n  - 'b'\n  - 'a'\n"),
+            "{text}"
+        );
         assert!(
             text.contains(r#"- series: 'a{mountpoint="/x \"y\""}'"#),
             "{text}"

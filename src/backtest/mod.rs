@@ -4,6 +4,7 @@
 //! report); the store and the promtool child are driven by src/cli/backtest.rs.
 
 pub mod engine;
+pub mod prune;
 pub mod replay;
 pub mod series;
 pub mod trace;
@@ -187,6 +188,18 @@ pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The rule groups' names of a rule file, in order.
+pub fn group_names(rule_file_text: &str) -> Result<Vec<String>, String> {
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(rule_file_text).map_err(|e| e.to_string())?;
+    Ok(doc["groups"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g["name"].as_str().map(str::to_string))
+        .collect())
+}
+
 /// One rule set's record: the rule files given as one `--rules` (the shipped pair is one).
 #[derive(Debug, Clone, Serialize)]
 pub struct RuleSet {
@@ -228,6 +241,10 @@ pub struct Report {
     pub full_at: Option<i64>,
     pub rule_files: Vec<String>,
     pub eval_interval_seconds: i64,
+    /// Rules promtool evaluated, of all the files hold: those that read no series the replay
+    /// writes can never fire or record and are left out (see `prune`).
+    pub rules_evaluated: usize,
+    pub rules_total: usize,
     pub check_interval_seconds: i64,
     pub episodes: Vec<Episode>,
     /// Each `--rules` given, with its own summary (lead times of its alerts alone).
@@ -282,8 +299,10 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "rules: {} (evaluated every {} s, read every {} s)",
+            "rules: {} ({} of {} rules can read this trace's series; evaluated every {} s, read every {} s)",
             self.rule_files.join(", "),
+            self.rules_evaluated,
+            self.rules_total,
             self.eval_interval_seconds,
             self.check_interval_seconds
         );

@@ -3,8 +3,8 @@
 
 use crate::backtest::replay::{self, Volume};
 use crate::backtest::series::{self, Grid, Labels};
-use crate::backtest::{self, Report, engine, trace};
-use std::path::PathBuf;
+use crate::backtest::{self, Report, engine, prune, trace};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -36,6 +36,8 @@ pub struct BacktestArgs {
     pub device: String,
     pub promtool: Option<PathBuf>,
     pub keep: Option<PathBuf>,
+    /// Evaluate every rule, also those that read no series the replay writes.
+    pub all_rules: bool,
 }
 
 /// A directory removed when dropped.
@@ -123,36 +125,71 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     } else {
         args.rules.clone()
     };
-    let mut rule_files = Vec::new();
-    // Each --rules with the alerts its files define.
+    // Each --rules with the alerts its files define, and every file's text.
+    let mut sources: Vec<(String, String)> = Vec::new();
     let mut sets: Vec<(String, Vec<String>)> = Vec::new();
     for r in &rules {
         let mut names = Vec::new();
         if r == SHIPPED_WORD {
             for (file, text) in SHIPPED {
-                let p = work.join(file);
-                std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
-                rule_files.push(p.display().to_string());
                 names.extend(backtest::alertnames(text).map_err(|e| format!("{file}: {e}"))?);
+                sources.push((file.to_string(), text.to_string()));
             }
             sets.push((
                 "shipped (ssdwatch.rules.yml, ssdwatch.alerts.yml)".to_string(),
                 names,
             ));
         } else {
-            let p = std::fs::canonicalize(r).map_err(|e| format!("rule file {r}: {e}"))?;
             let text =
-                std::fs::read_to_string(&p).map_err(|e| format!("reading rule file {r}: {e}"))?;
+                std::fs::read_to_string(r).map_err(|e| format!("reading rule file {r}: {e}"))?;
             names.extend(backtest::alertnames(&text).map_err(|e| format!("{r}: {e}"))?);
-            rule_files.push(p.display().to_string());
+            let base = Path::new(r)
+                .file_name()
+                .map_or("rules.yml".into(), |b| b.to_string_lossy().into_owned());
+            sources.push((base, text));
             sets.push((r.clone(), names));
         }
+    }
+    let input = series::input_series(&trace, &forecast, &volume, &Labels::default(), &grid);
+    let texts: Vec<String> = sources.iter().map(|(_, t)| t.clone()).collect();
+    let (texts, rules_kept, rules_total) = if args.all_rules {
+        let n = prune::prune(&texts, &Default::default())
+            .map_err(|e| format!("reading the rule files: {e}"))?
+            .iter()
+            .map(|(_, _, had)| had)
+            .sum();
+        (texts, n, n)
+    } else {
+        let names = input
+            .iter()
+            .map(|s| s.selector.split('{').next().unwrap_or_default().to_string())
+            .collect();
+        let pruned =
+            prune::prune(&texts, &names).map_err(|e| format!("reading the rule files: {e}"))?;
+        let kept = pruned.iter().map(|(_, k, _)| k).sum();
+        let had = pruned.iter().map(|(_, _, h)| h).sum();
+        (pruned.into_iter().map(|(t, _, _)| t).collect(), kept, had)
+    };
+    let mut group_order: Vec<String> = Vec::new();
+    for t in &texts {
+        for g in backtest::group_names(t).map_err(|e| format!("reading the rule files: {e}"))? {
+            if !group_order.contains(&g) {
+                group_order.push(g);
+            }
+        }
+    }
+    let mut rule_files = Vec::new();
+    for (i, ((base, _), text)) in sources.iter().zip(&texts).enumerate() {
+        let p = work.join(format!("{i:02}-{base}"));
+        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        rule_files.push(p.display().to_string());
     }
     let spec = engine::TestSpec {
         rule_files: rule_files.clone(),
         eval_interval: eval,
+        group_order,
         grid: grid.step,
-        series: series::input_series(&trace, &forecast, &volume, &Labels::default(), &grid),
+        series: input,
         checks: series::checks(&trace, &grid, check),
     };
     let test_path = work.join("backtest.test.yml");
@@ -194,6 +231,8 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
         full_at,
         rule_files: sets.iter().map(|(r, _)| r.clone()).collect(),
         eval_interval_seconds: eval,
+        rules_evaluated: rules_kept,
+        rules_total,
         check_interval_seconds: check,
         rule_sets: sets
             .into_iter()

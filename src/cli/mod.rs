@@ -162,6 +162,10 @@ enum Command {
         /// Keep the generated promtool test (and rule files) in this directory.
         #[arg(long, value_name = "DIR", hide = true)]
         keep: Option<PathBuf>,
+        /// Evaluate every rule of the files, also those that read none of the replayed series
+        /// (slower; the alerts fire the same).
+        #[arg(long)]
+        all_rules: bool,
     },
     /// The history store's tools.
     History {
@@ -399,6 +403,7 @@ pub fn main() -> ExitCode {
             device,
             promtool,
             keep,
+            all_rules,
         }) => code(backtest::run(&backtest::BacktestArgs {
             trace: trace.clone(),
             rules: rules.clone(),
@@ -409,6 +414,7 @@ pub fn main() -> ExitCode {
             device: device.clone(),
             promtool: promtool.clone(),
             keep: keep.clone(),
+            all_rules: *all_rules,
         })),
         Some(Command::History { command }) => with_config(&cli, &flags, &log, |config, _| {
             run_history(command, &config)
