@@ -380,6 +380,32 @@ impl Report {
                 p.latest.map_or("not in sight".into(), human_time)
             );
         }
+        // The forecast over time: the first pass of each UTC day.
+        let mut day = None;
+        let daily: Vec<&ForecastPoint> = self
+            .forecast
+            .iter()
+            .filter(|p| {
+                let d = p.t.div_euclid(86_400);
+                let first = day != Some(d);
+                day = Some(d);
+                first
+            })
+            .collect();
+        if !daily.is_empty() {
+            o.push_str("  PASS                 PREDICTED FULL       EARLIEST             LATEST\n");
+            for p in daily {
+                let show = |v: Option<i64>| v.map_or("-".to_string(), human_time);
+                let line = format!(
+                    "  {:<20} {:<20} {:<20} {}",
+                    human_time(p.t),
+                    show(p.predicted_full),
+                    show(p.earliest),
+                    show(p.latest)
+                );
+                let _ = writeln!(o, "{}", line.trim_end());
+            }
+        }
         for c in &self.date_checks {
             let _ = writeln!(
                 o,
