@@ -1,6 +1,7 @@
 //! ssdwatch: a Prometheus exporter and monitoring daemon for SSDs under databases.
 //! `run` boots the whole daemon in-process so tests can drive it like `main` does.
 
+pub mod backtest;
 pub(crate) mod catalogue;
 pub mod cli;
 pub mod collector;

@@ -1,6 +1,7 @@
 //! The command line: flags (clap), config loading and the subcommands, each calling an engine
 //! (`daemon`, `probe`, `smart`). No engine imports this module; it sits on top of all of them.
 
+pub mod backtest;
 mod import;
 mod privsep;
 mod probe;
@@ -136,6 +137,45 @@ enum Command {
             requires = "prometheus"
         )]
         http_config_file: Option<PathBuf>,
+    },
+    /// Replays a volume's fill history (a CSV trace) through the daemon's forecast and through
+    /// alert rules evaluated by Prometheus' rule engine (promtool): every alert's firing
+    /// episodes, its lead time before the volume filled, and the forecast over time.
+    Backtest {
+        /// The trace: CSV rows `unix_seconds,size_bytes,avail_bytes` (a header row allowed),
+        /// samples at least 10 s apart.
+        #[arg(long, value_name = "FILE")]
+        trace: PathBuf,
+        /// A Prometheus rule file to evaluate (repeat for several); `shipped` stands for the
+        /// package's ssdwatch.rules.yml and ssdwatch.alerts.yml [default: shipped].
+        #[arg(long = "rules", value_name = "FILE")]
+        rules: Vec<String>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// The rule groups' evaluation interval (Prometheus' evaluation_interval).
+        #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+        eval_interval: Duration,
+        /// How often the alerts' states are read (a multiple of the evaluation interval)
+        /// [default: the evaluation interval].
+        #[arg(long, value_parser = humantime::parse_duration)]
+        check_interval: Option<Duration>,
+        /// The volume's mount point, as its series are labelled.
+        #[arg(long, default_value = "/srv/db")]
+        mountpoint: String,
+        /// The volume's device, as its series are labelled.
+        #[arg(long, default_value = "sda1")]
+        device: String,
+        /// promtool to run [default: the first on PATH].
+        #[arg(long, value_name = "FILE")]
+        promtool: Option<PathBuf>,
+        /// Keep the generated promtool test (and rule files) in this directory.
+        #[arg(long, value_name = "DIR", hide = true)]
+        keep: Option<PathBuf>,
+        /// Evaluate every rule of the files, also those that read none of the replayed series
+        /// (slower; the alerts fire the same).
+        #[arg(long)]
+        all_rules: bool,
     },
     /// The history store's tools.
     History {
@@ -398,6 +438,29 @@ pub fn main() -> ExitCode {
                 code(report::run(&args, &config, &roots))
             })
         }
+        Some(Command::Backtest {
+            trace,
+            rules,
+            json,
+            eval_interval,
+            check_interval,
+            mountpoint,
+            device,
+            promtool,
+            keep,
+            all_rules,
+        }) => code(backtest::run(&backtest::BacktestArgs {
+            trace: trace.clone(),
+            rules: rules.clone(),
+            json: *json,
+            eval_interval: *eval_interval,
+            check_interval: *check_interval,
+            mountpoint: mountpoint.clone(),
+            device: device.clone(),
+            promtool: promtool.clone(),
+            keep: keep.clone(),
+            all_rules: *all_rules,
+        })),
         Some(Command::History { command }) => with_config(&cli, &flags, &log, |config, _| {
             run_history(command, &config)
         }),

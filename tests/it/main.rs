@@ -12,6 +12,7 @@
 
 mod support;
 
+mod backtest;
 mod cli;
 mod config_bounds;
 mod databases;

@@ -1,0 +1,270 @@
+//! `ssdwatch backtest`: the thin I/O around src/backtest/: reads the trace, replays it into a
+//! temporary history store, writes the promtool unit test, runs promtool and prints the report.
+
+use crate::backtest::replay::{self, Volume};
+use crate::backtest::series::{self, Grid, Labels};
+use crate::backtest::{self, Report, engine, prune, trace};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The rule files the package ships, as built into this binary: `--rules shipped`, and the
+/// default.
+const SHIPPED: [(&str, &str); 2] = [
+    (
+        "ssdwatch.rules.yml",
+        include_str!("../../packaging/prometheus/ssdwatch.rules.yml"),
+    ),
+    (
+        "ssdwatch.alerts.yml",
+        include_str!("../../packaging/prometheus/ssdwatch.alerts.yml"),
+    ),
+];
+
+/// The word that stands for the shipped rule files among `--rules`.
+pub const SHIPPED_WORD: &str = "shipped";
+
+/// Arguments of `ssdwatch backtest`.
+#[derive(Debug, Clone)]
+pub struct BacktestArgs {
+    pub trace: PathBuf,
+    pub rules: Vec<String>,
+    pub json: bool,
+    pub eval_interval: Duration,
+    pub check_interval: Option<Duration>,
+    pub mountpoint: String,
+    pub device: String,
+    pub promtool: Option<PathBuf>,
+    pub keep: Option<PathBuf>,
+    /// Evaluate every rule, also those that read no series the replay writes.
+    pub all_rules: bool,
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, String> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p =
+            std::env::temp_dir().join(format!("ssdwatch-backtest-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&p).map_err(|e| format!("creating {}: {e}", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// promtool: the one given, else the first on PATH.
+fn find_promtool(given: &Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(p) = given {
+        return Ok(p.clone());
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join("promtool"))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| {
+            "promtool not found on PATH: the alert rules are evaluated by Prometheus' own rule engine \
+             (`promtool test rules`); install it (Debian/Ubuntu: apt-get install prometheus) or give --promtool"
+                .to_string()
+        })
+}
+
+fn secs(d: Duration, what: &str) -> Result<i64, String> {
+    let s = d.as_secs() as i64;
+    if d.subsec_nanos() != 0 || !(1..=86_400).contains(&s) {
+        return Err(format!("{what} must be whole seconds from 1s to 1d"));
+    }
+    Ok(s)
+}
+
+/// Runs the backtest; the report, or an error for the user.
+pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
+    let eval = secs(args.eval_interval, "--eval-interval")?;
+    let check = match args.check_interval {
+        Some(c) => secs(c, "--check-interval")?,
+        None => eval,
+    };
+    if check % eval != 0 {
+        return Err(format!(
+            "--check-interval ({check}s) must be a multiple of --eval-interval ({eval}s): alerts change only at evaluations"
+        ));
+    }
+    let name = args.trace.display().to_string();
+    let text = std::fs::read_to_string(&args.trace).map_err(|e| format!("reading {name}: {e}"))?;
+    let trace = trace::parse_trace(&text, &name).map_err(|e| e.to_string())?;
+    let grid = Grid::of(&trace).map_err(|e| format!("{name}: {e}"))?;
+    let promtool = find_promtool(&args.promtool)?;
+
+    let tmp = TempDir::new()?;
+    let work = args.keep.clone().unwrap_or_else(|| tmp.0.clone());
+    std::fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
+    let volume = Volume {
+        mountpoint: args.mountpoint.clone(),
+        device: args.device.clone(),
+    };
+    let store_dir = tmp.0.join("store");
+    let forecast = replay::replay(&trace, &volume, &store_dir)
+        .map_err(|e| format!("replaying {name} through the history store: {e}"))?;
+
+    let rules: Vec<String> = if args.rules.is_empty() {
+        vec![SHIPPED_WORD.to_string()]
+    } else {
+        args.rules.clone()
+    };
+    // Each --rules with the alerts its files define, and every file's text.
+    let mut sources: Vec<(String, String)> = Vec::new();
+    let mut sets: Vec<(String, Vec<String>)> = Vec::new();
+    for r in &rules {
+        let mut names = Vec::new();
+        if r == SHIPPED_WORD {
+            for (file, text) in SHIPPED {
+                names.extend(backtest::alertnames(text).map_err(|e| format!("{file}: {e}"))?);
+                sources.push((file.to_string(), text.to_string()));
+            }
+            sets.push((
+                "shipped (ssdwatch.rules.yml, ssdwatch.alerts.yml)".to_string(),
+                names,
+            ));
+        } else {
+            let text =
+                std::fs::read_to_string(r).map_err(|e| format!("reading rule file {r}: {e}"))?;
+            names.extend(backtest::alertnames(&text).map_err(|e| format!("{r}: {e}"))?);
+            let base = Path::new(r)
+                .file_name()
+                .map_or("rules.yml".into(), |b| b.to_string_lossy().into_owned());
+            sources.push((base, text));
+            sets.push((r.clone(), names));
+        }
+    }
+    let input = series::input_series(&trace, &forecast, &volume, &Labels::default(), &grid);
+    let texts: Vec<String> = sources.iter().map(|(_, t)| t.clone()).collect();
+    let (texts, rules_kept, rules_total) = if args.all_rules {
+        let n = prune::prune(&texts, &Default::default())
+            .map_err(|e| format!("reading the rule files: {e}"))?
+            .iter()
+            .map(|(_, _, had)| had)
+            .sum();
+        (texts, n, n)
+    } else {
+        let names = input
+            .iter()
+            .map(|s| s.selector.split('{').next().unwrap_or_default().to_string())
+            .collect();
+        let pruned =
+            prune::prune(&texts, &names).map_err(|e| format!("reading the rule files: {e}"))?;
+        let kept = pruned.iter().map(|(_, k, _)| k).sum();
+        let had = pruned.iter().map(|(_, _, h)| h).sum();
+        (pruned.into_iter().map(|(t, _, _)| t).collect(), kept, had)
+    };
+    let mut group_order: Vec<String> = Vec::new();
+    for t in &texts {
+        for g in backtest::group_names(t).map_err(|e| format!("reading the rule files: {e}"))? {
+            if !group_order.contains(&g) {
+                group_order.push(g);
+            }
+        }
+    }
+    let mut rule_files = Vec::new();
+    for (i, ((base, _), text)) in sources.iter().zip(&texts).enumerate() {
+        let p = work.join(format!("{i:02}-{base}"));
+        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        rule_files.push(p.display().to_string());
+    }
+    let spec = engine::TestSpec {
+        rule_files: rule_files.clone(),
+        eval_interval: eval,
+        group_order,
+        grid: grid.step,
+        series: input,
+        checks: series::checks(&trace, &grid, check),
+    };
+    let test_path = work.join("backtest.test.yml");
+    std::fs::write(&test_path, engine::test_file(&spec))
+        .map_err(|e| format!("writing {}: {e}", test_path.display()))?;
+    let out = Command::new(&promtool)
+        .arg("test")
+        .arg("rules")
+        .arg(&test_path)
+        .current_dir(&work)
+        .output()
+        .map_err(|e| format!("running {}: {e}", promtool.display()))?;
+    // Exit 0: nothing fired; 1: something fired (or promtool failed, which the output says).
+    if !matches!(out.status.code(), Some(0 | 1)) {
+        return Err(format!(
+            "{} test rules ended with {}: {}",
+            promtool.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let observed = engine::parse_output(&said)?;
+    if out.status.code() == Some(1) && observed.is_empty() {
+        return Err(format!("{} test rules failed: {said}", promtool.display()));
+    }
+    let episodes = backtest::episodes(&spec.checks, &observed, grid.shift);
+    let full_at = trace.full_at();
+    Ok(Report {
+        trace: name,
+        samples: trace.samples.len(),
+        interval_seconds: grid.step,
+        start: trace.start(),
+        end: trace.end(),
+        full_at,
+        rule_files: sets.iter().map(|(r, _)| r.clone()).collect(),
+        eval_interval_seconds: eval,
+        rules_evaluated: rules_kept,
+        rules_total,
+        check_interval_seconds: check,
+        rule_sets: sets
+            .into_iter()
+            .map(|(r, names)| backtest::RuleSet::of(r, names, &episodes, full_at, trace.end()))
+            .collect(),
+        episodes,
+        date_checks: backtest::date_checks(&forecast, full_at),
+        forecast,
+    })
+}
+
+/// `ssdwatch backtest`: the table (or `--json`) on stdout; exit 1 with the error on stderr.
+pub fn run(args: &BacktestArgs) -> i32 {
+    match backtest(args) {
+        Ok(r) => {
+            let text = if args.json {
+                match serde_json::to_string_pretty(&r) {
+                    Ok(s) => s + "\n",
+                    Err(e) => {
+                        eprintln!("ssdwatch backtest: {e}");
+                        return 1;
+                    }
+                }
+            } else {
+                r.table()
+            };
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("ssdwatch backtest: {e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! `ssdwatch backtest` as a user runs it: a CSV trace in, the episodes of every alert out, from
+//! Prometheus' own rule engine (the real promtool), with the daemon's forecast over time; and
+//! the alert benchmark (benches/alerts.sh) in its short form, so it can't rot.
+
+use crate::support::{require_cmd, run_bench_short};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// 2026-01-01T00:00:00Z.
+const T0: i64 = 1_767_225_600;
+
+fn ssdwatch() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ssdwatch"))
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn backtest(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(ssdwatch())
+        .arg("backtest")
+        .args(args)
+        .output()
+        .expect("running ssdwatch backtest")
+}
+
+/// A volume of 1000 bytes sampled every minute from T0: half full for an hour, 80 % full for
+/// the next hour, half full again for half an hour, then full for 20 minutes.
+fn story_trace() -> String {
+    let mut s = String::from("unix_seconds,size_bytes,avail_bytes\n");
+    for k in 0..=170 {
+        let avail = match k {
+            0..60 => 500,
+            60..120 => 200,
+            120..150 => 500,
+            _ => 0,
+        };
+        s.push_str(&format!("{},1000,{avail}\n", T0 + k * 60));
+    }
+    s
+}
+
+/// Two alerts on node_exporter's names whose firing instants follow from the story by hand.
+const STORY_RULES: &str = r#"groups:
+  - name: story
+    rules:
+      - alert: Used70
+        expr: 1 - node_filesystem_avail_bytes{job="node"} / node_filesystem_size_bytes{job="node"} > 0.7
+        for: 5m
+        labels:
+          severity: warning
+      - alert: Full
+        expr: node_filesystem_avail_bytes{job="node"} == 0
+        labels:
+          severity: critical
+"#;
+
+#[test]
+fn the_episodes_of_a_known_story_come_from_the_real_rule_engine() {
+    if !require_cmd("backtest through promtool", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "story.csv", &story_trace());
+    let rules = write(dir.path(), "story.rules.yml", STORY_RULES);
+    let out = backtest(&[
+        "--trace".as_ref(),
+        trace.as_os_str(),
+        "--rules".as_ref(),
+        rules.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let at = |min: i64| Json::from(T0 + min * 60);
+    let ep = |a: &str, s: &str, start: i64, end: Option<i64>| serde_json::json!({"alertname": a, "severity": s, "start": at(start), "end": end.map(at)});
+    // 80 % from minute 60: pending, firing once it held 5 minutes (65), over at 120. Full at
+    // 150: the critical alert at once, the 70 % one again 5 minutes later, both to the end.
+    assert_eq!(
+        r["episodes"],
+        Json::from(vec![
+            ep("Used70", "warning", 65, Some(120)),
+            ep("Full", "critical", 150, None),
+            ep("Used70", "warning", 155, None),
+        ]),
+        "{r:#}"
+    );
+    assert_eq!(r["full_at"], at(150));
+    let set = &r["rule_sets"][0];
+    assert_eq!(set["alertnames"], serde_json::json!(["Used70", "Full"]));
+    let summary = |sev: &str| {
+        set["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["severity"] == sev)
+            .unwrap()
+            .clone()
+    };
+    // The warning went quiet before the volume filled and came back after: a false alarm and
+    // no lead time; the critical one fired at the full instant itself.
+    assert_eq!(summary("warning")["lead_seconds"], Json::Null);
+    assert_eq!(summary("warning")["false_alarms"], 1);
+    assert_eq!(summary("critical")["lead_seconds"], 0);
+}
+
+#[test]
+fn the_json_holds_episodes_full_at_and_the_hourly_forecast() {
+    if !require_cmd("backtest json", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "story.csv", &story_trace());
+    // The shipped rules (the default).
+    let out = backtest(&["--trace".as_ref(), trace.as_os_str(), "--json".as_ref()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    for e in r["episodes"].as_array().expect("episodes: a list") {
+        assert!(
+            e["alertname"].is_string() && e["severity"].is_string(),
+            "{e}"
+        );
+        assert!(e["start"].is_i64(), "{e}");
+        assert!(e["end"].is_i64() || e["end"].is_null(), "{e}");
+    }
+    assert!(r["full_at"].is_i64());
+    let fc = r["forecast"].as_array().expect("forecast: a list");
+    // A pass an hour from the trace's start: at +1 h and +2 h; under 3 h of history has no date.
+    assert_eq!(fc.len(), 2, "{fc:?}");
+    for (i, p) in fc.iter().enumerate() {
+        assert_eq!(p["t"], T0 + (i as i64 + 1) * 3600);
+        for k in ["predicted_full", "earliest", "latest"] {
+            assert!(p[k].is_null(), "{p}");
+        }
+    }
+    assert_eq!(
+        r["rule_sets"][0]["rules"]
+            .as_str()
+            .map(|s| s.starts_with("shipped")),
+        Some(true)
+    );
+    assert!(
+        r["rule_sets"][0]["alertnames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "SsdwatchFilesystemAlmostFull")
+    );
+    // The table is the same report for people.
+    let out = backtest(&["--trace".as_ref(), trace.as_os_str()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("full at: 2026-01-01T02:30:00Z"), "{text}");
+}
+
+#[test]
+fn a_bad_trace_is_refused_naming_the_file_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want) in [
+        (
+            "0,10,5\n60,10,x\n",
+            "bad.csv:2: avail_bytes \"x\" is not a whole number of bytes",
+        ),
+        (
+            "0,10,5\n60,10,5\n60,10,4\n",
+            "bad.csv:3: time 60 does not increase",
+        ),
+        ("0,10,5\n5,10,4\n", "bad.csv:2: 5 s after the row before"),
+        (
+            "0,10,5\n60,10,11\n",
+            "bad.csv:2: avail_bytes 11 is more than size_bytes 10",
+        ),
+    ] {
+        let trace = write(dir.path(), "bad.csv", text);
+        let out = backtest(&["--trace".as_ref(), trace.as_os_str()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(want), "{text:?}: {err}");
+    }
+}
+
+#[test]
+fn without_promtool_the_error_says_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "story.csv", &story_trace());
+    let out = Command::new(ssdwatch())
+        .args(["backtest", "--trace"])
+        .arg(&trace)
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("promtool not found on PATH") && err.contains("apt-get install prometheus"),
+        "{err}"
+    );
+}
+
+/// benches/alerts.sh in its short form: three small traces through both rule sets, the table
+/// printed; the figures come from the whole run (docs/alerts-benchmark.md).
+#[test]
+fn the_alert_benchmark_runs_in_its_short_form() {
+    if !require_cmd("alert benchmark", "promtool", "prometheus")
+        || !require_cmd("alert benchmark", "python3", "python3")
+    {
+        return;
+    }
+    let text = run_bench_short("alerts.sh", ssdwatch());
+    for trace in ["runaway-minutes", "wal-runaway", "daily-checkpoint"] {
+        assert!(text.contains(&format!("| {trace} |")), "{text}");
+    }
+    assert!(text.contains("| node-mixin |"), "{text}");
+    assert!(text.contains("| ssdwatch (shipped) |"), "{text}");
+}
+
+/// Rules that read none of the replayed series are left out of what promtool evaluates, for
+/// speed: the alerts must fire exactly as with every rule of the files (the shipped ones and
+/// the node-mixin's), to the second.
+#[test]
+fn leaving_out_rules_without_input_changes_no_episode() {
+    if !require_cmd("backtest pruning", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // 1 TB at 55 % for two days, then 40 GB an hour until full, a sample every 5 minutes.
+    let mut csv = String::new();
+    let mut k = 0;
+    loop {
+        let t = k * 300;
+        let used = 550e9
+            + if t > 2 * 86_400 {
+                40e9 * (t - 2 * 86_400) as f64 / 3600.0
+            } else {
+                0.0
+            };
+        let avail = (1e12 - used).max(0.0) as u64;
+        csv.push_str(&format!("{},1000000000000,{avail}\n", T0 + t));
+        if avail == 0 {
+            break;
+        }
+        k += 1;
+    }
+    let trace = write(dir.path(), "wal.csv", &csv);
+    let mixin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches/alerts/node-mixin.filesystem.alerts.yml");
+    let run = |all: bool| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--rules".as_ref(),
+            "shipped".as_ref(),
+            "--rules".as_ref(),
+            mixin.as_os_str(),
+            "--eval-interval".as_ref(),
+            "5m".as_ref(),
+            "--json".as_ref(),
+        ];
+        if all {
+            args.push("--all-rules".as_ref());
+        }
+        let out = backtest(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Json>(&out.stdout).unwrap()
+    };
+    let (pruned, all) = (run(false), run(true));
+    assert!(
+        pruned["rules_evaluated"].as_u64() < all["rules_evaluated"].as_u64(),
+        "{} vs {}",
+        pruned["rules_evaluated"],
+        all["rules_evaluated"]
+    );
+    assert!(!all["episodes"].as_array().unwrap().is_empty(), "{all:#}");
+    assert_eq!(pruned["episodes"], all["episodes"]);
+}
