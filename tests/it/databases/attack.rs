@@ -59,8 +59,11 @@ fn pg_dir(root: &Path, dir: &str, pid: u32) -> std::path::PathBuf {
     d
 }
 
-#[test]
-fn fifos_devices_and_huge_files_in_a_data_directory_are_refused_by_name_with_memory_flat() {
+/// The hostile host: a real server's data directory, six whose `postmaster.pid` or `PG_VERSION`
+/// is a FIFO, `/dev/zero` or 2 GB of zeroes, a backend of the real server under its command
+/// line, and a mysqld whose option file is a FIFO and whose binary log index is `/dev/zero`.
+/// (the host, its /proc, its root)
+fn hostile_host() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let host = tempfile::tempdir().unwrap();
     let (proc_root, root) = (host.path().join("proc"), host.path().join("rootfs"));
     std::fs::create_dir_all(&proc_root).unwrap();
@@ -136,6 +139,12 @@ fn fifos_devices_and_huge_files_in_a_data_directory_are_refused_by_name_with_mem
         ],
     );
 
+    (host, proc_root, root)
+}
+
+#[test]
+fn fifos_devices_and_huge_files_in_a_data_directory_are_refused_by_name_with_memory_flat() {
+    let (_host, proc_root, root) = hostile_host();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -203,4 +212,72 @@ fn fifos_devices_and_huge_files_in_a_data_directory_are_refused_by_name_with_mem
             .any(|m| m.contains("bin.index") && m.contains("character device")),
         "{e:?}"
     );
+}
+
+/// The same host under the unit's `MemoryMax=128M`: `ssdwatch sample` as its own process in a
+/// memory cgroup of 128 MiB is not killed, names each refused file, and finds the real server
+/// (before, `/dev/zero` as `postmaster.pid` took 1.5 GB within seconds: an OOM kill).
+#[test]
+fn the_hostile_files_are_refused_under_a_128_mib_memory_limit() {
+    let test = "the_hostile_files_are_refused_under_a_128_mib_memory_limit";
+    if !support::require_root(test) {
+        return;
+    }
+    let cg = match support::cgroup::MemoryCgroup::create(128 << 20) {
+        Ok(cg) => cg,
+        Err(why) => {
+            support::not_applicable(test, &why);
+            return;
+        }
+    };
+    let (host, proc_root, root) = hostile_host();
+    let cfg = host.path().join("ssdwatch.yaml");
+    let mut yaml = format!(
+        "state_dir: {}\nhistory:\n  enabled: false\ncollectors:\n",
+        host.path().join("state").display()
+    );
+    for e in ssdwatch::registry::COLLECTORS {
+        if e.name != "databases" {
+            yaml.push_str(&format!("  {}:\n    enabled: false\n", e.name));
+        }
+    }
+    std::fs::write(&cfg, yaml).unwrap();
+    std::fs::create_dir_all(host.path().join("sys")).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ssdwatch"));
+    cmd.arg("--config")
+        .arg(&cfg)
+        .arg("--path.procfs")
+        .arg(&proc_root)
+        .arg("--path.rootfs")
+        .arg(&root)
+        .arg("--path.sysfs")
+        .arg(host.path().join("sys"))
+        .arg("sample");
+    cg.enter_on_start(&mut cmd);
+    let out = cmd.output().expect("run ssdwatch sample");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), None, "killed: {stderr}");
+    assert!(
+        stdout.contains("database=\"/srv/good\""),
+        "{stdout}\n{stderr}"
+    );
+    for (name, file) in [
+        ("pid-fifo", "postmaster.pid"),
+        ("pid-zero", "postmaster.pid"),
+        ("pid-huge", "postmaster.pid"),
+        ("ver-fifo", "PG_VERSION"),
+        ("ver-zero", "PG_VERSION"),
+        ("ver-huge", "PG_VERSION"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(&format!("/srv/{name}")) && l.contains(file)),
+            "{name}: {stderr}"
+        );
+    }
 }

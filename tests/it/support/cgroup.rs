@@ -130,3 +130,74 @@ pub fn enter_on_start(dir: &std::path::Path, cmd: &mut std::process::Command) {
         });
     }
 }
+
+/// A memory cgroup of one test, as systemd's `MemoryMax=` makes one for a unit: under this
+/// process's own cgroup, v2 (`memory.max`) or v1 (`memory.limit_in_bytes`), removed on drop.
+pub struct MemoryCgroup {
+    pub dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    /// A new cgroup whose memory is capped at `max` bytes; or why none can be made here.
+    pub fn create(max: u64) -> Result<MemoryCgroup, String> {
+        let table = std::fs::read("/proc/self/mountinfo")
+            .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+        let (mounts, _) = ssdwatch::procfs::mountinfo::parse_mountinfo_bytes(&table);
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+        let name = format!("ssdwatch-test-memory-{}", std::process::id());
+        // v1: the hierarchy mounted with the memory controller.
+        let v1 = own.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            ctrls.split(',').any(|c| c == "memory").then_some(path)
+        });
+        let candidates: Vec<(PathBuf, &str)> = mounts
+            .iter()
+            .filter_map(|m| {
+                if m.fstype == "cgroup" && m.super_options.iter().any(|o| o == "memory") {
+                    v1.map(|p| {
+                        (
+                            m.mount_path.join(p.trim_start_matches('/')),
+                            "memory.limit_in_bytes",
+                        )
+                    })
+                } else if m.fstype == "cgroup2" {
+                    own.lines()
+                        .find_map(|l| l.strip_prefix("0::"))
+                        .map(|p| (m.mount_path.join(p.trim_start_matches('/')), "memory.max"))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let mut why = Vec::new();
+        for (parent, file) in candidates {
+            let dir = parent.join(&name);
+            if let Err(e) = std::fs::create_dir(&dir) {
+                why.push(format!("{}: {e}", dir.display()));
+                continue;
+            }
+            let cg = MemoryCgroup { dir };
+            match std::fs::write(cg.dir.join(file), max.to_string()) {
+                Ok(()) => return Ok(cg),
+                Err(e) => why.push(format!("{file}: {e}")),
+            }
+        }
+        Err(format!(
+            "no memory cgroup could be made: {}",
+            why.join("; ")
+        ))
+    }
+
+    /// Makes `cmd`'s process join this cgroup before it runs.
+    pub fn enter_on_start(&self, cmd: &mut std::process::Command) {
+        enter_on_start(&self.dir, cmd);
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
