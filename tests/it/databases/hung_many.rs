@@ -1,5 +1,5 @@
-//! Twenty watched database directories on mounts that never answer (FUSE with no server, as a
-//! dead NFS server is), in the real daemon: every other collector keeps sampling (each is seen
+//! Twenty watched database directories and a btrfs on mounts that never answer (FUSE with no
+//! server, as a dead NFS server is), in the real daemon: every other collector keeps sampling (each is seen
 //! publishing after the hang began, and reads success 1), the hung items are reported as
 //! stuck, never as fresh, the daemon holds one thread per hung item, and SIGTERM still ends it
 //! well within the unit's TimeoutStopSec with the history's final flush.
@@ -22,6 +22,49 @@ fn scrape(d: &Daemon) -> String {
         .unwrap()
 }
 
+/// A btrfs on `mp` as the host's /sys and mount table show it (the layers fixture's allocation
+/// tree, one device, loop0, 7:0), so the layers collector asks its device ioctl there: the
+/// mount never answers, as a wedged btrfs's doesn't.
+fn wedged_btrfs(host: &std::path::Path, mp: &std::path::Path) {
+    let uuid = "d03506f9-0322-446b-9541-bd330f3a2914";
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/layers/btrfs-sysfs/fs/btrfs")
+        .join(uuid);
+    let to = host.join("sys/fs/btrfs").join(uuid);
+    copy_tree(&from, &to);
+    std::fs::create_dir_all(to.join("devinfo/1")).unwrap();
+    let loop0 = host.join("sys/devices/virtual/block/loop0");
+    std::fs::create_dir_all(&loop0).unwrap();
+    std::fs::write(loop0.join("dev"), "7:0\n").unwrap();
+    std::fs::write(loop0.join("size"), "2097152\n").unwrap();
+    std::os::unix::fs::symlink(
+        "../devices/virtual/block/loop0",
+        host.join("sys/block/loop0"),
+    )
+    .unwrap();
+    let mut mi = std::fs::read_to_string(host.join("proc/self/mountinfo")).unwrap();
+    mi.push_str(&format!(
+        "61 1 7:0 / {} rw,relatime - btrfs /dev/loop0 rw,space_cache=v2\n",
+        mp.display()
+    ));
+    std::fs::write(host.join("proc/self/mountinfo"), mi).unwrap();
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let t = e.file_type().unwrap();
+        if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if t.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
 fn of(text: &str, family: &str, collector: &str) -> Option<f64> {
     support::value(text, &format!("{family}{{collector=\"{collector}\"}}"))
 }
@@ -32,16 +75,24 @@ fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
     if !support::require_root(test) || !support::fuse_available(test) {
         return;
     }
-    let hung = support::HungFuseSet::mount(20);
+    // Twenty database directories and one btrfs, each on a mount that never answers.
+    let hung = support::HungFuseSet::mount(21);
     let dir = support::binary::host();
+    let btrfs_mp = hung.mountpoints[20].clone();
+    wedged_btrfs(dir.path(), &btrfs_mp);
+    let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-layers");
     let mut cfg = format!(
         "state_dir: {}\n\
-         collectors:\n  smart:\n    enabled: false\n  layers:\n    enabled: false\n  probe:\n    enabled: false\n\
+         collectors:\n  smart:\n    enabled: false\n  probe:\n    enabled: false\n\
+         \x20 layers:\n    interval: 1s\n    timeout: 500ms\n    dmsetup_path: {}\n    zpool_path: {}\n    zfs_path: {}\n\
          \x20 filesystem:\n    interval: 1s\n  diskstats:\n    interval: 1s\n  topology:\n    interval: 1s\n\
          \x20 databases:\n    discover: false\n    interval: 1s\n    timeout: 500ms\n    watch:\n",
-        dir.path().join("state").display()
+        dir.path().join("state").display(),
+        fake.join("dmsetup").display(),
+        fake.join("zpool").display(),
+        fake.join("zfs").display(),
     );
-    for (i, mp) in hung.mps().enumerate() {
+    for (i, mp) in hung.mps().take(20).enumerate() {
         cfg.push_str(&format!(
             "      - name: db{i:02}\n        path: {mp}/data\n"
         ));
@@ -64,13 +115,16 @@ fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
         }
     }
     cmd = fixed;
+    cmd.env("FAKE_LAYERS", "/nonexistent");
     let mut d = Daemon::spawn(dir, cmd);
 
-    // Every watched directory is stuck.
+    // Every watched directory is stuck, and the btrfs's device ioctl.
     let deadline = Instant::now() + Duration::from_secs(120);
     let hang_began = loop {
         let m = scrape(&d);
-        if of(&m, "ssdwatch_blocking_stuck_calls", "databases") == Some(20.0) {
+        if of(&m, "ssdwatch_blocking_stuck_calls", "databases") == Some(20.0)
+            && of(&m, "ssdwatch_blocking_stuck_calls", "layers") == Some(1.0)
+        {
             break Instant::now();
         }
         assert!(Instant::now() < deadline, "never 20 stuck calls:\n{m}");
@@ -78,7 +132,7 @@ fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
     };
     // Each other collector publishes after that, and reads success 1; the stuck items are
     // failing items of the databases collector, never fresh figures.
-    let others = ["filesystem", "diskstats", "topology", "history"];
+    let others = ["filesystem", "diskstats", "topology", "history", "layers"];
     let mut seen_fresh = std::collections::BTreeSet::new();
     let mut last = String::new();
     // And the next samples refuse each hung item instead of stacking a thread on it.
@@ -142,7 +196,7 @@ fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
         d.log_text()
     );
     println!(
-        "20 hung directories: stuck reported, other collectors fresh, {refused} calls refused; SIGTERM to exit {took:?}"
+        "20 hung directories and a wedged btrfs: stuck reported, other collectors fresh, {refused} calls refused; SIGTERM to exit {took:?}"
     );
     drop(d);
     drop(hung);
