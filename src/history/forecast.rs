@@ -47,7 +47,7 @@
 //! calibrated 95 % would be: read it as the spread the recent days allow, not a guarantee.
 
 use super::record::{DrivePoint, FsPoint};
-use crate::time::{DAY, DAY_F64};
+use crate::time::{DAY, DAY_F64, HOUR};
 
 /// Predictions beyond this many days are "not in sight" (no date).
 pub const HORIZON_DAYS: f64 = 3652.5;
@@ -307,22 +307,35 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
             let mut icepts: Vec<f64> = in_window.iter().map(|(x, y)| y - slope * x).collect();
             let icept = median(&mut icepts).unwrap_or(0.0);
             let floor_at = |day: f64| icept + slope * day;
+            // A day's high is reached by its end: measured against the floor then, a straight
+            // line has no excursion (against the day's start it had a whole day's growth, and
+            // every date came a day early).
             let excursion = days
                 .iter()
                 .filter(|d| d.day > today - 7)
-                .map(|d| d.high - floor_at(d.day as f64))
+                .map(|d| d.high - floor_at((d.day + 1) as f64))
                 .fold(0.0, f64::max);
             let now_days = now as f64 / DAY_F64;
             let headroom = (size - floor_at(now_days) - excursion).max(0.0);
             let (xs, ys): (Vec<f64>, Vec<f64>) = in_window.into_iter().unzip();
             let band = theil_sen_band(&xs, &ys);
             let date = date_in(now, headroom / slope);
+            // The band: the slope's interval, widened by the floor's own scatter around its
+            // line (1.96 standard deviations of the envelope's residuals, in days of growth)
+            // and by an hour at least (the passes are an hour apart).
+            let resid: Vec<f64> = xs.iter().zip(&ys).map(|(x, y)| y - floor_at(*x)).collect();
+            let sd = (resid.iter().map(|r| r * r).sum::<f64>() / resid.len().max(1) as f64).sqrt();
+            let margin = ((BAND_Z * sd / slope) * DAY_F64).max(HOUR as f64) as i64;
             date.map(|d| {
                 let (lo, hi) = band.unwrap_or((slope, slope));
-                let earliest = date_in(now, headroom / hi.max(slope)).map_or(d, |e| e.min(d));
+                let earliest = date_in(now, headroom / hi.max(slope))
+                    .map_or(d, |e| e.min(d))
+                    .min(d - margin)
+                    .max(now);
                 let latest = (lo >= min_slope)
                     .then(|| date_in(now, headroom / lo.min(slope)))
-                    .flatten();
+                    .flatten()
+                    .map(|l| l.max(d + margin));
                 (d, earliest, latest, size - headroom)
             })
         }
@@ -948,11 +961,12 @@ mod tests {
     #[test]
     fn full_date_bands_contain_the_date_and_widen_with_noise() {
         let now = at(NOW_DAY);
-        // A clean line: every pairwise slope is 10 GB a day, so the band is the date itself.
+        // A clean line: every pairwise slope is 10 GB a day and no point strays from it, so the
+        // band is the date give or take the hour between passes.
         let clean = forecast_filesystem_days(&days_of(|d| 200.0 * G + 10.0 * G * d as f64), now);
         let p = clean.predicted_full_unix.unwrap();
-        assert_eq!(clean.full_earliest_unix, Some(p));
-        assert_eq!(clean.full_latest_unix, Some(p));
+        assert_eq!(clean.full_earliest_unix, Some(p - 3600));
+        assert_eq!(clean.full_latest_unix, Some(p + 3600));
         // The same growth with up to ±10 GB of irregular day-to-day noise (no period the 7-day
         // envelope would smooth out): a band around the date.
         let noise = |d: i64| ((d * d * 7919) % 101) as f64 / 101.0 - 0.5;
