@@ -380,9 +380,17 @@ pub fn runaway(
         .filter(|(t, _)| *t > now - RUNAWAY_WINDOW_SECONDS && *t <= now)
         .collect();
     let today = now.div_euclid(DAY);
-    let before = days
+    let earlier: Vec<&DayUse> = days
         .iter()
         .filter(|d| d.day < today && d.day >= today - 14)
+        .collect();
+    // Without two days before today nothing says what the volume's range is: a new host's
+    // first climb is as likely its daily batch as a runaway.
+    if earlier.len() < 2 {
+        return None;
+    }
+    let before = earlier
+        .iter()
         .map(|d| d.high)
         .fold(f64::NEG_INFINITY, f64::max);
     // The climb since the volume left the range it held: a rate over hours that mix the flat
