@@ -144,7 +144,16 @@ pub fn encode(slots: &[Slot]) -> String {
                     }),
                     _ => None,
                 };
+                // A run of one value that is not whole (a ratio threshold): `vxN` as well.
+                let same = slots[i + 1..]
+                    .iter()
+                    .take_while(|s| **s == Slot::Value(v))
+                    .count();
                 match run {
+                    _ if whole(v).is_none() && same > 0 => {
+                        parts.push(format!("{}x{same}", format_value(v)));
+                        i += same + 1;
+                    }
                     Some((a, d, n)) if n >= 2 || d == 0 => {
                         let step = match d {
                             0 => String::new(),
@@ -332,7 +341,8 @@ mod tests {
             (&[Value(1.0), Value(3.0)], "1 3"),
             (&[Missing, Missing, Missing, Value(0.9)], "_x3 0.9"),
             (&[Value(1.0), Stale, Missing, Value(2.0)], "1 stale _ 2"),
-            (&[Value(0.5), Value(0.5)], "0.5 0.5"),
+            (&[Value(0.5), Value(0.5), Value(0.5)], "0.5x2"),
+            (&[Value(0.5), Value(0.25)], "0.5 0.25"),
         ];
         for (slots, want) in cases {
             assert_eq!(&encode(slots), want, "{slots:?}");

@@ -91,6 +91,25 @@ fn secs(d: Duration, what: &str) -> Result<i64, String> {
     Ok(s)
 }
 
+/// The rule files as given must load in Prometheus (`promtool check rules`): a rule left out
+/// for want of input would otherwise hide a file that does not load at all.
+fn check_rules(promtool: &Path, files: &[PathBuf]) -> Result<(), String> {
+    let out = Command::new(promtool)
+        .arg("check")
+        .arg("rules")
+        .args(files)
+        .output()
+        .map_err(|e| format!("running {}: {e}", promtool.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "the rule files do not load (promtool check rules):\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
 /// Runs the backtest; the report, or an error for the user.
 pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     let eval = secs(args.eval_interval, "--eval-interval")?;
@@ -128,12 +147,17 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     // Each --rules with the alerts its files define, and every file's text.
     let mut sources: Vec<(String, String)> = Vec::new();
     let mut sets: Vec<(String, Vec<String>)> = Vec::new();
+    // The files as given (the shipped ones written out), for promtool to check.
+    let mut given: Vec<PathBuf> = Vec::new();
     for r in &rules {
         let mut names = Vec::new();
         if r == SHIPPED_WORD {
             for (file, text) in SHIPPED {
                 names.extend(backtest::alertnames(text).map_err(|e| format!("{file}: {e}"))?);
                 sources.push((file.to_string(), text.to_string()));
+                let p = work.join(file);
+                std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+                given.push(p);
             }
             sets.push((
                 "shipped (ssdwatch.rules.yml, ssdwatch.alerts.yml)".to_string(),
@@ -147,10 +171,12 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
                 .file_name()
                 .map_or("rules.yml".into(), |b| b.to_string_lossy().into_owned());
             sources.push((base, text));
+            given.push(PathBuf::from(r));
             sets.push((r.clone(), names));
         }
     }
     let input = series::input_series(&trace, &forecast, &volume, &Labels::default(), &grid);
+    check_rules(&promtool, &given)?;
     let texts: Vec<String> = sources.iter().map(|(_, t)| t.clone()).collect();
     let (texts, rules_kept, rules_total) = if args.all_rules {
         let n = prune::prune(&texts, &Default::default())

@@ -288,3 +288,33 @@ fn leaving_out_rules_without_input_changes_no_episode() {
     assert!(!all["episodes"].as_array().unwrap().is_empty(), "{all:#}");
     assert_eq!(pruned["episodes"], all["episodes"]);
 }
+
+/// A rule file Prometheus would not load is an error naming it, also when its broken rule
+/// reads none of the trace's series (and would be left out of the evaluation).
+#[test]
+fn a_rule_file_that_does_not_load_is_an_error_naming_it() {
+    if !require_cmd("backtest rule check", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "story.csv", &story_trace());
+    let rules = write(
+        dir.path(),
+        "broken.rules.yml",
+        "groups:\n  - name: x\n    rules:\n      - alert: A\n        expr: \"rate(foo[5m]\"\n",
+    );
+    let out = backtest(&[
+        "--trace".as_ref(),
+        trace.as_os_str(),
+        "--rules".as_ref(),
+        rules.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("do not load")
+            && err.contains("broken.rules.yml")
+            && err.contains("parse error"),
+        "{err}"
+    );
+}
