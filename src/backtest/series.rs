@@ -2,6 +2,8 @@
 //! forecast dates from the replay included) and node_exporter's (`node_filesystem_*`), on one
 //! grid at the trace's interval, as promtool input. Pure.
 
+use crate::catalogue;
+
 use super::engine::{Series, Slot, selector};
 use super::replay::{ForecastPoint, Volume};
 use super::trace::Trace;
@@ -104,21 +106,24 @@ pub fn input_series(
     let series = |selector: String, slots: Vec<Slot>| Series { selector, slots };
     let mut out = vec![
         series(
-            ss_fs("ssdwatch_filesystem_size_bytes"),
+            ss_fs(catalogue::FILESYSTEM_SIZE_BYTES.name),
             at(&|s| s.size_bytes as f64),
         ),
         series(
-            ss_fs("ssdwatch_filesystem_avail_bytes"),
+            ss_fs(catalogue::FILESYSTEM_AVAIL_BYTES.name),
             at(&|s| s.avail_bytes as f64),
         ),
         // No reserved blocks in a trace: free is avail.
         series(
-            ss_fs("ssdwatch_filesystem_free_bytes"),
+            ss_fs(catalogue::FILESYSTEM_FREE_BYTES.name),
             at(&|s| s.avail_bytes as f64),
         ),
-        series(ss_fs("ssdwatch_filesystem_readonly"), constant(0.0)),
-        series(ss_fs("ssdwatch_filesystem_stuck"), constant(0.0)),
-        series(ss_fs("ssdwatch_filesystem_device_error"), constant(0.0)),
+        series(ss_fs(catalogue::FILESYSTEM_READONLY.name), constant(0.0)),
+        series(ss_fs(catalogue::FILESYSTEM_STUCK.name), constant(0.0)),
+        series(
+            ss_fs(catalogue::FILESYSTEM_DEVICE_ERROR.name),
+            constant(0.0),
+        ),
     ];
     // The thresholds the daemon exports at its defaults.
     let t = AlertThresholds::default();
@@ -130,15 +135,15 @@ pub fn input_series(
             ("severity", sev),
         ];
         out.push(series(
-            selector("ssdwatch_filesystem_alert_threshold_ratio", &l),
+            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_RATIO.name, &l),
             constant(th.used_ratio),
         ));
         out.push(series(
-            selector("ssdwatch_filesystem_alert_threshold_avail_bytes", &l),
+            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_AVAIL_BYTES.name, &l),
             constant(th.avail_bytes as f64),
         ));
         out.push(series(
-            selector("ssdwatch_filesystem_alert_threshold_full_seconds", &l),
+            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_FULL_SECONDS.name, &l),
             constant(th.full_within.as_secs() as f64),
         ));
     }
@@ -181,7 +186,7 @@ pub fn input_series(
     };
     out.push(series(
         selector(
-            "ssdwatch_filesystem_predicted_full_timestamp_seconds",
+            catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS.name,
             &fc_labels,
         ),
         dated(&|p| p.predicted_full),
@@ -197,7 +202,7 @@ pub fn input_series(
         l.push(("bound", bound));
         out.push(series(
             selector(
-                "ssdwatch_filesystem_predicted_full_bound_timestamp_seconds",
+                catalogue::FILESYSTEM_PREDICTED_FULL_BOUND_TIMESTAMP_SECONDS.name,
                 &l,
             ),
             dated(&pick),
@@ -206,7 +211,7 @@ pub fn input_series(
     for collector in ["filesystem", "history"] {
         out.push(series(
             selector(
-                "ssdwatch_collector_success",
+                catalogue::COLLECTOR_SUCCESS.name,
                 &[
                     ("instance", &labels.ssdwatch_instance),
                     ("job", "ssdwatch"),
