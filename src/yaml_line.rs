@@ -43,6 +43,20 @@ impl fmt::Display for Place {
     }
 }
 
+impl Place {
+    /// A suffix for a message about a required key, which has no default: ` at line 12`, or
+    /// where its section is (` (not in the file; tls_config is at line 3)`), or nothing.
+    pub fn required_suffix(&self) -> String {
+        match self {
+            Place::Line(n) => format!(" at line {n}"),
+            Place::Default {
+                parent: Some((section, n)),
+            } => format!(" (not in the file; {section} is at line {n})"),
+            Place::Default { parent: None } => String::new(),
+        }
+    }
+}
+
 /// Where `key` is written in `text` (YAML that serde_yaml_ng parses), or, when it is not, the
 /// nearest enclosing key that is.
 pub(crate) fn locate(text: &str, key: &str) -> Place {

@@ -117,13 +117,9 @@ impl HttpConfig {
             HttpConfigError::new(path, m)
         })?;
         cfg.validate().map_err(|i| {
-            let at = match crate::yaml_line::locate(text, &i.key) {
-                Place::Line(n) => format!(" at line {n}"),
-                Place::Default {
-                    parent: Some((section, n)),
-                } => format!(" (not in the file; {section} is at line {n})"),
-                Place::Default { parent: None } => String::new(),
-            };
+            // Where the key is written, as for the main config; a required key left out is
+            // shown by its section's line.
+            let at = crate::yaml_line::locate(text, &i.key).required_suffix();
             HttpConfigError::new(path, format!("{i}{at}"))
         })?;
         Ok(cfg)

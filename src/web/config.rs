@@ -2,7 +2,6 @@
 //! structs, and the checks serde can't make. Pure: no file besides the YAML text is read here.
 
 use crate::validate::Invalid;
-use crate::yaml_line::Place;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -133,13 +132,7 @@ impl WebConfigFile {
         cfg.validate().map_err(|i| {
             // Where the key is written, as for the main config; a required key left out is
             // shown by its section's line.
-            let at = match crate::yaml_line::locate(text, &i.key) {
-                Place::Line(n) => format!(" at line {n}"),
-                Place::Default {
-                    parent: Some((section, n)),
-                } => format!(" (not in the file; {section} is at line {n})"),
-                Place::Default { parent: None } => String::new(),
-            };
+            let at = crate::yaml_line::locate(text, &i.key).required_suffix();
             WebConfigError::new(path, format!("{i}{at}"))
         })?;
         Ok(cfg)
