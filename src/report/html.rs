@@ -107,7 +107,7 @@ fn filesystems(o: &mut String, r: &Report) {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{full}</td></tr>",
             esc(&f.mountpoint),
             esc(f.device.as_deref().unwrap_or("")),
-            opt(f.fill_ratio, pct),
+            esc(&f.fill_words(pct)),
             opt(f.used_bytes, bytes),
             opt(f.size_bytes, bytes),
             opt(f.growth_7d_bytes_per_day, bytes),

@@ -126,6 +126,35 @@ impl FsReport {
         }
         self.layers.iter().find(|l| l.limiting)
     }
+
+    /// Where a layer below limits the mount: the fill counting what that layer has left as
+    /// all the mount can still take (the alerts' `ssdwatch:filesystem_used_ratio`), with the
+    /// layer. None where the filesystem itself runs out first.
+    pub fn effective_fill(&self) -> Option<(f64, &LayerReport)> {
+        let first = self.runs_out_first().filter(|l| l.layer != "filesystem")?;
+        let fs_avail = self
+            .layers
+            .iter()
+            .find(|l| l.layer == "filesystem")?
+            .avail_bytes;
+        let room = self.used_bytes? + fs_avail;
+        (room > 0.0).then(|| ((room - first.avail_bytes.min(fs_avail)) / room, first))
+    }
+
+    /// The fill line's words: df's fill, and the effective fill where a layer runs out first
+    /// ("23.0 % (df); effective fill 94.0 %, thin pool vg-pool runs out first"), never a
+    /// filesystem said to be fuller than df says.
+    pub fn fill_words(&self, pct: impl Fn(f64) -> String) -> String {
+        let df = self.fill_ratio.map_or("unknown".to_string(), &pct);
+        match self.effective_fill() {
+            Some((eff, l)) => format!(
+                "{df} (df); effective fill {}, {} runs out first",
+                pct(eff),
+                l.title()
+            ),
+            None => df,
+        }
+    }
 }
 
 /// Where a kind of layer sits in a stack: the filesystem on top, a ZFS pool at the bottom.

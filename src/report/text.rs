@@ -74,7 +74,7 @@ fn filesystem(o: &mut String, f: &FsReport) {
     let _ = writeln!(
         o,
         "    fill {}  used {} of {}",
-        opt(f.fill_ratio, pct),
+        f.fill_words(pct),
         opt(f.used_bytes, bytes),
         opt(f.size_bytes, bytes)
     );
@@ -495,6 +495,13 @@ mod tests {
         filesystem(&mut o, &fs);
         assert!(
             o.contains("layers below (runs out first: thin pool vg-pool-tpool, 4.00 MB free):"),
+            "{o}"
+        );
+        // The headline fill: df's, and the effective one with the layer that limits it.
+        assert!(
+            o.contains(
+                "fill 99.0 % (df); effective fill 99.3 %, thin pool vg-pool-tpool runs out first"
+            ),
             "{o}"
         );
         let rows: Vec<&str> = o
