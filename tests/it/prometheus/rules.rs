@@ -441,3 +441,36 @@ fn the_fill_rule_and_the_daemon_agree_on_the_same_filesystem() {
         "the rule and the daemon disagree (daemon {daemon}):\n{out}"
     );
 }
+
+/// The README's table of alerts names every alert of the shipped rule files, by its full name
+/// (a table that predates a round's alerts hides them from whoever reads it first).
+#[test]
+fn the_readme_alert_table_names_every_shipped_alert() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme
+        .find("## The alerts you will get")
+        .expect("the README's alert section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let mut missing = Vec::new();
+    for file in ["ssdwatch.alerts.yml", "ssdwatch.optional.alerts.yml"] {
+        let text = std::fs::read_to_string(root.join("packaging/prometheus").join(file)).unwrap();
+        for name in text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("- alert: "))
+        {
+            let name = name.trim();
+            let named = section.match_indices(name).any(|(i, _)| {
+                !section[i + name.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())
+            });
+            if !named && !missing.contains(&name.to_string()) {
+                missing.push(name.to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README's alert table misses {missing:?}"
+    );
+}
