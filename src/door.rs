@@ -228,7 +228,8 @@ impl Door {
     }
 
     /// `owner`'s items whose call has run past its deadline, with how long it has run.
-    pub fn stuck(&self, owner: &str) -> Vec<(String, Duration)> {
+    #[cfg(test)]
+    fn stuck(&self, owner: &str) -> Vec<(String, Duration)> {
         let st = lock(&self.state);
         let now = Instant::now();
         let mut v: Vec<_> = st
@@ -242,7 +243,8 @@ impl Door {
     }
 
     /// Threads the door holds now.
-    pub fn threads(&self) -> usize {
+    #[cfg(test)]
+    fn threads(&self) -> usize {
         lock(&self.state).threads
     }
 

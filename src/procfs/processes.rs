@@ -282,18 +282,18 @@ pub fn read_server(proc_root: &Path, c: &Candidate) -> Option<ServerProcess> {
     })
 }
 
-/// Every server process under `proc_root` (see [`server_candidates`]). A process that ends
-/// while being read is skipped; only an unreadable `proc_root` is an error.
-pub fn read_servers(proc_root: &Path) -> std::io::Result<Vec<ServerProcess>> {
-    Ok(server_candidates(proc_root)?
-        .iter()
-        .filter_map(|c| read_server(proc_root, c))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every server process under `proc_root` (see [`server_candidates`]). A process that ends
+    /// while being read is skipped; only an unreadable `proc_root` is an error.
+    fn read_servers(proc_root: &Path) -> std::io::Result<Vec<ServerProcess>> {
+        Ok(server_candidates(proc_root)?
+            .iter()
+            .filter_map(|c| read_server(proc_root, c))
+            .collect())
+    }
 
     fn args(s: &[&str]) -> Vec<String> {
         s.iter().map(|a| a.to_string()).collect()
