@@ -170,14 +170,14 @@ pub struct CollectorState {
 }
 
 /// How long a collector may go without publishing before its sample counts as overdue
-/// (success 0): twice its interval and 30 s after its last publish; before its first, 5 minutes
-/// after it registered.
+/// (success 0): twice the wait it announced and 30 s after its last publish (one that announced
+/// none is not judged: nothing says when it is due); before its first, 5 minutes after it
+/// registered.
 pub(crate) fn overdue(st: &CollectorState, now: Instant) -> bool {
     match (st.last_publish, st.registered) {
-        (Some(last), _) => {
-            let allowed = st.next_delay.unwrap_or(Duration::ZERO) * 2 + Duration::from_secs(30);
-            now.saturating_duration_since(last) > allowed
-        }
+        (Some(last), _) => st
+            .next_delay
+            .is_some_and(|d| now.saturating_duration_since(last) > d * 2 + Duration::from_secs(30)),
         (None, Some(reg)) => now.saturating_duration_since(reg) > Duration::from_secs(300),
         (None, None) => false,
     }
@@ -837,5 +837,27 @@ mod tests {
         assert!(!store.all_succeeded());
         // A failed sample is a finished one all the same.
         assert_eq!(store.progress(), [("filesystem", 3, Some(false))]);
+    }
+
+    /// A collector is overdue only against the wait it announced: the history thread, which
+    /// publishes at each flush (15 minutes by default), never reads as failed between flushes.
+    #[test]
+    fn a_sample_is_overdue_only_past_twice_its_announced_wait() {
+        let t0 = Instant::now();
+        let mut st = CollectorState {
+            registered: Some(t0),
+            last_publish: Some(t0),
+            success: Some(true),
+            ..CollectorState::default()
+        };
+        let later = |s: u64| t0 + Duration::from_secs(s);
+        assert!(!overdue(&st, later(3600)), "no wait announced: not judged");
+        st.next_delay = Some(Duration::from_secs(900));
+        assert!(!overdue(&st, later(1830)));
+        assert!(overdue(&st, later(1831)));
+        // Never published: judged five minutes after it registered.
+        st.last_publish = None;
+        assert!(!overdue(&st, later(300)));
+        assert!(overdue(&st, later(301)));
     }
 }

@@ -216,6 +216,8 @@ pub fn start(
     let stop = Arc::new(AtomicBool::new(false));
     let flusher = Flusher::default();
     snapshot.register(NAME);
+    // It publishes at each flush at the latest: what "overdue" is measured against.
+    snapshot.expect_next(NAME, cfg.flush_interval);
     let mut w = Worker {
         cfg,
         state_dir,
