@@ -88,31 +88,17 @@ fn hostile_host() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf)
         "110 (postgres) S 100 100 100 0 -1 4194560 31 0 0 0\n",
     )
     .unwrap();
-    // postmaster.pid as a FIFO, as /dev/zero, as 2 GB of zeroes.
-    for (pid, name, how) in [
-        (101, "pid-fifo", 0),
-        (102, "pid-zero", 1),
-        (103, "pid-huge", 2),
+    // postmaster.pid, then PG_VERSION, as a FIFO, as /dev/zero, as 2 GB of zeroes.
+    for (pid, name, file, how) in [
+        (101, "pid-fifo", "postmaster.pid", 0),
+        (102, "pid-zero", "postmaster.pid", 1),
+        (103, "pid-huge", "postmaster.pid", 2),
+        (104, "ver-fifo", "PG_VERSION", 0),
+        (105, "ver-zero", "PG_VERSION", 1),
+        (106, "ver-huge", "PG_VERSION", 2),
     ] {
         let d = pg_dir(&root, &format!("/srv/{name}"), pid);
-        let f = d.join("postmaster.pid");
-        std::fs::remove_file(&f).unwrap();
-        match how {
-            0 => fifo(&f),
-            1 => std::os::unix::fs::symlink("/dev/zero", &f).unwrap(),
-            _ => sparse(&f, 2 << 30),
-        }
-        let dir = format!("/srv/{name}");
-        process(&proc_root, pid, "postgres", &["postgres", "-D", &dir]);
-    }
-    // PG_VERSION as a FIFO, as /dev/zero, as 2 GB.
-    for (pid, name, how) in [
-        (104, "ver-fifo", 0),
-        (105, "ver-zero", 1),
-        (106, "ver-huge", 2),
-    ] {
-        let d = pg_dir(&root, &format!("/srv/{name}"), pid);
-        let f = d.join("PG_VERSION");
+        let f = d.join(file);
         std::fs::remove_file(&f).unwrap();
         match how {
             0 => fifo(&f),

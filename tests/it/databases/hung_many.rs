@@ -8,20 +8,6 @@ use crate::support;
 use crate::support::binary::Daemon;
 use std::time::{Duration, Instant};
 
-fn scrape(d: &Daemon) -> String {
-    let agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .new_agent();
-    agent
-        .get(&format!("http://{}/metrics", d.addr))
-        .call()
-        .expect("scrape")
-        .body_mut()
-        .read_to_string()
-        .unwrap()
-}
-
 /// A btrfs on `mp` as the host's /sys and mount table show it (the layers fixture's allocation
 /// tree, one device, loop0, 7:0), so the layers collector asks its device ioctl there: the
 /// mount never answers, as a wedged btrfs's doesn't.
@@ -121,7 +107,7 @@ fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
     // Every watched directory is stuck, and the btrfs's device ioctl.
     let deadline = Instant::now() + Duration::from_secs(120);
     let hang_began = loop {
-        let m = scrape(&d);
+        let m = d.metrics();
         if of(&m, "ssdwatch_blocking_stuck_calls", "databases") == Some(20.0)
             && of(&m, "ssdwatch_blocking_stuck_calls", "layers") == Some(1.0)
         {
@@ -138,7 +124,7 @@ fn twenty_hung_database_directories_stop_no_other_collector_and_no_shutdown() {
     // And the next samples refuse each hung item instead of stacking a thread on it.
     let refused = |m: &str| of(m, "ssdwatch_blocking_refused_total", "databases").unwrap_or(0.0);
     while seen_fresh.len() < others.len() || refused(&last) < 20.0 {
-        let m = scrape(&d);
+        let m = d.metrics();
         let since = hang_began.elapsed().as_secs_f64();
         for c in others {
             let age = of(&m, "ssdwatch_collector_sample_age_seconds", c);

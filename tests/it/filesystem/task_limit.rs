@@ -92,19 +92,7 @@ fn with_130_hung_mounts_in_a_128_task_cgroup_smart_keeps_sampling_and_the_fault_
     cg.enter_on_start(&mut cmd);
     let mut d = Daemon::spawn(dir, cmd);
 
-    let metrics = || {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build()
-            .new_agent();
-        agent
-            .get(&format!("http://{}/metrics", d.addr))
-            .call()
-            .unwrap_or_else(|e| panic!("GET /metrics: {e}\nlog:\n{}", d.log_text()))
-            .body_mut()
-            .read_to_string()
-            .expect("body")
-    };
+    let metrics = || d.metrics();
     let label = |mp: &str| format!("mountpoint=\"{mp}\"");
     // Each hung mount is either stuck (holding a thread) or not started (no thread left for it
     // under the limit): either way it has no size and says it failed.

@@ -343,19 +343,7 @@ fn through_the_smart_helper_a_stuck_child_makes_the_drive_stuck_until_it_is_gone
     )
     .expect("config");
     let d = web_common::Daemon::start_in(dir, &[]);
-    let metrics = || {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build()
-            .new_agent();
-        agent
-            .get(&format!("http://{}/metrics", d.addr))
-            .call()
-            .unwrap_or_else(|e| panic!("GET /metrics: {e}"))
-            .body_mut()
-            .read_to_string()
-            .expect("body")
-    };
+    let metrics = || d.metrics();
     let wait = |what: &str, pred: &dyn Fn(&str) -> bool| {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

@@ -106,6 +106,21 @@ impl Daemon {
         }
     }
 
+    /// `/metrics` over plain HTTP, with the daemon's log in the panic when it does not answer.
+    pub fn metrics(&self) -> String {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .new_agent();
+        agent
+            .get(&format!("http://{}/metrics", self.addr))
+            .call()
+            .unwrap_or_else(|e| panic!("GET /metrics: {e}\nlog:\n{}", self.log_text()))
+            .body_mut()
+            .read_to_string()
+            .expect("body")
+    }
+
     /// Every address the daemon said it serves on (one line each, all logged at once).
     pub fn addresses(&self) -> Vec<SocketAddr> {
         serving_addresses(&self.log_text())
