@@ -5,6 +5,7 @@
 
 use super::http_config::TlsConfig;
 use crate::config::{MAX_CONFIG_BYTES, read_config_file};
+use crate::web::tls::{pem_certs, pem_or_file};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
@@ -33,26 +34,11 @@ fn pem(
     name: &str,
     dir: &Path,
 ) -> Result<Option<Vec<u8>>, String> {
-    match (inline, file) {
-        (Some(t), _) => Ok(Some(t.as_bytes().to_vec())),
-        (None, Some(p)) => {
-            let p = dir.join(p);
-            read_config_file(&p, MAX_CONFIG_BYTES)
-                .map(Some)
-                .map_err(|e| format!("tls_config.{name}_file {}: {e}", p.display()))
-        }
-        (None, None) => Ok(None),
-    }
+    pem_or_file(inline, file, dir).map_err(|e| format!("tls_config.{name}_file {e}"))
 }
 
 fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{what}: bad PEM: {e}"))?;
-    if certs.is_empty() {
-        return Err(format!("{what}: no PEM certificate found"));
-    }
-    Ok(certs)
+    pem_certs(pem).map_err(|e| format!("{what}: {e}"))
 }
 
 /// The system's CA certificates, from the first bundle found.

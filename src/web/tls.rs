@@ -31,6 +31,36 @@ pub(crate) fn files(t: &TlsServerConfig, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// An inline PEM value, or the file it names (relative to `dir`), read as config files are;
+/// None when neither is set. Shared by the server's TLS and the query client's.
+pub(crate) fn pem_or_file(
+    inline: &Option<String>,
+    file: &Option<PathBuf>,
+    dir: &Path,
+) -> Result<Option<Vec<u8>>, String> {
+    match (inline, file) {
+        (Some(text), _) => Ok(Some(text.as_bytes().to_vec())),
+        (None, Some(p)) => {
+            let p = dir.join(p);
+            read_config_file(&p, MAX_CONFIG_BYTES)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", p.display()))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// The certificates of a PEM text: an error when it is not PEM or holds none.
+pub(crate) fn pem_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("bad PEM: {e}"))?;
+    if certs.is_empty() {
+        return Err("no PEM certificate found".to_string());
+    }
+    Ok(certs)
+}
+
 /// Reads an inline PEM value or the file behind `file_key`.
 fn pem_source(
     inline: &Option<String>,
@@ -38,25 +68,13 @@ fn pem_source(
     file_key: &str,
     dir: &Path,
 ) -> Result<Vec<u8>, Invalid> {
-    match (inline, file) {
-        (Some(text), _) => Ok(text.as_bytes().to_vec()),
-        (None, Some(p)) => {
-            let p = dir.join(p);
-            read_config_file(&p, MAX_CONFIG_BYTES)
-                .map_err(|e| Invalid::new(key(file_key), format!("{}: {e}", p.display())))
-        }
-        (None, None) => Err(Invalid::new(key(file_key), "not set")),
-    }
+    pem_or_file(inline, file, dir)
+        .map_err(|e| Invalid::new(key(file_key), e))?
+        .ok_or_else(|| Invalid::new(key(file_key), "not set"))
 }
 
 fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, Invalid> {
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| Invalid::new(key(what), format!("bad PEM: {e}")))?;
-    if certs.is_empty() {
-        return Err(Invalid::new(key(what), "no PEM certificate found"));
-    }
-    Ok(certs)
+    pem_certs(pem).map_err(|e| Invalid::new(key(what), e))
 }
 
 /// Builds the rustls config. `min_version` TLS10/TLS11 means "TLS 1.2 is the floor": rustls
