@@ -40,3 +40,35 @@ pub(crate) fn nvme_log_dump(id: u8, b: &[u8]) -> Vec<String> {
     }
     out
 }
+
+/// For a test that measures the whole process (its open files, its memory): other tests of
+/// the same binary run on other threads and open, close and allocate meanwhile. Called first
+/// in such a test with its full path (`module::tests::name`): in the harness's run it starts
+/// this test binary again with only that test on one thread, waits for it, fails if it failed
+/// and returns false (the caller returns); in that second run it returns true (the caller
+/// measures, alone in its process).
+#[allow(dead_code)] // not every test binary that includes this file has such a test
+pub(crate) fn alone(test: &str) -> bool {
+    const KEY: &str = "SSDWATCH_TEST_ALONE";
+    if std::env::var(KEY).is_ok_and(|v| v == test) {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(exe)
+        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+        .env(KEY, test)
+        .output()
+        .expect("start the test binary again");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{test} alone failed:\n{text}");
+    // The filter matched it: a renamed test must not pass by running nothing.
+    assert!(
+        text.contains("1 passed"),
+        "{test} did not run alone:\n{text}"
+    );
+    false
+}
