@@ -277,7 +277,7 @@ def host():
     L.add(timeseries("Available bytes", "Bytes available to unprivileged users, per filesystem.",
                      targets((f"ssdwatch_filesystem_avail_bytes{{{HOST}}}", "{{mountpoint}}")), unit="bytes", min_=0))
     L.add(table("Days to full (forecast)",
-                "Days until the filesystem is full at its recent rate (recording rule ssdwatch:filesystem_seconds_until_full: the 6 h linear trend). Only filesystems that are filling appear.",
+                "Days until the filesystem is full (recording rule ssdwatch:filesystem_seconds_until_full: the daemon's forecast, else the 6 h trend where the filesystem lost space over the last day, still fills and is fuller than its recurring peak). Only filesystems that are filling appear.",
                 targets((f"ssdwatch:filesystem_seconds_until_full{{{HOST}}} / 86400", ""), instant=True, fmt="table"),
                 unit="d", sort_by="Value", desc_sort=False, hide=("Time", "__name__", "instance", "job")), w=8)
     L.add(timeseries("Available bytes in 24 h (linear trend)",

@@ -220,7 +220,16 @@ pub struct FsForecast {
     pub runaway_bytes_per_day: Option<f64>,
 }
 
-/// The index of the first day of the current trend (after the last big drop).
+/// How far a day's low may rise above the day before's, as a share of the size, before the
+/// rise counts as a new level (a bulk load, a restore) rather than growth: one day of growth
+/// that fast fills a volume from half full in five days, which the runaway leg dates anyway.
+const STEP_UP_RATIO: f64 = 0.10;
+
+/// The index of the first day of the current trend: after the last big drop, or after the last
+/// step up (a day whose low is above the day before's by [`STEP_UP_RATIO`] of the size). A
+/// step is a level, not a slope: fitted across, a bulk load that ended reads as growth for
+/// weeks after it (a 300 GB load on 1 TB dated the volume full 12 days later, two weeks after
+/// the load had stopped).
 fn trend_start(days: &[DayUse]) -> usize {
     let mut start = 0;
     for i in 1..days.len() {
@@ -229,7 +238,9 @@ fn trend_start(days: &[DayUse]) -> usize {
             .iter()
             .map(|d| d.low)
             .fold(f64::INFINITY, f64::min);
-        if days[i].low < prior - 0.05 * days[i].size {
+        let dropped = days[i].low < prior - 0.05 * days[i].size;
+        let stepped = days[i].low > days[i - 1].low + STEP_UP_RATIO * days[i].size;
+        if dropped || stepped {
             start = i;
         }
     }
@@ -358,6 +369,8 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
 pub const RUNAWAY_WINDOW_SECONDS: i64 = 6 * 3600;
 /// A runaway that would take longer than this to fill the volume is the long-term leg's.
 const RUNAWAY_MAX_DAYS: f64 = 7.0;
+/// The runaway must still be climbing over this last stretch of its points.
+const RUNAWAY_STILL_CLIMBING_SECONDS: i64 = 3600;
 /// How far above the last two weeks' highest use the volume must be: a recurring peak (a
 /// weekly dump, a nightly batch) climbs to where it has been before and is not a runaway.
 const RUNAWAY_MARGIN_RATIO: f64 = 0.02;
@@ -411,6 +424,18 @@ pub fn runaway(
     let (xs, ys) = band_points(&pts);
     let (rate, _) = theil_sen(&xs, &ys)?;
     if rate <= 0.0 {
+        return None;
+    }
+    // Still climbing: the last hour rises at half the climb's rate or more. A bulk load or a
+    // dump that stopped an hour ago is no runaway, however fast it was (its rate over the
+    // climb would date the volume full for hours after it ended).
+    let last_hour: Vec<(f64, f64)> = pts
+        .iter()
+        .copied()
+        .filter(|(x, _)| *x >= (t1 - t0 - RUNAWAY_STILL_CLIMBING_SECONDS) as f64 / DAY_F64)
+        .collect();
+    let (hx, hy) = band_points(&last_hour);
+    if hx.len() < 3 || theil_sen(&hx, &hy).is_none_or(|(r, _)| r < 0.5 * rate) {
         return None;
     }
     let left = (size - used).max(0.0);
@@ -1109,10 +1134,49 @@ mod tests {
             runaway(&flat, &climb(700.0 * G, -10.0 * G), SIZE, now),
             None
         );
+        // A climb that stopped an hour ago: 3 hours at 40 GB an hour, then flat.
+        let stopped: Vec<(i64, f64)> = (0..=48)
+            .map(|i| {
+                let climbed = (i.min(36) as f64) / 12.0;
+                (now - 4 * 3600 + i * 300, 600.0 * G + 40.0 * G * climbed)
+            })
+            .collect();
+        assert_eq!(runaway(&flat, &stopped, SIZE, now), None);
+        // Still climbing at its end, the same climb is one.
+        assert!(runaway(&flat, &stopped[..=36], SIZE, now - 3600).is_some());
         // Too few points, or too short a span.
         assert_eq!(
             runaway(&flat, &climb(700.0 * G, 40.0 * G)[..4], SIZE, now),
             None
         );
+    }
+
+    /// A bulk load of 300 GB on a flat 1 TB volume, then flat: a new level, never a date,
+    /// however many days later; growth after the step is dated from the step on.
+    #[test]
+    fn a_step_up_is_a_new_level_not_growth() {
+        let step_day = 20;
+        let loaded = days_of(|d| if d < step_day { 400.0 * G } else { 700.0 * G });
+        for after in 0..40 {
+            let now = at(step_day as f64 + after as f64) + 12 * 3600;
+            let fc = forecast_filesystem_days(&loaded, now);
+            assert_eq!(fc.predicted_full_unix, None, "{after} days after the load");
+        }
+        // Growth of 10 GB a day after the step: dated once a week of it is there.
+        let growing = days_of(|d| {
+            if d < step_day {
+                400.0 * G
+            } else {
+                700.0 * G + 10.0 * G * (d - step_day) as f64
+            }
+        });
+        let now = at((step_day + 20) as f64) + 12 * 3600;
+        let fc = forecast_filesystem_days(&growing, now);
+        assert!(fc.predicted_full_unix.is_some(), "{fc:?}");
+        assert_eq!(fc.trend_since_unix, Some((T0 / DAY + step_day) * DAY));
+        // Steady growth of 5 % of the size a day is growth, not a step a day.
+        let fast = days_of(|d| 100.0 * G + 50.0 * G * d as f64);
+        let fc = forecast_filesystem_days(&fast, at(14.0));
+        assert_eq!(fc.trend_since_unix, Some(T0 / DAY * DAY));
     }
 }

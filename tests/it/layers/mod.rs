@@ -91,17 +91,29 @@ fn btrfs_data_chunks_taking_the_device_show_while_df_shows_free_space() {
     let daemon = Daemon::start(config, roots_seeing(&[&fs.mountpoint]));
     let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
     let u = format!("uuid=\"{uuid}\"");
-    let m = daemon.wait_metrics("btrfs series", Duration::from_secs(20), |m| {
-        value_matching(m, "ssdwatch_btrfs_unallocated_bytes", &u).is_some()
+    // btrfs-progs is the oracle. Nothing writes meanwhile, but the kernel's cleaner removes the
+    // block groups the deletes emptied in its own time: the two agree once both have seen the
+    // same state, so each scrape is compared with a fresh answer of btrfs-progs (a daemon that
+    // never catches up fails at the deadline with both figures).
+    let usage = std::cell::RefCell::new(String::new());
+    let m = daemon.wait_metrics(
+        "btrfs series matching btrfs-progs",
+        Duration::from_secs(60),
+        |m| {
+            let fresh = run("btrfs", &["filesystem", "usage", "--raw", fs.mp()]);
+            let matches = value_matching(m, "ssdwatch_btrfs_unallocated_bytes", &u)
+                == Some(usage_figure(&fresh, "Device unallocated:") as f64);
+            *usage.borrow_mut() = fresh;
+            matches
             // The filesystem collector placed the mount on the btrfs layer once shared.
             && m.lines().any(|l| {
                 l.starts_with("ssdwatch_filesystem_layer_avail_bytes{")
                     && l.contains(fs.mp())
                     && l.contains("layer=\"btrfs")
             })
-    });
-    // btrfs-progs, asked the same moment (nothing writes meanwhile), is the oracle.
-    let usage = run("btrfs", &["filesystem", "usage", "--raw", fs.mp()]);
+        },
+    );
+    let usage = usage.into_inner();
     let unallocated = usage_figure(&usage, "Device unallocated:");
     assert_eq!(
         value_matching(&m, "ssdwatch_btrfs_unallocated_bytes", &u),

@@ -188,19 +188,59 @@ fn alerts_named<'a>(doc: &'a Yaml, prefix: &str) -> Vec<&'a Yaml> {
         .collect()
 }
 
+/// The trend leg every forecast alert reads is gated against the shapes that fool a plain
+/// predict_linear: a day of history and a net loss over it (sawtooths), the last hour still
+/// filling (a finished load), above the recurring peak (next Sunday's dump). The alerts on it
+/// hold for an hour; the runaway page for longer than a batch lasts.
 #[test]
 fn forecast_alerts_are_gated_by_fill_history_and_duration() {
+    let rules = yaml(&rule_files()[0]);
+    let record = |name: &str| -> String {
+        rules_of(&rules)
+            .into_iter()
+            .find(|r| r["record"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no recording rule {name}"))["expr"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let trend = record("ssdwatch:filesystem_seconds_until_full:trend");
+    for gate in [
+        "net_change24h_ratio < -0.01",
+        "predict_linear1h_48h",
+        "recurring_peak",
+    ] {
+        assert!(trend.contains(gate), "{gate} missing from {trend}");
+    }
+    let until_full = record("ssdwatch:filesystem_seconds_until_full");
+    assert!(
+        until_full.contains(":daemon") && until_full.contains(":trend"),
+        "{until_full}"
+    );
+    assert!(
+        !until_full.contains("deriv"),
+        "an ungated trend: {until_full}"
+    );
     let doc = yaml(&rule_files()[1]);
     let forecasts = alerts_named(&doc, "SsdwatchFilesystemPredictedFull");
-    assert_eq!(forecasts.len(), 2);
-    for r in forecasts {
+    assert_eq!(forecasts.len(), 1);
+    let runaway = alerts_named(&doc, "SsdwatchFilesystemRunaway");
+    assert_eq!(runaway.len(), 1);
+    for (r, min_for) in [(forecasts[0], 3600), (runaway[0], 3 * 3600)] {
         let expr = r["expr"].as_str().unwrap();
-        assert!(expr.contains("ssdwatch:filesystem_used_ratio >"), "{expr}");
-        assert!(expr.contains("net_change24h_ratio"), "{expr}");
-        assert!(expr.contains("predict_linear1h"), "{expr}");
+        assert!(
+            expr.contains("ssdwatch:filesystem_seconds_until_full"),
+            "{expr}"
+        );
         let dur = humantime::parse_duration(r["for"].as_str().unwrap()).unwrap();
-        assert!(dur.as_secs() >= 1800, "{expr}: for {dur:?}");
+        assert!(dur.as_secs() >= min_for, "{expr}: for {dur:?}");
     }
+    assert!(
+        runaway[0]["expr"]
+            .as_str()
+            .unwrap()
+            .contains("recurring_peak")
+    );
 }
 
 #[test]
