@@ -60,6 +60,8 @@ impl Context {
     /// Reads the block topology now and shares it (the topology collector's every sample).
     pub async fn read_topology(&self) -> anyhow::Result<Arc<Topology>> {
         let sys = self.roots.sys.clone();
+        // Not the door: a walk of /sys (the kernel's memory, no device asked) that cannot hang;
+        // CPU work kept off the async workers.
         let t = tokio::task::spawn_blocking(move || Topology::read(&sys))
             .await
             .map_err(|e| anyhow::anyhow!("reading the block topology: {e}"))??;
