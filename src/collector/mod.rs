@@ -130,8 +130,9 @@ pub trait Collector: Send + 'static {
     /// How long to wait after a sample before the next one. Collectors may jitter it.
     fn next_delay(&mut self) -> Duration;
 
-    /// Takes one sample. Must not block the async runtime: blocking work goes to
-    /// `spawn_blocking` with a bound (see the stuck-mount guard, `statfs::guard`).
+    /// Takes one sample. Must not block the async runtime: a call that may hang goes through
+    /// the door (`ctx.door`, src/door.rs), a child process through `privileged::run_bounded`;
+    /// only work that cannot hang (reads of /sys and /proc) goes to `spawn_blocking`.
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample>;
 }
 
