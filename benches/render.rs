@@ -45,6 +45,7 @@ fn sampled_store(dir: &Path) -> Arc<Snapshots> {
         let env = BuildEnv {
             state_dir: &config.state_dir,
             persist_state: false,
+            helper: None,
         };
         for mut c in registry::build(&config.collectors, &env).unwrap() {
             store.register(c.name());
@@ -88,6 +89,7 @@ fn publish(c: &mut Criterion, dir: &Path) {
     let env = BuildEnv {
         state_dir: &config.state_dir,
         persist_state: false,
+        helper: None,
     };
     let store = Snapshots::new();
     for mut col in registry::build(&config.collectors, &env).unwrap() {

@@ -64,11 +64,11 @@ fn smartctl_spawn_cost() {
         println!("smartctl spawn cost: no drive to query on this machine");
         return;
     };
-    let args = ssdwatch::collector::smart::smartctl_args(
+    let args = ssdwatch::smart::argv::smartctl_args(
         dev,
         None,
         None,
-        ssdwatch::collector::smart::Asks::ALL,
+        ssdwatch::smart::argv::Asks::ALL,
         true,
     );
     let runs = 50;

@@ -75,7 +75,7 @@ catalogue! {
     BLOCKING_THREADS: Gauge "ssdwatch_blocking_threads" ["collector"] unit ""
         "Threads the collector holds in calls that may hang (stat, readdir, ioctl), running or hung.";
     BLOCKING_STUCK_CALLS: Gauge "ssdwatch_blocking_stuck_calls" ["collector"] unit ""
-        "The collector's calls past their deadline that have not returned (each holds one thread).";
+        "The collector's calls past their deadline that have not returned (a hung call holds a thread; a child stuck in the kernel holds none).";
     BLOCKING_TIMEOUTS_TOTAL: Counter "ssdwatch_blocking_timeouts_total" ["collector"] unit ""
         "The collector's calls that gave no answer by their deadline.";
     BLOCKING_REFUSED_TOTAL: Counter "ssdwatch_blocking_refused_total" ["collector"] unit ""

@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::fault::Faults;
 use crate::history;
 use crate::notify;
+use crate::privileged::Helper;
 use crate::registry::{self, BuildEnv};
 use crate::snapshot::Snapshots;
 use crate::web::WebSetup;
@@ -18,11 +19,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// Runs the daemon until `shutdown` resolves: binds every configured address (one that can't
-/// be bound stops the start, naming it), then serves on all of them.
+/// be bound stops the start, naming it), then serves on all of them. `helper`: the privileged
+/// helper the collectors that need capabilities read through (None: they read themselves).
 pub async fn run(
     config: Config,
     roots: Roots,
     web: WebSetup,
+    helper: Option<Helper>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addrs = config
@@ -36,7 +39,7 @@ pub async fn run(
         })?;
         listeners.push(l);
     }
-    serve(config, roots, listeners, web, shutdown).await
+    serve(config, roots, listeners, web, helper, shutdown).await
 }
 
 /// Runs the daemon on an already bound listener with plain HTTP and default limits (tests bind
@@ -47,7 +50,15 @@ pub async fn run_with_listener(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    serve(config, roots, vec![listener], WebSetup::default(), shutdown).await
+    serve(
+        config,
+        roots,
+        vec![listener],
+        WebSetup::default(),
+        None,
+        shutdown,
+    )
+    .await
 }
 
 /// Runs the daemon on `listeners` as `web` says until `shutdown` resolves; then the web layer
@@ -57,10 +68,11 @@ pub(crate) async fn serve(
     roots: Roots,
     listeners: Vec<TcpListener>,
     web: WebSetup,
+    helper: Option<Helper>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let host = crate::report::host_name(&roots.proc);
-    let (collectors, mut ctx) = build(&config, roots, true)?;
+    let (collectors, mut ctx) = build(&config, roots, true, helper)?;
     let store = Arc::new(Snapshots::with_reloads(web.reloads.clone()));
     store.attach_door(ctx.door.clone());
     let history = start_history(&config, store.clone())?;
@@ -165,7 +177,7 @@ const COLLECTOR_STOP_DEADLINE: Duration = Duration::from_secs(1);
 /// One-shot mode: samples every enabled collector once (concurrently) and renders the
 /// exposition. Returns the text and whether every collector succeeded.
 pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(String, bool)> {
-    let (collectors, ctx) = build(config, roots, false)?;
+    let (collectors, ctx) = build(config, roots, false, None)?;
     let store = Arc::new(Snapshots::new());
     store.attach_door(ctx.door.clone());
     for c in &collectors {
@@ -221,10 +233,12 @@ fn build(
     config: &Config,
     roots: Roots,
     persist_state: bool,
+    helper: Option<Helper>,
 ) -> anyhow::Result<(Vec<Box<dyn Collector>>, Context)> {
     let env = BuildEnv {
         state_dir: &config.state_dir,
         persist_state,
+        helper,
     };
     let collectors = registry::build(&config.collectors, &env)?;
     let ctx = Context::new(roots, config.collectors.topology_max_age());

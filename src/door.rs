@@ -18,9 +18,9 @@ pub(crate) const MAX_THREADS: usize = 128;
 /// The share of [`MAX_THREADS`] one collector may hold: nine hung database directories, or a
 /// hundred, never take the threads another collector needs.
 pub(crate) const MAX_THREADS_PER_OWNER: usize = MAX_THREADS / 4;
-/// Tasks of the daemon's limit the door leaves to everything else (the runtime, the history
-/// thread, smartctl's processes, the statfs guard's own reserve): a quarter, at least 32.
-fn reserved_tasks(max: u64) -> u64 {
+/// Tasks of the daemon's limit the door, and the statfs guard, leave to everything else (the
+/// runtime, the history thread, smartctl's processes, each other): a quarter, at least 32.
+pub fn reserved_tasks(max: u64) -> u64 {
     (max / 4).max(32)
 }
 /// How long a read of the task limit is used before it is read again.
@@ -146,6 +146,37 @@ impl Door {
         }
     }
 
+    /// Marks `item` of `owner` as running until the [`Pass`] is dropped, taking no thread: for
+    /// a call that runs elsewhere (a child process, a request to the privileged helper), or
+    /// one [`Pass::call`] then runs on a thread. Refused, like a call, while an earlier mark of
+    /// the item is held. The mark reads as stuck once past the deadline its holder sets.
+    pub fn enter(&self, owner: &'static str, item: impl Into<String>) -> Result<Pass, Unanswered> {
+        let key = (owner, item.into());
+        let mut st = lock(&self.state);
+        if let Some(r) = st.running.get(&key) {
+            let held = r.started.elapsed();
+            st.owners.entry(owner).or_default().refused += 1;
+            return Err(Unanswered::StillRunning(held));
+        }
+        let now = Instant::now();
+        st.running.insert(
+            key.clone(),
+            Running {
+                started: now,
+                deadline: now + FAR,
+            },
+        );
+        st.owners.entry(owner).or_default();
+        drop(st);
+        Ok(Pass {
+            state: self.state.clone(),
+            door: self.clone(),
+            key,
+            thread: false,
+            timed_out: false,
+        })
+    }
+
     /// Runs `f` for `item` of `owner` on a thread of its own and waits for it until
     /// `deadline`. Refused while an earlier call of the same item has not returned, and while
     /// no thread may start. A call past its deadline keeps its thread and its mark until it
@@ -157,71 +188,24 @@ impl Door {
         deadline: tokio::time::Instant,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Unanswered> {
-        let key = (owner, item.into());
-        let started = {
-            let mut st = lock(&self.state);
-            if let Some(r) = st.running.get(&key) {
-                let held = r.started.elapsed();
-                st.owners.entry(owner).or_default().refused += 1;
-                return Err(Unanswered::StillRunning(held));
-            }
-            let owner_threads = st.owners.get(owner).map_or(0, |o| o.threads);
-            // Read at most once a second: the reserve the docs promise holds from the first call.
-            let limit = self.task_limit(&mut st);
-            if let Err(why) = may_start(st.threads, owner_threads, limit.as_ref()) {
-                st.owners.entry(owner).or_default().refused += 1;
-                return Err(Unanswered::NoThread(why));
-            }
-            let now = Instant::now();
-            st.running.insert(
-                key.clone(),
-                Running {
-                    started: now,
-                    deadline: deadline.into_std(),
-                },
-            );
-            st.threads += 1;
-            st.owners.entry(owner).or_default().threads += 1;
-            now
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let state = self.state.clone();
-        let thread_key = key.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("ssdwatch-{owner}"))
-            .spawn(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-                // The mark ends with the call, whatever became of its caller.
-                let mut st = lock(&state);
-                st.running.remove(&thread_key);
-                st.threads = st.threads.saturating_sub(1);
-                let o = st.owners.entry(thread_key.0).or_default();
-                o.threads = o.threads.saturating_sub(1);
-                if r.is_err() {
-                    o.panics += 1;
-                }
-                drop(st);
-                let _ = tx.send(r.map_err(|p| panic_text(p.as_ref())));
-            });
-        if let Err(e) = spawned {
-            let mut st = lock(&self.state);
-            st.running.remove(&key);
-            st.threads = st.threads.saturating_sub(1);
-            let o = st.owners.entry(owner).or_default();
-            o.threads = o.threads.saturating_sub(1);
-            o.refused += 1;
-            return Err(Unanswered::NoThread(format!("starting a thread: {e}")));
-        }
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(Ok(v))) => Ok(v),
-            Ok(Ok(Err(p))) => Err(Unanswered::Panicked(p)),
-            // The thread ended without sending: it was torn down.
-            Ok(Err(_)) => Err(Unanswered::Panicked("the thread ended".into())),
-            Err(_) => {
-                lock(&self.state).owners.entry(owner).or_default().timeouts += 1;
-                Err(Unanswered::TimedOut(deadline.into_std() - started))
-            }
-        }
+        self.enter(owner, item)?.call(deadline, f).await
+    }
+
+    /// Whether `item` of `owner` is marked and past its deadline: stuck.
+    pub fn is_stuck(&self, owner: &str, item: &str) -> bool {
+        let st = lock(&self.state);
+        let now = Instant::now();
+        st.running
+            .iter()
+            .any(|((o, i), r)| *o == owner && i == item && now > r.deadline)
+    }
+
+    /// Whether `item` of `owner` is marked (its call has not returned).
+    pub fn is_running(&self, owner: &str, item: &str) -> bool {
+        lock(&self.state)
+            .running
+            .keys()
+            .any(|(o, i)| *o == owner && i == item)
     }
 
     /// `owner`'s items whose call has run past its deadline, with how long it has run.
@@ -267,6 +251,139 @@ impl Door {
                 .push(&l, o.refused as f64);
             set.family(&catalogue::BLOCKING_PANICS_TOTAL)
                 .push(&l, o.panics as f64);
+        }
+    }
+}
+
+/// A deadline far enough never to pass: a mark whose holder has not set one yet.
+const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// An item's mark: held while its call runs (here on a thread, or elsewhere), ended when
+/// dropped. While it is held the item is refused; past its deadline it reads as stuck.
+pub struct Pass {
+    state: Arc<Mutex<State>>,
+    door: Door,
+    key: (&'static str, String),
+    /// Whether it holds one of the door's threads.
+    thread: bool,
+    timed_out: bool,
+}
+
+impl std::fmt::Debug for Pass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pass({} {})", self.key.0, self.key.1)
+    }
+}
+
+impl Pass {
+    /// The door it was taken from.
+    pub fn door(&self) -> &Door {
+        &self.door
+    }
+
+    pub fn owner(&self) -> &'static str {
+        self.key.0
+    }
+
+    pub fn item(&self) -> &str {
+        &self.key.1
+    }
+
+    /// From now on the call is stuck once `deadline` has passed.
+    pub fn set_deadline(&mut self, deadline: tokio::time::Instant) {
+        if let Some(r) = lock(&self.state).running.get_mut(&self.key) {
+            r.deadline = deadline.into_std();
+        }
+    }
+
+    /// The call ran past its deadline (a child killed and still not gone): counted once as a
+    /// timeout, and stuck from now on until the pass is dropped.
+    pub fn timed_out(&mut self) {
+        let now = Instant::now();
+        let mut st = lock(&self.state);
+        if let Some(r) = st.running.get_mut(&self.key) {
+            r.deadline = r.deadline.min(now);
+        }
+        if !self.timed_out {
+            self.timed_out = true;
+            st.owners.entry(self.key.0).or_default().timeouts += 1;
+        }
+    }
+
+    /// Runs `f` under this mark on a thread of its own and waits for it until `deadline`;
+    /// the mark ends when `f` returns, whatever became of its caller. Refused while no thread
+    /// may start.
+    pub async fn call<T: Send + 'static>(
+        mut self,
+        deadline: tokio::time::Instant,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Unanswered> {
+        let owner = self.key.0;
+        let started = {
+            let mut st = lock(&self.state);
+            let owner_threads = st.owners.get(owner).map_or(0, |o| o.threads);
+            // Read at most once a second: the reserve the docs promise holds from the first call.
+            let limit = self.door.task_limit(&mut st);
+            if let Err(why) = may_start(st.threads, owner_threads, limit.as_ref()) {
+                st.owners.entry(owner).or_default().refused += 1;
+                return Err(Unanswered::NoThread(why));
+            }
+            st.threads += 1;
+            st.owners.entry(owner).or_default().threads += 1;
+            let r = st.running.get_mut(&self.key);
+            let now = Instant::now();
+            if let Some(r) = r {
+                r.started = now;
+                r.deadline = deadline.into_std();
+            }
+            now
+        };
+        self.thread = true;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let state = self.state.clone();
+        let here = self.state.clone();
+        // Handed to the thread through a slot, so that a thread that can't be started leaves
+        // it here to be dropped (its mark ending) as the refusal is counted.
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let thread_slot = slot.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("ssdwatch-{owner}"))
+            .spawn(move || {
+                let pass = lock(&thread_slot).take();
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+                if r.is_err() {
+                    lock(&state).owners.entry(owner).or_default().panics += 1;
+                }
+                // The mark ends with the call, whatever became of its caller.
+                drop(pass);
+                let _ = tx.send(r.map_err(|p| panic_text(p.as_ref())));
+            });
+        if let Err(e) = spawned {
+            drop(lock(&slot).take());
+            lock(&here).owners.entry(owner).or_default().refused += 1;
+            return Err(Unanswered::NoThread(format!("starting a thread: {e}")));
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Ok(v))) => Ok(v),
+            Ok(Ok(Err(p))) => Err(Unanswered::Panicked(p)),
+            // The thread ended without sending: it was torn down.
+            Ok(Err(_)) => Err(Unanswered::Panicked("the thread ended".into())),
+            Err(_) => {
+                lock(&here).owners.entry(owner).or_default().timeouts += 1;
+                Err(Unanswered::TimedOut(deadline.into_std() - started))
+            }
+        }
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut st = lock(&self.state);
+        st.running.remove(&self.key);
+        if self.thread {
+            st.threads = st.threads.saturating_sub(1);
+            let o = st.owners.entry(self.key.0).or_default();
+            o.threads = o.threads.saturating_sub(1);
         }
     }
 }
@@ -370,6 +487,101 @@ mod tests {
         assert!(matches!(r, Err(Unanswered::NoThread(_))), "{r:?}");
         assert_eq!(d.call("layers", "zpool", soon(5_000), || 2).await, Ok(2));
         drop(releases);
+    }
+
+    /// A smartctl killed at its timeout and still in the kernel (D state): its run's mark is
+    /// held by the runner's watcher, not a thread. The drive is refused while it is held, by
+    /// a run and by a call alike; it shows stuck (one timeout) and ends when the watcher lets go.
+    #[tokio::test]
+    async fn a_mark_held_for_a_child_is_refused_shows_stuck_and_ends_when_dropped() {
+        let d = door();
+        let mut pass = d.enter("smart", "sda").unwrap();
+        pass.set_deadline(soon(60_000));
+        assert!(d.is_running("smart", "sda") && !d.is_stuck("smart", "sda"));
+        assert!(matches!(
+            d.enter("smart", "sda"),
+            Err(Unanswered::StillRunning(_))
+        ));
+        let r = d.call("smart", "sda", soon(1_000), || 1).await;
+        assert!(matches!(r, Err(Unanswered::StillRunning(_))), "{r:?}");
+        // Another drive goes on.
+        assert_eq!(d.call("smart", "sdb", soon(5_000), || 2).await, Ok(2));
+        pass.timed_out();
+        pass.timed_out();
+        assert!(d.is_stuck("smart", "sda"));
+        assert_eq!(d.threads(), 0, "a child's mark holds no thread");
+        let text = rendered(&d);
+        for line in [
+            "ssdwatch_blocking_stuck_calls{collector=\"smart\"} 1",
+            "ssdwatch_blocking_timeouts_total{collector=\"smart\"} 1",
+            "ssdwatch_blocking_refused_total{collector=\"smart\"} 2",
+        ] {
+            assert!(text.contains(line), "{line}:\n{text}");
+        }
+        drop(pass);
+        assert!(!d.is_running("smart", "sda"));
+        let again = d.enter("smart", "sda").unwrap();
+        assert_eq!(again.item(), "sda");
+    }
+
+    /// A task that panics while it holds a mark (a read's task, a watcher) drops it: the item
+    /// is not refused for ever.
+    #[tokio::test]
+    async fn a_task_that_panics_holding_a_mark_ends_it() {
+        let d = door();
+        let pass = d.enter("layers", "zpool").unwrap();
+        let task = tokio::spawn(async move {
+            let _held = pass;
+            panic!("the watcher went wrong");
+        });
+        assert!(task.await.is_err());
+        assert!(!d.is_running("layers", "zpool"));
+        assert!(d.enter("layers", "zpool").is_ok());
+    }
+
+    /// A libatasmart-like call under a drive's mark: it hangs past its deadline (refused, stuck)
+    /// and, once it returns, the drive is read again; one that panics ends its mark at once.
+    #[tokio::test]
+    async fn a_hung_call_under_a_mark_is_refused_until_it_returns_and_a_panic_ends_it() {
+        let d = door();
+        let (release, wait) = mpsc::channel::<()>();
+        let pass = d.enter("smart", "sdc").unwrap();
+        let r = pass.call(soon(50), move || wait.recv().is_ok()).await;
+        assert!(matches!(r, Err(Unanswered::TimedOut(_))), "{r:?}");
+        assert!(d.is_stuck("smart", "sdc"));
+        assert!(matches!(
+            d.enter("smart", "sdc"),
+            Err(Unanswered::StillRunning(_))
+        ));
+        assert_eq!(d.threads(), 1);
+        release.send(()).unwrap();
+        let mut again = None;
+        for _ in 0..500 {
+            if let Ok(p) = d.enter("smart", "sdc") {
+                again = Some(p);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let pass = again.expect("the drive is read again once its call returned");
+        let r: Result<(), _> = pass
+            .call(soon(5_000), || panic!("libatasmart went wrong"))
+            .await;
+        assert_eq!(
+            r,
+            Err(Unanswered::Panicked("libatasmart went wrong".into()))
+        );
+        assert!(!d.is_running("smart", "sdc"));
+        assert_eq!(d.threads(), 0);
+        assert!(rendered(&d).contains("ssdwatch_blocking_panics_total{collector=\"smart\"} 1"));
+    }
+
+    fn rendered(d: &Door) -> String {
+        let mut set = MetricSet::new();
+        d.families(&mut set);
+        let mut text = String::new();
+        crate::render::render_families(&mut text, set.families());
+        text
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub(crate) mod logging;
 pub(crate) mod memory;
 pub mod metrics;
 pub(crate) mod notify;
+pub mod privileged;
 pub mod privsep;
 pub mod probe;
 pub(crate) mod process;

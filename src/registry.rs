@@ -30,6 +30,9 @@ pub struct BuildEnv<'a> {
     /// Whether collectors write state back: the daemon does; one-shot `ssdwatch sample` only
     /// reads it (it may run as another user and must not leave files the daemon can't replace).
     pub persist_state: bool,
+    /// The privileged helper, where the daemon gave up its capabilities: the SMART and layers
+    /// collectors run their privileged reads through it. None: they run them in this process.
+    pub helper: Option<crate::privileged::Helper>,
 }
 
 /// One registered collector.
@@ -91,7 +94,12 @@ pub const COLLECTORS: &[Entry] = &[
         enabled_mut: |c| &mut c.layers.enabled,
         same: |a, b| a.layers == b.layers,
         validate: |c, k| c.layers.validate(k),
-        build: |c, _| Ok(Box::new(layers::LayersCollector::new(&c.layers))),
+        build: |c, env| {
+            Ok(Box::new(layers::LayersCollector::with_helper(
+                &c.layers,
+                env.helper.clone(),
+            )))
+        },
     },
     Entry {
         name: "filesystem",
@@ -119,7 +127,12 @@ pub const COLLECTORS: &[Entry] = &[
         enabled_mut: |c| &mut c.smart.enabled,
         same: |a, b| a.smart == b.smart,
         validate: |c, k| c.smart.validate(k),
-        build: |c, _| Ok(Box::new(smart::SmartCollector::new(&c.smart)?)),
+        build: |c, env| {
+            Ok(Box::new(smart::SmartCollector::with_helper(
+                &c.smart,
+                env.helper.clone(),
+            )?))
+        },
     },
     Entry {
         name: "probe",
@@ -229,6 +242,7 @@ mod tests {
             &BuildEnv {
                 state_dir: dir.path(),
                 persist_state: false,
+                helper: None,
             },
         )
         .unwrap();
@@ -259,6 +273,7 @@ mod tests {
             &BuildEnv {
                 state_dir: dir.path(),
                 persist_state: false,
+                helper: None,
             },
         )
         .unwrap();

@@ -182,7 +182,7 @@ enum Command {
         #[command(subcommand)]
         command: HistoryCommand,
     },
-    /// The SMART helper, started by the daemon (docs/threat-model.md).
+    /// The privileged helper, started by the daemon (docs/threat-model.md).
     #[command(hide = true, name = "smart-helper")]
     SmartHelper {
         #[arg(long)]
@@ -595,14 +595,14 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
         Err(code) => return code,
     };
     // The daemon gives up its capabilities here, before any thread, port or collector exists.
-    let smart_helper =
-        match privsep::split(&config.collectors.smart, &config.collectors.layers, &roots) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("ssdwatch: {e}");
-                return ExitCode::from(1);
-            }
-        };
+    let started = match privsep::split(&config.collectors.smart, &config.collectors.layers, &roots)
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ssdwatch: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -610,21 +610,23 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
     // Both config files are good when the daemon starts (a bad one stops it, exit 2).
     let reloads = crate::snapshot::ConfigReloads::loaded_at_start();
     // SIGHUP is caught from here on, before the web config is loaded.
-    let reload = {
+    let (helper, reload) = {
         let _in_runtime = rt.enter();
-        if let Some(started) = smart_helper
-            && let Err(e) = privsep::install(started)
-        {
-            eprintln!("ssdwatch: {e}");
-            return ExitCode::from(1);
-        }
-        reload::on_sighup(reload::Reloader {
+        let helper = match started.map(privsep::connect).transpose() {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("ssdwatch: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let reload = reload::on_sighup(reload::Reloader {
             path: cli.config.clone(),
             flags,
             current: config.clone(),
             log,
             reloads: reloads.clone(),
-        })
+        });
+        (helper, reload)
     };
     let web = match web_setup(cli, reload, reloads) {
         Ok(w) => w,
@@ -634,7 +636,7 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
         }
     };
     rt.spawn(release_start_up_pages());
-    let result = rt.block_on(crate::run(config, roots, web, shutdown_signal()));
+    let result = rt.block_on(crate::run(config, roots, web, helper, shutdown_signal()));
     // A collector's blocking call stuck in the kernel (a hung mount) must not hold the exit.
     rt.shutdown_timeout(Duration::from_millis(500));
     match result {
@@ -710,6 +712,7 @@ const RARE_WORK: Duration = Duration::from_secs(600);
 async fn release_start_up_pages() {
     tokio::time::sleep(START_UP).await;
     loop {
+        // Not the door: this process's own /proc/self/maps and madvise, which cannot hang.
         let released = tokio::task::spawn_blocking(|| {
             crate::memory::release_start_up_pages(Path::new("/proc"))
         })

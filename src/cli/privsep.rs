@@ -1,11 +1,12 @@
-//! The capability split at start-up: the daemon starts the SMART helper's keeper while it still
-//! holds its capabilities, then gives them all up before any thread, port or collector exists;
-//! and the hidden `ssdwatch smart-helper` command the keeper and its workers run.
+//! The capability split at start-up: the daemon starts the privileged helper's keeper while it
+//! still holds its capabilities (when a collector needs the helper), then gives them all up
+//! before any thread, port or collector exists; and the hidden `ssdwatch smart-helper` command
+//! the keeper and its workers run (its name kept from the releases where only SMART used it).
 
 use crate::Roots;
 use crate::collector::layers::LayersConfig;
 use crate::collector::smart::SmartConfig;
-use crate::collector::smart::helper::{self, Spec};
+use crate::privileged::{Helper, Spec, worker};
 use crate::privsep::{SMART_CAPS, caps, keeper};
 use std::ffi::OsString;
 use std::path::Path;
@@ -20,15 +21,21 @@ pub(super) struct Started {
     timeout: std::time::Duration,
 }
 
-/// Starts the keeper (when the SMART or the layers collector is on: dmsetup's ioctls need
-/// CAP_SYS_ADMIN too), then gives up every capability of this process. Must run before any other thread starts. The helper always runs, with or without
-/// capabilities to keep, so there is one way SMART data is read in the daemon.
+/// Whether the daemon starts the privileged helper: when one of its clients is on (SMART reads
+/// drives through it; the layers collector runs dmsetup, whose ioctls need CAP_SYS_ADMIN).
+pub(crate) fn needs_helper(smart: &SmartConfig, layers: &LayersConfig) -> bool {
+    smart.enabled || layers.enabled
+}
+
+/// Starts the keeper (when [`needs_helper`]), then gives up every capability of this process.
+/// Must run before any other thread starts. The helper runs whenever a client needs it, with
+/// or without capabilities to keep, so there is one way those reads are made in the daemon.
 pub(super) fn split(
     smart: &SmartConfig,
     layers: &LayersConfig,
     roots: &Roots,
 ) -> Result<Option<Started>, String> {
-    let started = if smart.enabled || layers.enabled {
+    let started = if needs_helper(smart, layers) {
         // With SMART off the helper serves no drive: no discovery, no configured device.
         let spec = Spec {
             smartctl: smart.smartctl_path.clone(),
@@ -53,13 +60,16 @@ pub(super) fn split(
             ocp_log: smart.enabled && smart.nvme_ocp_log,
             discover_raid: smart.enabled && smart.discover_raid,
         };
-        let spec = serde_json::to_string(&spec).map_err(|e| format!("the SMART helper: {e}"))?;
+        let spec =
+            serde_json::to_string(&spec).map_err(|e| format!("the privileged helper: {e}"))?;
         let args: Vec<OsString> = ["smart-helper", "--spec", &spec]
             .iter()
             .map(OsString::from)
             .collect();
-        let (keeper, control) = keeper::spawn_with_socket(Path::new(SELF_EXE), &args)
-            .map_err(|e| format!("starting the SMART helper ({SELF_EXE} smart-helper): {e}"))?;
+        let (keeper, control) =
+            keeper::spawn_with_socket(Path::new(SELF_EXE), &args).map_err(|e| {
+                format!("starting the privileged helper ({SELF_EXE} smart-helper): {e}")
+            })?;
         Some(Started {
             keeper,
             control,
@@ -73,12 +83,17 @@ pub(super) fn split(
     Ok(started)
 }
 
-/// Hands the keeper's workers to the SMART collector (on the runtime entered).
-pub(super) fn install(started: Started) -> Result<(), String> {
-    let client = helper::Client::start(started.control, started.keeper, started.timeout)
-        .map_err(|e| format!("the SMART helper's socket: {e}"))?;
-    helper::client::install(client);
-    Ok(())
+/// The handle the helper's clients are built with; it takes the keeper's workers (on the
+/// runtime entered).
+pub(super) fn connect(started: Started) -> Result<Helper, String> {
+    let keeper = started.keeper.id();
+    let helper = Helper::start(started.control, started.keeper, started.timeout)
+        .map_err(|e| format!("the privileged helper's socket: {e}"))?;
+    tracing::info!(
+        keeper,
+        "privileged helper started (smartctl, libatasmart and dmsetup run under it)"
+    );
+    Ok(helper)
 }
 
 /// `ssdwatch smart-helper [--worker] --spec JSON`: the keeper, or (with --worker) the helper
@@ -128,7 +143,7 @@ pub(super) fn smart_helper(worker: bool, spec_json: &str) -> i32 {
     }
     // SAFETY: the keeper started this process with its socket as descriptor 3; taken once.
     match unsafe { keeper::inherited_socket() } {
-        Ok(sock) => helper::worker::main(spec, sock),
+        Ok(sock) => worker::main(spec, sock),
         Err(e) => {
             tracing::error!("smart-helper: {e}");
             2

@@ -128,6 +128,7 @@ pub(super) fn on_sighup(mut r: Reloader) -> mpsc::Receiver<()> {
                     tracing::info!("SIGHUP: reloading the config file and the web config");
                     crate::notify::reloading();
                     let (path, flags) = (r.path.clone(), r.flags.clone());
+                    // Not the door: one small config file, read once per SIGHUP.
                     let loaded = tokio::task::spawn_blocking(move || {
                         super::load_config(path.as_deref(), &flags)
                     })

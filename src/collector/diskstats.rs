@@ -481,6 +481,8 @@ impl DiskstatsCollector {
         let roots = ctx.roots.clone();
         let state_file = self.state_file.clone();
         let load_state = self.saved.is_none();
+        // Not the door: /sys/block/*/stat and the small state file on the daemon's own state
+        // directory; no device or remote mount is asked.
         let (stats, errors, clues, loaded) = tokio::task::spawn_blocking(move || {
             let (stats, errors) = read_all(&roots.sys)?;
             let loaded = load_state.then(|| crate::statefile::load(&state_file));
@@ -612,6 +614,8 @@ impl DiskstatsCollector {
         }
         let path = self.state_file.clone();
         let snapshot = self.saved.clone().unwrap_or_default();
+        // Not the door: a small write to the daemon's own state directory (the history store
+        // writes there too); a state directory that hangs stops the daemon's history either way.
         match tokio::task::spawn_blocking(move || crate::statefile::store(&path, &snapshot)).await?
         {
             Ok(()) => {

@@ -5,22 +5,19 @@
 //! garbage costs only its own series; nothing is run for a layer the host doesn't have.
 
 use crate::catalogue;
-use crate::collector::smart::helper::DmQuery;
-use crate::collector::smart::helper::client::{self, RequestKind};
-use crate::collector::smart::{Exit, MAX_OUTPUT, RunOutcome, run_bounded};
 use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::door::{Door, Pass};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
 use crate::metrics::MetricSet;
+use crate::privileged::{DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunOutcome, run_bounded};
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
 use crate::space::SpaceInput;
 use crate::sysfs::topology::{Topology, resolve_device};
 use crate::sysfs::{btrfs, md};
 use crate::validate::{Invalid, check_interval, check_timeout};
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Between samples unless the config says otherwise.
@@ -74,7 +71,7 @@ impl LayersConfig {
     }
 }
 
-/// The commands the collector runs, each with its own stuck flag: a `zpool` stuck in the
+/// The commands the collector runs, each its own item at the door: a `zpool` stuck in the
 /// kernel (a suspended pool) is not run again until it is gone, and stops nothing else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Tool {
@@ -84,9 +81,30 @@ enum Tool {
     Zfs,
 }
 
+impl Tool {
+    /// Its item at the door.
+    fn item(self) -> &'static str {
+        match self {
+            Tool::DmsetupTable => "dmsetup table",
+            Tool::DmsetupStatus => "dmsetup status",
+            Tool::Zpool => "zpool",
+            Tool::Zfs => "zfs",
+        }
+    }
+}
+
+/// The door's mark of `tool`, or why it is refused: an earlier run is still stuck in the kernel.
+fn enter(door: &Door, tool: Tool, cmd: &str) -> Result<Pass, String> {
+    door.enter(NAME, tool.item()).map_err(|_| {
+        format!("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")
+    })
+}
+
 pub struct LayersCollector {
     cfg: LayersConfig,
-    in_kernel: HashMap<Tool, Arc<AtomicBool>>,
+    /// The privileged helper dmsetup runs under when the daemon gave up CAP_SYS_ADMIN; None:
+    /// run here.
+    helper: Option<Helper>,
 }
 
 /// The door's name for this collector's calls (a btrfs filesystem's device ioctl is the item
@@ -94,24 +112,31 @@ pub struct LayersCollector {
 const NAME: &str = "layers";
 
 impl LayersCollector {
+    /// A collector that runs its commands in this process.
     pub fn new(cfg: &LayersConfig) -> Self {
+        Self::with_helper(cfg, None)
+    }
+
+    /// A collector that runs dmsetup through `helper` when given.
+    pub fn with_helper(cfg: &LayersConfig, helper: Option<Helper>) -> Self {
         LayersCollector {
             cfg: cfg.clone(),
-            in_kernel: HashMap::new(),
+            helper,
         }
     }
 
     /// Runs one fixed command; its output, or an error naming the command.
-    async fn run(&mut self, tool: Tool, bin: &Path, args: &[&str]) -> Result<String, String> {
+    async fn run(
+        &self,
+        door: &Door,
+        tool: Tool,
+        bin: &Path,
+        args: &[&str],
+    ) -> Result<String, String> {
         let cmd = format!("{} {}", bin.display(), args.join(" "));
-        let flag = self.in_kernel.entry(tool).or_default().clone();
-        if flag.load(Ordering::Acquire) {
-            return Err(format!(
-                "{cmd}: an earlier run is stuck in the kernel; not run again until it ends"
-            ));
-        }
+        let pass = enter(door, tool, &cmd)?;
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        output(&cmd, run_bounded(bin, &args, self.cfg.timeout, &flag).await)
+        output(&cmd, run_bounded(bin, &args, self.cfg.timeout, pass).await)
     }
 }
 
@@ -171,11 +196,11 @@ impl Collector for LayersCollector {
         self.sysfs_layers(ctx, &topo, &mut layers, &mut s).await;
         // Thin pools exist only as device-mapper devices: no dmsetup run on a host without one.
         if topo.devices.values().any(|d| d.dm_name.is_some()) {
-            self.thin_pools(&topo, &mut layers, &mut s).await;
+            self.thin_pools(&ctx.door, &topo, &mut layers, &mut s).await;
         }
         // ZFS only where its module is loaded.
         if ctx.roots.sys.join("module").join("zfs").is_dir() {
-            self.zfs(&mut layers, &mut s).await;
+            self.zfs(&ctx.door, &mut layers, &mut s).await;
         }
         layer_metrics(&mut s.metrics, &layers);
         let layers = Arc::new(layers);
@@ -200,6 +225,8 @@ impl LayersCollector {
     ) {
         let sys = ctx.roots.sys.clone();
         let roots = ctx.roots.clone();
+        // Not the door: md and btrfs attributes in /sys and /proc's mountinfo are the kernel's memory,
+        // no device or mount is asked, so this cannot hang (the btrfs ioctl below goes through it).
         let read = tokio::task::spawn_blocking(move || {
             let md = md::read_all(&sys);
             let (fs, errors) = btrfs::read_all(&sys);
@@ -320,31 +347,26 @@ impl LayersCollector {
             .collect()
     }
 
-    /// `dmsetup table` or `status`: through the SMART helper where the daemon runs split (the
+    /// `dmsetup table` or `status`: through the privileged helper where the daemon runs split (the
     /// device-mapper ioctls need CAP_SYS_ADMIN, which the daemon gave up), else run here.
-    async fn dmsetup(&mut self, query: DmQuery) -> Result<String, String> {
+    async fn dmsetup(&self, door: &Door, query: DmQuery) -> Result<String, String> {
         let (tool, word) = match query {
             DmQuery::Table => (Tool::DmsetupTable, "table"),
             DmQuery::Status => (Tool::DmsetupStatus, "status"),
         };
         let bin = self.cfg.dmsetup_path.clone();
-        let Some(helper) = client::installed() else {
-            return self.run(tool, &bin, &[word]).await;
+        let Some(helper) = self.helper.clone() else {
+            return self.run(door, tool, &bin, &[word]).await;
         };
-        let flag = self.in_kernel.entry(tool).or_default().clone();
-        let cmd = format!("{} {word} (through the SMART helper)", bin.display());
-        if flag.load(Ordering::Acquire) {
-            return Err(format!(
-                "{cmd}: an earlier run is stuck in the kernel; not run again until it ends"
-            ));
-        }
-        let answer = helper.read(RequestKind::Dmsetup { query }, &flag).await;
+        let cmd = format!("{} {word} (through the privileged helper)", bin.display());
+        let pass = enter(door, tool, &cmd)?;
+        let answer = helper.read(RequestKind::Dmsetup { query }, pass).await;
         output(&cmd, answer.outcome)
     }
 
-    async fn thin_pools(&mut self, topo: &Topology, layers: &mut Layers, s: &mut Sample) {
-        let table = self.dmsetup(DmQuery::Table).await;
-        let status = self.dmsetup(DmQuery::Status).await;
+    async fn thin_pools(&self, door: &Door, topo: &Topology, layers: &mut Layers, s: &mut Sample) {
+        let table = self.dmsetup(door, DmQuery::Table).await;
+        let status = self.dmsetup(door, DmQuery::Status).await;
         let (table, status) = match (table, status) {
             (Ok(t), Ok(s)) => (t, s),
             (Err(e), _) | (_, Err(e)) => {
@@ -365,10 +387,10 @@ impl LayersCollector {
         layers.thin_pools = pools;
     }
 
-    async fn zfs(&mut self, layers: &mut Layers, s: &mut Sample) {
+    async fn zfs(&self, door: &Door, layers: &mut Layers, s: &mut Sample) {
         let zpool = self.cfg.zpool_path.clone();
         let args = ["list", "-Hp", "-o", zfs::ZPOOL_COLUMNS];
-        let pools = self.run(Tool::Zpool, &zpool, &args).await;
+        let pools = self.run(door, Tool::Zpool, &zpool, &args).await;
         layers.zfs_pools = parsed(s, "zfs pools", pools, zfs::parse_pools);
         let zfs_bin = self.cfg.zfs_path.clone();
         let args = [
@@ -379,7 +401,7 @@ impl LayersCollector {
             "-o",
             zfs::ZFS_COLUMNS,
         ];
-        let datasets = self.run(Tool::Zfs, &zfs_bin, &args).await;
+        let datasets = self.run(door, Tool::Zfs, &zfs_bin, &args).await;
         layers.zfs_datasets = parsed(s, "zfs datasets", datasets, zfs::parse_datasets);
     }
 }

@@ -60,6 +60,8 @@ impl Context {
     /// Reads the block topology now and shares it (the topology collector's every sample).
     pub async fn read_topology(&self) -> anyhow::Result<Arc<Topology>> {
         let sys = self.roots.sys.clone();
+        // Not the door: a walk of /sys (the kernel's memory, no device asked) that cannot hang;
+        // CPU work kept off the async workers.
         let t = tokio::task::spawn_blocking(move || Topology::read(&sys))
             .await
             .map_err(|e| anyhow::anyhow!("reading the block topology: {e}"))??;
@@ -128,8 +130,9 @@ pub trait Collector: Send + 'static {
     /// How long to wait after a sample before the next one. Collectors may jitter it.
     fn next_delay(&mut self) -> Duration;
 
-    /// Takes one sample. Must not block the async runtime: blocking work goes to
-    /// `spawn_blocking` with a bound (see the stuck-mount guard, `statfs::guard`).
+    /// Takes one sample. Must not block the async runtime: a call that may hang goes through
+    /// the door (`ctx.door`, src/door.rs), a child process through `privileged::run_bounded`;
+    /// only work that cannot hang (reads of /sys and /proc) goes to `spawn_blocking`.
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample>;
 }
 

@@ -252,6 +252,9 @@ impl ProbeCollector {
         let running = t.running.clone();
         let runner = self.runner.clone();
         running.store(true, Ordering::Release);
+        // Not the door: a probe holds its thread for the whole probe (seconds of I/O by design)
+        // under the probe budget (`probe::budget`), one per target, never started again while
+        // `running` is set: the door's rule by the probe's own bookkeeping.
         let spawned = std::thread::Builder::new()
             .name("ssdwatch-probe".into())
             .spawn(move || {

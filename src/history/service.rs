@@ -236,6 +236,7 @@ pub fn start(
         last_ok: None,
         clock: ClockGuard::default(),
     };
+    // Not the door: the history store's one long-lived thread, for the daemon's life.
     let thread = std::thread::Builder::new()
         .name("ssdwatch-history".into())
         .spawn(move || w.run(rx))?;

@@ -11,7 +11,7 @@ pub const CAP_SETPCAP: u32 = 8;
 pub const CAP_SYS_RAWIO: u32 = 17;
 pub const CAP_SYS_ADMIN: u32 = 21;
 
-/// What the SMART helper keeps: ATA/SCSI passthrough (CAP_SYS_RAWIO) and NVMe admin commands
+/// What the privileged helper keeps: ATA/SCSI passthrough (CAP_SYS_RAWIO) and NVMe admin commands
 /// (CAP_SYS_ADMIN). Nothing else in ssdwatch needs a capability.
 pub const SMART_CAPS: u64 = 1 << CAP_SYS_RAWIO | 1 << CAP_SYS_ADMIN;
 
@@ -118,7 +118,7 @@ pub fn plan(held: CapState, keep: u64) -> Plan {
 /// Carries out `plan(current, keep)` on this (single-threaded) process, sets no_new_privs when
 /// asked, and checks the result: holds exactly `held.prm & keep` in each set afterwards.
 ///
-/// The SMART helper keeps exec's file capabilities working (`no_new_privs` false): a user run
+/// The privileged helper keeps exec's file capabilities working (`no_new_privs` false): a user run
 /// may give a private copy of smartctl its capabilities with setcap. The unit's
 /// NoNewPrivileges=yes applies to it anyway.
 pub fn keep_only(keep: u64, no_new_privs: bool) -> Result<CapState, CapError> {

@@ -171,14 +171,14 @@ pub fn run(exe: &Path, worker_args: &[OsString]) -> i32 {
                 match status {
                     Ok(s) if s.success() => return 0,
                     Ok(s) => tracing::warn!(
-                        "the SMART helper (pid {pid}) ended ({s}); starting another in {}",
+                        "the privileged helper (pid {pid}) ended ({s}); starting another in {}",
                         humantime::format_duration(backoff)
                     ),
-                    Err(e) => tracing::warn!("waiting for the SMART helper (pid {pid}): {e}"),
+                    Err(e) => tracing::warn!("waiting for the privileged helper (pid {pid}): {e}"),
                 }
             }
             Err(e) => tracing::error!(
-                "cannot start the SMART helper ({}): {e}; trying again in {}",
+                "cannot start the privileged helper ({}): {e}; trying again in {}",
                 exe.display(),
                 humantime::format_duration(backoff)
             ),

@@ -1,11 +1,12 @@
 //! smartctl JSON model, the per-family vendor table (data) and normalization into one health
-//! model per drive. Pure: nothing here reads a file, prints or runs smartctl (that is
-//! `collector::smart` and `cli`).
+//! model per drive, and smartctl's argument lists. Pure: nothing here reads a file, prints or
+//! runs smartctl (that is `collector::smart`, `privileged` and `cli`).
 //!
 //! Layout: `model` (the `Health` struct, sources and their orders), `normalize` (the sections
 //! every protocol shares), `ata`, `nvme`, `scsi` (each protocol's sections), `json` (lenient
 //! readers of the JSON tree), `table` (the vendor table).
 
+pub mod argv;
 mod ata;
 mod json;
 mod model;

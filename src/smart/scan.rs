@@ -1,6 +1,6 @@
 //! `smartctl --scan-open --json` into the RAID ports it found: drives behind MegaRAID, Adaptec
 //! (aacraid), HP Smart Array (cciss) and 3ware controllers, which /sys does not show as drives.
-//! Pure: the scan itself is run by the collector (through the SMART helper).
+//! Pure: the scan itself is run by the collector (through the privileged helper).
 
 use super::json::kind_of;
 use serde_json::Value;

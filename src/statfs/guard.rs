@@ -71,12 +71,9 @@ pub struct Batch {
     pub shortage: Option<Shortage>,
 }
 
-/// Tasks of the daemon's limit that the guard leaves to everything else (SMART runs and their
-/// processes, probe threads, the runtime's blocking pool, the web server): a quarter of the
-/// limit, at least 32.
-pub fn reserved_tasks(max: u64) -> u64 {
-    (max / 4).max(32)
-}
+/// Tasks of the daemon's limit that the guard leaves to everything else: the door's reserve,
+/// one rule for both.
+pub use crate::door::reserved_tasks;
 
 /// How many threads a batch may start, each of which may hang and then stay held: what is left
 /// of the task limit beyond the reserve. None when no limit is known (no cap but the guard's
@@ -392,6 +389,9 @@ impl StatGuard {
         for slot in slots {
             let (q, tx) = (pool.clone(), tx.clone());
             let (outstanding, source) = (self.outstanding.clone(), source.clone());
+            // Not the door's threads yet: the guard's workers take many mounts each and are
+            // replaced when one hangs (see `StatGuard`), which the door's one-call-one-thread
+            // does not express; they keep the door's task-limit reserve (`reserved_tasks`).
             let spawned = std::thread::Builder::new()
                 .name("ssdwatch-statfs".into())
                 .spawn(move || work(&q, &slot, &outstanding, &source, &tx));

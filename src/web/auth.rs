@@ -194,6 +194,7 @@ impl Checker {
     /// Starts the bcrypt thread; false (logged) when the system won't give a thread.
     fn start_worker(&self) -> bool {
         let shared = self.shared.clone();
+        // Not the door: the one bcrypt thread (CPU only, cannot hang), for the server's life.
         match std::thread::Builder::new()
             .name("bcrypt".into())
             .spawn(move || work(&shared))

@@ -161,6 +161,7 @@ pub(crate) async fn watch(
             tracing::info!("{why}: no --web.config.file to reload");
             continue;
         };
+        // Not the door: one small config file, read once per SIGHUP.
         let result = tokio::task::spawn_blocking(move || load(&path)).await;
         match result {
             Ok(Ok(mut active)) => {

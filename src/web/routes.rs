@@ -326,6 +326,8 @@ async fn report_page(
         )
             .into_response();
     };
+    // Not the door: the report reads the history store in the state directory (CPU and the
+    // local store), one build at a time.
     let built = tokio::task::spawn_blocking(move || {
         // What the daemon holds in memory goes into the store first: a new host's report shows
         // its first minutes, not "nothing yet" until the first flush_interval has passed.

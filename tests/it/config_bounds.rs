@@ -414,6 +414,7 @@ fn schedules(cfg: &Config) {
     let env = ssdwatch::registry::BuildEnv {
         state_dir: dir.path(),
         persist_state: false,
+        helper: None,
     };
     let collectors = ssdwatch::registry::build(&cfg.collectors, &env)
         .unwrap_or_else(|e| panic!("an accepted config failed to build: {e:#}"));

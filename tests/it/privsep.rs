@@ -1,6 +1,6 @@
 //! Least privilege, for real: the daemon binary started the way the unit starts it (an
 //! unprivileged user holding CAP_SYS_RAWIO and CAP_SYS_ADMIN as ambient capabilities, through
-//! util-linux's setpriv) holds no capability once it serves; its SMART helper holds exactly the
+//! util-linux's setpriv) holds no capability once it serves; its privileged helper holds exactly the
 //! two; SMART data and probes still work; a helper killed by pid is replaced; and the helper
 //! refuses what the config does not allow, over its own socket.
 
@@ -145,15 +145,19 @@ impl Daemon {
 
     /// The keeper (the daemon's child) and the helper worker (the keeper's child).
     fn helper(&self) -> (u32, u32) {
-        wait_for("the SMART helper runs", Duration::from_secs(10), || {
-            let keeper = children_of(self.pid())
-                .into_iter()
-                .find(|p| cmdline(*p).contains("smart-helper"))?;
-            let worker = children_of(keeper)
-                .into_iter()
-                .find(|p| cmdline(*p).contains("smart-helper --worker"))?;
-            Some((keeper, worker))
-        })
+        wait_for(
+            "the privileged helper runs",
+            Duration::from_secs(10),
+            || {
+                let keeper = children_of(self.pid())
+                    .into_iter()
+                    .find(|p| cmdline(*p).contains("smart-helper"))?;
+                let worker = children_of(keeper)
+                    .into_iter()
+                    .find(|p| cmdline(*p).contains("smart-helper --worker"))?;
+                Some((keeper, worker))
+            },
+        )
     }
 }
 
@@ -329,6 +333,54 @@ collectors:
         .unwrap_or_else(|e| panic!("{}: {e}\n{m}", probe_dir.display()))
         .uid();
     assert_eq!(owner, nobody);
+}
+
+/// The privileged helper is started when a collector needs it and named for what it is: with
+/// SMART and layers off the daemon starts none (no keeper, no worker, no word of one in the
+/// log); with layers on and SMART off (dmsetup's ioctls need CAP_SYS_ADMIN) it starts one and
+/// logs it as the privileged helper, not as SMART's.
+#[test]
+fn the_privileged_helper_runs_only_when_smart_or_layers_needs_it_and_is_logged_neutrally() {
+    let test =
+        "the_privileged_helper_runs_only_when_smart_or_layers_needs_it_and_is_logged_neutrally";
+    if !support::require_root(test) {
+        return;
+    }
+    // The keeper is started before the daemon serves: once it serves, there is one or none.
+    let (_dir, d) = start_daemon(
+        &[],
+        "  smart:\n    enabled: false\n  layers:\n    enabled: false\n",
+    );
+    let children: Vec<String> = children_of(d.pid()).into_iter().map(cmdline).collect();
+    assert!(
+        !children.iter().any(|c| c.contains("smart-helper")),
+        "a helper with no client: {children:?}"
+    );
+    let log = d.log_text();
+    assert!(!log.contains("helper"), "{log}");
+    drop(d);
+
+    let (_dir, d) = start_daemon(
+        &[],
+        "  smart:\n    enabled: false\n  layers:\n    interval: 1s\n",
+    );
+    let (keeper, worker) = d.helper();
+    let log = wait_for(
+        "the helper's worker is taken",
+        Duration::from_secs(10),
+        || {
+            let log = d.log_text();
+            log.contains(&format!("msg=\"privileged helper ready\" pid={worker}"))
+                .then_some(log)
+        },
+    );
+    assert!(
+        log.contains(&format!(
+            "privileged helper started (smartctl, libatasmart and dmsetup run under it)\" keeper={keeper}"
+        )),
+        "{log}"
+    );
+    assert!(!log.contains("SMART helper"), "{log}");
 }
 
 /// Root without the unit: everything dropped, the bounding set emptied (root may), so nothing
@@ -633,7 +685,7 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
     let log = d.log_text();
     assert!(
         log.contains(&format!(
-            "device fake0: the SMART helper (pid {worker}) ended before it answered for /dev/fake0"
+            "device fake0: the privileged helper (pid {worker}) ended before it answered for /dev/fake0"
         )),
         "{log}"
     );
@@ -652,7 +704,7 @@ fn killing_the_smart_helper_fails_its_read_as_a_smart_error_and_another_takes_ov
     });
     assert!(
         d.log_text()
-            .contains(&format!("msg=\"SMART helper ready\" pid={worker2}")),
+            .contains(&format!("msg=\"privileged helper ready\" pid={worker2}")),
         "{}",
         d.log_text()
     );
@@ -785,7 +837,9 @@ fn when_the_keeper_dies_the_helper_serves_on_and_after_it_smart_errors_name_the_
     kill(keeper);
     wait_for("the keeper's end noticed", Duration::from_secs(10), || {
         d.log_text()
-            .contains(&format!("the SMART helper's keeper (pid {keeper}) is gone"))
+            .contains(&format!(
+                "the privileged helper's keeper (pid {keeper}) is gone"
+            ))
             .then_some(())
     });
     // The helper it started still serves: new readings keep coming.
@@ -804,7 +858,7 @@ fn when_the_keeper_dies_the_helper_serves_on_and_after_it_smart_errors_name_the_
     );
     assert!(
         d.log_text()
-            .contains("no new SMART helper until ssdwatch restarts"),
+            .contains("no new privileged helper until ssdwatch restarts"),
         "{}",
         d.log_text()
     );
@@ -824,7 +878,7 @@ fn when_the_keeper_dies_the_helper_serves_on_and_after_it_smart_errors_name_the_
 
 impl Daemon {
     fn helper_other_than(&self, old: u32) -> (u32, u32) {
-        wait_for("another SMART helper", Duration::from_secs(10), || {
+        wait_for("another privileged helper", Duration::from_secs(10), || {
             let (k, w) = self.helper();
             (w != old).then_some((k, w))
         })

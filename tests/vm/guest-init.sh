@@ -120,7 +120,7 @@ listing() {
   done
 }
 # smartctl's own reading of each drive, with the options the daemon's first run of a drive uses
-# (smartctl_args in src/collector/smart/runner.rs), so its exit status compares bit for bit.
+# (smartctl_args in src/smart/argv.rs), so its exit status compares bit for bit.
 SMARTCTL_ARGS="--json=c --info --health --attributes --nocheck=standby"
 smart_json() {
   for spec in nvme:$NVME sata:sda warning:${WARNC}n1 virtio:$VIRT; do

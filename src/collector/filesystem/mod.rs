@@ -221,6 +221,8 @@ impl Collector for FilesystemCollector {
         let want_uuids = ctx.history.is_some();
         // The daemon's task limit (its cgroup's pids.max) is read each sample: what the hung
         // calls the guard keeps may take of it. In memory too.
+        // Not the door (see above): in-memory reads that cannot hang; the statvfs calls that can
+        // go through the guard.
         let (table, uuids, limit) = tokio::task::spawn_blocking(move || {
             let mut table = read_mountinfo(&roots.proc)?;
             strip_rootfs(&mut table.mounts, &roots.rootfs);

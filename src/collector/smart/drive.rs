@@ -1,9 +1,9 @@
 //! One drive's state between samples and the pure step that takes a smartctl run's outcome to
 //! the next state and the errors to publish. No processes and no clock here: time is an input.
 
-use super::runner::{RunError, RunOutcome};
 use crate::catalogue;
 use crate::collector::ItemError;
+use crate::privileged::runner::{RunError, RunOutcome};
 use crate::smart::{Health, ParseError};
 use crate::sysfs::topology::DeviceKind;
 use crate::time::DAY_F64;
@@ -56,7 +56,7 @@ pub(super) struct DriveState {
     /// The drive was last found to have no SMART (told once, when it is first found).
     pub unsupported: bool,
     /// The backend that read it last.
-    pub backend: super::atasmart::Used,
+    pub backend: crate::privileged::atasmart::Used,
 }
 
 /// Write amplification over a window from consecutive samples: ΔNAND / Δhost between the newest
@@ -437,9 +437,9 @@ pub(super) fn step(
 
 #[cfg(test)]
 mod tests {
-    use super::super::escape::Swept;
-    use super::super::runner::Exit;
     use super::*;
+    use crate::privileged::escape::Swept;
+    use crate::privileged::runner::Exit;
 
     #[test]
     fn waf_over_a_day_uses_the_newest_baseline_at_least_a_day_old() {

@@ -1,24 +1,22 @@
 //! SMART collector: runs `smartctl --json` (or, for ATA drives, libatasmart) per drive on its
 //! own schedule (never on the scrape path), with bounded parallelism. Its config and the sample
-//! loop live here; the process runner (timeout, process-group kill, output cap, exit decoding)
-//! in `runner`, what a run left behind in `escape`, the cause of a refusal in `access`, the
-//! libatasmart backend in `atasmart`, the per-drive state step (standby, exit bits, schedule)
+//! loop live here; the process runner (timeout, process-group kill, output cap, exit decoding),
+//! what a run left behind, the cause of a refusal, the libatasmart backend and the helper that
+//! holds the capabilities are the privileged wing's (`crate::privileged`); the per-drive state step (standby, exit bits, schedule)
 //! in `drive`, the metrics of a drive in `metrics`. Parsing and unit conversion live in
 //! `crate::smart`.
 
-mod access;
-mod atasmart;
 mod drive;
 mod durability;
-mod escape;
-pub mod helper;
 mod metrics;
-mod runner;
 
-pub use atasmart::Backend;
+pub use crate::privileged::atasmart::Backend;
 pub use drive::waf_over_window;
-pub use runner::{Asks, smartctl_args};
-pub(crate) use runner::{Exit, MAX_OUTPUT, RunOutcome, run_smartctl as run_bounded};
+
+use crate::door::Pass;
+use crate::privileged::runner::{self, RunError, RunOutcome};
+use crate::privileged::{Helper, RequestKind, access, atasmart};
+use crate::smart::argv::{self, Asks, smartctl_args};
 
 use crate::catalogue;
 use crate::collector::device_filter::{DevicePattern, wanted};
@@ -32,7 +30,6 @@ use crate::validate::{
 };
 use drive::{DriveState, Run, Target};
 use regex_lite::Regex;
-use runner::RunError;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -227,11 +224,9 @@ impl SmartConfig {
 pub struct SmartCollector {
     cfg: SmartConfig,
     drives: BTreeMap<String, DriveState>,
-    /// Per drive: set while a killed smartctl of it is still stuck in the kernel.
-    in_kernel: BTreeMap<String, Arc<std::sync::atomic::AtomicBool>>,
-    /// The SMART helper that reads the drives when the daemon gave up its capabilities
-    /// (`helper::client::install`); None: smartctl runs in this process.
-    helper: Option<helper::Client>,
+    /// The privileged helper that reads the drives when the daemon gave up its capabilities;
+    /// None: smartctl runs in this process.
+    helper: Option<Helper>,
     /// RAID ports the last `--scan-open` found (`discover_raid`).
     raid: Vec<crate::smart::scan::RaidPort>,
     /// When the next scan is due; None: at the next sample.
@@ -242,17 +237,27 @@ pub struct SmartCollector {
     raid_told: std::collections::BTreeSet<String>,
 }
 
+/// The collector's name, and its owner name at the door (a drive's mark is its label; the
+/// RAID scan's is `raid scan`).
+const NAME: &str = "smart";
+
 /// How often RAID ports are looked for: `--scan-open` opens every device it finds, and
 /// controllers gain drives rarely.
 const RAID_SCAN_EVERY: Duration = Duration::from_secs(3600);
 
 impl SmartCollector {
+    /// A collector that runs smartctl (or libatasmart) in this process.
     pub fn new(cfg: &SmartConfig) -> anyhow::Result<Self> {
+        Self::with_helper(cfg, None)
+    }
+
+    /// A collector that reads the drives through `helper` when given (the daemon gave up the
+    /// capabilities a read needs), else in this process.
+    pub fn with_helper(cfg: &SmartConfig, helper: Option<Helper>) -> anyhow::Result<Self> {
         Ok(SmartCollector {
             cfg: cfg.clone(),
             drives: BTreeMap::new(),
-            in_kernel: BTreeMap::new(),
-            helper: helper::client::installed(),
+            helper,
             raid: Vec::new(),
             raid_due: None,
             raid_error: None,
@@ -263,29 +268,22 @@ impl SmartCollector {
     /// With `discover_raid`, runs `smartctl --scan-open` when due (through the helper, which
     /// holds the capabilities it needs) and keeps the RAID ports it found. A failed scan keeps
     /// the ports of the last good one.
-    async fn scan_raid(&mut self, sample: &mut Sample) {
+    async fn scan_raid(&mut self, ctx: &Context, sample: &mut Sample) {
         if !self.cfg.discover_raid {
             return;
         }
         let now = Instant::now();
         if self.raid_due.is_none_or(|due| due <= now) {
             self.raid_due = Some(now + RAID_SCAN_EVERY);
-            let in_kernel = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let outcome = match &self.helper {
-                Some(h) => {
-                    h.read(helper::client::RequestKind::ScanRaid, &in_kernel)
+            let outcome = match (ctx.door.enter(NAME, "raid scan"), &self.helper) {
+                (Err(e), _) => RunOutcome::Failed(RunError::Task {
+                    cause: e.to_string(),
+                }),
+                (Ok(pass), Some(h)) => h.read(RequestKind::ScanRaid, pass).await.outcome,
+                (Ok(pass), None) => {
+                    let args = argv::scan_args();
+                    runner::run_bounded(&self.cfg.smartctl_path, &args, self.cfg.timeout, pass)
                         .await
-                        .outcome
-                }
-                None => {
-                    let args = runner::scan_args();
-                    runner::run_smartctl(
-                        &self.cfg.smartctl_path,
-                        &args,
-                        self.cfg.timeout,
-                        &in_kernel,
-                    )
-                    .await
                 }
             };
             let scanned = match outcome {
@@ -394,7 +392,7 @@ impl SmartCollector {
 #[async_trait::async_trait]
 impl Collector for SmartCollector {
     fn name(&self) -> &'static str {
-        "smart"
+        NAME
     }
 
     fn next_delay(&mut self) -> Duration {
@@ -412,10 +410,10 @@ impl Collector for SmartCollector {
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
         let mut sample = Sample::default();
         let topo = self.discover(ctx, &mut sample).await;
-        self.scan_raid(&mut sample).await;
+        self.scan_raid(ctx, &mut sample).await;
         let targets = self.targets(topo.as_deref());
         self.forget_gone(&targets);
-        let reads = self.start_due(&targets, &mut sample);
+        let reads = self.start_due(ctx, &targets, &mut sample);
         let read = self.take_results(ctx, &targets, reads, &mut sample).await;
         let topo = topo.or_else(|| ctx.shared.topology(ctx.topology_max_age));
         self.fill_metrics(ctx, topo.as_deref(), &targets, &read, &mut sample);
@@ -441,11 +439,11 @@ impl Reads {
     fn spawn(
         &mut self,
         cfg: &SmartConfig,
-        helper: Option<helper::Client>,
+        helper: Option<Helper>,
         t: &Target,
         used: atasmart::Used,
-        (protocol, asks): (Option<&str>, runner::Asks),
-        in_kernel: Arc<std::sync::atomic::AtomicBool>,
+        (protocol, asks): (Option<&str>, Asks),
+        pass: Pass,
     ) {
         let set = &mut self.set;
         let timeout = cfg.timeout;
@@ -453,26 +451,26 @@ impl Reads {
         let task = match (used, helper) {
             // Through the helper: it builds the same argument set from these facts.
             (atasmart::Used::Smartctl, Some(h)) => {
-                let req = helper::client::RequestKind::Smartctl {
+                let req = RequestKind::Smartctl {
                     path: t.path.clone(),
                     dev_type: t.dev_type.clone(),
-                    protocol: protocol.and_then(helper::Protocol::from_smartctl),
+                    protocol: protocol.and_then(crate::privileged::Protocol::from_smartctl),
                     asks,
                 };
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    let a = h.read(req, &in_kernel).await;
+                    let a = h.read(req, pass).await;
                     (a.outcome, a.cause)
                 })
             }
             // Only chosen when built in (`atasmart::choose`); the helper is the same binary.
             (atasmart::Used::Libatasmart, Some(h)) => {
-                let req = helper::client::RequestKind::Atasmart {
+                let req = RequestKind::Atasmart {
                     path: t.path.clone(),
                 };
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    let a = h.read(req, &in_kernel).await;
+                    let a = h.read(req, pass).await;
                     (a.outcome, a.cause)
                 })
             }
@@ -487,7 +485,7 @@ impl Reads {
                 let bin = cfg.smartctl_path.clone();
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    let out = runner::run_smartctl(&bin, &args, timeout, &in_kernel).await;
+                    let out = runner::run_bounded(&bin, &args, timeout, pass).await;
                     (out, None)
                 })
             }
@@ -497,7 +495,7 @@ impl Reads {
                 let nocheck = cfg.nocheck_standby;
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    let out = runner::run_atasmart(&path, nocheck, timeout, &in_kernel).await;
+                    let out = runner::run_atasmart(&path, nocheck, timeout, pass).await;
                     (out, None)
                 })
             }
@@ -531,10 +529,6 @@ impl SmartCollector {
     fn forget_gone(&mut self, targets: &[Target]) {
         self.drives
             .retain(|label, _| targets.iter().any(|t| &t.label == label));
-        self.in_kernel.retain(|label, stuck| {
-            targets.iter().any(|t| &t.label == label)
-                || stuck.load(std::sync::atomic::Ordering::Acquire)
-        });
     }
 
     /// Whether `auto` finds smartctl to read ATA drives with (else libatasmart does).
@@ -552,7 +546,7 @@ impl SmartCollector {
 
     /// Starts a read of each drive whose interval is due and whose last smartctl is not stuck
     /// in the kernel.
-    fn start_due(&mut self, targets: &[Target], sample: &mut Sample) -> Reads {
+    fn start_due(&mut self, ctx: &Context, targets: &[Target], sample: &mut Sample) -> Reads {
         let now = Instant::now();
         let smartctl_found = self.smartctl_found();
         let mut reads = Reads {
@@ -567,8 +561,9 @@ impl SmartCollector {
                 sample.unsampled.push(t.label.clone());
                 continue;
             }
-            let in_kernel = self.in_kernel.entry(t.label.clone()).or_default().clone();
-            if in_kernel.load(std::sync::atomic::Ordering::Acquire) {
+            // The drive's door mark: held while its read runs, and after it while a process of
+            // the read is stuck in the kernel.
+            let Ok(pass) = ctx.door.enter(NAME, t.label.clone()) else {
                 // Its last smartctl is still stuck in the kernel: another would only join it.
                 sample.error(ItemError::new(
                     t.label.clone(),
@@ -578,7 +573,7 @@ impl SmartCollector {
                     ),
                 ));
                 continue;
-            }
+            };
             // libatasmart speaks ATA only: sd devices, or a configured node without a
             // passthrough type other than sat.
             let may_be_ata = match t.kind {
@@ -587,7 +582,7 @@ impl SmartCollector {
             };
             let used = atasmart::choose(self.cfg.backend, smartctl_found, may_be_ata);
             let protocol = st.protocol.as_deref();
-            let asks = runner::Asks {
+            let asks = Asks {
                 devstat: !st.no_devstat,
                 logs: self.cfg.read_logs && !st.no_logs,
                 ocp: st.wants_ocp(self.cfg.nvme_ocp_log, now),
@@ -599,7 +594,7 @@ impl SmartCollector {
                 t,
                 used,
                 (protocol, asks),
-                in_kernel,
+                pass,
             );
         }
         reads
@@ -708,10 +703,7 @@ impl SmartCollector {
     ) {
         let now_unix = unix_now();
         for t in targets {
-            let stuck = self
-                .in_kernel
-                .get(&t.label)
-                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire));
+            let stuck = ctx.door.is_stuck(NAME, &t.label);
             sample
                 .metrics
                 .family(&catalogue::DEVICE_SMARTCTL_STUCK)

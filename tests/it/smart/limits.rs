@@ -10,7 +10,7 @@ use crate::support::smart::{Fake, sample, smart_fixture as fixture};
 use ssdwatch::collector::smart::SmartCollector;
 use std::time::{Duration, Instant};
 
-/// The runner's output cap (src/collector/smart/runner.rs).
+/// The runner's output cap (src/privileged/runner.rs).
 const CAP: u64 = 4 << 20;
 
 fn sample_ok(m: &str, dev: &str) -> Option<f64> {

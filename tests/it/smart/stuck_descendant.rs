@@ -229,6 +229,17 @@ impl Sampler {
         }
     }
 
+    /// The door's series for the SMART collector, as a scrape shows them.
+    fn door(&self, family: &str) -> Option<f64> {
+        let mut set = ssdwatch::metrics::MetricSet::new();
+        self.ctx.door.families(&mut set);
+        let mut text = String::new();
+        ssdwatch::render::render_families(&mut text, set.families());
+        let want = format!("{family}{{collector=\"smart\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(want.as_str())?.parse().ok())
+    }
+
     fn run(&self, c: &mut SmartCollector) -> (String, Vec<String>) {
         let s = self.rt.block_on(c.sample(&self.ctx)).expect("sample");
         (
@@ -276,6 +287,12 @@ fn one_stuck_child_however_many_samples(then: Then, timeout: Duration, first_err
         1,
         "one stuck process, not one per run"
     );
+    // The stuck child holds the drive's door mark: one stuck call, one timeout, a refusal per
+    // sample since, and no thread.
+    assert_eq!(sampler.door("ssdwatch_blocking_stuck_calls"), Some(1.0));
+    assert_eq!(sampler.door("ssdwatch_blocking_timeouts_total"), Some(1.0));
+    assert_eq!(sampler.door("ssdwatch_blocking_refused_total"), Some(5.0));
+    assert_eq!(sampler.door("ssdwatch_blocking_threads"), Some(0.0));
 
     // The I/O returns (the server dies): the killed child ends, and the drive is read again.
     w.calm();
@@ -295,6 +312,7 @@ fn one_stuck_child_however_many_samples(then: Then, timeout: Duration, first_err
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(w.children_alive().is_empty(), "{:?}", w.children_alive());
+    assert_eq!(sampler.door("ssdwatch_blocking_stuck_calls"), Some(0.0));
 }
 
 #[test]
@@ -371,6 +389,11 @@ fn through_the_smart_helper_a_stuck_child_makes_the_drive_stuck_until_it_is_gone
         val(m, "ssdwatch_device_smart_sample_age_seconds").is_some_and(|a| a >= 3.0)
     });
     assert_eq!(val(&text, "ssdwatch_device_smartctl_stuck"), Some(1.0));
+    // Through the helper too, the drive's door mark is held, stuck, while the helper says so.
+    assert!(
+        text.contains("ssdwatch_blocking_stuck_calls{collector=\"smart\"} 1\n"),
+        "{text}"
+    );
     assert_eq!(w.runs(), 1, "no new run while its child is stuck");
     assert_eq!(w.children_alive().len(), 1);
 
@@ -382,4 +405,9 @@ fn through_the_smart_helper_a_stuck_child_makes_the_drive_stuck_until_it_is_gone
             && w.runs() >= 2
     });
     assert!(w.children_alive().is_empty(), "{:?}", w.children_alive());
+    let text = metrics();
+    assert!(
+        text.contains("ssdwatch_blocking_stuck_calls{collector=\"smart\"} 0\n"),
+        "{text}"
+    );
 }

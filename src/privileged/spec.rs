@@ -1,22 +1,19 @@
-//! The SMART helper: the process that keeps CAP_SYS_RAWIO and CAP_SYS_ADMIN and reads drives for
-//! the daemon, which holds no capability. Here: what it is started with (`Spec`), the messages
-//! on its socket, and the rule of which reads it accepts (`allow`, pure). The worker's loop is in
-//! `worker`, the daemon's side in `client`; starting and restarting it is `crate::privsep`'s.
+//! The privileged helper: the process that keeps CAP_SYS_RAWIO and CAP_SYS_ADMIN and reads
+//! drives (smartctl, libatasmart) and device-mapper tables (dmsetup) for the daemon, which holds
+//! no capability. Here: what it is started with (`Spec`), the messages on its socket, and the
+//! rule of which reads it accepts (`allow`, pure). The worker's loop is in `worker`, the
+//! daemon's side in `client`; starting and restarting it is `crate::privsep`'s.
 //!
 //! The wire: each message is a frame (a 4-byte big-endian length, then that many bytes). A
 //! request is one JSON frame; a reply one JSON frame, followed by one frame of smartctl's
 //! output when it says so. The daemon never sends an argument list: the helper builds smartctl's
-//! from the fixed set of `runner::smartctl_args`.
-
-pub mod client;
-pub mod worker;
+//! from the fixed set of `smart::argv::smartctl_args`.
 
 use crate::collector::device_filter::{DevicePattern, wanted};
+use crate::smart::argv::Asks;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-pub use client::Client;
 
 /// What a helper is started with, fixed for its life: the SMART part of the config as the
 /// daemon loaded it before it gave up its capabilities.
@@ -53,8 +50,8 @@ pub struct Spec {
 impl Spec {
     /// What a request may ask of a drive: the OCP log only where the config allowed it,
     /// whatever the request says.
-    pub fn allowed_asks(&self, asks: super::runner::Asks) -> super::runner::Asks {
-        super::runner::Asks {
+    pub fn allowed_asks(&self, asks: Asks) -> Asks {
+        Asks {
             ocp: asks.ocp && self.ocp_log,
             ..asks
         }
@@ -117,14 +114,14 @@ impl Protocol {
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Run smartctl's fixed argument set on a device; `protocol` (once known) adds that
-    /// protocol's fixed set of small logs (`runner::smartctl_args`).
+    /// protocol's fixed set of small logs (`smart::argv::smartctl_args`).
     Smartctl {
         id: u64,
         path: String,
         dev_type: Option<String>,
         protocol: Option<Protocol>,
         /// Which of the protocol's logs; the drive refused the others.
-        asks: super::runner::Asks,
+        asks: Asks,
     },
     /// Read an ATA drive through libatasmart.
     Atasmart { id: u64, path: String },
@@ -503,7 +500,6 @@ mod tests {
 
     #[test]
     fn the_ocp_log_is_read_only_where_the_config_allows_it() {
-        use super::super::runner::Asks;
         let ocp = Asks {
             ocp: true,
             ..Asks::ALL
@@ -524,7 +520,7 @@ mod tests {
             path: "/dev/sda".into(),
             dev_type: None,
             protocol: Some(Protocol::Ata),
-            asks: super::super::runner::Asks::ALL,
+            asks: Asks::ALL,
         };
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(

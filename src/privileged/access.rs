@@ -7,8 +7,8 @@ use std::path::Path;
 /// Capability numbers (linux/capability.h).
 const CAP_DAC_OVERRIDE: u32 = 1;
 const CAP_DAC_READ_SEARCH: u32 = 2;
-pub(super) const CAP_SYS_RAWIO: u32 = 17;
-pub(super) const CAP_SYS_ADMIN: u32 = 21;
+pub(crate) const CAP_SYS_RAWIO: u32 = 17;
+pub(crate) const CAP_SYS_ADMIN: u32 = 21;
 
 fn cap_name(cap: u32) -> &'static str {
     match cap {
@@ -20,7 +20,7 @@ fn cap_name(cap: u32) -> &'static str {
 
 /// A device node as stat tells it.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Node {
+pub(crate) struct Node {
     pub path: String,
     pub mode: u32,
     pub uid: u32,
@@ -32,7 +32,7 @@ pub(super) struct Node {
 
 /// What was observed about smartctl's side of a refused run.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Facts {
+pub(crate) struct Facts {
     /// The node it opened; None when it could not be examined.
     pub node: Option<Node>,
     /// The credentials smartctl runs with (the daemon's: it is not setuid).
@@ -51,7 +51,7 @@ pub(super) struct Facts {
 
 /// The cause a refusal is put down to.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Cause {
+pub(crate) enum Cause {
     /// The node's mode and owner/group give smartctl no read access.
     NodeAccess(Node, u32, u32),
     /// smartctl lacks the capability; `daemon_has` when the daemon holds it but smartctl does
@@ -69,7 +69,7 @@ fn has(caps: u64, cap: u32) -> bool {
 
 /// Which cause holds. The node is checked first (a mode that shuts smartctl out fails the
 /// open whatever the capabilities), then the capability smartctl gets on exec.
-pub(super) fn cause(f: &Facts) -> Cause {
+pub(crate) fn cause(f: &Facts) -> Cause {
     let cap = f.needed;
     let Some(node) = &f.node else {
         return Cause::Unknown { cap };
@@ -152,7 +152,7 @@ impl std::fmt::Display for Cause {
 
 /// Gathers the facts of a refusal of `path` to smartctl at `smartctl` (a path or a name
 /// looked up on PATH).
-pub(super) fn facts(path: &str, smartctl: &Path, needed: u32) -> Facts {
+pub(crate) fn facts(path: &str, smartctl: &Path, needed: u32) -> Facts {
     use std::os::unix::fs::MetadataExt;
     let node = std::fs::metadata(path).ok().map(|m| Node {
         path: path.to_string(),

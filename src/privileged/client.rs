@@ -1,13 +1,19 @@
-//! The daemon's side of the SMART helper: sends requests over the current worker's socket and
-//! matches replies to them by id; takes each new worker the keeper hands over. A worker that
+//! The daemon's side of the privileged helper: sends requests over the current worker's socket
+//! and matches replies to them by id; takes each new worker the keeper hands over. Its clients
+//! (the SMART and layers collectors) are given a [`Helper`] when they are built. A worker that
 //! dies fails the reads in flight with a message naming it; the next worker serves the rest.
 
-use super::{FailKind, MAX_OUTPUT_FRAME, MAX_REQUEST, Reply, Request, read_frame, write_frames};
-use crate::collector::smart::runner::{REAP_GRACE, RunError, RunOutcome};
+use super::runner::{REAP_GRACE, RunError, RunOutcome};
+use super::spec::{
+    DmQuery, FailKind, MAX_OUTPUT_FRAME, MAX_REQUEST, Protocol, Reply, Request, read_frame,
+    write_frames,
+};
+use crate::door::Pass;
+use crate::smart::argv::Asks;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{oneshot, watch};
@@ -21,7 +27,9 @@ pub struct Answer {
 
 struct Pending {
     tx: oneshot::Sender<Answer>,
-    in_kernel: Arc<AtomicBool>,
+    /// The item's door mark, held while the run is under way, and after it while the helper
+    /// reports it stuck in the kernel.
+    pass: Pass,
     worker: u32,
 }
 
@@ -33,8 +41,8 @@ struct Conn {
 struct Inner {
     conn: std::sync::Mutex<Option<Conn>>,
     pending: std::sync::Mutex<HashMap<u64, Pending>>,
-    /// Runs reported stuck in the kernel, cleared when the helper says they ended.
-    stuck: std::sync::Mutex<HashMap<u64, (u32, Arc<AtomicBool>)>>,
+    /// Runs reported stuck in the kernel, their marks held until the helper says they ended.
+    stuck: std::sync::Mutex<HashMap<u64, (u32, Pass)>>,
     next_id: AtomicU64,
     /// Why there is no worker, when there is none.
     down: std::sync::Mutex<String>,
@@ -48,42 +56,28 @@ struct Inner {
 
 /// A handle on the helper, cheap to clone.
 #[derive(Clone)]
-pub struct Client {
+pub struct Helper {
     inner: Arc<Inner>,
 }
 
 /// How long a read made before the first worker arrived waits for it.
 const FIRST_WORKER_WAIT: Duration = Duration::from_secs(10);
 
-static INSTALLED: OnceLock<Client> = OnceLock::new();
-
-/// Makes `client` the one SMART collectors of this process read through. The daemon does this
-/// once at start, right after it gave up its capabilities; a process that never does (one-shot
-/// `sample`, tests that run the daemon in-process) runs smartctl itself.
-pub fn install(client: Client) {
-    let _ = INSTALLED.set(client);
-}
-
-/// The installed helper, if any.
-pub fn installed() -> Option<Client> {
-    INSTALLED.get().cloned()
-}
-
-impl Client {
+impl Helper {
     /// Takes the workers the keeper sends on `control` (a thread blocks on it) and serves them on
     /// the current runtime. `keeper` is reaped when it ends.
     pub fn start(
         control: std::os::unix::net::UnixStream,
         mut keeper: std::process::Child,
         helper_timeout: Duration,
-    ) -> std::io::Result<Client> {
+    ) -> std::io::Result<Helper> {
         let (workers, _) = watch::channel(0);
         let inner = Arc::new(Inner {
             conn: std::sync::Mutex::new(None),
             pending: std::sync::Mutex::new(HashMap::new()),
             stuck: std::sync::Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
-            down: std::sync::Mutex::new("the SMART helper has not started yet".into()),
+            down: std::sync::Mutex::new("the privileged helper has not started yet".into()),
             keeper_gone: std::sync::Mutex::new(None),
             workers,
             deadline: helper_timeout + REAP_GRACE + Duration::from_secs(5),
@@ -91,8 +85,10 @@ impl Client {
         let rt = tokio::runtime::Handle::current();
         let keep = inner.clone();
         let keeper_pid = keeper.id();
+        // Not the door: one long-lived thread that waits on the keeper's control socket for new
+        // workers, for the daemon's life; it asks no device.
         std::thread::Builder::new()
-            .name("smart-helper".into())
+            .name("ssdwatch-helper".into())
             .spawn(move || {
                 loop {
                     match crate::privsep::keeper::recv_worker(&control) {
@@ -102,7 +98,7 @@ impl Client {
                         }
                         Ok(None) => break,
                         Err(e) => {
-                            tracing::error!("the SMART helper's keeper (pid {keeper_pid}): {e}");
+                            tracing::error!("the privileged helper's keeper (pid {keeper_pid}): {e}");
                             break;
                         }
                     }
@@ -113,7 +109,7 @@ impl Client {
                     .map(|s| s.to_string())
                     .unwrap_or_else(|e| e.to_string());
                 let why = format!(
-                    "the SMART helper's keeper (pid {keeper_pid}) is gone ({how}); no new SMART helper until ssdwatch restarts (it gave up its capabilities and cannot start a privileged one again)"
+                    "the privileged helper's keeper (pid {keeper_pid}) is gone ({how}); no new privileged helper until ssdwatch restarts (it gave up its capabilities and cannot start one again)"
                 );
                 tracing::error!("{why}");
                 // The helper serving now goes on until it ends; none comes after it.
@@ -122,11 +118,13 @@ impl Client {
                     *lock(&keep.down) = why;
                 }
             })?;
-        Ok(Client { inner })
+        Ok(Helper { inner })
     }
 
-    /// Reads a drive through the helper.
-    pub async fn read(&self, req: RequestKind, in_kernel: &Arc<AtomicBool>) -> Answer {
+    /// Asks the helper for one run (a drive's read, a RAID scan, a dmsetup table).
+    /// `pass`: the item's door mark, held until the run ends (past it, while the helper reports
+    /// the run stuck in the kernel).
+    pub async fn read(&self, req: RequestKind, mut pass: Pass) -> Answer {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let request = req.with_id(id);
         let path = request_path(&request).to_string();
@@ -156,11 +154,12 @@ impl Client {
                 }
             }
         };
+        pass.set_deadline(tokio::time::Instant::now() + self.inner.deadline);
         lock(&self.inner.pending).insert(
             id,
             Pending {
                 tx,
-                in_kernel: in_kernel.clone(),
+                pass,
                 worker: pid,
             },
         );
@@ -171,13 +170,13 @@ impl Client {
         if let Err(e) = sent {
             lock(&self.inner.pending).remove(&id);
             return failed(format!(
-                "the SMART helper (pid {pid}) could not be asked about {path}: {e}"
+                "the privileged helper (pid {pid}) could not be asked about {path}: {e}"
             ));
         }
         match tokio::time::timeout(self.inner.deadline, rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => failed(format!(
-                "the SMART helper (pid {pid}) ended before it answered for {path}; {}",
+                "the privileged helper (pid {pid}) ended before it answered for {path}; {}",
                 if lock(&self.inner.keeper_gone).is_some() {
                     "no other is started until ssdwatch restarts (its keeper is gone)"
                 } else {
@@ -187,7 +186,7 @@ impl Client {
             Err(_) => {
                 lock(&self.inner.pending).remove(&id);
                 failed(format!(
-                    "the SMART helper (pid {pid}) did not answer for {path} within {}",
+                    "the privileged helper (pid {pid}) did not answer for {path} within {}",
                     humantime::format_duration(self.inner.deadline)
                 ))
             }
@@ -200,14 +199,14 @@ pub enum RequestKind {
     Smartctl {
         path: String,
         dev_type: Option<String>,
-        protocol: Option<super::Protocol>,
-        asks: super::super::runner::Asks,
+        protocol: Option<Protocol>,
+        asks: Asks,
     },
     Atasmart {
         path: String,
     },
     Dmsetup {
-        query: super::DmQuery,
+        query: DmQuery,
     },
     ScanRaid,
 }
@@ -255,7 +254,7 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
     {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("the SMART helper (pid {pid}): its socket: {e}");
+            tracing::error!("the privileged helper (pid {pid}): its socket: {e}");
             return;
         }
     };
@@ -265,7 +264,7 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
         wr: Arc::new(tokio::sync::Mutex::new(wr)),
     });
     inner.workers.send_modify(|n| *n += 1);
-    tracing::info!(pid, "SMART helper ready");
+    tracing::info!(pid, "privileged helper ready");
     let end = loop {
         let head = match read_frame(&mut rd, MAX_REQUEST).await {
             Ok(Some(h)) => h,
@@ -290,12 +289,12 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
                     Ok(_) => break "sent output of another length than it said".to_string(),
                     Err(e) => break format!("broke its socket: {e}"),
                 };
-                if let Some(p) = take(id) {
+                if let Some(mut p) = take(id) {
                     if escaped.stuck > 0 {
                         // Processes of the run stuck in the kernel: the helper says when
                         // they are gone.
-                        p.in_kernel.store(true, Ordering::Release);
-                        lock(&inner.stuck).insert(id, (pid, p.in_kernel.clone()));
+                        p.pass.timed_out();
+                        lock(&inner.stuck).insert(id, (pid, p.pass));
                     }
                     let _ = p.tx.send(Answer {
                         outcome: RunOutcome::Output {
@@ -322,10 +321,10 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
                     FailKind::NoTask => RunError::NoTask { message },
                     FailKind::Other => RunError::Remote { message },
                 };
-                if let Some(p) = take(id) {
+                if let Some(mut p) = take(id) {
                     if matches!(kind, FailKind::Stuck | FailKind::AtasmartStuck) {
-                        p.in_kernel.store(true, Ordering::Release);
-                        lock(&inner.stuck).insert(id, (pid, p.in_kernel.clone()));
+                        p.pass.timed_out();
+                        lock(&inner.stuck).insert(id, (pid, p.pass));
                     }
                     let _ = p.tx.send(Answer {
                         outcome: RunOutcome::Failed(error),
@@ -337,36 +336,33 @@ async fn serve_worker(inner: Arc<Inner>, pid: u32, fd: OwnedFd) {
                 if let Some(p) = take(id) {
                     let _ = p.tx.send(Answer {
                         outcome: RunOutcome::Failed(RunError::Helper {
-                            message: format!("the SMART helper (pid {pid}) refused: {reason}"),
+                            message: format!("the privileged helper (pid {pid}) refused: {reason}"),
                         }),
                         cause: None,
                     });
                 }
             }
             Reply::Reaped { id } => {
-                if let Some((_, flag)) = lock(&inner.stuck).remove(&id) {
-                    flag.store(false, Ordering::Release);
-                }
+                // The mark ends: the item is asked again.
+                let ended = lock(&inner.stuck).remove(&id);
+                drop(ended);
             }
         }
     };
-    tracing::warn!("the SMART helper (pid {pid}) {end}; the reads it had are failed");
+    tracing::warn!("the privileged helper (pid {pid}) {end}; the reads it had are failed");
     {
         let mut conn = lock(&inner.conn);
         if conn.as_ref().is_some_and(|c| c.pid == pid) {
             *conn = None;
             *lock(&inner.down) = match lock(&inner.keeper_gone).as_ref() {
-                Some(gone) => format!("the SMART helper (pid {pid}) {end}, and {gone}"),
-                None => format!("the SMART helper (pid {pid}) {end}; another is being started"),
+                Some(gone) => format!("the privileged helper (pid {pid}) {end}, and {gone}"),
+                None => {
+                    format!("the privileged helper (pid {pid}) {end}; another is being started")
+                }
             };
         }
     }
     // Its reads fail now (dropping the sender says so); its stuck runs are no longer watched.
     lock(&inner.pending).retain(|_, p| p.worker != pid);
-    lock(&inner.stuck).retain(|_, (w, flag)| {
-        if *w == pid {
-            flag.store(false, Ordering::Release);
-        }
-        *w != pid
-    });
+    lock(&inner.stuck).retain(|_, (w, _)| *w != pid);
 }

@@ -21,14 +21,14 @@ pub enum Backend {
 
 /// What read one drive: the `backend` label of its info series.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) enum Used {
+pub(crate) enum Used {
     #[default]
     Smartctl,
     Libatasmart,
 }
 
 impl Used {
-    pub(super) fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Used::Smartctl => "smartctl",
             Used::Libatasmart => "libatasmart",
@@ -38,12 +38,12 @@ impl Used {
 
 /// Whether this build can read drives through libatasmart. The library itself is loaded on the
 /// first read; a host without it gets "libatasmart not installed" for each drive so read.
-pub(super) const BUILT_IN: bool = cfg!(feature = "atasmart");
+pub(crate) const BUILT_IN: bool = cfg!(feature = "atasmart");
 
 /// The backend for one drive: libatasmart only for drives that may be ATA (sd devices, or a
 /// configured device without a `-d` type), only when built in, and under `auto` only when
 /// smartctl is missing. NVMe, virtio and RAID ports always go to smartctl.
-pub(super) fn choose(cfg: Backend, smartctl_found: bool, may_be_ata: bool) -> Used {
+pub(crate) fn choose(cfg: Backend, smartctl_found: bool, may_be_ata: bool) -> Used {
     let ata_ok = BUILT_IN && may_be_ata;
     match cfg {
         Backend::Libatasmart if ata_ok => Used::Libatasmart,
@@ -54,7 +54,7 @@ pub(super) fn choose(cfg: Backend, smartctl_found: bool, may_be_ata: bool) -> Us
 
 /// A drive's answer to CHECK POWER MODE, as libatasmart gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Power {
+pub(crate) enum Power {
     Awake,
     /// Standby or sleep: reading SMART data would spin it up.
     Asleep,
@@ -64,13 +64,13 @@ pub(super) enum Power {
 
 /// Whether to read SMART data after the power check (the `--nocheck=standby` rule): never from
 /// a sleeping disk, nor from one whose mode is unknown, unless the check is turned off.
-pub(super) fn may_read(power: Power, nocheck_standby: bool) -> bool {
+pub(crate) fn may_read(power: Power, nocheck_standby: bool) -> bool {
     !nocheck_standby || power == Power::Awake
 }
 
 /// One ATA attribute as libatasmart parsed it.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Attr {
+pub(crate) struct Attr {
     pub id: u8,
     pub name: String,
     pub value: Option<u8>,
@@ -82,7 +82,7 @@ pub(super) struct Attr {
 
 /// What libatasmart read of one drive.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Reading {
+pub(crate) struct Reading {
     pub model: Option<String>,
     pub serial: Option<String>,
     pub firmware: Option<String>,
@@ -98,7 +98,7 @@ pub(super) struct Reading {
 }
 
 /// The reading in smartctl's JSON shape (the fields `crate::smart::normalize` reads).
-pub(super) fn to_json(path: &str, r: &Reading) -> Value {
+pub(crate) fn to_json(path: &str, r: &Reading) -> Value {
     let mut v = json!({
         "device": {"name": path, "type": "ata", "protocol": "ATA"},
     });
@@ -158,7 +158,7 @@ pub(super) fn to_json(path: &str, r: &Reading) -> Value {
 
 /// Reads one drive through libatasmart. Blocking: run it off the async threads.
 #[cfg(feature = "atasmart")]
-pub(super) fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
+pub(crate) fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
     ffi::read(path, nocheck_standby)
 }
 
@@ -183,7 +183,7 @@ mod ffi {
     use std::sync::OnceLock;
 
     /// The library's soname: ABI version 4 (Debian and Ubuntu: libatasmart4).
-    pub(super) const SONAME: &str = "libatasmart.so.4";
+    pub(crate) const SONAME: &str = "libatasmart.so.4";
 
     type SkBool = c_uint;
 
@@ -195,7 +195,7 @@ mod ffi {
 
     /// `SkIdentifyParsedData` (libatasmart may append fields: only read through its pointer).
     #[repr(C)]
-    pub(super) struct SkIdentifyParsedData {
+    pub(crate) struct SkIdentifyParsedData {
         serial: [c_char; 21],
         firmware: [c_char; 9],
         model: [c_char; 41],
@@ -209,7 +209,7 @@ mod ffi {
     /// atasmart.h with offsetof and by setting each field (x86-64): size 48, current_value at 25,
     /// raw at 40 (the test below keeps these).
     #[repr(C)]
-    pub(super) struct SkSmartAttributeParsedData {
+    pub(crate) struct SkSmartAttributeParsedData {
         id: u8,
         name: *const c_char,
         pretty_unit: c_uint,
@@ -302,7 +302,7 @@ mod ffi {
         std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
     }
 
-    /// The library, loaded on the first read (by whichever process reads: the SMART helper).
+    /// The library, loaded on the first read (by whichever process reads: the privileged helper).
     fn api() -> Result<&'static Api, &'static str> {
         static API: OnceLock<Result<Api, String>> = OnceLock::new();
         API.get_or_init(|| load(SONAME))
@@ -384,7 +384,7 @@ mod ffi {
         });
     }
 
-    pub(super) fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
+    pub(crate) fn read(path: &str, nocheck_standby: bool) -> Result<Reading, AtaError> {
         let api = api().map_err(|e| AtaError {
             step: "load",
             path: path.to_string(),

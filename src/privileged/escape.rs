@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The environment variable that marks a smartctl run's processes; children inherit it.
-pub(super) const TAG_VAR: &str = "SSDWATCH_SMARTCTL_RUN";
+pub(crate) const TAG_VAR: &str = "SSDWATCH_SMARTCTL_RUN";
 
 /// The live processes of the kernel, always: a run's processes are real ones whatever
 /// `--path.procfs` says (fixture trees describe hosts, not this daemon's children).
@@ -25,7 +25,7 @@ const PROC: &str = "/proc";
 
 /// One run's marks: its environment tag, the inode of its output pipe and its process group.
 #[derive(Debug, Clone)]
-pub(super) struct Marks {
+pub(crate) struct Marks {
     pub tag: String,
     pub pipe_inode: Option<u64>,
     /// The run's process group (smartctl's pid), only while smartctl is not yet reaped: until
@@ -71,7 +71,7 @@ fn stat(proc_dir: &Path) -> Option<Stat> {
 }
 
 /// When process `pid` started (clock ticks since boot), while it exists (a zombie too).
-pub(super) fn start_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn start_ticks(pid: u32) -> Option<u64> {
     stat(&Path::new(PROC).join(pid.to_string()))?.start
 }
 
@@ -115,7 +115,7 @@ fn exe_of(proc_dir: &Path) -> Option<(u64, u64)> {
 
 impl Marks {
     /// A tag unique to this run of this daemon.
-    pub(super) fn new_run() -> Marks {
+    pub(crate) fn new_run() -> Marks {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         Marks {
@@ -206,7 +206,7 @@ fn fdinfo_flags(info: &str) -> Option<i32> {
 }
 
 /// The inode of a pipe end (both ends share it; /proc/PID/fd shows `pipe:[INODE]`).
-pub(super) fn pipe_inode(fd: &impl std::os::fd::AsFd) -> Option<u64> {
+pub(crate) fn pipe_inode(fd: &impl std::os::fd::AsFd) -> Option<u64> {
     nix::sys::stat::fstat(fd).ok().map(|st| st.st_ino)
 }
 
@@ -226,24 +226,24 @@ pub struct Swept {
 
 /// The processes a sweep signalled, by pidfd, to be watched until they are gone.
 #[derive(Debug, Default)]
-pub(super) struct Signalled(Vec<OwnedFd>);
+pub(crate) struct Signalled(Vec<OwnedFd>);
 
 impl Signalled {
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Adds a process to watch.
-    pub(super) fn push(&mut self, pidfd: OwnedFd) {
+    pub(crate) fn push(&mut self, pidfd: OwnedFd) {
         self.0.push(pidfd);
     }
 
     /// Waits until every one is gone or `deadline` passes; those still there.
-    pub(super) async fn left_at(self, deadline: tokio::time::Instant) -> Signalled {
+    pub(crate) async fn left_at(self, deadline: tokio::time::Instant) -> Signalled {
         let mut left = Vec::new();
         for fd in self.0 {
             if tokio::time::timeout_at(deadline, exit_of(&fd))
@@ -257,7 +257,7 @@ impl Signalled {
     }
 
     /// Waits until every one is gone, however long that takes.
-    pub(super) async fn all_gone(self) {
+    pub(crate) async fn all_gone(self) {
         for fd in &self.0 {
             exit_of(fd).await;
         }
@@ -266,7 +266,7 @@ impl Signalled {
 
 /// Waits for the process of a pidfd to end (exit or zombie: it no longer runs). A pidfd reads
 /// as readable then; it is watched by the runtime's poller, holding no thread.
-pub(super) async fn exit_of(pidfd: &OwnedFd) {
+pub(crate) async fn exit_of(pidfd: &OwnedFd) {
     use tokio::io::{Interest, unix::AsyncFd};
     // SAFETY: the borrowed descriptor stays open, and the same, while the watch (bound to the
     // borrow) lives.
@@ -298,7 +298,7 @@ fn ended_now(pidfd: &OwnedFd) -> bool {
 /// between the scan and the kill. Each kill goes through a pidfd opened before the ownership
 /// check, so a reused pid can never be hit; the pidfds of those killed are returned, to see
 /// them gone.
-pub(super) fn sweep(marks: &Marks) -> (Swept, Signalled) {
+pub(crate) fn sweep(marks: &Marks) -> (Swept, Signalled) {
     let me = Me::now();
     let mut total = Swept::default();
     let mut watch = Signalled::default();
@@ -356,7 +356,7 @@ fn pids() -> Vec<u32> {
 }
 
 /// A pidfd on a process: it names that process only, whatever later happens to its pid.
-pub(super) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     let pid = libc::pid_t::try_from(pid).ok()?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };

@@ -1,12 +1,14 @@
 //! The helper's loop: reads requests from its socket, refuses what the config does not allow,
-//! runs smartctl (or libatasmart) with the runner's timeouts and caps, and writes the answer.
+//! runs smartctl (or libatasmart, or dmsetup) with the runner's timeouts and caps, and writes
+//! the answer.
 //! It never opens a network socket or the state directory, and never takes an argument list.
 
-use super::{Allow, FailKind, MAX_REQUEST, Reply, Request, Spec, read_frame, write_frames};
-use crate::collector::smart::access;
-use crate::collector::smart::runner::{self, RunError, RunOutcome};
+use super::access;
+use super::runner::{self, RunError, RunOutcome};
+use super::spec::{Allow, FailKind, MAX_REQUEST, Reply, Request, Spec, read_frame, write_frames};
+use crate::door::Door;
+use crate::smart::argv;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{Mutex, Semaphore};
@@ -20,7 +22,7 @@ pub fn main(spec: Spec, sock: std::os::unix::net::UnixStream) -> i32 {
     let allow = match Allow::new(spec) {
         Ok(a) => Arc::new(a),
         Err(e) => {
-            tracing::error!("smart-helper: {e}");
+            tracing::error!("helper: {e}");
             return 2;
         }
     };
@@ -31,7 +33,7 @@ pub fn main(spec: Spec, sock: std::os::unix::net::UnixStream) -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            tracing::error!("smart-helper: starting the async runtime: {e}");
+            tracing::error!("helper: starting the async runtime: {e}");
             return 1;
         }
     };
@@ -45,35 +47,39 @@ async fn serve(allow: Arc<Allow>, sock: std::os::unix::net::UnixStream) -> i32 {
     {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("smart-helper: its socket: {e}");
+            tracing::error!("helper: its socket: {e}");
             return 1;
         }
     };
     let (mut rd, wr) = sock.into_split();
     let wr = Arc::new(Mutex::new(wr));
     let sem = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    // The helper's own door: each request's run holds a mark (`request <id>`) until it ends,
+    // a libatasmart call holds one of its threads, and a run stuck in the kernel keeps its
+    // mark until it is gone (then the daemon is told).
+    let door = Door::default();
     loop {
         let frame = match read_frame(&mut rd, MAX_REQUEST).await {
             Ok(Some(f)) => f,
             Ok(None) => return 0,
             Err(e) => {
-                tracing::error!("smart-helper: reading a request: {e}");
+                tracing::error!("helper: reading a request: {e}");
                 return 1;
             }
         };
         let req: Request = match serde_json::from_slice(&frame) {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!("smart-helper: a request that is not one: {e}");
+                tracing::error!("helper: a request that is not one: {e}");
                 return 1;
             }
         };
-        let (allow, wr, sem) = (allow.clone(), wr.clone(), sem.clone());
+        let (allow, wr, sem, door) = (allow.clone(), wr.clone(), sem.clone(), door.clone());
         tokio::spawn(async move {
             let Ok(_permit) = sem.acquire_owned().await else {
                 return;
             };
-            handle(&allow, req, &wr).await;
+            handle(&allow, req, &wr, &door).await;
         });
     }
 }
@@ -88,12 +94,25 @@ async fn send(wr: &Mutex<OwnedWriteHalf>, reply: &Reply, output: Option<&[u8]>) 
         None => write_frames(&mut *w, &[&head]).await,
     };
     if let Err(e) = r {
-        tracing::debug!("smart-helper: writing a reply: {e}");
+        tracing::debug!("helper: writing a reply: {e}");
     }
 }
 
-async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
+/// The door's name for the helper's runs.
+const OWNER: &str = "helper";
+
+async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>, door: &Door) {
     let id = req.id();
+    let item = format!("request {id}");
+    // Ids are the daemon's, one per request: a mark still held means the same id came twice.
+    let pass = match door.enter(OWNER, item.clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            let reason = format!("request {id} is already under way: {e}");
+            send(wr, &Reply::Refused { id, reason }, None).await;
+            return;
+        }
+    };
     let spec = allow.spec();
     let (path, dev_type) = match &req {
         Request::Smartctl { path, dev_type, .. } => (path.clone(), dev_type.clone()),
@@ -105,9 +124,8 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
                 return;
             };
             let timeout = Duration::from_millis(spec.dmsetup_timeout_ms.max(100));
-            let in_kernel = Arc::new(AtomicBool::new(false));
-            let outcome = runner::run_smartctl(bin, &query.args(), timeout, &in_kernel).await;
-            reply(wr, id, outcome, None, &in_kernel).await;
+            let outcome = runner::run_bounded(bin, &query.args(), timeout, pass).await;
+            reply(wr, id, outcome, None, door, &item).await;
             return;
         }
         Request::ScanRaid { .. } => {
@@ -117,36 +135,33 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
                 return;
             }
             let timeout = Duration::from_millis(spec.timeout_ms);
-            let in_kernel = Arc::new(AtomicBool::new(false));
             let outcome =
-                runner::run_smartctl(&spec.smartctl, &runner::scan_args(), timeout, &in_kernel)
-                    .await;
-            reply(wr, id, outcome, None, &in_kernel).await;
+                runner::run_bounded(&spec.smartctl, &argv::scan_args(), timeout, pass).await;
+            reply(wr, id, outcome, None, door, &item).await;
             return;
         }
     };
     if let Err(reason) = allow.check(&path, dev_type.as_deref(), |n| allow.observe(n)) {
-        tracing::warn!("smart-helper: refused a read of {path}: {reason}");
+        tracing::warn!("helper: refused a read of {path}: {reason}");
         send(wr, &Reply::Refused { id, reason }, None).await;
         return;
     }
     let timeout = Duration::from_millis(spec.timeout_ms);
-    let in_kernel = Arc::new(AtomicBool::new(false));
     let outcome = match &req {
         Request::Smartctl { protocol, asks, .. } => {
             let asks = spec.allowed_asks(*asks);
-            let args = runner::smartctl_args(
+            let args = argv::smartctl_args(
                 &path,
                 dev_type.as_deref(),
-                protocol.map(super::Protocol::as_str),
+                protocol.map(super::spec::Protocol::as_str),
                 asks,
                 spec.nocheck_standby,
             );
-            runner::run_smartctl(&spec.smartctl, &args, timeout, &in_kernel).await
+            runner::run_bounded(&spec.smartctl, &args, timeout, pass).await
         }
         #[cfg(feature = "atasmart")]
         Request::Atasmart { .. } => {
-            runner::run_atasmart(&path, spec.nocheck_standby, timeout, &in_kernel).await
+            runner::run_atasmart(&path, spec.nocheck_standby, timeout, pass).await
         }
         #[cfg(not(feature = "atasmart"))]
         Request::Atasmart { .. } => RunOutcome::Failed(RunError::Task {
@@ -174,7 +189,7 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>) {
         RunOutcome::Output { stdout, .. } => cause(stdout),
         RunOutcome::Failed(_) => None,
     };
-    reply(wr, id, outcome, cause, &in_kernel).await;
+    reply(wr, id, outcome, cause, door, &item).await;
 }
 
 /// Sends a run's outcome, and later word of its processes stuck in the kernel being gone.
@@ -183,7 +198,8 @@ async fn reply(
     id: u64,
     outcome: RunOutcome,
     cause: Option<String>,
-    in_kernel: &AtomicBool,
+    door: &Door,
+    item: &str,
 ) {
     match outcome {
         RunOutcome::Output {
@@ -202,7 +218,7 @@ async fn reply(
             if escaped.stuck > 0 {
                 // Processes of the run are stuck in the kernel: the daemon keeps the drive
                 // stuck until told they are gone.
-                reaped_when_gone(wr, id, in_kernel).await;
+                reaped_when_gone(wr, id, door, item).await;
             }
         }
         RunOutcome::Failed(e) => {
@@ -227,15 +243,15 @@ async fn reply(
             };
             send(wr, &reply, None).await;
             if stuck {
-                reaped_when_gone(wr, id, in_kernel).await;
+                reaped_when_gone(wr, id, door, item).await;
             }
         }
     }
 }
 
 /// Tells the daemon when a run reported stuck is gone, so the drive is read again.
-async fn reaped_when_gone(wr: &Mutex<OwnedWriteHalf>, id: u64, in_kernel: &AtomicBool) {
-    while in_kernel.load(Ordering::Acquire) {
+async fn reaped_when_gone(wr: &Mutex<OwnedWriteHalf>, id: u64, door: &Door, item: &str) {
+    while door.is_running(OWNER, item) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     send(wr, &Reply::Reaped { id }, None).await;
