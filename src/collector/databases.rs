@@ -403,11 +403,11 @@ fn mysql_size_roots(dir: &Path, rootfs: &Path, binlog_index: Option<&Path>) -> V
         entries.sort();
         for (name, path, is_dir) in entries {
             let part = mysql::classify(&name, is_dir);
-            if part.cheap() || counted.contains(&path) {
+            if mysql::is_cheap(part) || counted.contains(&path) {
                 continue;
             }
             roots.push(Root {
-                component: part.component().into(),
+                component: part.label().into(),
                 path,
             });
         }
@@ -473,7 +473,7 @@ fn mysql_cheap_metrics(
         component_bytes(&mut s.metrics, label, "relay_log", m, c.relay_log.bytes);
     }
     for (part, bytes) in &c.innodb {
-        component_bytes(&mut s.metrics, label, part.component(), mount, *bytes);
+        component_bytes(&mut s.metrics, label, part.label(), mount, *bytes);
     }
 }
 
