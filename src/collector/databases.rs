@@ -190,10 +190,13 @@ struct Sized {
     completed: SystemTime,
 }
 
+/// Tablespaces: oid and link target.
+type Spaces = Vec<(String, PathBuf)>;
+
 /// A sizing in progress and the last finished one, shared with the thread taking a pass.
 #[derive(Debug, Default)]
 struct SizeSlot {
-    walk: Option<(Walk, Vec<(String, PathBuf)>)>,
+    walk: Option<(Walk<String>, Spaces)>,
     done: Option<Sized>,
 }
 
@@ -383,7 +386,7 @@ enum Cheap {
 
 /// The roots of a MySQL sizing: each schema's directory under `schemas`, every other entry
 /// not counted by the cheap look (logs, InnoDB's files) under `other`.
-fn mysql_size_roots(dir: &Path, rootfs: &Path, binlog_index: Option<&Path>) -> Vec<Root> {
+fn mysql_size_roots(dir: &Path, rootfs: &Path, binlog_index: Option<&Path>) -> Vec<Root<String>> {
     let counted = mysql::read_cheap(dir, rootfs, binlog_index)
         .map(|c| c.counted)
         .unwrap_or_default();
@@ -542,10 +545,7 @@ const ELSEWHERE: &str = "elsewhere ";
 /// log (`log`, `pg_log`, or the top-level directory `log_directory` names; one outside the
 /// data directory is a root of the target's own), each tablespace its own, and every other
 /// top-level entry but the cheap parts (pg_wal, pg_replslot) "other".
-fn pg_size_roots(
-    dir: &Path,
-    log_dir: Option<&Path>,
-) -> (Vec<Root>, Vec<PathBuf>, Vec<(String, PathBuf)>) {
+fn pg_size_roots(dir: &Path, log_dir: Option<&Path>) -> (Vec<Root<String>>, Vec<PathBuf>, Spaces) {
     let mut roots = Vec::new();
     let cheap = ["pg_wal", "pg_replslot", "pg_tblspc"];
     // log_directory inside the data directory: its top-level entry is the log.
@@ -636,7 +636,8 @@ fn size_pass(slot: &Mutex<SizeSlot>, layout: &Layout, max_entries: u64, deadline
             Engine::Mysql => &["schemas", "other"],
             Engine::Tree => &["all"],
         };
-        s.walk = Some((Walk::new(roots, skip).declare(declared), spaces));
+        let declared: Vec<String> = declared.iter().map(|c| c.to_string()).collect();
+        s.walk = Some((Walk::new(roots, skip).declare(&declared), spaces));
     }
     let Some((walk, _)) = s.walk.as_mut() else {
         return;
