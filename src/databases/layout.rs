@@ -250,6 +250,13 @@ mod tests {
         // A log directory elsewhere names no top-level entry: `logs` is "other" then.
         let plan = postgres_sizing(dir, &top[6..7], Some(Path::new("/var/log/pg")), &[]);
         assert_eq!(parts(&plan), [(c(Component::Other), "/srv/pg/logs".into())]);
+        // A name that is not UTF-8 is walked by its own bytes (it is "other").
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(b"dump-caf\xe9".to_vec());
+        let plan = postgres_sizing(dir, &[Entry::new(odd.clone(), false)], None, &[]);
+        assert_eq!(plan.roots[0].path, dir.join(&odd));
+        assert_eq!(plan.roots[0].component, c(Component::Other));
+        let plan = postgres_sizing(dir, &top[6..7], Some(Path::new("/var/log/pg")), &[]);
         let plan = plan.with_elsewhere(&["/var/log/pg".into()]);
         assert_eq!(parts(&plan)[1], (Part::Elsewhere(0), "/var/log/pg".into()));
     }
