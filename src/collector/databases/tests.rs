@@ -105,28 +105,28 @@ async fn a_postgres_found_from_its_process_shows_its_wal_backlog_slot_and_compon
         ),
         Some((2 * SEG) as f64)
     );
-    let comp = |s: &Sample, db: &str, c: &str| {
+    let comp = |s: &Sample, db: &str, c: Component| {
         value(
             s,
             &c::DATABASE_COMPONENT_BYTES,
-            &[("database", db), ("component", c)],
+            &[("database", db), ("component", c.label())],
         )
     };
-    assert!(comp(&s, "/srv/pg", "wal").unwrap() >= (6 * SEG) as f64);
-    assert!(comp(&s, "/srv/pg", "temp").unwrap() >= 8192.0);
-    assert!(comp(&s, "/srv/pg", "relations").unwrap() >= 3.0 * 8192.0);
-    assert!(comp(&s, "/srv/pg", "log").unwrap() >= 4096.0);
+    assert!(comp(&s, "/srv/pg", Component::Wal).unwrap() >= (6 * SEG) as f64);
+    assert!(comp(&s, "/srv/pg", Component::Temp).unwrap() >= 8192.0);
+    assert!(comp(&s, "/srv/pg", Component::Relations).unwrap() >= 3.0 * 8192.0);
+    assert!(comp(&s, "/srv/pg", Component::Log).unwrap() >= 4096.0);
     // The temporary file is counted once, under temp, not also under relations.
-    let rel = comp(&s, "/srv/pg", "relations").unwrap();
+    let rel = comp(&s, "/srv/pg", Component::Relations).unwrap();
     assert!(rel < (3 * 8192 + 8192 + 5 * 4096) as f64, "{rel}");
-    assert!(comp(&s, "backups", "all").unwrap() >= 10_000.0);
+    assert!(comp(&s, "backups", Component::All).unwrap() >= 10_000.0);
     assert_eq!(
         value(
             &s,
             &c::DATABASE_INFO,
             &[
                 ("database", "/srv/pg"),
-                ("kind", "postgresql"),
+                ("kind", Kind::Postgres.label()),
                 ("version", "15"),
                 ("mountpoint", "")
             ]
@@ -202,7 +202,10 @@ async fn a_big_tree_is_sized_over_several_samples_and_the_last_figure_kept_meanw
         value(
             s,
             &c::DATABASE_COMPONENT_BYTES,
-            &[("database", "/srv/pg"), ("component", "relations")],
+            &[
+                ("database", "/srv/pg"),
+                ("component", Component::Relations.label()),
+            ],
         )
     };
     let mut samples = 0;
@@ -277,24 +280,24 @@ async fn a_mariadb_shows_its_binlogs_innodb_files_and_schemas() {
         value(&s, &c::MYSQL_BINLOG_RETENTION_SECONDS, &db),
         Some(30.0 * 86400.0)
     );
-    let comp = |c: &str| {
+    let comp = |c: Component| {
         value(
             &s,
             &c::DATABASE_COMPONENT_BYTES,
-            &[("database", "/srv/mysql"), ("component", c)],
+            &[("database", "/srv/mysql"), ("component", c.label())],
         )
     };
-    assert!(comp("binlog").unwrap() >= (24 << 10) as f64);
-    assert!(comp("innodb_system").unwrap() >= (12 << 10) as f64);
-    assert!(comp("innodb_undo").unwrap() >= (8 << 10) as f64);
-    assert!(comp("innodb_redo").unwrap() >= (16 << 10) as f64);
-    assert!(comp("innodb_temp").unwrap() >= (4 << 10) as f64);
-    let schemas = comp("schemas").unwrap();
+    assert!(comp(Component::Binlog).unwrap() >= (24 << 10) as f64);
+    assert!(comp(Component::InnodbSystem).unwrap() >= (12 << 10) as f64);
+    assert!(comp(Component::InnodbUndo).unwrap() >= (8 << 10) as f64);
+    assert!(comp(Component::InnodbRedo).unwrap() >= (16 << 10) as f64);
+    assert!(comp(Component::InnodbTemp).unwrap() >= (4 << 10) as f64);
+    let schemas = comp(Component::Schemas).unwrap();
     assert!(schemas >= (64 << 10) as f64, "{schemas}");
     // The logs and InnoDB's files are not counted again under other.
-    let other = comp("other").unwrap();
+    let other = comp(Component::Other).unwrap();
     assert!(other < (20 << 10) as f64, "{other}");
-    assert_eq!(comp("relay_log"), None);
+    assert_eq!(comp(Component::RelayLog), None);
 }
 
 #[tokio::test]
@@ -315,20 +318,20 @@ async fn each_component_is_labelled_with_the_mount_holding_it() {
     let ctx = Context::new(roots, Duration::from_secs(60));
     let mut col = DatabasesCollector::new(&DatabasesConfig::default());
     let s = col.sample(&ctx).await.unwrap();
-    let at = |component: &str, mount: &str| {
+    let at = |component: Component, mount: &str| {
         value(
             &s,
             &c::DATABASE_COMPONENT_BYTES,
             &[
                 ("database", "/srv/pg"),
-                ("component", component),
+                ("component", component.label()),
                 ("mountpoint", mount),
             ],
         )
     };
-    assert!(at("wal", "/srv/wal").is_some_and(|b| b >= (6 * SEG) as f64));
-    assert!(at("relations", "/").is_some());
-    assert!(at("temp", "/").is_some());
+    assert!(at(Component::Wal, "/srv/wal").is_some_and(|b| b >= (6 * SEG) as f64));
+    assert!(at(Component::Relations, "/").is_some());
+    assert!(at(Component::Temp, "/").is_some());
     assert_eq!(
         value(&s, &c::POSTGRES_WAL_SEGMENTS, &[("database", "/srv/pg")]),
         Some(6.0)
@@ -359,21 +362,21 @@ async fn a_server_log_outside_the_data_directory_is_counted_on_its_own_mount() {
     let ctx = Context::new(roots.clone(), Duration::from_secs(60));
     let mut col = DatabasesCollector::new(&DatabasesConfig::default());
     let s = col.sample(&ctx).await.unwrap();
-    let at = |s: &Sample, component: &str, mount: &str| {
+    let at = |s: &Sample, component: Component, mount: &str| {
         value(
             s,
             &c::DATABASE_COMPONENT_BYTES,
             &[
                 ("database", "/srv/pg"),
-                ("component", component),
+                ("component", component.label()),
                 ("mountpoint", mount),
             ],
         )
     };
-    let outside = at(&s, "log", "/var/log").unwrap();
+    let outside = at(&s, Component::Log, "/var/log").unwrap();
     assert!(outside >= (64 << 10) as f64, "{outside}");
     // The old log directory inside keeps its own series, on the data directory's mount.
-    let inside = at(&s, "log", "/").unwrap();
+    let inside = at(&s, Component::Log, "/").unwrap();
     assert!((4096.0..(64 << 10) as f64).contains(&inside), "{inside}");
 
     // The same directory on the data directory's mount: one series, the sum of both.
@@ -383,7 +386,7 @@ async fn a_server_log_outside_the_data_directory_is_counted_on_its_own_mount() {
     );
     let mut col = DatabasesCollector::new(&DatabasesConfig::default());
     let s = col.sample(&ctx).await.unwrap();
-    assert_eq!(at(&s, "log", "/"), Some(inside + outside));
+    assert_eq!(at(&s, Component::Log, "/"), Some(inside + outside));
 
     // A relative log_directory names a top-level directory of the data directory: the log,
     // not "other".
@@ -394,9 +397,9 @@ async fn a_server_log_outside_the_data_directory_is_counted_on_its_own_mount() {
     write(&pg.join("logs/postgresql.log"), &vec![7u8; 256 << 10]);
     let mut col = DatabasesCollector::new(&DatabasesConfig::default());
     let s = col.sample(&ctx).await.unwrap();
-    let log = at(&s, "log", "/").unwrap();
+    let log = at(&s, Component::Log, "/").unwrap();
     assert!(log >= ((256 << 10) + 4096) as f64, "{log}");
-    assert!(at(&s, "other", "/").unwrap() < (256 << 10) as f64);
+    assert!(at(&s, Component::Other, "/").unwrap() < (256 << 10) as f64);
 
     // A log_directory holding the data directory (a mistake, or '/') is not walked: the
     // data directory would count twice, and the whole tree with it.
@@ -406,7 +409,7 @@ async fn a_server_log_outside_the_data_directory_is_counted_on_its_own_mount() {
     );
     let mut col = DatabasesCollector::new(&DatabasesConfig::default());
     let s = col.sample(&ctx).await.unwrap();
-    assert_eq!(at(&s, "log", "/"), Some(inside));
+    assert_eq!(at(&s, Component::Log, "/"), Some(inside));
 }
 
 #[test]

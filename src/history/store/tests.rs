@@ -735,11 +735,11 @@ fn component_sizes_keep_the_last_of_each_hour_and_the_facts_their_newest() {
         .find(|c| c.component == Component::Wal.label())
         .unwrap();
     assert_eq!(wal.mountpoint, "/srv/pg");
-    assert_eq!(wal.kind, "postgresql");
+    assert_eq!(wal.kind, Kind::Postgres.label());
     assert_eq!(wal.sizes, vec![(T0 + 1800, 200), (T0 + 3700, 400)]);
     let facts = s.database_facts().unwrap();
     let (kind, t, f) = &facts["/var/lib/postgresql/15/main"];
-    assert_eq!((kind.as_str(), *t), ("postgresql", T0 + 3700));
+    assert_eq!((kind.as_str(), *t), (Kind::Postgres.label(), T0 + 3700));
     assert_eq!(f.archive_ready_segments, Some(4));
     assert_eq!(f.slot, Some(("standby1".to_string(), 1 << 30)));
     // A range that holds none of its sizes leaves a component out.
