@@ -1,8 +1,11 @@
 //! Database servers' files, read without a login or a client library: where a server's data
-//! directory is (from its process, checked against what the directory itself says), and the
-//! readers and decoders of PostgreSQL's directory (`postgres`) and of bounded tree sizing
-//! (`walk`). No scheduling, config or metrics here.
+//! directory is (from its process, checked against what the directory itself says), the
+//! components its files are counted as (`component`) and which path is which (`layout`,
+//! pure), and the readers and decoders of PostgreSQL's directory (`postgres`) and of bounded
+//! tree sizing (`walk`). No scheduling, config or metrics here.
 
+pub mod component;
+pub mod layout;
 pub mod mycnf;
 pub mod mysql;
 pub mod pgconf;

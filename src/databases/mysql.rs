@@ -3,69 +3,45 @@
 //! system, undo, redo and temporary files by their names. The schemas and everything else are
 //! left to the sizing walk. Classification is pure; the readers only list and stat.
 
+use super::component::Component;
 use super::postgres::allocated;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// What a top-level entry of a MySQL data directory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Part {
-    InnodbSystem,
-    InnodbUndo,
-    InnodbRedo,
-    InnodbTemp,
-    /// A schema's directory (the `mysql`, `sys` and `performance_schema` ones included).
-    Schema,
-    Other,
-}
-
-impl Part {
-    /// The `component` label.
-    pub fn component(self) -> &'static str {
-        match self {
-            Part::InnodbSystem => "innodb_system",
-            Part::InnodbUndo => "innodb_undo",
-            Part::InnodbRedo => "innodb_redo",
-            Part::InnodbTemp => "innodb_temp",
-            Part::Schema => "schemas",
-            Part::Other => "other",
-        }
-    }
-
-    /// Parts listed every sample (few, named files); the rest are sized by the walk.
-    pub fn cheap(self) -> bool {
-        !matches!(self, Part::Schema | Part::Other)
-    }
+/// Whether a component of a MySQL data directory is read every sample (few, named files);
+/// the rest are sized by the walk.
+pub fn is_cheap(c: Component) -> bool {
+    !matches!(c, Component::Schemas | Component::Other)
 }
 
 /// Classifies a top-level entry by name: `ibdata1` (system tablespace), `undo_001` (MySQL 8)
 /// or `undo001` (MariaDB), `ib_logfile0` or `#innodb_redo/` (8.0.30 on), `ibtmp1` or
 /// `#innodb_temp/`. A directory is a schema unless InnoDB's; any other file is other.
-pub fn classify(name: &str, is_dir: bool) -> Part {
+pub fn classify(name: &str, is_dir: bool) -> Component {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     if is_dir {
         return match name {
-            "#innodb_redo" => Part::InnodbRedo,
-            "#innodb_temp" => Part::InnodbTemp,
-            n if n.starts_with('#') || n.starts_with('.') => Part::Other,
-            _ => Part::Schema,
+            "#innodb_redo" => Component::InnodbRedo,
+            "#innodb_temp" => Component::InnodbTemp,
+            n if n.starts_with('#') || n.starts_with('.') => Component::Other,
+            _ => Component::Schemas,
         };
     }
     if name.strip_prefix("ibdata").is_some_and(digits) {
-        Part::InnodbSystem
+        Component::InnodbSystem
     } else if name
         .strip_prefix("undo_")
         .or_else(|| name.strip_prefix("undo"))
         .is_some_and(digits)
     {
-        Part::InnodbUndo
+        Component::InnodbUndo
     } else if name.strip_prefix("ib_logfile").is_some_and(digits) {
-        Part::InnodbRedo
+        Component::InnodbRedo
     } else if name.strip_prefix("ibtmp").is_some_and(digits) {
-        Part::InnodbTemp
+        Component::InnodbTemp
     } else {
-        Part::Other
+        Component::Other
     }
 }
 
@@ -102,7 +78,7 @@ pub struct Cheap {
     pub binlog: Logs,
     pub relay_log: Logs,
     /// InnoDB's files by part (bytes).
-    pub innodb: Vec<(Part, u64)>,
+    pub innodb: Vec<(Component, u64)>,
     /// Every file counted here (the logs, their index files, InnoDB's), for the walk to skip.
     pub counted: HashSet<PathBuf>,
     pub errors: Vec<String>,
@@ -122,7 +98,7 @@ pub fn read_cheap(
     binlog_index: Option<&Path>,
 ) -> Result<Cheap, std::io::Error> {
     let mut out = Cheap::default();
-    let mut totals: std::collections::BTreeMap<Part, u64> = Default::default();
+    let mut totals: std::collections::BTreeMap<Component, u64> = Default::default();
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
@@ -145,7 +121,7 @@ pub fn read_cheap(
             continue;
         }
         let part = classify(&name, m.is_dir());
-        if !part.cheap() {
+        if !is_cheap(part) {
             continue;
         }
         let mut bytes = allocated(&m);
@@ -237,21 +213,21 @@ mod tests {
     #[test]
     fn top_level_entries_are_told_apart_by_name() {
         for (name, dir, part) in [
-            ("ibdata1", false, Part::InnodbSystem),
-            ("ibdata12", false, Part::InnodbSystem),
-            ("undo_001", false, Part::InnodbUndo),
-            ("undo002", false, Part::InnodbUndo),
-            ("ib_logfile0", false, Part::InnodbRedo),
-            ("#innodb_redo", true, Part::InnodbRedo),
-            ("ibtmp1", false, Part::InnodbTemp),
-            ("#innodb_temp", true, Part::InnodbTemp),
-            ("shop", true, Part::Schema),
-            ("mysql", true, Part::Schema),
-            ("#ib_16384_0.dblwr", false, Part::Other),
-            ("aria_log.00000001", false, Part::Other),
-            ("undo_log_notes.txt", false, Part::Other),
-            ("ibdata", false, Part::Other),
-            ("#sql-temp", true, Part::Other),
+            ("ibdata1", false, Component::InnodbSystem),
+            ("ibdata12", false, Component::InnodbSystem),
+            ("undo_001", false, Component::InnodbUndo),
+            ("undo002", false, Component::InnodbUndo),
+            ("ib_logfile0", false, Component::InnodbRedo),
+            ("#innodb_redo", true, Component::InnodbRedo),
+            ("ibtmp1", false, Component::InnodbTemp),
+            ("#innodb_temp", true, Component::InnodbTemp),
+            ("shop", true, Component::Schemas),
+            ("mysql", true, Component::Schemas),
+            ("#ib_16384_0.dblwr", false, Component::Other),
+            ("aria_log.00000001", false, Component::Other),
+            ("undo_log_notes.txt", false, Component::Other),
+            ("ibdata", false, Component::Other),
+            ("#sql-temp", true, Component::Other),
         ] {
             assert_eq!(classify(name, dir), part, "{name}");
         }
@@ -295,11 +271,11 @@ mod tests {
         assert!(c.binlog.bytes >= 12288);
         assert!(c.binlog.oldest.is_some());
         assert_eq!(c.relay_log.files, 1);
-        let part = |p: Part| c.innodb.iter().find(|(x, _)| *x == p).map(|(_, b)| *b);
-        assert!(part(Part::InnodbSystem).unwrap() >= 12 << 10);
-        assert!(part(Part::InnodbUndo).unwrap() >= 8 << 10);
-        assert!(part(Part::InnodbRedo).unwrap() >= 16 << 10);
-        assert_eq!(part(Part::InnodbTemp), None);
+        let part = |p: Component| c.innodb.iter().find(|(x, _)| *x == p).map(|(_, b)| *b);
+        assert!(part(Component::InnodbSystem).unwrap() >= 12 << 10);
+        assert!(part(Component::InnodbUndo).unwrap() >= 8 << 10);
+        assert!(part(Component::InnodbRedo).unwrap() >= 16 << 10);
+        assert_eq!(part(Component::InnodbTemp), None);
         assert!(c.counted.contains(&dir.join("binlog.000002")));
         assert!(!c.counted.contains(&dir.join("shop")));
         // Debian's log_bin = /var/log/mysql/mysql-bin.log: the index is there, not here.

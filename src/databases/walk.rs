@@ -12,10 +12,11 @@ use std::time::Instant;
 
 use super::postgres::allocated;
 
-/// One tree to size, counted under `component`.
+/// One tree to size, counted under `component` (what the caller sums by: a component, a
+/// tablespace...).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Root {
-    pub component: String,
+pub struct Root<K> {
+    pub component: K,
     pub path: PathBuf,
 }
 
@@ -29,16 +30,16 @@ pub struct Total {
     pub problems: u64,
 }
 
-/// A walk over several roots, resumable.
+/// A walk over several roots, resumable; its totals are kept by the roots' `K`.
 #[derive(Debug)]
-pub struct Walk {
+pub struct Walk<K> {
     /// Directories left, each with its component and the filesystem it must stay on.
     pending: VecDeque<(usize, PathBuf, u64)>,
     /// The directory being read: kept open across passes.
     current: Option<(usize, PathBuf, u64, ReadDir)>,
     /// Paths not to enter (sized as another component, e.g. `base/pgsql_tmp`).
     skip: Vec<PathBuf>,
-    pub components: Vec<(String, Total)>,
+    pub components: Vec<(K, Total)>,
     pub started: Instant,
     /// Passes taken so far.
     pub passes: u64,
@@ -52,20 +53,20 @@ pub enum Progress {
     More,
 }
 
-fn component_index(components: &mut Vec<(String, Total)>, name: &str) -> usize {
-    match components.iter().position(|(c, _)| c == name) {
+fn component_index<K: PartialEq + Clone>(components: &mut Vec<(K, Total)>, key: &K) -> usize {
+    match components.iter().position(|(c, _)| c == key) {
         Some(i) => i,
         None => {
-            components.push((name.to_string(), Total::default()));
+            components.push((key.clone(), Total::default()));
             components.len() - 1
         }
     }
 }
 
-impl Walk {
+impl<K: PartialEq + Clone> Walk<K> {
     /// A walk of `roots` (several roots may share a component), never entering `skip`. A root
     /// that is missing counts nothing; one that can't be read is its component's error.
-    pub fn new(roots: Vec<Root>, skip: Vec<PathBuf>) -> Walk {
+    pub fn new(roots: Vec<Root<K>>, skip: Vec<PathBuf>) -> Walk<K> {
         let mut w = Walk {
             pending: VecDeque::new(),
             current: None,
@@ -91,7 +92,7 @@ impl Walk {
 
     /// Components that exist even with nothing under them (a data directory without a `log`
     /// directory has a log of 0 bytes, not an unknown one).
-    pub fn declare(mut self, components: &[&str]) -> Walk {
+    pub fn declare(mut self, components: &[K]) -> Walk<K> {
         for c in components {
             component_index(&mut self.components, c);
         }
@@ -169,7 +170,7 @@ impl Walk {
 
     /// Runs passes until done (no entry cap), for small trees sized in one go: stops at
     /// `max_entries` and says so in the component's error.
-    pub fn run_capped(mut self, max_entries: u64, deadline: Instant) -> Vec<(String, Total)> {
+    pub fn run_capped(mut self, max_entries: u64, deadline: Instant) -> Vec<(K, Total)> {
         if self.step(max_entries, deadline) == Progress::More {
             let msg =
                 format!("more than {max_entries} entries or past the time allowed; not sized");
@@ -185,6 +186,7 @@ impl Walk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::databases::component::Component;
     use std::time::Duration;
 
     fn later() -> Instant {
@@ -207,7 +209,7 @@ mod tests {
         tree(d.path(), 5, 40);
         let roots = || {
             vec![Root {
-                component: "relations".into(),
+                component: Component::Relations,
                 path: d.path().to_path_buf(),
             }]
         };
@@ -235,7 +237,7 @@ mod tests {
         std::os::unix::fs::symlink("self", d.path().join("self")).unwrap();
         let mut w = Walk::new(
             vec![Root {
-                component: "x".into(),
+                component: Component::Other,
                 path: d.path().to_path_buf(),
             }],
             Vec::new(),
@@ -252,11 +254,11 @@ mod tests {
         let mut w = Walk::new(
             vec![
                 Root {
-                    component: "relations".into(),
+                    component: Component::Relations,
                     path: d.path().join("base"),
                 },
                 Root {
-                    component: "log".into(),
+                    component: Component::Log,
                     path: d.path().join("log"),
                 },
             ],
@@ -273,7 +275,7 @@ mod tests {
         tree(d.path(), 2, 10);
         let w = Walk::new(
             vec![Root {
-                component: "temp".into(),
+                component: Component::Temp,
                 path: d.path().to_path_buf(),
             }],
             Vec::new(),
@@ -295,7 +297,7 @@ mod tests {
         tree(d.path(), 3, 50);
         let mut w = Walk::new(
             vec![Root {
-                component: "relations".into(),
+                component: Component::Relations,
                 path: d.path().to_path_buf(),
             }],
             Vec::new(),

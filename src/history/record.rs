@@ -1,6 +1,7 @@
 //! The plain records the history store takes and gives back: no SQL, no collector types.
 //! Times are Unix seconds (UTC); sizes are bytes; ratios are 0..1.
 
+use crate::databases::component::{Component, Kind};
 use crate::probe::ProbeKind;
 
 /// What identifies a filesystem across reboots: its mount point and, when known, its UUID.
@@ -183,12 +184,12 @@ pub struct DriveHealthPoint {
 /// What a database's files held at one sample, by component, with the facts that say why a
 /// component grows (the archiver's backlog, the slot holding WAL back, the oldest binary log).
 /// The store keeps each component's last size of every hour and the newest facts.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DatabaseSample {
     /// The data directory (or a watched path's name), as the `database` label says.
     pub database: String,
-    /// postgresql, mysql or watch (the `kind` label of `ssdwatch_database_info`).
-    pub kind: String,
+    /// What is watched (the `kind` label of `ssdwatch_database_info`).
+    pub kind: Kind,
     pub t: i64,
     pub components: Vec<ComponentSize>,
     pub facts: DatabaseFacts,
@@ -197,8 +198,7 @@ pub struct DatabaseSample {
 /// One component's bytes on the mount that holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComponentSize {
-    /// The `component` label: wal, relations, binlog, …
-    pub component: String,
+    pub component: Component,
     pub mountpoint: String,
     pub bytes: u64,
 }
@@ -215,7 +215,9 @@ pub struct DatabaseFacts {
     pub binlog_retention_seconds: Option<u64>,
 }
 
-/// A component as the store knows it, with its sizes over the time asked for.
+/// A component as the store knows it, with its sizes over the time asked for. The kind and
+/// component are the labels as stored ([`Kind::label`], [`Component::label`]): a store written
+/// by another version may hold one this version does not know.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComponentSeries {
     pub database: String,

@@ -3,6 +3,7 @@
 //! its cause ("91 % of the last day's growth is pg_wal …; 1,312 segments wait for the archiver,
 //! the oldest 5 h"). Pure: the store-backed and the Prometheus-backed reports feed it figures.
 
+use crate::databases::component::{Component, Kind};
 use crate::history::DatabaseFacts;
 use crate::time::{DAY, HOUR};
 use serde::Serialize;
@@ -17,9 +18,9 @@ pub const TOP_SHARE: f64 = 0.1;
 pub struct ComponentReport {
     /// The data directory (or a watched path's name), as the `database` label says.
     pub database: String,
-    /// postgresql, mysql or watch.
+    /// The `kind` label ([`Kind::label`]).
     pub kind: String,
-    /// The `component` label: wal, relations, binlog, …
+    /// The `component` label ([`Component::label`]).
     pub component: String,
     pub bytes: f64,
     /// Now less a day (a week) ago; unknown when the component was not seen then.
@@ -62,28 +63,14 @@ impl ComponentReport {
     }
 }
 
-/// A component's name for people, by its server's kind.
+/// A component's name for people, by its server's kind; the label itself for a kind or
+/// component this version does not know (a store or a Prometheus fed by another version).
 pub fn title(kind: &str, component: &str) -> String {
-    let t = match (kind, component) {
-        ("postgresql", "wal") => "pg_wal (WAL)",
-        ("postgresql", "replication_slots") => "pg_replslot (replication slots)",
-        ("postgresql", "temp") => "temporary files (pgsql_tmp)",
-        ("postgresql", "relations") => "tables and indexes (base, global)",
-        ("postgresql", "log") => "server logs",
-        ("postgresql", "other") => "other files and tablespaces",
-        ("mysql", "binlog") => "binary logs",
-        ("mysql", "relay_log") => "relay logs",
-        ("mysql", "innodb_system") => "InnoDB system tablespace",
-        ("mysql", "innodb_undo") => "InnoDB undo logs",
-        ("mysql", "innodb_redo") => "InnoDB redo log",
-        ("mysql", "innodb_temp") => "InnoDB temporary tablespace",
-        ("mysql", "schemas") => "schemas (tables and indexes)",
-        ("mysql", "log") => "server logs",
-        ("mysql", "other") => "other files",
-        ("watch", "all") => "all of it",
-        (_, c) => c,
-    };
-    t.to_string()
+    Kind::from_label(kind)
+        .zip(Component::from_label(component))
+        .and_then(|(k, c)| c.title(k))
+        .unwrap_or(component)
+        .to_string()
 }
 
 /// A stored component's growth over `span`: its last size less the newest size at or before
@@ -149,9 +136,9 @@ pub fn top_contributor(
         top.title(),
         top.database
     );
-    if let Some(c) = facts
-        .get(&top.database)
-        .and_then(|f| cause(&top.component, f))
+    if let Some(c) = Component::from_label(&top.component)
+        .zip(facts.get(&top.database))
+        .and_then(|(c, f)| cause(c, f))
     {
         s.push_str("; ");
         s.push_str(&c);
@@ -168,16 +155,17 @@ pub fn held_back_now(
 ) -> Option<String> {
     let mut found: Vec<(f64, String)> = Vec::new();
     for c in components {
-        let why = match c.component.as_str() {
-            "temp" if c.bytes > 0.0 => Some("a query spilling to disk".to_string()),
-            "binlog" => facts
+        let why = match Component::from_label(&c.component) {
+            Some(Component::Temp) if c.bytes > 0.0 => Some("a query spilling to disk".to_string()),
+            Some(Component::Binlog) => facts
                 .get(&c.database)
                 .filter(|f| {
                     matches!((f.binlog_oldest_age_seconds, f.binlog_retention_seconds),
                         (Some(o), Some(r)) if o > r)
                 })
-                .and_then(|f| cause("binlog", f)),
-            other => facts.get(&c.database).and_then(|f| cause(other, f)),
+                .and_then(|f| cause(Component::Binlog, f)),
+            Some(other) => facts.get(&c.database).and_then(|f| cause(other, f)),
+            None => None,
         };
         if let Some(w) = why {
             found.push((
@@ -200,9 +188,9 @@ pub fn held_back_now(
 
 /// Why a component grows, from its database's facts: the archiver's backlog or a slot for the
 /// WAL, the binary logs kept past their retention.
-pub fn cause(component: &str, f: &DatabaseFacts) -> Option<String> {
+pub fn cause(component: Component, f: &DatabaseFacts) -> Option<String> {
     match component {
-        "wal" => {
+        Component::Wal => {
             let mut parts = Vec::new();
             if let Some(n) = f.archive_ready_segments.filter(|n| *n > 0) {
                 parts.push(format!(
@@ -221,7 +209,7 @@ pub fn cause(component: &str, f: &DatabaseFacts) -> Option<String> {
             }
             (!parts.is_empty()).then(|| parts.join("; "))
         }
-        "binlog" => {
+        Component::Binlog => {
             let n = f.binlog_files?;
             let oldest = f.binlog_oldest_age_seconds?;
             let mut s = format!(
@@ -288,11 +276,11 @@ pub fn age(s: u64) -> String {
 mod tests {
     use super::*;
 
-    fn comp(database: &str, component: &str, bytes: f64, g1: Option<f64>) -> ComponentReport {
+    fn comp(database: &str, component: Component, bytes: f64, g1: Option<f64>) -> ComponentReport {
         ComponentReport {
             database: database.into(),
-            kind: "postgresql".into(),
-            component: component.into(),
+            kind: Kind::Postgres.label().into(),
+            component: component.label().into(),
             bytes,
             growth_1d_bytes: g1,
             growth_7d_bytes: None,
@@ -307,7 +295,7 @@ mod tests {
         assert_eq!(stale_since(t, Some(t + HOUR)), None);
         assert_eq!(stale_since(t, Some(t + 3 * HOUR)), Some(t));
         assert_eq!(stale_since(t, None), None);
-        let mut c = comp("/var/lib/mysql", "schemas", 4.85e6, None);
+        let mut c = comp("/var/lib/mysql", Component::Schemas, 4.85e6, None);
         let b = |v: f64| format!("{:.2} MB", v / 1e6);
         assert_eq!(size_text(&c, b), "4.85 MB");
         c.stale_since = Some(t);
@@ -340,9 +328,9 @@ mod tests {
         let db = "/var/lib/postgresql/15/main";
         let comps = with_shares(
             vec![
-                comp(db, "relations", 9e9, Some(0.1e9)),
-                comp(db, "wal", 2e9, Some(0.91e9)),
-                comp(db, "temp", 0.0, None),
+                comp(db, Component::Relations, 9e9, Some(0.1e9)),
+                comp(db, Component::Wal, 2e9, Some(0.91e9)),
+                comp(db, Component::Temp, 0.0, None),
             ],
             Some(1e9),
         );
@@ -351,7 +339,7 @@ mod tests {
                 .iter()
                 .map(|c| c.component.as_str())
                 .collect::<Vec<_>>(),
-            ["wal", "relations", "temp"]
+            [Component::Wal, Component::Relations, Component::Temp].map(Component::label)
         );
         assert_eq!(comps[0].share_1d, Some(0.91));
         assert_eq!(comps[2].share_1d, None);
@@ -372,7 +360,7 @@ mod tests {
         );
         // The mount shrank, or the databases explain little of its growth: no name.
         assert_eq!(top_contributor(&comps, Some(-1e9), &facts), None);
-        let small = with_shares(vec![comp(db, "wal", 1e9, Some(0.05e9))], Some(1e9));
+        let small = with_shares(vec![comp(db, Component::Wal, 1e9, Some(0.05e9))], Some(1e9));
         assert_eq!(top_contributor(&small, Some(1e9), &facts), None);
     }
 
@@ -382,9 +370,9 @@ mod tests {
     fn on_the_first_day_the_facts_alone_name_what_holds_the_space() {
         let db = "/var/lib/postgresql/15/main";
         let comps = vec![
-            comp(db, "relations", 9e9, None),
-            comp(db, "wal", 2e9, None),
-            comp(db, "temp", 5e8, None),
+            comp(db, Component::Relations, 9e9, None),
+            comp(db, Component::Wal, 2e9, None),
+            comp(db, Component::Temp, 5e8, None),
         ];
         let facts = BTreeMap::from([(
             db.to_string(),
@@ -405,7 +393,7 @@ mod tests {
             )
         );
         // Nothing held back: nothing said.
-        let quiet = vec![comp(db, "relations", 9e9, None)];
+        let quiet = vec![comp(db, Component::Relations, 9e9, None)];
         assert_eq!(top_contributor(&quiet, None, &BTreeMap::new()), None);
     }
 
@@ -416,10 +404,10 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            cause("wal", &f).as_deref(),
+            cause(Component::Wal, &f).as_deref(),
             Some("replication slot standby1 holds back 3.00 GB")
         );
-        assert_eq!(cause("relations", &f), None);
+        assert_eq!(cause(Component::Relations, &f), None);
         let f = DatabaseFacts {
             binlog_files: Some(40),
             binlog_oldest_age_seconds: Some(10 * DAY as u64 + 3 * HOUR as u64),
@@ -427,11 +415,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            cause("binlog", &f).as_deref(),
+            cause(Component::Binlog, &f).as_deref(),
             Some("40 binary logs kept, the oldest 10 d 3 h, past the expected 7 d retention")
         );
         // Nothing waits and no slot: no cause, not "0 segments".
-        assert_eq!(cause("wal", &DatabaseFacts::default()), None);
+        assert_eq!(cause(Component::Wal, &DatabaseFacts::default()), None);
     }
 
     #[test]

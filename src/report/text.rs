@@ -529,12 +529,13 @@ mod tests {
 
     #[test]
     fn what_is_filling_a_mount_is_a_table_under_its_own_heading_and_a_line_by_its_forecast() {
+        use crate::databases::component::{Component, Kind};
         let db = "/var/lib/postgresql/15/main";
-        let comp = |component: &str, bytes: f64, g1: Option<f64>, g7: Option<f64>| {
+        let comp = |component: Component, bytes: f64, g1: Option<f64>, g7: Option<f64>| {
             super::super::filling::ComponentReport {
                 database: db.into(),
-                kind: "postgresql".into(),
-                component: component.into(),
+                kind: Kind::Postgres.label().into(),
+                component: component.label().into(),
                 bytes,
                 growth_1d_bytes: g1,
                 growth_7d_bytes: g7,
@@ -544,8 +545,8 @@ mod tests {
         };
         let filling = super::super::filling::with_shares(
             vec![
-                comp("relations", 9e9, Some(-2e6), None),
-                comp("wal", 2.1e9, Some(0.91e9), Some(2e9)),
+                comp(Component::Relations, 9e9, Some(-2e6), None),
+                comp(Component::Wal, 2.1e9, Some(0.91e9), Some(2e9)),
             ],
             Some(1e9),
         );

@@ -1,4 +1,5 @@
 use super::*;
+use crate::databases::component::{Component, Kind};
 use crate::history::HistoryConfig;
 use crate::history::record::*;
 use crate::probe::ProbeKind;
@@ -690,16 +691,16 @@ fn a_filesystems_newest_stack_of_layers_is_kept_and_an_empty_one_removes_it() {
 fn wal_sample(t: i64, wal: u64, ready: u64) -> DatabaseSample {
     DatabaseSample {
         database: "/var/lib/postgresql/15/main".into(),
-        kind: "postgresql".into(),
+        kind: Kind::Postgres,
         t,
         components: vec![
             ComponentSize {
-                component: "wal".into(),
+                component: Component::Wal,
                 mountpoint: "/srv/pg".into(),
                 bytes: wal,
             },
             ComponentSize {
-                component: "relations".into(),
+                component: Component::Relations,
                 mountpoint: "/srv/pg".into(),
                 bytes: 9 << 30,
             },
@@ -729,13 +730,16 @@ fn component_sizes_keep_the_last_of_each_hour_and_the_facts_their_newest() {
     s.record_databases(&[wal_sample(T0 + 30, 50, 9)]).unwrap();
     let comps = s.components(T0, T0 + DAY).unwrap();
     assert_eq!(comps.len(), 2);
-    let wal = comps.iter().find(|c| c.component == "wal").unwrap();
+    let wal = comps
+        .iter()
+        .find(|c| c.component == Component::Wal.label())
+        .unwrap();
     assert_eq!(wal.mountpoint, "/srv/pg");
-    assert_eq!(wal.kind, "postgresql");
+    assert_eq!(wal.kind, Kind::Postgres.label());
     assert_eq!(wal.sizes, vec![(T0 + 1800, 200), (T0 + 3700, 400)]);
     let facts = s.database_facts().unwrap();
     let (kind, t, f) = &facts["/var/lib/postgresql/15/main"];
-    assert_eq!((kind.as_str(), *t), ("postgresql", T0 + 3700));
+    assert_eq!((kind.as_str(), *t), (Kind::Postgres.label(), T0 + 3700));
     assert_eq!(f.archive_ready_segments, Some(4));
     assert_eq!(f.slot, Some(("standby1".to_string(), 1 << 30)));
     // A range that holds none of its sizes leaves a component out.

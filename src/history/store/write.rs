@@ -233,7 +233,13 @@ impl Store {
                              VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
                         )
                         .and_then(|mut st| {
-                            st.execute(params![c.mountpoint, x.database, x.kind, c.component, x.t])
+                            st.execute(params![
+                                c.mountpoint,
+                                x.database,
+                                x.kind.label(),
+                                c.component.label(),
+                                x.t
+                            ])
                         })
                         .map_err(&e)?;
                     let id: i64 = s
@@ -243,7 +249,7 @@ impl Store {
                              AND name = ?3",
                         )
                         .and_then(|mut st| {
-                            st.query_row(params![c.mountpoint, x.database, c.component], |r| {
+                            st.query_row(params![c.mountpoint, x.database, c.component.label()], |r| {
                                 r.get(0)
                             })
                         })
@@ -278,7 +284,7 @@ impl Store {
                     .and_then(|mut st| {
                         st.execute(params![
                             x.database,
-                            x.kind,
+                            x.kind.label(),
                             x.t,
                             f.archive_ready_segments.map(to_i64),
                             f.archive_oldest_ready_age_seconds.map(to_i64),

@@ -462,14 +462,16 @@ fn stored_view(
         .collect();
     let (kind, t, facts) = s.database_facts().ok()?.remove(database)?;
     components.iter().any(|c| c.component == "wal").then(|| {
+        use ssdwatch::databases::component::{Component, Kind};
         let sample = ssdwatch::history::DatabaseSample {
             database: database.to_string(),
-            kind,
+            kind: Kind::from_label(&kind).expect("a kind this version writes"),
             t,
             components: components
                 .iter()
                 .map(|c| ssdwatch::history::ComponentSize {
-                    component: c.component.clone(),
+                    component: Component::from_label(&c.component)
+                        .expect("a component this version writes"),
                     mountpoint: c.mountpoint.clone(),
                     bytes: c.sizes.last().unwrap().1,
                 })
@@ -526,7 +528,7 @@ fn the_report_names_the_wal_behind_a_failing_archiver_as_what_fills_the_mount_un
             || stored_view(&a_store, fs.mp(), &label),
         )
     };
-    assert_eq!(db.kind, "postgresql");
+    assert_eq!(db.kind.label(), "postgresql", "as the store keeps it");
     let yesterday = unix_now() - 86_400 - 3_600;
     let y = tempfile::tempdir().unwrap();
     {

@@ -490,10 +490,10 @@ fn a_schema_5_store_gets_the_health_and_component_tables_and_keeps_its_rows() {
     assert_eq!((got[0].t, &got[0].health), (t, &health));
     let db = ssdwatch::history::DatabaseSample {
         database: "/srv/pg/data".into(),
-        kind: "postgresql".into(),
+        kind: ssdwatch::databases::component::Kind::Postgres,
         t,
         components: vec![ssdwatch::history::ComponentSize {
-            component: "wal".into(),
+            component: ssdwatch::databases::component::Component::Wal,
             mountpoint: "/srv/pg".into(),
             bytes: 1 << 30,
         }],

@@ -19,6 +19,7 @@
 //! entries three days before the end, and it spends 20 minutes above its warning temperature
 //! on the last day.
 
+use ssdwatch::databases::component::{Component, Kind};
 use ssdwatch::history::{
     ComponentSize, DatabaseFacts, DatabaseSample, DiscardEvent, DriveHealthRecord, DriveKey,
     DriveSample, FsKey, FsLayers, FsSample, HistoryConfig, IdlePeriod, LayerRow, ProbeRecord,
@@ -99,18 +100,21 @@ impl Story {
         let d = (t - self.start()) as f64 / DAY as f64;
         let wal = self.wal(t);
         let failing = t >= self.archiver_fails();
-        let component = |c: &str, b: f64| ComponentSize {
-            component: c.into(),
+        let component = |c: Component, b: f64| ComponentSize {
+            component: c,
             mountpoint: DB_MOUNT.into(),
             bytes: b as u64,
         };
         DatabaseSample {
             database: PG_DATA.into(),
-            kind: "postgresql".into(),
+            kind: Kind::Postgres,
             t,
             components: vec![
-                component("wal", wal),
-                component("relations", 0.15 * SIZE + 0.2 * self.growth_per_day() * d),
+                component(Component::Wal, wal),
+                component(
+                    Component::Relations,
+                    0.15 * SIZE + 0.2 * self.growth_per_day() * d,
+                ),
             ],
             facts: DatabaseFacts {
                 archive_ready_segments: Some(((wal - WAL_BASE) / WAL_SEGMENT) as u64),
