@@ -232,6 +232,20 @@ impl LayersCollector {
                 format!("btrfs {}: {e}", e.uuid),
             ));
         }
+        for b in &fs {
+            for e in &b.device_errors {
+                if let Err(why) = &e.counts {
+                    s.error(ItemError::new(
+                        format!("btrfs {} devid {}", b.uuid, e.devid),
+                        format!(
+                            "btrfs {}: {}: {why}",
+                            b.uuid,
+                            ctx.roots.sys.join("fs/btrfs").join(&b.uuid).display()
+                        ),
+                    ));
+                }
+            }
+        }
         for b in fs {
             let mount = mounts
                 .iter()
@@ -315,6 +329,7 @@ impl LayersCollector {
                     name,
                     size_bytes: Some(i.total_bytes),
                     unallocated_bytes: Some(i.total_bytes.saturating_sub(i.bytes_used)),
+                    devid: Some(i.devid),
                 }
             })
             .collect()
@@ -393,6 +408,7 @@ fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
             name: d.clone(),
             size_bytes: topo.get(d).and_then(|x| x.size_bytes),
             unallocated_bytes: None,
+            devid: None,
         })
         .collect()
 }
@@ -572,6 +588,31 @@ fn btrfs_metrics(set: &mut MetricSet, b: &BtrfsSpace) {
         set.family(&catalogue::BTRFS_DEVICE_UNALLOCATED_BYTES)
             .push_opt(&dl, d.unallocated_bytes.map(|x| x as f64));
     }
+    for e in &b.fs.device_errors {
+        // A file that could not be read is the sample's error (see `sysfs_layers`): no series.
+        let Ok(counts) = &e.counts else { continue };
+        let name = btrfs_device_name(b, e.devid);
+        for (t, n) in counts.by_type() {
+            set.family(&catalogue::BTRFS_DEVICE_ERRORS_TOTAL).push(
+                &[("uuid", u), ("device", name.as_str()), ("type", t)],
+                n as f64,
+            );
+        }
+    }
+}
+
+/// The kernel name of the device the filesystem calls `devid`: from its device query where it
+/// answered, else the one device /sys lists when the filesystem has one; `devid<N>` when
+/// neither tells (a multi-device btrfs whose mount could not be asked), as the device query's
+/// own fallback names it.
+fn btrfs_device_name(b: &BtrfsSpace, devid: u64) -> String {
+    if let Some(d) = b.devices.iter().find(|d| d.devid == Some(devid)) {
+        return d.name.clone();
+    }
+    match (b.fs.devices.as_slice(), b.fs.device_errors.len()) {
+        ([only], 1) if b.devices.iter().all(|d| d.devid.is_none()) => only.clone(),
+        _ => format!("devid{devid}"),
+    }
 }
 
 fn md_metrics(set: &mut MetricSet, a: &md::Array) {
@@ -615,6 +656,13 @@ fn md_metrics(set: &mut MetricSet, a: &md::Array) {
         .push_opt(&dl, a.sync_progress);
     set.family(&catalogue::MD_MISMATCH_SECTORS)
         .push_opt(&dl, a.mismatch_sectors.map(|x| x as f64));
+    for m in &a.member_list {
+        set.family(&catalogue::MD_MEMBER_CORRECTED_READ_ERRORS_TOTAL)
+            .push_opt(
+                &[("device", a.name.as_str()), ("member", m.name.as_str())],
+                m.corrected_read_errors.map(|x| x as f64),
+            );
+    }
 }
 
 #[cfg(test)]
@@ -671,6 +719,113 @@ mod tests {
             stack: &stack,
         };
         assert_eq!(layers.limits(&m), vec![]);
+    }
+
+    /// Each btrfs device's counters under its kernel name: by devid where the filesystem
+    /// answered its device query, the one device /sys lists for a one-device filesystem, and
+    /// `devid<N>` where neither tells; a file that could not be read gives no series.
+    #[test]
+    fn btrfs_error_counters_are_named_by_the_device_the_filesystem_calls_devid() {
+        let c = |corruption| {
+            Ok(btrfs::ErrorCounts {
+                corruption,
+                ..Default::default()
+            })
+        };
+        let errs = |list: Vec<(u64, Result<btrfs::ErrorCounts, String>)>| {
+            list.into_iter()
+                .map(|(devid, counts)| btrfs::DeviceErrors { devid, counts })
+                .collect()
+        };
+        let dev = |name: &str, devid| BtrfsDevice {
+            name: name.into(),
+            size_bytes: Some(1 << 30),
+            unallocated_bytes: None,
+            devid,
+        };
+        let asked = BtrfsSpace {
+            fs: btrfs::Btrfs {
+                uuid: "aa".into(),
+                devices: vec!["sdb1".into(), "sdc1".into()],
+                device_errors: errs(vec![(1, c(3)), (2, c(0)), (3, Err("bad".into()))]),
+                ..Default::default()
+            },
+            devices: vec![dev("sdc1", Some(1)), dev("sdb1", Some(2))],
+        };
+        let one = BtrfsSpace {
+            fs: btrfs::Btrfs {
+                uuid: "bb".into(),
+                devices: vec!["nvme0n1p2".into()],
+                device_errors: errs(vec![(1, c(1))]),
+                ..Default::default()
+            },
+            devices: vec![dev("nvme0n1p2", None)],
+        };
+        let unasked = BtrfsSpace {
+            fs: btrfs::Btrfs {
+                uuid: "cc".into(),
+                devices: vec!["sdd".into(), "sde".into()],
+                device_errors: errs(vec![(2, c(5))]),
+                ..Default::default()
+            },
+            devices: vec![dev("sdd", None), dev("sde", None)],
+        };
+        let t = text(&Layers {
+            btrfs: vec![asked, one, unasked],
+            ..Default::default()
+        });
+        let v = |u: &str, d: &str, ty: &str| {
+            let series = format!(
+                "ssdwatch_btrfs_device_errors_total{{uuid=\"{u}\",device=\"{d}\",type=\"{ty}\"}} "
+            );
+            t.lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .map(|x| x.to_string())
+        };
+        assert_eq!(v("aa", "sdc1", "corruption").as_deref(), Some("3"), "{t}");
+        assert_eq!(v("aa", "sdb1", "corruption").as_deref(), Some("0"));
+        assert_eq!(v("aa", "sdc1", "generation").as_deref(), Some("0"));
+        assert!(
+            !t.contains("devid3"),
+            "an unreadable file has no series: {t}"
+        );
+        assert_eq!(v("bb", "nvme0n1p2", "corruption").as_deref(), Some("1"));
+        assert_eq!(v("cc", "devid2", "corruption").as_deref(), Some("5"));
+        let n = t
+            .lines()
+            .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{"))
+            .count();
+        assert_eq!(n, 4 * 5, "five counters for each of four readable devices");
+    }
+
+    /// md members' corrected read errors, one series per member; an unknown count none.
+    #[test]
+    fn md_members_corrected_read_errors_are_per_member() {
+        let t = text(&Layers {
+            md: vec![md::Array {
+                name: "md0".into(),
+                level: "raid1".into(),
+                member_list: vec![
+                    md::Member {
+                        name: "nvme0n1p1".into(),
+                        corrected_read_errors: Some(0),
+                    },
+                    md::Member {
+                        name: "nvme1n1p1".into(),
+                        corrected_read_errors: Some(37),
+                    },
+                    md::Member {
+                        name: "sdz".into(),
+                        corrected_read_errors: None,
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert!(t.contains("ssdwatch_md_member_corrected_read_errors_total{device=\"md0\",member=\"nvme1n1p1\"} 37\n"), "{t}");
+        assert!(t.contains("ssdwatch_md_member_corrected_read_errors_total{device=\"md0\",member=\"nvme0n1p1\"} 0\n"));
+        assert!(!t.contains("member=\"sdz\""));
     }
 
     /// Names from dmsetup and zpool output reach the exposition in their label form: an ESC

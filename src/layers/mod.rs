@@ -28,6 +28,9 @@ pub struct BtrfsDevice {
     pub size_bytes: Option<u64>,
     /// Raw bytes not allocated to any chunk; None when only the filesystem's total is known.
     pub unallocated_bytes: Option<u64>,
+    /// The filesystem's id of the device (what `devinfo/` is keyed by); None where the
+    /// filesystem could not be asked.
+    pub devid: Option<u64>,
 }
 
 impl BtrfsSpace {
@@ -391,6 +394,7 @@ mod tests {
                 name: "sdb".into(),
                 size_bytes: Some(10 * gib + (16 << 20)),
                 unallocated_bytes: Some(0),
+                devid: Some(1),
             }],
         };
         let sdb = dev("sdb", None);

@@ -569,6 +569,7 @@ fn targets() -> Vec<Target> {
                                 size_bytes: Some(512 << 20),
                                 // As the ioctl answers, and as the fallback (sizes only).
                                 unallocated_bytes: (i % 2 == 0).then_some(300 << 20),
+                                devid: Some(i as u64 + 1),
                             })
                             .collect(),
                         fs,
