@@ -280,6 +280,14 @@ catalogue! {
         "Space the pool could grow into (0 when none).";
     ZFS_POOL_HEALTH: Gauge "ssdwatch_zfs_pool_health" ["pool", "state"] unit ""
         "1 for the pool's health state (ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED, SUSPENDED), 0 for the others.";
+    ZFS_POOL_DATA_ERRORS: Gauge "ssdwatch_zfs_pool_data_errors" ["pool"] unit ""
+        "Blocks of the pool with permanent (unrepaired) errors in its error log: zpool status's errors: line (0 for No known data errors). Files are damaged; it falls only once they are restored or removed and two scrubs have run.";
+    ZFS_VDEV_ERRORS_TOTAL: Counter "ssdwatch_zfs_vdev_errors_total" ["pool", "vdev", "type"] unit ""
+        "Errors ZFS counted on a vdev (the root, a mirror or raidz group, a leaf device) since the pool was imported or cleared (zpool clear): type read and write (I/O errors the device returned), checksum (data that came back wrong). Alert on growth.";
+    ZFS_VDEV_STATE: Gauge "ssdwatch_zfs_vdev_state" ["pool", "vdev", "state"] unit ""
+        "1 for the vdev's state (ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED), 0 for the others; no series for a state zpool names otherwise.";
+    ZFS_VDEV_INFO: Gauge "ssdwatch_zfs_vdev_info" ["pool", "vdev", "leaf"] unit ""
+        "A vdev of the pool as zpool status names it; leaf is true for a device (disk, partition, file), false for the root and groups (mirror, raidz); always 1.";
     ZFS_DATASET_USED_BYTES: Gauge "ssdwatch_zfs_dataset_used_bytes" ["dataset", "pool"] unit "bytes"
         "Space the dataset and its descendants use.";
     ZFS_DATASET_AVAILABLE_BYTES: Gauge "ssdwatch_zfs_dataset_available_bytes" ["dataset", "pool"] unit "bytes"

@@ -9,7 +9,7 @@ use crate::collector::smart::helper::DmQuery;
 use crate::collector::smart::helper::client::{self, RequestKind};
 use crate::collector::smart::{Exit, MAX_OUTPUT, RunOutcome, run_bounded};
 use crate::collector::{Collector, Context, ItemError, Sample};
-use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
+use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs, zpool_status};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
 use crate::space::SpaceInput;
@@ -81,12 +81,16 @@ enum Tool {
     DmsetupTable,
     DmsetupStatus,
     Zpool,
+    ZpoolStatus,
     Zfs,
 }
 
 pub struct LayersCollector {
     cfg: LayersConfig,
     in_kernel: HashMap<Tool, Arc<AtomicBool>>,
+    /// Whether this zpool has `status -j` (OpenZFS 2.3 and later): unknown until asked once;
+    /// refused as a usage error (exit 2), the text form is read from then on.
+    zpool_json: Option<bool>,
 }
 
 /// The door's name for this collector's calls (a btrfs filesystem's device ioctl is the item
@@ -98,6 +102,7 @@ impl LayersCollector {
         LayersCollector {
             cfg: cfg.clone(),
             in_kernel: HashMap::new(),
+            zpool_json: None,
         }
     }
 
@@ -159,6 +164,7 @@ impl Collector for LayersCollector {
     }
 
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        let started = Instant::now();
         let mut s = Sample::default();
         let topo = ctx.topology().await.unwrap_or_else(|e| {
             s.error(ItemError::new(
@@ -179,7 +185,7 @@ impl Collector for LayersCollector {
         }
         layer_metrics(&mut s.metrics, &layers);
         let layers = Arc::new(layers);
-        let valid_for = self.cfg.interval.saturating_mul(3);
+        let valid_for = valid_for(self.cfg.interval, started.elapsed());
         // For the filesystem collector's history records, and for the mounts' effective free
         // space in the scrape: made again from this reading as it is published, so a scrape
         // shows the two from the same reading.
@@ -385,6 +391,7 @@ impl LayersCollector {
         let args = ["list", "-Hp", "-o", zfs::ZPOOL_COLUMNS];
         let pools = self.run(Tool::Zpool, &zpool, &args).await;
         layers.zfs_pools = parsed(s, "zfs pools", pools, zfs::parse_pools);
+        layers.zfs_status = self.zpool_status(s).await;
         let zfs_bin = self.cfg.zfs_path.clone();
         let args = [
             "list",
@@ -397,6 +404,84 @@ impl LayersCollector {
         let datasets = self.run(Tool::Zfs, &zfs_bin, &args).await;
         layers.zfs_datasets = parsed(s, "zfs datasets", datasets, zfs::parse_datasets);
     }
+}
+
+impl LayersCollector {
+    /// `zpool status -j -p` where zpool has it, else `zpool status -p`: each vdev's error
+    /// counters and each pool's data errors. A usage error (exit 2) to `-j` is an older zpool:
+    /// the text form at once, and from then on.
+    async fn zpool_status(&mut self, s: &mut Sample) -> Vec<zpool_status::PoolStatus> {
+        let zpool = self.cfg.zpool_path.clone();
+        let item = "zfs status";
+        if self.zpool_json != Some(false) {
+            let cmd = format!("{} status -j -p", zpool.display());
+            let flag = self.in_kernel.entry(Tool::ZpoolStatus).or_default().clone();
+            if flag.load(Ordering::Acquire) {
+                s.error(ItemError::new(
+                    item,
+                    format!("{item}: {cmd}: an earlier run is stuck in the kernel; not run again until it ends"),
+                ));
+                return Vec::new();
+            }
+            let args: Vec<String> = ["status", "-j", "-p"].map(String::from).to_vec();
+            let outcome = run_bounded(&zpool, &args, self.cfg.timeout, &flag).await;
+            if let RunOutcome::Output {
+                exit: Exit::Code(2),
+                ..
+            } = outcome
+            {
+                self.zpool_json = Some(false);
+            } else {
+                let text = match output(&cmd, outcome) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        s.error(ItemError::new(item, format!("{item}: {e}")));
+                        return Vec::new();
+                    }
+                };
+                return match zpool_status::parse_json(&text) {
+                    Ok((pools, errors)) => {
+                        self.zpool_json = Some(true);
+                        status_errors(s, errors);
+                        pools
+                    }
+                    Err(e) => {
+                        s.error(ItemError::new(item, format!("{item}: {cmd}: {e}")));
+                        Vec::new()
+                    }
+                };
+            }
+        }
+        match self.run(Tool::ZpoolStatus, &zpool, &["status", "-p"]).await {
+            Ok(text) => {
+                let (pools, errors) = zpool_status::parse_text(&text);
+                status_errors(s, errors);
+                pools
+            }
+            Err(e) => {
+                s.error(ItemError::new(item, format!("{item}: {e}")));
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// The first few problems of `zpool status`'s output as errors, and how many more there were.
+fn status_errors(s: &mut Sample, errors: Vec<zpool_status::StatusError>) {
+    let errors = errors
+        .into_iter()
+        .map(|e| ItemError::new(format!("zfs status {}", e.where_), e.to_string()));
+    capped(s, "zfs status", errors);
+}
+
+/// How long a reading stands for the layers: until the next is surely due. The next is published
+/// an interval plus its own run later, and a run takes about as long as this one (`zpool status`
+/// on a busy host, several commands under emulation): three intervals and twice this run, so a
+/// run longer than two intervals does not leave the mounts without their layers between two.
+fn valid_for(interval: Duration, this_run: Duration) -> Duration {
+    interval
+        .saturating_mul(3)
+        .saturating_add(this_run.saturating_mul(2))
 }
 
 /// Each device of `b` at its block device's size as /sys tells it (unknown where it doesn't),
@@ -542,8 +627,45 @@ pub fn layer_metrics(set: &mut MetricSet, l: &Layers) {
         set.family(&catalogue::ZFS_DATASET_RESERVATION_BYTES)
             .push(&dl, d.reservation_bytes as f64);
     }
+    for p in &l.zfs_status {
+        zfs_status_metrics(set, p);
+    }
     for a in &l.md {
         md_metrics(set, a);
+    }
+}
+
+fn zfs_status_metrics(set: &mut MetricSet, p: &zpool_status::PoolStatus) {
+    let pool = p.pool.as_str();
+    set.family(&catalogue::ZFS_POOL_DATA_ERRORS)
+        .push_opt(&[("pool", pool)], p.data_errors.map(|n| n as f64));
+    for v in &p.vdevs {
+        let vdev = v.name.as_str();
+        for (t, n) in [
+            ("read", v.read_errors),
+            ("write", v.write_errors),
+            ("checksum", v.checksum_errors),
+        ] {
+            set.family(&catalogue::ZFS_VDEV_ERRORS_TOTAL)
+                .push(&[("pool", pool), ("vdev", vdev), ("type", t)], n as f64);
+        }
+        set.family(&catalogue::ZFS_VDEV_INFO).push(
+            &[
+                ("pool", pool),
+                ("vdev", vdev),
+                ("leaf", if v.leaf { "true" } else { "false" }),
+            ],
+            1.0,
+        );
+        // A state zpool names otherwise gives no series, never a row of zeros.
+        if let Some(state) = v.state {
+            for x in zpool_status::VDEV_STATES {
+                set.family(&catalogue::ZFS_VDEV_STATE).push(
+                    &[("pool", pool), ("vdev", vdev), ("state", x)],
+                    flag(state == *x),
+                );
+            }
+        }
     }
 }
 
@@ -719,6 +841,15 @@ mod tests {
             stack: &stack,
         };
         assert_eq!(layers.limits(&m), vec![]);
+    }
+
+    #[test]
+    fn a_reading_stands_three_intervals_and_twice_its_own_run() {
+        let s = Duration::from_secs;
+        assert_eq!(valid_for(s(60), Duration::ZERO), s(180));
+        // A 2 s run at a 1 s interval (commands under emulation): the next comes 3 s later.
+        assert_eq!(valid_for(s(1), s(2)), s(7));
+        assert_eq!(valid_for(Duration::MAX, s(1)), Duration::MAX);
     }
 
     /// Each btrfs device's counters under its kernel name: by devid where the filesystem

@@ -6,6 +6,7 @@
 
 pub mod thin;
 pub mod zfs;
+pub mod zpool_status;
 
 use crate::sysfs::btrfs::Btrfs;
 use crate::sysfs::md::Array;
@@ -96,6 +97,8 @@ pub struct Layers {
     pub btrfs: Vec<BtrfsSpace>,
     pub zfs_pools: Vec<zfs::Pool>,
     pub zfs_datasets: Vec<zfs::Dataset>,
+    /// Each pool's vdevs' error counters and states, and its data errors (`zpool status`).
+    pub zfs_status: Vec<zpool_status::PoolStatus>,
     pub md: Vec<Array>,
 }
 

@@ -348,6 +348,122 @@ fn a_zpool_that_hangs_prints_garbage_or_floods_costs_only_its_own_series() {
     }
 }
 
+/// A zpool that answers `list` with one pool, and `status` as an OpenZFS before 2.3 does (a
+/// usage error to `-j`, the text to `-p`: the real raidz2 capture with one write error) or as
+/// 2.3 does (the JSON of zpool-status(8)): the vdevs' counters and the pool's data errors are
+/// exported either way, and an old zpool is asked for JSON only once.
+#[test]
+fn zpool_status_errors_come_from_the_json_or_from_the_text_of_an_older_zpool() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layers");
+    let bin = tempfile::tempdir().unwrap();
+    let zfs = script(bin.path(), "zfs", "exit 0");
+    let log = bin.path().join("calls.log");
+    for (case, status_j) in [
+        (
+            "text",
+            "echo \"invalid option 'j'\" >&2; exit 2".to_string(),
+        ),
+        (
+            "json",
+            format!(
+                "cat {}",
+                fixtures.join("zpool-status-j-manpage.json").display()
+            ),
+        ),
+    ] {
+        let _ = std::fs::remove_file(&log);
+        let zpool = script(
+            bin.path(),
+            &format!("zpool-{case}"),
+            &format!(
+                "echo \"$*\" >> {log}\ncase \"$*\" in\n\
+                 list*) printf 'tank\\t1006632960\\t872407040\\t134225920\\t64\\t86\\tONLINE\\t-\\t-\\n' ;;\n\
+                 'status -j -p') {status_j} ;;\n\
+                 'status -p') cat {text} ;;\n\
+                 *) exit 1 ;;\nesac",
+                log = log.display(),
+                text = fixtures
+                    .join("zpool-status-raidz2-write-error.txt")
+                    .display(),
+            ),
+        );
+        let sys = zfs_sysfs();
+        let state = tempfile::tempdir().unwrap();
+        let mut config = layers_only(state.path());
+        config.collectors.filesystem.enabled = false;
+        config.collectors.topology.enabled = false;
+        config.collectors.layers.zpool_path = zpool;
+        config.collectors.layers.zfs_path = zfs.clone();
+        let roots = ssdwatch::Roots {
+            sys: sys.path().to_path_buf(),
+            ..ssdwatch::Roots::default()
+        };
+        let daemon = Daemon::start(config, roots);
+        // Two samples, so an older zpool's second is the text alone.
+        let m = daemon.wait_metrics(case, Duration::from_secs(30), |m| {
+            m.contains("ssdwatch_zfs_vdev_errors_total{")
+                && std::fs::read_to_string(&log)
+                    .map(|l| l.lines().filter(|x| x.starts_with("list")).count() >= 2)
+                    .unwrap_or(false)
+        });
+        let calls = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            value(&m, "ssdwatch_collector_failing_items{collector=\"layers\"}"),
+            Some(0.0),
+            "{case}: {m}"
+        );
+        assert_eq!(
+            value(&m, "ssdwatch_zfs_pool_data_errors{pool=\"tank\"}"),
+            Some(0.0),
+            "{case}"
+        );
+        if case == "text" {
+            assert_eq!(
+                calls.lines().filter(|l| *l == "status -j -p").count(),
+                1,
+                "JSON asked once: {calls}"
+            );
+            assert_eq!(
+                value(
+                    &m,
+                    "ssdwatch_zfs_vdev_errors_total{pool=\"tank\",vdev=\"sda\",type=\"write\"}"
+                ),
+                Some(1.0),
+                "{m}"
+            );
+            assert_eq!(
+                value(
+                    &m,
+                    "ssdwatch_zfs_vdev_state{pool=\"tank\",vdev=\"raidz2-0\",state=\"ONLINE\"}"
+                ),
+                Some(1.0)
+            );
+            assert_eq!(
+                value(
+                    &m,
+                    "ssdwatch_zfs_vdev_info{pool=\"tank\",vdev=\"sda\",leaf=\"true\"}"
+                ),
+                Some(1.0)
+            );
+        } else {
+            assert!(!calls.contains("status -p\n"), "no text asked: {calls}");
+            let vdevs = m
+                .lines()
+                .filter(|l| l.starts_with("ssdwatch_zfs_vdev_info{"))
+                .count();
+            assert_eq!(vdevs, 9, "{m}");
+            assert_eq!(
+                value(
+                    &m,
+                    "ssdwatch_zfs_vdev_state{pool=\"tank\",vdev=\"raidz1-0\",state=\"ONLINE\"}"
+                ),
+                Some(1.0),
+                "HEALTHY is ONLINE"
+            );
+        }
+    }
+}
+
 #[test]
 fn no_zfs_module_no_device_mapper_runs_nothing() {
     // Commands that would fail loudly if run: they are not.
@@ -427,10 +543,18 @@ fn control_characters_in_dmsetup_and_zpool_names_are_escaped_in_the_scrape() {
              esac"
         ),
     );
+    // `list`, and `status` as a zpool before OpenZFS 2.3 answers it (no `-j`), a leaf device
+    // named with an ESC too.
     let zpool = script(
         bin.path(),
         "zpool",
-        &format!("printf 't{esc}]0;owned\\007ank\\t100\\t10\\t90\\t1\\t10\\tONLINE\\t-\\t-\\n'"),
+        &format!(
+            "case \"$*\" in\n\
+             list*) printf 't{esc}]0;owned\\007ank\\t100\\t10\\t90\\t1\\t10\\tONLINE\\t-\\t-\\n' ;;\n\
+             'status -j -p') exit 2 ;;\n\
+             'status -p') printf '  pool: t{esc}]0;owned\\007ank\\nconfig:\\n\\n\\tNAME STATE READ WRITE CKSUM\\n\\tt{esc}]0;owned\\007ank ONLINE 0 0 0\\n\\t  sd{esc}[2J ONLINE 0 0 4\\n\\nerrors: No known data errors\\n' ;;\n\
+             esac"
+        ),
     );
     let zfs = script(
         bin.path(),
@@ -454,6 +578,7 @@ fn control_characters_in_dmsetup_and_zpool_names_are_escaped_in_the_scrape() {
         |m| {
             m.contains("ssdwatch_thin_volume_size_bytes{")
                 && m.contains("ssdwatch_zfs_dataset_used_bytes{")
+                && m.contains("ssdwatch_zfs_vdev_errors_total{")
         },
     );
     assert!(
@@ -470,6 +595,10 @@ fn control_characters_in_dmsetup_and_zpool_names_are_escaped_in_the_scrape() {
     );
     assert!(
         m.contains("ssdwatch_zfs_dataset_used_bytes{dataset=\"t\\\\x1b]0;owned\\\\x07ank/<script>\",pool=\"t\\\\x1b]0;owned\\\\x07ank\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ssdwatch_zfs_vdev_errors_total{pool=\"t\\\\x1b]0;owned\\\\x07ank\",vdev=\"sd\\\\x1b[2J\",type=\"checksum\"} 4"),
         "{m}"
     );
     assert_eq!(
