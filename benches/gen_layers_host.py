@@ -124,6 +124,9 @@ def main():
                 w(os.path.join(md, k), v)
             w(os.path.join(md, f"dev-sdm{i}1", "state"), "in_sync")
             w(os.path.join(md, f"dev-sdn{i}1", "state"), "spare" if degraded else "in_sync")
+            # Read errors md corrected on each member since assembly.
+            w(os.path.join(md, f"dev-sdm{i}1", "errors"), "0")
+            w(os.path.join(md, f"dev-sdn{i}1", "errors"), "0")
             os.makedirs(os.path.join(d, "slaves"), exist_ok=True)
             mount(f"9:{i}", f"/srv/md{i}", "ext4", f"/dev/md{i}", 400 * GIB, 150 * GIB)
     # btrfs, one disk each: sda, sdb, ... The first has every byte allocated to chunks.
@@ -159,11 +162,14 @@ def main():
             w(os.path.join(fsd, "allocation", "global_rsv_reserved"), "0")
             w(os.path.join(fsd, "label"), f"pg{b}")
             w(os.path.join(fsd, "devices", name), "")
+            # The device's error counters (kernel 5.14+), all 0 as on a healthy disk.
+            w(os.path.join(fsd, "devinfo", "1", "error_stats"),
+              "write_errs 0\nread_errs 0\nflush_errs 0\ncorruption_errs 0\ngeneration_errs 0")
             os.makedirs(os.path.join(root, "sys", "fs", "btrfs", "features"), exist_ok=True)
             mount(f"8:{16 * b}", f"/srv/btrfs{b}", "btrfs", f"/dev/{name}", size,
                   (data_total - data_used) + (0 if full else size - 2 * meta_total - 2 * sys_total - data_total))
     # ZFS pools and datasets.
-    zpool, zfs = [], []
+    zpool, zfs, zstatus = [], [], []
     per = [a.datasets // max(a.zpools, 1) + (1 if i < a.datasets % max(a.zpools, 1) else 0) for i in range(a.zpools)]
     anon = 60
     for z in range(a.zpools):
@@ -176,6 +182,16 @@ def main():
         slop = max(size // 32, 128 << 20)
         pool_avail = max(free - slop, 0)
         zfs.append(f"{name}\t{alloc}\t{pool_avail}\t98304\t0\t0\t/{name}")
+        # zpool status -p as OpenZFS 2.1 prints it: a mirror of two disks; the degraded pool's
+        # second disk faulted with read errors, and a data error.
+        bad = z == 1
+        zstatus += [f"  pool: {name}", f" state: {health}", "config:", "",
+                   "\tNAME        STATE     READ WRITE CKSUM",
+                   f"\t{name:<11} {health:<8} {0:>5} {0:>5} {0:>5}",
+                   f"\t  mirror-0  {health:<8} {0:>5} {0:>5} {0:>5}",
+                   f"\t    sd{chr(97 + 2 * z)}     ONLINE   {0:>5} {0:>5} {0:>5}",
+                   f"\t    sd{chr(98 + 2 * z)}     {'FAULTED' if bad else 'ONLINE':<8} {37 if bad else 0:>5} {0:>5} {0:>5}",
+                   "", "errors: 1 data errors, use '-v' for a list" if bad else "errors: No known data errors", ""]
         for k in range(per[z]):
             ds = f"{name}/db{k:02d}"
             used = alloc // max(per[z], 1)
@@ -193,6 +209,7 @@ def main():
     w(os.path.join(lay, "dmsetup-status.txt"), "\n".join(status) if status else "No devices found")
     w(os.path.join(lay, "zpool-list.txt"), "\n".join(zpool))
     w(os.path.join(lay, "zfs-list.txt"), "\n".join(zfs))
+    w(os.path.join(lay, "zpool-status.txt"), "\n".join(zstatus))
     if not a.layers_only:
         w(os.path.join(root, "proc", "self", "mountinfo"), "\n".join(mounts))
         w(os.path.join(root, "statvfs.yaml"), "\n".join(statvfs))

@@ -262,6 +262,8 @@ catalogue! {
         "Bytes of the device the filesystem may use.";
     BTRFS_DEVICE_UNALLOCATED_BYTES: Gauge "ssdwatch_btrfs_device_unallocated_bytes" ["uuid", "device"] unit "bytes"
         "Raw bytes of the device not allocated to chunks (from the filesystem's device query; absent where it could not be asked).";
+    BTRFS_DEVICE_ERRORS_TOTAL: Counter "ssdwatch_btrfs_device_errors_total" ["uuid", "device", "type"] unit ""
+        "Errors btrfs counted on the device (devinfo/<devid>/error_stats, kernel 5.14 and later; btrfs device stats): type write, read, flush (failed I/O the device returned), corruption (checksum mismatch), generation (a write the device lost). Kept on disk over the filesystem's life until btrfs device stats -z: alert on growth. device is devid<N> where the filesystem could not be asked which device that is.";
     ZFS_POOL_SIZE_BYTES: Gauge "ssdwatch_zfs_pool_size_bytes" ["pool"] unit "bytes"
         "Size of a ZFS pool (zpool list).";
     ZFS_POOL_ALLOCATED_BYTES: Gauge "ssdwatch_zfs_pool_allocated_bytes" ["pool"] unit "bytes"
@@ -278,6 +280,14 @@ catalogue! {
         "Space the pool could grow into (0 when none).";
     ZFS_POOL_HEALTH: Gauge "ssdwatch_zfs_pool_health" ["pool", "state"] unit ""
         "1 for the pool's health state (ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED, SUSPENDED), 0 for the others.";
+    ZFS_POOL_DATA_ERRORS: Gauge "ssdwatch_zfs_pool_data_errors" ["pool"] unit ""
+        "Blocks of the pool with permanent (unrepaired) errors in its error log: zpool status's errors: line (0 for No known data errors). Files are damaged; it falls only once they are restored or removed and two scrubs have run.";
+    ZFS_VDEV_ERRORS_TOTAL: Counter "ssdwatch_zfs_vdev_errors_total" ["pool", "vdev", "type"] unit ""
+        "Errors ZFS counted on a vdev (the root, a mirror or raidz group, a leaf device) since the pool was imported or cleared (zpool clear): type read and write (I/O errors the device returned), checksum (data that came back wrong). Alert on growth.";
+    ZFS_VDEV_STATE: Gauge "ssdwatch_zfs_vdev_state" ["pool", "vdev", "state"] unit ""
+        "1 for the vdev's state (ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED), 0 for the others; no series for a state zpool names otherwise.";
+    ZFS_VDEV_INFO: Gauge "ssdwatch_zfs_vdev_info" ["pool", "vdev", "leaf"] unit ""
+        "A vdev of the pool as zpool status names it; leaf is true for a device (disk, partition, file), false for the root and groups (mirror, raidz); always 1.";
     ZFS_DATASET_USED_BYTES: Gauge "ssdwatch_zfs_dataset_used_bytes" ["dataset", "pool"] unit "bytes"
         "Space the dataset and its descendants use.";
     ZFS_DATASET_AVAILABLE_BYTES: Gauge "ssdwatch_zfs_dataset_available_bytes" ["dataset", "pool"] unit "bytes"
@@ -304,6 +314,8 @@ catalogue! {
         "Progress of the running sync action, 0 to 1; absent when idle.";
     MD_MISMATCH_SECTORS: Gauge "ssdwatch_md_mismatch_sectors" ["device"] unit ""
         "Sectors found inconsistent by the last check or repair (mismatch_cnt).";
+    MD_MEMBER_CORRECTED_READ_ERRORS_TOTAL: Counter "ssdwatch_md_member_corrected_read_errors_total" ["device", "member"] unit ""
+        "Read errors on the member (its kernel name) that md corrected from the other copies without evicting it (dev-*/errors), since the array was assembled: a drive going bad under a redundant array. Alert on growth.";
     // Collector `databases`: what fills the disk, by database component.
     DATABASE_INFO: Gauge "ssdwatch_database_info" ["database", "kind", "version", "mountpoint"] unit ""
         "A data directory watched: a PostgreSQL or MySQL/MariaDB server found from its process (database is the data directory) or a path named under collectors.databases.watch (database is its name, kind watch); mountpoint is the mount holding it, as on ssdwatch_filesystem_*; always 1.";
@@ -388,6 +400,12 @@ catalogue! {
         "ATA SMART attribute normalized value (vendor scale, usually 100 or 200 = new).";
     DEVICE_SMART_ATTRIBUTE_RAW: Gauge "ssdwatch_device_smart_attribute_raw" ["device", "serial", "id", "name"] unit ""
         "ATA SMART attribute raw value (48-bit; meaning and unit depend on the drive family).";
+    DEVICE_SMART_ATTRIBUTE_THRESHOLD: Gauge "ssdwatch_device_smart_attribute_threshold" ["device", "serial", "id", "name"] unit ""
+        "ATA SMART attribute threshold on the normalized scale: a value at or below it is the drive's own failure verdict for the attribute (0: never fails).";
+    DEVICE_SMART_ATTRIBUTE_FAILING_NOW: Gauge "ssdwatch_device_smart_attribute_failing_now" ["device", "serial", "id", "name", "type"] unit ""
+        "1 when the ATA attribute's normalized value is at or below its threshold now (smartctl WHEN_FAILED FAILING_NOW). type prefail: the drive predicts its own failure; old_age: worn past its rating; empty where the backend gives no flags.";
+    DEVICE_SMART_ATTRIBUTE_FAILED_IN_PAST: Gauge "ssdwatch_device_smart_attribute_failed_in_past" ["device", "serial", "id", "name", "type"] unit ""
+        "1 when the ATA attribute's worst value was at or below its threshold but its value now is above it (smartctl WHEN_FAILED In_the_past).";
     DEVICE_ERROR_LOG_ENTRIES_TOTAL: Counter "ssdwatch_device_error_log_entries_total" ["device", "serial", "wwn"] unit ""
         "Errors the drive's own error log has counted over its life (NVMe error information log entries, ATA SMART error log count); alert on growth, not on the lifetime value.";
     DEVICE_NON_MEDIUM_ERRORS_TOTAL: Counter "ssdwatch_device_non_medium_errors_total" ["device", "serial", "wwn"] unit ""

@@ -331,6 +331,17 @@ def host():
     L.add(timeseries("md sync progress", "How far each md array's running resync, recovery, check or reshape is (absent while idle).",
                      targets((f"ssdwatch_md_sync_progress_ratio{{{HOST}}} * on (instance, device) group_left (action) (ssdwatch_md_sync_action{{{HOST}}} == 1)", "{{device}} {{action}}")),
                      unit="percentunit", min_=0, max_=1), w=8)
+    # Errors each layer counts of its own integrity (lifetime or since import/assembly): what
+    # the last day added, as the integrity alerts look at growth, never the count.
+    L.add(timeseries("Errors under the filesystem, new per day",
+                     "What each layer counted in the last day: btrfs per device and type (corruption and generation are data that came back wrong; read, write, flush failed I/O), ZFS per vdev and type (READ, WRITE, CKSUM of zpool status), md members' corrected read errors. Flat at 0 on a healthy host; any rise is what the integrity alerts fire on.",
+                     targets((f"increase(ssdwatch_btrfs_device_errors_total{{{HOST}}}[1d])", "btrfs {{device}} {{type}}"),
+                             (f"increase(ssdwatch_zfs_vdev_errors_total{{{HOST}}}[1d])", "zfs {{pool}} {{vdev}} {{type}}"),
+                             (f"increase(ssdwatch_md_member_corrected_read_errors_total{{{HOST}}}[1d])", "md {{device}} {{member}} corrected")),
+                     unit="short", min_=0), w=16)
+    L.add(table("ZFS pools: permanent data errors", "Per pool, the blocks its error log lists as unrepaired (zpool status's errors: line): above 0, files in the pool are damaged (zpool status -v lists them).",
+                targets((f"ssdwatch_zfs_pool_data_errors{{{HOST}}}", ""), instant=True, fmt="table"),
+                sort_by="Value", hide=("Time", "__name__", "instance", "job"), rename={"Value": "data errors"}), w=8)
 
     L.row("What is filling it")
     # Database components (the databases collector) on each mount, and their share of its growth
@@ -394,6 +405,10 @@ def host():
     L.add(timeseries("Error-log entries, new per day", "Entries the drive added to its own error log (NVMe error information log, ATA SMART error log) per day. The lifetime count means little; growth means failing commands.",
                      targets((f"increase(ssdwatch_device_error_log_entries_total{{{HOST}}}[1d])", "{{device}} {{serial}}")),
                      unit="short", min_=0), w=8)
+    L.add(table("ATA attributes at their threshold", "Attributes whose normalized value is at or below the threshold now (failing now) or was (failed in the past): a pre-failure one is the drive predicting its own failure. Empty on healthy drives.",
+                targets((f"ssdwatch_device_smart_attribute_failing_now{{{HOST}}} == 1", "now"),
+                        (f"ssdwatch_device_smart_attribute_failed_in_past{{{HOST}}} == 1", "past"), instant=True, fmt="table"),
+                hide=("Time", "__name__", "instance", "job"), rename={"Value #A": "failing now", "Value #B": "failed in the past"}), w=8)
     L.add(table("Latest self-test", "The newest entry of each drive's self-test log (ssdwatch never starts one): type, result and power-on days since it ran.",
                 targets((f"ssdwatch_device_self_test_last_age_seconds{{{HOST}}} / 86400 * on (instance, job, device) group_left (type, result) ssdwatch_device_self_test_last_result{{{HOST}}}", ""), instant=True, fmt="table"),
                 unit="d", hide=("Time", "__name__", "instance", "job", "wwn"), rename={"Value": "days since (power-on)"}), w=8)

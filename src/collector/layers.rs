@@ -7,7 +7,7 @@
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::door::{Door, Pass};
-use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs};
+use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs, zpool_status};
 use crate::metrics::MetricSet;
 use crate::privileged::{DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunOutcome, run_bounded};
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
@@ -78,6 +78,7 @@ enum Tool {
     DmsetupTable,
     DmsetupStatus,
     Zpool,
+    ZpoolStatus,
     Zfs,
 }
 
@@ -88,6 +89,7 @@ impl Tool {
             Tool::DmsetupTable => "dmsetup table",
             Tool::DmsetupStatus => "dmsetup status",
             Tool::Zpool => "zpool",
+            Tool::ZpoolStatus => "zpool status",
             Tool::Zfs => "zfs",
         }
     }
@@ -105,6 +107,9 @@ pub struct LayersCollector {
     /// The privileged helper dmsetup runs under when the daemon gave up CAP_SYS_ADMIN; None:
     /// run here.
     helper: Option<Helper>,
+    /// Whether this zpool has `status -j` (OpenZFS 2.3 and later): unknown until asked once;
+    /// refused as a usage error (exit 2), the text form is read from then on.
+    zpool_json: Option<bool>,
 }
 
 /// The door's name for this collector's calls (a btrfs filesystem's device ioctl is the item
@@ -122,6 +127,7 @@ impl LayersCollector {
         LayersCollector {
             cfg: cfg.clone(),
             helper,
+            zpool_json: None,
         }
     }
 
@@ -184,6 +190,7 @@ impl Collector for LayersCollector {
     }
 
     async fn sample(&mut self, ctx: &Context) -> anyhow::Result<Sample> {
+        let started = Instant::now();
         let mut s = Sample::default();
         let topo = ctx.topology().await.unwrap_or_else(|e| {
             s.error(ItemError::new(
@@ -204,7 +211,7 @@ impl Collector for LayersCollector {
         }
         layer_metrics(&mut s.metrics, &layers);
         let layers = Arc::new(layers);
-        let valid_for = self.cfg.interval.saturating_mul(3);
+        let valid_for = valid_for(self.cfg.interval, started.elapsed());
         // For the filesystem collector's history records, and for the mounts' effective free
         // space in the scrape: made again from this reading as it is published, so a scrape
         // shows the two from the same reading.
@@ -258,6 +265,20 @@ impl LayersCollector {
                 format!("btrfs {}", e.uuid),
                 format!("btrfs {}: {e}", e.uuid),
             ));
+        }
+        for b in &fs {
+            for e in &b.device_errors {
+                if let Err(why) = &e.counts {
+                    s.error(ItemError::new(
+                        format!("btrfs {} devid {}", b.uuid, e.devid),
+                        format!(
+                            "btrfs {}: {}: {why}",
+                            b.uuid,
+                            ctx.roots.sys.join("fs/btrfs").join(&b.uuid).display()
+                        ),
+                    ));
+                }
+            }
         }
         for b in fs {
             let mount = mounts
@@ -342,6 +363,7 @@ impl LayersCollector {
                     name,
                     size_bytes: Some(i.total_bytes),
                     unallocated_bytes: Some(i.total_bytes.saturating_sub(i.bytes_used)),
+                    devid: Some(i.devid),
                 }
             })
             .collect()
@@ -387,11 +409,12 @@ impl LayersCollector {
         layers.thin_pools = pools;
     }
 
-    async fn zfs(&self, door: &Door, layers: &mut Layers, s: &mut Sample) {
+    async fn zfs(&mut self, door: &Door, layers: &mut Layers, s: &mut Sample) {
         let zpool = self.cfg.zpool_path.clone();
         let args = ["list", "-Hp", "-o", zfs::ZPOOL_COLUMNS];
         let pools = self.run(door, Tool::Zpool, &zpool, &args).await;
         layers.zfs_pools = parsed(s, "zfs pools", pools, zfs::parse_pools);
+        layers.zfs_status = self.zpool_status(door, s).await;
         let zfs_bin = self.cfg.zfs_path.clone();
         let args = [
             "list",
@@ -406,6 +429,86 @@ impl LayersCollector {
     }
 }
 
+impl LayersCollector {
+    /// `zpool status -j -p` where zpool has it, else `zpool status -p`: each vdev's error
+    /// counters and each pool's data errors. A usage error (exit 2) to `-j` is an older zpool:
+    /// the text form at once, and from then on.
+    async fn zpool_status(&mut self, door: &Door, s: &mut Sample) -> Vec<zpool_status::PoolStatus> {
+        let zpool = self.cfg.zpool_path.clone();
+        let item = "zfs status";
+        if self.zpool_json != Some(false) {
+            let cmd = format!("{} status -j -p", zpool.display());
+            let pass = match enter(door, Tool::ZpoolStatus, &cmd) {
+                Ok(p) => p,
+                Err(e) => {
+                    s.error(ItemError::new(item, format!("{item}: {e}")));
+                    return Vec::new();
+                }
+            };
+            let args: Vec<String> = ["status", "-j", "-p"].map(String::from).to_vec();
+            let outcome = run_bounded(&zpool, &args, self.cfg.timeout, pass).await;
+            if let RunOutcome::Output {
+                exit: Exit::Code(2),
+                ..
+            } = outcome
+            {
+                self.zpool_json = Some(false);
+            } else {
+                let text = match output(&cmd, outcome) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        s.error(ItemError::new(item, format!("{item}: {e}")));
+                        return Vec::new();
+                    }
+                };
+                return match zpool_status::parse_json(&text) {
+                    Ok((pools, errors)) => {
+                        self.zpool_json = Some(true);
+                        status_errors(s, errors);
+                        pools
+                    }
+                    Err(e) => {
+                        s.error(ItemError::new(item, format!("{item}: {cmd}: {e}")));
+                        Vec::new()
+                    }
+                };
+            }
+        }
+        match self
+            .run(door, Tool::ZpoolStatus, &zpool, &["status", "-p"])
+            .await
+        {
+            Ok(text) => {
+                let (pools, errors) = zpool_status::parse_text(&text);
+                status_errors(s, errors);
+                pools
+            }
+            Err(e) => {
+                s.error(ItemError::new(item, format!("{item}: {e}")));
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// The first few problems of `zpool status`'s output as errors, and how many more there were.
+fn status_errors(s: &mut Sample, errors: Vec<zpool_status::StatusError>) {
+    let errors = errors
+        .into_iter()
+        .map(|e| ItemError::new(format!("zfs status {}", e.where_), e.to_string()));
+    capped(s, "zfs status", errors);
+}
+
+/// How long a reading stands for the layers: until the next is surely due. The next is published
+/// an interval plus its own run later, and a run takes about as long as this one (`zpool status`
+/// on a busy host, several commands under emulation): three intervals and twice this run, so a
+/// run longer than two intervals does not leave the mounts without their layers between two.
+fn valid_for(interval: Duration, this_run: Duration) -> Duration {
+    interval
+        .saturating_mul(3)
+        .saturating_add(this_run.saturating_mul(2))
+}
+
 /// Each device of `b` at its block device's size as /sys tells it (unknown where it doesn't),
 /// its unallocated space unknown: what is left when the filesystem can't be asked.
 fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
@@ -415,6 +518,7 @@ fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
             name: d.clone(),
             size_bytes: topo.get(d).and_then(|x| x.size_bytes),
             unallocated_bytes: None,
+            devid: None,
         })
         .collect()
 }
@@ -548,8 +652,45 @@ pub fn layer_metrics(set: &mut MetricSet, l: &Layers) {
         set.family(&catalogue::ZFS_DATASET_RESERVATION_BYTES)
             .push(&dl, d.reservation_bytes as f64);
     }
+    for p in &l.zfs_status {
+        zfs_status_metrics(set, p);
+    }
     for a in &l.md {
         md_metrics(set, a);
+    }
+}
+
+fn zfs_status_metrics(set: &mut MetricSet, p: &zpool_status::PoolStatus) {
+    let pool = p.pool.as_str();
+    set.family(&catalogue::ZFS_POOL_DATA_ERRORS)
+        .push_opt(&[("pool", pool)], p.data_errors.map(|n| n as f64));
+    for v in &p.vdevs {
+        let vdev = v.name.as_str();
+        for (t, n) in [
+            ("read", v.read_errors),
+            ("write", v.write_errors),
+            ("checksum", v.checksum_errors),
+        ] {
+            set.family(&catalogue::ZFS_VDEV_ERRORS_TOTAL)
+                .push(&[("pool", pool), ("vdev", vdev), ("type", t)], n as f64);
+        }
+        set.family(&catalogue::ZFS_VDEV_INFO).push(
+            &[
+                ("pool", pool),
+                ("vdev", vdev),
+                ("leaf", if v.leaf { "true" } else { "false" }),
+            ],
+            1.0,
+        );
+        // A state zpool names otherwise gives no series, never a row of zeros.
+        if let Some(state) = v.state {
+            for x in zpool_status::VDEV_STATES {
+                set.family(&catalogue::ZFS_VDEV_STATE).push(
+                    &[("pool", pool), ("vdev", vdev), ("state", x)],
+                    flag(state == *x),
+                );
+            }
+        }
     }
 }
 
@@ -594,6 +735,31 @@ fn btrfs_metrics(set: &mut MetricSet, b: &BtrfsSpace) {
         set.family(&catalogue::BTRFS_DEVICE_UNALLOCATED_BYTES)
             .push_opt(&dl, d.unallocated_bytes.map(|x| x as f64));
     }
+    for e in &b.fs.device_errors {
+        // A file that could not be read is the sample's error (see `sysfs_layers`): no series.
+        let Ok(counts) = &e.counts else { continue };
+        let name = btrfs_device_name(b, e.devid);
+        for (t, n) in counts.by_type() {
+            set.family(&catalogue::BTRFS_DEVICE_ERRORS_TOTAL).push(
+                &[("uuid", u), ("device", name.as_str()), ("type", t)],
+                n as f64,
+            );
+        }
+    }
+}
+
+/// The kernel name of the device the filesystem calls `devid`: from its device query where it
+/// answered, else the one device /sys lists when the filesystem has one; `devid<N>` when
+/// neither tells (a multi-device btrfs whose mount could not be asked), as the device query's
+/// own fallback names it.
+fn btrfs_device_name(b: &BtrfsSpace, devid: u64) -> String {
+    if let Some(d) = b.devices.iter().find(|d| d.devid == Some(devid)) {
+        return d.name.clone();
+    }
+    match (b.fs.devices.as_slice(), b.fs.device_errors.len()) {
+        ([only], 1) if b.devices.iter().all(|d| d.devid.is_none()) => only.clone(),
+        _ => format!("devid{devid}"),
+    }
 }
 
 fn md_metrics(set: &mut MetricSet, a: &md::Array) {
@@ -637,6 +803,13 @@ fn md_metrics(set: &mut MetricSet, a: &md::Array) {
         .push_opt(&dl, a.sync_progress);
     set.family(&catalogue::MD_MISMATCH_SECTORS)
         .push_opt(&dl, a.mismatch_sectors.map(|x| x as f64));
+    for m in &a.member_list {
+        set.family(&catalogue::MD_MEMBER_CORRECTED_READ_ERRORS_TOTAL)
+            .push_opt(
+                &[("device", a.name.as_str()), ("member", m.name.as_str())],
+                m.corrected_read_errors.map(|x| x as f64),
+            );
+    }
 }
 
 #[cfg(test)]
@@ -693,6 +866,122 @@ mod tests {
             stack: &stack,
         };
         assert_eq!(layers.limits(&m), vec![]);
+    }
+
+    #[test]
+    fn a_reading_stands_three_intervals_and_twice_its_own_run() {
+        let s = Duration::from_secs;
+        assert_eq!(valid_for(s(60), Duration::ZERO), s(180));
+        // A 2 s run at a 1 s interval (commands under emulation): the next comes 3 s later.
+        assert_eq!(valid_for(s(1), s(2)), s(7));
+        assert_eq!(valid_for(Duration::MAX, s(1)), Duration::MAX);
+    }
+
+    /// Each btrfs device's counters under its kernel name: by devid where the filesystem
+    /// answered its device query, the one device /sys lists for a one-device filesystem, and
+    /// `devid<N>` where neither tells; a file that could not be read gives no series.
+    #[test]
+    fn btrfs_error_counters_are_named_by_the_device_the_filesystem_calls_devid() {
+        let c = |corruption| {
+            Ok(btrfs::ErrorCounts {
+                corruption,
+                ..Default::default()
+            })
+        };
+        let errs = |list: Vec<(u64, Result<btrfs::ErrorCounts, String>)>| {
+            list.into_iter()
+                .map(|(devid, counts)| btrfs::DeviceErrors { devid, counts })
+                .collect()
+        };
+        let dev = |name: &str, devid| BtrfsDevice {
+            name: name.into(),
+            size_bytes: Some(1 << 30),
+            unallocated_bytes: None,
+            devid,
+        };
+        let asked = BtrfsSpace {
+            fs: btrfs::Btrfs {
+                uuid: "aa".into(),
+                devices: vec!["sdb1".into(), "sdc1".into()],
+                device_errors: errs(vec![(1, c(3)), (2, c(0)), (3, Err("bad".into()))]),
+                ..Default::default()
+            },
+            devices: vec![dev("sdc1", Some(1)), dev("sdb1", Some(2))],
+        };
+        let one = BtrfsSpace {
+            fs: btrfs::Btrfs {
+                uuid: "bb".into(),
+                devices: vec!["nvme0n1p2".into()],
+                device_errors: errs(vec![(1, c(1))]),
+                ..Default::default()
+            },
+            devices: vec![dev("nvme0n1p2", None)],
+        };
+        let unasked = BtrfsSpace {
+            fs: btrfs::Btrfs {
+                uuid: "cc".into(),
+                devices: vec!["sdd".into(), "sde".into()],
+                device_errors: errs(vec![(2, c(5))]),
+                ..Default::default()
+            },
+            devices: vec![dev("sdd", None), dev("sde", None)],
+        };
+        let t = text(&Layers {
+            btrfs: vec![asked, one, unasked],
+            ..Default::default()
+        });
+        let v = |u: &str, d: &str, ty: &str| {
+            let series = format!(
+                "ssdwatch_btrfs_device_errors_total{{uuid=\"{u}\",device=\"{d}\",type=\"{ty}\"}} "
+            );
+            t.lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .map(|x| x.to_string())
+        };
+        assert_eq!(v("aa", "sdc1", "corruption").as_deref(), Some("3"), "{t}");
+        assert_eq!(v("aa", "sdb1", "corruption").as_deref(), Some("0"));
+        assert_eq!(v("aa", "sdc1", "generation").as_deref(), Some("0"));
+        assert!(
+            !t.contains("devid3"),
+            "an unreadable file has no series: {t}"
+        );
+        assert_eq!(v("bb", "nvme0n1p2", "corruption").as_deref(), Some("1"));
+        assert_eq!(v("cc", "devid2", "corruption").as_deref(), Some("5"));
+        let n = t
+            .lines()
+            .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{"))
+            .count();
+        assert_eq!(n, 4 * 5, "five counters for each of four readable devices");
+    }
+
+    /// md members' corrected read errors, one series per member; an unknown count none.
+    #[test]
+    fn md_members_corrected_read_errors_are_per_member() {
+        let t = text(&Layers {
+            md: vec![md::Array {
+                name: "md0".into(),
+                level: "raid1".into(),
+                member_list: vec![
+                    md::Member {
+                        name: "nvme0n1p1".into(),
+                        corrected_read_errors: Some(0),
+                    },
+                    md::Member {
+                        name: "nvme1n1p1".into(),
+                        corrected_read_errors: Some(37),
+                    },
+                    md::Member {
+                        name: "sdz".into(),
+                        corrected_read_errors: None,
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert!(t.contains("ssdwatch_md_member_corrected_read_errors_total{device=\"md0\",member=\"nvme1n1p1\"} 37\n"), "{t}");
+        assert!(t.contains("ssdwatch_md_member_corrected_read_errors_total{device=\"md0\",member=\"nvme0n1p1\"} 0\n"));
+        assert!(!t.contains("member=\"sdz\""));
     }
 
     /// Names from dmsetup and zpool output reach the exposition in their label form: an ESC

@@ -6,6 +6,7 @@
 
 pub mod thin;
 pub mod zfs;
+pub mod zpool_status;
 
 use crate::sysfs::btrfs::Btrfs;
 use crate::sysfs::md::Array;
@@ -28,6 +29,9 @@ pub struct BtrfsDevice {
     pub size_bytes: Option<u64>,
     /// Raw bytes not allocated to any chunk; None when only the filesystem's total is known.
     pub unallocated_bytes: Option<u64>,
+    /// The filesystem's id of the device (what `devinfo/` is keyed by); None where the
+    /// filesystem could not be asked.
+    pub devid: Option<u64>,
 }
 
 impl BtrfsSpace {
@@ -93,6 +97,8 @@ pub struct Layers {
     pub btrfs: Vec<BtrfsSpace>,
     pub zfs_pools: Vec<zfs::Pool>,
     pub zfs_datasets: Vec<zfs::Dataset>,
+    /// Each pool's vdevs' error counters and states, and its data errors (`zpool status`).
+    pub zfs_status: Vec<zpool_status::PoolStatus>,
     pub md: Vec<Array>,
 }
 
@@ -391,6 +397,7 @@ mod tests {
                 name: "sdb".into(),
                 size_bytes: Some(10 * gib + (16 << 20)),
                 unallocated_bytes: Some(0),
+                devid: Some(1),
             }],
         };
         let sdb = dev("sdb", None);

@@ -2,7 +2,7 @@
 //! log (`--log=devstat`). Pure: reads a JSON value and the vendor table only.
 
 use super::json::{as_u64, get, get_u64, mul};
-use super::model::{Attribute, FamilySource, Found, Health, Origin};
+use super::model::{Attribute, FamilySource, Found, Health, Origin, WhenFailed};
 use super::table::{Field, From, MatchedBy, Percent, Rule, Table, Unit};
 use serde_json::Value;
 
@@ -21,6 +21,28 @@ pub(super) fn read_attributes(v: &Value, h: &mut Health) -> Vec<Attribute> {
                 .push("an ATA attribute without a valid id was skipped".into());
             continue;
         };
+        let value = a.get("value").and_then(as_u64);
+        let worst = a.get("worst").and_then(as_u64);
+        let thresh = a.get("thresh").and_then(as_u64);
+        let when_failed = match a.get("when_failed").map(|w| (w, w.as_str())) {
+            Some((_, Some(s))) => match WhenFailed::parse(s) {
+                Some(w) => Some(w),
+                None => {
+                    h.warnings.push(format!(
+                        "attribute {id}: when_failed {s:?} is not a known state; worked out from value and threshold"
+                    ));
+                    WhenFailed::derive(value, worst, thresh)
+                }
+            },
+            // libatasmart and older outputs give none: smartctl's own rule on the figures.
+            None | Some((Value::Null, _)) => WhenFailed::derive(value, worst, thresh),
+            Some((other, None)) => {
+                h.warnings.push(format!(
+                    "attribute {id}: when_failed {other} is not a string; worked out from value and threshold"
+                ));
+                WhenFailed::derive(value, worst, thresh)
+            }
+        };
         out.push(Attribute {
             id: id as u32,
             name: a
@@ -28,10 +50,15 @@ pub(super) fn read_attributes(v: &Value, h: &mut Health) -> Vec<Attribute> {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),
-            value: a.get("value").and_then(as_u64),
-            worst: a.get("worst").and_then(as_u64),
-            thresh: a.get("thresh").and_then(as_u64),
+            value,
+            worst,
+            thresh,
             raw: get_u64(a, &["raw", "value"]),
+            prefailure: a
+                .get("flags")
+                .and_then(|f| f.get("prefailure"))
+                .and_then(Value::as_bool),
+            when_failed,
         });
     }
     out
@@ -360,6 +387,84 @@ mod tests {
     }
 
     const MIB32: u64 = 32 << 20;
+
+    /// tests/fixtures/smart-derived (see its SOURCES.md): a real Micron 5300 capture with its
+    /// pre-failure attribute 170 at 8, below its threshold of 10, as smartctl reports it.
+    #[test]
+    fn a_prefail_attribute_below_its_threshold_is_failing_now_and_the_rest_never() {
+        use crate::smart::WhenFailed;
+        let path = format!(
+            "{}/tests/fixtures/smart-derived/ata-micron-5300-reserve-failing-now.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let h = crate::smart::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let a170 = h.attributes.iter().find(|a| a.id == 170).unwrap();
+        assert_eq!(
+            (a170.value, a170.thresh, a170.prefailure, a170.when_failed),
+            (Some(8), Some(10), Some(true), Some(WhenFailed::Now))
+        );
+        for a in h.attributes.iter().filter(|a| a.id != 170) {
+            assert_eq!(a.when_failed, Some(WhenFailed::Never), "{}", a.id);
+        }
+        // Old-age attributes are flagged so (5 on this drive is not pre-failure).
+        let a5 = h.attributes.iter().find(|a| a.id == 5).unwrap();
+        assert_eq!((a5.prefailure, a5.thresh), (Some(false), Some(1)));
+        assert_eq!(h.smart_passed, Some(false));
+        assert!(
+            h.warnings.iter().all(|w| !w.contains("when_failed")),
+            "{:?}",
+            h.warnings
+        );
+    }
+
+    /// smartctl's JSON words, its text column's words, none at all (libatasmart: worked out
+    /// from the figures as smartctl does), and a word no smartctl writes (a warning naming the
+    /// attribute, and the figures decide).
+    #[test]
+    fn when_failed_is_read_in_every_spelling_and_worked_out_where_absent() {
+        use crate::smart::WhenFailed as W;
+        let row = |wf: Value, value: u64, worst: u64, thresh: u64| {
+            let mut r = json!({"id": 5, "name": "Reallocated_Sector_Ct", "value": value,
+                               "worst": worst, "thresh": thresh, "raw": {"value": 0},
+                               "flags": {"prefailure": true}});
+            if !wf.is_null() {
+                r["when_failed"] = wf;
+            }
+            let v = json!({"smartctl": {"exit_status": 0},
+                           "device": {"name": "/dev/sda", "type": "sat", "protocol": "ATA"},
+                           "ata_smart_attributes": {"table": [r]}});
+            let h = normalize(&v, Table::builtin());
+            (h.attributes[0].when_failed, h.warnings)
+        };
+        assert_eq!(row(json!("now"), 5, 5, 10).0, Some(W::Now));
+        assert_eq!(row(json!("FAILING_NOW"), 5, 5, 10).0, Some(W::Now));
+        assert_eq!(row(json!("past"), 50, 5, 10).0, Some(W::InThePast));
+        assert_eq!(row(json!("In_the_past"), 50, 5, 10).0, Some(W::InThePast));
+        assert_eq!(row(json!(""), 100, 100, 10).0, Some(W::Never));
+        assert_eq!(row(json!("-"), 100, 100, 10).0, Some(W::Never));
+        // Absent: value at the threshold fails now, worst at it failed in the past, a
+        // threshold of 0 never fails.
+        assert_eq!(row(Value::Null, 10, 10, 10).0, Some(W::Now));
+        assert_eq!(row(Value::Null, 90, 10, 10).0, Some(W::InThePast));
+        assert_eq!(row(Value::Null, 1, 1, 0).0, Some(W::Never));
+        let (w, warnings) = row(json!("soon"), 5, 5, 10);
+        assert_eq!(w, Some(W::Now));
+        assert!(
+            warnings
+                .iter()
+                .any(|x| x.contains("attribute 5: when_failed \"soon\"")),
+            "{warnings:?}"
+        );
+        let (w, warnings) = row(json!(7), 100, 100, 10);
+        assert_eq!(w, Some(W::Never));
+        assert!(
+            warnings
+                .iter()
+                .any(|x| x.contains("attribute 5: when_failed 7"))
+        );
+        // No threshold: unknown, not "never".
+        assert_eq!(W::derive(Some(5), Some(5), None), None);
+    }
 
     type Case = (&'static str, Health, Box<dyn Fn(&Health)>);
 

@@ -20,7 +20,7 @@ pub mod table;
 
 pub use model::{
     Attribute, EXIT_BITS, FamilySource, HOST_WRITTEN_ORDER, Health, Origin, ParseError, Source,
-    ThermalThrottle, WEAR_ORDER,
+    ThermalThrottle, WEAR_ORDER, WhenFailed,
 };
 pub use normalize::{normalize, parse};
 pub use selftest::{SelfTest, SelfTestKind, SelfTestResult};
@@ -31,6 +31,9 @@ struct Inspected<'a> {
     #[serde(flatten)]
     health: &'a Health,
     smartctl_exit_bits: Vec<&'static str>,
+    /// ATA attributes at or below their threshold now or in the past (smartctl's WHEN_FAILED),
+    /// with the figures that say so: the drive's own verdicts. Empty when none crossed.
+    attributes_past_threshold: Vec<&'a Attribute>,
 }
 
 /// Renders the normalized model as pretty JSON.
@@ -38,6 +41,11 @@ pub fn inspect_json(h: &Health) -> String {
     let out = Inspected {
         health: h,
         smartctl_exit_bits: h.exit_bits(),
+        attributes_past_threshold: h
+            .attributes
+            .iter()
+            .filter(|a| matches!(a.when_failed, Some(WhenFailed::Now | WhenFailed::InThePast)))
+            .collect(),
     };
     serde_json::to_string_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }

@@ -26,6 +26,54 @@ pub struct Attribute {
     pub worst: Option<u64>,
     pub thresh: Option<u64>,
     pub raw: Option<u64>,
+    /// Whether the attribute is pre-failure (its crossing the threshold predicts the drive's
+    /// failure) rather than old-age (wear); None when the output has no flags.
+    pub prefailure: Option<bool>,
+    /// Whether the normalized value is at or below the threshold now, was at some time (its
+    /// worst), or never: smartctl's `when_failed` where it gives one, else worked out the way
+    /// smartctl does from value, worst and a threshold above 0. None when unknown.
+    pub when_failed: Option<WhenFailed>,
+}
+
+/// When an attribute's normalized value crossed its threshold (smartctl's WHEN_FAILED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenFailed {
+    Never,
+    /// The worst value was at or below the threshold; the value now is above it.
+    InThePast,
+    /// The value is at or below the threshold now.
+    Now,
+}
+
+impl WhenFailed {
+    /// smartctl's JSON `when_failed` ("now", "past", ""), or its text column's words
+    /// (`FAILING_NOW`, `In_the_past`, `-`); None for anything else.
+    pub fn parse(s: &str) -> Option<WhenFailed> {
+        match s.trim() {
+            "" | "-" => Some(WhenFailed::Never),
+            "past" | "In_the_past" => Some(WhenFailed::InThePast),
+            "now" | "FAILING_NOW" => Some(WhenFailed::Now),
+            _ => None,
+        }
+    }
+
+    /// As smartctl decides it (ataprint.cpp): a threshold of 0 never fails; the value at or
+    /// below the threshold is failing now, else the worst at or below it failed in the past.
+    pub fn derive(value: Option<u64>, worst: Option<u64>, thresh: Option<u64>) -> Option<Self> {
+        let t = thresh?;
+        let v = value?;
+        if t == 0 {
+            return Some(WhenFailed::Never);
+        }
+        if v <= t {
+            Some(WhenFailed::Now)
+        } else if worst.is_some_and(|w| w <= t) {
+            Some(WhenFailed::InThePast)
+        } else {
+            Some(WhenFailed::Never)
+        }
+    }
 }
 
 /// The normalized model. `None` = the drive (or this output) does not report it.

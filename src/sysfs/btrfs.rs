@@ -2,7 +2,9 @@
 //! system) the space allocated to chunks and used inside them, raw and logical, the profile, the
 //! global reserve, and the devices. A btrfs says "No space left" while `df` shows free space when
 //! every byte of its devices is allocated to data chunks and metadata can't get a new chunk:
-//! what [`Btrfs::metadata_can_grow`] tells. Reads only; no ioctl (see `layers` for those).
+//! what [`Btrfs::metadata_can_grow`] tells. Also each device's error counters
+//! (`devinfo/<devid>/error_stats`, kernel 5.14 and later). Reads only; no ioctl (see `layers`
+//! for those).
 
 use super::SysDir;
 use std::path::Path;
@@ -53,6 +55,113 @@ pub struct Btrfs {
     pub global_reserve_reserved_bytes: u64,
     /// Kernel names of its devices (`devices/`).
     pub devices: Vec<String>,
+    /// Each device's error counters by devid (`devinfo/<devid>/error_stats`); empty on kernels
+    /// without them (before 5.14). A file that could not be read is its device's error, not the
+    /// filesystem's.
+    pub device_errors: Vec<DeviceErrors>,
+}
+
+/// One device's error counters, or why they could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceErrors {
+    pub devid: u64,
+    pub counts: Result<ErrorCounts, String>,
+}
+
+/// The counters the kernel keeps per device (`btrfs device stats`), over the filesystem's life:
+/// they are stored on disk and survive remounts until `btrfs device stats -z` zeroes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ErrorCounts {
+    /// Writes the device failed (the block layer returned an error).
+    pub write: u64,
+    pub read: u64,
+    /// Cache flushes (barriers) the device failed.
+    pub flush: u64,
+    /// Blocks whose checksum did not match (silent corruption, or a torn write).
+    pub corruption: u64,
+    /// Blocks of an unexpected generation (a write the device lost or misplaced).
+    pub generation: u64,
+}
+
+impl ErrorCounts {
+    /// The counters by the `type` label they are exported with, in a fixed order.
+    pub fn by_type(&self) -> [(&'static str, u64); 5] {
+        [
+            ("write", self.write),
+            ("read", self.read),
+            ("flush", self.flush),
+            ("corruption", self.corruption),
+            ("generation", self.generation),
+        ]
+    }
+}
+
+/// The five counters' names in `error_stats`, in [`ErrorCounts::by_type`]'s order.
+const ERROR_STATS_KEYS: [&str; 5] = [
+    "write_errs",
+    "read_errs",
+    "flush_errs",
+    "corruption_errs",
+    "generation_errs",
+];
+
+/// Parses `error_stats`: lines `write_errs 0`, `read_errs 0`, `flush_errs 0`,
+/// `corruption_errs 0`, `generation_errs 0`. Each of the five must be there once with a count;
+/// a counter a later kernel adds is passed over; a line not `name count` is an error naming it.
+pub fn parse_error_stats(text: &str) -> Result<ErrorCounts, String> {
+    let mut v: [Option<u64>; 5] = [None; 5];
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let mut f = line.split_whitespace();
+        let (Some(key), Some(n), None) = (f.next(), f.next(), f.next()) else {
+            return Err(format!("line {}: {line:?} is not \"name count\"", i + 1));
+        };
+        let n: u64 = n
+            .parse()
+            .map_err(|_| format!("line {}: {key} {n:?} is not a count", i + 1))?;
+        let Some(slot) = ERROR_STATS_KEYS.iter().position(|k| *k == key) else {
+            continue;
+        };
+        if v[slot].replace(n).is_some() {
+            return Err(format!("line {}: {key} twice", i + 1));
+        }
+    }
+    let get = |slot: usize| v[slot].ok_or_else(|| format!("{} missing", ERROR_STATS_KEYS[slot]));
+    Ok(ErrorCounts {
+        write: get(0)?,
+        read: get(1)?,
+        flush: get(2)?,
+        corruption: get(3)?,
+        generation: get(4)?,
+    })
+}
+
+/// Every device's counters under the filesystem's `devinfo/`, by devid; none where the kernel
+/// has no `error_stats` (before 5.14).
+fn device_errors(fs: &SysDir) -> Vec<DeviceErrors> {
+    let Ok(devinfo) = fs.sub("devinfo") else {
+        return Vec::new();
+    };
+    let mut ids: Vec<u64> = devinfo
+        .names()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .filter_map(|devid| {
+            let dir = devinfo.sub(&devid.to_string()).ok()?;
+            let text = dir.attr("error_stats");
+            // No file: a kernel without the counters (no series, no error).
+            let counts =
+                parse_error_stats(&text?).map_err(|e| format!("devinfo/{devid}/error_stats: {e}"));
+            Some(DeviceErrors { devid, counts })
+        })
+        .collect()
 }
 
 /// A btrfs whose sysfs directory could not be read, and why.
@@ -129,6 +238,7 @@ fn read_open(fs: &SysDir, alloc: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsErro
             .sub("devices")
             .and_then(|d| d.names())
             .unwrap_or_default(),
+        device_errors: device_errors(fs),
     })
 }
 
@@ -331,6 +441,13 @@ mod tests {
         let b = &all[0];
         assert_eq!(b.label.as_deref(), Some("pgdata"));
         assert_eq!(b.devices, ["loop0"]);
+        assert_eq!(
+            b.device_errors,
+            [DeviceErrors {
+                devid: 1,
+                counts: Ok(ErrorCounts::default())
+            }]
+        );
         assert_eq!(b.data.profiles, ["single"]);
         assert_eq!(
             (b.data.total_bytes, b.data.used_bytes),
@@ -344,6 +461,74 @@ mod tests {
         // 51 MiB fit in the 296 MiB unallocated.
         assert!(b.metadata_can_grow(unallocated, 512 << 20));
         assert!(!b.metadata_can_grow(100 << 20, 512 << 20));
+    }
+
+    #[test]
+    fn device_error_counters_read_per_devid_and_a_bad_file_is_its_devices_error() {
+        let t = tempfile::tempdir().unwrap();
+        let d = fresh(t.path(), "u");
+        // A two-device filesystem: devid 1 has seen corruption, devid 3's file is garbage, and
+        // devid 2 is on a kernel path without the file (no counters, no error).
+        write(
+            &d.join("devinfo/1"),
+            "error_stats",
+            "write_errs 0\nread_errs 2\nflush_errs 0\ncorruption_errs 7\ngeneration_errs 1",
+        );
+        std::fs::create_dir_all(d.join("devinfo/2")).unwrap();
+        write(&d.join("devinfo/3"), "error_stats", "write_errs lots");
+        let b = read_one(&d, "u").unwrap();
+        assert_eq!(b.device_errors.len(), 2, "{:?}", b.device_errors);
+        assert_eq!(b.device_errors[0].devid, 1);
+        assert_eq!(
+            b.device_errors[0].counts,
+            Ok(ErrorCounts {
+                write: 0,
+                read: 2,
+                flush: 0,
+                corruption: 7,
+                generation: 1
+            })
+        );
+        assert_eq!(b.device_errors[1].devid, 3);
+        assert_eq!(
+            b.device_errors[1].counts,
+            Err("devinfo/3/error_stats: line 1: write_errs \"lots\" is not a count".into())
+        );
+    }
+
+    #[test]
+    fn error_stats_must_hold_each_counter_once() {
+        let all = "write_errs 1\nread_errs 2\nflush_errs 3\ncorruption_errs 4\ngeneration_errs 5\n";
+        let c = parse_error_stats(all).unwrap();
+        assert_eq!(
+            c.by_type(),
+            [
+                ("write", 1),
+                ("read", 2),
+                ("flush", 3),
+                ("corruption", 4),
+                ("generation", 5)
+            ]
+        );
+        // A counter a later kernel adds is passed over.
+        assert_eq!(parse_error_stats(&format!("{all}zoned_errs 9\n")), Ok(c));
+        assert_eq!(
+            parse_error_stats("write_errs 1\nread_errs 2\n"),
+            Err("flush_errs missing".into())
+        );
+        assert_eq!(
+            parse_error_stats(&format!("{all}read_errs 2\n")),
+            Err("line 6: read_errs twice".into())
+        );
+        assert_eq!(
+            parse_error_stats("write_errs 1 2\n"),
+            Err("line 1: \"write_errs 1 2\" is not \"name count\"".into())
+        );
+        assert_eq!(
+            parse_error_stats("read_errs -1\n"),
+            Err("line 1: read_errs \"-1\" is not a count".into())
+        );
+        assert_eq!(parse_error_stats(""), Err("write_errs missing".into()));
     }
 
     #[test]

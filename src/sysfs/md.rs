@@ -1,6 +1,7 @@
 //! md (software RAID) arrays from `/sys/block/md*/md/`: level, state, missing members, the sync
-//! action running and how far it is, and the mismatch count of the last check. A degraded or
-//! resyncing array changes what the drives under a database can do. Reads only.
+//! action running and how far it is, the mismatch count of the last check, and each member's
+//! count of read errors md corrected. A degraded or resyncing array changes what the drives
+//! under a database can do. Reads only.
 
 use super::SysDir;
 use std::path::Path;
@@ -47,6 +48,19 @@ pub struct Array {
     pub sync_progress: Option<f64>,
     /// Sectors found inconsistent by the last check or repair (`mismatch_cnt`).
     pub mismatch_sectors: Option<u64>,
+    /// Each member (`dev-*`), sorted by name.
+    pub member_list: Vec<Member>,
+}
+
+/// One member of an array.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Member {
+    /// Kernel name of the member's block device (`dev-sdb1` → `sdb1`).
+    pub name: String,
+    /// Read errors on the member that md corrected (rewrote from the other copies) without
+    /// evicting it (`dev-*/errors`); counted since the array was assembled. None when the file
+    /// is missing or not a number.
+    pub corrected_read_errors: Option<u64>,
 }
 
 /// `sync_completed`: "done / total" in sectors, or "none"/"delayed".
@@ -81,15 +95,16 @@ pub fn read_array(sys: &Path, name: &str) -> Option<Array> {
             .and_then(|s| parse_sync_completed(&s)),
     };
     for dev in md.names().unwrap_or_default() {
-        if !dev.starts_with("dev-") {
+        let Some(member) = dev.strip_prefix("dev-") else {
             continue;
-        }
+        };
         a.members += 1;
-        let state = md
-            .sub(&dev)
-            .ok()
-            .and_then(|d| d.attr("state"))
-            .unwrap_or_default();
+        let dir = md.sub(&dev).ok();
+        a.member_list.push(Member {
+            name: member.to_string(),
+            corrected_read_errors: dir.as_ref().and_then(|d| d.u64("errors")),
+        });
+        let state = dir.and_then(|d| d.attr("state")).unwrap_or_default();
         let flags: Vec<&str> = state.split(',').collect();
         if flags.contains(&"faulty") {
             a.disks_failed += 1;
@@ -133,6 +148,9 @@ mod tests {
         write(&md.join("sync_completed"), "261632 / 1046528");
         write(&md.join("mismatch_cnt"), "0");
         write(&md.join("dev-vdb/state"), "in_sync");
+        write(&md.join("dev-vdb/errors"), "0");
+        write(&md.join("dev-vdc/errors"), "12");
+        write(&md.join("dev-vdd/errors"), "x");
         write(&md.join("dev-vdc/state"), "spare");
         write(&md.join("dev-vdd/state"), "faulty");
     }
@@ -152,6 +170,13 @@ mod tests {
         assert_eq!(a.sync_action.as_deref(), Some("recover"));
         assert_eq!(a.sync_progress, Some(0.25));
         assert_eq!(a.mismatch_sectors, Some(0));
+        // Each member's corrected read errors; a file that is not a number is unknown.
+        let errors: Vec<(&str, Option<u64>)> = a
+            .member_list
+            .iter()
+            .map(|m| (m.name.as_str(), m.corrected_read_errors))
+            .collect();
+        assert_eq!(errors, [("vdb", Some(0)), ("vdc", Some(12)), ("vdd", None)]);
     }
 
     #[test]

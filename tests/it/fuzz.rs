@@ -52,6 +52,24 @@ struct Target {
     call: fn(&[u8]) -> bool,
 }
 
+/// What `zpool status` prints, text and JSON.
+const ZPOOL_STATUS_TOKENS: &[&[u8]] = &[
+    b"  pool: ",
+    b"\tNAME        STATE     READ WRITE CKSUM\n",
+    b"\t  ",
+    b"errors: ",
+    b" data errors, use '-v' for a list",
+    b"No known data errors",
+    b"ONLINE",
+    b"HEALTHY",
+    b"FAULTED",
+    b"\"vdevs\": {",
+    b"\"checksum_errors\": ",
+    b"\"error_count\": ",
+    b"1.2K",
+    b"18446744073709551616",
+];
+
 /// Values at the edges of every integer type and of the parsers' own formats.
 const NUMBERS: &[&[u8]] = &[
     b"0",
@@ -549,6 +567,26 @@ fn targets() -> Vec<Target> {
             },
         },
         Target {
+            name: "zpool_status",
+            seeds: corpus("tests/fixtures/layers", &|n| n.starts_with("zpool-status")),
+            dict: ZPOOL_STATUS_TOKENS,
+            call: |b| {
+                // Each input as both forms: the JSON parser on text and the text parser on JSON
+                // are hostile inputs too.
+                let text = lossy(b);
+                let (mut zfs_status, _) = ssdwatch::layers::zpool_status::parse_text(&text);
+                if let Ok((pools, _)) = ssdwatch::layers::zpool_status::parse_json(&text) {
+                    zfs_status.extend(pools);
+                }
+                let accepted = !zfs_status.is_empty();
+                through_layers(&ssdwatch::layers::Layers {
+                    zfs_status,
+                    ..Default::default()
+                });
+                accepted
+            },
+        },
+        Target {
             name: "sys_btrfs_tree",
             seeds: tree_seeds(&[repo().join("tests/fixtures/layers/btrfs-sysfs")]),
             dict: SYS_TREE_TOKENS,
@@ -569,6 +607,7 @@ fn targets() -> Vec<Target> {
                                 size_bytes: Some(512 << 20),
                                 // As the ioctl answers, and as the fallback (sizes only).
                                 unallocated_bytes: (i % 2 == 0).then_some(300 << 20),
+                                devid: Some(i as u64 + 1),
                             })
                             .collect(),
                         fs,

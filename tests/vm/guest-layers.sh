@@ -149,6 +149,10 @@ until grep -q idle /sys/block/md1/md/sync_action; do
 done
 snap md-recovered
 cat /proc/mdstat > $R/mdstat.txt
+# Each member's corrected read errors as the kernel shows them (0: nothing here fails reads).
+for f in /sys/block/md1/md/dev-*/errors; do
+  d=${f%/errors}; echo "${d##*/dev-} $(cat $f)"
+done > $R/md-member-errors.txt
 
 # --- ZFS: a pool filled past 80 % with a quota and a reservation; a mirror losing a device ---
 # Without udev, zpool can't wait for the partitions it makes on a whole disk: give it
@@ -176,6 +180,16 @@ zpool list -Hp -o name,size,allocated,free,fragmentation,capacity,health,checkpo
 zfs list -Hp -t filesystem,volume -o name,used,available,referenced,quota,reservation,mountpoint > $R/zfs-list.txt 2>&1
 zpool status > $R/zpool-status.txt 2>&1
 df -k /tank/pg /tank/logs > $R/zfs-df.txt 2>&1
+
+# --- ZFS errors: 32 MiB of tank's only device overwritten behind ZFS's back (inside its data,
+# past the labels), then a scrub: checksum errors on the device, permanent data errors in the
+# pool (one copy of data; metadata keeps its ditto copies) ---
+zpool status -p > $R/zpool-status-p.txt 2>&1
+dd if=/dev/urandom of=/dev/mapper/z$ZA bs=1M seek=400 count=32 conv=notrunc,fsync 2>>$LOG \
+  || log "dd over tank's device failed"
+zpool scrub -w tank >>$LOG 2>&1 || log "zpool scrub tank failed"
+zpool status -p > $R/zpool-status-p-errors.txt 2>&1
+snap zfs-errors
 
 cat /proc/self/mountinfo > $R/mountinfo.txt
 kill $DAEMON; wait $DAEMON 2>/dev/null; DAEMON=

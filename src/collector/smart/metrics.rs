@@ -5,7 +5,7 @@ use super::drive::{DriveState, Target, waf_over_window};
 use super::durability::Reason;
 use crate::catalogue;
 use crate::metrics::MetricSet;
-use crate::smart::{EXIT_BITS, Health};
+use crate::smart::{EXIT_BITS, Health, WhenFailed};
 use crate::time::DAY_F64;
 use std::time::Duration;
 
@@ -262,5 +262,78 @@ fn attribute_metrics(ids: &Ids, h: &Health, m: &mut MetricSet) {
             .push_opt(&al, f(a.value));
         m.family(&catalogue::DEVICE_SMART_ATTRIBUTE_RAW)
             .push_opt(&al, f(a.raw));
+        m.family(&catalogue::DEVICE_SMART_ATTRIBUTE_THRESHOLD)
+            .push_opt(&al, f(a.thresh));
+        // Unknown (no threshold, no value, no when_failed) gives no series, never a 0.
+        let Some(when) = a.when_failed else { continue };
+        let fl = [
+            ("device", ids.dev),
+            ("serial", ids.serial),
+            ("id", id.as_str()),
+            ("name", a.name.as_str()),
+            ("type", attribute_type(a.prefailure)),
+        ];
+        m.family(&catalogue::DEVICE_SMART_ATTRIBUTE_FAILING_NOW)
+            .push(&fl, b(when == WhenFailed::Now));
+        m.family(&catalogue::DEVICE_SMART_ATTRIBUTE_FAILED_IN_PAST)
+            .push(&fl, b(when == WhenFailed::InThePast));
+    }
+}
+
+/// The `type` label of an attribute: `prefail` (crossing its threshold is the drive's failure
+/// prediction), `old_age` (wear), or empty where the output has no flags (libatasmart).
+fn attribute_type(prefailure: Option<bool>) -> &'static str {
+    match prefailure {
+        Some(true) => "prefail",
+        Some(false) => "old_age",
+        None => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The derived failing drive (tests/fixtures/smart-derived): its threshold, and the one
+    /// pre-failure attribute failing now, as series a rule can select.
+    #[test]
+    fn a_failing_prefail_attribute_shows_with_its_threshold_and_type() {
+        let path = format!(
+            "{}/tests/fixtures/smart-derived/ata-micron-5300-reserve-failing-now.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let h = crate::smart::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let ids = Ids {
+            dev: "sda",
+            serial: "S1",
+            wwn: "",
+        };
+        let mut m = MetricSet::new();
+        attribute_metrics(&ids, &h, &mut m);
+        let mut t = String::new();
+        crate::render::render_families(&mut t, m.families());
+        let l = "device=\"sda\",serial=\"S1\",id=\"170\",name=\"Reserved_Block_Pct\"";
+        assert!(
+            t.contains(&format!(
+                "ssdwatch_device_smart_attribute_threshold{{{l}}} 10\n"
+            )),
+            "{t}"
+        );
+        assert!(t.contains(&format!(
+            "ssdwatch_device_smart_attribute_failing_now{{{l},type=\"prefail\"}} 1\n"
+        )));
+        assert!(t.contains(&format!(
+            "ssdwatch_device_smart_attribute_failed_in_past{{{l},type=\"prefail\"}} 0\n"
+        )));
+        // Exactly one attribute fails; the old-age ones carry their type.
+        let failing: Vec<&str> = t
+            .lines()
+            .filter(|x| x.starts_with("ssdwatch_device_smart_attribute_failing_now{"))
+            .filter(|x| x.ends_with(" 1"))
+            .collect();
+        assert_eq!(failing.len(), 1, "{failing:?}");
+        assert!(t.contains(
+            "ssdwatch_device_smart_attribute_failing_now{device=\"sda\",serial=\"S1\",id=\"5\",name=\"Reallocated_Sector_Ct\",type=\"old_age\"} 0\n"
+        ));
     }
 }

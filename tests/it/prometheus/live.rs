@@ -86,6 +86,21 @@ const MAY_BE_EMPTY: &[(&str, &str, &str)] = &[
     ("ssdwatch-host.json", "md sync progress", NO_LAYERS),
     (
         "ssdwatch-host.json",
+        "Errors under the filesystem, new per day",
+        NO_LAYERS,
+    ),
+    (
+        "ssdwatch-host.json",
+        "ZFS pools: permanent data errors",
+        NO_LAYERS,
+    ),
+    (
+        "ssdwatch-host.json",
+        "ATA attributes at their threshold",
+        "the replayed drives have no attribute at or below its threshold",
+    ),
+    (
+        "ssdwatch-host.json",
         "Database components by mount",
         NO_DATABASE,
     ),
@@ -1873,7 +1888,7 @@ fn the_layers_row_tells_a_thin_pool_filling_under_an_ext4() {
             titles.insert(p["title"].as_str().unwrap().to_string());
         }
     }
-    assert_eq!(titles.len(), 9, "{titles:?}");
+    assert_eq!(titles.len(), 11, "{titles:?}");
     let qs: Vec<Query> = queries(&d)
         .into_iter()
         .filter(|q| titles.contains(&q.what))
@@ -1979,6 +1994,33 @@ fn the_layers_row_tells_a_thin_pool_filling_under_an_ext4() {
         Some(0.25)
     );
     assert_eq!(value_of(&prom, &sync, &[("device", "md1")]), None, "idle");
+    // The degraded pool's faulted disk came with 37 read errors and one damaged block: the
+    // damage shows in the table; the errors it had before the run are no new errors (0).
+    let data_errors = e(target(&qs, "ZFS pools: permanent data errors", ""));
+    assert_eq!(
+        value_of(&prom, &data_errors, &[("pool", "tank1")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value_of(&prom, &data_errors, &[("pool", "tank0")]),
+        Some(0.0)
+    );
+    let new_errors = e(target(
+        &qs,
+        "Errors under the filesystem, new per day",
+        "zfs {{pool}} {{vdev}} {{type}}",
+    ));
+    let sdd = range_of(
+        &prom,
+        &new_errors,
+        started,
+        &[("pool", "tank1"), ("vdev", "sdd"), ("type", "read")],
+    );
+    assert!(
+        !sdd.is_empty(),
+        "the faulted disk's read errors are plotted"
+    );
+    assert!(sdd.iter().all(|p| p.1 == 0.0), "flat at 0: {sdd:?}");
 
     // report --prometheus: the same stack from this Prometheus.
     let api = ssdwatch::report::prometheus::Api::new(&prom.base);

@@ -188,3 +188,34 @@ fn inspect_says_which_source_gave_the_wear_and_the_host_writes() {
         assert_eq!(value("host_written_bytes"), written.is_some(), "{fixture}");
     }
 }
+
+/// A pre-failure attribute at or below its threshold (tests/fixtures/smart-derived: a real
+/// capture with that one attribute lowered) shows in `smart inspect` with its threshold, its
+/// type and when it failed, beside the exit bits smartctl set for it.
+#[test]
+fn smart_inspect_shows_a_failing_prefail_attribute_with_its_threshold() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/smart-derived/ata-micron-5300-reserve-failing-now.json");
+    let (code, out, err) = inspect(&path);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let attrs = v["attributes_past_threshold"]
+        .as_array()
+        .expect("attributes_past_threshold");
+    assert_eq!(attrs.len(), 1, "only 170 crossed: {attrs:?}");
+    let a170 = &attrs[0];
+    assert_eq!(a170["id"], 170);
+    assert_eq!(a170["name"], "Reserved_Block_Pct");
+    assert_eq!(a170["thresh"], 10);
+    assert_eq!(a170["value"], 8);
+    assert_eq!(a170["prefailure"], true);
+    assert_eq!(a170["when_failed"], "now");
+    assert_eq!(
+        v["smartctl_exit_bits"],
+        serde_json::json!(["smart_status_failing", "prefail_threshold_crossed"])
+    );
+    // The real capture it was made from: none crossed, an empty list (not a missing key).
+    let (_, out, _) = inspect(&fixtures().join("ata-micron-5300-mtfddak1t9tds.json"));
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["attributes_past_threshold"], serde_json::json!([]));
+}

@@ -482,3 +482,95 @@ fn zfs_pools_and_datasets_are_zpools_and_zfss_own_figures() {
         "16 MiB written of a 48 MiB quota: {logs_eff}"
     );
 }
+
+/// Each md member's corrected read errors as the kernel shows them in `dev-*/errors` (0 here:
+/// nothing in the guest fails a read), one series per member.
+#[test]
+#[ignore = "boots a QEMU guest; run with --ignored vm::layers::"]
+fn md_members_corrected_read_errors_are_the_kernels_own_counts() {
+    let s = scrape("md-recovered");
+    let members = read("md-member-errors.txt");
+    let mut n = 0;
+    for line in members.lines() {
+        let (member, count) = line.split_once(' ').expect("member and count");
+        let count: f64 = count.trim().parse().expect("a count");
+        assert_eq!(
+            value(
+                &s,
+                "ssdwatch_md_member_corrected_read_errors_total",
+                &[("device", "md1"), ("member", member)]
+            ),
+            Some(count),
+            "{member}: {members}"
+        );
+        n += 1;
+    }
+    assert_eq!(n, 2, "both members: {members}");
+}
+
+/// 32 MiB of tank's only device overwritten behind ZFS's back, then a scrub: the device's
+/// checksum errors and the pool's permanent data errors are exported as `zpool status -p`
+/// printed them at that moment (the capture is read line by line here, not by the parser).
+#[test]
+#[ignore = "boots a QEMU guest; run with --ignored vm::layers::"]
+fn zfs_checksum_errors_found_by_a_scrub_are_zpools_own_counts() {
+    let before = scrape("zfs-full");
+    let s = scrape("zfs-errors");
+    let status = read("zpool-status-p-errors.txt");
+    // The config rows of tank, and its errors: line.
+    let tank = status
+        .split("  pool: ")
+        .find(|b| b.starts_with("tank\n"))
+        .unwrap_or_else(|| panic!("no tank in {status}"));
+    let rows: Vec<Vec<&str>> = tank
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("NAME"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let leaf = rows.last().expect("tank's device row");
+    let (name, cksum): (&str, f64) = (leaf[0], leaf[4].parse().expect("CKSUM"));
+    assert!(
+        cksum > 0.0,
+        "the scrub found the overwritten blocks: {tank}"
+    );
+    let t = [("pool", "tank"), ("vdev", name), ("type", "checksum")];
+    assert_eq!(
+        value(&s, "ssdwatch_zfs_vdev_errors_total", &t),
+        Some(cksum),
+        "{tank}"
+    );
+    assert_eq!(
+        value(&before, "ssdwatch_zfs_vdev_errors_total", &t),
+        Some(0.0)
+    );
+    let data_errors: f64 = tank
+        .lines()
+        .find_map(|l| l.strip_prefix("errors: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no data error count in {tank}"));
+    assert!(data_errors > 0.0, "{tank}");
+    assert_eq!(
+        value(&s, "ssdwatch_zfs_pool_data_errors", &[("pool", "tank")]),
+        Some(data_errors)
+    );
+    assert_eq!(
+        value(
+            &before,
+            "ssdwatch_zfs_pool_data_errors",
+            &[("pool", "tank")]
+        ),
+        Some(0.0)
+    );
+    // The faulted mirror device of the other pool: its state, not tank's.
+    assert_eq!(
+        value(
+            &s,
+            "ssdwatch_zfs_vdev_info",
+            &[("pool", "tank"), ("vdev", name), ("leaf", "true")]
+        ),
+        Some(1.0)
+    );
+}
