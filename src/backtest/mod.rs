@@ -312,6 +312,14 @@ impl Report {
             self.eval_interval_seconds,
             self.check_interval_seconds
         );
+        if self.pieces > 1 {
+            let _ = writeln!(
+                o,
+                "evaluated in {} pieces at once, each after a warm-up of {}",
+                self.pieces,
+                self.warmup_seconds.map_or("-".into(), human_duration)
+            );
+        }
         o.push('\n');
         if self.episodes.is_empty() {
             o.push_str("episodes: none (no alert fired)\n");
