@@ -3,7 +3,8 @@
 `unix_seconds,size_bytes,avail_bytes` for `ssdwatch backtest`, each a story a DBA knows.
 Deterministic (no randomness): the same table from every clean clone.
 
-usage: traces.py OUT_DIR [--short]   prints one line per trace: name, file, eval interval, story
+usage: traces.py OUT_DIR [--short | --speed]   prints one line per trace: name, file, eval interval, story
+       (--speed: the one trace benches/backtest_speed.sh times, 6 months at 1 minute)
 """
 import math
 import os
@@ -61,6 +62,13 @@ def main():
     short = "--short" in sys.argv[2:]
     os.makedirs(out, exist_ok=True)
     m5 = 300
+    if "--speed" in sys.argv[2:]:
+        # The issue's yardstick: 6 months of 1-minute samples (262,080 rows), the monthly
+        # partition sawtooth (it never fills, so the whole trace is evaluated).
+        write(out, "partition-drop-6months-1m", 60, 182 - 1 / 1440,
+              lambda t: frac(0.60) + 20 * GB * (t // (30 * DAY)) + 150 * GB * ((t % (30 * DAY)) / (30 * DAY)), "1m",
+              "partitions: 150 GB a month, the oldest month dropped on the 30th: 6 months at 1 minute")
+        return
     if short:
         # The CI form: small traces that still fill, or don't, through the whole pipeline.
         write(out, "runaway-minutes", 60, 3, lambda t: frac(0.60) if t < 2 * DAY else frac(0.60) + 1 * GB * (t - 2 * DAY), "1m",

@@ -3,7 +3,9 @@
 //! alarms. This module is pure (the trace, the engine's input and output, the episodes, the
 //! report); the store and the promtool child are driven by src/cli/backtest.rs.
 
+pub mod chunk;
 pub mod engine;
+pub mod prometheus;
 pub mod prune;
 pub mod replay;
 pub mod series;
@@ -246,6 +248,10 @@ pub struct Report {
     pub rules_evaluated: usize,
     pub rules_total: usize,
     pub check_interval_seconds: i64,
+    /// promtool runs the trace was cut into (evaluated at once), each after a warm-up of
+    /// `warmup_seconds` (`None`: the rules can't be cut, see `chunk`).
+    pub pieces: usize,
+    pub warmup_seconds: Option<i64>,
     pub episodes: Vec<Episode>,
     /// Each `--rules` given, with its own summary (lead times of its alerts alone).
     pub rule_sets: Vec<RuleSet>,
@@ -306,6 +312,14 @@ impl Report {
             self.eval_interval_seconds,
             self.check_interval_seconds
         );
+        if self.pieces > 1 {
+            let _ = writeln!(
+                o,
+                "evaluated in {} pieces at once, each after a warm-up of {}",
+                self.pieces,
+                self.warmup_seconds.map_or("-".into(), human_duration)
+            );
+        }
         o.push('\n');
         if self.episodes.is_empty() {
             o.push_str("episodes: none (no alert fired)\n");

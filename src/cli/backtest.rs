@@ -1,9 +1,11 @@
 //! `ssdwatch backtest`: the thin I/O around src/backtest/: reads the trace, replays it into a
 //! temporary history store, writes the promtool unit test, runs promtool and prints the report.
 
+use crate::backtest::prometheus::{self as promsrc, Exporter};
 use crate::backtest::replay::{self, Volume};
 use crate::backtest::series::{self, Grid, Labels};
-use crate::backtest::{self, Report, engine, prune, trace};
+use crate::backtest::{self, Report, chunk, engine, prune, trace};
+use crate::query::{Api, QueryError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -27,18 +29,142 @@ pub const SHIPPED_WORD: &str = "shipped";
 /// Arguments of `ssdwatch backtest`.
 #[derive(Debug, Clone)]
 pub struct BacktestArgs {
-    pub trace: PathBuf,
+    pub source: Source,
     pub rules: Vec<String>,
     pub json: bool,
     pub eval_interval: Duration,
     pub check_interval: Option<Duration>,
+    /// The volume's mount point (the CSV trace's label; the Prometheus source's selection).
     pub mountpoint: String,
-    pub device: String,
+    /// The device label [default: the series' own, or sda1 for a CSV trace].
+    pub device: Option<String>,
     pub promtool: Option<PathBuf>,
     pub keep: Option<PathBuf>,
     /// Evaluate every rule, also those that read no series the replay writes.
     pub all_rules: bool,
+    /// promtool runs at once, each over a piece of the trace [default: the CPUs].
+    pub jobs: Option<usize>,
 }
+
+/// Where the trace comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Csv(PathBuf),
+    Prometheus(PrometheusSource),
+}
+
+/// `--prometheus`: a range of one instance's and mount point's filesystem series.
+#[derive(Debug, Clone)]
+pub struct PrometheusSource {
+    pub url: String,
+    pub instance: String,
+    /// Unix seconds; `None`: now.
+    pub end: Option<i64>,
+    /// Unix seconds; `None`: `range` before the end.
+    pub start: Option<i64>,
+    pub range: Duration,
+    /// The trace's interval: the range queries' step.
+    pub step: Duration,
+    pub http_config_file: Option<PathBuf>,
+}
+
+/// The longest range read from a server.
+pub const MAX_RANGE_DAYS: i64 = 400;
+
+/// `--start`/`--end`: Unix seconds or an RFC 3339 instant.
+pub fn parse_instant(s: &str) -> Result<i64, String> {
+    if let Ok(t) = s.trim().parse::<i64>() {
+        return Ok(t);
+    }
+    let t = humantime::parse_rfc3339_weak(s.trim())
+        .map_err(|e| format!("{s:?}: not Unix seconds nor an RFC 3339 time ({e})"))?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .map_err(|_| format!("{s:?}: before 1970"))
+}
+
+/// The trace from a server: its name for the report, the trace, the series' device label.
+fn fetch(
+    src: &PrometheusSource,
+    mountpoint: &str,
+) -> Result<(String, trace::Trace, Option<String>), String> {
+    let step = secs(src.step, "--step")?;
+    if step < trace::MIN_INTERVAL_SECONDS {
+        return Err(format!(
+            "--step {step}s: at least {}s",
+            trace::MIN_INTERVAL_SECONDS
+        ));
+    }
+    let end = src
+        .end
+        .unwrap_or_else(|| crate::snapshot::unix_now() as i64);
+    let start = match src.start {
+        Some(s) => s,
+        None => end.saturating_sub(src.range.as_secs().min(i64::MAX as u64) as i64),
+    };
+    if start >= end {
+        return Err(format!(
+            "the range is empty: --start {} is not before --end {}",
+            backtest::human_time(start),
+            backtest::human_time(end)
+        ));
+    }
+    if end - start > MAX_RANGE_DAYS * 86_400 {
+        return Err(format!("the range is longer than {MAX_RANGE_DAYS} days"));
+    }
+    if (end - start) / step > series::MAX_SLOTS as i64 {
+        return Err(format!(
+            "{} steps of {step} s: at most {}; a longer --step",
+            (end - start) / step,
+            series::MAX_SLOTS
+        ));
+    }
+    let api =
+        Api::with_config(&src.url, src.http_config_file.as_deref()).map_err(|e| e.to_string())?;
+    let windows = promsrc::windows(start, end, step);
+    let ask = |sel: &str| -> Result<_, String> {
+        let answers = windows
+            .iter()
+            .map(|(a, b)| {
+                api.query_range(sel, *a, *b, step).map_err(|e| match e {
+                    // The client names the server; the query is this one.
+                    QueryError::Http { .. } => format!("{e} (query {sel})"),
+                    e => e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        promsrc::one_series(sel, &answers).map_err(|e| format!("{}: {e}", api.base()))
+    };
+    let mut tried = Vec::new();
+    for exporter in Exporter::IN_ORDER {
+        let [size_sel, avail_sel] = promsrc::selectors(exporter, &src.instance, mountpoint);
+        let Some((labels, avail)) = ask(&avail_sel)? else {
+            tried.push(avail_sel);
+            continue;
+        };
+        let Some((_, size)) = ask(&size_sel)? else {
+            return Err(format!(
+                "{}: {avail_sel} has a series but {size_sel} has none from {} to {}",
+                api.base(),
+                backtest::human_time(start),
+                backtest::human_time(end)
+            ));
+        };
+        let name = format!("{avail_sel} at {} ({})", api.base(), exporter.who());
+        let trace = promsrc::trace_of(&size, &avail, &name)?;
+        return Ok((name, trace, labels.get("device").cloned()));
+    }
+    Err(format!(
+        "{}: no series from {} to {} for the queries {}: check --instance (the instance label, such as db7:10150 or db7:9100) and --mountpoint",
+        api.base(),
+        backtest::human_time(start),
+        backtest::human_time(end),
+        tried.join(" and ")
+    ))
+}
+
+/// The most pieces a trace is cut into: more runs at once than this only share the same cores.
+pub const MAX_JOBS: usize = 64;
 
 /// A directory removed when dropped.
 struct TempDir(PathBuf);
@@ -122,9 +248,15 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
             "--check-interval ({check}s) must be a multiple of --eval-interval ({eval}s): alerts change only at evaluations"
         ));
     }
-    let name = args.trace.display().to_string();
-    let text = std::fs::read_to_string(&args.trace).map_err(|e| format!("reading {name}: {e}"))?;
-    let trace = trace::parse_trace(&text, &name).map_err(|e| e.to_string())?;
+    let (name, trace, device) = match &args.source {
+        Source::Csv(path) => {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {name}: {e}"))?;
+            let trace = trace::parse_trace(&text, &name).map_err(|e| e.to_string())?;
+            (name, trace, None)
+        }
+        Source::Prometheus(src) => fetch(src, &args.mountpoint)?,
+    };
     let grid = Grid::of(&trace).map_err(|e| format!("{name}: {e}"))?;
     let promtool = find_promtool(&args.promtool)?;
 
@@ -133,7 +265,11 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     std::fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
     let volume = Volume {
         mountpoint: args.mountpoint.clone(),
-        device: args.device.clone(),
+        device: args
+            .device
+            .clone()
+            .or(device)
+            .unwrap_or_else(|| "sda1".to_string()),
     };
     let store_dir = tmp.0.join("store");
     let forecast = replay::replay(&trace, &volume, &store_dir)
@@ -210,22 +346,130 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
         std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
         rule_files.push(p.display().to_string());
     }
-    let spec = engine::TestSpec {
-        rule_files: rule_files.clone(),
-        eval_interval: eval,
-        group_order,
-        grid: grid.step,
-        series: input,
-        checks: series::checks(&trace, &grid, check),
+    let warm = chunk::warmup(&texts, eval).map_err(|e| format!("reading the rule files: {e}"))?;
+    let jobs = match args.jobs {
+        Some(j) if !(1..=MAX_JOBS).contains(&j) => {
+            return Err(format!("--jobs {j}: from 1 to {MAX_JOBS}"));
+        }
+        Some(j) => j,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOBS)),
     };
-    let test_path = work.join("backtest.test.yml");
-    std::fs::write(&test_path, engine::test_file(&spec))
+    let pieces = chunk::plan(
+        grid.shift,
+        trace.start(),
+        trace.end(),
+        [grid.step, eval, check],
+        &warm,
+        jobs,
+    );
+    let checks = series::checks(&trace, &grid, check);
+    let run = |k: usize, piece: &chunk::Piece| -> Result<engine::Observed, String> {
+        // The piece's samples from its origin (the warm-up) to its end; its own checks.
+        let last = k + 1 == pieces.len();
+        let sub = trace::Trace {
+            samples: trace
+                .samples
+                .iter()
+                .filter(|s| s.t >= piece.origin && s.t <= piece.to)
+                .copied()
+                .collect(),
+        };
+        let g = Grid {
+            shift: piece.origin,
+            step: grid.step,
+            slots: ((piece.to - piece.origin) / grid.step + 2) as usize,
+        };
+        let own: Vec<i64> = checks
+            .iter()
+            .map(|c| c + grid.shift)
+            .filter(|t| *t >= piece.from && (*t < piece.to || last))
+            .map(|t| t - piece.origin)
+            .collect();
+        let spec = engine::TestSpec {
+            rule_files: rule_files.clone(),
+            eval_interval: eval,
+            group_order: group_order.clone(),
+            grid: grid.step,
+            series: series::input_series(&sub, &forecast, &volume, &Labels::default(), &g),
+            checks: own,
+        };
+        let name = if pieces.len() == 1 {
+            "backtest.test.yml".to_string()
+        } else {
+            format!("backtest-{k:02}.test.yml")
+        };
+        let observed = run_promtool(&promtool, &work, &name, &spec)?;
+        // Back to the whole run's origin.
+        Ok(observed
+            .into_iter()
+            .map(|(t, f)| (t + piece.origin - grid.shift, f))
+            .collect())
+    };
+    let results: Vec<Result<engine::Observed, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = pieces
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let run = &run;
+                scope.spawn(move || run(k, p))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a promtool run's thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut observed = engine::Observed::new();
+    for r in results {
+        observed.extend(r?);
+    }
+    let episodes = backtest::episodes(&checks, &observed, grid.shift);
+    let full_at = trace.full_at();
+    Ok(Report {
+        trace: name,
+        samples: trace.samples.len(),
+        interval_seconds: grid.step,
+        start: trace.start(),
+        end: trace.end(),
+        full_at,
+        rule_files: sets.iter().map(|(r, _)| r.clone()).collect(),
+        eval_interval_seconds: eval,
+        rules_evaluated: rules_kept,
+        rules_total,
+        check_interval_seconds: check,
+        pieces: pieces.len(),
+        warmup_seconds: match warm {
+            chunk::Warmup::Seconds { memory, .. } => Some(memory),
+            chunk::Warmup::Whole(_) => None,
+        },
+        rule_sets: sets
+            .into_iter()
+            .map(|(r, names)| backtest::RuleSet::of(r, names, &episodes, full_at, trace.end()))
+            .collect(),
+        episodes,
+        date_checks: backtest::date_checks(&forecast, full_at),
+        forecast,
+    })
+}
+
+/// Writes one piece's unit test, runs promtool on it and reads back what fired.
+fn run_promtool(
+    promtool: &Path,
+    work: &Path,
+    name: &str,
+    spec: &engine::TestSpec,
+) -> Result<engine::Observed, String> {
+    let test_path = work.join(name);
+    std::fs::write(&test_path, engine::test_file(spec))
         .map_err(|e| format!("writing {}: {e}", test_path.display()))?;
-    let out = Command::new(&promtool)
+    let out = Command::new(promtool)
         .arg("test")
         .arg("rules")
         .arg(&test_path)
-        .current_dir(&work)
+        .current_dir(work)
         .output()
         .map_err(|e| format!("running {}: {e}", promtool.display()))?;
     // Exit 0: nothing fired; 1: something fired (or promtool failed, which the output says).
@@ -246,28 +490,7 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     if out.status.code() == Some(1) && observed.is_empty() {
         return Err(format!("{} test rules failed: {said}", promtool.display()));
     }
-    let episodes = backtest::episodes(&spec.checks, &observed, grid.shift);
-    let full_at = trace.full_at();
-    Ok(Report {
-        trace: name,
-        samples: trace.samples.len(),
-        interval_seconds: grid.step,
-        start: trace.start(),
-        end: trace.end(),
-        full_at,
-        rule_files: sets.iter().map(|(r, _)| r.clone()).collect(),
-        eval_interval_seconds: eval,
-        rules_evaluated: rules_kept,
-        rules_total,
-        check_interval_seconds: check,
-        rule_sets: sets
-            .into_iter()
-            .map(|(r, names)| backtest::RuleSet::of(r, names, &episodes, full_at, trace.end()))
-            .collect(),
-        episodes,
-        date_checks: backtest::date_checks(&forecast, full_at),
-        forecast,
-    })
+    Ok(observed)
 }
 
 /// `ssdwatch backtest`: the table (or `--json`) on stdout; exit 1 with the error on stderr.

@@ -91,6 +91,8 @@ pub struct Cli {
     command: Option<Command>,
 }
 
+// Parsed once per run: the size of the largest variant (backtest's flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the daemon (the default).
@@ -144,8 +146,36 @@ enum Command {
     Backtest {
         /// The trace: CSV rows `unix_seconds,size_bytes,avail_bytes` (a header row allowed),
         /// samples at least 10 s apart.
-        #[arg(long, value_name = "FILE")]
-        trace: PathBuf,
+        #[arg(long, value_name = "FILE", required_unless_present = "prometheus")]
+        trace: Option<PathBuf>,
+        /// Read the trace from this Prometheus-compatible query API instead: the range of
+        /// ssdwatch_filesystem_{size,avail}_bytes (else node_exporter's node_filesystem_*) of
+        /// --instance at --mountpoint.
+        #[arg(long, value_name = "URL", conflicts_with = "trace", requires_all = ["instance", "mountpoint"])]
+        prometheus: Option<String>,
+        /// With --prometheus: the host's `instance` label.
+        #[arg(long, requires = "prometheus")]
+        instance: Option<String>,
+        /// With --prometheus: the range's end, Unix seconds or RFC 3339 [default: now].
+        #[arg(long, requires = "prometheus", value_parser = backtest::parse_instant)]
+        end: Option<i64>,
+        /// With --prometheus: the range's start, Unix seconds or RFC 3339 [default: --range
+        /// before the end].
+        #[arg(long, requires = "prometheus", value_parser = backtest::parse_instant)]
+        start: Option<i64>,
+        /// With --prometheus: how far back from the end (at most 400d).
+        #[arg(long, requires = "prometheus", conflicts_with = "start", default_value = "30d", value_parser = humantime::parse_duration)]
+        range: Duration,
+        /// With --prometheus: the trace's interval (the range queries' step, at least 10s).
+        #[arg(long, requires = "prometheus", default_value = "1m", value_parser = humantime::parse_duration)]
+        step: Duration,
+        /// With --prometheus: HTTP client config file (Prometheus' http_config), as for `report`.
+        #[arg(
+            long = "http.config.file",
+            value_name = "FILE",
+            requires = "prometheus"
+        )]
+        http_config_file: Option<PathBuf>,
         /// A Prometheus rule file to evaluate (repeat for several); `shipped` stands for the
         /// package's ssdwatch.rules.yml and ssdwatch.alerts.yml [default: shipped].
         #[arg(long = "rules", value_name = "FILE")]
@@ -160,12 +190,13 @@ enum Command {
         /// [default: the evaluation interval].
         #[arg(long, value_parser = humantime::parse_duration)]
         check_interval: Option<Duration>,
-        /// The volume's mount point, as its series are labelled.
-        #[arg(long, default_value = "/srv/db")]
-        mountpoint: String,
-        /// The volume's device, as its series are labelled.
-        #[arg(long, default_value = "sda1")]
-        device: String,
+        /// The volume's mount point, as its series are labelled (with --prometheus: the one
+        /// read) [default: /srv/db].
+        #[arg(long)]
+        mountpoint: Option<String>,
+        /// The volume's device, as its series are labelled [default: the series' own; sda1].
+        #[arg(long)]
+        device: Option<String>,
         /// promtool to run [default: the first on PATH].
         #[arg(long, value_name = "FILE")]
         promtool: Option<PathBuf>,
@@ -176,6 +207,11 @@ enum Command {
         /// (slower; the alerts fire the same).
         #[arg(long)]
         all_rules: bool,
+        /// promtool runs at once: a long trace is cut into this many pieces, each evaluated
+        /// after a warm-up as long as the rules' windows and `for` (the same episodes)
+        /// [default: the CPUs].
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
     },
     /// The history store's tools.
     History {
@@ -440,6 +476,13 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Backtest {
             trace,
+            prometheus,
+            instance,
+            end,
+            start,
+            range,
+            step,
+            http_config_file,
             rules,
             json,
             eval_interval,
@@ -449,17 +492,30 @@ pub fn main() -> ExitCode {
             promtool,
             keep,
             all_rules,
+            jobs,
         }) => code(backtest::run(&backtest::BacktestArgs {
-            trace: trace.clone(),
+            source: match (prometheus, trace) {
+                (Some(url), _) => backtest::Source::Prometheus(backtest::PrometheusSource {
+                    url: url.clone(),
+                    instance: instance.clone().unwrap_or_default(),
+                    end: *end,
+                    start: *start,
+                    range: *range,
+                    step: *step,
+                    http_config_file: http_config_file.clone(),
+                }),
+                (None, t) => backtest::Source::Csv(t.clone().unwrap_or_default()),
+            },
             rules: rules.clone(),
             json: *json,
             eval_interval: *eval_interval,
             check_interval: *check_interval,
-            mountpoint: mountpoint.clone(),
+            mountpoint: mountpoint.clone().unwrap_or_else(|| "/srv/db".to_string()),
             device: device.clone(),
             promtool: promtool.clone(),
             keep: keep.clone(),
             all_rules: *all_rules,
+            jobs: *jobs,
         })),
         Some(Command::History { command }) => with_config(&cli, &flags, &log, |config, _| {
             run_history(command, &config)

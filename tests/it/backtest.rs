@@ -318,3 +318,349 @@ fn a_rule_file_that_does_not_load_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+/// Rules with a recording chain, range windows, `for` and `keep_firing_for`, on node_exporter's
+/// names: what the pieces' warm-up must carry across a cut.
+const CHAIN_RULES: &str = r#"groups:
+  - name: chain.rules
+    rules:
+      - record: fs:avail_ratio
+        expr: node_filesystem_avail_bytes{job="node"} / node_filesystem_size_bytes{job="node"}
+      - record: fs:avail_ratio:min1h
+        expr: min_over_time(fs:avail_ratio[1h])
+  - name: chain.alerts
+    rules:
+      - alert: LowForAWhile
+        expr: fs:avail_ratio:min1h < 0.3
+        for: 30m
+        labels:
+          severity: warning
+      - alert: Falling
+        expr: deriv(node_filesystem_avail_bytes{job="node"}[20m]) < 0 and fs:avail_ratio < 0.5
+        for: 10m
+        keep_firing_for: 15m
+        labels:
+          severity: critical
+"#;
+
+/// Two days at one minute of a sawtooth with a 97-minute period (so the episodes fall
+/// everywhere relative to any cut), then filling to full: (time, avail) of a 1000-byte volume.
+fn sawtooth(t0: i64) -> Vec<(i64, u64)> {
+    (0..2 * 1440)
+        .map(|k| {
+            let phase = (k % 97) as f64 / 97.0;
+            let avail = if k < 2 * 1440 - 120 {
+                (800.0 - 700.0 * phase) as u64
+            } else {
+                (2 * 1440 - 1 - k) as u64 * 5
+            };
+            (t0 + k * 60, avail)
+        })
+        .collect()
+}
+
+fn sawtooth_trace() -> String {
+    csv(&sawtooth(T0))
+}
+
+fn csv(points: &[(i64, u64)]) -> String {
+    let mut s = String::from("unix_seconds,size_bytes,avail_bytes\n");
+    for (t, avail) in points {
+        s.push_str(&format!("{t},1000,{avail}\n"));
+    }
+    s
+}
+
+/// A long trace is evaluated in pieces at once, each after a warm-up: the episodes are the
+/// same to the second as in one run, although the pieces are cut in the middle of `for`
+/// periods, range windows and `keep_firing_for`.
+#[test]
+fn a_trace_cut_into_pieces_gives_the_episodes_of_one_run() {
+    if !require_cmd("backtest pieces", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "saw.csv", &sawtooth_trace());
+    let rules = write(dir.path(), "chain.rules.yml", CHAIN_RULES);
+    let run = |jobs: &str| {
+        let out = backtest(&[
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--rules".as_ref(),
+            rules.as_os_str(),
+            "--jobs".as_ref(),
+            jobs.as_ref(),
+            "--json".as_ref(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Json>(&out.stdout).unwrap()
+    };
+    let (one, cut) = (run("1"), run("5"));
+    assert_eq!(one["pieces"], 1);
+    assert_eq!(cut["pieces"], 5, "{cut:#}");
+    // A warm-up of the 1 h window over the recording, the 30 m `for`, lookbacks and steps.
+    let warm = cut["warmup_seconds"].as_i64().unwrap();
+    assert!((5400..3 * 3600).contains(&warm), "{warm}");
+    let eps = one["episodes"].as_array().unwrap();
+    // Every cut (at fifths of the trace) falls inside an episode of the critical alert or
+    // in a pending `for` of the warning: the story has episodes all along.
+    assert!(eps.len() > 40, "{}", eps.len());
+    let start = T0;
+    let span = 2 * 1440 * 60 - 60;
+    let cuts: Vec<i64> = (1..5).map(|k| start + span * k / 5).collect();
+    let straddles = |e: &Json| {
+        let (s, end) = (e["start"].as_i64().unwrap(), e["end"].as_i64());
+        cuts.iter().any(|c| s < *c && end.is_none_or(|e| e > *c))
+    };
+    assert!(eps.iter().filter(|e| straddles(e)).count() >= 2, "{eps:?}");
+    assert_eq!(one["episodes"], cut["episodes"]);
+    assert_eq!(one["rule_sets"], cut["rule_sets"]);
+}
+
+/// A Prometheus holding the sawtooth as ssdwatch's and node_exporter's series of one host
+/// (db7), another mount only node_exporter has, and a mount two jobs export (ambiguous);
+/// killed and reaped on drop.
+struct Server {
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+    url: String,
+    points: Vec<(i64, u64)>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(test: &str) -> Option<Server> {
+        if !require_cmd(test, "promtool", "prometheus")
+            || !require_cmd(test, "prometheus", "prometheus")
+        {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Three days ago, on a minute: inside the server's retention.
+        let now = ssdwatch::snapshot::unix_now() as i64;
+        let t0 = (now - 3 * 86_400).div_euclid(86_400) * 86_400;
+        let points = sawtooth(t0);
+        let mut om = String::new();
+        let series = [
+            ("ssdwatch_filesystem", "db7:10150", "ssdwatch", "/srv/db"),
+            ("node_filesystem", "db7:9100", "node", "/srv/db"),
+            ("node_filesystem", "db7:9100", "node", "/var/log"),
+            ("node_filesystem", "db7:9100", "node", "/dup"),
+            ("node_filesystem", "db7:9100", "node2", "/dup"),
+        ];
+        for what in ["size", "avail"] {
+            for prefix in ["ssdwatch_filesystem", "node_filesystem"] {
+                om.push_str(&format!("# TYPE {prefix}_{what}_bytes gauge\n"));
+                for (p, instance, job, mp) in series.iter().filter(|s| s.0 == prefix) {
+                    for (t, avail) in &points {
+                        let v = if what == "size" { 1000 } else { *avail };
+                        om.push_str(&format!(
+                            "{p}_{what}_bytes{{instance=\"{instance}\",job=\"{job}\",mountpoint=\"{mp}\",device=\"nvme0n1p1\",fstype=\"ext4\"}} {v} {t}\n"
+                        ));
+                    }
+                }
+            }
+        }
+        om.push_str("# EOF\n");
+        std::fs::write(d.join("trace.om"), om).unwrap();
+        let tsdb = d.join("tsdb");
+        let (ok, out) = crate::support::run_status(
+            "promtool",
+            &[
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                d.join("trace.om").to_str().unwrap(),
+                tsdb.to_str().unwrap(),
+            ],
+        );
+        assert!(ok, "promtool: {out}");
+        std::fs::write(d.join("prometheus.yml"), "global: {}\n").unwrap();
+        let port = crate::support::free_port();
+        let log = std::fs::File::create(d.join("prometheus.log")).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                d.join("prometheus.yml").display()
+            ))
+            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--storage.tsdb.retention.time=10y")
+            .arg("--log.level=warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let mut s = Server {
+            dir,
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            points,
+        };
+        // Ready once it answers (no time limit decides the test: it waits or fails on exit).
+        loop {
+            if let Ok(Some(st)) = s.child.try_wait() {
+                panic!(
+                    "prometheus exited ({st}): {}",
+                    std::fs::read_to_string(s.dir.path().join("prometheus.log"))
+                        .unwrap_or_default()
+                );
+            }
+            if ssdwatch::query::Api::new(&s.url).query("1", now).is_ok() {
+                return Some(s);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    fn range(&self) -> (String, String) {
+        let first = self.points[0].0;
+        let last = self.points.last().unwrap().0;
+        (first.to_string(), last.to_string())
+    }
+}
+
+/// `--prometheus`: the same trace read from a server (ssdwatch's series of the instance, else
+/// node_exporter's) gives the episodes the CSV gives, to the second; the source is named.
+#[test]
+fn a_trace_read_from_prometheus_gives_the_episodes_of_its_csv() {
+    let Some(server) = Server::start("backtest --prometheus") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "saw.csv", &csv(&server.points));
+    let rules = write(dir.path(), "chain.rules.yml", CHAIN_RULES);
+    let (start, end) = server.range();
+    let json = |out: Output| -> Json {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let common: Vec<&std::ffi::OsStr> = vec![
+        "--rules".as_ref(),
+        rules.as_os_str(),
+        "--json".as_ref(),
+        "--mountpoint".as_ref(),
+        "/srv/db".as_ref(),
+    ];
+    let from_csv = json(backtest(
+        &[&["--trace".as_ref(), trace.as_os_str()][..], &common].concat(),
+    ));
+    let from_server = |instance: &str| {
+        json(backtest(
+            &[
+                &[
+                    "--prometheus".as_ref(),
+                    server.url.as_ref(),
+                    "--instance".as_ref(),
+                    instance.as_ref(),
+                    "--start".as_ref(),
+                    start.as_ref(),
+                    "--end".as_ref(),
+                    end.as_ref(),
+                ][..],
+                &common,
+            ]
+            .concat(),
+        ))
+    };
+    let ours = from_server("db7:10150");
+    assert!(
+        !from_csv["episodes"].as_array().unwrap().is_empty(),
+        "{from_csv:#}"
+    );
+    assert_eq!(ours["samples"], from_csv["samples"]);
+    assert_eq!(ours["full_at"], from_csv["full_at"]);
+    assert_eq!(ours["episodes"], from_csv["episodes"]);
+    let name = ours["trace"].as_str().unwrap();
+    assert!(
+        name.contains("ssdwatch_filesystem_avail_bytes")
+            && name.contains("ssdwatch's own series")
+            && name.contains(&server.url),
+        "{name}"
+    );
+    // node_exporter's instance has no ssdwatch series: its own are read.
+    let node = from_server("db7:9100");
+    assert_eq!(node["episodes"], from_csv["episodes"]);
+    assert!(
+        node["trace"]
+            .as_str()
+            .unwrap()
+            .contains("node_exporter's series"),
+        "{}",
+        node["trace"]
+    );
+}
+
+/// What can go wrong asking a server is an error naming the server and the query: no series
+/// (an unknown instance or mount point), two series (ambiguous: both named), no server.
+#[test]
+fn a_prometheus_source_that_cannot_give_one_trace_is_an_error_naming_it() {
+    let Some(server) = Server::start("backtest --prometheus errors") else {
+        return;
+    };
+    let (start, end) = server.range();
+    let run = |url: &str, instance: &str, mp: &str| {
+        let out = backtest(&[
+            "--prometheus".as_ref(),
+            url.as_ref(),
+            "--instance".as_ref(),
+            instance.as_ref(),
+            "--mountpoint".as_ref(),
+            mp.as_ref(),
+            "--start".as_ref(),
+            start.as_ref(),
+            "--end".as_ref(),
+            end.as_ref(),
+        ]);
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = run(&server.url, "db9:9100", "/srv/db");
+    assert!(
+        e.contains(&server.url)
+            && e.contains("no series")
+            && e.contains(
+                r#"ssdwatch_filesystem_avail_bytes{instance="db9:9100",mountpoint="/srv/db"}"#
+            )
+            && e.contains(
+                r#"node_filesystem_avail_bytes{instance="db9:9100",mountpoint="/srv/db"}"#
+            ),
+        "{e}"
+    );
+    let e = run(&server.url, "db7:9100", "/nowhere");
+    assert!(
+        e.contains("no series") && e.contains(r#"mountpoint="/nowhere""#),
+        "{e}"
+    );
+    let e = run(&server.url, "db7:9100", "/dup");
+    assert!(
+        e.contains(&server.url)
+            && e.contains("2 series match")
+            && e.contains(r#"job="node""#)
+            && e.contains(r#"job="node2""#)
+            && e.contains(r#"node_filesystem_avail_bytes{instance="db7:9100",mountpoint="/dup"}"#),
+        "{e}"
+    );
+    // Nothing listens there.
+    let down = format!("http://127.0.0.1:{}", crate::support::free_port());
+    let e = run(&down, "db7:9100", "/srv/db");
+    assert!(
+        e.contains(&down) && e.contains("query ssdwatch_filesystem_avail_bytes{"),
+        "{e}"
+    );
+}

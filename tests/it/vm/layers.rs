@@ -186,6 +186,25 @@ fn alerts_fire_before_the_writes_fail(steps: &[(u32, bool)], failed: u32) {
     );
     let pl = format!("instance=\"guest\",job=\"ssdwatch\",pool=\"{POOL}\"");
     let mut series = String::new();
+    // The layer that runs out first, as the guest's last good scrape names it: the summary's
+    // template looks it up (a thin pool under the ext4: "Effective fill of ...").
+    let limiting = good.last().unwrap().iter().find(|s| {
+        s.name == "ssdwatch_filesystem_limiting_layer_info"
+            && s.labels["mountpoint"] == THIN_MOUNT
+            && s.labels.get("layer").is_some_and(|l| l != "filesystem")
+    });
+    if let Some(l) = limiting {
+        let labels: Vec<String> = l
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
+        series += &format!(
+            "      - series: 'ssdwatch_filesystem_limiting_layer_info{{instance=\"guest\",job=\"ssdwatch\",{}}}'\n        values: '1x{}'\n",
+            labels.join(","),
+            good.len() * 10 + 40
+        );
+    }
     for name in [
         "ssdwatch_filesystem_size_bytes",
         "ssdwatch_filesystem_free_bytes",
@@ -272,6 +291,19 @@ fn alerts_fire_before_the_writes_fail(steps: &[(u32, bool)], failed: u32) {
         let mut out = String::from("{");
         for (k, t) in rule["annotations"].as_mapping().unwrap() {
             let mut t = t.as_str().unwrap().to_string();
+            // The summary that names the layer running out first is a template with a query:
+            // what it renders to, written out.
+            if t.contains("{{ with query") {
+                let (mp, inst) = (THIN_MOUNT, "guest");
+                let pct = format!("{}%", go_g4(v * 100.0));
+                t = match limiting {
+                    Some(l) => format!(
+                        "Effective fill of {mp} on {inst} is {pct}: {} {} runs out first",
+                        l.labels["layer"], l.labels["name"]
+                    ),
+                    None => format!("Filesystem {mp} on {inst} is {pct} full"),
+                };
+            }
             for (lk, lv) in labels {
                 t = t.replace(&format!("{{{{ $labels.{lk} }}}}"), lv);
             }
