@@ -1,8 +1,9 @@
-//! The daemon's import at first start (`history.import`), against the secured Prometheus: a
-//! new host's daemon imports the fleet's 60 days by itself, in the background, and exports
-//! `ssdwatch_filesystem_predicted_full_timestamp_seconds` with the date the history implies
-//! in its first minutes (the report says the same, and which part was imported); a second
-//! start imports nothing; a wrong password is one error line and the daemon goes on.
+//! The daemon's import at first start (`history.import`), against the secured Prometheus and
+//! VictoriaMetrics: a new host's daemon imports the fleet's 60 days by itself, in the
+//! background, and exports `ssdwatch_filesystem_predicted_full_timestamp_seconds` with the date
+//! the history implies in its first minutes (the report says the same, and which part was
+//! imported); a second start imports nothing; a wrong password is one error line and the
+//! daemon goes on.
 
 use super::*;
 use crate::support::binary::{Daemon as Binary, command};
@@ -100,11 +101,22 @@ fn wait_predicted(d: &Binary) -> f64 {
 fn a_new_hosts_daemon_imports_the_fleets_history_itself_and_dates_its_database_mount_at_once() {
     let test =
         "a_new_hosts_daemon_imports_the_fleets_history_itself_and_dates_its_database_mount_at_once";
-    let Some(s) = Secured::start(test) else {
-        return;
-    };
+    if let Some(s) = Secured::start(test) {
+        daemon_story(&s);
+    }
+}
+
+#[test]
+fn a_new_hosts_daemon_imports_from_victoria_metrics_itself_and_dates_its_database_mount_at_once() {
+    let test = "a_new_hosts_daemon_imports_from_victoria_metrics_itself_and_dates_its_database_mount_at_once";
+    if let Some(s) = Secured::start_victoria_metrics(test) {
+        daemon_story(&s);
+    }
+}
+
+fn daemon_story(s: &Secured) {
     let good = s.config("good.yml", TENANT, PASSWORD, "ca.crt");
-    let h = host(&s, "db7", &good);
+    let h = host(s, "db7", &good);
     let db = h.join("state/history.db");
     let want = (s.start + 120 * DAY) as f64;
 
