@@ -79,6 +79,16 @@ pub(crate) async fn serve(
     ctx.history = history.as_ref().map(|(sink, _)| sink.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let door = ctx.door.clone();
+    if let (Some(cfg), Some((sink, _))) = (&config.history.import, &history) {
+        crate::import::spawn_at_first_start(
+            cfg,
+            config.state_dir.clone(),
+            config.history.clone(),
+            sink.clone(),
+            stop_rx.clone(),
+        )
+        .context("starting the history import")?;
+    }
     let tasks = collector::spawn_all(collectors, ctx, store.clone(), stop_rx.clone());
     let scheme = if web.active.tls.is_some() {
         "https"

@@ -12,6 +12,7 @@ pub mod door;
 pub mod fault;
 pub(crate) mod gzip;
 pub mod history;
+pub(crate) mod import;
 pub(crate) mod label;
 pub mod layers;
 pub(crate) mod listen;

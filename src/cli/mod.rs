@@ -261,6 +261,9 @@ enum HistoryCommand {
     /// hour before the daemon's own first sample, marked as imported; rows the daemon wrote
     /// are never touched and an hour already held is not written again. An empty answer, an
     /// answer over 32 MiB or a server error writes nothing. Drives are not imported.
+    ///
+    /// The daemon runs the same import by itself at its first start when the config's
+    /// `history.import` names the server.
     Import {
         /// The query API's URL (as `report --prometheus`).
         #[arg(long, value_name = "URL")]
@@ -610,13 +613,13 @@ fn run_history(command: &HistoryCommand, config: &Config) -> ExitCode {
             store,
             http_config_file,
         } => code(import::run(
-            &import::ImportArgs {
+            &crate::import::ImportArgs {
                 prometheus: prometheus.clone(),
                 instance: instance.clone(),
                 range: *range,
-                store: store.clone(),
                 http_config_file: http_config_file.clone(),
             },
+            store.as_deref(),
             config,
         )),
     }

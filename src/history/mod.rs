@@ -24,8 +24,11 @@ pub use record::{
 pub use store::{Maintenance, Store, StoreError};
 
 use crate::time::{DAY_DURATION, HOUR_DURATION};
-use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_range};
+use crate::validate::{
+    Invalid, MAX_ENTRIES, check_absolute_path, check_duration, check_entries, check_range,
+};
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The largest rated endurance (1 EiB written): a thousand times the largest drive's rating.
@@ -60,6 +63,87 @@ pub struct HistoryConfig {
     pub flush_interval: Duration,
     /// Rated endurance per drive model, for the endurance-used share and its date.
     pub endurance: Vec<EnduranceConfig>,
+    /// The server the daemon imports this host's history from at its first start (none: no
+    /// import by itself).
+    pub import: Option<ImportConfig>,
+}
+
+/// The longest history imported: a range query at one point an hour stays under Prometheus'
+/// 11,000 points a series.
+pub const MAX_IMPORT_DAYS: u64 = 400;
+/// The longest instance label taken (node_exporter's are `host:port`).
+const MAX_INSTANCE_BYTES: usize = 256;
+
+/// `history.import`: what `ssdwatch history import` is told by its flags, for the daemon to
+/// run it by itself once, at its first start.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ImportConfig {
+    /// The query API's URL (`--prometheus`).
+    pub prometheus: String,
+    /// The host's `instance` label there (`--instance`): node_exporter's, such as db7:9100.
+    pub instance: String,
+    /// Prometheus' `http_config` file (`--http.config.file`).
+    #[serde(default)]
+    pub http_config_file: Option<PathBuf>,
+    /// How far back (`--range`).
+    #[serde(default = "default_import_range", with = "humantime_serde")]
+    pub range: Duration,
+}
+
+fn default_import_range() -> Duration {
+    60 * DAY_DURATION
+}
+
+impl ImportConfig {
+    fn validate(&self, key: &str) -> Result<(), Invalid> {
+        let k = |f: &str| format!("{key}.{f}");
+        let host = self
+            .prometheus
+            .strip_prefix("https://")
+            .or_else(|| self.prometheus.strip_prefix("http://"));
+        match host {
+            None => {
+                return Err(Invalid::new(
+                    k("prometheus"),
+                    format!("{:?} is not an http:// or https:// URL", self.prometheus),
+                ));
+            }
+            Some(h) if h.is_empty() || h.starts_with('/') => {
+                return Err(Invalid::new(
+                    k("prometheus"),
+                    format!("{:?} names no server", self.prometheus),
+                ));
+            }
+            Some(_) => {}
+        }
+        if self.prometheus.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(Invalid::new(
+                k("prometheus"),
+                "a URL holds no space or control character",
+            ));
+        }
+        if self.instance.is_empty()
+            || self.instance.len() > MAX_INSTANCE_BYTES
+            || self.instance.chars().any(char::is_control)
+        {
+            return Err(Invalid::new(
+                k("instance"),
+                format!(
+                    "the host's instance label there (such as db7:9100): 1 to {MAX_INSTANCE_BYTES} bytes, no control character"
+                ),
+            ));
+        }
+        if let Some(p) = &self.http_config_file {
+            check_absolute_path(&k("http_config_file"), p)?;
+        }
+        check_duration(
+            &k("range"),
+            self.range,
+            DAY_DURATION,
+            MAX_IMPORT_DAYS as u32 * DAY_DURATION,
+        )
+    }
 }
 
 /// One `history.endurance` entry: a model pattern and its rating, as TBW or as DWPD over the
@@ -155,6 +239,7 @@ impl Default for HistoryConfig {
             raw_interval: Duration::from_secs(300),
             flush_interval: Duration::from_secs(900),
             endurance: Vec::new(),
+            import: None,
         }
     }
 }
@@ -205,6 +290,9 @@ impl HistoryConfig {
         )?;
         for (i, e) in self.endurance.iter().enumerate() {
             e.validate(&format!("{key}.endurance[{i}]"))?;
+        }
+        if let Some(i) = &self.import {
+            i.validate(&format!("{key}.import"))?;
         }
         Ok(())
     }
@@ -264,6 +352,70 @@ mod tests {
             c.validate("history").unwrap_err().key,
             "history.raw_interval"
         );
+    }
+
+    #[test]
+    fn the_import_section_takes_the_commands_flags_and_names_a_wrong_key() {
+        let c: HistoryConfig = serde_yaml_ng::from_str(
+            "import:\n  prometheus: https://mimir.example/prometheus\n  instance: db7:9100\n  http_config_file: /etc/ssdwatch/client.yml\n  range: 90d\n",
+        )
+        .unwrap();
+        c.validate("history").unwrap();
+        let i = c.import.as_ref().unwrap();
+        assert_eq!(i.range, 90 * DAY_DURATION);
+        assert_eq!(i.instance, "db7:9100");
+        // The range defaults to the command's.
+        let c: HistoryConfig =
+            serde_yaml_ng::from_str("import: {prometheus: 'http://p:9090', instance: a}\n")
+                .unwrap();
+        assert_eq!(c.import.as_ref().unwrap().range, 60 * DAY_DURATION);
+        c.validate("history").unwrap();
+        // Unknown and missing keys are errors of the parser, naming them.
+        let e = serde_yaml_ng::from_str::<HistoryConfig>(
+            "import: {prometheus: 'http://p:9090', instance: a, tenant: x}\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("tenant"), "{e}");
+        let e = serde_yaml_ng::from_str::<HistoryConfig>("import: {prometheus: 'http://p'}\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("instance"), "{e}");
+        let key = |yaml: &str| {
+            serde_yaml_ng::from_str::<HistoryConfig>(yaml)
+                .unwrap()
+                .validate("history")
+                .err()
+                .map(|i| i.key)
+        };
+        for (yaml, want) in [
+            ("import: {prometheus: 'p:9090', instance: a}", "prometheus"),
+            (
+                "import: {prometheus: 'https://', instance: a}",
+                "prometheus",
+            ),
+            (
+                "import: {prometheus: 'http://p 1', instance: a}",
+                "prometheus",
+            ),
+            ("import: {prometheus: 'http://p', instance: ''}", "instance"),
+            (
+                "import: {prometheus: 'http://p', instance: a, http_config_file: c.yml}",
+                "http_config_file",
+            ),
+            (
+                "import: {prometheus: 'http://p', instance: a, range: 12h}",
+                "range",
+            ),
+            (
+                "import: {prometheus: 'http://p', instance: a, range: 401d}",
+                "range",
+            ),
+        ] {
+            assert_eq!(
+                key(yaml).as_deref(),
+                Some(format!("history.import.{want}").as_str()),
+                "{yaml}"
+            );
+        }
     }
 
     #[test]

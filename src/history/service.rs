@@ -71,6 +71,9 @@ pub struct Sink {
     dropped: Arc<AtomicU64>,
     raw_interval: Duration,
     flusher: Flusher,
+    /// Set when the store gained history from elsewhere (an import): the thread recomputes
+    /// the forecasts at once instead of at its next `forecast_interval`.
+    reforecast: Arc<AtomicBool>,
 }
 
 /// Asks the history thread to commit what it holds now rather than at its next
@@ -122,6 +125,12 @@ impl Sink {
     /// What `/report` asks for a commit through.
     pub fn flusher(&self) -> Flusher {
         self.flusher.clone()
+    }
+
+    /// Asks for the forecasts to be recomputed now (within the thread's half-second round):
+    /// the store holds history the last pass did not read.
+    pub fn reforecast(&self) {
+        self.reforecast.store(true, Ordering::Release);
     }
 
     /// Hands a record over; when the queue is full it is dropped and counted.
@@ -215,6 +224,7 @@ pub fn start(
     let dropped = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let flusher = Flusher::default();
+    let reforecast = Arc::new(AtomicBool::new(false));
     snapshot.register(NAME);
     // It publishes at each flush at the latest: what "overdue" is measured against.
     snapshot.expect_next(NAME, cfg.flush_interval);
@@ -227,6 +237,7 @@ pub fn start(
         dropped: dropped.clone(),
         stop: stop.clone(),
         flusher: flusher.clone(),
+        reforecast: reforecast.clone(),
         store: None,
         next_open: Instant::now(),
         written: 0,
@@ -246,6 +257,7 @@ pub fn start(
             dropped,
             raw_interval,
             flusher,
+            reforecast,
         },
         Service {
             stop,
@@ -369,6 +381,7 @@ struct Worker {
     dropped: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     flusher: Flusher,
+    reforecast: Arc<AtomicBool>,
     store: Option<Store>,
     next_open: Instant,
     written: u64,
@@ -441,7 +454,7 @@ impl Worker {
                 next_maintain = now + MAINTAIN_EVERY;
                 worked = true;
             }
-            if now >= next_forecast {
+            if now >= next_forecast || self.reforecast.swap(false, Ordering::AcqRel) {
                 self.forecast();
                 next_forecast = now + self.cfg.forecast_interval;
                 worked = true;
@@ -911,6 +924,7 @@ mod worker_tests {
             dropped: Arc::new(AtomicU64::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
             flusher: Flusher::default(),
+            reforecast: Arc::new(AtomicBool::new(false)),
             store: None,
             next_open: Instant::now(),
             written: 0,

@@ -311,6 +311,11 @@ impl Api {
                 ("start", start.to_string()),
                 ("end", end.to_string()),
                 ("step", step.to_string()),
+                // VictoriaMetrics moves a long range's start onto a multiple of the step to
+                // reuse its cache (`H + 3599` asked, `H + 3600` answered): the points would
+                // no longer be at the times asked. `nocache` keeps them there; other servers
+                // ignore the parameter.
+                ("nocache", "1".to_string()),
             ],
         )?;
         Ok(series(&r))

@@ -1,8 +1,8 @@
-//! `ssdwatch history import` from the secured Prometheus: a new host's store, holding only the
-//! daemon's first sample, gets 60 days of hourly rows from node_exporter's series, a second
-//! import adds none, and the report dates the database mount as the history implies; a wrong
-//! password, a wrong instance, an instance with no series and a 50 MB answer each give one
-//! error line and leave the store as it was.
+//! `ssdwatch history import` from the secured Prometheus and the secured VictoriaMetrics: a
+//! new host's store, holding only the daemon's first sample, gets 60 days of hourly rows from
+//! node_exporter's series, a second import adds none, and the report dates the database mount
+//! as the history implies; a wrong password, a wrong instance, an instance with no series and
+//! a 50 MB answer each give one error line and leave the store as it was.
 
 use super::*;
 use ssdwatch::history::record::{FsKey, FsSample};
@@ -46,13 +46,26 @@ fn held(dir: &Path, now: i64) -> (Vec<ssdwatch::history::store::ImportMark>, usi
 fn a_new_hosts_store_imported_from_a_secured_prometheus_dates_its_database_mount_at_once() {
     let test =
         "a_new_hosts_store_imported_from_a_secured_prometheus_dates_its_database_mount_at_once";
-    let Some(s) = Secured::start(test) else {
-        return;
-    };
+    if let Some(s) = Secured::start(test) {
+        import_story(&s);
+    }
+}
+
+/// The same history in VictoriaMetrics, whose response cache (on, as in production) moves a
+/// long range query's times onto multiples of the step unless told `nocache`.
+#[test]
+fn a_new_hosts_store_imported_from_a_secured_victoria_metrics_dates_its_database_mount_at_once() {
+    let test = "a_new_hosts_store_imported_from_a_secured_victoria_metrics_dates_its_database_mount_at_once";
+    if let Some(s) = Secured::start_victoria_metrics(test) {
+        import_story(&s);
+    }
+}
+
+fn import_story(s: &Secured) {
     let state = s.dir.path().join("state");
     std::fs::create_dir(&state).unwrap();
     let now = ssdwatch::snapshot::unix_now() as i64;
-    first_sample(&state, &s, now);
+    first_sample(&state, s, now);
     let db = state.join("history.db");
     let good = s.config("good.yml", TENANT, PASSWORD, "ca.crt");
     let import = |instance: &str, cfg: &Path| {

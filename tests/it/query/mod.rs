@@ -1,9 +1,12 @@
-//! The query client against a real Prometheus locked the way a fleet's long-term store is:
-//! TLS and basic auth by Prometheus' own `--web.config.file`, and a multi-tenant gateway in
-//! front (tenant_proxy.py, as Mimir's or Cortex's) that wants `X-Scope-OrgID`. The server holds
-//! 60 days of a simulated database host's node_exporter filesystem series, loaded with
-//! `promtool tsdb create-blocks-from openmetrics`.
+//! The query client against a real Prometheus, and a real VictoriaMetrics, locked the way a
+//! fleet's long-term store is: TLS and basic auth by the server's own flags (Prometheus'
+//! `--web.config.file`, VictoriaMetrics' `-tls` and `-httpAuth.*`), and a multi-tenant gateway
+//! in front (tenant_proxy.py, as Mimir's or Cortex's) that wants `X-Scope-OrgID`. The server
+//! holds 60 days of a simulated database host's node_exporter filesystem series, loaded with
+//! `promtool tsdb create-blocks-from openmetrics` (Prometheus) or through
+//! `/api/v1/import/prometheus` (VictoriaMetrics).
 
+mod daemon;
 mod import;
 
 use crate::support::*;
@@ -34,6 +37,7 @@ pub const STEP: i64 = 30 * 60;
 /// needs. Both processes are killed and reaped on drop.
 pub struct Secured {
     pub dir: tempfile::TempDir,
+    /// The server (Prometheus or VictoriaMetrics).
     prometheus: Child,
     proxy: Child,
     /// The gateway's URL (https).
@@ -196,6 +200,117 @@ impl Secured {
                 .and_then(|a| a.query("1", now))
                 .is_ok()
         });
+        Some(Secured::with_gateway(
+            dir, prometheus, &upstream, start, end,
+        ))
+    }
+
+    /// The same history in a VictoriaMetrics single-node server (Debian's `victoria-metrics`)
+    /// behind its own TLS and basic auth, with the same gateway in front; None (after saying
+    /// why) when it or python3 is missing. Its response cache is on, as in production.
+    pub fn start_victoria_metrics(test: &str) -> Option<Secured> {
+        if !require_cmd(test, "victoria-metrics", "victoria-metrics")
+            || !require_cmd(test, "python3", "python3")
+            || !require_cmd(test, "curl", "curl")
+        {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        crate::support::binary::make_certs(d);
+        let now = ssdwatch::snapshot::unix_now() as i64;
+        let end = (now - HOUR).div_euclid(STEP) * STEP;
+        let start = end - 60 * DAY;
+        // Prometheus' text format with times in milliseconds, as its import endpoint takes.
+        let text: String = openmetrics(start, end)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}000\n"))
+            .collect();
+        std::fs::write(d.join("history.prom"), text).unwrap();
+        let port = free_port();
+        let log = d.join("victoria-metrics.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let mut vm = Command::new("victoria-metrics")
+            .arg(format!("-storageDataPath={}", d.join("vm").display()))
+            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            // Samples older than the retention are refused: far beyond the 60 days.
+            .arg("-retentionPeriod=10y")
+            .arg("-tls")
+            .arg(format!("-tlsCertFile={}", d.join("server.crt").display()))
+            .arg(format!("-tlsKeyFile={}", d.join("server.key").display()))
+            .arg("-httpAuth.username=ssdwatch")
+            .arg(format!("-httpAuth.password={PASSWORD}"))
+            .arg("-loggerLevel=WARN")
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .expect("start victoria-metrics");
+        let upstream = format!("https://127.0.0.1:{port}");
+        let direct = write_http_config(d, "direct.yml", TENANT, PASSWORD, "ca.crt");
+        wait_for(&mut vm, "victoria-metrics", &log, || {
+            ssdwatch::query::Api::with_config(&upstream, Some(&direct))
+                .and_then(|a| a.query("1", now))
+                .is_ok()
+        });
+        let curl = |path: &str, data: Option<&Path>| {
+            let mut c = Command::new("curl");
+            c.args(["-sS", "--fail", "--cacert"])
+                .arg(d.join("ca.crt"))
+                .args(["-u", &format!("ssdwatch:{PASSWORD}")]);
+            if let Some(f) = data {
+                c.arg("--data-binary").arg(format!("@{}", f.display()));
+            }
+            let out = c.arg(format!("{upstream}{path}")).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{path}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        curl("/api/v1/import/prometheus", Some(&d.join("history.prom")));
+        // Ingested rows become searchable at the next flush: made now.
+        curl("/internal/force_flush", None);
+        let s = Secured::with_gateway(dir, vm, &upstream, start, end);
+        // Every sample in: the database mount's avail over the whole range, counted.
+        let api = ssdwatch::query::Api::with_config(
+            &s.url,
+            Some(&s.config("good.yml", TENANT, PASSWORD, "ca.crt")),
+        )
+        .unwrap();
+        let q = format!(
+            "count_over_time(node_filesystem_avail_bytes{{instance=\"{NODE}\",mountpoint=\"{DB_MOUNT}\"}}[61d])"
+        );
+        let want = (60 * DAY / STEP + 1) as f64;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let n = api
+                .query(&q, now)
+                .ok()
+                .and_then(|a| a.first()?.1.first().map(|p| p.1));
+            if n == Some(want) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "victoria-metrics holds {n:?} of {want} samples"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Some(s)
+    }
+
+    /// The tenant gateway in front of the server at `upstream` (https, the test CA), started
+    /// and ready.
+    fn with_gateway(
+        dir: tempfile::TempDir,
+        server: Child,
+        upstream: &str,
+        start: i64,
+        end: i64,
+    ) -> Secured {
+        let now = ssdwatch::snapshot::unix_now() as i64;
+        let d = dir.path();
         let pport = free_port();
         let plog = d.join("proxy.log");
         let out = std::fs::File::create(&plog).unwrap();
@@ -207,7 +322,7 @@ impl Secured {
             .arg(pport.to_string())
             .arg(d.join("server.crt"))
             .arg(d.join("server.key"))
-            .arg(&upstream)
+            .arg(upstream)
             .arg(d.join("ca.crt"))
             .arg(TENANT)
             .stdout(Stdio::from(out.try_clone().unwrap()))
@@ -216,7 +331,7 @@ impl Secured {
             .expect("start the tenant gateway");
         let mut s = Secured {
             dir,
-            prometheus,
+            prometheus: server,
             proxy,
             url: format!("https://localhost:{pport}"),
             start,
@@ -229,7 +344,7 @@ impl Secured {
                 .and_then(|a| a.query("1", now))
                 .is_ok()
         });
-        Some(s)
+        s
     }
 
     /// An http config file: basic auth with a password file, the CA file, the tenant header.
