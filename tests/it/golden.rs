@@ -17,6 +17,7 @@ const HOSTS: &[&str] = &[
     "md-raid1-nvme",
     "virtio",
     "discard-dropped",
+    "layers-vm",
 ];
 
 /// What the fake smartctl answers for each drive of each host: a real capture (from
@@ -63,9 +64,25 @@ const SMART: &[(&str, &str, &str)] = &[
         "sdb",
         "ok ata-micron-5300-mtfddak1t9tds.json",
     ),
+    (
+        "layers-vm",
+        "vda",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
+    (
+        "layers-vm",
+        "vdb",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
+    (
+        "layers-vm",
+        "vdc",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
 ];
 
-/// Series whose values change from run to run (timings, clocks, version).
+/// Families whose series change from run to run (timings, clocks, version): the golden keeps
+/// their `# HELP` and `# TYPE` lines (so it shows they are exported) and drops their series.
 const VOLATILE: &[&str] = &[
     "ssdwatch_collector_duration_seconds",
     "ssdwatch_collector_last_success_timestamp_seconds",
@@ -157,11 +174,11 @@ fn sample(host: &str) -> String {
 fn stable(text: &str) -> String {
     text.lines()
         .filter(|l| {
-            !VOLATILE.iter().any(|v| {
-                l.starts_with(v)
-                    || l.starts_with(&format!("# HELP {v} "))
-                    || l.starts_with(&format!("# TYPE {v} "))
-            })
+            l.starts_with('#')
+                || !VOLATILE.iter().any(|v| {
+                    l.strip_prefix(v)
+                        .is_some_and(|rest| rest.starts_with(['{', ' ']))
+                })
         })
         .map(|l| format!("{l}\n"))
         .collect()
