@@ -169,10 +169,10 @@ fn parsers_readers_and_engines_do_not_reach_up_into_collectors_config_or_the_com
         ),
         (&["registry"], &["config", "cli", "daemon", "web"]),
         (&["config"], &["cli", "daemon", "web", "collector"]),
-        // The store and its readers (the report, the backtest, the Prometheus client) run
-        // without the daemon: none names the web layer, the daemon or the command line.
+        // The store and its readers and writers (the report, the backtest, the Prometheus
+        // client, the import from it) run without the daemon: none names the web layer, the daemon or the command line.
         (
-            &["history", "report", "backtest", "query"],
+            &["history", "report", "backtest", "query", "import"],
             &["cli", "daemon", "web", "registry"],
         ),
         (&["web", "daemon"], &["cli"]),
