@@ -684,6 +684,74 @@ mod tests {
         assert!(rendered(&d).contains("ssdwatch_blocking_panics_total{collector=\"smart\"} 1"));
     }
 
+    /// The statfs guard's kind of thread: no mark of its own, counted in the owner's share (64
+    /// for statfs, 32 for others), refused past it without a thread started; a panic is
+    /// counted and gives its thread back.
+    #[tokio::test]
+    async fn a_bare_thread_is_counted_in_its_owners_share_and_given_back_when_it_ends() {
+        let d = door();
+        let mut releases = Vec::new();
+        for _ in 0..MAX_STATFS_THREADS {
+            let (tx, rx) = mpsc::channel::<()>();
+            releases.push(tx);
+            d.thread(STATFS_OWNER, move || {
+                let _ = rx.recv();
+            })
+            .unwrap();
+        }
+        assert_eq!(d.threads(), MAX_STATFS_THREADS);
+        assert_eq!(d.room(STATFS_OWNER), 0);
+        let r = d.thread(STATFS_OWNER, || ());
+        assert!(matches!(r, Err(Unanswered::NoThread(_))), "{r:?}");
+        assert_eq!(d.threads(), MAX_STATFS_THREADS, "no thread started for it");
+        // Another collector still has its own share (of what is left of the 128).
+        assert_eq!(d.room("databases"), MAX_THREADS_PER_OWNER);
+        assert_eq!(d.call("databases", "/a", soon(5_000), || 3).await, Ok(3));
+        d.refused(STATFS_OWNER, 2);
+        drop(releases);
+        d.thread(STATFS_OWNER, || panic!("statvfs went wrong"))
+            .unwrap();
+        // Every thread ends (the released ones, the panicking one): waited for, not timed.
+        for _ in 0..500 {
+            if d.threads() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(d.threads(), 0);
+        let text = rendered(&d);
+        for line in [
+            "ssdwatch_blocking_threads{collector=\"filesystem\"} 0",
+            "ssdwatch_blocking_refused_total{collector=\"filesystem\"} 2",
+            "ssdwatch_blocking_panics_total{collector=\"filesystem\"} 1",
+        ] {
+            assert!(text.contains(line), "{line}:\n{text}");
+        }
+    }
+
+    /// A call given up on by its caller (the statfs guard at its deadline) is one timeout however
+    /// often it is told, and stuck until its mark ends.
+    #[test]
+    fn a_timeout_is_counted_once_per_call() {
+        let d = door();
+        let pass = d.enter(STATFS_OWNER, "/mnt/nfs").unwrap();
+        assert!(!d.is_stuck(STATFS_OWNER, "/mnt/nfs"));
+        for _ in 0..3 {
+            d.timed_out(STATFS_OWNER, "/mnt/nfs");
+        }
+        d.timed_out(STATFS_OWNER, "/not/marked");
+        assert!(d.is_stuck(STATFS_OWNER, "/mnt/nfs"));
+        assert!(
+            rendered(&d).contains("ssdwatch_blocking_timeouts_total{collector=\"filesystem\"} 1")
+        );
+        drop(pass);
+        let _again = d.enter(STATFS_OWNER, "/mnt/nfs").unwrap();
+        d.timed_out(STATFS_OWNER, "/mnt/nfs");
+        assert!(
+            rendered(&d).contains("ssdwatch_blocking_timeouts_total{collector=\"filesystem\"} 2")
+        );
+    }
+
     fn rendered(d: &Door) -> String {
         let mut set = MetricSet::new();
         d.families(&mut set);
