@@ -1,5 +1,5 @@
 //! The filesystem collector's own costs on a host with 500 mounts: parsing mountinfo, choosing
-//! the mounts (filters, bind-mount dedupe), and one guarded statvfs batch (8 short-lived threads,
+//! the mounts (filters, bind-mount dedupe), and one guarded statvfs batch (8 short-lived threads of the door,
 //! answers from a fixture so the figure is the guard's overhead, not the filesystems').
 // Tests and benchmarks: `pub` marks what a module shares inside this crate, and unwrap and
 // expect are how a test says "this must hold".
@@ -94,8 +94,13 @@ fn bench(c: &mut Criterion) {
         .collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let guard = StatGuard::new(STATFS_WORKERS, 32, MAX_STALLED_STATFS);
+    // The door's threads, as in the daemon: this host's task limit counts.
+    let door = ssdwatch::door::Door::default();
     c.bench_function("guarded statvfs batch, 501 mounts, 8 threads", |b| {
-        b.iter(|| rt.block_on(guard.run(&source, jobs.clone(), Duration::from_secs(5))))
+        b.iter(|| {
+            rt.block_on(guard.run(&door, &source, jobs.clone(), Duration::from_secs(5)))
+                .results
+        })
     });
 }
 

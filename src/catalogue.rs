@@ -204,7 +204,7 @@ catalogue! {
     FILESYSTEM_READONLY: Gauge "ssdwatch_filesystem_readonly" ["mountpoint", "device", "fstype"] unit ""
         "Whether the filesystem is mounted read-only (mount or superblock option ro).";
     FILESYSTEM_STATFS_NO_THREAD_MOUNTS: Gauge "ssdwatch_filesystem_statfs_no_thread_mounts" [] unit ""
-        "Mounts not sampled in the last sample because no statvfs thread was left under the daemon's task limit (the cgroup's pids.max, systemd's TasksMax), which the stuck-mount guard shares with the rest of the daemon.";
+        "Mounts not sampled in the last sample because no statvfs thread was left: the filesystem collector's share of the door's threads (64, of which 8 are kept for mounts that answered before) or the daemon's task limit (the cgroup's pids.max, systemd's TasksMax), which the door shares with the rest of the daemon.";
     FILESYSTEM_EFFECTIVE_AVAIL_BYTES: Gauge "ssdwatch_filesystem_effective_avail_bytes" ["mountpoint", "device", "fstype"] unit "bytes"
         "Bytes the mount can still take: the least of its filesystem's available bytes and what every layer under it still has (a thin pool's free data space, a ZFS dataset's available bytes and its pool's free space, btrfs's allocatable space, none when btrfs metadata can't grow). ssdwatch_filesystem_limiting_layer_info names the layer.";
     FILESYSTEM_LIMITING_LAYER_INFO: Gauge "ssdwatch_filesystem_limiting_layer_info" ["mountpoint", "layer", "name"] unit ""

@@ -18,8 +18,23 @@ pub(crate) const MAX_THREADS: usize = 128;
 /// The share of [`MAX_THREADS`] one collector may hold: nine hung database directories, or a
 /// hundred, never take the threads another collector needs.
 pub(crate) const MAX_THREADS_PER_OWNER: usize = MAX_THREADS / 4;
-/// Tasks of the daemon's limit the door, and the statfs guard, leave to everything else (the
-/// runtime, the history thread, smartctl's processes, each other): a quarter, at least 32.
+/// The owner of the filesystem collector's statvfs calls (the stuck-mount guard's threads).
+pub(crate) const STATFS_OWNER: &str = "filesystem";
+/// Its share: half of [`MAX_THREADS`], since each hung mount holds one thread and a host may
+/// have dozens of dead NFS mounts; the other half stays with the other collectors.
+pub(crate) const MAX_STATFS_THREADS: usize = MAX_THREADS / 2;
+
+/// The threads `owner` may hold at most.
+pub(crate) fn owner_cap(owner: &str) -> usize {
+    if owner == STATFS_OWNER {
+        MAX_STATFS_THREADS
+    } else {
+        MAX_THREADS_PER_OWNER
+    }
+}
+
+/// Tasks of the daemon's limit the door leaves to everything else (the runtime, the history
+/// thread, smartctl's processes, each other): a quarter, at least 32.
 pub fn reserved_tasks(max: u64) -> u64 {
     (max / 4).max(32)
 }
@@ -48,7 +63,7 @@ pub enum Unanswered {
 /// One owner's calls: what the live metrics show.
 #[derive(Debug, Default, Clone)]
 struct Owner {
-    /// Threads held (running calls, hung ones included).
+    /// Threads held (running calls, hung ones included; the statfs guard's workers).
     threads: usize,
     timeouts: u64,
     refused: u64,
@@ -60,6 +75,8 @@ struct Owner {
 struct Running {
     started: Instant,
     deadline: Instant,
+    /// Whether its timeout is counted already: once per call, however often it is told.
+    timed_out: bool,
 }
 
 #[derive(Default)]
@@ -96,13 +113,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What decides whether a new thread may start: the door's own caps, then the task limit.
+/// What decides whether a new thread may start: the door's own caps (`cap` the owner's, see
+/// [`owner_cap`]), then the task limit.
 pub(crate) fn may_start(
     threads: usize,
     owner_threads: usize,
+    cap: usize,
     limit: Option<&TaskLimit>,
 ) -> Result<(), String> {
-    if owner_threads >= MAX_THREADS_PER_OWNER {
+    if owner_threads >= cap {
         return Err(format!(
             "this collector already holds {owner_threads} threads in calls that have not returned"
         ));
@@ -123,6 +142,22 @@ pub(crate) fn may_start(
         ));
     }
     Ok(())
+}
+
+/// How many threads may start now, one after another, under the same rules as [`may_start`]:
+/// what is left of the owner's cap, of [`MAX_THREADS`], and of the task limit beyond its reserve.
+pub(crate) fn room(
+    threads: usize,
+    owner_threads: usize,
+    cap: usize,
+    limit: Option<&TaskLimit>,
+) -> usize {
+    let tasks = limit.map_or(usize::MAX, |l| {
+        usize::try_from(l.left().saturating_sub(reserved_tasks(l.max))).unwrap_or(usize::MAX)
+    });
+    cap.saturating_sub(owner_threads)
+        .min(MAX_THREADS.saturating_sub(threads))
+        .min(tasks)
 }
 
 impl Door {
@@ -164,6 +199,7 @@ impl Door {
             Running {
                 started: now,
                 deadline: now + FAR,
+                timed_out: false,
             },
         );
         st.owners.entry(owner).or_default();
@@ -173,8 +209,79 @@ impl Door {
             door: self.clone(),
             key,
             thread: false,
-            timed_out: false,
         })
+    }
+
+    /// How many threads `owner` may start now (see [`room`]): for a caller that starts several
+    /// and keeps some of its share for calls that must not wait behind hung ones.
+    pub fn room(&self, owner: &'static str) -> usize {
+        let mut st = lock(&self.state);
+        let owner_threads = st.owners.get(owner).map_or(0, |o| o.threads);
+        let limit = self.task_limit(&mut st);
+        room(st.threads, owner_threads, owner_cap(owner), limit.as_ref())
+    }
+
+    /// Runs `f` on a thread of its own counted in `owner`'s share until it returns, with no
+    /// mark and no waiting: for a worker that takes several items one after another, each under
+    /// its own mark ([`Door::enter`], [`Door::timed_out`]), as the statfs guard's do. Refused
+    /// (not counted: the caller counts the items it did not start, [`Door::refused`]) while no
+    /// thread may start. A panic of `f` is counted and ends its thread.
+    pub fn thread(
+        &self,
+        owner: &'static str,
+        f: impl FnOnce() + Send + 'static,
+    ) -> Result<(), Unanswered> {
+        {
+            let mut st = lock(&self.state);
+            let owner_threads = st.owners.get(owner).map_or(0, |o| o.threads);
+            let limit = self.task_limit(&mut st);
+            may_start(st.threads, owner_threads, owner_cap(owner), limit.as_ref())
+                .map_err(Unanswered::NoThread)?;
+            st.threads += 1;
+            st.owners.entry(owner).or_default().threads += 1;
+        }
+        let state = self.state.clone();
+        let release = move |st: &mut State| {
+            st.threads = st.threads.saturating_sub(1);
+            let o = st.owners.entry(owner).or_default();
+            o.threads = o.threads.saturating_sub(1);
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("ssdwatch-{owner}"))
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+                let mut st = lock(&state);
+                if r.is_err() {
+                    st.owners.entry(owner).or_default().panics += 1;
+                }
+                release(&mut st);
+            });
+        if let Err(e) = spawned {
+            release(&mut lock(&self.state));
+            return Err(Unanswered::NoThread(format!("starting a thread: {e}")));
+        }
+        Ok(())
+    }
+
+    /// `n` items of `owner` its caller did not start for want of a thread: counted as refused.
+    pub fn refused(&self, owner: &'static str, n: usize) {
+        if n > 0 {
+            lock(&self.state).owners.entry(owner).or_default().refused += n as u64;
+        }
+    }
+
+    /// `item`'s call ran past its deadline and its caller gave up on it: counted once as a
+    /// timeout, stuck from now on until its mark ends. Nothing when the item is not marked.
+    pub fn timed_out(&self, owner: &'static str, item: &str) {
+        let now = Instant::now();
+        let mut st = lock(&self.state);
+        let Some(r) = st.running.get_mut(&(owner, item.to_string())) else {
+            return;
+        };
+        r.deadline = r.deadline.min(now);
+        if !std::mem::replace(&mut r.timed_out, true) {
+            st.owners.entry(owner).or_default().timeouts += 1;
+        }
     }
 
     /// Runs `f` for `item` of `owner` on a thread of its own and waits for it until
@@ -266,7 +373,6 @@ pub struct Pass {
     key: (&'static str, String),
     /// Whether it holds one of the door's threads.
     thread: bool,
-    timed_out: bool,
 }
 
 impl std::fmt::Debug for Pass {
@@ -299,15 +405,7 @@ impl Pass {
     /// The call ran past its deadline (a child killed and still not gone): counted once as a
     /// timeout, and stuck from now on until the pass is dropped.
     pub fn timed_out(&mut self) {
-        let now = Instant::now();
-        let mut st = lock(&self.state);
-        if let Some(r) = st.running.get_mut(&self.key) {
-            r.deadline = r.deadline.min(now);
-        }
-        if !self.timed_out {
-            self.timed_out = true;
-            st.owners.entry(self.key.0).or_default().timeouts += 1;
-        }
+        self.door.timed_out(self.key.0, &self.key.1);
     }
 
     /// Runs `f` under this mark on a thread of its own and waits for it until `deadline`;
@@ -319,12 +417,14 @@ impl Pass {
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Unanswered> {
         let owner = self.key.0;
+        let key = self.key.clone();
         let started = {
             let mut st = lock(&self.state);
             let owner_threads = st.owners.get(owner).map_or(0, |o| o.threads);
             // Read at most once a second: the reserve the docs promise holds from the first call.
             let limit = self.door.task_limit(&mut st);
-            if let Err(why) = may_start(st.threads, owner_threads, limit.as_ref()) {
+            if let Err(why) = may_start(st.threads, owner_threads, owner_cap(owner), limit.as_ref())
+            {
                 st.owners.entry(owner).or_default().refused += 1;
                 return Err(Unanswered::NoThread(why));
             }
@@ -369,7 +469,15 @@ impl Pass {
             // The thread ended without sending: it was torn down.
             Ok(Err(_)) => Err(Unanswered::Panicked("the thread ended".into())),
             Err(_) => {
-                lock(&here).owners.entry(owner).or_default().timeouts += 1;
+                let mut st = lock(&here);
+                // Counted here; a later `timed_out` of the same call counts nothing.
+                let counted = st
+                    .running
+                    .get_mut(&key)
+                    .is_some_and(|r| std::mem::replace(&mut r.timed_out, true));
+                if !counted {
+                    st.owners.entry(owner).or_default().timeouts += 1;
+                }
                 Err(Unanswered::TimedOut(deadline.into_std() - started))
             }
         }
@@ -576,6 +684,74 @@ mod tests {
         assert!(rendered(&d).contains("ssdwatch_blocking_panics_total{collector=\"smart\"} 1"));
     }
 
+    /// The statfs guard's kind of thread: no mark of its own, counted in the owner's share (64
+    /// for statfs, 32 for others), refused past it without a thread started; a panic is
+    /// counted and gives its thread back.
+    #[tokio::test]
+    async fn a_bare_thread_is_counted_in_its_owners_share_and_given_back_when_it_ends() {
+        let d = door();
+        let mut releases = Vec::new();
+        for _ in 0..MAX_STATFS_THREADS {
+            let (tx, rx) = mpsc::channel::<()>();
+            releases.push(tx);
+            d.thread(STATFS_OWNER, move || {
+                let _ = rx.recv();
+            })
+            .unwrap();
+        }
+        assert_eq!(d.threads(), MAX_STATFS_THREADS);
+        assert_eq!(d.room(STATFS_OWNER), 0);
+        let r = d.thread(STATFS_OWNER, || ());
+        assert!(matches!(r, Err(Unanswered::NoThread(_))), "{r:?}");
+        assert_eq!(d.threads(), MAX_STATFS_THREADS, "no thread started for it");
+        // Another collector still has its own share (of what is left of the 128).
+        assert_eq!(d.room("databases"), MAX_THREADS_PER_OWNER);
+        assert_eq!(d.call("databases", "/a", soon(5_000), || 3).await, Ok(3));
+        d.refused(STATFS_OWNER, 2);
+        drop(releases);
+        d.thread(STATFS_OWNER, || panic!("statvfs went wrong"))
+            .unwrap();
+        // Every thread ends (the released ones, the panicking one): waited for, not timed.
+        for _ in 0..500 {
+            if d.threads() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(d.threads(), 0);
+        let text = rendered(&d);
+        for line in [
+            "ssdwatch_blocking_threads{collector=\"filesystem\"} 0",
+            "ssdwatch_blocking_refused_total{collector=\"filesystem\"} 2",
+            "ssdwatch_blocking_panics_total{collector=\"filesystem\"} 1",
+        ] {
+            assert!(text.contains(line), "{line}:\n{text}");
+        }
+    }
+
+    /// A call given up on by its caller (the statfs guard at its deadline) is one timeout however
+    /// often it is told, and stuck until its mark ends.
+    #[test]
+    fn a_timeout_is_counted_once_per_call() {
+        let d = door();
+        let pass = d.enter(STATFS_OWNER, "/mnt/nfs").unwrap();
+        assert!(!d.is_stuck(STATFS_OWNER, "/mnt/nfs"));
+        for _ in 0..3 {
+            d.timed_out(STATFS_OWNER, "/mnt/nfs");
+        }
+        d.timed_out(STATFS_OWNER, "/not/marked");
+        assert!(d.is_stuck(STATFS_OWNER, "/mnt/nfs"));
+        assert!(
+            rendered(&d).contains("ssdwatch_blocking_timeouts_total{collector=\"filesystem\"} 1")
+        );
+        drop(pass);
+        let _again = d.enter(STATFS_OWNER, "/mnt/nfs").unwrap();
+        d.timed_out(STATFS_OWNER, "/mnt/nfs");
+        assert!(
+            rendered(&d).contains("ssdwatch_blocking_timeouts_total{collector=\"filesystem\"} 2")
+        );
+    }
+
     fn rendered(d: &Door) -> String {
         let mut set = MetricSet::new();
         d.families(&mut set);
@@ -591,11 +767,42 @@ mod tests {
             current,
             dir: PathBuf::from("/sys/fs/cgroup/system.slice/ssdwatch.service"),
         };
-        assert!(may_start(10, 2, Some(&l(1000, 100))).is_ok());
-        let e = may_start(10, 2, Some(&l(128, 100))).unwrap_err();
+        let cap = MAX_THREADS_PER_OWNER;
+        assert!(may_start(10, 2, cap, Some(&l(1000, 100))).is_ok());
+        let e = may_start(10, 2, cap, Some(&l(128, 100))).unwrap_err();
         assert!(e.contains("28 of the daemon's 128 tasks"), "{e}");
         assert!(e.contains("ssdwatch.service/pids.max"), "{e}");
-        assert!(may_start(MAX_THREADS, 0, None).is_err());
-        assert!(may_start(0, MAX_THREADS_PER_OWNER, None).is_err());
+        assert!(may_start(MAX_THREADS, 0, cap, None).is_err());
+        assert!(may_start(0, MAX_THREADS_PER_OWNER, cap, None).is_err());
+        // The statfs guard's share is twice another collector's.
+        assert_eq!(owner_cap(STATFS_OWNER), 64);
+        assert_eq!(owner_cap("databases"), 32);
+        assert!(may_start(40, 40, owner_cap(STATFS_OWNER), None).is_ok());
+        assert!(may_start(64, 64, owner_cap(STATFS_OWNER), None).is_err());
+        // What `room` says may start is exactly what `may_start` lets through, one by one.
+        for (threads, own, cap, limit) in [
+            (0, 0, 64, None),
+            (10, 2, 64, Some(l(128, 20))),
+            (100, 40, 64, None),
+            (0, 0, 32, Some(l(128, 100))),
+            (0, 0, 64, Some(l(4915, 30))),
+        ] {
+            let n = room(threads, own, cap, limit.as_ref());
+            for i in 0..n {
+                let mut limit = limit.clone();
+                if let Some(l) = &mut limit {
+                    l.current += i as u64;
+                }
+                assert!(may_start(threads + i, own + i, cap, limit.as_ref()).is_ok());
+            }
+            let mut limit = limit.clone();
+            if let Some(l) = &mut limit {
+                l.current += n as u64;
+            }
+            assert!(
+                may_start(threads + n, own + n, cap, limit.as_ref()).is_err(),
+                "{threads} {own} {cap}: room {n}"
+            );
+        }
     }
 }

@@ -503,6 +503,7 @@ mod tests {
         let mut marks = Marks::new_run();
         marks.pipe_inode = pipe_inode(&r);
         let ready_fd = ready_w.as_raw_fd();
+        // Not the door: a test's own thread, forking beside the run it checks.
         let starting = std::thread::spawn(move || {
             let mut cmd = Command::new("true");
             // SAFETY: only async-signal-safe calls between fork and exec: write and sleep.

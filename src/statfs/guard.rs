@@ -1,10 +1,11 @@
 //! The stuck-mount guard: statvfs of many mounts on a few short-lived threads with a deadline, so
 //! a hung call (dead NFS, a wedged FUSE server) marks its mount stuck instead of stalling the
 //! caller. A stuck mount is not retried until its hung call returns, so threads never pile up.
-//! No mount selection and no metrics here.
+//! Its threads are the door's (owner [`STATFS_OWNER`], a share of 64), each mount's call under
+//! the door's mark. No mount selection and no metrics here.
 
 use super::{FsStat, StatSource};
-use crate::sysfs::cgroup::TaskLimit;
+use crate::door::{Door, STATFS_OWNER};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,8 +21,8 @@ pub enum StatResult {
     /// Never started: every worker was held by a hung call until the deadline, or the limit of
     /// hung calls is reached.
     NotStarted,
-    /// Never started: no thread could be had for it (the task limit's allowance was spent, or
-    /// starting a thread failed).
+    /// Never started: no thread could be had for it (the door's share for statfs or the task
+    /// limit's allowance was spent, or starting a thread failed).
     NoThread,
 }
 
@@ -51,17 +52,21 @@ pub enum StatvfsError {
     Stuck { mount_point: String },
     #[error("statvfs {mount_point}: not run (statfs threads held by hung calls on other mounts)")]
     NotStarted { mount_point: String },
-    #[error("statvfs {mount_point}: not run (no thread left under the daemon's task limit)")]
+    #[error(
+        "statvfs {mount_point}: not run (no statfs thread left: the filesystem collector's share of threads, or the daemon's task limit)"
+    )]
     NoThread { mount_point: String },
 }
 
 /// Why mounts of a batch got no thread.
 #[derive(Debug)]
 pub enum Shortage {
-    /// Starting one more would have eaten into the tasks kept for the rest of the daemon.
+    /// Starting one more would have passed the door's share for statfs, or eaten into the
+    /// tasks kept for the rest of the daemon.
     Limit,
-    /// Starting a thread failed (EAGAIN: the task limit, or the kernel's threads-max).
-    Spawn(std::io::Error),
+    /// The door refused a thread or could not start one (EAGAIN: the task limit, or the
+    /// kernel's threads-max): its reason.
+    Refused(String),
 }
 
 /// What one batch found: each mount's result, and why some got no thread, if any did not.
@@ -71,22 +76,10 @@ pub struct Batch {
     pub shortage: Option<Shortage>,
 }
 
-/// Tasks of the daemon's limit that the guard leaves to everything else: the door's reserve,
-/// one rule for both.
-pub use crate::door::reserved_tasks;
-
-/// How many threads a batch may start, each of which may hang and then stay held: what is left
-/// of the task limit beyond the reserve. None when no limit is known (no cap but the guard's
-/// own).
-pub fn thread_allowance(limit: Option<&TaskLimit>) -> Option<usize> {
-    limit.map(|l| {
-        usize::try_from(l.left().saturating_sub(reserved_tasks(l.max))).unwrap_or(usize::MAX)
-    })
-}
-
 /// A batch's thread budget: `good` for the first workers of the mounts that answered before
 /// (they return, so they are kept apart), `tasks` for every other thread (new and suspect
-/// mounts, replacements of held workers), which may hang.
+/// mounts, replacements of held workers), which may hang. Out of the door's room for statfs
+/// (`Door::room`: its share of 64 less the threads held, and the task limit's allowance).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThreadBudget {
     pub good: usize,
@@ -111,7 +104,8 @@ pub fn thread_budget(allowance: Option<usize>, max_workers: usize) -> ThreadBudg
 }
 
 /// Runs statvfs on many mounts with bounded threads and a deadline, never blocking the caller's
-/// runtime worker: the waiting is async. `outstanding` holds mounts whose call hasn't returned.
+/// runtime worker: the waiting is async. `outstanding` holds mounts whose call hasn't returned;
+/// each such call also holds the door's mark of its mount.
 ///
 /// Threads: `max_workers` per pool take the batch's mounts one after another and end with the
 /// batch. A call that runs longer than a slice of the timeout (1/32, at most 100 ms) no longer
@@ -145,6 +139,8 @@ pub const MAX_STALLED_STATFS: usize = 128;
 /// One queue of a batch and the threads taking from it.
 struct Pool {
     jobs: VecDeque<(String, PathBuf)>,
+    /// The batch's deadline: each call's mark reads as stuck past it.
+    deadline: tokio::time::Instant,
     /// One per thread of the pool: when its call now running started (microseconds since
     /// `epoch`, plus one), 0 while it runs none. Atomics, so a call's end takes no lock.
     slots: Vec<Arc<AtomicU64>>,
@@ -181,25 +177,15 @@ impl StatGuard {
         (timeout / 32).clamp(Duration::from_millis(1), Duration::from_millis(100))
     }
 
-    /// One batch with no task limit known; each mount's result.
+    /// One batch: statvfs of each mount within `timeout` on the `door`'s threads, starting no
+    /// more than its room for statfs allows (see [`thread_budget`]). A thread that can't be
+    /// started is no error here: its mounts are `NoThread` and the batch says why.
     pub async fn run(
         &self,
+        door: &Door,
         source: &StatSource,
         jobs: Vec<(String, PathBuf)>,
         timeout: Duration,
-    ) -> HashMap<String, StatResult> {
-        self.run_limited(source, jobs, timeout, None).await.results
-    }
-
-    /// One batch: statvfs of each mount within `timeout`, starting no more threads than the
-    /// task `limit` allows (see [`thread_budget`]). A thread that can't be started is no error
-    /// here: its mounts are `NoThread` and the batch says why.
-    pub async fn run_limited(
-        &self,
-        source: &StatSource,
-        jobs: Vec<(String, PathBuf)>,
-        timeout: Duration,
-        limit: Option<&TaskLimit>,
     ) -> Batch {
         let mut results = HashMap::with_capacity(jobs.len());
         let busy = self.outstanding();
@@ -230,19 +216,22 @@ impl StatGuard {
         untried.extend(risky);
         let mut n = good.len() + untried.len();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let deadline = tokio::time::Instant::now() + timeout;
         let pools = [good, untried].map(|jobs| {
             Arc::new(Mutex::new(Pool {
                 jobs,
+                deadline,
                 slots: Vec::new(),
                 epoch: Instant::now(),
                 workers: 0,
             }))
         });
         let slice = Self::slice(timeout);
-        let budget = thread_budget(thread_allowance(limit), self.max_workers);
+        let budget = thread_budget(Some(door.room(STATFS_OWNER)), self.max_workers);
         let mut shortage = None;
         let mut good_first = budget.good;
         self.top_up(
+            door,
             &pools[0],
             source,
             &tx,
@@ -251,9 +240,16 @@ impl StatGuard {
             &mut shortage,
         );
         let mut tasks = budget.tasks;
-        self.top_up(&pools[1], source, &tx, slice, &mut tasks, &mut shortage);
+        self.top_up(
+            door,
+            &pools[1],
+            source,
+            &tx,
+            slice,
+            &mut tasks,
+            &mut shortage,
+        );
         let mut stalled_left = self.max_stalled;
-        let deadline = tokio::time::Instant::now() + timeout;
         let mut tick = tokio::time::Instant::now() + slice;
         let mut got = 0;
         loop {
@@ -280,7 +276,7 @@ impl StatGuard {
                 for pool in &pools {
                     let mut b = stalled_left.min(tasks);
                     let before = b;
-                    self.top_up(pool, source, &tx, slice, &mut b, &mut shortage);
+                    self.top_up(door, pool, source, &tx, slice, &mut b, &mut shortage);
                     stalled_left -= before - b;
                     tasks -= before - b;
                 }
@@ -319,6 +315,8 @@ impl StatGuard {
         let stuck_now = self.outstanding();
         for mp in &stuck_now {
             results.entry(mp.clone()).or_insert(StatResult::Stuck);
+            // Given up on: the door counts one timeout per call, and shows it stuck.
+            door.timed_out(STATFS_OWNER, mp);
         }
         // Calls that finished between the deadline and now.
         while let Ok((mp, r)) = rx.try_recv() {
@@ -340,6 +338,16 @@ impl StatGuard {
                 ever_hung.remove(mp); // it came back in time
             }
         }
+        // Not started, each for want of a thread (the door's share or the task limit), or
+        // because its earlier call has not returned: the door's refusals, as for any collector.
+        let refused = results
+            .iter()
+            .filter(|(mp, r)| {
+                matches!(r, StatResult::NoThread | StatResult::NotStarted)
+                    || (matches!(r, StatResult::Stuck) && busy.contains(*mp))
+            })
+            .count();
+        door.refused(STATFS_OWNER, refused);
         let shortage =
             shortage.filter(|_| results.values().any(|r| matches!(r, StatResult::NoThread)));
         Batch { results, shortage }
@@ -347,10 +355,12 @@ impl StatGuard {
 
     /// Starts threads so that `max_workers` of the pool are free to take its queued mounts: a
     /// thread whose call has run a whole slice is counted out. The threads started come out of
-    /// `budget`. A thread that can't be started (EAGAIN under the task limit) ends the starting
-    /// for the batch: `shortage` says why, `budget` is spent.
+    /// `budget`. A thread the door refuses or can't start (EAGAIN under the task limit) ends
+    /// the starting for the batch: `shortage` says why, `budget` is spent.
+    #[allow(clippy::too_many_arguments)]
     fn top_up(
         &self,
+        door: &Door,
         pool: &Arc<Mutex<Pool>>,
         source: &StatSource,
         tx: &Answers,
@@ -389,18 +399,22 @@ impl StatGuard {
         for slot in slots {
             let (q, tx) = (pool.clone(), tx.clone());
             let (outstanding, source) = (self.outstanding.clone(), source.clone());
-            // Not the door's threads yet: the guard's workers take many mounts each and are
-            // replaced when one hangs (see `StatGuard`), which the door's one-call-one-thread
-            // does not express; they keep the door's task-limit reserve (`reserved_tasks`).
-            let spawned = std::thread::Builder::new()
-                .name("ssdwatch-statfs".into())
-                .spawn(move || work(&q, &slot, &outstanding, &source, &tx));
+            let d = door.clone();
+            // A door thread with no mark of its own: the worker takes many mounts, each under
+            // its own mark, and is replaced when one hangs (see `StatGuard`).
+            let spawned = door.thread(STATFS_OWNER, move || {
+                work(&d, &q, &slot, &outstanding, &source, &tx)
+            });
             left -= 1;
             if let Err(e) = spawned {
                 // This one and the ones not tried: none of them runs.
                 lock(pool).workers -= left + 1;
                 tracing::debug!("cannot start a statfs thread: {e}");
-                *shortage = Some(Shortage::Spawn(e));
+                let why = match e {
+                    crate::door::Unanswered::NoThread(why) => why,
+                    other => other.to_string(),
+                };
+                *shortage = Some(Shortage::Refused(why));
                 *budget = 0;
                 break;
             }
@@ -410,6 +424,7 @@ impl StatGuard {
 
 /// A worker: takes the pool's mounts one after another until none is left or the batch is over.
 fn work(
+    door: &Door,
     pool: &Mutex<Pool>,
     slot: &AtomicU64,
     outstanding: &Mutex<HashSet<String>>,
@@ -419,7 +434,7 @@ fn work(
     loop {
         // Taking a job and marking it outstanding happen under the pool lock, so the deadline
         // sweep finds every mount either queued or running.
-        let job = {
+        let (job, deadline) = {
             let mut p = lock(pool);
             let job = p.jobs.pop_front();
             match &job {
@@ -429,10 +444,23 @@ fn work(
                 }
                 None => p.workers -= 1,
             }
-            job
+            (job, p.deadline)
         };
         let Some((mp, path)) = job else { break };
-        let r = source.statvfs(&mp, &path);
+        // The door's mark of the mount, for its series (stuck past the batch's deadline). The
+        // guard already left out mounts whose call has not returned, so it is free; were it
+        // not, the call runs unmarked rather than not at all.
+        let pass = door.enter(STATFS_OWNER, mp.clone()).ok().map(|mut p| {
+            p.set_deadline(deadline);
+            p
+        });
+        // A panic in the call must not leave the mount outstanding (stuck) for ever.
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.statvfs(&mp, &path)))
+                .unwrap_or_else(|_| Err(std::io::Error::other("the statvfs call panicked")));
+        // The mark ends before the mount leaves `outstanding`: a mount the guard sees free is
+        // never refused by the door.
+        drop(pass);
         slot.store(0, Ordering::Relaxed);
         // Send and clear under the outstanding lock: whoever looks sees the mount either running
         // or answered, never neither. A send fails once the batch is over (its answer is then
@@ -453,8 +481,15 @@ fn work(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::door::{MAX_STATFS_THREADS, room};
     use crate::statfs::FixtureAnswer;
+    use crate::sysfs::cgroup::TaskLimit;
     use std::collections::BTreeMap;
+
+    /// A door with no task limit (its /proc and /sys don't exist): only its own caps hold.
+    fn door() -> Door {
+        Door::new("/nonexistent/proc".into(), "/nonexistent/sys".into())
+    }
 
     #[tokio::test]
     async fn hung_mount_is_stuck_and_not_retried_while_others_answer() {
@@ -470,17 +505,24 @@ mod tests {
         map.insert("/hung".to_string(), FixtureAnswer::Hang);
         let src = StatSource::Fixture(Arc::new(map));
         let guard = StatGuard::new(4, 32, 128);
+        let d = door();
         let jobs = || {
             vec![
                 ("/ok".to_string(), PathBuf::from("/ok")),
                 ("/hung".to_string(), PathBuf::from("/hung")),
             ]
         };
-        let r = guard.run(&src, jobs(), Duration::from_millis(300)).await;
+        let r = guard
+            .run(&d, &src, jobs(), Duration::from_millis(300))
+            .await
+            .results;
         assert!(matches!(r["/ok"], StatResult::Done(Ok(_))));
         assert!(matches!(r["/hung"], StatResult::Stuck));
         // Second round: the hung call is still outstanding, so no new thread is started for it.
-        let r = guard.run(&src, jobs(), Duration::from_millis(300)).await;
+        let r = guard
+            .run(&d, &src, jobs(), Duration::from_millis(300))
+            .await
+            .results;
         assert!(matches!(r["/hung"], StatResult::Stuck));
         assert!(matches!(r["/ok"], StatResult::Done(Ok(_))));
         assert_eq!(guard.outstanding().len(), 1);
@@ -502,11 +544,13 @@ mod tests {
     async fn more_hung_mounts_than_workers_are_all_tried_in_the_first_round_one_thread_each() {
         let (src, jobs) = hung_mounts(5);
         let guard = StatGuard::new(2, 32, 128);
+        let d = door();
         let mut stuck_rounds = Vec::new();
         for _ in 0..3 {
             let r = guard
-                .run(&src, jobs.clone(), Duration::from_millis(300))
-                .await;
+                .run(&d, &src, jobs.clone(), Duration::from_millis(300))
+                .await
+                .results;
             assert_eq!(r.len(), 5, "every mount gets an answer: {r:?}");
             stuck_rounds.push(count(&r, |v| matches!(v, StatResult::Stuck)));
         }
@@ -521,11 +565,13 @@ mod tests {
         let (src, jobs) = hung_mounts(5);
         // Two workers and one replacement a round: 3 mounts tried, then the 2 left.
         let guard = StatGuard::new(2, 32, 1);
+        let d = door();
         let mut rounds = Vec::new();
         for _ in 0..3 {
             let r = guard
-                .run(&src, jobs.clone(), Duration::from_millis(300))
-                .await;
+                .run(&d, &src, jobs.clone(), Duration::from_millis(300))
+                .await
+                .results;
             rounds.push((
                 count(&r, |v| matches!(v, StatResult::Stuck)),
                 count(&r, |v| matches!(v, StatResult::NotStarted)),
@@ -546,43 +592,126 @@ mod tests {
         );
     }
 
-    /// 100 dead NFS mounts listed before the healthy ones, all new (the daemon starts while
-    /// the NFS server is down): the healthy ones answer in the first round and in every round
-    /// after, and each dead mount holds one thread, never more.
-    #[tokio::test]
-    async fn healthy_mounts_are_sampled_every_round_with_100_hung_ones_present() {
+    /// Dead NFS mounts listed before the healthy ones, all new (the daemon starts while the
+    /// NFS server is down), and a batch's results with the healthy ones answered counted.
+    fn dead_before_healthy(dead: usize) -> (StatSource, Vec<(String, PathBuf)>) {
         let mut map = BTreeMap::new();
         let mut jobs = Vec::new();
-        for i in 0..100 {
+        for i in 0..dead {
             let mp = format!("/mnt/nfs{i:03}");
             map.insert(mp.clone(), FixtureAnswer::Hang);
             jobs.push((mp.clone(), PathBuf::from(mp)));
         }
-        for mp in ["/srv/pg", "/srv/wal", "/"] {
+        for mp in HEALTHY {
             ok(&mut map, mp);
             jobs.push((mp.to_string(), PathBuf::from(mp)));
         }
-        let src = StatSource::Fixture(Arc::new(map));
+        (StatSource::Fixture(Arc::new(map)), jobs)
+    }
+
+    const HEALTHY: [&str; 3] = ["/srv/pg", "/srv/wal", "/"];
+
+    fn healthy_done(r: &HashMap<String, StatResult>) -> usize {
+        HEALTHY
+            .iter()
+            .filter(|mp| matches!(r[**mp], StatResult::Done(Ok(_))))
+            .count()
+    }
+
+    /// 50 dead NFS mounts listed before the healthy ones, all new: the healthy ones answer in
+    /// the first round and in every round after, and each dead mount holds one thread, never
+    /// more. 50 is within the door's share for statfs less the healthy mounts' workers (56).
+    #[tokio::test]
+    async fn healthy_mounts_are_sampled_every_round_with_50_hung_ones_present() {
+        let (src, jobs) = dead_before_healthy(50);
         let guard = StatGuard::new(8, 32, 128);
-        let healthy_done = |r: &HashMap<String, StatResult>| {
-            ["/srv/pg", "/srv/wal", "/"]
-                .iter()
-                .filter(|mp| matches!(r[**mp], StatResult::Done(Ok(_))))
-                .count()
-        };
-        // A generous timeout: the 100 hung calls are taken 8 per slice (1/32 of it), and only
+        let d = door();
+        // A generous timeout: the 50 hung calls are taken 8 per slice (1/32 of it), and only
         // the first round waits for it (after that every dead mount is known to be stuck).
         for round in 0..10 {
-            let r = guard.run(&src, jobs.clone(), Duration::from_secs(2)).await;
-            assert_eq!(r.len(), 103);
+            let r = guard
+                .run(&d, &src, jobs.clone(), Duration::from_secs(2))
+                .await
+                .results;
+            assert_eq!(r.len(), 53);
             assert_eq!(healthy_done(&r), 3, "round {round}: {r:?}");
             assert_eq!(
                 count(&r, |v| matches!(v, StatResult::Stuck)),
-                100,
+                50,
                 "round {round}"
             );
-            assert_eq!(guard.outstanding().len(), 100, "one thread per hung mount");
+            assert_eq!(guard.outstanding().len(), 50, "one thread per hung mount");
         }
+        // The healthy mounts' workers end just after their answers: waited for, not timed.
+        let text = settled(&d, "ssdwatch_blocking_threads{collector=\"filesystem\"} 50").await;
+        for line in [
+            "ssdwatch_blocking_stuck_calls{collector=\"filesystem\"} 50",
+            // One timeout per hung call, not one per round.
+            "ssdwatch_blocking_timeouts_total{collector=\"filesystem\"} 50",
+            // Nine rounds after the first, each refusing the 50 that have not returned.
+            "ssdwatch_blocking_refused_total{collector=\"filesystem\"} 450",
+        ] {
+            assert!(text.contains(line), "{line}:\n{text}");
+        }
+    }
+
+    /// The door's series once `line` is among them (a thread that has answered ends soon
+    /// after), or as they are after 500 looks.
+    async fn settled(d: &Door, line: &str) -> String {
+        let mut text = rendered(d);
+        for _ in 0..500 {
+            if text.contains(line) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            text = rendered(d);
+        }
+        assert!(text.contains(line), "{line}:\n{text}");
+        text
+    }
+
+    fn rendered(d: &Door) -> String {
+        let mut set = crate::metrics::MetricSet::new();
+        d.families(&mut set);
+        let mut text = String::new();
+        crate::render::render_families(&mut text, set.families());
+        text
+    }
+
+    /// 100 dead NFS mounts, all new: more than the door's share for statfs (64, of which the
+    /// guard keeps 8 for the workers of mounts that answered before). The first 56 tried hold a
+    /// thread each, the other 44 get none (refused and counted, never a 57th thread), and the
+    /// healthy mounts, listed first as the collector lists block-device mounts, answer in every
+    /// round. (Before the door's share, each of the 100 held a thread of its own.)
+    #[tokio::test]
+    async fn more_hung_mounts_than_the_statfs_share_hold_56_threads_and_the_rest_get_none() {
+        let (src, mut jobs) = dead_before_healthy(100);
+        jobs.rotate_right(HEALTHY.len());
+        let guard = StatGuard::new(8, 32, 128);
+        let d = door();
+        let held = MAX_STATFS_THREADS - 8;
+        for round in 0..5 {
+            let b = guard
+                .run(&d, &src, jobs.clone(), Duration::from_secs(2))
+                .await;
+            let r = &b.results;
+            assert_eq!(r.len(), 103);
+            assert_eq!(healthy_done(r), 3, "round {round}: {r:?}");
+            let stuck = count(r, |v| matches!(v, StatResult::Stuck));
+            let no_thread = count(r, |v| matches!(v, StatResult::NoThread));
+            assert_eq!((stuck, no_thread), (held, 100 - held), "round {round}");
+            assert!(matches!(b.shortage, Some(Shortage::Limit)), "{b:?}");
+            assert_eq!(guard.outstanding().len(), held);
+        }
+        let text = settled(
+            &d,
+            &format!("ssdwatch_blocking_threads{{collector=\"filesystem\"}} {held}"),
+        )
+        .await;
+        assert!(
+            text.contains("ssdwatch_blocking_refused_total{collector=\"filesystem\"}"),
+            "{text}"
+        );
     }
 
     /// 40 mounts that answered before all hang at once (their NFS server died), listed before
@@ -603,16 +732,23 @@ mod tests {
         }
         jobs.push(("/srv/pg".to_string(), PathBuf::from("/srv/pg")));
         let guard = StatGuard::new(8, 32, 128);
+        let d = door();
         let timeout = Duration::from_secs(2);
         let r = guard
-            .run(&StatSource::Fixture(Arc::new(up)), jobs.clone(), timeout)
-            .await;
+            .run(
+                &d,
+                &StatSource::Fixture(Arc::new(up)),
+                jobs.clone(),
+                timeout,
+            )
+            .await
+            .results;
         assert_eq!(count(&r, |v| matches!(v, StatResult::Done(Ok(_)))), 41);
         let down = StatSource::Fixture(Arc::new(down));
-        let r = guard.run(&down, jobs.clone(), timeout).await;
+        let r = guard.run(&d, &down, jobs.clone(), timeout).await.results;
         assert!(matches!(r["/srv/pg"], StatResult::Done(Ok(_))), "{r:?}");
         assert_eq!(count(&r, |v| matches!(v, StatResult::Stuck)), 40);
-        let r = guard.run(&down, jobs, timeout).await;
+        let r = guard.run(&d, &down, jobs, timeout).await.results;
         assert!(matches!(r["/srv/pg"], StatResult::Done(Ok(_))), "{r:?}");
         assert_eq!(guard.outstanding().len(), 40);
     }
@@ -624,38 +760,47 @@ mod tests {
             current,
             dir: PathBuf::from("/sys/fs/cgroup/system.slice/ssdwatch.service"),
         };
-        // (max, current) -> allowance, then the budget with 8 workers.
+        // (max, current) -> the door's room for statfs (no thread held yet), then the budget
+        // with 8 workers. The door's share for statfs (64) caps it when the limit is generous.
         let cases = [
-            // TasksMax=128, the daemon's own 20 tasks: 32 kept, 76 may be started.
-            ((128, 20), Some(76), (76, 68)),
+            // TasksMax=128, the daemon's own 20 tasks: 32 kept, 76 left, of which the share
+            // takes 64 (before the door's share: 76, and 68 for new mounts).
+            ((128, 20), 64, (64, 56)),
+            // The daemon at 50 tasks: the limit binds, 46 left.
+            ((128, 50), 46, (46, 38)),
             // 68 hung calls later: 8 left, all of them for the healthy mounts' workers.
-            ((128, 88), Some(8), (8, 0)),
+            ((128, 88), 8, (8, 0)),
             // At the limit: nothing, yet one worker for the healthy mounts is still tried.
-            ((128, 128), Some(0), (1, 0)),
-            ((128, 200), Some(0), (1, 0)),
-            // systemd's default (15 % of pid_max 32768): a quarter kept.
-            ((4915, 30), Some(3657), (3657, 3649)),
+            ((128, 128), 0, (1, 0)),
+            ((128, 200), 0, (1, 0)),
+            // systemd's default (15 % of pid_max 32768): the share binds.
+            ((4915, 30), 64, (64, 56)),
             // A tiny limit: the reserve of 32 takes it all.
-            ((40, 10), Some(0), (1, 0)),
+            ((40, 10), 0, (1, 0)),
         ];
+        let cap = MAX_STATFS_THREADS;
         for ((max, current), allowance, (good, tasks)) in cases {
             let l = limit(max, current);
-            assert_eq!(thread_allowance(Some(&l)), allowance, "{max}/{current}");
+            assert_eq!(room(0, 0, cap, Some(&l)), allowance, "{max}/{current}");
             assert_eq!(
-                thread_budget(allowance, 8),
+                thread_budget(Some(allowance), 8),
                 ThreadBudget { good, tasks },
                 "{max}/{current}"
             );
         }
-        let unlimited = thread_budget(thread_allowance(None), 8);
+        // No limit known: the share alone.
+        assert_eq!(room(0, 0, cap, None), 64);
+        assert_eq!(room(0, 56, cap, None), 8);
+        let unlimited = thread_budget(None, 8);
         assert_eq!((unlimited.good, unlimited.tasks), (usize::MAX, usize::MAX));
     }
 
-    /// `TasksMax=128` on a fixture /sys/fs/cgroup tree, the daemon at 20 tasks, 130 hung mounts
+    /// `TasksMax=128` on a fixture /sys/fs/cgroup tree, the daemon at 50 tasks, 130 hung mounts
     /// and the database's filesystem (known good): the guard holds no more hung calls than
     /// leave the reserve and the healthy workers free, the rest are `NoThread` and the batch
     /// says why; the healthy mount answers in every round. `pids.current` is moved on by the
-    /// threads held, as the kernel would.
+    /// threads held, as the kernel would. (At 20 tasks, as before the door's share, the share
+    /// of 64 would bind before the limit: the test above.)
     #[tokio::test]
     async fn under_a_task_limit_hung_calls_are_capped_and_the_rest_get_no_thread() {
         let dir = tempfile::tempdir().unwrap();
@@ -669,6 +814,9 @@ mod tests {
         let unit = sys.join("fs/cgroup/system.slice/ssdwatch.service");
         std::fs::create_dir_all(&unit).unwrap();
         std::fs::write(unit.join("pids.max"), "128\n").unwrap();
+        const OWN: usize = 50;
+        // Written before the door first reads it.
+        std::fs::write(unit.join("pids.current"), format!("{OWN}\n")).unwrap();
         let (src, mut jobs) = {
             let (src, jobs) = hung_mounts(130);
             let StatSource::Fixture(map) = src else {
@@ -680,13 +828,15 @@ mod tests {
         };
         jobs.insert(0, ("/srv/pg".to_string(), PathBuf::from("/srv/pg")));
         let guard = StatGuard::new(8, 32, 128);
+        // The door reads the limit of the fixture tree itself.
+        let d = Door::new(proc.clone(), sys.clone());
         // The database's filesystem answered before the NFS server died.
         let healthy_only = vec![jobs[0].clone()];
         let r = guard
-            .run(&src, healthy_only, Duration::from_millis(300))
-            .await;
+            .run(&d, &src, healthy_only, Duration::from_millis(300))
+            .await
+            .results;
         assert!(matches!(r["/srv/pg"], StatResult::Done(Ok(_))));
-        const OWN: usize = 20;
         let mut rounds = Vec::new();
         for _ in 0..3 {
             let current = OWN + guard.outstanding().len();
@@ -697,7 +847,7 @@ mod tests {
                 Some((128, current as u64))
             );
             let b = guard
-                .run_limited(&src, jobs.clone(), Duration::from_secs(5), limit.as_ref())
+                .run(&d, &src, jobs.clone(), Duration::from_secs(5))
                 .await;
             assert!(
                 matches!(b.results["/srv/pg"], StatResult::Done(Ok(_))),
@@ -713,9 +863,11 @@ mod tests {
                 count(&b.results, |v| matches!(v, StatResult::NoThread)),
             ));
         }
-        // 128 - 20 - 32 kept = 76, less 8 for the healthy mount's workers: 68 held, never more.
-        assert_eq!(rounds, vec![(68, 62), (68, 62), (68, 62)]);
-        assert_eq!(guard.outstanding().len(), 68);
+        // 128 - 50 - 32 kept = 46, less 8 for the healthy mount's workers: 38 held, never more.
+        // (A read of the limit up to a second old changes nothing: once the first round has
+        // ended, the tasks in use stay at 50 + 38.)
+        assert_eq!(rounds, vec![(38, 92), (38, 92), (38, 92)]);
+        assert_eq!(guard.outstanding().len(), 38);
     }
 
     /// A mount that hung and came back is retried only while fewer than `max_hung` calls are
@@ -734,16 +886,21 @@ mod tests {
             .map(|mp| (mp.clone(), PathBuf::from(mp)))
             .collect();
         let guard = StatGuard::new(8, 3, 128);
+        let d = door();
         // Round 1: everything new; the dead ones and the slow one run past the deadline.
         let r = guard
-            .run(&src, jobs.clone(), Duration::from_millis(100))
-            .await;
+            .run(&d, &src, jobs.clone(), Duration::from_millis(100))
+            .await
+            .results;
         assert!(matches!(r["/mnt/slow"], StatResult::Stuck));
         assert!(matches!(r["/"], StatResult::Done(Ok(_))));
         std::thread::sleep(Duration::from_millis(400)); // the slow call returns
         // Round 2: three calls held (the dead ones) = max_hung: the slow mount is not retried,
         // and the healthy one answers as ever.
-        let r = guard.run(&src, jobs, Duration::from_millis(100)).await;
+        let r = guard
+            .run(&d, &src, jobs, Duration::from_millis(100))
+            .await
+            .results;
         assert!(matches!(r["/mnt/slow"], StatResult::NotStarted), "{r:?}");
         assert!(matches!(r["/"], StatResult::Done(Ok(_))));
         assert_eq!(guard.outstanding().len(), 3);

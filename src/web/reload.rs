@@ -207,6 +207,7 @@ mod tests {
     fn load_error(path: &Path) -> String {
         let p = path.to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
+        // Not the door: a test's own watchdog thread.
         std::thread::spawn(move || {
             let _ = tx.send(load(&p).map(|_| ()).map_err(|e| e.to_string()));
         });

@@ -8,6 +8,7 @@ pub mod untrimmed;
 
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
+use crate::door::{MAX_STATFS_THREADS, reserved_tasks};
 use crate::history::service::Record;
 use crate::history::{FsKey, FsLayers, FsSample, LayerRow};
 use crate::layers::{Layer, Layers, Limit};
@@ -18,7 +19,7 @@ use crate::space::{MountSpace, SpaceInput};
 use crate::statfs::StatSource;
 use crate::statfs::guard::{
     MAX_HUNG_STATFS, MAX_STALLED_STATFS, STATFS_WORKERS, Shortage, StatGuard, StatResult,
-    StatvfsError, reserved_tasks,
+    StatvfsError,
 };
 use crate::sysfs::cgroup::{TaskLimit, read_task_limit};
 use crate::sysfs::topology::Topology;
@@ -219,8 +220,8 @@ impl Collector for FilesystemCollector {
         // /dev/disk/by-uuid (udev's links), which gives the filesystem UUIDs the history keys on.
         // Only the history keys on UUIDs: no directory walk when it is off.
         let want_uuids = ctx.history.is_some();
-        // The daemon's task limit (its cgroup's pids.max) is read each sample: what the hung
-        // calls the guard keeps may take of it. In memory too.
+        // The daemon's task limit (its cgroup's pids.max) is read each sample, for the fault
+        // that names it (the door budgets the guard's threads against it). In memory too.
         // Not the door (see above): in-memory reads that cannot hang; the statvfs calls that can
         // go through the guard.
         let (table, uuids, limit) = tokio::task::spawn_blocking(move || {
@@ -275,7 +276,7 @@ impl Collector for FilesystemCollector {
             .collect();
         let batch = self
             .guard
-            .run_limited(&source, jobs, self.cfg.statfs_timeout, limit.as_ref())
+            .run(&ctx.door, &source, jobs, self.cfg.statfs_timeout)
             .await;
         let mut results = batch.results;
         let mut s = Sample::default();
@@ -415,8 +416,10 @@ fn shortage_message(
     limit: Option<&TaskLimit>,
 ) -> String {
     let why = match shortage {
-        Shortage::Limit => "no thread left for them".to_string(),
-        Shortage::Spawn(e) => format!("cannot start a thread: {e}"),
+        Shortage::Limit => format!(
+            "no thread left for them (statvfs calls may hold {MAX_STATFS_THREADS} threads at most)"
+        ),
+        Shortage::Refused(e) => format!("no thread for them: {e}"),
     };
     let limit = match limit {
         Some(l) => format!(

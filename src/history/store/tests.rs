@@ -402,6 +402,7 @@ fn two_openers_of_a_new_file_make_the_schema_once() {
             .map(|_| {
                 let p = dir.path().to_path_buf();
                 let c = cfg.clone();
+                // Not the door: a test opening the store from four threads at once, on purpose.
                 std::thread::spawn(move || Store::open(&p, &c).map(|_| ()))
             })
             .collect();

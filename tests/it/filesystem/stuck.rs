@@ -55,24 +55,27 @@ fn within_samples(
     }
 }
 
-/// 100 hung FUSE mounts, more than the guard ever holds threads for mounts that hung before
-/// (32) and more than its workers take in a dozen slices: a healthy filesystem listed after all
+/// 50 hung FUSE mounts, more than the guard ever holds threads for mounts that hung before
+/// (32) and more than its workers take in a few slices: a healthy filesystem listed after all
 /// of them when the daemon starts (a tmpfs: no block device, so the guard tries it last of the
 /// new mounts) has its size in the first sample or the second, as has one that appears once the
-/// 100 are known to be stuck; the ext4 one never loses its series; each hung mount is stuck and
+/// 50 are known to be stuck; the ext4 one never loses its series; each hung mount is stuck and
 /// holds one thread.
 #[test]
-fn a_hundred_hung_fuse_mounts_never_hide_a_healthy_filesystem() {
-    if !fuse_device_available("a hundred hung FUSE mounts") {
+fn fifty_hung_fuse_mounts_never_hide_a_healthy_filesystem() {
+    if !fuse_device_available("fifty hung FUSE mounts") {
         return;
     }
-    const HUNG: usize = 100;
+    // Within the door's share for statfs (64 threads, 8 of them kept for the workers of mounts
+    // that answered before): each hung mount holds a thread and the healthy ones behind them
+    // are still reached. Beyond 56, the rest get no thread (the `statfs::guard` unit tests).
+    const HUNG: usize = 50;
     let healthy = LoopFs::new(32);
     let hung = HungFuseSet::mount(HUNG);
     let late_dir = tempfile::tempdir().unwrap();
     let late_dir = late_dir.path().canonicalize().unwrap();
     let (behind_mp, late_mp) = (late_dir.join("behind"), late_dir.join("late"));
-    // Mounted after the 100: listed after them in the mount table.
+    // Mounted after the 50: listed after them in the mount table.
     let _behind = Tmpfs::mount(&behind_mp, "size=16m");
     let mut include = vec![format!(
         "^{}/hung[0-9]{{3}}$",
@@ -91,7 +94,7 @@ fn a_hundred_hung_fuse_mounts_never_hide_a_healthy_filesystem() {
     config.collectors.probe.enabled = false;
     config.collectors.filesystem = FilesystemConfig {
         interval: Duration::from_secs(1),
-        // 100 hung calls take 12 slices of 1/32 of this, a third of it: room for a loaded machine.
+        // 50 hung calls take 7 slices of 1/32 of this, a fifth of it: room for a loaded machine.
         statfs_timeout: Duration::from_secs(1),
         mount_points_include: Some(include),
         fs_types_exclude: vec![],
@@ -116,26 +119,26 @@ fn a_hundred_hung_fuse_mounts_never_hide_a_healthy_filesystem() {
     let (_, n) = within_samples(
         &daemon,
         &mut samples,
-        "the tmpfs listed after 100 new hung mounts has its size",
+        "the tmpfs listed after 50 new hung mounts has its size",
         2,
         |m| has_size(m, behind) && has_size(m, healthy.mp()),
     );
-    eprintln!("the tmpfs behind 100 new hung mounts: sampled in filesystem sample {n}");
+    eprintln!("the tmpfs behind 50 new hung mounts: sampled in filesystem sample {n}");
     daemon.wait_metrics("every hung mount stuck", Duration::from_secs(60), |m| {
         stuck(m) == HUNG
     });
 
-    // A healthy filesystem that appears while the 100 are hung.
+    // A healthy filesystem that appears while the 50 are hung.
     let _late = Tmpfs::mount(&late_mp, "size=8m");
     let late = late_mp.to_str().unwrap();
     let (_, n) = within_samples(
         &daemon,
         &mut samples,
-        "a tmpfs mounted while 100 mounts hang has its size",
+        "a tmpfs mounted while 50 mounts hang has its size",
         2,
         |m| has_size(m, late),
     );
-    eprintln!("the tmpfs mounted while 100 hang: sampled in filesystem sample {n}");
+    eprintln!("the tmpfs mounted while 50 hang: sampled in filesystem sample {n}");
 
     // From then on, five samples' worth of scrapes: every healthy filesystem has its size every
     // time, every hung mount is stuck and holds one thread.
@@ -148,6 +151,14 @@ fn a_hundred_hung_fuse_mounts_never_hide_a_healthy_filesystem() {
         assert_eq!(stuck(&m), HUNG);
         assert_eq!(
             value(&m, "ssdwatch_filesystem_statfs_hung_threads"),
+            Some(HUNG as f64)
+        );
+        // The door counts them as the filesystem collector's stuck calls.
+        assert_eq!(
+            value(
+                &m,
+                "ssdwatch_blocking_stuck_calls{collector=\"filesystem\"}"
+            ),
             Some(HUNG as f64)
         );
         assert_eq!(
