@@ -30,7 +30,7 @@ const FS_MIB: u64 = 384;
 /// that cannot keep up.
 const MONITOR_LAG: Duration = Duration::from_secs(5);
 /// How far behind its schedule the writer may be and still catch up: the free space drops in
-/// steps of a WAL segment (1 MiB, a second or two of the fill), so a writer a batch or two
+/// steps of a WAL segment (1 MiB: a second or two of the default fill), so a writer a batch or two
 /// behind is on schedule; beyond this the schedule moves instead, with no burst.
 const CATCH_UP: Duration = Duration::from_secs(3);
 /// A guard against a broken set-up, not a measure of speed: this long without the monitor
@@ -61,8 +61,9 @@ struct Case {
     page: &'static str,
     /// The other cause's alert, which must not fire for this server.
     not: &'static str,
-    fs: LoopFs,
+    // Dropped in this order: the server is stopped before its filesystem is unmounted.
     pg: Postgres,
+    fs: LoopFs,
     label: String,
 }
 
@@ -222,8 +223,8 @@ fn case(bin: &Path, what: &'static str, page: &'static str, not: &'static str, c
         what,
         page,
         not,
-        fs,
         pg,
+        fs,
         label,
     }
 }
