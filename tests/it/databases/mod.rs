@@ -7,6 +7,7 @@ mod attack;
 mod faults;
 mod hung_many;
 mod mariadb;
+mod pages;
 mod postgres;
 mod stopped;
 

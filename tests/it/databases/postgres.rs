@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// initdb, pg_ctl and postgres of the newest PostgreSQL installed.
-fn bin_dir() -> Option<PathBuf> {
+pub(super) fn bin_dir() -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
         .flatten()
@@ -25,6 +25,8 @@ fn bin_dir() -> Option<PathBuf> {
 pub struct Postgres {
     _dir: tempfile::TempDir,
     pub data: PathBuf,
+    /// The server's own log (pg_ctl -l): what it says when it stops.
+    pub log: PathBuf,
     pub sock: PathBuf,
     pub port: u16,
     bin: PathBuf,
@@ -99,6 +101,7 @@ impl Postgres {
         let p = Postgres {
             _dir: dir,
             data,
+            log: log.clone(),
             sock,
             port,
             bin,
@@ -121,6 +124,11 @@ impl Postgres {
 
     /// Runs SQL through psql over the socket; the output, unaligned and tuples only.
     pub fn sql(&self, sql: &str) -> String {
+        self.try_sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The same, psql's complaint as the error (the server may be gone).
+    pub fn try_sql(&self, sql: &str) -> Result<String, String> {
         let out = Command::new("psql")
             .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"])
             .arg("-h")
@@ -135,13 +143,17 @@ impl Postgres {
             ])
             .args(["-c", sql])
             .output()
-            .expect("psql");
-        assert!(
-            out.status.success(),
-            "{sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+            .map_err(|e| format!("running psql: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// The postmaster's pid, from the first line of postmaster.pid (None once it is gone).
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        let t = std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?;
+        t.lines().next()?.trim().parse().ok()
     }
 
     /// The data directory as the daemon labels it.
@@ -163,10 +175,7 @@ impl Drop for Postgres {
             .args(["-m", "immediate", "-w", "stop"])
             .output()
             .is_ok_and(|o| o.status.success());
-        if !stopped
-            && let Ok(t) = std::fs::read_to_string(self.data.join("postmaster.pid"))
-            && let Some(pid) = t.lines().next().and_then(|l| l.trim().parse::<i32>().ok())
-        {
+        if !stopped && let Some(pid) = self.postmaster_pid() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGQUIT,
@@ -193,7 +202,7 @@ fn daemon() -> Daemon {
     Daemon::start(cfg, ssdwatch::Roots::default())
 }
 
-fn setup(test: &str) -> Option<PathBuf> {
+pub(super) fn setup(test: &str) -> Option<PathBuf> {
     if !support::require_root(test)
         || !support::require_cmd(test, "psql", "postgresql-client")
         || !support::require_cmd(test, "runuser", "util-linux")

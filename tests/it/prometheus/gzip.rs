@@ -1,8 +1,8 @@
 //! A real Prometheus (Debian's `prometheus`) scraping the real daemon gets its /metrics in
 //! gzip, as it asks on every scrape, and reads every series of it.
 
-use super::live::start_prometheus;
 use crate::support::binary::Daemon;
+use crate::support::prometheus::start_prometheus;
 use crate::support::require_cmd;
 use std::time::Duration;
 

@@ -5,6 +5,7 @@ pub mod binary;
 pub mod browser;
 pub mod cgroup;
 pub mod logs;
+pub mod prometheus;
 pub mod smart;
 pub mod story;
 
