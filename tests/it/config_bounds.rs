@@ -85,6 +85,18 @@ fn list_base(list: &str) -> Value {
     serde_yaml_ng::from_str(yaml).unwrap()
 }
 
+/// A valid optional section, so that a key inside one can be set alone (its required
+/// companions given); `null` for any other.
+fn section_base(section: &str) -> Value {
+    match section {
+        "history.import" => serde_yaml_ng::from_str(
+            "{prometheus: 'https://prometheus.example:9090', instance: 'db7:9100'}",
+        )
+        .unwrap(),
+        _ => Value::Null,
+    }
+}
+
 /// Keys that exclude others of their entry: setting one removes those.
 const EXCLUDES: &[(&str, &[&str])] = &[(
     "history.endurance[0].tbw_bytes",
@@ -127,7 +139,7 @@ fn set(doc: &mut Value, key: &str, value: Option<Value>, valid_entries: bool) {
             return;
         }
         if !map.contains_key(name) {
-            map.insert(name.into(), Value::Null);
+            map.insert(name.into(), section_base(&walked.join(".")));
         }
         node = map.get_mut(name).unwrap();
         if entry {

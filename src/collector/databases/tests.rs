@@ -71,19 +71,7 @@ use crate::catalogue::{self as c, Family};
 async fn a_postgres_found_from_its_process_shows_its_wal_backlog_slot_and_components() {
     let t = tempfile::tempdir().unwrap();
     let ctx = Context::new(host(t.path()), Duration::from_secs(60));
-    let cfg = DatabasesConfig {
-        watch: vec![
-            WatchConfig {
-                name: "backups".into(),
-                path: "/srv/backups".into(),
-            },
-            WatchConfig {
-                name: "gone".into(),
-                path: "/srv/gone".into(),
-            },
-        ],
-        ..DatabasesConfig::default()
-    };
+    let cfg = watching_backups_and_a_gone_path();
     let mut col = DatabasesCollector::new(&cfg);
     let s = col.sample(&ctx).await.unwrap();
     let db = [("database", "/srv/pg")];
@@ -511,19 +499,7 @@ async fn the_history_keeps_exactly_what_was_exported_tablespaces_relay_logs_and_
     std::os::unix::fs::symlink("../../../ts2", pg.join("pg_tblspc/16501")).unwrap();
     write(&pg.join("pg_xact/0000"), &vec![1u8; 8192]);
     let ctx = Context::new(roots.clone(), Duration::from_secs(60));
-    let cfg = DatabasesConfig {
-        watch: vec![
-            WatchConfig {
-                name: "backups".into(),
-                path: "/srv/backups".into(),
-            },
-            WatchConfig {
-                name: "gone".into(),
-                path: "/srv/gone".into(),
-            },
-        ],
-        ..DatabasesConfig::default()
-    };
+    let cfg = watching_backups_and_a_gone_path();
     let mut col = DatabasesCollector::new(&cfg);
     let s = sample_rec(&mut col, &ctx).await;
     records_match_series(&s);
@@ -621,4 +597,21 @@ async fn the_history_keeps_exactly_what_was_exported_tablespaces_relay_logs_and_
     let mut col = DatabasesCollector::new(&DatabasesConfig::default());
     let s = sample_rec(&mut col, &ctx).await;
     records_match_series(&s);
+}
+
+/// The watched paths the fixture hosts are read with: one that exists, one that does not.
+fn watching_backups_and_a_gone_path() -> DatabasesConfig {
+    DatabasesConfig {
+        watch: vec![
+            WatchConfig {
+                name: "backups".into(),
+                path: "/srv/backups".into(),
+            },
+            WatchConfig {
+                name: "gone".into(),
+                path: "/srv/gone".into(),
+            },
+        ],
+        ..DatabasesConfig::default()
+    }
 }
