@@ -139,10 +139,24 @@ impl LayersCollector {
         bin: &Path,
         args: &[&str],
     ) -> Result<String, String> {
+        let (cmd, outcome) = self.run_raw(door, tool, bin, args).await?;
+        output(&cmd, outcome)
+    }
+
+    /// Runs one fixed command under its door mark; the command line and how the run ended, or
+    /// why it was not run (an earlier run is stuck).
+    async fn run_raw(
+        &self,
+        door: &Door,
+        tool: Tool,
+        bin: &Path,
+        args: &[&str],
+    ) -> Result<(String, RunOutcome), String> {
         let cmd = format!("{} {}", bin.display(), args.join(" "));
         let pass = enter(door, tool, &cmd)?;
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        output(&cmd, run_bounded(bin, &args, self.cfg.timeout, pass).await)
+        let outcome = run_bounded(bin, &args, self.cfg.timeout, pass).await;
+        Ok((cmd, outcome))
     }
 }
 
@@ -437,16 +451,14 @@ impl LayersCollector {
         let zpool = self.cfg.zpool_path.clone();
         let item = "zfs status";
         if self.zpool_json != Some(false) {
-            let cmd = format!("{} status -j -p", zpool.display());
-            let pass = match enter(door, Tool::ZpoolStatus, &cmd) {
-                Ok(p) => p,
+            let json = ["status", "-j", "-p"];
+            let (cmd, outcome) = match self.run_raw(door, Tool::ZpoolStatus, &zpool, &json).await {
+                Ok(run) => run,
                 Err(e) => {
                     s.error(ItemError::new(item, format!("{item}: {e}")));
                     return Vec::new();
                 }
             };
-            let args: Vec<String> = ["status", "-j", "-p"].map(String::from).to_vec();
-            let outcome = run_bounded(&zpool, &args, self.cfg.timeout, pass).await;
             if let RunOutcome::Output {
                 exit: Exit::Code(2),
                 ..
