@@ -333,16 +333,7 @@ async fn a_server_log_outside_the_data_directory_is_counted_on_its_own_mount() {
     let pg = roots.rootfs.join("srv/pg");
     // ALTER SYSTEM SET log_directory: postgresql.auto.conf, read after postgresql.conf.
     write(&pg.join("postgresql.conf"), b"log_directory = 'log'\n");
-    write(
-        &pg.join("postgresql.auto.conf"),
-        b"log_directory = '/var/log/postgresql/main'\n",
-    );
-    write(
-        &roots
-            .rootfs
-            .join("var/log/postgresql/main/postgresql-Fri.log"),
-        &vec![6u8; 64 << 10],
-    );
+    log_in_var_log(&roots.rootfs, &pg);
     write(
         &roots.proc.join("self/mountinfo"),
         b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:17 / /var/log rw - xfs /dev/sdb1 rw\n",
@@ -579,16 +570,7 @@ async fn the_history_keeps_exactly_what_was_exported_tablespaces_relay_logs_and_
     std::fs::create_dir_all(wal.parent().unwrap()).unwrap();
     std::fs::rename(pg.join("pg_wal"), &wal).unwrap();
     std::os::unix::fs::symlink("../wal/pg_wal", pg.join("pg_wal")).unwrap();
-    write(
-        &pg.join("postgresql.auto.conf"),
-        b"log_directory = '/var/log/postgresql/main'\n",
-    );
-    write(
-        &roots
-            .rootfs
-            .join("var/log/postgresql/main/postgresql-Fri.log"),
-        &vec![6u8; 64 << 10],
-    );
+    log_in_var_log(&roots.rootfs, &pg);
     write(
         &roots.proc.join("self/mountinfo"),
         b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 8:17 / /srv/wal rw - xfs /dev/sdb1 rw\n3 1 8:33 / /var/log rw - xfs /dev/sdc1 rw\n",
@@ -614,4 +596,17 @@ fn watching_backups_and_a_gone_path() -> DatabasesConfig {
         ],
         ..DatabasesConfig::default()
     }
+}
+
+/// ALTER SYSTEM SET log_directory = '/var/log/postgresql/main' for the cluster at `pg`, and a
+/// 64 KiB log file there.
+fn log_in_var_log(rootfs: &Path, pg: &Path) {
+    write(
+        &pg.join("postgresql.auto.conf"),
+        b"log_directory = '/var/log/postgresql/main'\n",
+    );
+    write(
+        &rootfs.join("var/log/postgresql/main/postgresql-Fri.log"),
+        &vec![6u8; 64 << 10],
+    );
 }
