@@ -136,6 +136,12 @@ fn wait_for(child: &mut Child, what: &str, log: &Path, ready: impl Fn() -> bool)
     }
 }
 
+/// The known history's span as of `now`: 60 days ending an hour before, on a step (the newest block is whole).
+fn history_span(now: i64) -> (i64, i64) {
+    let end = (now - HOUR).div_euclid(STEP) * STEP;
+    (end - 60 * DAY, end)
+}
+
 impl Secured {
     /// None (after saying why) when prometheus, promtool or python3 is missing.
     pub fn start(test: &str) -> Option<Secured> {
@@ -149,9 +155,7 @@ impl Secured {
         let d = dir.path();
         crate::support::binary::make_certs(d);
         let now = ssdwatch::snapshot::unix_now() as i64;
-        // The history ends an hour ago, on a step: the newest block is whole.
-        let end = (now - HOUR).div_euclid(STEP) * STEP;
-        let start = end - 60 * DAY;
+        let (start, end) = history_span(now);
         std::fs::write(d.join("history.om"), openmetrics(start, end)).unwrap();
         let tsdb = d.join("tsdb");
         let (ok, out) = run_status(
@@ -219,8 +223,7 @@ impl Secured {
         let d = dir.path();
         crate::support::binary::make_certs(d);
         let now = ssdwatch::snapshot::unix_now() as i64;
-        let end = (now - HOUR).div_euclid(STEP) * STEP;
-        let start = end - 60 * DAY;
+        let (start, end) = history_span(now);
         // Prometheus' text format with times in milliseconds, as its import endpoint takes.
         let text: String = openmetrics(start, end)
             .lines()
