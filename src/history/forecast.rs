@@ -443,7 +443,10 @@ pub fn runaway(
     if days_left > RUNAWAY_MAX_DAYS {
         return None;
     }
-    let at = |r: f64| date_in(now, left / r);
+    // Counted from the last point, not from `now`: the date of a climb that has not moved
+    // since stays where it was (an export and a report a minute apart agree), never earlier
+    // than now.
+    let at = |r: f64| date_in(t1, left / r).map(|d| d.max(now));
     let full = at(rate)?;
     let (lo, hi) = theil_sen_band(&xs, &ys).unwrap_or((rate, rate));
     let earliest = at(hi.max(rate)).map_or(full, |e| e.min(full));
@@ -1101,6 +1104,15 @@ mod tests {
         assert!(fc.full_earliest_unix.unwrap() <= truth);
         assert!(fc.full_latest_unix.unwrap() >= truth);
         assert!((fc.runaway_bytes_per_day.unwrap() - 24.0 * per_hour).abs() < G);
+        // Asked again a minute later with no new point, the date stays where it was.
+        let later = with_runaway(
+            forecast_filesystem_days(&days, now + 60),
+            &days,
+            &recent,
+            now + 60,
+        );
+        assert_eq!(later.predicted_full_unix, Some(full));
+        assert_eq!(later.full_earliest_unix, fc.full_earliest_unix);
     }
 
     /// A weekly dump climbing to where it climbed last week is no runaway, nor is slow growth
