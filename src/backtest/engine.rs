@@ -67,6 +67,31 @@ pub fn selector(name: &str, labels: &[(&str, &str)]) -> String {
     s
 }
 
+/// The name and labels of a selector [`selector`] wrote, as (label, value) pairs with the
+/// name as `__name__` first; `None` for anything else.
+pub fn selector_labels(sel: &str) -> Option<Vec<(String, String)>> {
+    let (name, rest) = sel.split_once('{')?;
+    let mut out = vec![("__name__".to_string(), name.to_string())];
+    let mut rest = rest.strip_suffix('}')?;
+    while !rest.is_empty() {
+        let (k, after) = rest.split_once("=\"")?;
+        let mut v = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (_, '\\') => v.push(chars.next()?.1),
+                (i, '"') => break i,
+                (_, c) => v.push(c),
+            }
+        };
+        out.push((k.to_string(), v));
+        rest = after[end + 1..]
+            .strip_prefix(',')
+            .unwrap_or(&after[end + 1..]);
+    }
+    Some(out)
+}
+
 /// YAML single-quoted scalar.
 fn yaml_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -328,6 +353,19 @@ pub fn parse_duration(s: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_selector_reads_back_as_its_labels() {
+        let l = [("mountpoint", r#"/srv/a "b" \c"#), ("device", "sda1")];
+        let sel = selector("x_bytes", &l);
+        let back = selector_labels(&sel).unwrap();
+        assert_eq!(back[0], ("__name__".to_string(), "x_bytes".to_string()));
+        assert_eq!(back[1].1, l[0].1);
+        assert_eq!(back[2], ("device".to_string(), "sda1".to_string()));
+        assert_eq!(selector_labels("up{}").unwrap().len(), 1);
+        assert_eq!(selector_labels("up"), None);
+        assert_eq!(selector_labels(r#"up{a="unterminated}"#), None);
+    }
+
     use super::*;
     use Slot::*;
 

@@ -1,14 +1,22 @@
 //! `ssdwatch backtest`: a volume's fill history replayed through the daemon's own forecast and
 //! through alert rules evaluated by Prometheus' rule engine, judged by lead time and false
-//! alarms. This module is pure (the trace, the engine's input and output, the episodes, the
-//! report); the store and the promtool child are driven by src/cli/backtest.rs.
+//! alarms. Two engines evaluate the rules: Prometheus' query engine in a server of the
+//! backtest's own ([`server`]: one range query a rule, the alert states replayed by
+//! [`alerting`]), and the rule manager itself (`promtool test rules`, [`engine`]), used where the
+//! rules need it ([`rules::range_evaluable`]) or when asked. This module's parts are pure but
+//! [`server`] (the server child) and [`replay`] (a temporary store); the promtool child and
+//! the command line are src/cli/backtest.rs.
 
+pub mod alerting;
 pub mod chunk;
 pub mod engine;
 pub mod prometheus;
 pub mod prune;
+pub mod remote_write;
 pub mod replay;
+pub mod rules;
 pub mod series;
+pub mod server;
 pub mod trace;
 
 use engine::{Firing, Observed};
@@ -248,6 +256,12 @@ pub struct Report {
     pub rules_evaluated: usize,
     pub rules_total: usize,
     pub check_interval_seconds: i64,
+    /// `query`: Prometheus' query engine, a range query a rule; `rules`: the rule manager
+    /// (promtool), every rule at every step.
+    pub engine: String,
+    /// Why the rule manager was used where the query engine was not asked against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_note: Option<String>,
     /// promtool runs the trace was cut into (evaluated at once), each after a warm-up of
     /// `warmup_seconds` (`None`: the rules can't be cut, see `chunk`).
     pub pieces: usize,
@@ -311,6 +325,18 @@ impl Report {
             self.rules_total,
             self.eval_interval_seconds,
             self.check_interval_seconds
+        );
+        let _ = writeln!(
+            o,
+            "engine: {}{}",
+            if self.engine == "query" {
+                "Prometheus' query engine (each rule over the whole trace)"
+            } else {
+                "Prometheus' rule manager (promtool test rules)"
+            },
+            self.engine_note
+                .as_ref()
+                .map_or(String::new(), |n| format!("; not the query engine: {n}"))
         );
         if self.pieces > 1 {
             let _ = writeln!(

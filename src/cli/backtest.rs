@@ -1,10 +1,11 @@
 //! `ssdwatch backtest`: the thin I/O around src/backtest/: reads the trace, replays it into a
-//! temporary history store, writes the promtool unit test, runs promtool and prints the report.
+//! temporary history store, evaluates the rules (Prometheus' query engine in a server of its
+//! own, or promtool's rule manager) and prints the report.
 
 use crate::backtest::prometheus::{self as promsrc, Exporter};
 use crate::backtest::replay::{self, Volume};
 use crate::backtest::series::{self, Grid, Labels};
-use crate::backtest::{self, Report, chunk, engine, prune, trace};
+use crate::backtest::{self, Report, chunk, engine, prune, rules, server, trace};
 use crate::query::{Api, QueryError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,8 +43,26 @@ pub struct BacktestArgs {
     pub keep: Option<PathBuf>,
     /// Evaluate every rule, also those that read no series the replay writes.
     pub all_rules: bool,
-    /// promtool runs at once, each over a piece of the trace [default: the CPUs].
+    /// promtool runs at once, each over a piece of the trace, or range queries at once
+    /// [default: the CPUs].
     pub jobs: Option<usize>,
+    pub engine: EngineChoice,
+    /// The `prometheus` binary of the query engine [default: beside promtool, else on PATH].
+    pub prometheus_binary: Option<PathBuf>,
+}
+
+/// Which of Prometheus' engines evaluates the rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum EngineChoice {
+    /// The query engine where the rules allow it and `prometheus` is found, else the rule
+    /// manager.
+    #[default]
+    Auto,
+    /// The query engine: each rule over the whole trace by range queries, in a `prometheus`
+    /// server of the backtest's own.
+    Query,
+    /// The rule manager: `promtool test rules`, every rule at every step.
+    Rules,
 }
 
 /// Where the trace comes from.
@@ -346,7 +365,6 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
         std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
         rule_files.push(p.display().to_string());
     }
-    let warm = chunk::warmup(&texts, eval).map_err(|e| format!("reading the rule files: {e}"))?;
     let jobs = match args.jobs {
         Some(j) if !(1..=MAX_JOBS).contains(&j) => {
             return Err(format!("--jobs {j}: from 1 to {MAX_JOBS}"));
@@ -354,6 +372,104 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
         Some(j) => j,
         None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOBS)),
     };
+    let checks = series::checks(&trace, &grid, check);
+    let parsed =
+        rules::parse(&texts, &group_order).map_err(|e| format!("reading the rule files: {e}"))?;
+    let found = server::find_prometheus(args.prometheus_binary.as_deref(), &promtool);
+    let (bin, engine_note) = match (args.engine, rules::range_evaluable(&parsed), found) {
+        (EngineChoice::Rules, _, _) => (None, None),
+        (_, Ok(()), Some(bin)) => (Some(bin), None),
+        (EngineChoice::Query, Err(why), _) => return Err(format!("--engine query: {why}")),
+        (EngineChoice::Query, Ok(()), None) => {
+            return Err(
+                "--engine query: prometheus not found beside promtool or on PATH (Debian/Ubuntu: apt-get install prometheus), or give --prometheus-binary"
+                    .into(),
+            );
+        }
+        (EngineChoice::Auto, Err(why), _) => (None, Some(why)),
+        (EngineChoice::Auto, Ok(()), None) => (
+            None,
+            Some("prometheus not found beside promtool or on PATH".to_string()),
+        ),
+    };
+    let engine_used = if bin.is_some() { "query" } else { "rules" };
+    let (observed, pieces, warmup_seconds) = match bin {
+        Some(bin) => {
+            let end = checks.last().copied().unwrap_or(0);
+            let dir = tmp.0.join("engine");
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            let span = end.max(grid.step * grid.slots as i64);
+            let srv = server::Server::start(&bin, &dir, span)?;
+            srv.write(&server::input(&input, grid.step)?)
+                .map_err(|e| format!("writing the replayed series: {e}"))?;
+            (
+                server::evaluate(&srv, &parsed, end, eval, &checks, jobs)?,
+                1,
+                None,
+            )
+        }
+        None => run_rule_manager(
+            &promtool,
+            &work,
+            &trace,
+            &forecast,
+            &volume,
+            &grid,
+            &texts,
+            &rule_files,
+            &group_order,
+            [eval, check],
+            &checks,
+            jobs,
+        )?,
+    };
+    let episodes = backtest::episodes(&checks, &observed, grid.shift);
+    let full_at = trace.full_at();
+    Ok(Report {
+        trace: name,
+        samples: trace.samples.len(),
+        interval_seconds: grid.step,
+        start: trace.start(),
+        end: trace.end(),
+        full_at,
+        rule_files: sets.iter().map(|(r, _)| r.clone()).collect(),
+        eval_interval_seconds: eval,
+        rules_evaluated: rules_kept,
+        rules_total,
+        check_interval_seconds: check,
+        engine: engine_used.to_string(),
+        engine_note,
+        pieces,
+        warmup_seconds,
+        rule_sets: sets
+            .into_iter()
+            .map(|(r, names)| backtest::RuleSet::of(r, names, &episodes, full_at, trace.end()))
+            .collect(),
+        episodes,
+        date_checks: backtest::date_checks(&forecast, full_at),
+        forecast,
+    })
+}
+
+/// The rules through promtool's rule manager, the trace cut into pieces run at once: what fired
+/// at each check, the pieces and their warm-up.
+#[allow(clippy::too_many_arguments)]
+fn run_rule_manager(
+    promtool: &Path,
+    work: &Path,
+    trace: &trace::Trace,
+    forecast: &[replay::ForecastPoint],
+    volume: &Volume,
+    grid: &Grid,
+    texts: &[String],
+    rule_files: &[String],
+    group_order: &[String],
+    [eval, check]: [i64; 2],
+    checks: &[i64],
+    jobs: usize,
+) -> Result<(engine::Observed, usize, Option<i64>), String> {
+    let warm = chunk::warmup(texts, eval).map_err(|e| format!("reading the rule files: {e}"))?;
     let pieces = chunk::plan(
         grid.shift,
         trace.start(),
@@ -362,7 +478,6 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
         &warm,
         jobs,
     );
-    let checks = series::checks(&trace, &grid, check);
     let run = |k: usize, piece: &chunk::Piece| -> Result<engine::Observed, String> {
         // The piece's samples from its origin (the warm-up) to its end; its own checks.
         let last = k + 1 == pieces.len();
@@ -386,11 +501,11 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
             .map(|t| t - piece.origin)
             .collect();
         let spec = engine::TestSpec {
-            rule_files: rule_files.clone(),
+            rule_files: rule_files.to_vec(),
             eval_interval: eval,
-            group_order: group_order.clone(),
+            group_order: group_order.to_vec(),
             grid: grid.step,
-            series: series::input_series(&sub, &forecast, &volume, &Labels::default(), &g),
+            series: series::input_series(&sub, forecast, volume, &Labels::default(), &g),
             checks: own,
         };
         let name = if pieces.len() == 1 {
@@ -398,7 +513,7 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
         } else {
             format!("backtest-{k:02}.test.yml")
         };
-        let observed = run_promtool(&promtool, &work, &name, &spec)?;
+        let observed = run_promtool(promtool, work, &name, &spec)?;
         // Back to the whole run's origin.
         Ok(observed
             .into_iter()
@@ -426,33 +541,14 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     for r in results {
         observed.extend(r?);
     }
-    let episodes = backtest::episodes(&checks, &observed, grid.shift);
-    let full_at = trace.full_at();
-    Ok(Report {
-        trace: name,
-        samples: trace.samples.len(),
-        interval_seconds: grid.step,
-        start: trace.start(),
-        end: trace.end(),
-        full_at,
-        rule_files: sets.iter().map(|(r, _)| r.clone()).collect(),
-        eval_interval_seconds: eval,
-        rules_evaluated: rules_kept,
-        rules_total,
-        check_interval_seconds: check,
-        pieces: pieces.len(),
-        warmup_seconds: match warm {
+    Ok((
+        observed,
+        pieces.len(),
+        match warm {
             chunk::Warmup::Seconds { memory, .. } => Some(memory),
             chunk::Warmup::Whole(_) => None,
         },
-        rule_sets: sets
-            .into_iter()
-            .map(|(r, names)| backtest::RuleSet::of(r, names, &episodes, full_at, trace.end()))
-            .collect(),
-        episodes,
-        date_checks: backtest::date_checks(&forecast, full_at),
-        forecast,
-    })
+    ))
 }
 
 /// Writes one piece's unit test, runs promtool on it and reads back what fired.

@@ -207,11 +207,19 @@ enum Command {
         /// (slower; the alerts fire the same).
         #[arg(long)]
         all_rules: bool,
-        /// promtool runs at once: a long trace is cut into this many pieces, each evaluated
-        /// after a warm-up as long as the rules' windows and `for` (the same episodes)
-        /// [default: the CPUs].
+        /// Work at once: range queries for the query engine; for the rule manager, promtool
+        /// runs, each over a piece of the trace after a warm-up as long as the rules' windows
+        /// and `for` (the same episodes) [default: the CPUs].
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
+        /// Which engine evaluates the rules: `query` (Prometheus' query engine in a server of
+        /// the backtest's own, a range query a rule: fast), `rules` (promtool's rule manager,
+        /// every rule at every step), `auto`: the query engine where the rules allow it.
+        #[arg(long, value_enum, default_value_t = backtest::EngineChoice::Auto)]
+        engine: backtest::EngineChoice,
+        /// The `prometheus` binary of the query engine [default: beside promtool, else on PATH].
+        #[arg(long, value_name = "FILE")]
+        prometheus_binary: Option<PathBuf>,
     },
     /// The history store's tools.
     History {
@@ -496,6 +504,8 @@ pub fn main() -> ExitCode {
             keep,
             all_rules,
             jobs,
+            engine,
+            prometheus_binary,
         }) => code(backtest::run(&backtest::BacktestArgs {
             source: match (prometheus, trace) {
                 (Some(url), _) => backtest::Source::Prometheus(backtest::PrometheusSource {
@@ -519,6 +529,8 @@ pub fn main() -> ExitCode {
             keep: keep.clone(),
             all_rules: *all_rules,
             jobs: *jobs,
+            engine: *engine,
+            prometheus_binary: prometheus_binary.clone(),
         })),
         Some(Command::History { command }) => with_config(&cli, &flags, &log, |config, _| {
             run_history(command, &config)

@@ -1,6 +1,7 @@
 //! `ssdwatch backtest` as a user runs it: a CSV trace in, the episodes of every alert out, from
-//! Prometheus' own rule engine (the real promtool), with the daemon's forecast over time; and
-//! the alert benchmark (benches/alerts.sh) in its short form, so it can't rot.
+//! Prometheus' own engines (the real prometheus' query engine, or promtool's rule manager), with
+//! the daemon's forecast over time; and the alert benchmark (benches/alerts.sh) in its short
+//! form, so it can't rot.
 
 use crate::support::{require_cmd, run_bench_short};
 use serde_json::Value as Json;
@@ -388,6 +389,8 @@ fn a_trace_cut_into_pieces_gives_the_episodes_of_one_run() {
             trace.as_os_str(),
             "--rules".as_ref(),
             rules.as_os_str(),
+            "--engine".as_ref(),
+            "rules".as_ref(),
             "--jobs".as_ref(),
             jobs.as_ref(),
             "--json".as_ref(),
@@ -419,6 +422,160 @@ fn a_trace_cut_into_pieces_gives_the_episodes_of_one_run() {
     assert!(eps.iter().filter(|e| straddles(e)).count() >= 2, "{eps:?}");
     assert_eq!(one["episodes"], cut["episodes"]);
     assert_eq!(one["rule_sets"], cut["rule_sets"]);
+}
+
+/// The query engine (a range query a rule over the whole trace, the alert states replayed)
+/// gives the rule manager's episodes to the second: on the sawtooth with a recording chain,
+/// range windows, `for` and `keep_firing_for`, and on a WAL runaway with the shipped rules
+/// (the daemon's forecast series, `or` of two recordings, subqueries) and the node-mixin's.
+#[test]
+fn the_query_engine_gives_the_rule_managers_episodes_to_the_second() {
+    if !require_cmd("backtest engines", "promtool", "prometheus")
+        || !require_cmd("backtest engines", "prometheus", "prometheus")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let saw = write(dir.path(), "saw.csv", &sawtooth_trace());
+    let chain = write(dir.path(), "chain.rules.yml", CHAIN_RULES);
+    // 1 TB at 55 % for ten days, then 40 GB an hour until full, a sample every 5 minutes.
+    let mut wal = String::new();
+    for k in 0.. {
+        let t = k * 300;
+        let climb = (t - 10 * 86_400).max(0) as f64;
+        let avail = (450e9 - 40e9 * climb / 3600.0).max(0.0) as u64;
+        wal.push_str(&format!("{},1000000000000,{avail}\n", T0 + t));
+        if avail == 0 {
+            break;
+        }
+    }
+    let wal = write(dir.path(), "wal.csv", &wal);
+    let mixin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches/alerts/node-mixin.filesystem.alerts.yml");
+    let run = |trace: &Path, rules: &[&Path], eval: &str, engine: &str| -> Json {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--eval-interval".as_ref(),
+            eval.as_ref(),
+            "--engine".as_ref(),
+            engine.as_ref(),
+            "--json".as_ref(),
+        ];
+        for r in rules {
+            args.push("--rules".as_ref());
+            args.push(r.as_os_str());
+        }
+        let out = backtest(&args);
+        assert!(
+            out.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["engine"], engine);
+        r
+    };
+    let shipped = Path::new("shipped");
+    for (trace, rules, eval, least) in [
+        (&saw, vec![chain.as_path()], "1m", 40),
+        (&wal, vec![shipped, mixin.as_path()], "5m", 4),
+    ] {
+        let (q, r) = (
+            run(trace, &rules, eval, "query"),
+            run(trace, &rules, eval, "rules"),
+        );
+        let eps = q["episodes"].as_array().unwrap();
+        assert!(eps.len() >= least, "{}: {eps:?}", trace.display());
+        assert_eq!(q["episodes"], r["episodes"], "{}", trace.display());
+        assert_eq!(q["rule_sets"], r["rule_sets"], "{}", trace.display());
+    }
+}
+
+/// Rules the query engine can't evaluate as the rule manager does (one reads `ALERTS`) run
+/// through the rule manager, saying why; asked for the query engine, they are an error naming
+/// the rule. Without a `prometheus` binary the rule manager runs, saying so, and asking for
+/// the query engine says what to install.
+#[test]
+fn what_the_query_engine_cannot_evaluate_runs_through_the_rule_manager_saying_why() {
+    if !require_cmd("backtest engine choice", "promtool", "prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "story.csv", &story_trace());
+    let alerts_rules = format!(
+        "{STORY_RULES}      - alert: FullAndLoud\n        expr: ALERTS{{alertname=\"Full\", alertstate=\"firing\"}}\n        labels:\n          severity: critical\n"
+    );
+    let rules = write(dir.path(), "alerts.rules.yml", &alerts_rules);
+    let run = |engine: &str, path: Option<&Path>| -> Output {
+        let mut c = Command::new(ssdwatch());
+        c.args(["backtest", "--json", "--engine", engine, "--trace"])
+            .arg(&trace)
+            .arg("--rules")
+            .arg(&rules);
+        if let Some(p) = path {
+            c.env("PATH", p);
+        }
+        c.output().unwrap()
+    };
+    let out = run("auto", None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["engine"], "rules");
+    let note = r["engine_note"].as_str().unwrap();
+    assert!(
+        note.contains("FullAndLoud") && note.contains("ALERTS"),
+        "{note}"
+    );
+    // The rule manager fires the alert on ALERTS one step after Full.
+    assert!(
+        r["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["alertname"] == "FullAndLoud"),
+        "{r:#}"
+    );
+    let out = run("query", None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--engine query") && err.contains("FullAndLoud"),
+        "{err}"
+    );
+
+    // A PATH with promtool and no prometheus.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let promtool = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("promtool"))
+        .find(|p| p.is_file())
+        .unwrap();
+    std::os::unix::fs::symlink(&promtool, bin.join("promtool")).unwrap();
+    std::fs::write(&rules, STORY_RULES).unwrap();
+    let out = run("auto", Some(&bin));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["engine"], "rules");
+    assert!(
+        r["engine_note"]
+            .as_str()
+            .unwrap()
+            .contains("prometheus not found"),
+        "{r:#}"
+    );
+    let out = run("query", Some(&bin));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("apt-get install prometheus"), "{err}");
 }
 
 /// A Prometheus holding the sawtooth as ssdwatch's and node_exporter's series of one host
