@@ -2,7 +2,7 @@
 # The alert-quality benchmark (docs/alerts-benchmark.md): fill traces a DBA knows, each replayed by
 # `ssdwatch backtest` through the daemon's forecast and, side by side, through the shipped rules
 # and the node-mixin's filesystem alerts (benches/alerts/node-mixin.filesystem.alerts.yml), both
-# evaluated by Prometheus' rule engine (promtool). Writes the table into docs/alerts-benchmark.md.
+# evaluated by Prometheus' own engine (its query engine, as `ssdwatch backtest` does by default). Writes the table into docs/alerts-benchmark.md.
 #
 #   benches/alerts.sh            the whole benchmark (a quarter of an hour or more on 2 cores)
 #   SHORT=1 benches/alerts.sh    three small traces, the table on stdout only (CI)
@@ -23,7 +23,7 @@ short=()
 python3 benches/alerts/traces.py "$work/traces" "${short[@]}" > "$work/traces.tsv"
 mkdir -p "$work/results"
 export SSDWATCH work
-# One backtest per trace, both rule sets in one promtool run (alert names tell them apart).
+# One backtest per trace, both rule sets in one run (alert names tell them apart).
 run_one() {
   IFS=$'\t' read -r name path eval _story <<< "$1"
   local t0

@@ -14,7 +14,7 @@ APT_PACKAGES=(smartmontools fio prometheus fuse3 e2fsprogs xfsprogs btrfs-progs 
               qemu-system-x86 linux-image-amd64 busybox-static kmod cpio dmsetup mdadm nvme-cli python3-matplotlib
               nbdkit nbdkit-plugin-python curl libatasmart4 chromium lintian mmdebstrap strace systemd
               lvm2 thin-provisioning-tools prometheus-node-exporter postgresql postgresql-client victoria-metrics
-              mariadb-server mariadb-client)
+              mariadb-server mariadb-client time)
 
 need=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -226,6 +226,27 @@ fn the_alert_benchmark_runs_in_its_short_form() {
     assert!(text.contains("| ssdwatch (shipped) |"), "{text}");
 }
 
+/// benches/backtest_speed.sh in its short form: the speed trace's first days through the
+/// default engine, timed, and through the other, with the episodes compared; the figures come
+/// from the whole 6-month run (docs/alerts-benchmark.md, "Speed").
+#[test]
+fn the_backtest_speed_bench_runs_in_its_short_form() {
+    if !require_cmd("backtest speed bench", "promtool", "prometheus")
+        || !require_cmd("backtest speed bench", "prometheus", "prometheus")
+        || !require_cmd("backtest speed bench", "python3", "python3")
+        || !require_cmd("backtest speed bench", "time", "time")
+    {
+        return;
+    }
+    let text = run_bench_short("backtest_speed.sh", ssdwatch());
+    assert!(text.contains("engine query"), "{text}");
+    assert!(text.contains("wall seconds: min"), "{text}");
+    assert!(
+        text.contains("episodes the same under both engines: yes"),
+        "{text}"
+    );
+}
+
 /// Rules that read none of the replayed series are left out of what promtool evaluates, for
 /// speed: the alerts must fire exactly as with every rule of the files (the shipped ones and
 /// the node-mixin's), to the second.
