@@ -23,10 +23,32 @@ def dur(s):
     return f"{sign}{m}m"
 
 
+def daily(r):
+    """The daemon's first forecast pass of each UTC day before the trace fills: (days its date
+    was given, of which within 10 % of the time then left, of which its band held the full
+    instant)."""
+    full = r["full_at"]
+    seen, dated, close, covered = set(), 0, 0, 0
+    for p in r["forecast"]:
+        t = p["t"]
+        if full is None or t >= full or t // 86400 in seen:
+            continue
+        seen.add(t // 86400)
+        if p["predicted_full"] is None:
+            continue
+        dated += 1
+        if abs(p["predicted_full"] - full) <= 0.1 * (full - t):
+            close += 1
+        if p["earliest"] is not None and p["earliest"] <= full and (p["latest"] is None or full <= p["latest"]):
+            covered += 1
+    return dated, close, covered
+
+
 def main():
     results = sys.argv[1]
     rows = []
     stories = []
+    totals = [0, 0, 0]
     for line in sys.stdin:
         name, _path, eval_interval, story = line.rstrip("\n").split("\t")
         with open(os.path.join(results, name + ".json")) as f:
@@ -37,6 +59,10 @@ def main():
         derr = " / ".join(
             (dur(dates[d]["error_seconds"]) if dates[d]["error_seconds"] is not None else "no date") if d in dates else "—"
             for d in (7, 3, 1)) if fills else "—"
+        dated, close, covered = daily(r)
+        for k, v in enumerate((dated, close, covered)):
+            totals[k] += v
+        days = f"{dated} / {close} / {covered}" if fills else "—"
         band = " / ".join(
             {True: "yes", False: "no", None: "no date"}[dates[d]["band_covers"]] if d in dates else "—"
             for d in (7, 3, 1)) if fills else "—"
@@ -52,7 +78,7 @@ def main():
             def n(sev, key):
                 s = by.get(sev)
                 return str(s[key]) if s else "0"
-            rows.append("| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} |".format(
+            rows.append("| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} |".format(
                 name if i == 0 else "",
                 ("yes" if fills else "no") if i == 0 else "",
                 "ssdwatch (shipped)" if rs["rules"].startswith("shipped") else
@@ -60,12 +86,18 @@ def main():
                 lead("warning"), lead("critical"),
                 n("warning", "episodes"), n("critical", "episodes"),
                 n("warning", "false_alarms"), n("critical", "false_alarms"),
-                derr if i == 0 else "", band if i == 0 else ""))
-    print("| trace | fills | rules | warning lead | critical lead | warning episodes | critical episodes | false alarms (w / c) | daemon date error 7 / 3 / 1 d before full | band covers the full instant 7 / 3 / 1 d |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+                derr if i == 0 else "", band if i == 0 else "", days if i == 0 else ""))
+    print("| trace | fills | rules | warning lead | critical lead | warning episodes | critical episodes | false alarms (w / c) | daemon date error 7 / 3 / 1 d before full | band covers the full instant 7 / 3 / 1 d | days before full: dated / within 10 % / band covers |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
     print()
+    dated, close, covered = totals
+    if dated:
+        print(f"Over every (trace, day) pair before full where the daemon gave a date (its first pass of the day): "
+              f"{dated} pairs; the date within 10 % of the time left in {close} ({100 * close / dated:.0f} %); "
+              f"the band holding the full instant in {covered} ({100 * covered / dated:.0f} %).")
+        print()
     for s in stories:
         print(s)
 
