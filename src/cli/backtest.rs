@@ -294,42 +294,7 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     let forecast = replay::replay(&trace, &volume, &store_dir)
         .map_err(|e| format!("replaying {name} through the history store: {e}"))?;
 
-    let rules: Vec<String> = if args.rules.is_empty() {
-        vec![SHIPPED_WORD.to_string()]
-    } else {
-        args.rules.clone()
-    };
-    // Each --rules with the alerts its files define, and every file's text.
-    let mut sources: Vec<(String, String)> = Vec::new();
-    let mut sets: Vec<(String, Vec<String>)> = Vec::new();
-    // The files as given (the shipped ones written out), for promtool to check.
-    let mut given: Vec<PathBuf> = Vec::new();
-    for r in &rules {
-        let mut names = Vec::new();
-        if r == SHIPPED_WORD {
-            for (file, text) in SHIPPED {
-                names.extend(backtest::alertnames(text).map_err(|e| format!("{file}: {e}"))?);
-                sources.push((file.to_string(), text.to_string()));
-                let p = work.join(file);
-                std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
-                given.push(p);
-            }
-            sets.push((
-                "shipped (ssdwatch.rules.yml, ssdwatch.alerts.yml)".to_string(),
-                names,
-            ));
-        } else {
-            let text =
-                std::fs::read_to_string(r).map_err(|e| format!("reading rule file {r}: {e}"))?;
-            names.extend(backtest::alertnames(&text).map_err(|e| format!("{r}: {e}"))?);
-            let base = Path::new(r)
-                .file_name()
-                .map_or("rules.yml".into(), |b| b.to_string_lossy().into_owned());
-            sources.push((base, text));
-            given.push(PathBuf::from(r));
-            sets.push((r.clone(), names));
-        }
-    }
+    let (sources, sets, given) = rule_sets(&args.rules, &work)?;
     let input = series::input_series(&trace, &forecast, &volume, &Labels::default(), &grid);
     check_rules(&promtool, &given)?;
     let texts: Vec<String> = sources.iter().map(|(_, t)| t.clone()).collect();
@@ -375,40 +340,14 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
     let checks = series::checks(&trace, &grid, check);
     let parsed =
         rules::parse(&texts, &group_order).map_err(|e| format!("reading the rule files: {e}"))?;
-    let found = server::find_prometheus(args.prometheus_binary.as_deref(), &promtool);
-    let (bin, engine_note) = match (args.engine, rules::range_evaluable(&parsed), found) {
-        (EngineChoice::Rules, _, _) => (None, None),
-        (_, Ok(()), Some(bin)) => (Some(bin), None),
-        (EngineChoice::Query, Err(why), _) => return Err(format!("--engine query: {why}")),
-        (EngineChoice::Query, Ok(()), None) => {
-            return Err(
-                "--engine query: prometheus not found beside promtool or on PATH (Debian/Ubuntu: apt-get install prometheus), or give --prometheus-binary"
-                    .into(),
-            );
-        }
-        (EngineChoice::Auto, Err(why), _) => (None, Some(why)),
-        (EngineChoice::Auto, Ok(()), None) => (
-            None,
-            Some("prometheus not found beside promtool or on PATH".to_string()),
-        ),
-    };
+    let (bin, engine_note) = choose_engine(args, &parsed, &promtool)?;
     let engine_used = if bin.is_some() { "query" } else { "rules" };
     let (observed, pieces, warmup_seconds) = match bin {
-        Some(bin) => {
-            let end = checks.last().copied().unwrap_or(0);
-            let dir = tmp.0.join("engine");
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-            let span = end.max(grid.step * grid.slots as i64);
-            let srv = server::Server::start(&bin, &dir, span)?;
-            srv.write(&server::input(&input, grid.step)?)
-                .map_err(|e| format!("writing the replayed series: {e}"))?;
-            (
-                server::evaluate(&srv, &parsed, end, eval, &checks, jobs)?,
-                1,
-                None,
-            )
-        }
+        Some(bin) => (
+            run_query_engine(&bin, &tmp.0, &input, &grid, &parsed, eval, &checks, jobs)?,
+            1,
+            None,
+        ),
         None => run_rule_manager(
             &promtool,
             &work,
@@ -450,6 +389,109 @@ pub fn backtest(args: &BacktestArgs) -> Result<Report, String> {
         date_checks: backtest::date_checks(&forecast, full_at),
         forecast,
     })
+}
+
+/// Each `--rules` (the shipped files for the word, the default) with the alerts its files
+/// define; every file's name and text; the files as given (the shipped ones written out into
+/// `work`), for promtool to check.
+#[allow(clippy::type_complexity)]
+fn rule_sets(
+    args_rules: &[String],
+    work: &Path,
+) -> Result<
+    (
+        Vec<(String, String)>,
+        Vec<(String, Vec<String>)>,
+        Vec<PathBuf>,
+    ),
+    String,
+> {
+    let rules: Vec<String> = if args_rules.is_empty() {
+        vec![SHIPPED_WORD.to_string()]
+    } else {
+        args_rules.to_vec()
+    };
+    // Each --rules with the alerts its files define, and every file's text.
+    let mut sources: Vec<(String, String)> = Vec::new();
+    let mut sets: Vec<(String, Vec<String>)> = Vec::new();
+    // The files as given (the shipped ones written out), for promtool to check.
+    let mut given: Vec<PathBuf> = Vec::new();
+    for r in &rules {
+        let mut names = Vec::new();
+        if r == SHIPPED_WORD {
+            for (file, text) in SHIPPED {
+                names.extend(backtest::alertnames(text).map_err(|e| format!("{file}: {e}"))?);
+                sources.push((file.to_string(), text.to_string()));
+                let p = work.join(file);
+                std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+                given.push(p);
+            }
+            sets.push((
+                "shipped (ssdwatch.rules.yml, ssdwatch.alerts.yml)".to_string(),
+                names,
+            ));
+        } else {
+            let text =
+                std::fs::read_to_string(r).map_err(|e| format!("reading rule file {r}: {e}"))?;
+            names.extend(backtest::alertnames(&text).map_err(|e| format!("{r}: {e}"))?);
+            let base = Path::new(r)
+                .file_name()
+                .map_or("rules.yml".into(), |b| b.to_string_lossy().into_owned());
+            sources.push((base, text));
+            given.push(PathBuf::from(r));
+            sets.push((r.clone(), names));
+        }
+    }
+    Ok((sources, sets, given))
+}
+
+/// The query engine's `prometheus` binary when it evaluates the rules (`None`: the rule
+/// manager), and why not where `auto` could not use it.
+fn choose_engine(
+    args: &BacktestArgs,
+    parsed: &[rules::Rule],
+    promtool: &Path,
+) -> Result<(Option<PathBuf>, Option<String>), String> {
+    let found = server::find_prometheus(args.prometheus_binary.as_deref(), promtool);
+    Ok(match (args.engine, rules::range_evaluable(parsed), found) {
+        (EngineChoice::Rules, _, _) => (None, None),
+        (_, Ok(()), Some(bin)) => (Some(bin), None),
+        (EngineChoice::Query, Err(why), _) => return Err(format!("--engine query: {why}")),
+        (EngineChoice::Query, Ok(()), None) => {
+            return Err(
+                "--engine query: prometheus not found beside promtool or on PATH (Debian/Ubuntu: apt-get install prometheus), or give --prometheus-binary"
+                    .into(),
+            );
+        }
+        (EngineChoice::Auto, Err(why), _) => (None, Some(why)),
+        (EngineChoice::Auto, Ok(()), None) => (
+            None,
+            Some("prometheus not found beside promtool or on PATH".to_string()),
+        ),
+    })
+}
+
+/// The rules through Prometheus' query engine, in a server of the backtest's own over a TSDB
+/// in `tmp`: what fired at each check.
+#[allow(clippy::too_many_arguments)]
+fn run_query_engine(
+    bin: &Path,
+    tmp: &Path,
+    input: &[engine::Series],
+    grid: &Grid,
+    parsed: &[rules::Rule],
+    eval: i64,
+    checks: &[i64],
+    jobs: usize,
+) -> Result<engine::Observed, String> {
+    let end = checks.last().copied().unwrap_or(0);
+    let dir = tmp.join("engine");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let span = end.max(grid.step * grid.slots as i64);
+    let srv = server::Server::start(bin, &dir, span)?;
+    srv.write(&server::input(input, grid.step)?)
+        .map_err(|e| format!("writing the replayed series: {e}"))?;
+    server::evaluate(&srv, parsed, end, eval, checks, jobs)
 }
 
 /// The rules through promtool's rule manager, the trace cut into pieces run at once: what fired
