@@ -371,6 +371,10 @@ pub const RUNAWAY_WINDOW_SECONDS: i64 = 6 * 3600;
 const RUNAWAY_MAX_DAYS: f64 = 7.0;
 /// The runaway must still be climbing over this last stretch of its points.
 const RUNAWAY_STILL_CLIMBING_SECONDS: i64 = 3600;
+/// How much faster than the long-term leg's 7-day growth the climb must be: a volume growing
+/// steadily also climbs past everything its last two weeks held, and is the long-term leg's
+/// (its last hours' rate, the daily cycle in it, would move its date with the time of day).
+const RUNAWAY_OVER_TREND: f64 = 2.0;
 /// How far above the last two weeks' highest use the volume must be: a recurring peak (a
 /// weekly dump, a nightly batch) climbs to where it has been before and is not a runaway.
 const RUNAWAY_MARGIN_RATIO: f64 = 0.02;
@@ -468,6 +472,12 @@ pub fn with_runaway(
     let Some((rate, full, earliest, latest)) = runaway(days, recent, size, now) else {
         return fc;
     };
+    if fc
+        .growth_7d_bytes_per_day
+        .is_some_and(|g| g > 0.0 && rate < RUNAWAY_OVER_TREND * g)
+    {
+        return fc;
+    }
     if fc.predicted_full_unix.is_none_or(|d| full < d) {
         fc.predicted_full_unix = Some(full);
         fc.full_earliest_unix = Some(earliest);
@@ -1113,6 +1123,45 @@ mod tests {
         );
         assert_eq!(later.predicted_full_unix, Some(full));
         assert_eq!(later.full_earliest_unix, fc.full_earliest_unix);
+    }
+
+    /// Steady growth of 3 % a day with a daily cycle climbs past every earlier high, but at its
+    /// own pace: the long-term leg dates it, whatever the time of day.
+    #[test]
+    fn steady_growth_is_no_runaway_at_any_time_of_day() {
+        let per_day = 30.0 * G;
+        let used = |t: i64| {
+            300.0 * G
+                + per_day * (t - T0) as f64 / DAY_F64
+                + 2.0 * G * (2.0 * std::f64::consts::PI * (t % DAY) as f64 / DAY_F64).sin()
+        };
+        let day0 = T0 / DAY;
+        for hour in 0..24 {
+            let now = at(20.0) + hour * 3600;
+            let days: Vec<DayUse> = (day0..=now / DAY)
+                .map(|d| {
+                    let ts = (d * DAY..((d + 1) * DAY).min(now)).step_by(300);
+                    let v: Vec<f64> = ts.map(used).collect();
+                    DayUse {
+                        day: d,
+                        low: v.iter().copied().fold(f64::INFINITY, f64::min),
+                        high: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                        size: SIZE,
+                    }
+                })
+                .collect();
+            let recent: Vec<(i64, f64)> = (0..=36)
+                .map(|i| now - 3 * 3600 + i * 300)
+                .map(|t| (t, used(t)))
+                .collect();
+            let long = forecast_filesystem_days(&days, now);
+            let fc = with_runaway(long.clone(), &days, &recent, now);
+            assert_eq!(fc.runaway_bytes_per_day, None, "hour {hour}");
+            assert_eq!(
+                fc.predicted_full_unix, long.predicted_full_unix,
+                "hour {hour}"
+            );
+        }
     }
 
     /// A weekly dump climbing to where it climbed last week is no runaway, nor is slow growth
