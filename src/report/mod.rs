@@ -61,6 +61,10 @@ pub struct FsReport {
     pub growth_7d_bytes_per_day: Option<f64>,
     pub growth_30d_bytes_per_day: Option<f64>,
     pub predicted_full_unix: Option<i64>,
+    /// The layer below the filesystem whose date `predicted_full_unix` is, when one runs out
+    /// before the filesystem (`thin pool vg-pool-tpool`): the mount's date is the earliest of
+    /// its layers'.
+    pub full_layer: Option<String>,
     /// Why there is no date, when there is none.
     pub full_note: Option<String>,
     /// The earliest and latest full dates of the band around `predicted_full_unix`.
@@ -105,17 +109,22 @@ pub struct LayerReport {
 impl LayerReport {
     /// What a reader calls it: `thin pool vg-pool-tpool`, `ZFS pool tank`.
     pub fn title(&self) -> String {
-        let kind = match self.layer.as_str() {
-            "filesystem" => return "filesystem".into(),
-            "thin_pool" => "thin pool",
-            "btrfs" => "btrfs",
-            "btrfs_metadata" => "btrfs metadata",
-            "zfs_dataset" => "ZFS dataset",
-            "zfs_pool" => "ZFS pool",
-            other => other,
-        };
-        format!("{kind} {}", self.name)
+        layer_title(&self.layer, &self.name)
     }
+}
+
+/// What a reader calls a layer of kind `layer` (the `layer` label's value) named `name`.
+pub fn layer_title(layer: &str, name: &str) -> String {
+    let kind = match layer {
+        "filesystem" => return "filesystem".into(),
+        "thin_pool" => "thin pool",
+        "btrfs" => "btrfs",
+        "btrfs_metadata" => "btrfs metadata",
+        "zfs_dataset" => "ZFS dataset",
+        "zfs_pool" => "ZFS pool",
+        other => other,
+    };
+    format!("{kind} {name}")
 }
 
 impl FsReport {
@@ -139,6 +148,15 @@ impl FsReport {
             .avail_bytes;
         let room = self.used_bytes? + fs_avail;
         (room > 0.0).then(|| ((room - first.avail_bytes.min(fs_avail)) / room, first))
+    }
+
+    /// The words after the predicted-full date when a layer below gives it: " (thin pool
+    /// vg-pool-tpool runs out first)", else nothing.
+    pub fn full_layer_words(&self) -> String {
+        self.full_layer
+            .as_ref()
+            .map(|l| format!(" ({l} runs out first)"))
+            .unwrap_or_default()
     }
 
     /// The fill line's words: df's fill, and the effective fill where a layer runs out first
@@ -540,7 +558,10 @@ fn build_in(
             Default::default()
         } else {
             let r = runaway_points.get(&f.id).map_or(&[][..], Vec::as_slice);
-            current::filesystem(&days, r, now).unwrap_or_default()
+            current::filesystem(&days, r, now)
+                .map(|fc| current::with_layers(store, f.id, fc, now))
+                .transpose()?
+                .unwrap_or_default()
         };
         let full_note = if let Some(rate) = fc.runaway_bytes_per_day {
             Some(format!(
@@ -600,6 +621,7 @@ fn build_in(
             growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
             growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
             predicted_full_unix: fc.predicted_full_unix,
+            full_layer: fc.full_layer.as_ref().map(|(l, n)| layer_title(l, n)),
             full_note,
             full_earliest_unix: fc.full_earliest_unix,
             full_latest_unix: fc.full_latest_unix,

@@ -500,6 +500,7 @@ fn filesystem(
         predicted_full_unix: fc.predicted_full_unix,
         full_earliest_unix: fc.full_earliest_unix,
         full_latest_unix: fc.full_latest_unix,
+        full_layer: None,
         forecast: fc.clone(),
         full_note: fc
             .predicted_full_unix

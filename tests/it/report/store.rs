@@ -61,11 +61,23 @@ fn a_month_of_history_reads_back_as_its_story() {
         close(fs.growth_30d_bytes_per_day.unwrap(), growth, 0.05),
         "{fs:?}"
     );
+    // The mount's date is the earliest of its layers': the thin pool under it, with 40 GB
+    // free at the same 17 GB a day, runs out in 2.4 days, before the filesystem would (in
+    // about (100 GB - the 2 GB daily excursion) / 17 GB/day ≈ 5.7 days).
     let full = fs.predicted_full_unix.expect("a full date");
-    let want = now + ((0.1 * story::SIZE - 2e9) / growth * DAY as f64) as i64;
+    let want = s.pool_full();
     assert!(
         (full - want).abs() <= DAY,
-        "full at {full}, want {want}: {fs:?}"
+        "full at {full}, want the pool's {want}: {fs:?}"
+    );
+    let fs_own = now + ((0.1 * story::SIZE - 2e9) / growth * DAY as f64) as i64;
+    assert!(
+        full < fs_own - 2 * DAY,
+        "{full} vs the filesystem's own {fs_own}"
+    );
+    assert_eq!(
+        fs.full_layer.as_deref(),
+        Some(format!("thin pool {}", story::THIN_POOL).as_str())
     );
     // One point per UTC day the story's samples touch ([start, end): 36 days, or 35 when it
     // ends on a midnight).
@@ -239,7 +251,11 @@ fn a_month_of_history_reads_back_as_its_story() {
     let (code, text, err) = report(&path, &[]);
     assert_eq!(code, 0, "{err}");
     let fill = format!("fill {}", ssdwatch::report::pct(fs.fill_ratio.unwrap()));
-    let full = format!("predicted full: {}", ssdwatch::report::date(full));
+    let full = format!(
+        "predicted full: {} (thin pool {} runs out first)",
+        ssdwatch::report::date(full),
+        story::THIN_POOL
+    );
     for want in [
         "FILESYSTEMS",
         story::DB_MOUNT,
@@ -271,7 +287,11 @@ fn a_month_of_history_reads_back_as_its_story() {
         .iter()
         .find(|f| f["mountpoint"] == story::DB_MOUNT)
         .unwrap();
-    assert!(fsj["predicted_full_unix"].as_i64().is_some());
+    assert_eq!(fsj["predicted_full_unix"].as_i64(), fs.predicted_full_unix);
+    assert_eq!(
+        fsj["full_layer"],
+        format!("thin pool {}", story::THIN_POOL).as_str()
+    );
     assert_eq!(fsj["layers"][1]["layer"], "thin_pool");
     assert_eq!(fsj["layers"][1]["name"], story::THIN_POOL);
     assert_eq!(fsj["layers"][1]["limiting"], true);
