@@ -675,3 +675,57 @@ fn commits_slow_past_a_fill_the_curve_has_seen_and_never_beyond() {
         assert_promtool_clean("performance-full gauges", &text);
     }
 }
+
+/// The daemon's forecast pass exports the mount's date as the report gives it: the earliest of
+/// its layers', the thin pool's, which runs out days before the filesystem on it would.
+#[test]
+fn the_daemons_predicted_full_gauge_is_the_thin_pools_date_as_the_reports() {
+    let host = binary::host();
+    let state = host.path().join("state");
+    let s = Story::small(35);
+    drop(s.store(&state));
+    let db = state.join(FILE_NAME);
+    let d = binary::Daemon::start_in(host, &[]);
+    // The first forecast pass comes 30 s after the start.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let gauge = loop {
+        let m = d.metrics();
+        if let Some(v) = value_matching(
+            &m,
+            "ssdwatch_filesystem_predicted_full_timestamp_seconds",
+            &format!("mountpoint=\"{}\"", story::DB_MOUNT),
+        ) {
+            break v as i64;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no date of {}: {}",
+            story::DB_MOUNT,
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let truth = s.pool_full();
+    assert!(
+        (gauge - truth).abs() <= DAY,
+        "exported {gauge}, the pool runs out at {truth}"
+    );
+    let (code, json, err) = report(&db, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fs = v["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["mountpoint"] == story::DB_MOUNT)
+        .cloned()
+        .unwrap();
+    // The same code on the same days: the same date (the report is made a little later; the
+    // long-term leg counts from its last day, so it may move by the minutes between).
+    let reported = fs["predicted_full_unix"].as_i64().expect("a date");
+    assert!((reported - gauge).abs() <= 3600, "{reported} vs {gauge}");
+    assert_eq!(
+        fs["full_layer"],
+        format!("thin pool {}", story::THIN_POOL).as_str()
+    );
+}
