@@ -17,7 +17,7 @@ use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::slow::{self, Assessment, SlowFill, SlowLevel};
 use crate::history::{DatabaseFacts, DriveId, FsId, Store, StoreError};
 use crate::statfs::df_fill_ratio;
-use crate::time::DAY;
+use crate::time::{DAY, HOUR};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -583,10 +583,30 @@ fn build_in(
             }
         };
         // The stack as last seen, while current: an old one would name a pool long gone.
-        let layers = match store.fs_layers(f.id)? {
-            Some((t, rows)) if current::seen_recently(Some(t), now) => layer_reports(rows),
-            _ => Vec::new(),
+        let (layers, stack_t) = match store.fs_layers(f.id)? {
+            Some((t, rows)) if current::seen_recently(Some(t), now) => {
+                (layer_reports(rows), Some(t))
+            }
+            _ => (Vec::new(), None),
         };
+        // The stored avail of a mount with layers is its effective figure (the least of its
+        // stack's, what its forecast must see); df's fill and root's reserve are the
+        // filesystem's own, from the stack's filesystem row: a thin pool at 94 % under an
+        // ext4 df shows at 23 % is "23.0 % (df); effective fill 94.0 %", never 79 % "(df)".
+        // Only from a stack of the newest sample's time or the hour after it (the collector
+        // records both at once; the stack with every sample, a raw row once a raw interval).
+        let (fill_ratio, reserved) =
+            match (&newest, layers.iter().find(|l| l.layer == "filesystem")) {
+                (Some(p), Some(own))
+                    if stack_t.is_some_and(|t| (0..=HOUR).contains(&(t - p.t))) =>
+                {
+                    (
+                        df_fill_ratio(p.size.last, p.free.last, own.avail_bytes),
+                        Some((p.free.last - own.avail_bytes).max(0.0)),
+                    )
+                }
+                _ => (fill_ratio, reserved),
+            };
         let used_growth_1d_bytes = if stale {
             None
         } else {

@@ -1075,3 +1075,45 @@ fn a_mounts_stored_forecast_is_its_thin_pools_date_when_the_pool_runs_out_first(
     );
     assert!(fc.full_earliest_unix.unwrap() <= full);
 }
+
+#[test]
+fn a_clock_that_was_ahead_leaves_no_layer_row_and_its_day_is_rebuilt_from_the_right_clocks_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    // The right clock: 10:00 to 10:09, the pool losing 1 MiB a minute from 100 MiB free.
+    let at = T0 + 10 * 3600;
+    for i in 0..10 {
+        s.record_fs(&[fs(
+            "/var/lib/mysql",
+            Some("u1"),
+            "dm-4",
+            at + i * 60,
+            1 << 30,
+        )])
+        .unwrap();
+        s.record_fs_layers(&[stack(at + i * 60, (100 - i as u64) << 20)])
+            .unwrap();
+    }
+    // A clock two hours ahead wrote the same day with a pool nearly empty.
+    let ahead = at + 2 * 3600;
+    s.record_fs(&[fs("/var/lib/mysql", Some("u1"), "dm-4", ahead, 1 << 30)])
+        .unwrap();
+    s.record_fs_layers(&[stack(ahead, 1 << 20)]).unwrap();
+    let id = s.fs_id_of(&stack(T0, 0).key).unwrap().unwrap();
+    let size = (256u64 << 20) as f64;
+    let day = |s: &Store| s.layer_uses(id, T0, T0, T0 + DAY).unwrap()[0].days[0];
+    assert_eq!(day(&s).high, size - (1u64 << 20) as f64);
+    let out = s.drop_future(at + 9 * 60).unwrap();
+    assert!(out.rows > 0, "{out:?}");
+    let u = &s.layer_uses(id, T0, T0, T0 + DAY).unwrap()[0];
+    assert_eq!(u.recent.len(), 10, "the right clock's rows stay");
+    assert_eq!(u.days.len(), 1);
+    assert_eq!(u.days[0].low, size - (100u64 << 20) as f64);
+    assert_eq!(
+        u.days[0].high,
+        size - (91u64 << 20) as f64,
+        "rebuilt: {:?}",
+        u.days
+    );
+    assert_eq!(u.days[0].size, size);
+}

@@ -729,3 +729,79 @@ fn the_daemons_predicted_full_gauge_is_the_thin_pools_date_as_the_reports() {
         format!("thin pool {}", story::THIN_POOL).as_str()
     );
 }
+
+/// The host: a thin pool at 94 % under an ext4 df shows at 23 %. The daemon stores
+/// the mount's effective free bytes (its forecast must see the pool), and the stack with the
+/// filesystem's own: the report says df's 23 % and the effective 94 % with the pool's name,
+/// never the filesystem as 79 % or 94 % full.
+#[test]
+fn a_thin_pool_at_94_percent_under_an_ext4_at_23_is_an_effective_fill_not_a_full_filesystem() {
+    use ssdwatch::history::{FsKey, FsLayers, FsSample, LayerRow};
+    let dir = tempfile::tempdir().unwrap();
+    let now = ssdwatch::snapshot::unix_now() as i64;
+    let gb = 1_000_000_000u64;
+    let key = FsKey {
+        mountpoint: "/mnt/db".into(),
+        uuid: None,
+    };
+    {
+        let mut store = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+        let t = now - 600;
+        store
+            .record_fs(&[FsSample {
+                key: key.clone(),
+                device: "dm-3".into(),
+                t,
+                size_bytes: 100 * gb,
+                // What the filesystem collector stores: the least of the stack's.
+                avail_bytes: 6 * gb,
+                free_bytes: 77 * gb,
+                files_free: None,
+            }])
+            .unwrap();
+        store
+            .record_fs_layers(&[FsLayers {
+                key: key.clone(),
+                device: "dm-3".into(),
+                t,
+                layers: vec![
+                    LayerRow {
+                        layer: "filesystem".into(),
+                        name: String::new(),
+                        avail_bytes: 77 * gb,
+                        size_bytes: Some(100 * gb),
+                        limiting: false,
+                    },
+                    LayerRow {
+                        layer: "thin_pool".into(),
+                        name: "vg-pool-tpool".into(),
+                        avail_bytes: 6 * gb,
+                        size_bytes: Some(100 * gb),
+                        limiting: true,
+                    },
+                ],
+            }])
+            .unwrap();
+    }
+    let (code, text, err) = report(&dir.path().join(FILE_NAME), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains(
+            "fill 23.0 % (df); effective fill 94.0 %, thin pool vg-pool-tpool runs out first"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("79.3 %") && !text.contains("94.0 % (df)"),
+        "{text}"
+    );
+    let (code, json, err) = report(&dir.path().join(FILE_NAME), &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fs = &v["filesystems"][0];
+    assert!(
+        close(fs["fill_ratio"].as_f64().unwrap(), 0.23, 1e-9),
+        "{fs}"
+    );
+    assert_eq!(fs["reserved_bytes"].as_f64(), Some(0.0), "{fs}");
+}

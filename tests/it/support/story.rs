@@ -85,9 +85,10 @@ impl Story {
         0.6 * SIZE / self.days as f64
     }
 
-    /// The last sample's time (the story's samples are 5 minutes apart).
+    /// The last filesystem sample's time (one each `fs_every` from the start).
     pub fn last(&self) -> i64 {
-        self.end - 300
+        let start = self.start();
+        start + (self.end - 1 - start) / self.fs_every * self.fs_every
     }
 
     /// The thin pool's free bytes at `t`: [`THIN_POOL_FREE`] at the last sample, 1 GB more
@@ -335,12 +336,6 @@ impl Story {
                 .expect("database samples");
             store.downsample(t).expect("downsample");
         }
-        // The stack under the database filesystem as the last sample saw it.
-        let last = self.last();
-        let used = (self.fill(last) * SIZE + Self::cycle(last)).clamp(0.0, SIZE);
-        store
-            .record_fs_layers(&[self.stack(last, (SIZE - used) as u64)])
-            .expect("layers");
     }
 
     /// A new store in `dir` with the story written.
