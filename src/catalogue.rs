@@ -464,9 +464,9 @@ catalogue! {
     FILESYSTEM_GROWTH_BYTES_PER_DAY: Gauge "ssdwatch_filesystem_growth_bytes_per_day" ["mountpoint", "device", "window"] unit "bytes_per_day"
         "Growth of used bytes a day over the window, a robust slope (Theil-Sen) of daily low points since the last big drop; from the daemon's history.";
     FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS: Gauge "ssdwatch_filesystem_predicted_full_timestamp_seconds" ["mountpoint", "device"] unit "seconds"
-        "When the filesystem is predicted full (Unix time), from the daemon's history; absent when it is flat, shrinking or too new to tell.";
+        "When the mount is predicted full (Unix time), from the daemon's history: the earliest of its filesystem's date and the dates of the layers below it (a thin pool, btrfs, a ZFS dataset or pool), each forecast from its own history; absent when none is growing or all are too new to tell.";
     FILESYSTEM_PREDICTED_FULL_BOUND_TIMESTAMP_SECONDS: Gauge "ssdwatch_filesystem_predicted_full_bound_timestamp_seconds" ["mountpoint", "device", "bound"] unit "seconds"
-        "Earliest (bound=\"earliest\") and latest (bound=\"latest\") predicted full date (Unix time), from the 95 % confidence interval of the Theil-Sen growth slope; present only with ssdwatch_filesystem_predicted_full_timestamp_seconds, the latest absent when the slowest plausible growth is none or beyond 10 years.";
+        "Earliest (bound=\"earliest\") and latest (bound=\"latest\") predicted full date (Unix time), from the 95 % confidence interval of the Theil-Sen growth slope (of the mount's filesystem and layers: the earliest of their earliest dates, the earliest of their latest); present only with ssdwatch_filesystem_predicted_full_timestamp_seconds, the latest absent when the slowest plausible growth is none or beyond 10 years.";
     DEVICE_WEAR_RATE_RATIO_PER_DAY: Gauge "ssdwatch_device_wear_rate_ratio_per_day" ["device", "serial", "wwn"] unit "ratio_per_day"
         "Rated endurance used a day (wear ratio per day) over the recent window, from the daemon's history.";
     DEVICE_PREDICTED_WEAROUT_TIMESTAMP_SECONDS: Gauge "ssdwatch_device_predicted_wearout_timestamp_seconds" ["device", "serial", "wwn"] unit "seconds"

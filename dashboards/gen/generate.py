@@ -271,13 +271,13 @@ def dashboard(uid, title, desc, panels, variables, annotations=(), time_from="no
 def host():
     L = Layout()
     L.row("Filesystems")
-    L.add(timeseries("Used space", "Share of each filesystem's space in use, used / (used + avail) (recording rule ssdwatch:filesystem_used_ratio): what df shows as Use%.",
+    L.add(timeseries("Used space", "Each mount's effective fill (recording rule ssdwatch:filesystem_used_ratio): df's Use%, used / (used + avail), where nothing below the filesystem runs out first; where a layer does (a thin pool, btrfs, a ZFS pool: ssdwatch_filesystem_limiting_layer_info), what that layer has left is all the mount can still take, so a filesystem df shows at 23 % reads 94 % here when its thin pool is that close to full.",
                      targets((f"ssdwatch:filesystem_used_ratio{{{HOST}}}", "{{mountpoint}}")),
                      unit="percentunit", min_=0, max_=1))
     L.add(timeseries("Available bytes", "Bytes available to unprivileged users, per filesystem.",
                      targets((f"ssdwatch_filesystem_avail_bytes{{{HOST}}}", "{{mountpoint}}")), unit="bytes", min_=0))
     L.add(table("Days to full (forecast)",
-                "Days until the filesystem is full (recording rule ssdwatch:filesystem_seconds_until_full: the daemon's forecast, else the 6 h trend where the filesystem lost space over the last day, still fills and is fuller than its recurring peak). Only filesystems that are filling appear.",
+                "Days until the mount is full (recording rule ssdwatch:filesystem_seconds_until_full: the daemon's forecast, the earliest of the filesystem's and its layers' dates, so a thin pool that runs out first gives the date; else the 6 h trend of the effective free space where it lost space over the last day, still fills and is fuller than its recurring peak). Only mounts that are filling appear.",
                 targets((f"ssdwatch:filesystem_seconds_until_full{{{HOST}}} / 86400", ""), instant=True, fmt="table"),
                 unit="d", sort_by="Value", desc_sort=False, hide=("Time", "__name__", "instance", "job")), w=8)
     L.add(timeseries("Available bytes in 24 h (linear trend)",
@@ -639,16 +639,16 @@ def fleet():
     L.add(stat("Hosts scraped", "ssdwatch exporters up.", targets((f'count(up{{job=~"ssdwatch.*", {FLEET}}} == 1) or vector(0)', ""))), w=6, h=4)
     L.add(stat("Exporters down", "ssdwatch exporters Prometheus cannot scrape.", targets((f'count(up{{job=~"ssdwatch.*", {FLEET}}} == 0) or vector(0)', "")),
                thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}]), w=6, h=4)
-    L.add(stat("Filesystems over 90%", "Filesystems with more than 90% of their space used.", targets((f"count(ssdwatch:filesystem_used_ratio{{{FLEET}}} > 0.9) or vector(0)", "")),
+    L.add(stat("Filesystems over 90%", "Mounts whose effective fill (ssdwatch:filesystem_used_ratio: df's Use%, or more where a layer below runs out first) is over 90%.", targets((f"count(ssdwatch:filesystem_used_ratio{{{FLEET}}} > 0.9) or vector(0)", "")),
                thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]), w=6, h=4)
     L.add(stat("Firing ssdwatch alerts", "Alerts of the ssdwatch rules firing now.", targets((f'count(ALERTS{{alertname=~"Ssdwatch.*", alertstate="firing", {FLEET}}}) or vector(0)', "")),
                thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}]), w=6, h=4)
 
     L.row("Filesystems")
-    L.add(table("Fullest filesystems", "Top $topn filesystems by used space (recording rule ssdwatch:filesystem_used_ratio).",
+    L.add(table("Fullest filesystems", "Top $topn mounts by effective fill (recording rule ssdwatch:filesystem_used_ratio: df's Use%, or more where a layer below, a thin pool or a ZFS pool, runs out first).",
                 targets((f"topk($topn, ssdwatch:filesystem_used_ratio{{{FLEET}}})", ""), instant=True, fmt="table"),
                 unit="percentunit", sort_by="Value", hide=("Time", "__name__", "job")))
-    L.add(table("Soonest predicted full (days)", "Filesystems predicted full soonest (ssdwatch:filesystem_seconds_until_full).",
+    L.add(table("Soonest predicted full (days)", "Mounts predicted full soonest (ssdwatch:filesystem_seconds_until_full: the daemon's date is the earliest of the filesystem's and its layers').",
                 targets((f"bottomk($topn, ssdwatch:filesystem_seconds_until_full{{{FLEET}}}) / 86400", ""), instant=True, fmt="table"),
                 unit="d", sort_by="Value", desc_sort=False, hide=("Time", "__name__", "job")))
     L.add(table("SSD filesystems that cannot TRIM", "A layer between the filesystem and its SSD drops discards (ssdwatch:filesystem_trim_incapable).",

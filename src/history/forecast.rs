@@ -218,6 +218,10 @@ pub struct FsForecast {
     /// anything its last two weeks held and fills within a week at that rate; the date is then
     /// the earlier of the two legs.
     pub runaway_bytes_per_day: Option<f64>,
+    /// The layer below the filesystem whose date this is, when one runs out before it (the
+    /// mount's date is the earliest of its layers': `current::earliest_of`): its `layer`
+    /// label's value (`thin_pool`, `zfs_pool`, ...) and its name.
+    pub full_layer: Option<(String, String)>,
 }
 
 /// How far a day's low may rise above the day before's, as a share of the size, before the
@@ -362,6 +366,7 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
         top_now_bytes: predicted_full.map(|p| p.3),
         size_bytes: Some(size),
         runaway_bytes_per_day: None,
+        full_layer: None,
     }
 }
 

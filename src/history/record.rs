@@ -73,6 +73,19 @@ pub struct LayerRow {
     pub limiting: bool,
 }
 
+/// A layer's use over time, as the forecast reads it (`Store::layer_uses`): one layer below
+/// a filesystem with a capacity of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerUse {
+    /// The `layer` label's value (`thin_pool`, `btrfs`, `zfs_dataset`, `zfs_pool`, ...).
+    pub layer: String,
+    pub name: String,
+    /// Its daily extremes of use (size − avail), in day order.
+    pub days: Vec<crate::history::forecast::DayUse>,
+    /// Its raw points as (time, used bytes), in time order.
+    pub recent: Vec<(i64, f64)>,
+}
+
 /// A filesystem's stack of layers at one sample, the filesystem first; empty when nothing
 /// under it has a capacity of its own. The store keeps the newest stack of each filesystem.
 #[derive(Debug, Clone, PartialEq)]

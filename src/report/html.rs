@@ -88,8 +88,9 @@ fn filesystems(o: &mut String, r: &Report) {
     for f in &order {
         let full = match (f.predicted_full_unix, &f.full_note) {
             (Some(t), note) => format!(
-                "<b>{}</b>{}{}",
+                "<b>{}</b>{}{}{}",
                 date(t),
+                esc(&f.full_layer_words()),
                 esc(&super::band(f.full_earliest_unix, f.full_latest_unix)),
                 note.as_ref()
                     .map(|n| format!("<br><span class=\"note\">{}</span>", esc(n)))
@@ -139,15 +140,33 @@ fn filesystems(o: &mut String, r: &Report) {
                 dots: false,
             });
             // The forecast goes on from the chart's own last point to the limit (full is when
-            // nothing is left to users).
+            // nothing is left to users). Where a layer below runs out first, the limit is what
+            // that layer leaves the mount (the used bytes now and the layer's free bytes), not
+            // the filesystem's size: the filesystem is not the one that fills.
+            let by_layer = f.full_layer.as_ref().and_then(|name| {
+                f.layers
+                    .iter()
+                    .find(|l| &l.title() == name)
+                    .map(|l| (name, (last.2 + l.avail_bytes).min(size)))
+            });
+            if let (Some(full), Some((name, level))) = (f.predicted_full_unix, by_layer) {
+                series.push(Series {
+                    name: format!("what the {name} leaves"),
+                    style: Style::Limit,
+                    points: vec![(last.0 as f64, level), (full as f64, level)],
+                    dots: false,
+                });
+            }
             if let Some(full) = f.predicted_full_unix {
+                let level = by_layer.map_or(size, |(_, l)| l);
                 series.push(Series {
                     name: "forecast".into(),
                     style: Style::Forecast,
-                    points: vec![(last.0 as f64, last.2), (full as f64, size)],
+                    points: vec![(last.0 as f64, last.2), (full as f64, level)],
                     dots: false,
                 });
-                markers.push((full as f64, format!("full {}", date(full))));
+                let by = by_layer.map(|(n, _)| format!(" ({n})")).unwrap_or_default();
+                markers.push((full as f64, format!("full {}{by}", date(full))));
             }
         }
         o.push_str(&svg::render(&Chart {

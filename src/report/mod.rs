@@ -17,7 +17,7 @@ use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::slow::{self, Assessment, SlowFill, SlowLevel};
 use crate::history::{DatabaseFacts, DriveId, FsId, Store, StoreError};
 use crate::statfs::df_fill_ratio;
-use crate::time::DAY;
+use crate::time::{DAY, HOUR};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -61,6 +61,10 @@ pub struct FsReport {
     pub growth_7d_bytes_per_day: Option<f64>,
     pub growth_30d_bytes_per_day: Option<f64>,
     pub predicted_full_unix: Option<i64>,
+    /// The layer below the filesystem whose date `predicted_full_unix` is, when one runs out
+    /// before the filesystem (`thin pool vg-pool-tpool`): the mount's date is the earliest of
+    /// its layers'.
+    pub full_layer: Option<String>,
     /// Why there is no date, when there is none.
     pub full_note: Option<String>,
     /// The earliest and latest full dates of the band around `predicted_full_unix`.
@@ -105,17 +109,22 @@ pub struct LayerReport {
 impl LayerReport {
     /// What a reader calls it: `thin pool vg-pool-tpool`, `ZFS pool tank`.
     pub fn title(&self) -> String {
-        let kind = match self.layer.as_str() {
-            "filesystem" => return "filesystem".into(),
-            "thin_pool" => "thin pool",
-            "btrfs" => "btrfs",
-            "btrfs_metadata" => "btrfs metadata",
-            "zfs_dataset" => "ZFS dataset",
-            "zfs_pool" => "ZFS pool",
-            other => other,
-        };
-        format!("{kind} {}", self.name)
+        layer_title(&self.layer, &self.name)
     }
+}
+
+/// What a reader calls a layer of kind `layer` (the `layer` label's value) named `name`.
+pub fn layer_title(layer: &str, name: &str) -> String {
+    let kind = match layer {
+        "filesystem" => return "filesystem".into(),
+        "thin_pool" => "thin pool",
+        "btrfs" => "btrfs",
+        "btrfs_metadata" => "btrfs metadata",
+        "zfs_dataset" => "ZFS dataset",
+        "zfs_pool" => "ZFS pool",
+        other => other,
+    };
+    format!("{kind} {name}")
 }
 
 impl FsReport {
@@ -139,6 +148,15 @@ impl FsReport {
             .avail_bytes;
         let room = self.used_bytes? + fs_avail;
         (room > 0.0).then(|| ((room - first.avail_bytes.min(fs_avail)) / room, first))
+    }
+
+    /// The words after the predicted-full date when a layer below gives it: " (thin pool
+    /// vg-pool-tpool runs out first)", else nothing.
+    pub fn full_layer_words(&self) -> String {
+        self.full_layer
+            .as_ref()
+            .map(|l| format!(" ({l} runs out first)"))
+            .unwrap_or_default()
     }
 
     /// The fill line's words: df's fill, and the effective fill where a layer runs out first
@@ -540,7 +558,10 @@ fn build_in(
             Default::default()
         } else {
             let r = runaway_points.get(&f.id).map_or(&[][..], Vec::as_slice);
-            current::filesystem(&days, r, now).unwrap_or_default()
+            current::filesystem(&days, r, now)
+                .map(|fc| current::with_layers(store, f.id, fc, now))
+                .transpose()?
+                .unwrap_or_default()
         };
         let full_note = if let Some(rate) = fc.runaway_bytes_per_day {
             Some(format!(
@@ -562,10 +583,30 @@ fn build_in(
             }
         };
         // The stack as last seen, while current: an old one would name a pool long gone.
-        let layers = match store.fs_layers(f.id)? {
-            Some((t, rows)) if current::seen_recently(Some(t), now) => layer_reports(rows),
-            _ => Vec::new(),
+        let (layers, stack_t) = match store.fs_layers(f.id)? {
+            Some((t, rows)) if current::seen_recently(Some(t), now) => {
+                (layer_reports(rows), Some(t))
+            }
+            _ => (Vec::new(), None),
         };
+        // The stored avail of a mount with layers is its effective figure (the least of its
+        // stack's, what its forecast must see); df's fill and root's reserve are the
+        // filesystem's own, from the stack's filesystem row: a thin pool at 94 % under an
+        // ext4 df shows at 23 % is "23.0 % (df); effective fill 94.0 %", never 79 % "(df)".
+        // Only from a stack of the newest sample's time or the hour after it (the collector
+        // records both at once; the stack with every sample, a raw row once a raw interval).
+        let (fill_ratio, reserved) =
+            match (&newest, layers.iter().find(|l| l.layer == "filesystem")) {
+                (Some(p), Some(own))
+                    if stack_t.is_some_and(|t| (0..=HOUR).contains(&(t - p.t))) =>
+                {
+                    (
+                        df_fill_ratio(p.size.last, p.free.last, own.avail_bytes),
+                        Some((p.free.last - own.avail_bytes).max(0.0)),
+                    )
+                }
+                _ => (fill_ratio, reserved),
+            };
         let used_growth_1d_bytes = if stale {
             None
         } else {
@@ -600,6 +641,7 @@ fn build_in(
             growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
             growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
             predicted_full_unix: fc.predicted_full_unix,
+            full_layer: fc.full_layer.as_ref().map(|(l, n)| layer_title(l, n)),
             full_note,
             full_earliest_unix: fc.full_earliest_unix,
             full_latest_unix: fc.full_latest_unix,

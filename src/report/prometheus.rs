@@ -133,6 +133,14 @@ fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, Que
     let last_avail = last_value(api, instance, now, &catalogue::FILESYSTEM_AVAIL_BYTES)?;
     let last_free = last_value(api, instance, now, &catalogue::FILESYSTEM_FREE_BYTES)?;
     let mut stacks = layers(api, instance, now)?;
+    // The daemon's own dates: the earliest of each mount's layers' (the query API holds no
+    // history of the layers to forecast them from).
+    let daemon_full = last_value(
+        api,
+        instance,
+        now,
+        &catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS,
+    )?;
     let mut filling = Filling::query(api, instance, now)?;
     Ok(days
         .into_iter()
@@ -145,14 +153,35 @@ fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, Que
             let layers = stacks.remove(&mp).unwrap_or_default();
             let grew = filling.mount_growth_1d.get(&mp).copied();
             let components = filling.components.remove(&mp).unwrap_or_default();
+            let daemon_date = daemon_full.get(&key).map(|t| *t as i64);
             let mut f = filesystem(mp, dev, &days, now_figures, now)?;
             f.layers = layers;
+            take_daemon_date(&mut f, daemon_date);
             f.used_growth_1d_bytes = grew;
             f.filling = super::filling::with_shares(components, grew);
             f.top_contributor = super::filling::top_contributor(&f.filling, grew, &filling.facts);
             Some(f)
         })
         .collect())
+}
+
+/// Where the daemon dates the mount earlier than the filesystem's own daily figures do, the
+/// daemon's date is the mount's: its forecast is the same code with what the query API lacks
+/// (the earliest of the mount's layers' dates, the runaway leg's raw points). The layer below
+/// that runs out first, when the stack names one, is said to give it; the query API has no
+/// band for it.
+fn take_daemon_date(f: &mut FsReport, daemon_date: Option<i64>) {
+    let Some(d) = daemon_date else { return };
+    if f.predicted_full_unix.is_none_or(|own| d < own) {
+        f.full_layer = f
+            .runs_out_first()
+            .filter(|l| l.layer != "filesystem")
+            .map(LayerReport::title);
+        f.predicted_full_unix = Some(d);
+        f.full_earliest_unix = None;
+        f.full_latest_unix = None;
+        f.full_note = None;
+    }
 }
 
 /// What is filling each mount, from the databases collector's series: each component's
@@ -500,6 +529,7 @@ fn filesystem(
         predicted_full_unix: fc.predicted_full_unix,
         full_earliest_unix: fc.full_earliest_unix,
         full_latest_unix: fc.full_latest_unix,
+        full_layer: None,
         forecast: fc.clone(),
         full_note: fc
             .predicted_full_unix

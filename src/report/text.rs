@@ -86,8 +86,9 @@ fn filesystem(o: &mut String, f: &FsReport) {
     );
     let full = match (f.predicted_full_unix, &f.full_note) {
         (Some(t), note) => format!(
-            "{}{}{}",
+            "{}{}{}{}",
             date(t),
+            f.full_layer_words(),
             super::band(f.full_earliest_unix, f.full_latest_unix),
             note.as_ref().map(|n| format!("; {n}")).unwrap_or_default()
         ),

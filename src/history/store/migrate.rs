@@ -212,3 +212,49 @@ pub(super) fn v6_to_v7(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(FS_IMPORT)?;
     tx.pragma_update(None, "user_version", 7)
 }
+
+/// The use of each filesystem's layers over time (docs/history.md), so the mount's
+/// predicted-full date is the earliest of its layers' dates (a thin pool shared with other
+/// volumes fills faster than the filesystem on it shows):
+/// - `layer`: a layer below a filesystem with a capacity of its own (a thin pool, btrfs, a ZFS
+///   dataset or pool), keyed by its filesystem, kind and name: one series per layer.
+/// - `layer_raw`: its avail and size at most once a `raw_interval`, kept `retention_raw`; what
+///   the forecast's runaway leg reads. Keyed time first, as the other raw rows, so a commit
+///   appends.
+/// - `layer_day`: each UTC day's extremes of its avail and its size at the day's last sample,
+///   kept `retention_hourly`; what the long-term leg reads. Upserted with each raw row: a
+///   host holds a few layers, so today's rows are a page.
+pub(super) const LAYER_USE: &str = "
+CREATE TABLE layer (
+    id INTEGER PRIMARY KEY,
+    fs INTEGER NOT NULL,
+    layer TEXT NOT NULL,
+    name TEXT NOT NULL,
+    first_seen INTEGER NOT NULL,
+    UNIQUE (fs, layer, name)
+);
+CREATE TABLE layer_raw (
+    t INTEGER NOT NULL,
+    layer INTEGER NOT NULL,
+    avail INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    PRIMARY KEY (t, layer)
+) WITHOUT ROWID;
+CREATE TABLE layer_day (
+    day INTEGER NOT NULL,
+    layer INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    avail_min INTEGER NOT NULL,
+    avail_max INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    PRIMARY KEY (day, layer)
+) WITHOUT ROWID;
+";
+
+/// Version 7 to 8: [`LAYER_USE`], empty until the daemon's next samples (the layers' past was
+/// not kept: only each filesystem's newest stack). It creates its tables only, whatever
+/// version 7 added.
+pub(super) fn v7_to_v8(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(LAYER_USE)?;
+    tx.pragma_update(None, "user_version", 8)
+}

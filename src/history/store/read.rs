@@ -6,7 +6,7 @@ use super::{DAY, HOUR, Store, StoreError};
 use crate::history::forecast::DayUse;
 use crate::history::record::{
     ComponentSeries, DatabaseFacts, DriveHealthPoint, DriveHealthRecord, DriveId, DriveInfo,
-    DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, LayerRow, Stat,
+    DriveKey, DrivePoint, FsId, FsInfo, FsKey, FsPoint, LayerRow, LayerUse, Stat,
 };
 use rusqlite::OptionalExtension;
 use std::collections::{BTreeMap, HashMap};
@@ -150,6 +150,73 @@ impl Store {
             return Ok(None);
         };
         Ok(Some((t, rows.into_iter().map(|(_, l)| l).collect())))
+    }
+
+    /// The use of each layer below filesystem `fs` that the store has rows of: its days from
+    /// `from` to `to` (`layer_day`) and its raw points from `recent_from` to `to`
+    /// (`layer_raw`), in layer order of first sight. A layer with no day in the range is left
+    /// out.
+    pub fn layer_uses(
+        &self,
+        fs: FsId,
+        from: i64,
+        recent_from: i64,
+        to: i64,
+    ) -> Result<Vec<LayerUse>, StoreError> {
+        let e = self.err("reading the layers' use");
+        let layers: Vec<(i64, String, String)> = self
+            .conn
+            .prepare_cached("SELECT id, layer, name FROM layer WHERE fs = ?1 ORDER BY id")
+            .and_then(|mut st| {
+                st.query_map([fs.0], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect()
+            })
+            .map_err(&e)?;
+        let mut out = Vec::new();
+        for (id, layer, name) in layers {
+            let days: Vec<DayUse> = self
+                .conn
+                .prepare_cached(
+                    "SELECT day, avail_min, avail_max, size FROM layer_day \
+                     WHERE day >= ?1 AND day <= ?2 AND layer = ?3 ORDER BY day",
+                )
+                .and_then(|mut st| {
+                    st.query_map([from.div_euclid(DAY), to.div_euclid(DAY), id], |r| {
+                        let (amin, amax, size): (i64, i64, i64) = (r.get(1)?, r.get(2)?, r.get(3)?);
+                        Ok(DayUse {
+                            day: r.get(0)?,
+                            low: (size - amax) as f64,
+                            high: (size - amin) as f64,
+                            size: size as f64,
+                        })
+                    })?
+                    .collect()
+                })
+                .map_err(&e)?;
+            if days.is_empty() {
+                continue;
+            }
+            let recent: Vec<(i64, f64)> = self
+                .conn
+                .prepare_cached(
+                    "SELECT t, size - avail FROM layer_raw WHERE t >= ?1 AND t <= ?2 \
+                     AND layer = ?3 ORDER BY t",
+                )
+                .and_then(|mut st| {
+                    st.query_map([recent_from, to, id], |r| {
+                        Ok((r.get(0)?, r.get::<_, i64>(1)? as f64))
+                    })?
+                    .collect()
+                })
+                .map_err(&e)?;
+            out.push(LayerUse {
+                layer,
+                name,
+                days,
+                recent,
+            });
+        }
+        Ok(out)
     }
 
     /// A drive's stored health readings with `from <= t <= to`, oldest first (an hour's last;

@@ -91,6 +91,18 @@ impl Store {
                 .prepare_cached("DELETE FROM fs_day WHERE id < ?1")
                 .and_then(|mut st| st.execute([chunk_id(0, raw_cut.div_euclid(DAY))]))
                 .map_err(s.err("dropping rolled day summaries"))?;
+            // The layers' use: raw rows as long as the filesystems' raw rows, day rows as long
+            // as their hourly rows (their day rows are written as the samples come).
+            m.events_dropped += s
+                .conn
+                .prepare_cached("DELETE FROM layer_raw WHERE t < ?1")
+                .and_then(|mut st| st.execute([raw_cut]))
+                .map_err(s.err("dropping old layer rows"))?;
+            m.hours_dropped += s
+                .conn
+                .prepare_cached("DELETE FROM layer_day WHERE day < ?1")
+                .and_then(|mut st| st.execute([long_cut.div_euclid(DAY)]))
+                .map_err(s.err("dropping old layer rows"))?;
             m.days_summarized += s.summarize_raw_days(now)?;
             m.hourly_thinned += s.thin_hourly(raw_cut, long_cut)?;
             for (table, col) in [("probe", "t"), ("discard", "t"), ("idle", "start")] {

@@ -957,3 +957,163 @@ fn the_newest_points_of_all_series_are_the_last_of_each_series_own_points() {
     }
     s.end_read().unwrap();
 }
+
+#[test]
+fn a_layers_use_is_kept_at_the_raw_interval_with_its_days_extremes_and_dropped_by_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    // Two days of a pool losing 1 MiB every 30 s, stacks every 30 s: kept once a minute.
+    let mut t = T0;
+    let mut avail: u64 = 200 << 20;
+    while t < T0 + 2 * DAY {
+        s.record_fs_layers(&[stack(t, avail)]).unwrap();
+        t += 30;
+        avail = avail.saturating_sub(1 << 10);
+    }
+    let key = stack(T0, 0).key;
+    let id = s.fs_id_of(&key).unwrap().unwrap();
+    let uses = s.layer_uses(id, T0, T0 + DAY, T0 + 2 * DAY).unwrap();
+    assert_eq!(
+        uses.len(),
+        1,
+        "the filesystem itself is no layer of its own"
+    );
+    let u = &uses[0];
+    assert_eq!(
+        (u.layer.as_str(), u.name.as_str()),
+        ("thin_pool", "vg-pool-tpool")
+    );
+    assert_eq!(u.days.len(), 2);
+    let size = (256u64 << 20) as f64;
+    // Day one: from 200 MiB free down by 1 KiB each 30 s; the minute's rows, the last at
+    // 23:59:00 (step 2878).
+    assert_eq!(u.days[0].day, T0 / DAY);
+    assert_eq!(u.days[0].low, size - (200u64 << 20) as f64);
+    assert_eq!(u.days[0].high, size - ((200u64 << 20) - 2878 * 1024) as f64);
+    assert_eq!(u.days[0].size, size);
+    // The raw points of the second day, a minute apart.
+    assert_eq!(u.recent.len(), 1440);
+    assert!(
+        u.recent
+            .windows(2)
+            .all(|w| w[1].0 - w[0].0 == 60 && w[1].1 > w[0].1)
+    );
+    // An older stack (a clock set back) adds no point.
+    s.record_fs_layers(&[stack(T0 + DAY + 45, 1)]).unwrap();
+    let again = s.layer_uses(id, T0, T0 + DAY, T0 + 2 * DAY).unwrap();
+    assert_eq!(again, uses);
+    // Retention: raw rows go with the filesystems' raw days, day rows with their hourly days.
+    let short = HistoryConfig {
+        raw_interval: Duration::from_secs(60),
+        retention_raw: Duration::from_secs(DAY as u64),
+        retention_hourly: Duration::from_secs(2 * DAY as u64),
+        ..Default::default()
+    };
+    drop(s);
+    let mut s = Store::open(dir.path(), &short).unwrap();
+    s.downsample(T0 + 2 * DAY + 3600).unwrap();
+    let u = s.layer_uses(id, T0, T0, T0 + 3 * DAY).unwrap();
+    assert_eq!(
+        u[0].days.len(),
+        2,
+        "day rows are kept as long as hourly rows"
+    );
+    assert!(
+        u[0].recent.iter().all(|p| p.0 >= T0 + DAY),
+        "day one's raw rows dropped"
+    );
+    assert_eq!(u[0].recent.len(), 1440);
+    // Retention waits for newer days holding samples (the filesystems' own).
+    for t in [T0 + 3 * DAY, T0 + 4 * DAY] {
+        s.record_fs(&[fs("/var/lib/mysql", Some("u1"), "dm-4", t, 1 << 20)])
+            .unwrap();
+    }
+    s.downsample(T0 + 4 * DAY + 3600).unwrap();
+    assert_eq!(s.layer_uses(id, T0, T0, T0 + 5 * DAY).unwrap(), vec![]);
+}
+
+#[test]
+fn a_mounts_stored_forecast_is_its_thin_pools_date_when_the_pool_runs_out_first() {
+    use crate::history::current;
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    // 20 days: the filesystem (1 GiB) fills 10 MiB a day from 500 MiB free; the pool under it
+    // (shared with other volumes) 15 MiB a day from 400 MiB free: full on day 26.7, the
+    // filesystem on day 50.
+    let (mib, days) = (1u64 << 20, 20);
+    let mut fs_rows = Vec::new();
+    for h in 0..days * 24 {
+        let t = T0 + h * 3600;
+        let d = (t - T0) as f64 / DAY as f64;
+        let fs_avail = ((500.0 - 10.0 * d) * mib as f64) as u64;
+        let pool_avail = ((400.0 - 15.0 * d) * mib as f64) as u64;
+        fs_rows.push(fs("/var/lib/mysql", Some("u1"), "dm-4", t, fs_avail));
+        let mut st = stack(t, pool_avail);
+        st.layers[0].avail_bytes = fs_avail;
+        st.layers[0].size_bytes = Some(1 << 30);
+        st.layers[1].size_bytes = Some(1 << 30);
+        s.record_fs(std::slice::from_ref(fs_rows.last().unwrap()))
+            .unwrap();
+        s.record_fs_layers(&[st]).unwrap();
+    }
+    let now = T0 + days * DAY;
+    let id = s.fs_id_of(&stack(T0, 0).key).unwrap().unwrap();
+    let fc = current::stored_filesystem(&s, id, &[], now)
+        .unwrap()
+        .unwrap();
+    let pool_full = T0 + (400 * DAY) / 15;
+    let fs_full = T0 + 50 * DAY;
+    let full = fc.predicted_full_unix.expect("a date");
+    assert!(
+        (full - pool_full).abs() <= DAY,
+        "{full} vs the pool's {pool_full}"
+    );
+    assert!(full < fs_full - 10 * DAY);
+    assert_eq!(
+        fc.full_layer,
+        Some(("thin_pool".into(), "vg-pool-tpool".into()))
+    );
+    assert!(fc.full_earliest_unix.unwrap() <= full);
+}
+
+#[test]
+fn a_clock_that_was_ahead_leaves_no_layer_row_and_its_day_is_rebuilt_from_the_right_clocks_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    // The right clock: 10:00 to 10:09, the pool losing 1 MiB a minute from 100 MiB free.
+    let at = T0 + 10 * 3600;
+    for i in 0..10 {
+        s.record_fs(&[fs(
+            "/var/lib/mysql",
+            Some("u1"),
+            "dm-4",
+            at + i * 60,
+            1 << 30,
+        )])
+        .unwrap();
+        s.record_fs_layers(&[stack(at + i * 60, (100 - i as u64) << 20)])
+            .unwrap();
+    }
+    // A clock two hours ahead wrote the same day with a pool nearly empty.
+    let ahead = at + 2 * 3600;
+    s.record_fs(&[fs("/var/lib/mysql", Some("u1"), "dm-4", ahead, 1 << 30)])
+        .unwrap();
+    s.record_fs_layers(&[stack(ahead, 1 << 20)]).unwrap();
+    let id = s.fs_id_of(&stack(T0, 0).key).unwrap().unwrap();
+    let size = (256u64 << 20) as f64;
+    let day = |s: &Store| s.layer_uses(id, T0, T0, T0 + DAY).unwrap()[0].days[0];
+    assert_eq!(day(&s).high, size - (1u64 << 20) as f64);
+    let out = s.drop_future(at + 9 * 60).unwrap();
+    assert!(out.rows > 0, "{out:?}");
+    let u = &s.layer_uses(id, T0, T0, T0 + DAY).unwrap()[0];
+    assert_eq!(u.recent.len(), 10, "the right clock's rows stay");
+    assert_eq!(u.days.len(), 1);
+    assert_eq!(u.days[0].low, size - (100u64 << 20) as f64);
+    assert_eq!(
+        u.days[0].high,
+        size - (91u64 << 20) as f64,
+        "rebuilt: {:?}",
+        u.days
+    );
+    assert_eq!(u.days[0].size, size);
+}

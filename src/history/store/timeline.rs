@@ -120,6 +120,8 @@ impl Store {
                 ("DELETE FROM drive_hourly WHERE id > ?1", day_after),
                 ("DELETE FROM fs_day WHERE id > ?1", day_after),
                 ("DELETE FROM fs_layer WHERE t > ?1", limit),
+                ("DELETE FROM layer_raw WHERE t > ?1", limit),
+                ("DELETE FROM layer_day WHERE t > ?1", limit),
                 ("DELETE FROM drive_health WHERE hour > ?1", hour),
                 ("DELETE FROM component_size WHERE hour > ?1", hour),
                 ("DELETE FROM database_state WHERE t > ?1", limit),
@@ -129,8 +131,16 @@ impl Store {
             ] {
                 rows += exec(sql, v)?;
             }
+            // A layer's day that the clock ahead also wrote to goes whole with it above: its
+            // extremes are built again from the raw rows the right clock wrote.
+            exec(
+                "INSERT OR IGNORE INTO layer_day (day, layer, t, avail_min, avail_max, size) \
+                 SELECT t / 86400, layer, max(t), min(avail), max(avail), size FROM layer_raw \
+                 WHERE t >= ?1 / 86400 * 86400 GROUP BY t / 86400, layer",
+                limit,
+            )?;
             // A series first seen under that clock was seen, at the latest, now.
-            for table in ["fs", "drive", "component"] {
+            for table in ["fs", "drive", "component", "layer"] {
                 exec(
                     &format!("UPDATE {table} SET first_seen = ?1 WHERE first_seen > ?1"),
                     limit,

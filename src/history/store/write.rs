@@ -137,10 +137,71 @@ impl Store {
                         })
                         .map_err(s.err("recording filesystem layers"))?;
                 }
+                for l in x.layers.iter().filter(|l| l.layer != "filesystem") {
+                    if let Some(size) = l.size_bytes.filter(|s| *s > 0) {
+                        s.record_layer_use(id, x.t, l, size)?;
+                    }
+                }
                 n += 1;
             }
             Ok(n)
         })
+    }
+
+    /// Keeps a layer's use over time (`layer_raw`, `layer_day`): a raw row at most once a
+    /// `raw_interval` (none older than the layer's newest row: a clock set back), and its
+    /// day's extremes widened with it.
+    fn record_layer_use(
+        &mut self,
+        fs: i64,
+        t: i64,
+        l: &crate::history::LayerRow,
+        size: u64,
+    ) -> Result<(), StoreError> {
+        let e = self.err("recording a layer's use");
+        self.conn
+            .prepare_cached(
+                "INSERT INTO layer (fs, layer, name, first_seen) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .and_then(|mut st| st.execute(params![fs, l.layer, l.name, t]))
+            .map_err(&e)?;
+        let id: i64 = self
+            .conn
+            .prepare_cached("SELECT id FROM layer WHERE fs = ?1 AND layer = ?2 AND name = ?3")
+            .and_then(|mut st| st.query_row(params![fs, l.layer, l.name], |r| r.get(0)))
+            .map_err(&e)?;
+        // Raw rows are keyed time first: the rows after `t - raw_interval` are the last
+        // interval's few, whatever the layer's age.
+        let later: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT max(t) FROM layer_raw WHERE t > ?1 AND layer = ?2")
+            .and_then(|mut st| {
+                st.query_row(params![t.saturating_sub(self.raw_interval), id], |r| {
+                    r.get(0)
+                })
+            })
+            .map_err(&e)?;
+        if later.is_some() {
+            return Ok(());
+        }
+        let (avail, size) = (to_i64(l.avail_bytes), to_i64(size));
+        self.conn
+            .prepare_cached("INSERT INTO layer_raw (t, layer, avail, size) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut st| st.execute(params![t, id, avail, size]))
+            .map_err(&e)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO layer_day (day, layer, t, avail_min, avail_max, size) \
+                 VALUES (?1, ?2, ?3, ?4, ?4, ?5) ON CONFLICT (day, layer) DO UPDATE SET \
+                 avail_min = min(avail_min, excluded.avail_min), \
+                 avail_max = max(avail_max, excluded.avail_max), \
+                 size = CASE WHEN excluded.t >= t THEN excluded.size ELSE size END, \
+                 t = max(t, excluded.t)",
+            )
+            .and_then(|mut st| st.execute(params![t.div_euclid(DAY), id, t, avail, size]))
+            .map(drop)
+            .map_err(&e)
     }
 
     /// Records drive samples in one transaction; returns how many were stored.

@@ -128,7 +128,11 @@ fn key_of(path: &Path, table: &str) -> Vec<String> {
 
 /// What a version-5 file lacks: version 6's drive health, components and database facts.
 const V6_TABLES_DROPPED: &str = "DROP TABLE drive_health; DROP TABLE component;
-    DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;";
+    DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;
+    DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day;";
+
+/// Version 8's tables: the layers' use over time.
+const V8_TABLES_DROPPED: &str = "DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day;";
 
 #[test]
 fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
@@ -144,7 +148,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 7);
+    assert_eq!(SCHEMA_VERSION, 8);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
@@ -512,8 +516,10 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE fs_import; PRAGMA user_version = 6")
-            .unwrap();
+        conn.execute_batch(&format!(
+            "DROP TABLE fs_import; {V8_TABLES_DROPPED} PRAGMA user_version = 6"
+        ))
+        .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
     assert!(matches!(e, StoreError::OlderSchema { found: 6, .. }), "{e}");
@@ -522,4 +528,71 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(counts(&path), before, "every row survives");
     assert!(s.fs_imports().unwrap().is_empty());
+}
+
+/// A version-7 store gets version 8's layer tables, empty (only each filesystem's newest stack
+/// was kept before), keeps every row, and from its next samples keeps its layers' use, which
+/// the forecast reads.
+#[test]
+fn a_schema_7_store_gets_the_layers_use_tables_and_keeps_its_rows() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    let t = T0 + DAYS * DAY;
+    let stack = |t: i64, pool_avail: u64| ssdwatch::history::FsLayers {
+        key: pg(),
+        device: "dm-3".into(),
+        t,
+        layers: vec![
+            ssdwatch::history::LayerRow {
+                layer: "filesystem".into(),
+                name: String::new(),
+                avail_bytes: 100 << 20,
+                size_bytes: Some(512 << 20),
+                limiting: false,
+            },
+            ssdwatch::history::LayerRow {
+                layer: "thin_pool".into(),
+                name: "vg-pool-tpool".into(),
+                avail_bytes: pool_avail,
+                size_bytes: Some(256 << 20),
+                limiting: true,
+            },
+        ],
+    };
+    {
+        // Version 7 as it was: the newest stack kept, no use over time.
+        let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+        s.record_fs_layers(&[stack(t, 2 << 20)]).unwrap();
+        drop(s);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!("{V8_TABLES_DROPPED} PRAGMA user_version = 7"))
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 7, .. }), "{e}");
+    let before = counts(&path);
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    let id = s.fs_id_of(&pg()).unwrap().unwrap();
+    assert_eq!(
+        s.fs_layers(id).unwrap(),
+        Some((t, stack(t, 2 << 20).layers))
+    );
+    assert!(
+        s.layer_uses(id, 0, 0, t).unwrap().is_empty(),
+        "no past of the layers"
+    );
+    s.record_fs_layers(&[stack(t + 300, 1 << 20)]).unwrap();
+    let uses = s.layer_uses(id, 0, 0, t + 300).unwrap();
+    assert_eq!(uses.len(), 1);
+    assert_eq!(
+        uses[0].recent,
+        vec![(t + 300, ((256 << 20) - (1 << 20)) as f64)]
+    );
+    drop(s);
+    // And it opens again without upgrading twice.
+    Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
 }

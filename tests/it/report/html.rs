@@ -7,7 +7,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 use crate::support::browser::{chromium, count_colours, dom_of};
-use crate::support::story::Story;
+use crate::support::story::{self, DAY, Story};
 use crate::support::*;
 use ssdwatch::history::store::FILE_NAME;
 use std::io::Write;
@@ -21,7 +21,8 @@ fn the_html_report_draws_its_charts_in_a_real_browser() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    drop(Story::small(60).store(dir.path()));
+    let story = Story::small(60);
+    drop(story.store(dir.path()));
     let page = dir.path().join("report.html");
     html_report_of_store(dir.path(), &page);
     let html = std::fs::read_to_string(&page).unwrap();
@@ -58,6 +59,25 @@ fn the_html_report_draws_its_charts_in_a_real_browser() {
     let forecast = paths_with("forecast");
     assert_eq!(forecast, vec![1, 1], "usage and wear forecasts");
     assert!(dom.contains("full 20"), "the predicted-full marker");
+    // The headline date is the thin pool's, which runs out first (40 GB free at 10 GB a day,
+    // where the filesystem has 100 GB): within a day of the story's truth, and said so.
+    let pool = format!("</b> (thin pool {} runs out first)", story::THIN_POOL);
+    let at = dom.find(&pool).expect("the date names the pool");
+    let shown = &dom[dom[..at].rfind("<b>").unwrap() + 3..at];
+    let truth = story.pool_full();
+    let near: Vec<String> = [-DAY, 0, DAY]
+        .iter()
+        .map(|d| ssdwatch::report::date(truth + d))
+        .collect();
+    assert!(
+        near.iter().any(|d| d == shown),
+        "shown {shown}, the pool runs out {}",
+        near[1]
+    );
+    assert!(
+        dom.contains(&format!("full {shown} (thin pool {})", story::THIN_POOL)),
+        "the chart's marker names the pool"
+    );
     // The stack under the database filesystem, the thin pool marked as what runs out first.
     let layers = &dom[dom
         .find("<table class=\"layers\">")

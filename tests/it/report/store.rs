@@ -61,11 +61,23 @@ fn a_month_of_history_reads_back_as_its_story() {
         close(fs.growth_30d_bytes_per_day.unwrap(), growth, 0.05),
         "{fs:?}"
     );
+    // The mount's date is the earliest of its layers': the thin pool under it, with 40 GB
+    // free at the same 17 GB a day, runs out in 2.4 days, before the filesystem would (in
+    // about (100 GB - the 2 GB daily excursion) / 17 GB/day ≈ 5.7 days).
     let full = fs.predicted_full_unix.expect("a full date");
-    let want = now + ((0.1 * story::SIZE - 2e9) / growth * DAY as f64) as i64;
+    let want = s.pool_full();
     assert!(
         (full - want).abs() <= DAY,
-        "full at {full}, want {want}: {fs:?}"
+        "full at {full}, want the pool's {want}: {fs:?}"
+    );
+    let fs_own = now + ((0.1 * story::SIZE - 2e9) / growth * DAY as f64) as i64;
+    assert!(
+        full < fs_own - 2 * DAY,
+        "{full} vs the filesystem's own {fs_own}"
+    );
+    assert_eq!(
+        fs.full_layer.as_deref(),
+        Some(format!("thin pool {}", story::THIN_POOL).as_str())
     );
     // One point per UTC day the story's samples touch ([start, end): 36 days, or 35 when it
     // ends on a midnight).
@@ -239,7 +251,11 @@ fn a_month_of_history_reads_back_as_its_story() {
     let (code, text, err) = report(&path, &[]);
     assert_eq!(code, 0, "{err}");
     let fill = format!("fill {}", ssdwatch::report::pct(fs.fill_ratio.unwrap()));
-    let full = format!("predicted full: {}", ssdwatch::report::date(full));
+    let full = format!(
+        "predicted full: {} (thin pool {} runs out first)",
+        ssdwatch::report::date(full),
+        story::THIN_POOL
+    );
     for want in [
         "FILESYSTEMS",
         story::DB_MOUNT,
@@ -271,7 +287,11 @@ fn a_month_of_history_reads_back_as_its_story() {
         .iter()
         .find(|f| f["mountpoint"] == story::DB_MOUNT)
         .unwrap();
-    assert!(fsj["predicted_full_unix"].as_i64().is_some());
+    assert_eq!(fsj["predicted_full_unix"].as_i64(), fs.predicted_full_unix);
+    assert_eq!(
+        fsj["full_layer"],
+        format!("thin pool {}", story::THIN_POOL).as_str()
+    );
     assert_eq!(fsj["layers"][1]["layer"], "thin_pool");
     assert_eq!(fsj["layers"][1]["name"], story::THIN_POOL);
     assert_eq!(fsj["layers"][1]["limiting"], true);
@@ -654,4 +674,134 @@ fn commits_slow_past_a_fill_the_curve_has_seen_and_never_beyond() {
     ) {
         assert_promtool_clean("performance-full gauges", &text);
     }
+}
+
+/// The daemon's forecast pass exports the mount's date as the report gives it: the earliest of
+/// its layers', the thin pool's, which runs out days before the filesystem on it would.
+#[test]
+fn the_daemons_predicted_full_gauge_is_the_thin_pools_date_as_the_reports() {
+    let host = binary::host();
+    let state = host.path().join("state");
+    let s = Story::small(35);
+    drop(s.store(&state));
+    let db = state.join(FILE_NAME);
+    let d = binary::Daemon::start_in(host, &[]);
+    // The first forecast pass comes 30 s after the start.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let gauge = loop {
+        let m = d.metrics();
+        if let Some(v) = value_matching(
+            &m,
+            "ssdwatch_filesystem_predicted_full_timestamp_seconds",
+            &format!("mountpoint=\"{}\"", story::DB_MOUNT),
+        ) {
+            break v as i64;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no date of {}: {}",
+            story::DB_MOUNT,
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let truth = s.pool_full();
+    assert!(
+        (gauge - truth).abs() <= DAY,
+        "exported {gauge}, the pool runs out at {truth}"
+    );
+    let (code, json, err) = report(&db, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fs = v["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["mountpoint"] == story::DB_MOUNT)
+        .cloned()
+        .unwrap();
+    // The same code on the same days: the same date (the report is made a little later; the
+    // long-term leg counts from its last day, so it may move by the minutes between).
+    let reported = fs["predicted_full_unix"].as_i64().expect("a date");
+    assert!((reported - gauge).abs() <= 3600, "{reported} vs {gauge}");
+    assert_eq!(
+        fs["full_layer"],
+        format!("thin pool {}", story::THIN_POOL).as_str()
+    );
+}
+
+/// The host: a thin pool at 94 % under an ext4 df shows at 23 %. The daemon stores
+/// the mount's effective free bytes (its forecast must see the pool), and the stack with the
+/// filesystem's own: the report says df's 23 % and the effective 94 % with the pool's name,
+/// never the filesystem as 79 % or 94 % full.
+#[test]
+fn a_thin_pool_at_94_percent_under_an_ext4_at_23_is_an_effective_fill_not_a_full_filesystem() {
+    use ssdwatch::history::{FsKey, FsLayers, FsSample, LayerRow};
+    let dir = tempfile::tempdir().unwrap();
+    let now = ssdwatch::snapshot::unix_now() as i64;
+    let gb = 1_000_000_000u64;
+    let key = FsKey {
+        mountpoint: "/mnt/db".into(),
+        uuid: None,
+    };
+    {
+        let mut store = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+        let t = now - 600;
+        store
+            .record_fs(&[FsSample {
+                key: key.clone(),
+                device: "dm-3".into(),
+                t,
+                size_bytes: 100 * gb,
+                // What the filesystem collector stores: the least of the stack's.
+                avail_bytes: 6 * gb,
+                free_bytes: 77 * gb,
+                files_free: None,
+            }])
+            .unwrap();
+        store
+            .record_fs_layers(&[FsLayers {
+                key: key.clone(),
+                device: "dm-3".into(),
+                t,
+                layers: vec![
+                    LayerRow {
+                        layer: "filesystem".into(),
+                        name: String::new(),
+                        avail_bytes: 77 * gb,
+                        size_bytes: Some(100 * gb),
+                        limiting: false,
+                    },
+                    LayerRow {
+                        layer: "thin_pool".into(),
+                        name: "vg-pool-tpool".into(),
+                        avail_bytes: 6 * gb,
+                        size_bytes: Some(100 * gb),
+                        limiting: true,
+                    },
+                ],
+            }])
+            .unwrap();
+    }
+    let (code, text, err) = report(&dir.path().join(FILE_NAME), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains(
+            "fill 23.0 % (df); effective fill 94.0 %, thin pool vg-pool-tpool runs out first"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("79.3 %") && !text.contains("94.0 % (df)"),
+        "{text}"
+    );
+    let (code, json, err) = report(&dir.path().join(FILE_NAME), &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fs = &v["filesystems"][0];
+    assert!(
+        close(fs["fill_ratio"].as_f64().unwrap(), 0.23, 1e-9),
+        "{fs}"
+    );
+    assert_eq!(fs["reserved_bytes"].as_f64(), Some(0.0), "{fs}");
 }

@@ -11,8 +11,10 @@
 //! filesystem holds 2 % deleted but not trimmed (the runs then are a curve of their own; their
 //! latency is the story's all the same). Extra quiet filesystems and drives scale it to the
 //! history bench's host (50 filesystems, 10 drives). Below the database filesystem is an LVM
-//! thin pool that its volume shares with others: at the end it has 40 GB free, less than the
-//! filesystem's ~100 GB, so the pool is what runs out first. A PostgreSQL on the database
+//! thin pool that its volume shares with others: it fills as the filesystem's trend does
+//! (the volume's blocks stay allocated through the daily cycle), and at the end it has 40 GB
+//! free, less than the filesystem's ~100 GB, so the pool is what runs out first: 4 days after
+//! the last sample ([`Story::pool_full`]), where the filesystem itself would fill in ~10. A PostgreSQL on the database
 //! filesystem holds its relations (a fifth of the filesystem's growth) and a 1 GB WAL, until
 //! its archiver fails two days before the end: from then the WAL grows by four fifths of the
 //! filesystem's growth and the segments wait for the archiver. The drive's error log gains 2
@@ -81,6 +83,55 @@ impl Story {
     /// The database filesystem's growth a day.
     pub fn growth_per_day(&self) -> f64 {
         0.6 * SIZE / self.days as f64
+    }
+
+    /// The last filesystem sample's time (one each `fs_every` from the start).
+    pub fn last(&self) -> i64 {
+        let start = self.start();
+        start + (self.end - 1 - start) / self.fs_every * self.fs_every
+    }
+
+    /// The thin pool's free bytes at `t`: [`THIN_POOL_FREE`] at the last sample, 1 GB more
+    /// for each gigabyte the filesystem's trend grew since `t`.
+    pub fn pool_avail(&self, t: i64) -> u64 {
+        let later = (self.last() - t) as f64 / DAY as f64 * self.growth_per_day();
+        (THIN_POOL_FREE as f64 + later) as u64
+    }
+
+    /// When the thin pool runs out: the story's known truth of the mount's full date.
+    // The report bench includes this file and checks no date.
+    #[allow(dead_code)]
+    pub fn pool_full(&self) -> i64 {
+        self.last() + (THIN_POOL_FREE as f64 / self.growth_per_day() * DAY as f64) as i64
+    }
+
+    /// The stack under the database filesystem at `t`: the filesystem with `fs_avail` free,
+    /// then the thin pool, which runs out first.
+    pub fn stack(&self, t: i64, fs_avail: u64) -> FsLayers {
+        FsLayers {
+            key: FsKey {
+                mountpoint: DB_MOUNT.into(),
+                uuid: None,
+            },
+            device: "nvme0n1p1".into(),
+            t,
+            layers: vec![
+                LayerRow {
+                    layer: "filesystem".into(),
+                    name: String::new(),
+                    avail_bytes: fs_avail,
+                    size_bytes: Some(SIZE as u64),
+                    limiting: false,
+                },
+                LayerRow {
+                    layer: "thin_pool".into(),
+                    name: THIN_POOL.into(),
+                    avail_bytes: self.pool_avail(t),
+                    size_bytes: Some(THIN_POOL_SIZE),
+                    limiting: true,
+                },
+            ],
+        }
     }
 
     /// When the archiver starts failing.
@@ -187,11 +238,13 @@ impl Story {
             let day_end = t + DAY;
             let (mut fs, mut drives, mut probes) = (Vec::new(), Vec::new(), Vec::new());
             let (mut discards, mut idles, mut databases) = (Vec::new(), Vec::new(), Vec::new());
+            let mut stacks = Vec::new();
             while t < day_end && t < self.end {
                 let fill = self.fill(t);
                 if (t - start) % self.fs_every == 0 {
                     let used = (fill * SIZE + Self::cycle(t)).clamp(0.0, SIZE);
                     fs.push(fs_sample(DB_MOUNT, "nvme0n1p1", t, used));
+                    stacks.push(self.stack(t, (SIZE - used) as u64));
                     for i in 0..self.extra_fs + 1 {
                         let mp = if i == 0 {
                             "/".to_string()
@@ -273,6 +326,7 @@ impl Story {
                 t += 300;
             }
             store.record_fs(&fs).expect("fs samples");
+            store.record_fs_layers(&stacks).expect("layers");
             store.record_drives(&drives).expect("drive samples");
             store.record_probes(&probes).expect("probe results");
             store.record_discards(&discards).expect("discards");
@@ -282,36 +336,6 @@ impl Story {
                 .expect("database samples");
             store.downsample(t).expect("downsample");
         }
-        // The stack under the database filesystem as the last sample saw it.
-        let last = self.end - 300;
-        let used = (self.fill(last) * SIZE + Self::cycle(last)).clamp(0.0, SIZE);
-        let fs_avail = (SIZE - used) as u64;
-        store
-            .record_fs_layers(&[FsLayers {
-                key: FsKey {
-                    mountpoint: DB_MOUNT.into(),
-                    uuid: None,
-                },
-                device: "nvme0n1p1".into(),
-                t: last,
-                layers: vec![
-                    LayerRow {
-                        layer: "filesystem".into(),
-                        name: String::new(),
-                        avail_bytes: fs_avail,
-                        size_bytes: Some(SIZE as u64),
-                        limiting: false,
-                    },
-                    LayerRow {
-                        layer: "thin_pool".into(),
-                        name: THIN_POOL.into(),
-                        avail_bytes: THIN_POOL_FREE,
-                        size_bytes: Some(THIN_POOL_SIZE),
-                        limiting: true,
-                    },
-                ],
-            }])
-            .expect("layers");
     }
 
     /// A new store in `dir` with the story written.
