@@ -212,3 +212,25 @@ pub(super) fn v6_to_v7(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(FS_IMPORT)?;
     tx.pragma_update(None, "user_version", 7)
 }
+
+/// `drive_import`: which part of each drive's history was imported (its wear, written bytes and
+/// the other drive figures of ssdwatch's own series a server kept), as `fs_import` for
+/// filesystems: the hours from `from_t` to `until_t` (exclusive), before the daemon's own first
+/// sample of the drive. The hours themselves are ordinary `drive_hourly` rows.
+pub(super) const DRIVE_IMPORT: &str = "
+CREATE TABLE drive_import (
+    drive INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    from_t INTEGER NOT NULL,
+    until_t INTEGER NOT NULL,
+    hours INTEGER NOT NULL,
+    at INTEGER NOT NULL
+);
+";
+
+/// Version 7 to 8: [`DRIVE_IMPORT`], empty: no drive was imported before.
+pub(super) fn v7_to_v8(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(DRIVE_IMPORT)?;
+    tx.pragma_update(None, "user_version", 8)
+}

@@ -128,7 +128,8 @@ fn key_of(path: &Path, table: &str) -> Vec<String> {
 
 /// What a version-5 file lacks: version 6's drive health, components and database facts.
 const V6_TABLES_DROPPED: &str = "DROP TABLE drive_health; DROP TABLE component;
-    DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;";
+    DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;
+    DROP TABLE drive_import;";
 
 #[test]
 fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
@@ -144,7 +145,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 7);
+    assert_eq!(SCHEMA_VERSION, 8);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
@@ -512,8 +513,10 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE fs_import; PRAGMA user_version = 6")
-            .unwrap();
+        conn.execute_batch(
+            "DROP TABLE fs_import; DROP TABLE drive_import; PRAGMA user_version = 6",
+        )
+        .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
     assert!(matches!(e, StoreError::OlderSchema { found: 6, .. }), "{e}");
@@ -522,4 +525,23 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(counts(&path), before, "every row survives");
     assert!(s.fs_imports().unwrap().is_empty());
+}
+
+#[test]
+fn a_schema_7_store_gets_the_drive_import_marks_and_keeps_its_rows() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("DROP TABLE drive_import; PRAGMA user_version = 7")
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 7, .. }), "{e}");
+    let before = counts(&path);
+    let s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    assert!(s.drive_imports().unwrap().is_empty());
 }
