@@ -584,6 +584,16 @@ fn check_drive(
 /// How long the import at first start waits for the daemon's first filesystem sample to be in
 /// the store (the filesystem collector samples within seconds of the start).
 const FIRST_SAMPLE_WAIT: Duration = Duration::from_secs(300);
+/// With the SMART collector on, how long after the first filesystem sample it waits for the
+/// first drive reading (smartctl's first pass), so drives are imported with the filesystems:
+/// the import runs once. A host with no readable drive waits this long for its filesystems.
+const DRIVE_SAMPLE_WAIT: Duration = Duration::from_secs(60);
+/// Whether the import at first start stops waiting for drives, `waited` after the first
+/// filesystem sample: at once without the SMART collector or with a drive known. Pure.
+fn drives_settled(drives_expected: bool, drives: usize, waited: Duration) -> bool {
+    !drives_expected || drives > 0 || waited >= DRIVE_SAMPLE_WAIT
+}
+
 /// How often it looks, each time asking the history thread for a commit.
 const FIRST_SAMPLE_POLL: Duration = Duration::from_secs(2);
 
@@ -622,6 +632,7 @@ pub(crate) fn plan_at_start(
 
 /// Runs `history.import` on a thread of its own, so the daemon serves at once: it waits for
 /// the first filesystem sample to be committed (asking the history thread for the commit),
+/// and for the first drive reading when `drives_expected` (the SMART collector is on),
 /// imports as `ssdwatch history import` would, logs the mapping and the rows written, and has
 /// the forecasts recomputed. A failure is one error line; the daemon goes on without the
 /// import, and the next start tries again. `stop`: the daemon's stop signal.
@@ -629,6 +640,7 @@ pub(crate) fn spawn_at_first_start(
     cfg: &crate::history::ImportConfig,
     state_dir: PathBuf,
     history: HistoryConfig,
+    drives_expected: bool,
     sink: crate::history::service::Sink,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
@@ -642,7 +654,7 @@ pub(crate) fn spawn_at_first_start(
     // blocking calls are the query client's (bounded by its timeouts) and the store's.
     std::thread::Builder::new()
         .name("ssdwatch-import".into())
-        .spawn(move || at_first_start(&args, &state_dir, &history, &sink, &stop))
+        .spawn(move || at_first_start(&args, &state_dir, &history, drives_expected, &sink, &stop))
         .map(|_| ())
 }
 
@@ -650,12 +662,15 @@ fn at_first_start(
     args: &ImportArgs,
     dir: &Path,
     history: &HistoryConfig,
+    drives_expected: bool,
     sink: &crate::history::service::Sink,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) {
     let server = &args.prometheus;
     let path = dir.join(crate::history::store::FILE_NAME);
     let deadline = std::time::Instant::now() + FIRST_SAMPLE_WAIT;
+    // When the filesystems were first known: the drives are waited for a while after.
+    let mut fs_seen = None;
     let (marks, first_seen) = loop {
         if *stop.borrow() {
             return;
@@ -666,10 +681,25 @@ fn at_first_start(
             Ok((
                 s.fs_imports()?.len() + s.drive_imports()?.len(),
                 fs.iter().map(|f| f.first_seen).collect::<Vec<_>>(),
+                s.drives()?.len(),
             ))
         });
         match known {
-            Ok((m, f)) if m > 0 || !f.is_empty() => break (m, f),
+            Ok((m, _, _)) if m > 0 => break (m, Vec::new()),
+            Ok((m, f, drives)) if !f.is_empty() => {
+                let since = *fs_seen.get_or_insert_with(std::time::Instant::now);
+                if drives_settled(drives_expected, drives, since.elapsed()) {
+                    if drives_expected && drives == 0 {
+                        tracing::info!(
+                            server = %server,
+                            "history import at first start: no drive in the store {} after the first filesystem sample (no drive with SMART and an identity); filesystems only",
+                            humantime::format_duration(DRIVE_SAMPLE_WAIT)
+                        );
+                    }
+                    break (m, f);
+                }
+                std::thread::sleep(FIRST_SAMPLE_POLL)
+            }
             _ if std::time::Instant::now() >= deadline => {
                 tracing::error!(
                     server = %server,
@@ -826,6 +856,15 @@ mod tests {
         assert_eq!(host_instances("db7"), "db7(:[0-9]+)?");
         assert_eq!(host_instances("[::1]:9100"), "\\[::1\\](:[0-9]+)?");
         assert_eq!(host_instances("fe80::1"), "fe80::1(:[0-9]+)?");
+    }
+
+    #[test]
+    fn the_import_at_start_waits_a_while_for_the_drives_only_when_smart_reads_them() {
+        let s = Duration::from_secs;
+        assert!(drives_settled(false, 0, s(0)));
+        assert!(drives_settled(true, 1, s(0)));
+        assert!(!drives_settled(true, 0, s(59)));
+        assert!(drives_settled(true, 0, DRIVE_SAMPLE_WAIT));
     }
 
     #[test]
