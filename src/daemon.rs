@@ -84,6 +84,7 @@ pub(crate) async fn serve(
             cfg,
             config.state_dir.clone(),
             config.history.clone(),
+            config.collectors.smart.enabled,
             sink.clone(),
             stop_rx.clone(),
         )

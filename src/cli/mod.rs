@@ -268,7 +268,14 @@ enum HistoryCommand {
     /// Written: one hourly row (min, max, mean and last of avail and free, the size) for each
     /// hour before the daemon's own first sample, marked as imported; rows the daemon wrote
     /// are never touched and an hour already held is not written again. An empty answer, an
-    /// answer over 32 MiB or a server error writes nothing. Drives are not imported.
+    /// answer over 32 MiB or a server error writes nothing.
+    ///
+    /// Drives: where the fleet kept ssdwatch's own SMART series (wear, spare, temperature,
+    /// bytes written, media errors, power-on time) under the host part of --instance with any
+    /// port (db7:10150 beside db7:9100), they are matched to the store's drives by WWN, else
+    /// serial and model, never by kernel name, printed, and written the same way; a drive whose
+    /// imported wear or bytes written end above the daemon's first reading is refused as
+    /// another drive.
     ///
     /// The daemon runs the same import by itself at its first start when the config's
     /// `history.import` names the server.

@@ -677,6 +677,29 @@ fn build_in(
             m.hours
         ));
     }
+    let drive_names: BTreeMap<_, _> = store
+        .drives()?
+        .into_iter()
+        .map(|d| {
+            let name = drive_name(
+                d.kernel_name.as_deref(),
+                d.key.serial.as_deref(),
+                d.key.wwn.as_deref(),
+            );
+            (d.id, name)
+        })
+        .collect();
+    for m in store.drive_imports()? {
+        unknown.push(format!(
+            "history of drive {} from {} to {} imported from {} (instance {}, {} hours): the fleet's samples, not this daemon's",
+            drive_names.get(&m.drive).map_or("?", String::as_str),
+            date(m.from_t),
+            date(m.until_t),
+            m.source,
+            m.instance,
+            m.hours
+        ));
+    }
     let mut drives = Vec::new();
     let mut days_of = Vec::new();
     for d in store.drives()? {

@@ -258,3 +258,45 @@ pub(super) fn v7_to_v8(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(LAYER_USE)?;
     tx.pragma_update(None, "user_version", 8)
 }
+
+/// `drive_import`: which part of each drive's history was imported (its wear, written bytes and
+/// the other drive figures of ssdwatch's own series a server kept), as `fs_import` for
+/// filesystems: the hours from `from_t` to `until_t` (exclusive), before the daemon's own first
+/// sample of the drive. The hours themselves are ordinary `drive_hourly` rows.
+pub(super) const DRIVE_IMPORT: &str = "
+CREATE TABLE drive_import (
+    drive INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    instance TEXT NOT NULL,
+    from_t INTEGER NOT NULL,
+    until_t INTEGER NOT NULL,
+    hours INTEGER NOT NULL,
+    at INTEGER NOT NULL
+);
+";
+
+/// Version 8 to 9: [`DRIVE_IMPORT`], empty: no drive was imported before.
+pub(super) fn v8_to_v9(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(DRIVE_IMPORT)?;
+    tx.pragma_update(None, "user_version", 9)
+}
+
+/// One upgrade step: from version `i + 1` to `i + 2` at index `i`.
+pub(super) type Step = fn(&Transaction) -> rusqlite::Result<()>;
+
+/// Every step, in order: a file of version `v` runs `STEPS[v - 1..]`.
+pub(super) const STEPS: [Step; 8] = [
+    v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5, v5_to_v6, v6_to_v7, v7_to_v8, v8_to_v9,
+];
+
+/// What each step's run is called in an error, by the version it starts from.
+pub(super) const UPGRADING: [&str; STEPS.len()] = [
+    "upgrading the schema from version 1",
+    "upgrading the schema from version 2",
+    "upgrading the schema from version 3",
+    "upgrading the schema from version 4",
+    "upgrading the schema from version 5",
+    "upgrading the schema from version 6",
+    "upgrading the schema from version 7",
+    "upgrading the schema from version 8",
+];

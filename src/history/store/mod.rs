@@ -13,7 +13,7 @@ mod schema;
 mod timeline;
 mod write;
 
-pub use import::{ImportHour, ImportMark};
+pub use import::{DriveImportHour, DriveImportMark, ImportHour, ImportMark, ImportWritten};
 pub use timeline::FutureRows;
 
 pub use schema::SCHEMA_VERSION;

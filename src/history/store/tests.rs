@@ -1117,3 +1117,60 @@ fn a_clock_that_was_ahead_leaves_no_layer_row_and_its_day_is_rebuilt_from_the_ri
     );
     assert_eq!(u.days[0].size, size);
 }
+
+#[test]
+fn imported_drive_hours_go_before_the_daemons_first_sample_once_and_feed_the_wear_forecast() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), &cfg()).unwrap();
+    let now = T0 + 60 * DAY + 1800;
+    let mut first = drive("S1", Some("eui.1"), "nvme0n1", now, 62_000_000_000_000);
+    first.wear_used_ratio = Some(0.20);
+    assert_eq!(s.record_drives(&[first]).unwrap(), 1);
+    let id = s.drives().unwrap()[0].id;
+    // 61 days of hours, the last ones at and after the daemon's first sample: those are left.
+    let hours: Vec<DriveImportHour> = (0..61 * 24)
+        .map(|i| {
+            let hour = T0 + i * HOUR;
+            let w = (10 + i / (6 * 24)) as f64 / 100.0;
+            DriveImportHour {
+                hour,
+                wear_used_ratio: Some([w; 4]),
+                host_written_bytes: Some(50e12 + 200e9 * i as f64 / 24.0),
+                samples: 2,
+                ..Default::default()
+            }
+        })
+        .collect();
+    let (fs, drives) = s
+        .import_hours(&[], &[(id, hours.clone())], "https://prom", "db7:9100", now)
+        .unwrap();
+    assert!(fs.is_empty());
+    let cutoff = now.div_euclid(HOUR) * HOUR;
+    let want = ((cutoff - T0) / HOUR) as usize;
+    assert_eq!(drives, vec![(id, want)]);
+    let [m] = s.drive_imports().unwrap().try_into().unwrap();
+    assert_eq!(
+        (m.drive, m.from_t, m.until_t, m.hours),
+        (id, T0, cutoff, want as i64)
+    );
+    // The daemon's own row is as it was; a second import writes nothing.
+    let again = s
+        .import_hours(&[], &[(id, hours)], "https://prom", "db7:9100", now)
+        .unwrap();
+    assert_eq!(again.1, vec![(id, 0)]);
+    assert_eq!(s.drive_imports().unwrap()[0].hours, want as i64);
+    let pts = s.drive_series(id, 0, now + DAY).unwrap();
+    assert_eq!(pts.len(), want + 1);
+    assert_eq!(pts.last().unwrap().wear_used_ratio.unwrap().last, 0.20);
+    assert!(!pts.last().unwrap().hourly);
+    // The wear forecast reads the imported days: 20 % now, a point every 6 days, worn out
+    // 480 days from now.
+    let days = s.drive_days(id, 0, now).unwrap();
+    let f = crate::history::forecast::forecast_drive(&days, now, None);
+    let out = f.predicted_wear_out_unix.expect("a wear-out date");
+    assert!(
+        (out - (now + 480 * DAY)).abs() <= 5 * DAY,
+        "{}",
+        (out - now) / DAY
+    );
+}

@@ -129,10 +129,13 @@ fn key_of(path: &Path, table: &str) -> Vec<String> {
 /// What a version-5 file lacks: version 6's drive health, components and database facts.
 const V6_TABLES_DROPPED: &str = "DROP TABLE drive_health; DROP TABLE component;
     DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;
-    DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day;";
+    DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day; DROP TABLE drive_import;";
 
 /// Version 8's tables: the layers' use over time.
 const V8_TABLES_DROPPED: &str = "DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day;";
+
+/// Version 9's table: which part of each drive's history was imported.
+const V9_TABLES_DROPPED: &str = "DROP TABLE drive_import;";
 
 #[test]
 fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
@@ -148,7 +151,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 8);
+    assert_eq!(SCHEMA_VERSION, 9);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
@@ -517,7 +520,7 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(&format!(
-            "DROP TABLE fs_import; {V8_TABLES_DROPPED} PRAGMA user_version = 6"
+            "DROP TABLE fs_import; {V8_TABLES_DROPPED} {V9_TABLES_DROPPED} PRAGMA user_version = 6"
         ))
         .unwrap();
     }
@@ -566,8 +569,10 @@ fn a_schema_7_store_gets_the_layers_use_tables_and_keeps_its_rows() {
         s.record_fs_layers(&[stack(t, 2 << 20)]).unwrap();
         drop(s);
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(&format!("{V8_TABLES_DROPPED} PRAGMA user_version = 7"))
-            .unwrap();
+        conn.execute_batch(&format!(
+            "{V8_TABLES_DROPPED} {V9_TABLES_DROPPED} PRAGMA user_version = 7"
+        ))
+        .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
     assert!(matches!(e, StoreError::OlderSchema { found: 7, .. }), "{e}");
@@ -595,4 +600,24 @@ fn a_schema_7_store_gets_the_layers_use_tables_and_keeps_its_rows() {
     // And it opens again without upgrading twice.
     Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
+}
+
+/// A version-8 store gets version 9's drive import marks, empty, and keeps every row.
+#[test]
+fn a_schema_8_store_gets_the_drive_import_marks_and_keeps_its_rows() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!("{V9_TABLES_DROPPED} PRAGMA user_version = 8"))
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 8, .. }), "{e}");
+    let before = counts(&path);
+    let s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    assert!(s.drive_imports().unwrap().is_empty());
 }

@@ -3,7 +3,8 @@
 //! background, and exports `ssdwatch_filesystem_predicted_full_timestamp_seconds` with the date
 //! the history implies in its first minutes (the report says the same, and which part was
 //! imported); a second start imports nothing; a wrong password is one error line and the
-//! daemon goes on.
+//! daemon goes on. With its drive read by SMART, the drive's history comes in the same run and
+//! `ssdwatch_device_predicted_wearout_timestamp_seconds` carries the date it implies.
 
 use super::*;
 use crate::support::binary::{Daemon as Binary, command};
@@ -13,6 +14,11 @@ use ssdwatch::history::Store;
 /// last day implies now (the database mount 40 GiB + 0.5 GiB a day used), and a config whose
 /// `history.import` names the gateway with `http_config`.
 fn host(s: &Secured, name: &str, http_config: &Path) -> PathBuf {
+    host_with(s, name, http_config, "  smart:\n    enabled: false\n")
+}
+
+/// [`host`] with `smart` as the config's SMART section (indented under `collectors`).
+fn host_with(s: &Secured, name: &str, http_config: &Path, smart: &str) -> PathBuf {
     let h = s.dir.path().join(name);
     for d in [
         "sys/block",
@@ -51,7 +57,7 @@ fn host(s: &Secured, name: &str, http_config: &Path) -> PathBuf {
     std::fs::write(
         h.join("ssdwatch.yaml"),
         format!(
-            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n  layers:\n    enabled: false\n\
+            "state_dir: {}\ncollectors:\n{smart}  layers:\n    enabled: false\n\
              history:\n  import:\n    prometheus: {}\n    instance: \"{NODE}\"\n    http_config_file: {}\n",
             h.join("state").display(),
             s.url,
@@ -234,4 +240,87 @@ fn a_wrong_password_for_the_import_at_first_start_is_one_error_and_the_daemon_go
             .is_empty()
     );
     assert_eq!(d.get_status("/-/healthy"), 200);
+}
+
+/// The same host with its drive read by the SMART collector (smartctl answering with a real
+/// NVMe capture, its identity and counters set to the simulated drive's as of now: 20 % worn,
+/// 62 TB written): the daemon imports the drive's 60 days with the filesystems, in one run,
+/// and exports `ssdwatch_device_predicted_wearout_timestamp_seconds` with the date the history
+/// implies (100 % worn 540 days after its start) in its first minutes.
+#[test]
+fn a_new_hosts_daemon_imports_its_drives_history_and_dates_its_wear_out_at_once() {
+    let test = "a_new_hosts_daemon_imports_its_drives_history_and_dates_its_wear_out_at_once";
+    let Some(s) = Secured::start(test) else {
+        return;
+    };
+    let fake = crate::support::smart::Fake::new();
+    let mut capture: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::smart::smart_fixture(
+            "nvme-samsung-970evoplus.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let now = ssdwatch::snapshot::unix_now() as i64;
+    capture["serial_number"] = DRIVE_SERIAL.into();
+    capture["model_name"] = DRIVE_MODEL.into();
+    let eui = u64::from_str_radix(DRIVE_WWN.trim_start_matches("eui."), 16).unwrap();
+    capture["nvme_eui64"] = serde_json::json!({"oui": eui >> 40, "ext_id": eui & 0xff_ffff_ffff});
+    let log = &mut capture["nvme_smart_health_information_log"];
+    log["percentage_used"] = ((drive_wear(now, s.start) * 100.0).round() as u64).into();
+    // NVMe data units are 512,000 bytes.
+    log["data_units_written"] =
+        ((drive_host_written(now, s.start) / 512_000.0).ceil() as u64).into();
+    let json = fake.dir.path().join("capture.json");
+    std::fs::write(&json, capture.to_string()).unwrap();
+    std::fs::write(
+        fake.dir.path().join("mode"),
+        format!("ok {}\n", json.display()),
+    )
+    .unwrap();
+    let good = s.config("good.yml", TENANT, PASSWORD, "ca.crt");
+    let smart = format!(
+        "  smart:\n    enabled: true\n    smartctl_path: {}\n    discover: false\n    devices:\n      - {{ path: /dev/{DRIVE_DEV}, type: nvme, label: {DRIVE_DEV} }}\n",
+        fake.bin().display()
+    );
+    let h = host_with(&s, "db7", &good, &smart);
+    let d = start(&h);
+    assert!(
+        d.wait_log(
+            "history import at first start: done",
+            Duration::from_secs(400)
+        ),
+        "{}",
+        d.log_text()
+    );
+    let log = d.log_text();
+    assert!(
+        log.contains(&format!(
+            "{DRIVE_DEV} (serial {DRIVE_SERIAL}, wwn {DRIVE_WWN}) -> store drive"
+        )),
+        "{log}"
+    );
+    let db = h.join("state/history.db");
+    let marks = Store::open_read_only(&db).unwrap().drive_imports().unwrap();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert!(marks[0].hours >= 59 * 24, "{marks:?}");
+    let want = (s.start + 540 * DAY) as f64;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let got = loop {
+        let m = d.metrics();
+        if let Some(v) = value_matching(
+            &m,
+            "ssdwatch_device_predicted_wearout_timestamp_seconds",
+            &format!("serial=\"{DRIVE_SERIAL}\""),
+        ) {
+            break v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no wear-out date:\n{m}\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!((got - want).abs() <= 6.0 * DAY as f64, "{got} vs {want}");
 }

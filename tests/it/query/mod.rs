@@ -32,6 +32,20 @@ pub const ROOT_SIZE: f64 = 20.0 * GIB;
 pub const ROOT_USED: f64 = 6.0 * GIB;
 /// The history's step.
 pub const STEP: i64 = 30 * 60;
+/// The simulated host's drive, as ssdwatch's SMART series name it (and its store would).
+pub const DRIVE_DEV: &str = "nvme0n1";
+pub const DRIVE_SERIAL: &str = "S5GXNX0R812345";
+pub const DRIVE_WWN: &str = "eui.002538b811b2a1c4";
+pub const DRIVE_MODEL: &str = "Samsung SSD 980 PRO 1TB";
+/// Its wear in whole percents as NVMe reports it: 10 % at the start, a point more every 6
+/// days (20 % at the history's end): worn out (100 %) 540 days after the start.
+pub fn drive_wear(t: i64, start: i64) -> f64 {
+    (10.0 + ((t - start) as f64 / DAY as f64 / 6.0).floor()) / 100.0
+}
+/// Its host bytes written: 50 TB at the start, 200 GB a day more.
+pub fn drive_host_written(t: i64, start: i64) -> f64 {
+    50e12 + 200e9 * (t - start) as f64 / DAY as f64
+}
 
 /// A Prometheus behind TLS and basic auth, a tenant gateway in front, and the files a client
 /// needs. Both processes are killed and reaped on drop.
@@ -102,6 +116,51 @@ fn openmetrics(start: i64, end: i64) -> String {
             .unwrap();
             t += 6 * HOUR;
         }
+    }
+    // ssdwatch's own SMART series of the drive (its instance, not node_exporter's).
+    let drive = format!(
+        "instance=\"{SSDWATCH}\",job=\"ssdwatch\",device=\"{DRIVE_DEV}\",serial=\"{DRIVE_SERIAL}\",wwn=\"{DRIVE_WWN}\""
+    );
+    type Figure = fn(i64, i64) -> f64;
+    let figures: [(&str, Figure); 7] = [
+        ("ssdwatch_device_wear_used_ratio", drive_wear),
+        ("ssdwatch_device_spare_available_ratio", |_, _| 1.0),
+        ("ssdwatch_device_temperature_celsius", |_, _| 41.0),
+        (
+            "ssdwatch_device_host_written_bytes_total",
+            drive_host_written,
+        ),
+        ("ssdwatch_device_nand_written_bytes_total", |t, s| {
+            1.1 * drive_host_written(t, s)
+        }),
+        ("ssdwatch_device_media_errors_total", |_, _| 0.0),
+        ("ssdwatch_device_power_on_seconds_total", |t, s| {
+            (1000 * HOUR + t - s) as f64
+        }),
+    ];
+    for (family, v) in figures {
+        let kind = if family.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let name = family.strip_suffix("_total").unwrap_or(family);
+        writeln!(s, "# TYPE {name} {kind}").unwrap();
+        let mut t = start;
+        while t <= end {
+            writeln!(s, "{family}{{{drive}}} {} {t}", v(t, start)).unwrap();
+            t += STEP;
+        }
+    }
+    writeln!(s, "# TYPE ssdwatch_device_info gauge").unwrap();
+    let mut t = start;
+    while t <= end {
+        writeln!(
+            s,
+            "ssdwatch_device_info{{{drive},model=\"{DRIVE_MODEL}\",firmware=\"5B2QGXA7\"}} 1 {t}"
+        )
+        .unwrap();
+        t += STEP;
     }
     let f = "ssdwatch_filesystem_predicted_full_timestamp_seconds";
     writeln!(s, "# TYPE {f} gauge").unwrap();
@@ -421,29 +480,27 @@ fn the_fleet_report_reaches_a_prometheus_behind_tls_basic_auth_and_a_tenant_gate
 #[test]
 fn a_wrong_password_ca_or_tenant_and_a_50mb_answer_each_give_one_clear_error() {
     let test = "a_wrong_password_ca_or_tenant_and_a_50mb_answer_each_give_one_clear_error";
-    let Some(s) = Secured::start(test) else {
-        return;
-    };
-    // Another CA, which signed nothing the server shows.
-    let other = s.dir.path().join("other");
-    std::fs::create_dir(&other).unwrap();
-    crate::support::binary::make_certs(&other);
-    let cases = [
-        (s.config("badpass.yml", TENANT, "wrong", "ca.crt"), "401"),
-        (
-            s.config("badca.yml", TENANT, PASSWORD, "other/ca.crt"),
-            "certificate",
-        ),
-        (
-            s.config("notenant.yml", "", PASSWORD, "ca.crt"),
-            "no org id",
-        ),
-        (
-            s.config("huge.yml", "huge", PASSWORD, "ca.crt"),
-            "larger than 32 MiB",
-        ),
-    ];
-    for (cfg, says) in cases {
+    if let Some(s) = Secured::start(test) {
+        each_refusal_is_one_clear_error(&s);
+    }
+}
+
+/// The same refusals from VictoriaMetrics: its own basic auth answers a wrong password (as
+/// Prometheus' web config does), the gateway the rest.
+#[test]
+fn a_wrong_password_ca_or_tenant_and_a_50mb_answer_from_victoria_metrics_each_give_one_clear_error()
+{
+    let test = "a_wrong_password_ca_or_tenant_and_a_50mb_answer_from_victoria_metrics_each_give_one_clear_error";
+    if let Some(s) = Secured::start_victoria_metrics(test) {
+        each_refusal_is_one_clear_error(&s);
+    }
+}
+
+/// `report --prometheus --fleet` with a wrong password, a CA that signed nothing the server
+/// shows, no tenant header and a tenant whose answer is 50 MB: one error line each, naming the
+/// server and what it said, never the password.
+fn each_refusal_is_one_clear_error(s: &Secured) {
+    for (cfg, says) in refusals(s) {
         let out = ssdwatch(&[
             "report",
             "--prometheus",
@@ -460,4 +517,30 @@ fn a_wrong_password_ca_or_tenant_and_a_50mb_answer_each_give_one_clear_error() {
         );
         assert!(!err.contains(PASSWORD), "a secret in an error: {err}");
     }
+}
+
+/// The client configs a locked server refuses, each with what its error says: a wrong
+/// password, a wrong CA, no tenant, the 50 MB tenant.
+pub fn refusals(s: &Secured) -> [(PathBuf, &'static str); 4] {
+    // Another CA, which signed nothing the server shows.
+    let other = s.dir.path().join("other");
+    if !other.join("ca.crt").exists() {
+        std::fs::create_dir_all(&other).unwrap();
+        crate::support::binary::make_certs(&other);
+    }
+    [
+        (s.config("badpass.yml", TENANT, "wrong", "ca.crt"), "401"),
+        (
+            s.config("badca.yml", TENANT, PASSWORD, "other/ca.crt"),
+            "certificate",
+        ),
+        (
+            s.config("notenant.yml", "", PASSWORD, "ca.crt"),
+            "no org id",
+        ),
+        (
+            s.config("huge.yml", "huge", PASSWORD, "ca.crt"),
+            "larger than 32 MiB",
+        ),
+    ]
 }
