@@ -7,6 +7,8 @@
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::door::{Door, Pass};
+use crate::history::service::Record;
+use crate::history::{LayerErrorCounts, LayerErrorKind, LayerErrorsSample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs, zpool_status};
 use crate::metrics::MetricSet;
 use crate::privileged::{DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunOutcome, run_bounded};
@@ -104,6 +106,8 @@ fn enter(door: &Door, tool: Tool, cmd: &str) -> Result<Pass, String> {
 
 pub struct LayersCollector {
     cfg: LayersConfig,
+    /// When the error counters last went to the history store (Unix seconds).
+    history_sent: Option<f64>,
     /// The privileged helper dmsetup runs under when the daemon gave up CAP_SYS_ADMIN; None:
     /// run here.
     helper: Option<Helper>,
@@ -128,6 +132,7 @@ impl LayersCollector {
             cfg: cfg.clone(),
             helper,
             zpool_json: None,
+            history_sent: None,
         }
     }
 
@@ -224,6 +229,21 @@ impl Collector for LayersCollector {
             self.zfs(&ctx.door, &mut layers, &mut s).await;
         }
         layer_metrics(&mut s.metrics, &layers);
+        // The error counters' readings for the history, at its raw interval: the store keeps
+        // the last of each hour.
+        let now = crate::snapshot::unix_now();
+        if let Some(h) = &ctx.history
+            && self
+                .history_sent
+                .is_none_or(|t| now - t >= h.raw_interval().as_secs_f64())
+        {
+            self.history_sent = Some(now);
+            s.records.extend(
+                error_records(&layers, &topo, now as i64)
+                    .into_iter()
+                    .map(Record::LayerErrors),
+            );
+        }
         let layers = Arc::new(layers);
         let valid_for = valid_for(self.cfg.interval, started.elapsed());
         // For the filesystem collector's history records, and for the mounts' effective free
@@ -774,6 +794,82 @@ fn btrfs_device_name(b: &BtrfsSpace, devid: u64) -> String {
     }
 }
 
+/// The kernel name of the one drive under `name` (a kernel name or a device-mapper name, as
+/// the layers' labels have them); None when it is not a block device here or lies on several.
+fn drive_under(topo: &Topology, name: &str) -> Option<String> {
+    let dev = topo.get(name).or_else(|| {
+        topo.devices
+            .values()
+            .find(|d| d.dm_name.as_deref() == Some(name))
+    })?;
+    match topo.physical_drives(&dev.name).as_slice() {
+        [one] => Some(one.name.clone()),
+        _ => None,
+    }
+}
+
+/// The history's readings of every error counter the layers published in this sample (the
+/// same figures as the series): btrfs devices, ZFS vdevs, md members. A btrfs device whose
+/// file could not be read and an md member without an `errors` file give none.
+fn error_records(l: &Layers, topo: &Topology, t: i64) -> Vec<LayerErrorsSample> {
+    let mut out = Vec::new();
+    for b in &l.btrfs {
+        for e in &b.fs.device_errors {
+            let Ok(c) = &e.counts else { continue };
+            let member = btrfs_device_name(b, e.devid);
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::BtrfsDevice,
+                container: b.fs.uuid.clone(),
+                drive: drive_under(topo, &member),
+                member,
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(c.read),
+                    write: Some(c.write),
+                    checksum: Some(c.corruption),
+                    other: Some(c.flush.saturating_add(c.generation)),
+                },
+            });
+        }
+    }
+    for p in &l.zfs_status {
+        for v in &p.vdevs {
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::ZfsVdev,
+                container: p.pool.clone(),
+                member: v.name.clone(),
+                drive: v.leaf.then(|| drive_under(topo, &v.name)).flatten(),
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(v.read_errors),
+                    write: Some(v.write_errors),
+                    checksum: Some(v.checksum_errors),
+                    other: None,
+                },
+            });
+        }
+    }
+    for a in &l.md {
+        for m in &a.member_list {
+            let Some(n) = m.corrected_read_errors else {
+                continue;
+            };
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::MdMember,
+                container: a.name.clone(),
+                member: m.name.clone(),
+                drive: drive_under(topo, &m.name),
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(n),
+                    ..Default::default()
+                },
+            });
+        }
+    }
+    out
+}
+
 fn md_metrics(set: &mut MetricSet, a: &md::Array) {
     let dl = [("device", a.name.as_str())];
     set.family(&catalogue::MD_INFO).push(
@@ -887,6 +983,149 @@ mod tests {
         // A 2 s run at a 1 s interval (commands under emulation): the next comes 3 s later.
         assert_eq!(valid_for(s(1), s(2)), s(7));
         assert_eq!(valid_for(Duration::MAX, s(1)), Duration::MAX);
+    }
+
+    /// The history's readings are the published counters, each placed on the one drive under
+    /// it: a btrfs device by its device-mapper name over a partition, a ZFS leaf by its kernel
+    /// name (its mirror, on two drives, on none), an md member on a dm device over two drives
+    /// on none.
+    #[test]
+    fn error_records_hold_the_series_figures_and_the_one_drive_under_each() {
+        use crate::sysfs::topology::{BlockDevice, DeviceKind};
+        let mut topo = Topology::default();
+        let mut add =
+            |name: &str, kind, slaves: &[&str], dm: Option<&str>, parent: Option<&str>| {
+                topo.devices.insert(
+                    name.into(),
+                    BlockDevice {
+                        name: name.into(),
+                        kind: Some(kind),
+                        slaves: slaves.iter().map(|s| s.to_string()).collect(),
+                        dm_name: dm.map(String::from),
+                        parent: parent.map(String::from),
+                        ..Default::default()
+                    },
+                );
+            };
+        add("sda", DeviceKind::Scsi, &[], None, None);
+        add("sdb", DeviceKind::Scsi, &[], None, None);
+        add("sda1", DeviceKind::Partition, &[], None, Some("sda"));
+        add("dm-0", DeviceKind::Dm, &["sda1"], Some("flaky"), None);
+        add(
+            "dm-1",
+            DeviceKind::Dm,
+            &["sda", "sdb"],
+            Some("striped"),
+            None,
+        );
+        let l = Layers {
+            btrfs: vec![BtrfsSpace {
+                fs: btrfs::Btrfs {
+                    uuid: "aa".into(),
+                    devices: vec!["dm-0".into()],
+                    device_errors: vec![btrfs::DeviceErrors {
+                        devid: 1,
+                        counts: Ok(btrfs::ErrorCounts {
+                            write: 5128,
+                            read: 320,
+                            flush: 2,
+                            corruption: 1,
+                            generation: 3,
+                        }),
+                    }],
+                    ..Default::default()
+                },
+                devices: vec![BtrfsDevice {
+                    name: "flaky".into(),
+                    size_bytes: None,
+                    unallocated_bytes: None,
+                    devid: Some(1),
+                }],
+            }],
+            zfs_status: vec![zpool_status::PoolStatus {
+                pool: "tank".into(),
+                data_errors: Some(0),
+                vdevs: vec![
+                    zpool_status::Vdev {
+                        name: "mirror-0".into(),
+                        leaf: false,
+                        state: Some("ONLINE"),
+                        read_errors: 0,
+                        write_errors: 0,
+                        checksum_errors: 0,
+                    },
+                    zpool_status::Vdev {
+                        name: "sdb".into(),
+                        leaf: true,
+                        state: Some("ONLINE"),
+                        read_errors: 1,
+                        write_errors: 2,
+                        checksum_errors: 514,
+                    },
+                ],
+            }],
+            md: vec![md::Array {
+                name: "md2".into(),
+                member_list: vec![
+                    md::Member {
+                        name: "dm-1".into(),
+                        corrected_read_errors: Some(8),
+                    },
+                    md::Member {
+                        name: "sdc".into(),
+                        corrected_read_errors: None,
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let r = error_records(&l, &topo, 1000);
+        let got: Vec<_> = r
+            .iter()
+            .map(|x| {
+                (
+                    x.kind,
+                    x.container.as_str(),
+                    x.member.as_str(),
+                    x.drive.as_deref(),
+                    x.counts.total(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    LayerErrorKind::BtrfsDevice,
+                    "aa",
+                    "flaky",
+                    Some("sda"),
+                    Some(5454)
+                ),
+                (LayerErrorKind::ZfsVdev, "tank", "mirror-0", None, Some(0)),
+                (
+                    LayerErrorKind::ZfsVdev,
+                    "tank",
+                    "sdb",
+                    Some("sdb"),
+                    Some(517)
+                ),
+                (LayerErrorKind::MdMember, "md2", "dm-1", None, Some(8)),
+            ],
+            "an md member without an errors file has no reading"
+        );
+        assert!(r.iter().all(|x| x.t == 1000));
+        assert_eq!(
+            r[0].counts,
+            LayerErrorCounts {
+                read: Some(320),
+                write: Some(5128),
+                checksum: Some(1),
+                other: Some(5),
+            }
+        );
+        assert_eq!(r[3].counts.write, None, "md counts corrected reads only");
     }
 
     /// Each btrfs device's counters under its kernel name: by devid where the filesystem

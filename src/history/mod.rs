@@ -18,8 +18,8 @@ pub mod store;
 pub use record::{
     ComponentSeries, ComponentSize, DatabaseFacts, DatabaseSample, DiscardEvent, DriveHealthPoint,
     DriveHealthRecord, DriveId, DriveInfo, DriveKey, DrivePoint, DriveSample, FsId, FsInfo, FsKey,
-    FsLayers, FsLayersRef, FsPoint, FsSample, FsSampleRef, IdlePeriod, LayerRow, ProbeRecord,
-    ProbeRun, Stat,
+    FsLayers, FsLayersRef, FsPoint, FsSample, FsSampleRef, IdlePeriod, LayerErrorCounts,
+    LayerErrorKind, LayerErrorsSample, LayerErrorsSeries, LayerRow, ProbeRecord, ProbeRun, Stat,
 };
 pub use store::{Maintenance, Store, StoreError};
 

@@ -212,3 +212,41 @@ pub(super) fn v6_to_v7(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(FS_IMPORT)?;
     tx.pragma_update(None, "user_version", 7)
 }
+
+/// Version 8's tables: the error counters the layers under filesystems keep of their own,
+/// for the report's drive-health table (errors new in 7 days on each drive).
+/// - `layer_member`: one component that counts errors (`kind` btrfs_device, zfs_vdev or
+///   md_member; `container` its filesystem UUID, pool or array; `member` its device, vdev or
+///   member name), with the drive under it when the topology places it on exactly one
+///   (`drive`, a kernel name, updated on every reading). Vdevs and members, never files.
+/// - `layer_errors`: each component's counters, the last reading of each hour (of each day
+///   once older than the raw retention), as `drive_health` keeps a drive's: read, write and
+///   checksum errors and the rest (btrfs' flush and generation errors), NULL where the layer
+///   has no such counter.
+pub(super) const LAYER_ERRORS: &str = "
+CREATE TABLE layer_member (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    container TEXT NOT NULL,
+    member TEXT NOT NULL,
+    drive TEXT,
+    first_seen INTEGER NOT NULL,
+    UNIQUE (kind, container, member)
+);
+CREATE TABLE layer_errors (
+    member INTEGER NOT NULL,
+    hour INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    read_errs INTEGER,
+    write_errs INTEGER,
+    checksum_errs INTEGER,
+    other_errs INTEGER,
+    PRIMARY KEY (hour, member)
+) WITHOUT ROWID;
+";
+
+/// Version 7 to 8: [`LAYER_ERRORS`], empty until the daemon's next layers samples.
+pub(super) fn v7_to_v8(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(LAYER_ERRORS)?;
+    tx.pragma_update(None, "user_version", 8)
+}

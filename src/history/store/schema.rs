@@ -7,7 +7,7 @@ use rusqlite::params;
 use std::path::Path;
 
 /// The schema this code writes; a file with a higher version is refused, not downgraded.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 const SCHEMA: &str = "
 CREATE TABLE fs (
@@ -152,6 +152,7 @@ impl Store {
                 tx.execute_batch(super::migrate::FS_LAYER)?;
                 tx.execute_batch(super::migrate::HEALTH_AND_COMPONENTS)?;
                 tx.execute_batch(super::migrate::FS_IMPORT)?;
+                tx.execute_batch(super::migrate::LAYER_ERRORS)?;
                 for (i, k) in ProbeKind::ALL.iter().enumerate() {
                     tx.execute(
                         "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",
@@ -168,32 +169,41 @@ impl Store {
                 super::migrate::v3_to_v4(tx)?;
                 super::migrate::v4_to_v5(tx)?;
                 super::migrate::v5_to_v6(tx)?;
-                super::migrate::v6_to_v7(tx)
+                super::migrate::v6_to_v7(tx)?;
+                super::migrate::v7_to_v8(tx)
             })?,
             2 => self.under_write_lock(2, "upgrading the schema from version 2", |tx| {
                 super::migrate::v2_to_v3(tx)?;
                 super::migrate::v3_to_v4(tx)?;
                 super::migrate::v4_to_v5(tx)?;
                 super::migrate::v5_to_v6(tx)?;
-                super::migrate::v6_to_v7(tx)
+                super::migrate::v6_to_v7(tx)?;
+                super::migrate::v7_to_v8(tx)
             })?,
             3 => self.under_write_lock(3, "upgrading the schema from version 3", |tx| {
                 super::migrate::v3_to_v4(tx)?;
                 super::migrate::v4_to_v5(tx)?;
                 super::migrate::v5_to_v6(tx)?;
-                super::migrate::v6_to_v7(tx)
+                super::migrate::v6_to_v7(tx)?;
+                super::migrate::v7_to_v8(tx)
             })?,
             4 => self.under_write_lock(4, "upgrading the schema from version 4", |tx| {
                 super::migrate::v4_to_v5(tx)?;
                 super::migrate::v5_to_v6(tx)?;
-                super::migrate::v6_to_v7(tx)
+                super::migrate::v6_to_v7(tx)?;
+                super::migrate::v7_to_v8(tx)
             })?,
             5 => self.under_write_lock(5, "upgrading the schema from version 5", |tx| {
                 super::migrate::v5_to_v6(tx)?;
-                super::migrate::v6_to_v7(tx)
+                super::migrate::v6_to_v7(tx)?;
+                super::migrate::v7_to_v8(tx)
             })?,
             6 => self.under_write_lock(6, "upgrading the schema from version 6", |tx| {
-                super::migrate::v6_to_v7(tx)
+                super::migrate::v6_to_v7(tx)?;
+                super::migrate::v7_to_v8(tx)
+            })?,
+            7 => self.under_write_lock(7, "upgrading the schema from version 7", |tx| {
+                super::migrate::v7_to_v8(tx)
             })?,
             SCHEMA_VERSION => {}
             found if found > SCHEMA_VERSION => {

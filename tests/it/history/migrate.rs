@@ -126,9 +126,14 @@ fn key_of(path: &Path, table: &str) -> Vec<String> {
         .unwrap()
 }
 
-/// What a version-5 file lacks: version 6's drive health, components and database facts.
+/// What a version-7 file lacks: version 8's layer error counters.
+const V8_TABLES_DROPPED: &str = "DROP TABLE layer_member; DROP TABLE layer_errors;";
+
+/// What a version-5 file lacks: version 6's drive health, components and database facts, and
+/// the later versions' tables.
 const V6_TABLES_DROPPED: &str = "DROP TABLE drive_health; DROP TABLE component;
-    DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;";
+    DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;
+    DROP TABLE layer_member; DROP TABLE layer_errors;";
 
 #[test]
 fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
@@ -144,7 +149,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 7);
+    assert_eq!(SCHEMA_VERSION, 8);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
@@ -158,6 +163,11 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
     );
     assert_eq!(key_of(&path, "component_size"), ["hour", "component"]);
     assert_eq!(key_of(&path, "fs_import"), ["fs"], "and version 7's");
+    assert_eq!(
+        key_of(&path, "layer_errors"),
+        ["hour", "member"],
+        "and version 8's"
+    );
     assert_eq!(counts(&path), before, "every row survives ({TABLES:?})");
     // Raw rows keyed by the rowid `t << 24 | series`, which pragma_table_info shows as `id`.
     assert_eq!(key_of(&path, "fs_raw"), ["id"]);
@@ -512,8 +522,10 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE fs_import; PRAGMA user_version = 6")
-            .unwrap();
+        conn.execute_batch(&format!(
+            "DROP TABLE fs_import; {V8_TABLES_DROPPED} PRAGMA user_version = 6"
+        ))
+        .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
     assert!(matches!(e, StoreError::OlderSchema { found: 6, .. }), "{e}");
@@ -522,4 +534,44 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(counts(&path), before, "every row survives");
     assert!(s.fs_imports().unwrap().is_empty());
+}
+
+/// A version-7 store gets version 8's layer error tables, empty until the daemon's next layers
+/// samples, keeps every row, and takes a btrfs device's counters from then on.
+#[test]
+fn a_schema_7_store_gets_the_layer_error_tables_and_keeps_its_rows() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!("{V8_TABLES_DROPPED} PRAGMA user_version = 7"))
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 7, .. }), "{e}");
+    let before = counts(&path);
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    let t = T0 + DAYS * DAY;
+    assert!(s.layer_errors(0, t).unwrap().is_empty());
+    let x = ssdwatch::history::LayerErrorsSample {
+        kind: ssdwatch::history::LayerErrorKind::BtrfsDevice,
+        container: "50bd3755-c9e5-4988-984e-568186d825d1".into(),
+        member: "flaky".into(),
+        drive: Some("vdh".into()),
+        t,
+        counts: ssdwatch::history::LayerErrorCounts {
+            read: Some(320),
+            write: Some(5128),
+            checksum: Some(0),
+            other: Some(2),
+        },
+    };
+    assert_eq!(s.record_layer_errors(std::slice::from_ref(&x)).unwrap(), 1);
+    let got = s.layer_errors(0, t).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].points, vec![(t, x.counts)]);
+    assert_eq!(got[0].drive.as_deref(), Some("vdh"));
 }
