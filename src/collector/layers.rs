@@ -227,6 +227,7 @@ impl Collector for LayersCollector {
         // ZFS only where its module is loaded.
         if ctx.roots.sys.join("module").join("zfs").is_dir() {
             self.zfs(&ctx.door, &mut layers, &mut s).await;
+            layers.vdev_drives = vdev_drives(ctx, &topo, &layers.zfs_status).await;
         }
         layer_metrics(&mut s.metrics, &layers);
         // The error counters' readings for the history, at its raw interval: the store keeps
@@ -687,9 +688,53 @@ pub fn layer_metrics(set: &mut MetricSet, l: &Layers) {
     for p in &l.zfs_status {
         zfs_status_metrics(set, p);
     }
+    for v in &l.vdev_drives {
+        for d in &v.drives {
+            set.family(&catalogue::ZFS_VDEV_DRIVE_INFO).push(
+                &[
+                    ("pool", v.pool.as_str()),
+                    ("vdev", v.vdev.as_str()),
+                    ("device", v.device.as_str()),
+                    ("drive", d.as_str()),
+                ],
+                1.0,
+            );
+        }
+    }
     for a in &l.md {
         md_metrics(set, a);
     }
+}
+
+/// Each leaf vdev placed on its drives ([`crate::layers::place_vdevs`]); the /dev links of
+/// names that are no kernel or device-mapper name are read under the root filesystem, off the
+/// runtime (links in devtmpfs: no device is asked).
+async fn vdev_drives(
+    ctx: &Context,
+    topo: &Arc<Topology>,
+    pools: &[zpool_status::PoolStatus],
+) -> Vec<crate::layers::VdevDrive> {
+    if pools.is_empty() {
+        return Vec::new();
+    }
+    let (pools, topo, rootfs) = (pools.to_vec(), topo.clone(), ctx.roots.rootfs.clone());
+    tokio::task::spawn_blocking(move || {
+        crate::layers::place_vdevs(&pools, &topo, |name| dev_link(&rootfs, name))
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// The kernel name a /dev link called `name` points to (`/dev/disk/by-id/ata-…-part1` →
+/// `sda1`), in the first of [`crate::layers::VDEV_LINK_DIRS`] that has one.
+fn dev_link(rootfs: &Path, name: &str) -> Option<String> {
+    if !crate::layers::is_plain_name(name) {
+        return None;
+    }
+    crate::layers::VDEV_LINK_DIRS.iter().find_map(|dir| {
+        let target = std::fs::read_link(rootfs.join(dir).join(name)).ok()?;
+        target.file_name()?.to_str().map(String::from)
+    })
 }
 
 fn zfs_status_metrics(set: &mut MetricSet, p: &zpool_status::PoolStatus) {
@@ -838,7 +883,14 @@ fn error_records(l: &Layers, topo: &Topology, t: i64) -> Vec<LayerErrorsSample> 
                 kind: LayerErrorKind::ZfsVdev,
                 container: p.pool.clone(),
                 member: v.name.clone(),
-                drive: v.leaf.then(|| drive_under(topo, &v.name)).flatten(),
+                drive: l
+                    .vdev_drives
+                    .iter()
+                    .find(|d| d.pool == p.pool && d.vdev == v.name)
+                    .and_then(|d| match d.drives.as_slice() {
+                        [one] => Some(one.clone()),
+                        _ => None,
+                    }),
                 t,
                 counts: LayerErrorCounts {
                     read: Some(v.read_errors),
@@ -1080,6 +1132,8 @@ mod tests {
             }],
             ..Default::default()
         };
+        let mut l = l;
+        l.vdev_drives = crate::layers::place_vdevs(&l.zfs_status, &topo, |_| None);
         let r = error_records(&l, &topo, 1000);
         let got: Vec<_> = r
             .iter()
@@ -1126,6 +1180,115 @@ mod tests {
             }
         );
         assert_eq!(r[3].counts.write, None, "md counts corrected reads only");
+    }
+
+    /// Leaf vdevs are placed on their drives by kernel name, device-mapper name or a /dev link
+    /// of their name (a by-id name, read here from a real link under a root), a device over two
+    /// drives on both; a group (mirror) and a file vdev get no row, and a vdev name that is a
+    /// path is never joined to a directory.
+    #[test]
+    fn leaf_vdevs_are_placed_on_their_drives_through_their_names_and_dev_links() {
+        use crate::sysfs::topology::{BlockDevice, DeviceKind};
+        let mut topo = Topology::default();
+        for (name, kind, slaves, dm, parent) in [
+            ("sda", DeviceKind::Scsi, vec![], None, None),
+            ("sdb", DeviceKind::Scsi, vec![], None, None),
+            ("nvme0n1", DeviceKind::Nvme, vec![], None, None),
+            (
+                "nvme0n1p1",
+                DeviceKind::Partition,
+                vec![],
+                None,
+                Some("nvme0n1"),
+            ),
+            (
+                "dm-1",
+                DeviceKind::Dm,
+                vec!["sda", "sdb"],
+                Some("striped"),
+                None,
+            ),
+        ] {
+            topo.devices.insert(
+                name.into(),
+                BlockDevice {
+                    name: name.into(),
+                    kind: Some(kind),
+                    slaves: slaves.iter().map(|s: &&str| s.to_string()).collect(),
+                    dm_name: dm.map(String::from),
+                    parent: parent.map(String::from),
+                    ..Default::default()
+                },
+            );
+        }
+        let root = tempfile::tempdir().unwrap();
+        let by_id = root.path().join("dev/disk/by-id");
+        std::fs::create_dir_all(&by_id).unwrap();
+        let nvme_link = "nvme-Samsung_SSD_980_PRO_1TB_S5GXNF0R123456-part1";
+        std::os::unix::fs::symlink("../../nvme0n1p1", by_id.join(nvme_link)).unwrap();
+        // A link by a name that is also a path: never followed.
+        assert_eq!(dev_link(root.path(), "disk/by-id/x"), None);
+        assert_eq!(dev_link(root.path(), ".."), None);
+        assert_eq!(
+            dev_link(root.path(), nvme_link).as_deref(),
+            Some("nvme0n1p1")
+        );
+        let vdev = |name: &str, leaf| zpool_status::Vdev {
+            name: name.into(),
+            leaf,
+            ..Default::default()
+        };
+        let pools = [zpool_status::PoolStatus {
+            pool: "tank".into(),
+            data_errors: Some(0),
+            vdevs: vec![
+                vdev("tank", false),
+                vdev("mirror-0", false),
+                vdev("sda", true),
+                vdev(nvme_link, true),
+                vdev("striped", true),
+                vdev("/var/tmp/file-vdev", true),
+            ],
+        }];
+        let placed = crate::layers::place_vdevs(&pools, &topo, |n| dev_link(root.path(), n));
+        let got: Vec<(&str, &str, Vec<&str>)> = placed
+            .iter()
+            .map(|v| {
+                (
+                    v.vdev.as_str(),
+                    v.device.as_str(),
+                    v.drives.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("sda", "sda", vec!["sda"]),
+                (nvme_link, "nvme0n1p1", vec!["nvme0n1"]),
+                ("striped", "dm-1", vec!["sda", "sdb"]),
+            ]
+        );
+        let t = text(&Layers {
+            zfs_status: pools.to_vec(),
+            vdev_drives: placed,
+            ..Default::default()
+        });
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("ssdwatch_zfs_vdev_drive_info{"))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "ssdwatch_zfs_vdev_drive_info{pool=\"tank\",vdev=\"sda\",device=\"sda\",drive=\"sda\"} 1",
+                &format!(
+                    "ssdwatch_zfs_vdev_drive_info{{pool=\"tank\",vdev=\"{nvme_link}\",device=\"nvme0n1p1\",drive=\"nvme0n1\"}} 1"
+                ),
+                "ssdwatch_zfs_vdev_drive_info{pool=\"tank\",vdev=\"striped\",device=\"dm-1\",drive=\"sda\"} 1",
+                "ssdwatch_zfs_vdev_drive_info{pool=\"tank\",vdev=\"striped\",device=\"dm-1\",drive=\"sdb\"} 1",
+            ]
+        );
     }
 
     /// Each btrfs device's counters under its kernel name: by devid where the filesystem

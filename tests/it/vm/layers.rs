@@ -605,6 +605,21 @@ fn zfs_checksum_errors_found_by_a_scrub_are_zpools_own_counts() {
         ),
         Some(1.0)
     );
+    // The vdev (a device-mapper device zpool names by its dm name) lies on the drive the guest
+    // made the pool on, so its errors join that drive's SMART.
+    let log = read("log.txt");
+    let drive = log
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("zfs="))
+        .unwrap_or_else(|| panic!("no zfs drive in the guest's log: {log}"));
+    let placed: Vec<&Series> = s
+        .iter()
+        .filter(|x| x.name == "ssdwatch_zfs_vdev_drive_info" && x.labels["vdev"] == name)
+        .collect();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(placed[0].labels["pool"], "tank");
+    assert_eq!(placed[0].labels["drive"], drive);
+    assert!(placed[0].labels["device"].starts_with("dm-"), "{placed:?}");
 }
 
 /// `btrfs device stats` lines (`[/dev/X].write_io_errs 5`) as (device path, counter, count).
