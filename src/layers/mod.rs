@@ -4,6 +4,7 @@
 //! and which layer that is). Pure: what the collector read goes in, numbers come out; no I/O
 //! and no metrics here.
 
+pub mod btrfs_stats;
 pub mod thin;
 pub mod zfs;
 pub mod zpool_status;
