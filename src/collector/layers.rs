@@ -41,6 +41,9 @@ pub struct LayersConfig {
     pub dmsetup_path: PathBuf,
     pub zpool_path: PathBuf,
     pub zfs_path: PathBuf,
+    /// btrfs-progs' `btrfs`, for `btrfs device stats` where the kernel has no `error_stats`
+    /// (before 5.14): run through the privileged helper when the daemon runs split.
+    pub btrfs_path: PathBuf,
 }
 
 impl Default for LayersConfig {
@@ -52,6 +55,7 @@ impl Default for LayersConfig {
             dmsetup_path: PathBuf::from("dmsetup"),
             zpool_path: PathBuf::from("zpool"),
             zfs_path: PathBuf::from("zfs"),
+            btrfs_path: PathBuf::from("btrfs"),
         }
     }
 }
@@ -64,6 +68,7 @@ impl LayersConfig {
             ("dmsetup_path", &self.dmsetup_path),
             ("zpool_path", &self.zpool_path),
             ("zfs_path", &self.zfs_path),
+            ("btrfs_path", &self.btrfs_path),
         ] {
             if p.as_os_str().is_empty() {
                 return Err(Invalid::new(format!("{key}.{k}"), "must not be empty"));
@@ -321,6 +326,19 @@ impl LayersCollector {
                 .filter(|m| m.fstype == "btrfs")
                 .find(|m| resolve_device(m, topo).is_some_and(|d| b.devices.contains(&d)))
                 .map(|m| ctx.roots.in_rootfs(&m.mount_path));
+            // No error_stats (kernels before 5.14): btrfs device stats, which needs
+            // CAP_SYS_ADMIN (through the helper when the daemon runs split).
+            if b.device_errors.is_empty()
+                && let Some(m) = &mount
+            {
+                match self.btrfs_device_stats(&ctx.door, &b.uuid, m).await {
+                    Ok(stats) => layers.btrfs_device_stats.push((b.uuid.clone(), stats)),
+                    Err(e) => s.error(ItemError::new(
+                        format!("btrfs {} device stats", b.uuid),
+                        format!("btrfs {}: {e}", b.uuid),
+                    )),
+                }
+            }
             let devices = self.btrfs_devices(ctx, topo, &b, mount, s).await;
             layers.btrfs.push(BtrfsSpace { fs: b, devices });
         }
@@ -402,6 +420,45 @@ impl LayersCollector {
                 }
             })
             .collect()
+    }
+
+    /// `btrfs device stats MOUNT`, parsed: through the privileged helper where the daemon runs
+    /// split (the tool needs CAP_SYS_ADMIN, which the daemon gave up), else run here. The
+    /// filesystem is its own item at the door: not asked again while a run on it hangs.
+    async fn btrfs_device_stats(
+        &self,
+        door: &Door,
+        uuid: &str,
+        mount: &Path,
+    ) -> Result<Vec<crate::layers::btrfs_stats::DeviceStats>, String> {
+        let bin = self.cfg.btrfs_path.clone();
+        let Some(m) = mount.to_str() else {
+            return Err(format!(
+                "{}: not UTF-8; btrfs device stats not asked",
+                mount.display()
+            ));
+        };
+        let cmd = format!("{} device stats {m}", bin.display());
+        let pass = door
+            .enter(NAME, format!("btrfs device stats {uuid}"))
+            .map_err(|_| {
+                format!("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")
+            })?;
+        let outcome = match self.helper.clone() {
+            Some(helper) => {
+                let mount = m.to_string();
+                helper
+                    .read(RequestKind::BtrfsDeviceStats { mount }, pass)
+                    .await
+                    .outcome
+            }
+            None => {
+                let args = ["device".to_string(), "stats".to_string(), m.to_string()];
+                run_bounded(&bin, &args, self.cfg.timeout, pass).await
+            }
+        };
+        let text = output(&cmd, outcome)?;
+        crate::layers::btrfs_stats::parse_device_stats(&text).map_err(|e| format!("{cmd}: {e}"))
     }
 
     /// `dmsetup table` or `status`: through the privileged helper where the daemon runs split (the
@@ -688,6 +745,20 @@ pub fn layer_metrics(set: &mut MetricSet, l: &Layers) {
     for p in &l.zfs_status {
         zfs_status_metrics(set, p);
     }
+    for (uuid, stats) in &l.btrfs_device_stats {
+        for d in stats {
+            for (t, n) in d.counts.by_type() {
+                set.family(&catalogue::BTRFS_DEVICE_ERRORS_TOTAL).push(
+                    &[
+                        ("uuid", uuid.as_str()),
+                        ("device", d.device.as_str()),
+                        ("type", t),
+                    ],
+                    n as f64,
+                );
+            }
+        }
+    }
     for v in &l.vdev_drives {
         for d in &v.drives {
             set.family(&catalogue::ZFS_VDEV_DRIVE_INFO).push(
@@ -867,6 +938,24 @@ fn error_records(l: &Layers, topo: &Topology, t: i64) -> Vec<LayerErrorsSample> 
                 container: b.fs.uuid.clone(),
                 drive: drive_under(topo, &member),
                 member,
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(c.read),
+                    write: Some(c.write),
+                    checksum: Some(c.corruption),
+                    other: Some(c.flush.saturating_add(c.generation)),
+                },
+            });
+        }
+    }
+    for (uuid, stats) in &l.btrfs_device_stats {
+        for d in stats {
+            let c = &d.counts;
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::BtrfsDevice,
+                container: uuid.clone(),
+                member: d.device.clone(),
+                drive: drive_under(topo, &d.device),
                 t,
                 counts: LayerErrorCounts {
                     read: Some(c.read),
@@ -1180,6 +1269,39 @@ mod tests {
             }
         );
         assert_eq!(r[3].counts.write, None, "md counts corrected reads only");
+        // On a kernel without error_stats the counters come from btrfs device stats: the same
+        // series and the same records, by the device's name.
+        let l = Layers {
+            btrfs_device_stats: vec![(
+                "bb".into(),
+                vec![crate::layers::btrfs_stats::DeviceStats {
+                    device: "flaky".into(),
+                    counts: btrfs::ErrorCounts {
+                        write: 5128,
+                        read: 320,
+                        flush: 2,
+                        ..Default::default()
+                    },
+                }],
+            )],
+            ..Default::default()
+        };
+        let r = error_records(&l, &topo, 1000);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (
+                r[0].container.as_str(),
+                r[0].member.as_str(),
+                r[0].drive.as_deref()
+            ),
+            ("bb", "flaky", Some("sda"))
+        );
+        assert_eq!(r[0].counts.total(), Some(5450));
+        let t = text(&l);
+        assert!(
+            t.contains("ssdwatch_btrfs_device_errors_total{uuid=\"bb\",device=\"flaky\",type=\"write\"} 5128"),
+            "{t}"
+        );
     }
 
     /// Leaf vdevs are placed on their drives by kernel name, device-mapper name or a /dev link

@@ -103,6 +103,9 @@ pub struct Layers {
     /// Each leaf vdev's block device and the physical drives under it, where the topology
     /// places it.
     pub vdev_drives: Vec<VdevDrive>,
+    /// Each btrfs's device error counters from `btrfs device stats`, by filesystem UUID, where
+    /// the kernel has no `error_stats` (before 5.14).
+    pub btrfs_device_stats: Vec<(String, Vec<btrfs_stats::DeviceStats>)>,
     pub md: Vec<Array>,
 }
 

@@ -259,6 +259,94 @@ fn a_two_device_btrfs_exports_each_devices_error_counters_as_btrfs_device_stats_
     );
 }
 
+/// Copies a sysfs directory's readable files (links become empty files, as the fixtures keep
+/// `devices/`), leaving out files named `skip`.
+fn copy_sysfs(from: &Path, to: &Path, skip: &str) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e.file_type().unwrap();
+        if ty.is_symlink() {
+            std::fs::write(&dst, "").unwrap();
+        } else if ty.is_dir() {
+            copy_sysfs(&src, &dst, skip);
+        } else if e.file_name() != skip
+            && let Ok(b) = std::fs::read(&src)
+        {
+            std::fs::write(&dst, b).unwrap();
+        }
+    }
+}
+
+/// A kernel before 5.14 has no `error_stats`: the collector runs `btrfs device stats` instead.
+/// A real btrfs on a loop device, seen through a sysfs root whose btrfs tree lacks the files
+/// (this host's kernel has them): each device's five counters are the tool's own, under the
+/// device's kernel name, and nothing fails.
+#[test]
+fn without_error_stats_the_counters_come_from_btrfs_device_stats() {
+    let test = "btrfs device stats for kernels before 5.14";
+    if !require_root(test)
+        || !require_cmd(test, "mkfs.btrfs", "btrfs-progs")
+        || !require_cmd(test, "btrfs", "btrfs-progs")
+    {
+        return;
+    }
+    if !std::fs::read_to_string("/proc/filesystems")
+        .unwrap_or_default()
+        .contains("btrfs")
+    {
+        not_applicable(test, "the kernel has no btrfs");
+        return;
+    }
+    let fs = LoopFs::of_type(300, "mkfs.btrfs", &["-q", "-f"]);
+    let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
+    let sys = tempfile::tempdir().unwrap();
+    for d in ["block", "devices", "class", "dev"] {
+        std::os::unix::fs::symlink(Path::new("/sys").join(d), sys.path().join(d)).unwrap();
+    }
+    let tree = sys.path().join("fs/btrfs").join(&uuid);
+    copy_sysfs(
+        &Path::new("/sys/fs/btrfs").join(&uuid),
+        &tree,
+        "error_stats",
+    );
+    assert!(tree.join("devinfo/1").is_dir() && !tree.join("devinfo/1/error_stats").exists());
+    let mut config = layers_only(&fs.dir.path().join("state"));
+    config.collectors.filesystem.enabled = false;
+    let roots = ssdwatch::Roots {
+        sys: sys.path().to_path_buf(),
+        ..roots_seeing(&[&fs.mountpoint])
+    };
+    let daemon = Daemon::start(config, roots);
+    let u = format!("uuid=\"{uuid}\"");
+    let m = daemon.wait_metrics("btrfs device stats", Duration::from_secs(20), |m| {
+        m.lines()
+            .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{") && l.contains(&u))
+            .count()
+            >= 5
+    });
+    let stats = device_stats(fs.mp());
+    assert_eq!(stats.len(), 5, "btrfs device stats: {stats:?}");
+    for (path, counter, n) in &stats {
+        let name = path.trim_start_matches("/dev/");
+        assert_eq!(name, fs.kernel_name());
+        let t = counter.trim_end_matches("_errs").trim_end_matches("_io");
+        let series =
+            format!("ssdwatch_btrfs_device_errors_total{{{u},device=\"{name}\",type=\"{t}\"}}");
+        assert_eq!(value(&m, &series), Some(*n as f64), "{series} in\n{m}");
+    }
+    let ours = m
+        .lines()
+        .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{") && l.contains(&u))
+        .count();
+    assert_eq!(ours, 5, "{m}");
+    assert_eq!(
+        value(&m, "ssdwatch_collector_failing_items{collector=\"layers\"}"),
+        Some(0.0),
+        "{m}"
+    );
+}
+
 /// A sysfs root where the zfs module is loaded and no block device exists, so the collector
 /// asks zpool and zfs and nothing else.
 fn zfs_sysfs() -> tempfile::TempDir {
