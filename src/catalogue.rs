@@ -288,6 +288,8 @@ catalogue! {
         "1 for the vdev's state (ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED), 0 for the others; no series for a state zpool names otherwise.";
     ZFS_VDEV_INFO: Gauge "ssdwatch_zfs_vdev_info" ["pool", "vdev", "leaf"] unit ""
         "A vdev of the pool as zpool status names it; leaf is true for a device (disk, partition, file), false for the root and groups (mirror, raidz); always 1.";
+    ZFS_VDEV_DRIVE_INFO: Gauge "ssdwatch_zfs_vdev_drive_info" ["pool", "vdev", "device", "drive"] unit ""
+        "A leaf vdev lies on this physical drive: device is the block device zpool uses (its kernel name, through the /dev link zpool names), drive a physical drive under it; always 1. Join drive to device of drive metrics (SMART). No series for a vdev the block topology can't place (a file).";
     ZFS_DATASET_USED_BYTES: Gauge "ssdwatch_zfs_dataset_used_bytes" ["dataset", "pool"] unit "bytes"
         "Space the dataset and its descendants use.";
     ZFS_DATASET_AVAILABLE_BYTES: Gauge "ssdwatch_zfs_dataset_available_bytes" ["dataset", "pool"] unit "bytes"

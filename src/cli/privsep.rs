@@ -59,6 +59,8 @@ pub(super) fn split(
             dmsetup_timeout_ms: layers.timeout.as_millis() as u64,
             ocp_log: smart.enabled && smart.nvme_ocp_log,
             discover_raid: smart.enabled && smart.discover_raid,
+            btrfs: layers.enabled.then(|| layers.btrfs_path.clone()),
+            proc: roots.proc.clone(),
         };
         let spec =
             serde_json::to_string(&spec).map_err(|e| format!("the privileged helper: {e}"))?;

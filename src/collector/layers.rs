@@ -7,6 +7,8 @@
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::door::{Door, Pass};
+use crate::history::service::Record;
+use crate::history::{LayerErrorCounts, LayerErrorKind, LayerErrorsSample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs, zpool_status};
 use crate::metrics::MetricSet;
 use crate::privileged::{DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunOutcome, run_bounded};
@@ -39,6 +41,9 @@ pub struct LayersConfig {
     pub dmsetup_path: PathBuf,
     pub zpool_path: PathBuf,
     pub zfs_path: PathBuf,
+    /// btrfs-progs' `btrfs`, for `btrfs device stats` where the kernel has no `error_stats`
+    /// (before 5.14): run through the privileged helper when the daemon runs split.
+    pub btrfs_path: PathBuf,
 }
 
 impl Default for LayersConfig {
@@ -50,6 +55,7 @@ impl Default for LayersConfig {
             dmsetup_path: PathBuf::from("dmsetup"),
             zpool_path: PathBuf::from("zpool"),
             zfs_path: PathBuf::from("zfs"),
+            btrfs_path: PathBuf::from("btrfs"),
         }
     }
 }
@@ -62,6 +68,7 @@ impl LayersConfig {
             ("dmsetup_path", &self.dmsetup_path),
             ("zpool_path", &self.zpool_path),
             ("zfs_path", &self.zfs_path),
+            ("btrfs_path", &self.btrfs_path),
         ] {
             if p.as_os_str().is_empty() {
                 return Err(Invalid::new(format!("{key}.{k}"), "must not be empty"));
@@ -104,6 +111,8 @@ fn enter(door: &Door, tool: Tool, cmd: &str) -> Result<Pass, String> {
 
 pub struct LayersCollector {
     cfg: LayersConfig,
+    /// When the error counters last went to the history store (Unix seconds).
+    history_sent: Option<f64>,
     /// The privileged helper dmsetup runs under when the daemon gave up CAP_SYS_ADMIN; None:
     /// run here.
     helper: Option<Helper>,
@@ -128,6 +137,7 @@ impl LayersCollector {
             cfg: cfg.clone(),
             helper,
             zpool_json: None,
+            history_sent: None,
         }
     }
 
@@ -222,8 +232,24 @@ impl Collector for LayersCollector {
         // ZFS only where its module is loaded.
         if ctx.roots.sys.join("module").join("zfs").is_dir() {
             self.zfs(&ctx.door, &mut layers, &mut s).await;
+            layers.vdev_drives = vdev_drives(ctx, &topo, &layers.zfs_status).await;
         }
         layer_metrics(&mut s.metrics, &layers);
+        // The error counters' readings for the history, at its raw interval: the store keeps
+        // the last of each hour.
+        let now = crate::snapshot::unix_now();
+        if let Some(h) = &ctx.history
+            && self
+                .history_sent
+                .is_none_or(|t| now - t >= h.raw_interval().as_secs_f64())
+        {
+            self.history_sent = Some(now);
+            s.records.extend(
+                error_records(&layers, &topo, now as i64)
+                    .into_iter()
+                    .map(Record::LayerErrors),
+            );
+        }
         let layers = Arc::new(layers);
         let valid_for = valid_for(self.cfg.interval, started.elapsed());
         // For the filesystem collector's history records, and for the mounts' effective free
@@ -300,6 +326,19 @@ impl LayersCollector {
                 .filter(|m| m.fstype == "btrfs")
                 .find(|m| resolve_device(m, topo).is_some_and(|d| b.devices.contains(&d)))
                 .map(|m| ctx.roots.in_rootfs(&m.mount_path));
+            // No error_stats (kernels before 5.14): btrfs device stats, which needs
+            // CAP_SYS_ADMIN (through the helper when the daemon runs split).
+            if b.device_errors.is_empty()
+                && let Some(m) = &mount
+            {
+                match self.btrfs_device_stats(&ctx.door, &b.uuid, m).await {
+                    Ok(stats) => layers.btrfs_device_stats.push((b.uuid.clone(), stats)),
+                    Err(e) => s.error(ItemError::new(
+                        format!("btrfs {} device stats", b.uuid),
+                        format!("btrfs {}: {e}", b.uuid),
+                    )),
+                }
+            }
             let devices = self.btrfs_devices(ctx, topo, &b, mount, s).await;
             layers.btrfs.push(BtrfsSpace { fs: b, devices });
         }
@@ -381,6 +420,45 @@ impl LayersCollector {
                 }
             })
             .collect()
+    }
+
+    /// `btrfs device stats MOUNT`, parsed: through the privileged helper where the daemon runs
+    /// split (the tool needs CAP_SYS_ADMIN, which the daemon gave up), else run here. The
+    /// filesystem is its own item at the door: not asked again while a run on it hangs.
+    async fn btrfs_device_stats(
+        &self,
+        door: &Door,
+        uuid: &str,
+        mount: &Path,
+    ) -> Result<Vec<crate::layers::btrfs_stats::DeviceStats>, String> {
+        let bin = self.cfg.btrfs_path.clone();
+        let Some(m) = mount.to_str() else {
+            return Err(format!(
+                "{}: not UTF-8; btrfs device stats not asked",
+                mount.display()
+            ));
+        };
+        let cmd = format!("{} device stats {m}", bin.display());
+        let pass = door
+            .enter(NAME, format!("btrfs device stats {uuid}"))
+            .map_err(|_| {
+                format!("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")
+            })?;
+        let outcome = match self.helper.clone() {
+            Some(helper) => {
+                let mount = m.to_string();
+                helper
+                    .read(RequestKind::BtrfsDeviceStats { mount }, pass)
+                    .await
+                    .outcome
+            }
+            None => {
+                let args = ["device".to_string(), "stats".to_string(), m.to_string()];
+                run_bounded(&bin, &args, self.cfg.timeout, pass).await
+            }
+        };
+        let text = output(&cmd, outcome)?;
+        crate::layers::btrfs_stats::parse_device_stats(&text).map_err(|e| format!("{cmd}: {e}"))
     }
 
     /// `dmsetup table` or `status`: through the privileged helper where the daemon runs split (the
@@ -667,9 +745,67 @@ pub fn layer_metrics(set: &mut MetricSet, l: &Layers) {
     for p in &l.zfs_status {
         zfs_status_metrics(set, p);
     }
+    for (uuid, stats) in &l.btrfs_device_stats {
+        for d in stats {
+            for (t, n) in d.counts.by_type() {
+                set.family(&catalogue::BTRFS_DEVICE_ERRORS_TOTAL).push(
+                    &[
+                        ("uuid", uuid.as_str()),
+                        ("device", d.device.as_str()),
+                        ("type", t),
+                    ],
+                    n as f64,
+                );
+            }
+        }
+    }
+    for v in &l.vdev_drives {
+        for d in &v.drives {
+            set.family(&catalogue::ZFS_VDEV_DRIVE_INFO).push(
+                &[
+                    ("pool", v.pool.as_str()),
+                    ("vdev", v.vdev.as_str()),
+                    ("device", v.device.as_str()),
+                    ("drive", d.as_str()),
+                ],
+                1.0,
+            );
+        }
+    }
     for a in &l.md {
         md_metrics(set, a);
     }
+}
+
+/// Each leaf vdev placed on its drives ([`crate::layers::place_vdevs`]); the /dev links of
+/// names that are no kernel or device-mapper name are read under the root filesystem, off the
+/// runtime (links in devtmpfs: no device is asked).
+async fn vdev_drives(
+    ctx: &Context,
+    topo: &Arc<Topology>,
+    pools: &[zpool_status::PoolStatus],
+) -> Vec<crate::layers::VdevDrive> {
+    if pools.is_empty() {
+        return Vec::new();
+    }
+    let (pools, topo, rootfs) = (pools.to_vec(), topo.clone(), ctx.roots.rootfs.clone());
+    tokio::task::spawn_blocking(move || {
+        crate::layers::place_vdevs(&pools, &topo, |name| dev_link(&rootfs, name))
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// The kernel name a /dev link called `name` points to (`/dev/disk/by-id/ata-…-part1` →
+/// `sda1`), in the first of [`crate::layers::VDEV_LINK_DIRS`] that has one.
+fn dev_link(rootfs: &Path, name: &str) -> Option<String> {
+    if !crate::layers::is_plain_name(name) {
+        return None;
+    }
+    crate::layers::VDEV_LINK_DIRS.iter().find_map(|dir| {
+        let target = std::fs::read_link(rootfs.join(dir).join(name)).ok()?;
+        target.file_name()?.to_str().map(String::from)
+    })
 }
 
 fn zfs_status_metrics(set: &mut MetricSet, p: &zpool_status::PoolStatus) {
@@ -772,6 +908,107 @@ fn btrfs_device_name(b: &BtrfsSpace, devid: u64) -> String {
         ([only], 1) if b.devices.iter().all(|d| d.devid.is_none()) => only.clone(),
         _ => format!("devid{devid}"),
     }
+}
+
+/// The kernel name of the one drive under `name` (a kernel name or a device-mapper name, as
+/// the layers' labels have them); None when it is not a block device here or lies on several.
+fn drive_under(topo: &Topology, name: &str) -> Option<String> {
+    let dev = topo.get(name).or_else(|| {
+        topo.devices
+            .values()
+            .find(|d| d.dm_name.as_deref() == Some(name))
+    })?;
+    match topo.physical_drives(&dev.name).as_slice() {
+        [one] => Some(one.name.clone()),
+        _ => None,
+    }
+}
+
+/// The history's readings of every error counter the layers published in this sample (the
+/// same figures as the series): btrfs devices, ZFS vdevs, md members. A btrfs device whose
+/// file could not be read and an md member without an `errors` file give none.
+fn error_records(l: &Layers, topo: &Topology, t: i64) -> Vec<LayerErrorsSample> {
+    let mut out = Vec::new();
+    for b in &l.btrfs {
+        for e in &b.fs.device_errors {
+            let Ok(c) = &e.counts else { continue };
+            let member = btrfs_device_name(b, e.devid);
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::BtrfsDevice,
+                container: b.fs.uuid.clone(),
+                drive: drive_under(topo, &member),
+                member,
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(c.read),
+                    write: Some(c.write),
+                    checksum: Some(c.corruption),
+                    other: Some(c.flush.saturating_add(c.generation)),
+                },
+            });
+        }
+    }
+    for (uuid, stats) in &l.btrfs_device_stats {
+        for d in stats {
+            let c = &d.counts;
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::BtrfsDevice,
+                container: uuid.clone(),
+                member: d.device.clone(),
+                drive: drive_under(topo, &d.device),
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(c.read),
+                    write: Some(c.write),
+                    checksum: Some(c.corruption),
+                    other: Some(c.flush.saturating_add(c.generation)),
+                },
+            });
+        }
+    }
+    for p in &l.zfs_status {
+        for v in &p.vdevs {
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::ZfsVdev,
+                container: p.pool.clone(),
+                member: v.name.clone(),
+                drive: l
+                    .vdev_drives
+                    .iter()
+                    .find(|d| d.pool == p.pool && d.vdev == v.name)
+                    .and_then(|d| match d.drives.as_slice() {
+                        [one] => Some(one.clone()),
+                        _ => None,
+                    }),
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(v.read_errors),
+                    write: Some(v.write_errors),
+                    checksum: Some(v.checksum_errors),
+                    other: None,
+                },
+            });
+        }
+    }
+    for a in &l.md {
+        for m in &a.member_list {
+            let Some(n) = m.corrected_read_errors else {
+                continue;
+            };
+            out.push(LayerErrorsSample {
+                kind: LayerErrorKind::MdMember,
+                container: a.name.clone(),
+                member: m.name.clone(),
+                drive: drive_under(topo, &m.name),
+                t,
+                counts: LayerErrorCounts {
+                    read: Some(n),
+                    ..Default::default()
+                },
+            });
+        }
+    }
+    out
 }
 
 fn md_metrics(set: &mut MetricSet, a: &md::Array) {
@@ -887,6 +1124,293 @@ mod tests {
         // A 2 s run at a 1 s interval (commands under emulation): the next comes 3 s later.
         assert_eq!(valid_for(s(1), s(2)), s(7));
         assert_eq!(valid_for(Duration::MAX, s(1)), Duration::MAX);
+    }
+
+    /// The history's readings are the published counters, each placed on the one drive under
+    /// it: a btrfs device by its device-mapper name over a partition, a ZFS leaf by its kernel
+    /// name (its mirror, on two drives, on none), an md member on a dm device over two drives
+    /// on none.
+    #[test]
+    fn error_records_hold_the_series_figures_and_the_one_drive_under_each() {
+        use crate::sysfs::topology::{BlockDevice, DeviceKind};
+        let mut topo = Topology::default();
+        let mut add =
+            |name: &str, kind, slaves: &[&str], dm: Option<&str>, parent: Option<&str>| {
+                topo.devices.insert(
+                    name.into(),
+                    BlockDevice {
+                        name: name.into(),
+                        kind: Some(kind),
+                        slaves: slaves.iter().map(|s| s.to_string()).collect(),
+                        dm_name: dm.map(String::from),
+                        parent: parent.map(String::from),
+                        ..Default::default()
+                    },
+                );
+            };
+        add("sda", DeviceKind::Scsi, &[], None, None);
+        add("sdb", DeviceKind::Scsi, &[], None, None);
+        add("sda1", DeviceKind::Partition, &[], None, Some("sda"));
+        add("dm-0", DeviceKind::Dm, &["sda1"], Some("flaky"), None);
+        add(
+            "dm-1",
+            DeviceKind::Dm,
+            &["sda", "sdb"],
+            Some("striped"),
+            None,
+        );
+        let l = Layers {
+            btrfs: vec![BtrfsSpace {
+                fs: btrfs::Btrfs {
+                    uuid: "aa".into(),
+                    devices: vec!["dm-0".into()],
+                    device_errors: vec![btrfs::DeviceErrors {
+                        devid: 1,
+                        counts: Ok(btrfs::ErrorCounts {
+                            write: 5128,
+                            read: 320,
+                            flush: 2,
+                            corruption: 1,
+                            generation: 3,
+                        }),
+                    }],
+                    ..Default::default()
+                },
+                devices: vec![BtrfsDevice {
+                    name: "flaky".into(),
+                    size_bytes: None,
+                    unallocated_bytes: None,
+                    devid: Some(1),
+                }],
+            }],
+            zfs_status: vec![zpool_status::PoolStatus {
+                pool: "tank".into(),
+                data_errors: Some(0),
+                vdevs: vec![
+                    zpool_status::Vdev {
+                        name: "mirror-0".into(),
+                        leaf: false,
+                        state: Some("ONLINE"),
+                        read_errors: 0,
+                        write_errors: 0,
+                        checksum_errors: 0,
+                    },
+                    zpool_status::Vdev {
+                        name: "sdb".into(),
+                        leaf: true,
+                        state: Some("ONLINE"),
+                        read_errors: 1,
+                        write_errors: 2,
+                        checksum_errors: 514,
+                    },
+                ],
+            }],
+            md: vec![md::Array {
+                name: "md2".into(),
+                member_list: vec![
+                    md::Member {
+                        name: "dm-1".into(),
+                        corrected_read_errors: Some(8),
+                    },
+                    md::Member {
+                        name: "sdc".into(),
+                        corrected_read_errors: None,
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut l = l;
+        l.vdev_drives = crate::layers::place_vdevs(&l.zfs_status, &topo, |_| None);
+        let r = error_records(&l, &topo, 1000);
+        let got: Vec<_> = r
+            .iter()
+            .map(|x| {
+                (
+                    x.kind,
+                    x.container.as_str(),
+                    x.member.as_str(),
+                    x.drive.as_deref(),
+                    x.counts.total(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    LayerErrorKind::BtrfsDevice,
+                    "aa",
+                    "flaky",
+                    Some("sda"),
+                    Some(5454)
+                ),
+                (LayerErrorKind::ZfsVdev, "tank", "mirror-0", None, Some(0)),
+                (
+                    LayerErrorKind::ZfsVdev,
+                    "tank",
+                    "sdb",
+                    Some("sdb"),
+                    Some(517)
+                ),
+                (LayerErrorKind::MdMember, "md2", "dm-1", None, Some(8)),
+            ],
+            "an md member without an errors file has no reading"
+        );
+        assert!(r.iter().all(|x| x.t == 1000));
+        assert_eq!(
+            r[0].counts,
+            LayerErrorCounts {
+                read: Some(320),
+                write: Some(5128),
+                checksum: Some(1),
+                other: Some(5),
+            }
+        );
+        assert_eq!(r[3].counts.write, None, "md counts corrected reads only");
+        // On a kernel without error_stats the counters come from btrfs device stats: the same
+        // series and the same records, by the device's name.
+        let l = Layers {
+            btrfs_device_stats: vec![(
+                "bb".into(),
+                vec![crate::layers::btrfs_stats::DeviceStats {
+                    device: "flaky".into(),
+                    counts: btrfs::ErrorCounts {
+                        write: 5128,
+                        read: 320,
+                        flush: 2,
+                        ..Default::default()
+                    },
+                }],
+            )],
+            ..Default::default()
+        };
+        let r = error_records(&l, &topo, 1000);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (
+                r[0].container.as_str(),
+                r[0].member.as_str(),
+                r[0].drive.as_deref()
+            ),
+            ("bb", "flaky", Some("sda"))
+        );
+        assert_eq!(r[0].counts.total(), Some(5450));
+        let t = text(&l);
+        assert!(
+            t.contains("ssdwatch_btrfs_device_errors_total{uuid=\"bb\",device=\"flaky\",type=\"write\"} 5128"),
+            "{t}"
+        );
+    }
+
+    /// Leaf vdevs are placed on their drives by kernel name, device-mapper name or a /dev link
+    /// of their name (a by-id name, read here from a real link under a root), a device over two
+    /// drives on both; a group (mirror) and a file vdev get no row, and a vdev name that is a
+    /// path is never joined to a directory.
+    #[test]
+    fn leaf_vdevs_are_placed_on_their_drives_through_their_names_and_dev_links() {
+        use crate::sysfs::topology::{BlockDevice, DeviceKind};
+        let mut topo = Topology::default();
+        for (name, kind, slaves, dm, parent) in [
+            ("sda", DeviceKind::Scsi, vec![], None, None),
+            ("sdb", DeviceKind::Scsi, vec![], None, None),
+            ("nvme0n1", DeviceKind::Nvme, vec![], None, None),
+            (
+                "nvme0n1p1",
+                DeviceKind::Partition,
+                vec![],
+                None,
+                Some("nvme0n1"),
+            ),
+            (
+                "dm-1",
+                DeviceKind::Dm,
+                vec!["sda", "sdb"],
+                Some("striped"),
+                None,
+            ),
+        ] {
+            topo.devices.insert(
+                name.into(),
+                BlockDevice {
+                    name: name.into(),
+                    kind: Some(kind),
+                    slaves: slaves.iter().map(|s: &&str| s.to_string()).collect(),
+                    dm_name: dm.map(String::from),
+                    parent: parent.map(String::from),
+                    ..Default::default()
+                },
+            );
+        }
+        let root = tempfile::tempdir().unwrap();
+        let by_id = root.path().join("dev/disk/by-id");
+        std::fs::create_dir_all(&by_id).unwrap();
+        let nvme_link = "nvme-Samsung_SSD_980_PRO_1TB_S5GXNF0R123456-part1";
+        std::os::unix::fs::symlink("../../nvme0n1p1", by_id.join(nvme_link)).unwrap();
+        // A link by a name that is also a path: never followed.
+        assert_eq!(dev_link(root.path(), "disk/by-id/x"), None);
+        assert_eq!(dev_link(root.path(), ".."), None);
+        assert_eq!(
+            dev_link(root.path(), nvme_link).as_deref(),
+            Some("nvme0n1p1")
+        );
+        let vdev = |name: &str, leaf| zpool_status::Vdev {
+            name: name.into(),
+            leaf,
+            ..Default::default()
+        };
+        let pools = [zpool_status::PoolStatus {
+            pool: "tank".into(),
+            data_errors: Some(0),
+            vdevs: vec![
+                vdev("tank", false),
+                vdev("mirror-0", false),
+                vdev("sda", true),
+                vdev(nvme_link, true),
+                vdev("striped", true),
+                vdev("/var/tmp/file-vdev", true),
+            ],
+        }];
+        let placed = crate::layers::place_vdevs(&pools, &topo, |n| dev_link(root.path(), n));
+        let got: Vec<(&str, &str, Vec<&str>)> = placed
+            .iter()
+            .map(|v| {
+                (
+                    v.vdev.as_str(),
+                    v.device.as_str(),
+                    v.drives.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("sda", "sda", vec!["sda"]),
+                (nvme_link, "nvme0n1p1", vec!["nvme0n1"]),
+                ("striped", "dm-1", vec!["sda", "sdb"]),
+            ]
+        );
+        let t = text(&Layers {
+            zfs_status: pools.to_vec(),
+            vdev_drives: placed,
+            ..Default::default()
+        });
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("ssdwatch_zfs_vdev_drive_info{"))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "ssdwatch_zfs_vdev_drive_info{pool=\"tank\",vdev=\"sda\",device=\"sda\",drive=\"sda\"} 1",
+                &format!(
+                    "ssdwatch_zfs_vdev_drive_info{{pool=\"tank\",vdev=\"{nvme_link}\",device=\"nvme0n1p1\",drive=\"nvme0n1\"}} 1"
+                ),
+                "ssdwatch_zfs_vdev_drive_info{pool=\"tank\",vdev=\"striped\",device=\"dm-1\",drive=\"sda\"} 1",
+                "ssdwatch_zfs_vdev_drive_info{pool=\"tank\",vdev=\"striped\",device=\"dm-1\",drive=\"sdb\"} 1",
+            ]
+        );
     }
 
     /// Each btrfs device's counters under its kernel name: by devid where the filesystem

@@ -18,8 +18,9 @@ pub mod store;
 pub use record::{
     ComponentSeries, ComponentSize, DatabaseFacts, DatabaseSample, DiscardEvent, DriveHealthPoint,
     DriveHealthRecord, DriveId, DriveInfo, DriveKey, DrivePoint, DriveSample, FsId, FsInfo, FsKey,
-    FsLayers, FsLayersRef, FsPoint, FsSample, FsSampleRef, IdlePeriod, LayerRow, LayerUse,
-    ProbeRecord, ProbeRun, Stat,
+    FsLayers, FsLayersRef, FsPoint, FsSample, FsSampleRef, IdlePeriod, LayerErrorCounts,
+    LayerErrorKind, LayerErrorsSample, LayerErrorsSeries, LayerRow, LayerUse, ProbeRecord,
+    ProbeRun, Stat,
 };
 pub use store::{Maintenance, Store, StoreError};
 

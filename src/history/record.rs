@@ -194,6 +194,88 @@ pub struct DriveHealthPoint {
     pub health: DriveHealthRecord,
 }
 
+/// Which layer under filesystems keeps an error counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LayerErrorKind {
+    /// A btrfs filesystem's device (`ssdwatch_btrfs_device_errors_total`).
+    BtrfsDevice,
+    /// A ZFS pool's vdev, leaf or interior (`ssdwatch_zfs_vdev_errors_total`).
+    ZfsVdev,
+    /// An md array's member (`ssdwatch_md_member_corrected_read_errors_total`).
+    MdMember,
+}
+
+impl LayerErrorKind {
+    pub const ALL: [LayerErrorKind; 3] = [
+        LayerErrorKind::BtrfsDevice,
+        LayerErrorKind::ZfsVdev,
+        LayerErrorKind::MdMember,
+    ];
+
+    /// Its name in the store and the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LayerErrorKind::BtrfsDevice => "btrfs_device",
+            LayerErrorKind::ZfsVdev => "zfs_vdev",
+            LayerErrorKind::MdMember => "md_member",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<LayerErrorKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One component under filesystems that counts errors, and its counters at one reading (over
+/// its life, as the layer keeps them). A counter the layer does not have is `None`, never 0.
+/// The store keeps the last reading of each hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerErrorsSample {
+    pub kind: LayerErrorKind,
+    /// The filesystem UUID, pool or array it belongs to.
+    pub container: String,
+    /// Its device, vdev or member name, as the series' label has it.
+    pub member: String,
+    /// The kernel name of the one drive under it, when the topology places it on one.
+    pub drive: Option<String>,
+    pub t: i64,
+    pub counts: LayerErrorCounts,
+}
+
+/// A component's error counters, grouped the same way for every layer: btrfs' read, write,
+/// corruption (checksum) and the rest (flush, generation); ZFS's read, write and checksum;
+/// md's corrected read errors as reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LayerErrorCounts {
+    pub read: Option<u64>,
+    pub write: Option<u64>,
+    pub checksum: Option<u64>,
+    pub other: Option<u64>,
+}
+
+impl LayerErrorCounts {
+    /// Every known counter summed; None when none is known.
+    pub fn total(&self) -> Option<u64> {
+        [self.read, self.write, self.checksum, self.other]
+            .into_iter()
+            .flatten()
+            .fold(None, |acc: Option<u64>, n| {
+                Some(acc.unwrap_or(0).saturating_add(n))
+            })
+    }
+}
+
+/// A component's stored readings (the last of each hour), oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerErrorsSeries {
+    pub kind: LayerErrorKind,
+    pub container: String,
+    pub member: String,
+    /// The drive under it as of its newest reading.
+    pub drive: Option<String>,
+    pub points: Vec<(i64, LayerErrorCounts)>,
+}
+
 /// What a database's files held at one sample, by component, with the facts that say why a
 /// component grows (the archiver's backlog, the slot holding WAL back, the oldest binary log).
 /// The store keeps each component's last size of every hour and the newest facts.

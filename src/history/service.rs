@@ -9,7 +9,7 @@ use super::current;
 use super::forecast::Endurance;
 use super::{
     DatabaseSample, DiscardEvent, DriveSample, FsKey, FsLayers, FsLayersRef, FsSample, FsSampleRef,
-    HistoryConfig, IdlePeriod, LayerRow, ProbeRecord, Store,
+    HistoryConfig, IdlePeriod, LayerErrorsSample, LayerRow, ProbeRecord, Store,
 };
 use crate::catalogue;
 use crate::metrics::MetricSet;
@@ -48,6 +48,8 @@ pub enum Record {
     Idle(IdlePeriod),
     /// What a database's files held, by component.
     Database(DatabaseSample),
+    /// A btrfs device's, ZFS vdev's or md member's error counters.
+    LayerErrors(LayerErrorsSample),
 }
 
 /// When a record was taken (Unix seconds).
@@ -60,6 +62,7 @@ fn record_time(r: &Record) -> i64 {
         Record::Discard(d) => d.t,
         Record::Idle(i) => i.start,
         Record::Database(d) => d.t,
+        Record::LayerErrors(e) => e.t,
     }
 }
 
@@ -577,8 +580,14 @@ impl Worker {
             *batch = Vec::new();
             return;
         };
-        let (mut drives, mut probes, mut discards, mut idle, mut databases) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut drives, mut probes, mut discards, mut idle, mut databases, mut layer_errors) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
         // Taken, not drained: a batch of 15 minutes of a large host is a few hundred KiB,
         // which goes back to the kernel here instead of staying resident between flushes.
         for r in std::mem::take(batch) {
@@ -590,6 +599,7 @@ impl Worker {
                 Record::Discard(d) => discards.push(d),
                 Record::Idle(i) => idle.push(i),
                 Record::Database(d) => databases.push(d),
+                Record::LayerErrors(e) => layer_errors.push(e),
             }
         }
         let n = (fs.len()
@@ -597,7 +607,8 @@ impl Worker {
             + probes.len()
             + discards.len()
             + idle.len()
-            + databases.len()) as u64;
+            + databases.len()
+            + layer_errors.len()) as u64;
         let result = store
             .record_fs(fs.samples())
             .and_then(|_| store.record_fs_layers(fs.stacks()))
@@ -605,7 +616,8 @@ impl Worker {
             .and_then(|_| store.record_probes(&probes))
             .and_then(|_| store.record_discards(&discards))
             .and_then(|_| store.record_idle(&idle))
-            .and_then(|_| store.record_databases(&databases).map(drop));
+            .and_then(|_| store.record_databases(&databases).map(drop))
+            .and_then(|_| store.record_layer_errors(&layer_errors).map(drop));
         let older = store.take_refused_older();
         match result {
             Ok(()) => {

@@ -4,6 +4,7 @@
 //! and which layer that is). Pure: what the collector read goes in, numbers come out; no I/O
 //! and no metrics here.
 
+pub mod btrfs_stats;
 pub mod thin;
 pub mod zfs;
 pub mod zpool_status;
@@ -99,7 +100,80 @@ pub struct Layers {
     pub zfs_datasets: Vec<zfs::Dataset>,
     /// Each pool's vdevs' error counters and states, and its data errors (`zpool status`).
     pub zfs_status: Vec<zpool_status::PoolStatus>,
+    /// Each leaf vdev's block device and the physical drives under it, where the topology
+    /// places it.
+    pub vdev_drives: Vec<VdevDrive>,
+    /// Each btrfs's device error counters from `btrfs device stats`, by filesystem UUID, where
+    /// the kernel has no `error_stats` (before 5.14).
+    pub btrfs_device_stats: Vec<(String, Vec<btrfs_stats::DeviceStats>)>,
     pub md: Vec<Array>,
+}
+
+/// A leaf vdev placed in the block topology: the block device zpool uses (kernel name) and the
+/// physical drives under it (one for a disk or partition; more under a device-mapper device
+/// built on several).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VdevDrive {
+    pub pool: String,
+    pub vdev: String,
+    pub device: String,
+    pub drives: Vec<String>,
+}
+
+/// The places a leaf vdev's name may be a link under /dev: zpool status prints the last part
+/// of the path the pool was made with (`sda`, a by-id name, a device-mapper name).
+pub const VDEV_LINK_DIRS: [&str; 8] = [
+    "dev",
+    "dev/mapper",
+    "dev/disk/by-id",
+    "dev/disk/by-path",
+    "dev/disk/by-vdev",
+    "dev/disk/by-partuuid",
+    "dev/disk/by-partlabel",
+    "dev/disk/by-uuid",
+];
+
+/// Whether a vdev's name can be looked up as a file name under /dev (no path, no `.`/`..`).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
+}
+
+/// Places each leaf vdev of `pools` on its block device and the drives under it: by kernel
+/// name, else by device-mapper name, else by `link` (the kernel name a /dev link of that name
+/// points to, looked up by the caller). A vdev none of these places (a file vdev, a device
+/// this host's topology lacks) gets no row.
+pub fn place_vdevs(
+    pools: &[zpool_status::PoolStatus],
+    topo: &crate::sysfs::topology::Topology,
+    link: impl Fn(&str) -> Option<String>,
+) -> Vec<VdevDrive> {
+    let mut out = Vec::new();
+    for p in pools {
+        for v in p.vdevs.iter().filter(|v| v.leaf) {
+            let device = topo
+                .get(&v.name)
+                .or_else(|| {
+                    topo.devices
+                        .values()
+                        .find(|d| d.dm_name.as_deref() == Some(v.name.as_str()))
+                })
+                .map(|d| d.name.clone())
+                .or_else(|| link(&v.name).filter(|k| topo.get(k).is_some()));
+            let Some(device) = device else { continue };
+            let drives = topo
+                .physical_drives(&device)
+                .into_iter()
+                .map(|d| d.name.clone())
+                .collect();
+            out.push(VdevDrive {
+                pool: p.pool.clone(),
+                vdev: v.name.clone(),
+                device,
+                drives,
+            });
+        }
+    }
+    out
 }
 
 /// A kind of layer that can limit a mount's free space.

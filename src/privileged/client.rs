@@ -209,6 +209,9 @@ pub enum RequestKind {
         query: DmQuery,
     },
     ScanRaid,
+    BtrfsDeviceStats {
+        mount: String,
+    },
 }
 
 impl RequestKind {
@@ -229,6 +232,7 @@ impl RequestKind {
             RequestKind::Atasmart { path } => Request::Atasmart { id, path },
             RequestKind::Dmsetup { query } => Request::Dmsetup { id, query },
             RequestKind::ScanRaid => Request::ScanRaid { id },
+            RequestKind::BtrfsDeviceStats { mount } => Request::BtrfsDeviceStats { id, mount },
         }
     }
 }
@@ -238,6 +242,7 @@ fn request_path(r: &Request) -> &str {
         Request::Smartctl { path, .. } | Request::Atasmart { path, .. } => path,
         Request::Dmsetup { .. } => "dmsetup",
         Request::ScanRaid { .. } => "smartctl --scan-open",
+        Request::BtrfsDeviceStats { mount, .. } => mount,
     }
 }
 

@@ -45,6 +45,31 @@ pub struct Spec {
     /// nodes) without their being listed under `devices`.
     #[serde(default)]
     pub discover_raid: bool,
+    /// btrfs-progs' `btrfs`, when the layers collector reads btrfs error counters on kernels
+    /// without `error_stats` (`btrfs device stats` needs CAP_SYS_ADMIN); None: no such request
+    /// is served. Its runs take `dmsetup_timeout_ms` (the layers collector's timeout).
+    #[serde(default)]
+    pub btrfs: Option<PathBuf>,
+    /// The procfs root (`--path.procfs`) whose mount table says which paths are btrfs mounts.
+    #[serde(default = "default_proc")]
+    pub proc: PathBuf,
+}
+
+fn default_proc() -> PathBuf {
+    PathBuf::from("/proc")
+}
+
+/// `btrfs device stats`'s whole argument list for `mount`, if the helper may run it there:
+/// an absolute path that is a btrfs mount point in `btrfs_mounts` (the helper's own mount
+/// table), never an option or another path.
+pub fn btrfs_stats_args(mount: &str, btrfs_mounts: &[PathBuf]) -> Result<Vec<String>, String> {
+    if !mount.starts_with('/') || mount.contains('\0') {
+        return Err(format!("{mount:?} is not an absolute path"));
+    }
+    if !btrfs_mounts.iter().any(|m| m.as_os_str() == mount) {
+        return Err(format!("{mount:?} is not a btrfs mount point"));
+    }
+    Ok(vec!["device".into(), "stats".into(), mount.to_string()])
 }
 
 impl Spec {
@@ -129,6 +154,9 @@ pub enum Request {
     Dmsetup { id: u64, query: DmQuery },
     /// Run smartctl's fixed `--scan-open --json=c` (RAID port discovery).
     ScanRaid { id: u64 },
+    /// Run `btrfs device stats MOUNT` on a btrfs mount point (error counters where the kernel
+    /// has no `error_stats`).
+    BtrfsDeviceStats { id: u64, mount: String },
 }
 
 impl Request {
@@ -137,7 +165,8 @@ impl Request {
             Request::Smartctl { id, .. }
             | Request::Atasmart { id, .. }
             | Request::Dmsetup { id, .. }
-            | Request::ScanRaid { id } => *id,
+            | Request::ScanRaid { id }
+            | Request::BtrfsDeviceStats { id, .. } => *id,
         }
     }
 }
@@ -369,6 +398,8 @@ mod tests {
             dmsetup_timeout_ms: 0,
             ocp_log: false,
             discover_raid: false,
+            btrfs: None,
+            proc: "/proc".into(),
         }
     }
 
@@ -602,5 +633,36 @@ mod tests {
         assert_eq!(read_frame(&mut r, 10).await.unwrap(), Some(b"ab".to_vec()));
         assert_eq!(read_frame(&mut r, 10).await.unwrap(), Some(vec![]));
         assert_eq!(read_frame(&mut r, 10).await.unwrap(), None);
+    }
+
+    /// The helper runs btrfs device stats only on a btrfs mount point of its own mount table,
+    /// by its absolute path: never a relative path, an option or any other path.
+    #[test]
+    fn btrfs_device_stats_runs_only_on_a_btrfs_mount_point() {
+        let mounts = [PathBuf::from("/srv/pgdata"), PathBuf::from("/mnt/a b")];
+        assert_eq!(
+            btrfs_stats_args("/srv/pgdata", &mounts),
+            Ok(vec!["device".into(), "stats".into(), "/srv/pgdata".into()])
+        );
+        assert!(btrfs_stats_args("/mnt/a b", &mounts).is_ok());
+        for (mount, why) in [
+            ("srv/pgdata", "is not an absolute path"),
+            ("-z", "is not an absolute path"),
+            ("", "is not an absolute path"),
+            ("/srv/pgdata/..", "is not a btrfs mount point"),
+            ("/etc", "is not a btrfs mount point"),
+            ("/srv/pgdata\0/etc", "is not an absolute path"),
+        ] {
+            let e = btrfs_stats_args(mount, &mounts).unwrap_err();
+            assert!(e.ends_with(why), "{mount:?}: {e}");
+        }
+        // A request of the kind round-trips on the wire.
+        let r = Request::BtrfsDeviceStats {
+            id: 7,
+            mount: "/srv/pgdata".into(),
+        };
+        let back: Request = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.id(), 7);
     }
 }

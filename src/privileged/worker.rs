@@ -128,6 +128,31 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>, door: &
             reply(wr, id, outcome, None, door, &item).await;
             return;
         }
+        Request::BtrfsDeviceStats { mount, .. } => {
+            let Some(bin) = &spec.btrfs else {
+                let reason = "btrfs reads are not enabled (collectors.layers)".to_string();
+                send(wr, &Reply::Refused { id, reason }, None).await;
+                return;
+            };
+            // Only a btrfs mount point of the helper's own mount table: the daemon names no
+            // other path, and no option.
+            let mounts: Vec<std::path::PathBuf> =
+                crate::procfs::mountinfo::read_mountinfo_of_type(&spec.proc, "btrfs")
+                    .map(|t| t.mounts.into_iter().map(|m| m.mount_path).collect())
+                    .unwrap_or_default();
+            let args = match super::spec::btrfs_stats_args(mount, &mounts) {
+                Ok(a) => a,
+                Err(reason) => {
+                    tracing::warn!("helper: refused btrfs device stats: {reason}");
+                    send(wr, &Reply::Refused { id, reason }, None).await;
+                    return;
+                }
+            };
+            let timeout = Duration::from_millis(spec.dmsetup_timeout_ms.max(100));
+            let outcome = runner::run_bounded(bin, &args, timeout, pass).await;
+            reply(wr, id, outcome, None, door, &item).await;
+            return;
+        }
         Request::ScanRaid { .. } => {
             if !spec.discover_raid {
                 let reason = "RAID discovery is off (collectors.smart.discover_raid)".to_string();
@@ -168,7 +193,9 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>, door: &
             cause: "this build has no libatasmart support".into(),
         }),
         // Answered above.
-        Request::Dmsetup { .. } | Request::ScanRaid { .. } => return,
+        Request::Dmsetup { .. } | Request::ScanRaid { .. } | Request::BtrfsDeviceStats { .. } => {
+            return;
+        }
     };
     // The cause of a refusal is observed here, where smartctl ran with this process's
     // credentials and capabilities.

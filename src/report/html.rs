@@ -198,6 +198,9 @@ fn health_cell(h: &super::DriveHealth) -> String {
     if h.error_log_entries_new_7d.is_some() {
         ok.push("no new errors".to_string());
     }
+    if h.layer_errors_new_7d.is_some() {
+        ok.push("no new errors under the filesystem".to_string());
+    }
     if let Some(t) = &h.self_test {
         ok.push(format!("self-test {}", esc(t)));
     }

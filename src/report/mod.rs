@@ -277,6 +277,90 @@ pub struct DriveHealth {
     pub above_warning_seconds_7d: Option<f64>,
     /// `ssdwatch_device_durability_risk_info`'s reason.
     pub durability: Option<String>,
+    /// Errors the layers on the drive counted over the last 7 days (btrfs devices, ZFS vdevs
+    /// and md members whose one drive it is), summed; None when none on it counts errors or
+    /// has two readings in the window.
+    pub layer_errors_new_7d: Option<f64>,
+    /// Those of them whose count grew, most first.
+    pub layer_errors_grown: Vec<LayerErrorGrowth>,
+}
+
+/// A component under the filesystems whose error count grew over the last 7 days.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayerErrorGrowth {
+    /// `btrfs_device`, `zfs_vdev` or `md_member`.
+    pub kind: String,
+    /// Its filesystem UUID, pool or array.
+    pub container: String,
+    /// Its device, vdev or member name.
+    pub member: String,
+    pub new_7d: f64,
+}
+
+impl LayerErrorGrowth {
+    /// How a sentence names it: "btrfs device sdb1 of 50bd3755", "ZFS vdev sda of tank".
+    pub fn title(&self) -> String {
+        let what = match self.kind.as_str() {
+            "btrfs_device" => "btrfs device",
+            "zfs_vdev" => "ZFS vdev",
+            "md_member" => "md member",
+            k => k,
+        };
+        // A btrfs UUID in full is noise in a sentence: its first group names it.
+        let of = match self.kind.as_str() {
+            "btrfs_device" => self.container.split('-').next().unwrap_or(""),
+            _ => self.container.as_str(),
+        };
+        format!("{what} {} of {of}", self.member)
+    }
+}
+
+/// By drive kernel name: the errors its components gained, and those that grew.
+pub(crate) type ErrorsByDrive = BTreeMap<String, (f64, Vec<LayerErrorGrowth>)>;
+
+/// What each drive's layers counted over a window, from their stored readings (oldest first):
+/// by drive kernel name, the sum of what each component gained and the components that grew;
+/// and the components that grew with no one drive under them (named so the report can say
+/// their errors are in no drive's row). A counter that went down was reset (`btrfs device
+/// stats -z`, `zpool clear`, an array assembled again): what it holds now is what it gained.
+pub(crate) fn layer_error_growth(
+    series: &[crate::history::LayerErrorsSeries],
+) -> (ErrorsByDrive, Vec<LayerErrorGrowth>) {
+    let mut by_drive = ErrorsByDrive::new();
+    let mut unplaced = Vec::new();
+    for x in series {
+        let (Some(a), Some(b)) = (x.points.first(), x.points.last()) else {
+            continue;
+        };
+        if x.points.len() < 2 {
+            continue;
+        }
+        let (Some(old), Some(new)) = (a.1.total(), b.1.total()) else {
+            continue;
+        };
+        let gained = if new >= old { new - old } else { new } as f64;
+        let g = LayerErrorGrowth {
+            kind: x.kind.as_str().to_string(),
+            container: x.container.clone(),
+            member: x.member.clone(),
+            new_7d: gained,
+        };
+        match &x.drive {
+            Some(d) => {
+                let e = by_drive.entry(d.clone()).or_default();
+                e.0 += gained;
+                if gained > 0.0 {
+                    e.1.push(g);
+                }
+            }
+            None if gained > 0.0 => unplaced.push(g),
+            None => {}
+        }
+    }
+    for (_, grown) in by_drive.values_mut() {
+        grown.sort_by(|a, b| b.new_7d.total_cmp(&a.new_7d));
+    }
+    (by_drive, unplaced)
 }
 
 impl DriveHealth {
@@ -285,6 +369,17 @@ impl DriveHealth {
         let mut c = Vec::new();
         if let Some(n) = self.error_log_entries_new_7d.filter(|n| *n > 0.0) {
             c.push(format!("{n:.0} new error-log entries in 7 days"));
+        }
+        if let Some(n) = self.layer_errors_new_7d.filter(|n| *n > 0.0) {
+            let by: Vec<String> = self
+                .layer_errors_grown
+                .iter()
+                .map(|g| format!("{} {:.0}", g.title(), g.new_7d))
+                .collect();
+            c.push(format!(
+                "{n:.0} errors counted under the filesystem in 7 days ({})",
+                by.join(", ")
+            ));
         }
         if let Some(t) = self.self_test.as_deref().filter(|t| t.ends_with(" failed")) {
             c.push(format!("latest self-test: {t}"));
@@ -338,6 +433,7 @@ fn stored_health(
         temperature_warning_celsius: b.temperature_warning_celsius,
         above_warning_seconds_7d: gained(|h| h.above_warning_seconds),
         durability: b.durability.clone(),
+        ..DriveHealth::default()
     }
 }
 
@@ -713,6 +809,15 @@ fn build_in(
         .collect();
     // The newest temperatures of the drives seen lately, read for all at once (as above).
     let temperatures = store.drive_temperatures(&live, now - current::STALE_SECONDS, now)?;
+    // What the layers on each drive counted in 7 days, read for all at once.
+    let (mut layer_errors, unplaced) = layer_error_growth(&store.layer_errors(now - 7 * DAY, now)?);
+    for g in unplaced {
+        unknown.push(format!(
+            "{}: {:.0} errors in 7 days on no single drive (not in the drive table)",
+            g.title(),
+            g.new_7d
+        ));
+    }
     for (d, pts) in days_of {
         first(d.first_seen);
         let last_seen = pts.last().map(|p| p.t);
@@ -771,10 +876,17 @@ fn build_in(
             health: if stale {
                 DriveHealth::default()
             } else {
-                stored_health(
+                let mut h = stored_health(
                     &store.drive_health(d.id, now - 7 * DAY, now)?,
                     temperatures.get(&d.id).copied(),
-                )
+                );
+                if let Some((n, grown)) =
+                    d.kernel_name.as_ref().and_then(|k| layer_errors.remove(k))
+                {
+                    h.layer_errors_new_7d = Some(n);
+                    h.layer_errors_grown = grown;
+                }
+                h
             },
             wear,
         });
@@ -1128,5 +1240,53 @@ mod tests {
         );
         let text = super::text::render(&r);
         assert!(text.contains("a runaway"), "{text}");
+    }
+
+    /// Each component's growth over the window, summed per drive: a counter reset counts what
+    /// it holds since, one reading says nothing, a component on no single drive is named apart.
+    #[test]
+    fn layer_errors_grow_per_drive_and_a_reset_counts_what_came_after() {
+        use crate::history::{LayerErrorCounts, LayerErrorKind, LayerErrorsSeries};
+        let reads = |n: u64| LayerErrorCounts {
+            read: Some(n),
+            ..Default::default()
+        };
+        let series = |kind, member: &str, drive: Option<&str>, pts: &[u64]| LayerErrorsSeries {
+            kind,
+            container: "c".into(),
+            member: member.into(),
+            drive: drive.map(String::from),
+            points: pts
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as i64 * 3600, reads(*n)))
+                .collect(),
+        };
+        let (by_drive, unplaced) = layer_error_growth(&[
+            series(
+                LayerErrorKind::BtrfsDevice,
+                "sda1",
+                Some("sda"),
+                &[5, 7, 12],
+            ),
+            // `zpool clear` between: 3 since.
+            series(LayerErrorKind::ZfsVdev, "sda2", Some("sda"), &[40, 0, 3]),
+            series(LayerErrorKind::MdMember, "sdb1", Some("sdb"), &[2, 2]),
+            series(LayerErrorKind::MdMember, "sdc1", Some("sdc"), &[9]),
+            series(LayerErrorKind::MdMember, "dm-4", None, &[0, 8]),
+            series(LayerErrorKind::MdMember, "dm-5", None, &[1, 1]),
+        ]);
+        let sda = &by_drive["sda"];
+        assert_eq!(sda.0, 10.0);
+        let grown: Vec<(&str, f64)> = sda
+            .1
+            .iter()
+            .map(|g| (g.member.as_str(), g.new_7d))
+            .collect();
+        assert_eq!(grown, [("sda1", 7.0), ("sda2", 3.0)], "most first");
+        assert_eq!(by_drive["sdb"], (0.0, Vec::new()), "known and quiet");
+        assert!(!by_drive.contains_key("sdc"), "one reading: unknown");
+        let names: Vec<String> = unplaced.iter().map(|g| g.title()).collect();
+        assert_eq!(names, ["md member dm-4 of c"]);
     }
 }

@@ -227,6 +227,12 @@ fn drive(o: &mut String, d: &DriveReport) {
                 None => "unknown".to_string(),
             }
         );
+        if let Some(n) = h.layer_errors_new_7d {
+            let _ = writeln!(
+                o,
+                "    errors under the filesystem (btrfs, ZFS, md on it): {n:.0} new in 7 days"
+            );
+        }
         for c in h.concerns() {
             let _ = writeln!(o, "    ! {c}");
         }
@@ -407,6 +413,7 @@ mod tests {
             temperature_warning_celsius: Some(70.0),
             above_warning_seconds_7d: Some(1200.0),
             durability: Some("cache_flushes_off".into()),
+            ..Default::default()
         });
         let mut o = String::new();
         super::drive(&mut o, &bad);

@@ -79,6 +79,21 @@ const SMART: &[(&str, &str, &str)] = &[
         "vdc",
         "exit 1 err-unable-to-detect-device-type.json",
     ),
+    (
+        "layers-vm",
+        "vdd",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
+    (
+        "layers-vm",
+        "vde",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
+    (
+        "layers-vm",
+        "vdf",
+        "exit 1 err-unable-to-detect-device-type.json",
+    ),
 ];
 
 /// Families whose series change from run to run (timings, clocks, version): the golden keeps

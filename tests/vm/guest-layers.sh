@@ -3,7 +3,10 @@
 # half-empty ext4 until writes fail, an md RAID1 degraded and rebuilt, a ZFS pool filled past
 # 80 % beside datasets with a quota and a reservation, and a mirror pool with a faulted device.
 # The daemon runs throughout; each step's /metrics, the tools' own outputs and the log go on
-# the scratch disk as a tar. It asserts nothing itself: the host does (tests/it/vm/layers.rs).
+# the scratch disk as a tar. Then errors under the filesystem: a btrfs RAID1 with one device
+# behind dm-flakey failing its writes, then its reads, and an md RAID1 whose member is an md
+# "faulty" array failing one read until it is rewritten (a corrected read error).
+# It asserts nothing itself: the host does (tests/it/vm/layers.rs).
 /bin/busybox --install -s /bin
 export PATH=/sbin:/usr/sbin:/bin
 mount -t proc proc /proc
@@ -40,7 +43,7 @@ done
 ip link set lo up
 
 t0=$(uptime_s)
-until [ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 7 ]; do
+until [ "$(ls -d /sys/block/vd* 2>/dev/null | wc -l)" -ge 11 ]; do
   [ $(($(uptime_s) - t0)) -ge $((20 * SLOW)) ] && { log "drives still missing"; break; }
   sleep 0.1
 done
@@ -53,10 +56,14 @@ for d in /sys/block/vd*; do
     SSDWZFSA) ZA=${d##*/} ;;
     SSDWZFSB1) ZB1=${d##*/} ;;
     SSDWZFSB2) ZB2=${d##*/} ;;
+    SSDWBTRA) BTA=${d##*/} ;;
+    SSDWBTRB) BTB=${d##*/} ;;
+    SSDWMDC) MDC=${d##*/} ;;
+    SSDWMDD) MDD=${d##*/} ;;
   esac
 done
 [ -n "$SCRATCH" ] || { echo "layers: FAILED: scratch disk not found"; poweroff -f; }
-log "drives: thin=$THIN md=$MDA,$MDB zfs=$ZA mirror=$ZB1,$ZB2"
+log "drives: thin=$THIN md=$MDA,$MDB zfs=$ZA mirror=$ZB1,$ZB2 btrfs=$BTA,$BTB md2=$MDC,$MDD"
 
 # --- the daemon, and how to take a scrape that saw a given moment ---
 ssdwatch --config /etc/ssdwatch/guest-layers.yaml serve > $R/daemon.log 2>&1 &
@@ -86,6 +93,71 @@ snap() {
     [ $(($(uptime_s) - t0)) -ge $((30 * SLOW)) ] && { log "no fresh scrape for $1"; return 1; }
     sleep 0.2
   done
+}
+
+# --- errors under the filesystem, injected; each source's own count kept beside the scrape ---
+errors_under_the_filesystem() {
+  # btrfs RAID1 (data and metadata) over a plain drive and a dm-flakey one (a linear table
+  # until the faults start). Flakey with its down interval only: error_writes fails every write
+  # and lets reads through; with no feature, it fails every read and lets writes through.
+  S=$(cat /sys/block/$BTB/size)
+  echo "0 $S linear /dev/$BTB 0" | dmsetup create --noudevsync flaky >>$LOG 2>&1 \
+    || { log "dmsetup create flaky failed"; return; }
+  dmsetup mknodes >>$LOG 2>&1
+  mkfs.btrfs -q -f -d raid1 -m raid1 /dev/$BTA /dev/mapper/flaky >>$LOG 2>&1 \
+    || { log "mkfs.btrfs failed"; return; }
+  mkdir -p /mnt/btrfs
+  mount -o device=/dev/$BTA,device=/dev/mapper/flaky /dev/$BTA /mnt/btrfs >>$LOG 2>&1 \
+    || { log "mount btrfs failed"; return; }
+  dd if=/dev/urandom of=/mnt/btrfs/base bs=1M count=4 conv=fsync 2>>$LOG
+  BUUID=$(ls /sys/fs/btrfs | grep -v -e features -e '^$' | head -n1)
+  echo "$BUUID" > $R/btrfs-uuid.txt
+  ls -l /dev/mapper/flaky > $R/btrfs-flaky-node.txt 2>&1
+  for d in /sys/block/dm-*; do echo "${d##*/} $(cat $d/dm/name)"; done > $R/dm-names.txt
+  snap btrfs-clean
+  flakey() {
+    dmsetup suspend --noudevsync flaky >>$LOG 2>&1
+    echo "0 $S flakey /dev/$BTB 0 0 3600 $*" | dmsetup load flaky >>$LOG 2>&1 || log "dmsetup load flakey $* failed"
+    dmsetup resume --noudevsync flaky >>$LOG 2>&1
+  }
+  flakey 1 error_writes
+  dd if=/dev/urandom of=/mnt/btrfs/written bs=1M count=4 conv=fsync 2>>$LOG || log "write under error_writes failed"
+  sync
+  flakey 0
+  # O_DIRECT reads, each by a new process: btrfs picks a RAID1 mirror by pid, so about half
+  # of them go to the failing device (and are repaired from the other).
+  for i in 1 2 3 4 5 6 7 8; do
+    dd if=/mnt/btrfs/base of=/dev/null bs=64k iflag=direct 2>>$LOG || log "read $i failed"
+  done
+  for f in /sys/fs/btrfs/$BUUID/devinfo/*/error_stats; do
+    d=${f%/error_stats}; echo "devid ${d##*/}"; cat $f
+  done > $R/btrfs-error-stats.txt 2>&1
+  btrfs device stats /mnt/btrfs > $R/btrfs-device-stats.txt 2>&1
+  snap btrfs-errors
+  dmsetup table flaky > $R/btrfs-flaky-table.txt 2>&1
+
+  # md RAID1 over an md "faulty" array and a write-mostly drive (so reads go to the faulty
+  # one). Layout read-fixable, no period: the next read fails and keeps failing until the
+  # sector is written; raid1 reads the other side, rewrites it, reads again: corrected.
+  mdadm --build /dev/md9 --run --level=faulty --raid-devices=1 /dev/$MDC >>$LOG 2>&1 \
+    || { log "mdadm --build faulty failed"; return; }
+  mdadm --create /dev/md2 --run --level=1 --raid-devices=2 --metadata=1.2 --assume-clean \
+    /dev/md9 --write-mostly /dev/$MDD >>$LOG 2>&1 || { log "mdadm --create md2 failed"; return; }
+  # md starts arrays read-only here (start_ro): a read error is only corrected read-write.
+  mdadm --readwrite /dev/md2 >>$LOG 2>&1
+  dd if=/dev/zero of=/dev/md2 bs=4k count=16 oflag=direct 2>>$LOG
+  mdadm --grow /dev/md9 --layout=rf >>$LOG 2>&1 || log "mdadm --grow --layout=rf failed"
+  dd if=/dev/md2 of=/dev/null bs=4k count=16 iflag=direct 2>>$LOG || log "md2 read failed"
+  t0=$(uptime_s)
+  until [ "$(cat /sys/block/md2/md/dev-md9/errors 2>/dev/null || echo 0)" -gt 0 ]; do
+    [ $(($(uptime_s) - t0)) -ge $((10 * SLOW)) ] && { log "md2: no corrected read error"; break; }
+    sleep 0.2
+  done
+  for f in /sys/block/md2/md/dev-*/errors; do
+    d=${f%/errors}; echo "${d##*/dev-} $(cat $f)"
+  done > $R/md2-member-errors.txt
+  cat /proc/mdstat > $R/mdstat-errors.txt
+  snap md2-errors
 }
 
 # --- LVM thin: a 256 MiB pool promising two 400 MiB volumes; writes fail when it is full ---
@@ -190,6 +262,8 @@ dd if=/dev/urandom of=/dev/mapper/z$ZA bs=1M seek=400 count=32 conv=notrunc,fsyn
 zpool scrub -w tank >>$LOG 2>&1 || log "zpool scrub tank failed"
 zpool status -p > $R/zpool-status-p-errors.txt 2>&1
 snap zfs-errors
+
+errors_under_the_filesystem
 
 cat /proc/self/mountinfo > $R/mountinfo.txt
 kill $DAEMON; wait $DAEMON 2>/dev/null; DAEMON=

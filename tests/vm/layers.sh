@@ -20,6 +20,10 @@ OUT="${2:?usage: layers.sh SSDWATCH_BINARY OUT_DIR}"
 for t in lvm thin_check; do
   command -v "$t" >/dev/null || missing "$t" "lvm2 thin-provisioning-tools"
 done
+for t in mkfs.btrfs btrfs; do
+  command -v "$t" >/dev/null || PATH="$PATH:/usr/sbin:/sbin" command -v "$t" >/dev/null \
+    || missing "$t" btrfs-progs
+done
 # OpenZFS for the guest's kernel, built once per machine (cached).
 set +e
 ZFS="$(bash "$HERE/zfs-modules.sh" "$KVER" "$CACHE")"
@@ -43,13 +47,23 @@ for m in $(modprobe -S "$KVER" --show-depends dm_thin_pool | awk '$1 == "insmod"
   n=$((n + 1))
   cp "$m" "$ov/modules-extra/$(printf '%02d' "$n")-$(basename "$m")"
 done
+# Errors injected under the filesystem: dm-flakey, md's faulty personality, btrfs.
+for m in $(for x in dm_flakey faulty btrfs; do modprobe -S "$KVER" --show-depends "$x"; done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }'); do
+  case "$base_mods" in *" $m "*) continue ;; esac
+  case " $(ls "$ov/modules-extra" | sed 's/^[0-9]*-//' | tr '\n' ' ') " in *" $(basename "$m") "*) continue ;; esac
+  n=$((n + 1))
+  cp "$m" "$ov/modules-extra/$(printf '%02d' "$n")-$(basename "$m")"
+done
 cp "$ZFS"/modules/*.ko "$ov/modules-zfs/"
 cp -a "$ZFS"/root/. "$ov/"
 # LVM and thin_check (thin-provisioning-tools' multi-call binary, by the name LVM calls).
 lvm_bin="$(command -v lvm)"
 cp "$lvm_bin" "$ov/sbin/lvm"
 cp -L "$(command -v thin_check)" "$ov/usr/sbin/thin_check"
-for l in $(libs_of "$BIN") $(libs_of "$lvm_bin") $(libs_of "$(command -v thin_check)"); do
+# btrfs-progs, for the btrfs on dm-flakey (and its own view of the error counters).
+cp "$(command -v mkfs.btrfs)" "$(command -v btrfs)" "$ov/sbin/"
+for l in $(libs_of "$BIN") $(libs_of "$lvm_bin") $(libs_of "$(command -v thin_check)") \
+  $(libs_of "$(command -v btrfs)") $(libs_of "$(command -v mkfs.btrfs)"); do
   mkdir -p "$ov$(dirname "$l")"
   cp -L "$l" "$ov$l"
 done
@@ -60,6 +74,8 @@ truncate -s 512M "$RUN/thin.img"
 truncate -s 128M "$RUN/md-a.img" "$RUN/md-b.img" "$RUN/zfs-b1.img" "$RUN/zfs-b2.img"
 truncate -s 1G "$RUN/zfs-a.img"
 truncate -s 64M "$RUN/scratch.img"
+truncate -s 256M "$RUN/btrfs-a.img" "$RUN/btrfs-b.img"
+truncate -s 64M "$RUN/md-c.img" "$RUN/md-d.img"
 
 pick_accel
 echo "$ACCEL" > "$OUT/accel.txt"
@@ -70,7 +86,7 @@ case "$ACCEL" in
 esac
 drives=()
 for d in thin:SSDWTHIN md-a:SSDWMDA md-b:SSDWMDB zfs-a:SSDWZFSA zfs-b1:SSDWZFSB1 zfs-b2:SSDWZFSB2 \
-  scratch:SCRATCH; do
+  btrfs-a:SSDWBTRA btrfs-b:SSDWBTRB md-c:SSDWMDC md-d:SSDWMDD scratch:SCRATCH; do
   f=${d%%:*}; s=${d#*:}
   drives+=(-drive "if=none,id=$f,file=$RUN/$f.img,format=raw,discard=unmap"
     -device "virtio-blk-pci,drive=$f,serial=$s")

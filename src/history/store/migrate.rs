@@ -281,12 +281,50 @@ pub(super) fn v8_to_v9(tx: &Transaction) -> rusqlite::Result<()> {
     tx.pragma_update(None, "user_version", 9)
 }
 
+/// Version 10's tables: the error counters the layers under filesystems keep of their own,
+/// for the report's drive-health table (errors new in 7 days on each drive).
+/// - `layer_member`: one component that counts errors (`kind` btrfs_device, zfs_vdev or
+///   md_member; `container` its filesystem UUID, pool or array; `member` its device, vdev or
+///   member name), with the drive under it when the topology places it on exactly one
+///   (`drive`, a kernel name, updated on every reading). Vdevs and members, never files.
+/// - `layer_errors`: each component's counters, the last reading of each hour (of each day
+///   once older than the raw retention), as `drive_health` keeps a drive's: read, write and
+///   checksum errors and the rest (btrfs' flush and generation errors), NULL where the layer
+///   has no such counter.
+pub(super) const LAYER_ERRORS: &str = "
+CREATE TABLE layer_member (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    container TEXT NOT NULL,
+    member TEXT NOT NULL,
+    drive TEXT,
+    first_seen INTEGER NOT NULL,
+    UNIQUE (kind, container, member)
+);
+CREATE TABLE layer_errors (
+    member INTEGER NOT NULL,
+    hour INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    read_errs INTEGER,
+    write_errs INTEGER,
+    checksum_errs INTEGER,
+    other_errs INTEGER,
+    PRIMARY KEY (hour, member)
+) WITHOUT ROWID;
+";
+
+/// Version 9 to 10: [`LAYER_ERRORS`], empty until the daemon's next layers samples.
+pub(super) fn v9_to_v10(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(LAYER_ERRORS)?;
+    tx.pragma_update(None, "user_version", 10)
+}
+
 /// One upgrade step: from version `i + 1` to `i + 2` at index `i`.
 pub(super) type Step = fn(&Transaction) -> rusqlite::Result<()>;
 
 /// Every step, in order: a file of version `v` runs `STEPS[v - 1..]`.
-pub(super) const STEPS: [Step; 8] = [
-    v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5, v5_to_v6, v6_to_v7, v7_to_v8, v8_to_v9,
+pub(super) const STEPS: [Step; 9] = [
+    v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5, v5_to_v6, v6_to_v7, v7_to_v8, v8_to_v9, v9_to_v10,
 ];
 
 /// What each step's run is called in an error, by the version it starts from.
@@ -299,4 +337,5 @@ pub(super) const UPGRADING: [&str; STEPS.len()] = [
     "upgrading the schema from version 6",
     "upgrading the schema from version 7",
     "upgrading the schema from version 8",
+    "upgrading the schema from version 9",
 ];

@@ -4,6 +4,7 @@
 mod events;
 mod identity;
 mod import;
+mod layer_errors;
 mod layout;
 mod migrate;
 mod open;

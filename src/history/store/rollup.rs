@@ -115,13 +115,17 @@ impl Store {
         })
     }
 
-    /// Drive health and component sizes, a row per series and hour: before `raw_cut` (a
+    /// Drive health, component sizes and layer error counters, a row per series and hour: before `raw_cut` (a
     /// day's start) only each day's last row is kept, and none before `long_cut`. Returns the
     /// rows dropped.
     fn thin_hourly(&mut self, raw_cut: i64, long_cut: i64) -> Result<usize, StoreError> {
         let (cut_hour, long_hour) = (raw_cut.div_euclid(HOUR), long_cut.div_euclid(HOUR));
         let mut n = 0;
-        for (table, series) in [("drive_health", "drive"), ("component_size", "component")] {
+        for (table, series) in [
+            ("drive_health", "drive"),
+            ("component_size", "component"),
+            ("layer_errors", "member"),
+        ] {
             n += self
                 .conn
                 .execute(&format!("DELETE FROM {table} WHERE hour < ?1"), [long_hour])

@@ -7,7 +7,7 @@ use rusqlite::params;
 use std::path::Path;
 
 /// The schema this code writes; a file with a higher version is refused, not downgraded.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 const SCHEMA: &str = "
 CREATE TABLE fs (
@@ -154,6 +154,7 @@ impl Store {
                 tx.execute_batch(super::migrate::FS_IMPORT)?;
                 tx.execute_batch(super::migrate::LAYER_USE)?;
                 tx.execute_batch(super::migrate::DRIVE_IMPORT)?;
+                tx.execute_batch(super::migrate::LAYER_ERRORS)?;
                 for (i, k) in ProbeKind::ALL.iter().enumerate() {
                     tx.execute(
                         "INSERT INTO probe_kind (id, name) VALUES (?1, ?2)",

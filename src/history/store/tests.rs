@@ -1174,3 +1174,115 @@ fn imported_drive_hours_go_before_the_daemons_first_sample_once_and_feed_the_wea
         (out - now) / DAY
     );
 }
+
+fn flaky_btrfs(t: i64, read: u64, drive: Option<&str>) -> LayerErrorsSample {
+    LayerErrorsSample {
+        kind: LayerErrorKind::BtrfsDevice,
+        container: "50bd3755".into(),
+        member: "flaky".into(),
+        drive: drive.map(String::from),
+        t,
+        counts: LayerErrorCounts {
+            read: Some(read),
+            write: Some(5128),
+            checksum: Some(0),
+            other: Some(2),
+        },
+    }
+}
+
+/// A btrfs device, a vdev and an md member read every 30 minutes for four days: one row per
+/// component and hour (the hour's last reading), thinned to a day's last past the raw
+/// retention as the drives' health is; a counter the layer lacks stays unknown.
+#[test]
+fn layer_error_counters_are_kept_a_row_per_component_and_hour_and_thinned_to_a_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = HistoryConfig {
+        raw_interval: Duration::from_secs(60),
+        retention_raw: Duration::from_secs(2 * DAY as u64),
+        ..Default::default()
+    };
+    let mut s = Store::open(dir.path(), &cfg).unwrap();
+    let mut samples = Vec::new();
+    for i in 0..4 * 48 {
+        let t = T0 + i * 1800;
+        // The drive under the btrfs device is learnt on day 2 and kept as the newest says.
+        let drive = (i >= 48).then_some("vdh");
+        samples.push(flaky_btrfs(t, 320 + (i / 2) as u64, drive));
+        samples.push(LayerErrorsSample {
+            kind: LayerErrorKind::MdMember,
+            container: "md2".into(),
+            member: "md9".into(),
+            drive: None,
+            t,
+            counts: LayerErrorCounts {
+                read: Some(8),
+                ..Default::default()
+            },
+        });
+        samples.push(LayerErrorsSample {
+            kind: LayerErrorKind::ZfsVdev,
+            container: "tank".into(),
+            member: "zvdd".into(),
+            drive: Some("vdd".into()),
+            t,
+            counts: LayerErrorCounts {
+                read: Some(0),
+                write: Some(0),
+                checksum: Some(514),
+                other: None,
+            },
+        });
+    }
+    // A reading with no counter known is not stored (no row of unknowns).
+    samples.push(LayerErrorsSample {
+        counts: LayerErrorCounts::default(),
+        ..flaky_btrfs(T0, 0, None)
+    });
+    assert_eq!(s.record_layer_errors(&samples).unwrap(), 3 * 4 * 48);
+    let all = s.layer_errors(T0, T0 + 4 * DAY).unwrap();
+    let names: Vec<(LayerErrorKind, &str, &str)> = all
+        .iter()
+        .map(|x| (x.kind, x.container.as_str(), x.member.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (LayerErrorKind::BtrfsDevice, "50bd3755", "flaky"),
+            (LayerErrorKind::MdMember, "md2", "md9"),
+            (LayerErrorKind::ZfsVdev, "tank", "zvdd"),
+        ]
+    );
+    let b = &all[0];
+    assert_eq!(b.points.len(), 4 * 24, "one row an hour");
+    assert_eq!(b.points[0].0, T0 + 1800, "the hour's last reading");
+    assert_eq!(b.points[0].1.read, Some(320));
+    assert_eq!(b.points[0].1.total(), Some(320 + 5128 + 2));
+    assert_eq!(b.drive.as_deref(), Some("vdh"));
+    assert_eq!(all[1].points[0].1.write, None, "md has no write counter");
+    assert_eq!(all[1].points[0].1.total(), Some(8));
+    assert_eq!(all[2].points[0].1.other, None);
+    // An older reading of an hour already stored does not replace the hour's later one.
+    s.record_layer_errors(&[flaky_btrfs(T0 + 60, 1, None)])
+        .unwrap();
+    let again = s.layer_errors(T0, T0 + 3600).unwrap();
+    assert_eq!(again[0].points, vec![(T0 + 1800, b.points[0].1)]);
+    assert_eq!(again[0].drive, None, "the drive as of the newest write");
+    // Maintenance at the end of day 4: days 1 and 2 are past the raw retention.
+    let m = s.downsample(T0 + 4 * DAY).unwrap();
+    assert_eq!(m.hourly_thinned, 3 * 2 * 23);
+    let kept = s.layer_errors(T0, T0 + 4 * DAY).unwrap();
+    assert_eq!(kept[0].points.len(), 2 + 2 * 24);
+    assert_eq!(kept[0].points[0].0, T0 + DAY - 1800, "day 1's last reading");
+    assert_eq!(kept[0].points[0].1.read, Some(320 + 23));
+    // Rows stamped by a clock ahead go with the rest of them.
+    let ahead = T0 + 400 * DAY;
+    s.record_layer_errors(&[flaky_btrfs(ahead, 999, None)])
+        .unwrap();
+    s.record_fs(&[fs("/srv/pg", Some("u1"), "nvme0n1p1", ahead, 1 << 39)])
+        .unwrap();
+    let f = s.drop_future(T0 + 4 * DAY).unwrap();
+    assert!(f.rows >= 1, "{f:?}");
+    let last = s.layer_errors(T0, T0 + 500 * DAY).unwrap();
+    assert!(last[0].points.iter().all(|p| p.0 <= T0 + 4 * DAY));
+}

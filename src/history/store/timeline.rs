@@ -124,6 +124,7 @@ impl Store {
                 ("DELETE FROM layer_day WHERE t > ?1", limit),
                 ("DELETE FROM drive_health WHERE hour > ?1", hour),
                 ("DELETE FROM component_size WHERE hour > ?1", hour),
+                ("DELETE FROM layer_errors WHERE hour > ?1", hour),
                 ("DELETE FROM database_state WHERE t > ?1", limit),
                 ("DELETE FROM probe WHERE t > ?1", limit),
                 ("DELETE FROM discard WHERE t > ?1", limit),
@@ -140,7 +141,7 @@ impl Store {
                 limit,
             )?;
             // A series first seen under that clock was seen, at the latest, now.
-            for table in ["fs", "drive", "component", "layer"] {
+            for table in ["fs", "drive", "component", "layer", "layer_member"] {
                 exec(
                     &format!("UPDATE {table} SET first_seen = ?1 WHERE first_seen > ?1"),
                     limit,

@@ -126,10 +126,15 @@ fn key_of(path: &Path, table: &str) -> Vec<String> {
         .unwrap()
 }
 
-/// What a version-5 file lacks: version 6's drive health, components and database facts.
+/// What a version-9 file lacks: version 10's layer error counters.
+const V10_TABLES_DROPPED: &str = "DROP TABLE layer_member; DROP TABLE layer_errors;";
+
+/// What a version-5 file lacks: version 6's drive health, components and database facts, and
+/// the later versions' tables.
 const V6_TABLES_DROPPED: &str = "DROP TABLE drive_health; DROP TABLE component;
     DROP TABLE component_size; DROP TABLE database_state; DROP TABLE fs_import;
-    DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day; DROP TABLE drive_import;";
+    DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day; DROP TABLE drive_import;
+    DROP TABLE layer_member; DROP TABLE layer_errors;";
 
 /// Version 8's tables: the layers' use over time.
 const V8_TABLES_DROPPED: &str = "DROP TABLE layer; DROP TABLE layer_raw; DROP TABLE layer_day;";
@@ -151,7 +156,7 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
 
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     assert_eq!(
         key_of(&path, "fs_day"),
         ["id"],
@@ -165,6 +170,11 @@ fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
     );
     assert_eq!(key_of(&path, "component_size"), ["hour", "component"]);
     assert_eq!(key_of(&path, "fs_import"), ["fs"], "and version 7's");
+    assert_eq!(
+        key_of(&path, "layer_errors"),
+        ["hour", "member"],
+        "and version 10's"
+    );
     assert_eq!(counts(&path), before, "every row survives ({TABLES:?})");
     // Raw rows keyed by the rowid `t << 24 | series`, which pragma_table_info shows as `id`.
     assert_eq!(key_of(&path, "fs_raw"), ["id"]);
@@ -520,7 +530,7 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(&format!(
-            "DROP TABLE fs_import; {V8_TABLES_DROPPED} {V9_TABLES_DROPPED} PRAGMA user_version = 6"
+            "DROP TABLE fs_import; {V8_TABLES_DROPPED} {V9_TABLES_DROPPED} {V10_TABLES_DROPPED} PRAGMA user_version = 6"
         ))
         .unwrap();
     }
@@ -570,7 +580,7 @@ fn a_schema_7_store_gets_the_layers_use_tables_and_keeps_its_rows() {
         drop(s);
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(&format!(
-            "{V8_TABLES_DROPPED} {V9_TABLES_DROPPED} PRAGMA user_version = 7"
+            "{V8_TABLES_DROPPED} {V9_TABLES_DROPPED} {V10_TABLES_DROPPED} PRAGMA user_version = 7"
         ))
         .unwrap();
     }
@@ -610,8 +620,10 @@ fn a_schema_8_store_gets_the_drive_import_marks_and_keeps_its_rows() {
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(&format!("{V9_TABLES_DROPPED} PRAGMA user_version = 8"))
-            .unwrap();
+        conn.execute_batch(&format!(
+            "{V9_TABLES_DROPPED} {V10_TABLES_DROPPED} PRAGMA user_version = 8"
+        ))
+        .unwrap();
     }
     let e = Store::open_read_only(&path).unwrap_err();
     assert!(matches!(e, StoreError::OlderSchema { found: 8, .. }), "{e}");
@@ -620,4 +632,44 @@ fn a_schema_8_store_gets_the_drive_import_marks_and_keeps_its_rows() {
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(counts(&path), before, "every row survives");
     assert!(s.drive_imports().unwrap().is_empty());
+}
+
+/// A version-9 store gets version 10's layer error tables, empty until the daemon's next layers
+/// samples, keeps every row, and takes a btrfs device's counters from then on.
+#[test]
+fn a_schema_9_store_gets_the_layer_error_tables_and_keeps_its_rows() {
+    let dir = v1_store();
+    let path = dir.path().join(FILE_NAME);
+    drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!("{V10_TABLES_DROPPED} PRAGMA user_version = 9"))
+            .unwrap();
+    }
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(matches!(e, StoreError::OlderSchema { found: 9, .. }), "{e}");
+    let before = counts(&path);
+    let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(counts(&path), before, "every row survives");
+    let t = T0 + DAYS * DAY;
+    assert!(s.layer_errors(0, t).unwrap().is_empty());
+    let x = ssdwatch::history::LayerErrorsSample {
+        kind: ssdwatch::history::LayerErrorKind::BtrfsDevice,
+        container: "50bd3755-c9e5-4988-984e-568186d825d1".into(),
+        member: "flaky".into(),
+        drive: Some("vdh".into()),
+        t,
+        counts: ssdwatch::history::LayerErrorCounts {
+            read: Some(320),
+            write: Some(5128),
+            checksum: Some(0),
+            other: Some(2),
+        },
+    };
+    assert_eq!(s.record_layer_errors(std::slice::from_ref(&x)).unwrap(), 1);
+    let got = s.layer_errors(0, t).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].points, vec![(t, x.counts)]);
+    assert_eq!(got[0].drive.as_deref(), Some("vdh"));
 }

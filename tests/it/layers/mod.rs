@@ -259,6 +259,196 @@ fn a_two_device_btrfs_exports_each_devices_error_counters_as_btrfs_device_stats_
     );
 }
 
+/// Copies a sysfs directory's readable files (links become empty files, as the fixtures keep
+/// `devices/`), leaving out files named `skip`.
+fn copy_sysfs(from: &Path, to: &Path, skip: &str) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e.file_type().unwrap();
+        if ty.is_symlink() {
+            std::fs::write(&dst, "").unwrap();
+        } else if ty.is_dir() {
+            copy_sysfs(&src, &dst, skip);
+        } else if e.file_name() != skip
+            && let Ok(b) = std::fs::read(&src)
+        {
+            std::fs::write(&dst, b).unwrap();
+        }
+    }
+}
+
+/// A kernel before 5.14 has no `error_stats`: the collector runs `btrfs device stats` instead.
+/// A real btrfs on a loop device, seen through a sysfs root whose btrfs tree lacks the files
+/// (this host's kernel has them): each device's five counters are the tool's own, under the
+/// device's kernel name, and nothing fails.
+#[test]
+fn without_error_stats_the_counters_come_from_btrfs_device_stats() {
+    let test = "btrfs device stats for kernels before 5.14";
+    if !require_root(test)
+        || !require_cmd(test, "mkfs.btrfs", "btrfs-progs")
+        || !require_cmd(test, "btrfs", "btrfs-progs")
+    {
+        return;
+    }
+    if !std::fs::read_to_string("/proc/filesystems")
+        .unwrap_or_default()
+        .contains("btrfs")
+    {
+        not_applicable(test, "the kernel has no btrfs");
+        return;
+    }
+    let fs = LoopFs::of_type(300, "mkfs.btrfs", &["-q", "-f"]);
+    let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
+    let sys = tempfile::tempdir().unwrap();
+    for d in ["block", "devices", "class", "dev"] {
+        std::os::unix::fs::symlink(Path::new("/sys").join(d), sys.path().join(d)).unwrap();
+    }
+    let tree = sys.path().join("fs/btrfs").join(&uuid);
+    copy_sysfs(
+        &Path::new("/sys/fs/btrfs").join(&uuid),
+        &tree,
+        "error_stats",
+    );
+    assert!(tree.join("devinfo/1").is_dir() && !tree.join("devinfo/1/error_stats").exists());
+    let mut config = layers_only(&fs.dir.path().join("state"));
+    config.collectors.filesystem.enabled = false;
+    let roots = ssdwatch::Roots {
+        sys: sys.path().to_path_buf(),
+        ..roots_seeing(&[&fs.mountpoint])
+    };
+    let daemon = Daemon::start(config, roots);
+    let u = format!("uuid=\"{uuid}\"");
+    let m = daemon.wait_metrics("btrfs device stats", Duration::from_secs(20), |m| {
+        m.lines()
+            .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{") && l.contains(&u))
+            .count()
+            >= 5
+    });
+    let stats = device_stats(fs.mp());
+    assert_eq!(stats.len(), 5, "btrfs device stats: {stats:?}");
+    for (path, counter, n) in &stats {
+        let name = path.trim_start_matches("/dev/");
+        assert_eq!(name, fs.kernel_name());
+        let t = counter.trim_end_matches("_errs").trim_end_matches("_io");
+        let series =
+            format!("ssdwatch_btrfs_device_errors_total{{{u},device=\"{name}\",type=\"{t}\"}}");
+        assert_eq!(value(&m, &series), Some(*n as f64), "{series} in\n{m}");
+    }
+    let ours = m
+        .lines()
+        .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{") && l.contains(&u))
+        .count();
+    assert_eq!(ours, 5, "{m}");
+    assert_eq!(
+        value(&m, "ssdwatch_collector_failing_items{collector=\"layers\"}"),
+        Some(0.0),
+        "{m}"
+    );
+}
+
+/// The daemon as it runs as root, split: it gives up its capabilities and `btrfs device stats`
+/// (which needs CAP_SYS_ADMIN) runs under the privileged helper, for a btrfs whose sysfs tree
+/// lacks `error_stats`. The run had the capability (a wrapper records it and runs the real
+/// tool), and the series are the tool's own.
+#[test]
+fn split_as_in_production_btrfs_device_stats_runs_under_the_privileged_helper() {
+    let test = "btrfs device stats through the privileged helper";
+    if !require_root(test)
+        || !require_cmd(test, "mkfs.btrfs", "btrfs-progs")
+        || !require_cmd(test, "btrfs", "btrfs-progs")
+    {
+        return;
+    }
+    if !std::fs::read_to_string("/proc/filesystems")
+        .unwrap_or_default()
+        .contains("btrfs")
+    {
+        not_applicable(test, "the kernel has no btrfs");
+        return;
+    }
+    let fs = LoopFs::of_type(300, "mkfs.btrfs", &["-q", "-f"]);
+    let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let sys = p.join("sys");
+    std::fs::create_dir_all(&sys).unwrap();
+    for d in ["block", "devices", "class", "dev"] {
+        std::os::unix::fs::symlink(Path::new("/sys").join(d), sys.join(d)).unwrap();
+    }
+    copy_sysfs(
+        &Path::new("/sys/fs/btrfs").join(&uuid),
+        &sys.join("fs/btrfs").join(&uuid),
+        "error_stats",
+    );
+    let caps = p.join("caps.txt");
+    let btrfs = script(
+        p,
+        "btrfs-wrapper",
+        &format!(
+            "grep CapEff /proc/self/status >> {}\nexec btrfs \"$@\"",
+            caps.display()
+        ),
+    );
+    std::fs::create_dir_all(p.join("state")).unwrap();
+    std::fs::write(
+        p.join("ssdwatch.yaml"),
+        format!(
+            "state_dir: {}\ncollectors:\n  smart:\n    enabled: false\n  probe:\n    enabled: false\n  filesystem:\n    enabled: false\n  diskstats:\n    enabled: false\n  layers:\n    interval: 1s\n    timeout: 10s\n    btrfs_path: {}\n",
+            p.join("state").display(),
+            btrfs.display()
+        ),
+    )
+    .unwrap();
+    let proc = roots_seeing(&[&fs.mountpoint]).proc;
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("--config")
+        .arg(p.join("ssdwatch.yaml"))
+        .arg("--path.sysfs")
+        .arg(&sys)
+        .arg("--path.procfs")
+        .arg(&proc)
+        .args(["--web.listen-address", "127.0.0.1:0"]);
+    let d = crate::support::binary::Daemon::spawn(dir, cmd);
+    let u = format!("uuid=\"{uuid}\"");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let m = loop {
+        let m = d.metrics();
+        if m.lines()
+            .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{") && l.contains(&u))
+            .count()
+            >= 5
+        {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no btrfs device stats series:\n{m}\nlog:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        d.log_text().contains("privileged helper started"),
+        "{}",
+        d.log_text()
+    );
+    let recorded = std::fs::read_to_string(&caps).unwrap();
+    let eff = recorded
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("the wrapper recorded no capabilities: {recorded:?}"));
+    assert_ne!(eff, "0000000000000000", "btrfs ran without capabilities");
+    for (path, counter, n) in device_stats(fs.mp()) {
+        let name = path.trim_start_matches("/dev/");
+        let t = counter.trim_end_matches("_errs").trim_end_matches("_io");
+        let series =
+            format!("ssdwatch_btrfs_device_errors_total{{{u},device=\"{name}\",type=\"{t}\"}}");
+        assert_eq!(value(&m, &series), Some(n as f64), "{series} in\n{m}");
+    }
+}
+
 /// A sysfs root where the zfs module is loaded and no block device exists, so the collector
 /// asks zpool and zfs and nothing else.
 fn zfs_sysfs() -> tempfile::TempDir {

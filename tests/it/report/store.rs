@@ -186,6 +186,8 @@ fn a_month_of_history_reads_back_as_its_story() {
             temperature_warning_celsius: Some(70.0),
             above_warning_seconds_7d: Some(1200.0),
             durability: Some("none".into()),
+            layer_errors_new_7d: None,
+            layer_errors_grown: Vec::new(),
         }
     );
     assert!(d.health.self_test_age_seconds.is_some());
@@ -804,4 +806,127 @@ fn a_thin_pool_at_94_percent_under_an_ext4_at_23_is_an_effective_fill_not_a_full
         "{fs}"
     );
     assert_eq!(fs["reserved_bytes"].as_f64(), Some(0.0), "{fs}");
+}
+
+/// Errors under the filesystem in the drive-health table: a btrfs device on nvme0n1 had 5
+/// errors ten days ago (outside the window) and counts 320 reads more over the last 3 days
+/// after a quiet week; a ZFS vdev on the same drive stays at its old 514; an md member on no
+/// single drive gains 8. The drive's row says 320 new in 7 days and names the btrfs device;
+/// the md member's are named as in no drive's row. Text, JSON and HTML say the same.
+#[test]
+fn errors_counted_under_the_filesystem_show_in_the_drive_health_table() {
+    use ssdwatch::history::{LayerErrorCounts, LayerErrorKind, LayerErrorsSample};
+    let dir = tempfile::tempdir().unwrap();
+    let s = Story::small(14);
+    let mut store = s.store(dir.path());
+    let mut x = Vec::new();
+    let mut t = s.start();
+    while t < s.end {
+        let recent = t >= s.end - 3 * DAY;
+        let btrfs_read = if recent {
+            5 + 320 * (t - (s.end - 3 * DAY)) / (3 * DAY)
+        } else {
+            5
+        };
+        // The last reading holds all 320.
+        let btrfs_read = if t + 3600 >= s.end { 325 } else { btrfs_read };
+        x.push(LayerErrorsSample {
+            kind: LayerErrorKind::BtrfsDevice,
+            container: "50bd3755-c9e5-4988-984e-568186d825d1".into(),
+            member: "nvme0n1p2".into(),
+            drive: Some("nvme0n1".into()),
+            t,
+            counts: LayerErrorCounts {
+                read: Some(btrfs_read as u64),
+                write: Some(0),
+                checksum: Some(0),
+                other: Some(0),
+            },
+        });
+        x.push(LayerErrorsSample {
+            kind: LayerErrorKind::ZfsVdev,
+            container: "tank".into(),
+            member: "nvme0n1p3".into(),
+            drive: Some("nvme0n1".into()),
+            t,
+            counts: LayerErrorCounts {
+                read: Some(0),
+                write: Some(0),
+                checksum: Some(514),
+                other: None,
+            },
+        });
+        x.push(LayerErrorsSample {
+            kind: LayerErrorKind::MdMember,
+            container: "md2".into(),
+            member: "dm-4".into(),
+            drive: None,
+            t,
+            counts: LayerErrorCounts {
+                read: Some(if recent { 8 } else { 0 }),
+                ..Default::default()
+            },
+        });
+        t += 3600;
+    }
+    store.record_layer_errors(&x).unwrap();
+    drop(store);
+    let path = dir.path().join(FILE_NAME);
+    let (code, json, err) = report(&path, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let d = &r["drives"][0];
+    assert_eq!(d["device"], "nvme0n1");
+    let h = &d["health"];
+    assert_eq!(h["layer_errors_new_7d"], 320.0, "{h}");
+    let grown = h["layer_errors_grown"].as_array().unwrap();
+    assert_eq!(grown.len(), 1, "only the btrfs device grew: {h}");
+    assert_eq!(grown[0]["kind"], "btrfs_device");
+    assert_eq!(grown[0]["member"], "nvme0n1p2");
+    assert_eq!(grown[0]["new_7d"], 320.0);
+    let unknown: Vec<&str> = r["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u.as_str())
+        .collect();
+    let md =
+        "md member dm-4 of md2: 8 errors in 7 days on no single drive (not in the drive table)";
+    assert!(unknown.contains(&md), "{unknown:?}");
+    // The other drive-less components and the quiet vdev are not in that list.
+    assert_eq!(
+        unknown
+            .iter()
+            .filter(|u| u.contains("on no single drive"))
+            .count(),
+        1
+    );
+
+    let (code, text, err) = report(&path, &[]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "errors under the filesystem (btrfs, ZFS, md on it): 320 new in 7 days",
+        "! 320 errors counted under the filesystem in 7 days (btrfs device nvme0n1p2 of 50bd3755 320)",
+        md,
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    let page = dir.path().join("report.html");
+    let out = Command::new(bin())
+        .args(["report", "--store"])
+        .arg(&path)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("320 errors counted under the filesystem in 7 days (btrfs device nvme0n1p2 of 50bd3755 320)"),
+        "the drive-health cell"
+    );
 }

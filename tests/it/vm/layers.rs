@@ -605,4 +605,143 @@ fn zfs_checksum_errors_found_by_a_scrub_are_zpools_own_counts() {
         ),
         Some(1.0)
     );
+    // The vdev (a device-mapper device zpool names by its dm name) lies on the drive the guest
+    // made the pool on, so its errors join that drive's SMART.
+    let log = read("log.txt");
+    let drive = log
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("zfs="))
+        .unwrap_or_else(|| panic!("no zfs drive in the guest's log: {log}"));
+    let placed: Vec<&Series> = s
+        .iter()
+        .filter(|x| x.name == "ssdwatch_zfs_vdev_drive_info" && x.labels["vdev"] == name)
+        .collect();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(placed[0].labels["pool"], "tank");
+    assert_eq!(placed[0].labels["drive"], drive);
+    assert!(placed[0].labels["device"].starts_with("dm-"), "{placed:?}");
+}
+
+/// `btrfs device stats` lines (`[/dev/X].write_io_errs 5`) as (device path, counter, count).
+fn device_stats(text: &str) -> Vec<(String, String, f64)> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (key, n) = l.rsplit_once(char::is_whitespace).expect("a count");
+            let (dev, counter) = key.trim().rsplit_once("].").expect("[device].counter");
+            (
+                dev.trim_start_matches('[').to_string(),
+                counter.to_string(),
+                n.trim().parse().expect("a number"),
+            )
+        })
+        .collect()
+}
+
+/// A btrfs RAID1 with one device behind dm-flakey: its writes failed, then its reads (repaired
+/// from the other copy). The daemon's counters are btrfs' own for each device, as `btrfs
+/// device stats` and the kernel's `error_stats` gave them at that moment; before the faults
+/// they were all 0.
+#[test]
+#[ignore = "boots a QEMU guest; run with --ignored vm::layers::"]
+fn a_btrfs_device_failing_writes_then_reads_shows_btrfs_own_counts() {
+    let uuid = read("btrfs-uuid.txt").trim().to_string();
+    let clean = scrape("btrfs-clean");
+    let s = scrape("btrfs-errors");
+    let stats = device_stats(&read("btrfs-device-stats.txt"));
+    assert_eq!(stats.len(), 10, "two devices, five counters: {stats:?}");
+    let ty = |counter: &str| match counter {
+        "write_io_errs" => "write",
+        "read_io_errs" => "read",
+        "flush_io_errs" => "flush",
+        "corruption_errs" => "corruption",
+        "generation_errs" => "generation",
+        c => panic!("unknown counter {c}"),
+    };
+    for (dev, counter, n) in &stats {
+        // /dev/mapper/flaky is named by its device-mapper name, vdg by its kernel name.
+        let device = dev.rsplit('/').next().unwrap();
+        let l = [
+            ("uuid", uuid.as_str()),
+            ("device", device),
+            ("type", ty(counter)),
+        ];
+        assert_eq!(
+            value(&s, "ssdwatch_btrfs_device_errors_total", &l),
+            Some(*n),
+            "{dev} {counter}"
+        );
+        assert_eq!(
+            value(&clean, "ssdwatch_btrfs_device_errors_total", &l),
+            Some(0.0),
+            "{dev} {counter} before the faults"
+        );
+    }
+    let of = |device: &str, t: &str| {
+        value(
+            &s,
+            "ssdwatch_btrfs_device_errors_total",
+            &[("uuid", uuid.as_str()), ("device", device), ("type", t)],
+        )
+        .unwrap_or_else(|| panic!("no {t} series of {device}"))
+    };
+    assert!(of("flaky", "write") > 0.0 && of("flaky", "read") > 0.0);
+    assert_eq!(
+        of("vdg", "write") + of("vdg", "read"),
+        0.0,
+        "the plain drive"
+    );
+    // The kernel's own view (sysfs, by devid) holds the same counts: devid 2 is the flaky one.
+    let sysfs = read("btrfs-error-stats.txt");
+    let flaky: Vec<f64> = sysfs
+        .split("devid ")
+        .find(|b| b.starts_with("2\n"))
+        .unwrap_or_else(|| panic!("no devid 2 in {sysfs}"))
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    let want: Vec<f64> = ["write", "read", "flush", "corruption", "generation"]
+        .iter()
+        .map(|t| of("flaky", t))
+        .collect();
+    assert_eq!(flaky, want, "{sysfs}");
+}
+
+/// An md RAID1 whose member (an md "faulty" array) failed one read until rewritten: md read
+/// the other side, rewrote the sector and counted a corrected read error on that member. The
+/// daemon's count is the kernel's `dev-*/errors`, and only that member's grew.
+#[test]
+#[ignore = "boots a QEMU guest; run with --ignored vm::layers::"]
+fn an_md_member_failing_a_read_shows_the_kernels_corrected_count() {
+    let s = scrape("md2-errors");
+    let members = read("md2-member-errors.txt");
+    let mut counts = Vec::new();
+    for line in members.lines() {
+        let (member, count) = line.split_once(' ').expect("member and count");
+        let count: f64 = count.trim().parse().expect("a count");
+        assert_eq!(
+            value(
+                &s,
+                "ssdwatch_md_member_corrected_read_errors_total",
+                &[("device", "md2"), ("member", member)]
+            ),
+            Some(count),
+            "{member}: {members}"
+        );
+        counts.push((member.to_string(), count));
+    }
+    counts.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(counts.len(), 2, "{members}");
+    assert_eq!(counts[0].0, "md9", "{members}");
+    assert!(
+        counts[0].1 > 0.0,
+        "the faulty member's read was corrected: {members}"
+    );
+    assert_eq!(counts[1].1, 0.0, "the other member: {members}");
+    // The array stayed whole: the member was not evicted.
+    assert_eq!(
+        value(&s, "ssdwatch_md_disks_missing", &[("device", "md2")]),
+        Some(0.0)
+    );
 }
