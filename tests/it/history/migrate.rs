@@ -142,6 +142,38 @@ const V8_TABLES_DROPPED: &str = "DROP TABLE layer; DROP TABLE layer_raw; DROP TA
 /// Version 9's table: which part of each drive's history was imported.
 const V9_TABLES_DROPPED: &str = "DROP TABLE drive_import;";
 
+/// What each version from 7 on added, as the statements that take it away again.
+const ADDED: &[(i64, &str)] = &[
+    (7, "DROP TABLE fs_import;"),
+    (8, V8_TABLES_DROPPED),
+    (9, V9_TABLES_DROPPED),
+    (10, V10_TABLES_DROPPED),
+];
+
+/// The store in `dir` taken back to `version` (6 or later): the tables of every later version
+/// dropped, its version set; a read-only open refuses it as older. Its row counts then.
+fn downgrade(dir: &Path, version: i64) -> Vec<i64> {
+    let path = dir.join(FILE_NAME);
+    let drops: Vec<&str> = ADDED
+        .iter()
+        .filter(|(v, _)| *v > version)
+        .map(|(_, d)| *d)
+        .collect();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!(
+            "{} PRAGMA user_version = {version}",
+            drops.join(" ")
+        ))
+        .unwrap();
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert!(
+        matches!(e, StoreError::OlderSchema { found, .. } if found == version),
+        "{e}"
+    );
+    counts(&path)
+}
+
 #[test]
 fn a_schema_1_store_is_upgraded_in_place_and_every_row_reads_back() {
     let dir = v1_store();
@@ -527,16 +559,7 @@ fn a_schema_6_store_gets_the_import_marks_and_keeps_its_rows() {
     let dir = v1_store();
     let path = dir.path().join(FILE_NAME);
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(&format!(
-            "DROP TABLE fs_import; {V8_TABLES_DROPPED} {V9_TABLES_DROPPED} {V10_TABLES_DROPPED} PRAGMA user_version = 6"
-        ))
-        .unwrap();
-    }
-    let e = Store::open_read_only(&path).unwrap_err();
-    assert!(matches!(e, StoreError::OlderSchema { found: 6, .. }), "{e}");
-    let before = counts(&path);
+    let before = downgrade(dir.path(), 6);
     let s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(counts(&path), before, "every row survives");
@@ -618,16 +641,7 @@ fn a_schema_8_store_gets_the_drive_import_marks_and_keeps_its_rows() {
     let dir = v1_store();
     let path = dir.path().join(FILE_NAME);
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(&format!(
-            "{V9_TABLES_DROPPED} {V10_TABLES_DROPPED} PRAGMA user_version = 8"
-        ))
-        .unwrap();
-    }
-    let e = Store::open_read_only(&path).unwrap_err();
-    assert!(matches!(e, StoreError::OlderSchema { found: 8, .. }), "{e}");
-    let before = counts(&path);
+    let before = downgrade(dir.path(), 8);
     let s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(counts(&path), before, "every row survives");
@@ -641,14 +655,7 @@ fn a_schema_9_store_gets_the_layer_error_tables_and_keeps_its_rows() {
     let dir = v1_store();
     let path = dir.path().join(FILE_NAME);
     drop(Store::open(dir.path(), &HistoryConfig::default()).unwrap());
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(&format!("{V10_TABLES_DROPPED} PRAGMA user_version = 9"))
-            .unwrap();
-    }
-    let e = Store::open_read_only(&path).unwrap_err();
-    assert!(matches!(e, StoreError::OlderSchema { found: 9, .. }), "{e}");
-    let before = counts(&path);
+    let before = downgrade(dir.path(), 9);
     let mut s = Store::open(dir.path(), &HistoryConfig::default()).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(counts(&path), before, "every row survives");
