@@ -291,18 +291,35 @@ fn alerts_fire_before_the_writes_fail(steps: &[(u32, bool)], failed: u32) {
         let mut out = String::from("{");
         for (k, t) in rule["annotations"].as_mapping().unwrap() {
             let mut t = t.as_str().unwrap().to_string();
-            // The summary that names the layer running out first is a template with a query:
-            // what it renders to, written out.
+            // The words that name the layer running out first come from queries in the
+            // templates: what they render to, written out (the limiting layer, and df's own
+            // fill of the filesystem at the check).
             if t.contains("{{ with query") {
-                let (mp, inst) = (THIN_MOUNT, "guest");
-                let pct = format!("{}%", go_g4(v * 100.0));
-                t = match limiting {
-                    Some(l) => format!(
-                        "Effective fill of {mp} on {inst} is {pct}: {} {} runs out first",
-                        l.labels["layer"], l.labels["name"]
-                    ),
-                    None => format!("Filesystem {mp} on {inst} is {pct} full"),
-                };
+                let df = format!("{}%", go_g4((size - free) / (size - free + avail) * 100.0));
+                let nested = regex_lite::Regex::new(
+                    r"(?s)\{\{ with query \(printf `\(ssdwatch_filesystem_size_bytes.*?\}\}\{\{ with index \. 0 \}\}(.*?)\{\{ end \}\}\{\{ end \}\}",
+                )
+                .unwrap();
+                t = nested
+                    .replace_all(&t, |c: &regex_lite::Captures| {
+                        c[1].replace("{{ .Value | humanizePercentage }}", &df)
+                    })
+                    .into_owned();
+                let outer = regex_lite::Regex::new(
+                    r"(?s)\{\{ with query \(printf `ssdwatch_filesystem_limiting_layer_info.*?\}\}\{\{ with index \. 0 \}\}(.*?)\{\{ end \}\}(?:\{\{ else \}\}(.*?))?\{\{ end \}\}",
+                )
+                .unwrap();
+                t = outer
+                    .replace_all(&t, |c: &regex_lite::Captures| match limiting {
+                        Some(l) => c[1]
+                            .replace(
+                                "{{ .Labels.layer | reReplaceAll \"_\" \" \" }}",
+                                &l.labels["layer"].replace('_', " "),
+                            )
+                            .replace("{{ .Labels.name }}", &l.labels["name"]),
+                        None => c.get(2).map_or(String::new(), |m| m.as_str().to_string()),
+                    })
+                    .into_owned();
             }
             for (lk, lv) in labels {
                 t = t.replace(&format!("{{{{ $labels.{lk} }}}}"), lv);
