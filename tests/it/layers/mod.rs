@@ -285,31 +285,12 @@ fn copy_sysfs(from: &Path, to: &Path, skip: &str) {
 #[test]
 fn without_error_stats_the_counters_come_from_btrfs_device_stats() {
     let test = "btrfs device stats for kernels before 5.14";
-    if !require_root(test)
-        || !require_cmd(test, "mkfs.btrfs", "btrfs-progs")
-        || !require_cmd(test, "btrfs", "btrfs-progs")
-    {
+    let Some((fs, uuid)) = btrfs_on_loop(test) else {
         return;
-    }
-    if !std::fs::read_to_string("/proc/filesystems")
-        .unwrap_or_default()
-        .contains("btrfs")
-    {
-        not_applicable(test, "the kernel has no btrfs");
-        return;
-    }
-    let fs = LoopFs::of_type(300, "mkfs.btrfs", &["-q", "-f"]);
-    let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
+    };
     let sys = tempfile::tempdir().unwrap();
-    for d in ["block", "devices", "class", "dev"] {
-        std::os::unix::fs::symlink(Path::new("/sys").join(d), sys.path().join(d)).unwrap();
-    }
+    sysfs_without_error_stats(sys.path(), &uuid);
     let tree = sys.path().join("fs/btrfs").join(&uuid);
-    copy_sysfs(
-        &Path::new("/sys/fs/btrfs").join(&uuid),
-        &tree,
-        "error_stats",
-    );
     assert!(tree.join("devinfo/1").is_dir() && !tree.join("devinfo/1/error_stats").exists());
     let mut config = layers_only(&fs.dir.path().join("state"));
     config.collectors.filesystem.enabled = false;
@@ -325,16 +306,7 @@ fn without_error_stats_the_counters_come_from_btrfs_device_stats() {
             .count()
             >= 5
     });
-    let stats = device_stats(fs.mp());
-    assert_eq!(stats.len(), 5, "btrfs device stats: {stats:?}");
-    for (path, counter, n) in &stats {
-        let name = path.trim_start_matches("/dev/");
-        assert_eq!(name, fs.kernel_name());
-        let t = counter.trim_end_matches("_errs").trim_end_matches("_io");
-        let series =
-            format!("ssdwatch_btrfs_device_errors_total{{{u},device=\"{name}\",type=\"{t}\"}}");
-        assert_eq!(value(&m, &series), Some(*n as f64), "{series} in\n{m}");
-    }
+    assert_series_are_btrfs_device_stats(&m, &fs, &uuid);
     let ours = m
         .lines()
         .filter(|l| l.starts_with("ssdwatch_btrfs_device_errors_total{") && l.contains(&u))
@@ -354,33 +326,13 @@ fn without_error_stats_the_counters_come_from_btrfs_device_stats() {
 #[test]
 fn split_as_in_production_btrfs_device_stats_runs_under_the_privileged_helper() {
     let test = "btrfs device stats through the privileged helper";
-    if !require_root(test)
-        || !require_cmd(test, "mkfs.btrfs", "btrfs-progs")
-        || !require_cmd(test, "btrfs", "btrfs-progs")
-    {
+    let Some((fs, uuid)) = btrfs_on_loop(test) else {
         return;
-    }
-    if !std::fs::read_to_string("/proc/filesystems")
-        .unwrap_or_default()
-        .contains("btrfs")
-    {
-        not_applicable(test, "the kernel has no btrfs");
-        return;
-    }
-    let fs = LoopFs::of_type(300, "mkfs.btrfs", &["-q", "-f"]);
-    let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
+    };
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
     let sys = p.join("sys");
-    std::fs::create_dir_all(&sys).unwrap();
-    for d in ["block", "devices", "class", "dev"] {
-        std::os::unix::fs::symlink(Path::new("/sys").join(d), sys.join(d)).unwrap();
-    }
-    copy_sysfs(
-        &Path::new("/sys/fs/btrfs").join(&uuid),
-        &sys.join("fs/btrfs").join(&uuid),
-        "error_stats",
-    );
+    sysfs_without_error_stats(&sys, &uuid);
     let caps = p.join("caps.txt");
     let btrfs = script(
         p,
@@ -440,12 +392,57 @@ fn split_as_in_production_btrfs_device_stats_runs_under_the_privileged_helper() 
         .and_then(|l| l.split_whitespace().nth(1))
         .unwrap_or_else(|| panic!("the wrapper recorded no capabilities: {recorded:?}"));
     assert_ne!(eff, "0000000000000000", "btrfs ran without capabilities");
-    for (path, counter, n) in device_stats(fs.mp()) {
+    assert_series_are_btrfs_device_stats(&m, &fs, &uuid);
+}
+
+/// A btrfs on a 300 MiB loop device and its UUID, where the test can run (root, btrfs-progs,
+/// the kernel's btrfs); `None` after saying why not.
+fn btrfs_on_loop(test: &str) -> Option<(LoopFs, String)> {
+    if !require_root(test)
+        || !require_cmd(test, "mkfs.btrfs", "btrfs-progs")
+        || !require_cmd(test, "btrfs", "btrfs-progs")
+    {
+        return None;
+    }
+    if !std::fs::read_to_string("/proc/filesystems")
+        .unwrap_or_default()
+        .contains("btrfs")
+    {
+        not_applicable(test, "the kernel has no btrfs");
+        return None;
+    }
+    let fs = LoopFs::of_type(300, "mkfs.btrfs", &["-q", "-f"]);
+    let uuid = run("findmnt", &["-no", "UUID", fs.mp()]).trim().to_string();
+    Some((fs, uuid))
+}
+
+/// A sysfs root at `sys` that is this host's, but for the btrfs `uuid`'s tree, copied without
+/// its `error_stats` files: a kernel before 5.14 as the collector sees it.
+fn sysfs_without_error_stats(sys: &Path, uuid: &str) {
+    std::fs::create_dir_all(sys).unwrap();
+    for d in ["block", "devices", "class", "dev"] {
+        std::os::unix::fs::symlink(Path::new("/sys").join(d), sys.join(d)).unwrap();
+    }
+    copy_sysfs(
+        &Path::new("/sys/fs/btrfs").join(uuid),
+        &sys.join("fs/btrfs").join(uuid),
+        "error_stats",
+    );
+}
+
+/// Each of `btrfs device stats`' five counters of `fs` is the daemon's series of that device
+/// and type in `m`.
+fn assert_series_are_btrfs_device_stats(m: &str, fs: &LoopFs, uuid: &str) {
+    let stats = device_stats(fs.mp());
+    assert_eq!(stats.len(), 5, "btrfs device stats: {stats:?}");
+    for (path, counter, n) in &stats {
         let name = path.trim_start_matches("/dev/");
+        assert_eq!(name, fs.kernel_name());
         let t = counter.trim_end_matches("_errs").trim_end_matches("_io");
-        let series =
-            format!("ssdwatch_btrfs_device_errors_total{{{u},device=\"{name}\",type=\"{t}\"}}");
-        assert_eq!(value(&m, &series), Some(n as f64), "{series} in\n{m}");
+        let series = format!(
+            "ssdwatch_btrfs_device_errors_total{{uuid=\"{uuid}\",device=\"{name}\",type=\"{t}\"}}"
+        );
+        assert_eq!(value(m, &series), Some(*n as f64), "{series} in\n{m}");
     }
 }
 
