@@ -229,18 +229,7 @@ async fn a_mariadb_shows_its_binlogs_innodb_files_and_schemas() {
         b"/usr/sbin/mariadbd\0--datadir=/srv/mysql\0--user=mysql\0",
     );
     let my = rootfs.join("srv/mysql");
-    write(&my.join("mysql/db.opt"), b"x");
-    write(&my.join("shop/orders.ibd"), &vec![1u8; 64 << 10]);
-    write(&my.join("ibdata1"), &vec![0u8; 12 << 10]);
-    write(&my.join("undo001"), &vec![0u8; 8 << 10]);
-    write(&my.join("ib_logfile0"), &vec![0u8; 16 << 10]);
-    write(&my.join("ibtmp1"), &vec![0u8; 4 << 10]);
-    write(&my.join("mysql-bin.000001"), &vec![0u8; 20 << 10]);
-    write(&my.join("mysql-bin.000002"), &vec![0u8; 4 << 10]);
-    write(
-        &my.join("mysql-bin.index"),
-        b"./mysql-bin.000001\n./mysql-bin.000002\n",
-    );
+    mariadb_datadir(&my);
     // Its last write ten days ago.
     let old = SystemTime::now() - Duration::from_secs(10 * 86400);
     std::fs::File::options()
@@ -528,19 +517,8 @@ async fn the_history_keeps_exactly_what_was_exported_tablespaces_relay_logs_and_
     );
     write(&rootfs.join("var/log/mysql/error.log"), &vec![1u8; 30000]);
     let my = rootfs.join("srv/mysql");
-    write(&my.join("mysql/db.opt"), b"x");
-    write(&my.join("shop/orders.ibd"), &vec![1u8; 64 << 10]);
-    write(&my.join("ibdata1"), &vec![0u8; 12 << 10]);
-    write(&my.join("undo001"), &vec![0u8; 8 << 10]);
-    write(&my.join("ib_logfile0"), &vec![0u8; 16 << 10]);
-    write(&my.join("ibtmp1"), &vec![0u8; 4 << 10]);
+    mariadb_datadir(&my);
     write(&my.join("aria_log.00000001"), &vec![0u8; 4 << 10]);
-    write(&my.join("mysql-bin.000001"), &vec![0u8; 20 << 10]);
-    write(&my.join("mysql-bin.000002"), &vec![0u8; 4 << 10]);
-    write(
-        &my.join("mysql-bin.index"),
-        b"./mysql-bin.000001\n./mysql-bin.000002\n",
-    );
     write(&my.join("host-relay-bin.000001"), &vec![0u8; 6 << 10]);
     write(
         &my.join("host-relay-bin.index"),
@@ -608,5 +586,22 @@ fn log_in_var_log(rootfs: &Path, pg: &Path) {
     write(
         &rootfs.join("var/log/postgresql/main/postgresql-Fri.log"),
         &vec![6u8; 64 << 10],
+    );
+}
+
+/// A MariaDB data directory's files at `my`: a database's table, the system tablespace, an
+/// undo tablespace, a redo log, the temporary tablespace and two binary logs with their index.
+fn mariadb_datadir(my: &Path) {
+    write(&my.join("mysql/db.opt"), b"x");
+    write(&my.join("shop/orders.ibd"), &vec![1u8; 64 << 10]);
+    write(&my.join("ibdata1"), &vec![0u8; 12 << 10]);
+    write(&my.join("undo001"), &vec![0u8; 8 << 10]);
+    write(&my.join("ib_logfile0"), &vec![0u8; 16 << 10]);
+    write(&my.join("ibtmp1"), &vec![0u8; 4 << 10]);
+    write(&my.join("mysql-bin.000001"), &vec![0u8; 20 << 10]);
+    write(&my.join("mysql-bin.000002"), &vec![0u8; 4 << 10]);
+    write(
+        &my.join("mysql-bin.index"),
+        b"./mysql-bin.000001\n./mysql-bin.000002\n",
     );
 }
