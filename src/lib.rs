@@ -9,6 +9,7 @@ pub mod config;
 pub(crate) mod daemon;
 pub mod databases;
 pub mod door;
+pub(crate) mod exe;
 pub mod fault;
 pub(crate) mod gzip;
 pub mod history;

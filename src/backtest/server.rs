@@ -42,14 +42,10 @@ pub fn find_prometheus(given: Option<&Path>, promtool: &Path) -> Option<PathBuf>
     if let Some(g) = given {
         return Some(g.to_path_buf());
     }
-    let beside = promtool.parent().map(|d| d.join("prometheus"));
-    beside.filter(|p| p.is_file()).or_else(|| {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join("prometheus"))
-                .find(|p| p.is_file())
-        })
-    })
+    promtool
+        .parent()
+        .and_then(|d| crate::exe::find(&d.join("prometheus")))
+        .or_else(|| crate::exe::find(Path::new("prometheus")))
 }
 
 /// A running server of the backtest's own.

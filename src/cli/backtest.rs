@@ -212,15 +212,7 @@ fn find_promtool(given: &Option<PathBuf>) -> Result<PathBuf, String> {
     if let Some(p) = given {
         return Ok(p.clone());
     }
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join("promtool"))
-        .find(|p| {
-            use std::os::unix::fs::PermissionsExt;
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    crate::exe::find(Path::new("promtool"))
         .ok_or_else(|| {
             "promtool not found on PATH: the alert rules are evaluated by Prometheus' own rule engine \
              (`promtool test rules`); install it (Debian/Ubuntu: apt-get install prometheus) or give --promtool"

@@ -202,13 +202,7 @@ fn name_of(file: &str, id: u32) -> Option<String> {
 
 /// The permitted file capabilities of the smartctl binary (security.capability), if any.
 fn file_caps(smartctl: &Path) -> Option<u64> {
-    let path = if smartctl.components().count() > 1 {
-        smartctl.to_path_buf()
-    } else {
-        std::env::split_paths(&std::env::var_os("PATH")?)
-            .map(|d| d.join(smartctl))
-            .find(|p| p.is_file())?
-    };
+    let path = crate::exe::find(smartctl)?;
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
     let name = c"security.capability";
     let mut buf = [0u8; 24];

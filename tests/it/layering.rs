@@ -105,6 +105,7 @@ const LEAVES: &[&str] = &[
     "process",
     "memory",
     "door",
+    "exe",
 ];
 
 /// What the leaves never name: the layers above them.

@@ -533,15 +533,9 @@ impl SmartCollector {
 
     /// Whether `auto` finds smartctl to read ATA drives with (else libatasmart does).
     fn smartctl_found(&self) -> bool {
-        atasmart::BUILT_IN && self.cfg.backend == Backend::Auto && {
-            let p = &self.cfg.smartctl_path;
-            if p.components().count() > 1 {
-                p.is_file()
-            } else {
-                std::env::var_os("PATH")
-                    .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(p).is_file()))
-            }
-        }
+        atasmart::BUILT_IN
+            && self.cfg.backend == Backend::Auto
+            && crate::exe::find(&self.cfg.smartctl_path).is_some()
     }
 
     /// Starts a read of each drive whose interval is due and whose last smartctl is not stuck
