@@ -712,7 +712,7 @@ fn at_first_start(
             _ => std::thread::sleep(FIRST_SAMPLE_POLL),
         }
     };
-    let now = crate::snapshot::unix_now() as i64;
+    let now = crate::time::unix_now() as i64;
     match plan_at_start(marks, &first_seen, args.range, now) {
         AtStart::Skip(why) => {
             tracing::info!(server = %server, "history import at first start: not run: {why}");

@@ -31,6 +31,7 @@ pub mod registry;
 pub mod render;
 pub mod report;
 mod roots;
+pub mod shared;
 pub mod size;
 pub(crate) mod small_file;
 pub mod smart;

@@ -240,7 +240,7 @@ mod tests {
             (stat.utime_ticks + stat.stime_ticks) as f64 / clock_ticks_per_second().unwrap();
         let cpu = v("process_cpu_seconds_total");
         assert!((from_stat - cpu).abs() < 0.5, "{from_stat} vs {cpu}");
-        let now = crate::snapshot::unix_now();
+        let now = crate::time::unix_now();
         let start = v("process_start_time_seconds");
         // Started before now, and not before this test binary could have been built.
         assert!(

@@ -42,7 +42,7 @@ pub struct Entry {
     pub default_interval: Duration,
     /// Its configured `interval`: the watchdog's measure of a stalled collector.
     pub interval: fn(&CollectorsConfig) -> Duration,
-    /// It publishes state other collectors read (`snapshot::Shared`): one-shot sampling runs it
+    /// It publishes state other collectors read (`shared::Shared`): one-shot sampling runs it
     /// before the others.
     pub feeds_others: bool,
     pub enabled: fn(&CollectorsConfig) -> bool,

@@ -2,7 +2,7 @@
 //! daemon stores and exports: Unix seconds, UTC days as `t.div_euclid(DAY)`), and the same
 //! spans as `f64` for rates per day and as `Duration` for config defaults and ranges.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub(crate) const MINUTE: i64 = 60;
 pub(crate) const HOUR: i64 = 60 * MINUTE;
@@ -19,3 +19,11 @@ pub(crate) const DAY_DURATION: Duration = Duration::from_secs(DAY as u64);
 /// deleted by it (systemd's own floor is its build time, the same idea). Raise it with each
 /// release.
 pub(crate) const CLOCK_FLOOR: i64 = 1_796_083_200;
+
+/// Seconds since the Unix epoch, as Prometheus timestamps are given.
+pub(crate) fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

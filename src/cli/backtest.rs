@@ -114,9 +114,7 @@ fn fetch(
             trace::MIN_INTERVAL_SECONDS
         ));
     }
-    let end = src
-        .end
-        .unwrap_or_else(|| crate::snapshot::unix_now() as i64);
+    let end = src.end.unwrap_or_else(|| crate::time::unix_now() as i64);
     let start = match src.start {
         Some(s) => s,
         None => end.saturating_sub(src.range.as_secs().min(i64::MAX as u64) as i64),

@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::history::store::FILE_NAME;
 use crate::import::{ImportArgs, import};
-use crate::snapshot::unix_now;
+use crate::time::unix_now;
 use std::path::{Path, PathBuf};
 
 /// `ssdwatch history import`; exit code 0, or 1 with one line on stderr.

@@ -125,7 +125,7 @@ fn print_budget(config: &Config, t: &crate::probe::TargetConfig) {
             .get(&key)
             .cloned()
             .unwrap_or_default()
-            .at(crate::snapshot::unix_now());
+            .at(crate::time::unix_now());
         println!(
             "budget: runs by hand wrote {} of their {} bytes today (kept apart from the daemon's)",
             u.written_bytes, t.budget_bytes_per_day

@@ -5,7 +5,7 @@ use crate::Roots;
 use crate::config::Config;
 use crate::history::{Store, store::FILE_NAME};
 use crate::report;
-use crate::snapshot::unix_now;
+use crate::time::unix_now;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `ssdwatch report`.

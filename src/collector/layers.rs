@@ -237,7 +237,7 @@ impl Collector for LayersCollector {
         layer_metrics(&mut s.metrics, &layers);
         // The error counters' readings for the history, at its raw interval: the store keeps
         // the last of each hour.
-        let now = crate::snapshot::unix_now();
+        let now = crate::time::unix_now();
         if let Some(h) = &ctx.history
             && self
                 .history_sent

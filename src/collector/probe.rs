@@ -394,7 +394,7 @@ impl Drop for Running {
 fn history_records(
     r: &crate::probe::RunReport,
     topo: Option<&Topology>,
-    shared: &crate::snapshot::Shared,
+    shared: &crate::shared::Shared,
 ) -> Vec<Record> {
     let drive = topo
         .and_then(|t| t.get(r.placement.device()))

@@ -13,7 +13,8 @@ use super::{
 };
 use crate::catalogue;
 use crate::metrics::MetricSet;
-use crate::snapshot::{Published, Snapshots as Snapshot, unix_now};
+use crate::snapshot::{Published, Snapshots as Snapshot};
+use crate::time::unix_now;
 use regex_lite::Regex;
 use std::collections::HashMap;
 use std::path::PathBuf;

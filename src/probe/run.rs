@@ -13,10 +13,11 @@ use super::{
 use crate::Roots;
 use crate::procfs::mountinfo::MountInfo;
 use crate::roots::MAX_SYMLINKS;
-use crate::snapshot::{Shared, unix_now};
+use crate::shared::Shared;
 use crate::statfs;
 use crate::statfs::FsStat;
 use crate::sysfs::topology::{Topology, resolve_device};
+use crate::time::unix_now;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -304,7 +305,7 @@ fn mount_device(dir: &Path, roots: &Roots, topo: &Topology) -> Option<String> {
 /// while a burst is still going (an fstrim: its latest sample saw discards grow) shares the drive
 /// with it and is neither before nor after, so it claims no time since a discard (unknown, not 0).
 pub(crate) fn discard_context(
-    a: &crate::snapshot::DiskActivity,
+    a: &crate::shared::DiskActivity,
     start: f64,
 ) -> (Option<f64>, Option<u64>) {
     if a.discarding {
@@ -901,7 +902,7 @@ mod tests {
     /// a run starting at each moment finds it, and what the run's context says.
     #[test]
     fn a_run_counts_as_after_a_discard_only_if_it_started_after_the_discard_ended() {
-        use crate::snapshot::DiskActivity;
+        use crate::shared::DiskActivity;
         let seen = |last: Option<f64>, discarding: bool| DiskActivity {
             last_discard_unix: last,
             discarding,

@@ -334,7 +334,7 @@ async fn report_page(
         if let Some(f) = &source.flush {
             f.flush(REPORT_FLUSH_WAIT);
         }
-        let now = crate::snapshot::unix_now() as i64;
+        let now = crate::time::unix_now() as i64;
         crate::report::from_store(
             &source.store,
             &source.host,

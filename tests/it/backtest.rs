@@ -626,7 +626,7 @@ impl Server {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         // Three days ago, on a minute: inside the server's retention.
-        let now = ssdwatch::snapshot::unix_now() as i64;
+        let now = crate::support::unix_now() as i64;
         let t0 = (now - 3 * 86_400).div_euclid(86_400) * 86_400;
         let points = sawtooth(t0);
         let mut om = String::new();

@@ -161,7 +161,7 @@ fn parsers_readers_and_engines_do_not_reach_up_into_collectors_config_or_the_com
         (&["probe"], UPPER),
         // The capability split holds privileges: it names no collector, config or web code.
         (&["privsep", "privileged"], UPPER),
-        (&["snapshot", "space", "notify"], UPPER),
+        (&["snapshot", "shared", "space", "notify"], UPPER),
         (
             &["collector"],
             &[

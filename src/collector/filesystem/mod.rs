@@ -14,7 +14,6 @@ use crate::history::{FsKey, FsLayers, FsSample, LayerRow};
 use crate::layers::{Layer, Layers, Limit};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
-use crate::snapshot::unix_now;
 use crate::space::{MountSpace, SpaceInput};
 use crate::statfs::StatSource;
 use crate::statfs::guard::{
@@ -23,6 +22,7 @@ use crate::statfs::guard::{
 };
 use crate::sysfs::cgroup::{TaskLimit, read_task_limit};
 use crate::sysfs::topology::Topology;
+use crate::time::unix_now;
 use crate::validate::{Invalid, MAX_ENTRIES, check_duration, check_entries, check_interval};
 use anyhow::Context as _;
 use regex_lite::Regex;

@@ -23,8 +23,8 @@ use crate::collector::device_filter::{DevicePattern, wanted};
 use crate::collector::{Collector, Context, ItemError, Sample, no_task_fault};
 use crate::history::service::Record;
 use crate::history::{DriveHealthRecord, DriveKey, DriveSample};
-use crate::snapshot::unix_now;
 use crate::sysfs::topology::{DeviceKind, Topology};
+use crate::time::unix_now;
 use crate::validate::{
     Invalid, MAX_ENTRIES, check_entries, check_interval, check_range, check_timeout,
 };

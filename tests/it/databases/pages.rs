@@ -11,9 +11,9 @@
 
 use super::postgres::{Postgres, setup};
 use crate::support::prometheus::{Prom, start_prometheus};
+use crate::support::unix_now;
 use crate::support::{self, Daemon, LoopFs, value};
 use serde_json::Value as Json;
-use ssdwatch::snapshot::unix_now;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

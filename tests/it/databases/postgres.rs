@@ -3,8 +3,8 @@
 //! slot holds WAL back: ssdwatch's series show the backlog and the retained bytes, equal to what
 //! the server itself says; then the archiver is fixed and the slot dropped, and they clear.
 
+use crate::support::unix_now as now_f64;
 use crate::support::{self, Daemon, value};
-use ssdwatch::snapshot::unix_now as now_f64;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -142,7 +142,7 @@ fn fstrim_on_a_loop_device_shows_up_in_discard_counters() {
         )
         .is_some()
     );
-    let now = ssdwatch::snapshot::unix_now();
+    let now = crate::support::unix_now();
     assert!(
         ts <= now && ts > now - 30.0,
         "last discard timestamp {ts} vs now {now}"

@@ -3,13 +3,14 @@
 
 use crate::support;
 
+use crate::support::unix_now;
 use crate::support::*;
 use ssdwatch::collector::probe::{ProbeCollector, ProbeConfig};
 use ssdwatch::collector::{Collector, Context};
 use ssdwatch::probe::{
     KindResult, Outcome, Placement, ProbeKind, RunContext, RunReport, Skip, SkipReason,
 };
-use ssdwatch::snapshot::{DiskActivity, Idle, Shared, unix_now};
+use ssdwatch::shared::{DiskActivity, Idle, Shared};
 use std::sync::Arc;
 use std::time::Duration;
 

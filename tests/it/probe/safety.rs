@@ -99,7 +99,7 @@ fn probe_cli(state: &Path, t: &TargetConfig) -> std::process::Command {
 /// The probe's UTC day number (what its daily write budget is kept by).
 fn utc_day() -> u64 {
     ssdwatch::probe::budget::Usage::default()
-        .at(ssdwatch::snapshot::unix_now())
+        .at(crate::support::unix_now())
         .day
 }
 

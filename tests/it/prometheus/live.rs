@@ -13,10 +13,10 @@
 //! NVMe and a worn Intel S4500 SATA SSD): the SMART panels are checked for data too.
 
 use crate::support::prometheus::*;
+use crate::support::unix_now;
 use crate::support::*;
 use grafana::{Line, Shown, View};
 use serde_json::Value as Json;
-use ssdwatch::snapshot::unix_now;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -37,7 +37,7 @@ fn host_with(s: &Secured, name: &str, http_config: &Path, smart: &str) -> PathBu
         ),
     )
     .unwrap();
-    let now = ssdwatch::snapshot::unix_now() as i64;
+    let now = crate::support::unix_now() as i64;
     let stat = |size: f64, used: f64| {
         let blocks = (size / 4096.0) as u64;
         let avail = ((size - used) / 4096.0) as u64;
@@ -261,7 +261,7 @@ fn a_new_hosts_daemon_imports_its_drives_history_and_dates_its_wear_out_at_once(
         .unwrap(),
     )
     .unwrap();
-    let now = ssdwatch::snapshot::unix_now() as i64;
+    let now = crate::support::unix_now() as i64;
     capture["serial_number"] = DRIVE_SERIAL.into();
     capture["model_name"] = DRIVE_MODEL.into();
     let eui = u64::from_str_radix(DRIVE_WWN.trim_start_matches("eui."), 16).unwrap();

@@ -112,7 +112,7 @@ fn a_new_hosts_store_imported_from_a_secured_victoria_metrics_dates_its_database
 fn import_story(s: &Secured) {
     let state = s.dir.path().join("state");
     std::fs::create_dir(&state).unwrap();
-    let now = ssdwatch::snapshot::unix_now() as i64;
+    let now = crate::support::unix_now() as i64;
     first_sample(&state, s, now, drive_wear(now, s.start));
     let db = state.join("history.db");
     let good = s.config("good.yml", TENANT, PASSWORD, "ca.crt");

@@ -213,7 +213,7 @@ impl Secured {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         crate::support::binary::make_certs(d);
-        let now = ssdwatch::snapshot::unix_now() as i64;
+        let now = crate::support::unix_now() as i64;
         let (start, end) = history_span(now);
         std::fs::write(d.join("history.om"), openmetrics(start, end)).unwrap();
         let tsdb = d.join("tsdb");
@@ -281,7 +281,7 @@ impl Secured {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         crate::support::binary::make_certs(d);
-        let now = ssdwatch::snapshot::unix_now() as i64;
+        let now = crate::support::unix_now() as i64;
         let (start, end) = history_span(now);
         // Prometheus' text format with times in milliseconds, as its import endpoint takes.
         let text: String = openmetrics(start, end)
@@ -371,7 +371,7 @@ impl Secured {
         start: i64,
         end: i64,
     ) -> Secured {
-        let now = ssdwatch::snapshot::unix_now() as i64;
+        let now = crate::support::unix_now() as i64;
         let d = dir.path();
         let pport = free_port();
         let plog = d.join("proxy.log");

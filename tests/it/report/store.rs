@@ -740,7 +740,7 @@ fn the_daemons_predicted_full_gauge_is_the_thin_pools_date_as_the_reports() {
 fn a_thin_pool_at_94_percent_under_an_ext4_at_23_is_an_effective_fill_not_a_full_filesystem() {
     use ssdwatch::history::{FsKey, FsLayers, FsSample, LayerRow};
     let dir = tempfile::tempdir().unwrap();
-    let now = ssdwatch::snapshot::unix_now() as i64;
+    let now = crate::support::unix_now() as i64;
     let gb = 1_000_000_000u64;
     let key = FsKey {
         mountpoint: "/mnt/db".into(),

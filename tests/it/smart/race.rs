@@ -12,7 +12,7 @@ use crate::support;
 
 use ssdwatch::collector::smart::SmartCollector;
 use ssdwatch::collector::{Collector, Context};
-use ssdwatch::snapshot::Shared;
+use ssdwatch::shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
 use support::smart::{Fake, smart_fixture};

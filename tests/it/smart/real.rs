@@ -6,7 +6,7 @@ use crate::support;
 
 use ssdwatch::collector::smart::{SmartCollector, SmartConfig};
 use ssdwatch::collector::{Collector, Context};
-use ssdwatch::snapshot::Shared;
+use ssdwatch::shared::Shared;
 use ssdwatch::sysfs::topology::DeviceKind;
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@ use crate::support::binary as web_common;
 
 use ssdwatch::collector::smart::{Backend, DeviceEntry, SmartCollector, SmartConfig};
 use ssdwatch::collector::{Collector, Context};
-use ssdwatch::snapshot::Shared;
+use ssdwatch::shared::Shared;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

@@ -16,6 +16,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// True when running as root; otherwise prints why the test is skipped.
+/// Seconds since the Unix epoch, as the daemon stamps its samples.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_secs_f64()
+}
+
 pub fn require_root(test: &str) -> bool {
     nix::unistd::Uid::effective().is_root() || skip(test, "needs root (loop devices, mount, FUSE)")
 }

@@ -5,7 +5,7 @@
 use super::testing::nvme_log_dump;
 use ssdwatch::collector::smart::SmartCollector;
 use ssdwatch::collector::{Collector, Context};
-use ssdwatch::snapshot::Shared;
+use ssdwatch::shared::Shared;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
