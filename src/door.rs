@@ -363,7 +363,7 @@ impl Door {
 }
 
 /// A deadline far enough never to pass: a mark whose holder has not set one yet.
-const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
+const FAR: Duration = Duration::from_secs(100 * 365 * crate::time::DAY as u64);
 
 /// An item's mark: held while its call runs (here on a thread, or elsewhere), ended when
 /// dropped. While it is held the item is refused; past its deadline it reads as stuck.

@@ -27,7 +27,7 @@ impl std::fmt::Display for Invalid {
 
 /// The longest interval any collector accepts: beyond it a schedule means nothing, and a
 /// larger value could overflow the clock arithmetic of the scheduler.
-pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(30 * crate::time::DAY as u64);
 
 /// Checks that `p` is a path the kernel can take: absolute, and without a NUL byte (a path with
 /// one can't be passed to any system call, so it would fail only at run time, far from the

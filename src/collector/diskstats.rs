@@ -150,7 +150,7 @@ pub const DISCARD_STATE_FILE: &str = "discards.json";
 /// boot loses nothing (the count goes on from the drive's own write counter). Hourly: each save
 /// rewrites and fsyncs the whole file (32 KiB on a 64-drive host), which every 10 minutes was
 /// 4.6 MiB a day written to the drive the daemon watches.
-const SAVE_EVERY: f64 = 3600.0;
+const SAVE_EVERY: f64 = crate::time::HOUR as f64;
 
 /// Whether a drive's discard at `last_discard_unix` is news worth a save now rather than at the
 /// next hourly one: the drive's first known discard, or one after an hour without any (an

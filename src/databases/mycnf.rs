@@ -30,7 +30,7 @@ pub fn binlog_expiry(seconds: Option<&str>, days: Option<&str>) -> Option<u64> {
     let days = days
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|d| d.is_finite() && *d >= 0.0 && *d <= 100_000.0)
-        .map(|d| (d * 86_400.0).round() as u64);
+        .map(|d| (d * crate::time::DAY_F64).round() as u64);
     match (secs, days) {
         (Some(s), _) if s > 0 => Some(s),
         (_, Some(d)) => Some(d),

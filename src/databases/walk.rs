@@ -187,10 +187,9 @@ impl<K: PartialEq + Clone> Walk<K> {
 mod tests {
     use super::*;
     use crate::databases::component::Component;
-    use std::time::Duration;
 
     fn later() -> Instant {
-        Instant::now() + Duration::from_secs(3600)
+        Instant::now() + crate::time::HOUR_DURATION
     }
 
     fn tree(root: &Path, dirs: usize, files: usize) {

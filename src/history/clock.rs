@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 pub const TOLERANCE_SECONDS: i64 = 300;
 
 /// A new wall time that holds steady against the monotonic clock this long is believed.
-pub const ACCEPT_AFTER: Duration = Duration::from_secs(3600);
+pub const ACCEPT_AFTER: Duration = crate::time::HOUR_DURATION;
 
 /// What [`ClockGuard::check`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

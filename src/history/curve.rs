@@ -42,7 +42,7 @@ pub const FILL_BIN_LABELS: [&str; 12] = [
 
 /// An event's "before" and "after" windows: one hour each at most, cut at the neighbouring
 /// events ([`windows`]).
-pub const RECOVERY_WINDOW_SECONDS: i64 = 3600;
+pub const RECOVERY_WINDOW_SECONDS: i64 = crate::time::HOUR;
 /// A run counts as made on a "deleted, not trimmed" filesystem when more than this share of the
 /// filesystem's size was freed and not yet trimmed (`ssdwatch_filesystem_freed_untrimmed_bytes`
 /// ÷ size): the threshold the Degradation dashboard's "trimmed vs deleted, not trimmed" panel

@@ -371,11 +371,11 @@ pub fn forecast_filesystem_days(days: &[DayUse], now: i64) -> FsForecast {
 }
 
 /// How far back the runaway leg looks at raw points.
-pub const RUNAWAY_WINDOW_SECONDS: i64 = 6 * 3600;
+pub const RUNAWAY_WINDOW_SECONDS: i64 = 6 * HOUR;
 /// A runaway that would take longer than this to fill the volume is the long-term leg's.
 const RUNAWAY_MAX_DAYS: f64 = 7.0;
 /// The runaway must still be climbing over this last stretch of its points.
-const RUNAWAY_STILL_CLIMBING_SECONDS: i64 = 3600;
+const RUNAWAY_STILL_CLIMBING_SECONDS: i64 = HOUR;
 /// How much faster than the long-term leg's 7-day growth the climb must be: a volume growing
 /// steadily also climbs past everything its last two weeks held, and is the long-term leg's
 /// (its last hours' rate, the daily cycle in it, would move its date with the time of day).
@@ -691,7 +691,7 @@ mod tests {
     fn least_squares_full(points: &[FsPoint], now: i64) -> (Option<f64>, Option<i64>) {
         let (xs, ys): (Vec<f64>, Vec<f64>) = points
             .iter()
-            .filter(|p| p.t > now - 30 * 86_400)
+            .filter(|p| p.t > now - 30 * DAY)
             .map(|p| (p.t as f64 / DAY_F64, p.size.last - p.avail.last))
             .unzip();
         let Some((slope, icept)) = least_squares(&xs, &ys) else {

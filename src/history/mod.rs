@@ -1,7 +1,8 @@
 //! Long-term history: an embedded SQLite store of filesystem, drive and probe records, its
 //! downsampling, and forecasts (growth, full, wear-out) computed from what it holds.
-//! It knows no collector and renders no metric: the daemon hands it plain records and reads
-//! plain series back.
+//! It knows no collector: the daemon hands it plain records and reads plain series back. What
+//! it publishes itself (the forecasts, the recoveries after TRIM and idle time, the store's own
+//! health) it builds from its records in `service.rs`, `degradation.rs` and `slow.rs`.
 
 pub mod clock;
 pub mod codec;

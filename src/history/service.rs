@@ -33,7 +33,7 @@ pub const NAME: &str = "history";
 /// send a series at most once per `raw_interval`.
 const QUEUE: usize = 4096;
 /// Downsampling and retention this often.
-const MAINTAIN_EVERY: Duration = Duration::from_secs(3600);
+const MAINTAIN_EVERY: Duration = crate::time::HOUR_DURATION;
 /// A store that could not be opened is tried again this often.
 const REOPEN_EVERY: Duration = Duration::from_secs(60);
 

@@ -137,7 +137,7 @@ impl Default for TargetConfig {
             path: PathBuf::new(),
             kinds: ProbeKind::ALL.to_vec(),
             interval: None,
-            seq_write_interval: Duration::from_secs(24 * 3600),
+            seq_write_interval: crate::time::DAY_DURATION,
             // 64 writes: the median's own sampling error is half that of 16 (1/√N), for 160 MiB
             // a day; 128 reads (unbudgeted) also give each run a p99 of its own (docs/probes.md, and
             // benches/probe_runlength.sh).
@@ -248,9 +248,14 @@ impl TargetConfig {
             &k("budget_time_per_hour"),
             self.budget_time_per_hour,
             s(1),
-            s(3600),
+            crate::time::HOUR_DURATION,
         )?;
-        check_duration(&k("timeout"), self.timeout, s(1), s(3600))?;
+        check_duration(
+            &k("timeout"),
+            self.timeout,
+            s(1),
+            crate::time::HOUR_DURATION,
+        )?;
         // Below 1.2 the median's own noise between bins would read as "slow".
         if !(1.2..=100.0).contains(&self.slow_latency_factor) {
             return Err(Invalid::new(

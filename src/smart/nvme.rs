@@ -5,6 +5,8 @@ use super::json::{at_most, celsius, get_u64, mul};
 use super::model::{Found, Health, Origin, ThermalThrottle};
 use serde_json::Value;
 
+const HOUR_SECONDS: u64 = crate::time::HOUR as u64;
+
 /// More error-log entries than this is over one a second for 136 years: an all-ones read or a
 /// firmware fault, not a count (the field is 128 bits wide, so width can't tell).
 const MAX_ERROR_LOG_ENTRIES: u64 = u32::MAX as u64 - 1;
@@ -36,7 +38,7 @@ pub(super) fn normalize(log: &Value, h: &mut Health, found: &mut Found) {
         h.power_cycles = Some(c);
     }
     if h.power_on_seconds.is_none() {
-        h.power_on_seconds = n("power_on_hours").map(|x| x.saturating_mul(3600));
+        h.power_on_seconds = n("power_on_hours").map(|x| x.saturating_mul(HOUR_SECONDS));
     }
     if h.temperature_celsius.is_none() {
         h.temperature_celsius = celsius(log.get("temperature"));
@@ -50,7 +52,7 @@ pub(super) fn normalize(log: &Value, h: &mut Health, found: &mut Found) {
     );
     // Times the drive was hotter than a limit can't exceed the time it was on (an hour of
     // slack for the counters' own rounding); the fields are 32 bits on the drive.
-    let on = h.power_on_seconds.map(|s| s.saturating_add(3600));
+    let on = h.power_on_seconds.map(|s| s.saturating_add(HOUR_SECONDS));
     let within_on = |secs: Option<u64>, field: &str, w: &mut Vec<String>| {
         let secs = at_most(secs, on.unwrap_or(u64::MAX), field, w)?;
         Some(secs)

@@ -121,7 +121,7 @@ fn age16(now: Option<u64>, at: Option<u64>) -> Option<u64> {
     if now < HOURS_16 && at > now {
         return None;
     }
-    Some((now16 + HOURS_16 - at) % HOURS_16 * 3600)
+    Some((now16 + HOURS_16 - at) % HOURS_16 * crate::time::HOUR as u64)
 }
 
 fn ata(log: &Value, now: Option<u64>) -> Option<SelfTest> {
@@ -188,7 +188,7 @@ fn nvme(log: &Value, now: Option<u64>, warnings: &mut Vec<String>) -> Option<Sel
     };
     let at = get_u64(row, &["power_on_hours"]);
     let age = match (now, at) {
-        (Some(n), Some(a)) if a <= n => Some((n - a).saturating_mul(3600)),
+        (Some(n), Some(a)) if a <= n => Some((n - a).saturating_mul(crate::time::HOUR as u64)),
         (Some(n), Some(a)) => {
             warnings.push(format!(
                 "self-test log entry at {a} power-on hours is after the drive's {n} hours: no age"

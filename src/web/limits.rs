@@ -71,7 +71,7 @@ impl Limits {
             "--web.idle-timeout",
             self.idle_timeout,
             ms(100),
-            Duration::from_secs(3600),
+            crate::time::HOUR_DURATION,
         )?;
         check_duration(
             "--web.shutdown-timeout",

@@ -94,8 +94,8 @@ impl DatabasesConfig {
             check_duration(
                 &format!("{key}.mysql_binlog_retention"),
                 r,
-                Duration::from_secs(3600),
-                Duration::from_secs(3660 * 86400),
+                crate::time::HOUR_DURATION,
+                crate::time::DAY_DURATION * 3660,
             )?;
         }
         check_entries(&format!("{key}.watch"), self.watch.len(), MAX_WATCH)?;

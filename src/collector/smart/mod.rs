@@ -243,7 +243,7 @@ const NAME: &str = "smart";
 
 /// How often RAID ports are looked for: `--scan-open` opens every device it finds, and
 /// controllers gain drives rarely.
-const RAID_SCAN_EVERY: Duration = Duration::from_secs(3600);
+const RAID_SCAN_EVERY: Duration = crate::time::HOUR_DURATION;
 
 impl SmartCollector {
     /// A collector that runs smartctl (or libatasmart) in this process.
@@ -773,7 +773,7 @@ fn history_record(
                 host_written_bytes: h.host_written_bytes,
                 nand_written_bytes: h.nand_written_bytes,
                 media_errors: h.media_errors,
-                power_on_hours: h.power_on_seconds.map(|s| s / 3600),
+                power_on_hours: h.power_on_seconds.map(|s| s / crate::time::HOUR as u64),
                 temperature_celsius: h.temperature_celsius,
                 // The kernel's count (diskstats), since boot: the drive reports none.
                 discarded_bytes: ctx
