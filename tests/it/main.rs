@@ -28,6 +28,7 @@ mod privsep;
 mod probe;
 mod prometheus;
 mod query;
+mod readme;
 mod report;
 mod run_script;
 mod smart;
