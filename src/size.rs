@@ -14,7 +14,7 @@ use serde::de::{self, Deserializer, Visitor};
 const EXPECTED: &str = "a size such as 64MiB, 20GiB or 10GB (KiB, MiB, GiB, TiB = powers of 1024; KB, MB, GB, TB = powers of 1000), or a whole number of bytes";
 
 /// Parses one size.
-pub fn parse(text: &str) -> Result<u64, parse_size::Error> {
+pub(crate) fn parse(text: &str) -> Result<u64, parse_size::Error> {
     parse_size::parse_size(text)
 }
 
@@ -47,12 +47,12 @@ impl Visitor<'_> for SizeVisitor {
 }
 
 /// `#[serde(deserialize_with = "crate::size::bytes")]` for a `u64` of bytes.
-pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     d.deserialize_any(SizeVisitor)
 }
 
 /// The same for an `Option<u64>` (with `#[serde(default)]`): a size, or null.
-pub fn opt_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn opt_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     struct OptVisitor;
     impl<'de> Visitor<'de> for OptVisitor {
         type Value = Option<u64>;

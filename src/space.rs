@@ -57,14 +57,14 @@ pub enum SpaceInput {
 
 /// The latest input of each kind, with the collector that gave it.
 #[derive(Debug, Default)]
-pub struct SpaceInputs {
+pub(crate) struct SpaceInputs {
     mounts: Option<(&'static str, Arc<Vec<MountSpace>>)>,
     layers: Option<(&'static str, Arc<Layers>, Instant)>,
 }
 
 impl SpaceInputs {
     /// Takes `from`'s newest input in place of its last.
-    pub fn update(&mut self, from: &'static str, input: SpaceInput) {
+    pub(crate) fn update(&mut self, from: &'static str, input: SpaceInput) {
         match input {
             SpaceInput::Mounts(m) => self.mounts = Some((from, m)),
             SpaceInput::Layers(l, until) => self.layers = Some((from, l, until)),
@@ -73,7 +73,7 @@ impl SpaceInputs {
 
     /// A failed sample of `from`: what it gave goes, as its own series do. Whether anything
     /// went.
-    pub fn forget(&mut self, from: &'static str) -> bool {
+    pub(crate) fn forget(&mut self, from: &'static str) -> bool {
         let mut gone = false;
         if self.mounts.as_ref().is_some_and(|(f, _)| *f == from) {
             self.mounts = None;
@@ -87,7 +87,7 @@ impl SpaceInputs {
     }
 
     /// The layers while their reading counts at `now`.
-    pub fn layers(&self, now: Instant) -> Option<&Layers> {
+    pub(crate) fn layers(&self, now: Instant) -> Option<&Layers> {
         self.layers
             .as_ref()
             .filter(|(_, _, until)| now < *until)
@@ -95,7 +95,7 @@ impl SpaceInputs {
     }
 
     /// Each mount's effective free space, the layer that limits it and every layer's room.
-    pub fn metrics(&self, now: Instant) -> MetricSet {
+    pub(crate) fn metrics(&self, now: Instant) -> MetricSet {
         let mut set = MetricSet::new();
         let layers = self.layers(now);
         for m in self.mounts.iter().flat_map(|(_, m)| m.iter()) {
