@@ -2,7 +2,9 @@
 //! exactly the checked-in exposition in tests/golden/<host>.prom, and pass `promtool check metrics`.
 //! After an intended change, regenerate with `UPDATE_GOLDEN=1 cargo test --test it golden::` and
 //! review the diff against the fixture values (tests/fixtures/hosts/make_trees.py writes the
-//! trees).
+//! trees). Series that change from run to run are left out (`VOLATILE`), and sizes that depend
+//! on the checkout's filesystem have their values masked (`ALLOCATED`); story tests below check
+//! both against the tree and the clock.
 
 use crate::support;
 
