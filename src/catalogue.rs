@@ -740,7 +740,7 @@ mod tests {
         ),
         (
             "ssdwatch_device_non_medium_errors_total",
-            "pending: SCSI/SAS only, and no golden host has a SAS drive",
+            "SCSI/SAS only, from the non-medium error page (`scsi_nonmedium_error`); no capture of tests/fixtures/smart carries that page (smart::normalize's unit test reads the field)",
         ),
         (
             "ssdwatch_btrfs_device_unallocated_bytes",
@@ -754,87 +754,19 @@ mod tests {
             "ssdwatch_probe_run_untrimmed_ratio",
             "only in `ssdwatch history export`, from stored probe runs",
         ),
-        // Not yet in a golden: the captures the golden hosts' drives answer with carry no
-        // self-test log, temperature limits or throttle counters (tests/it/smart reads the
-        // captures that do). A golden host with such a drive would take these off the list.
-        (
-            "ssdwatch_device_self_test_last_result",
-            "pending: no golden drive's capture has a self-test log",
-        ),
-        (
-            "ssdwatch_device_self_test_last_age_seconds",
-            "pending: no golden drive's capture has a self-test log",
-        ),
+        // No capture of tests/fixtures/smart shows these (smart::normalize's unit tests read
+        // the fields): a golden drive answers with a real capture only.
         (
             "ssdwatch_device_self_test_last_failing_lba",
-            "pending: no golden drive's capture has a failed self-test",
-        ),
-        (
-            "ssdwatch_device_self_test_in_progress",
-            "pending: no golden drive's capture has a self-test status",
-        ),
-        (
-            "ssdwatch_device_temperature_limit_celsius",
-            "pending: no golden drive's capture has temperature limits",
+            "no capture of tests/fixtures/smart has a failed self-test with a failing LBA (every self-test log there shows completed tests)",
         ),
         (
             "ssdwatch_device_thermal_throttle_transitions_total",
-            "pending: no golden drive's capture has thermal management counters",
+            "no capture of tests/fixtures/smart has NVMe thermal management counters (thermal_temp1/2_transition_count)",
         ),
         (
             "ssdwatch_device_thermal_throttle_seconds_total",
-            "pending: no golden drive's capture has thermal management counters",
-        ),
-        // Not yet in a golden: no fixture host runs a database server (tests/it/databases
-        // builds its process tables and data directories per test, and runs real servers).
-        (
-            "ssdwatch_database_info",
-            "pending: no databases fixture host",
-        ),
-        ("ssdwatch_database_up", "pending: no databases fixture host"),
-        (
-            "ssdwatch_database_component_bytes",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_database_size_completed_timestamp_seconds",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_database_size_entries",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_postgres_wal_segments",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_postgres_archive_ready_segments",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_postgres_archive_oldest_ready_age_seconds",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_postgres_replication_slot_retained_bytes",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_postgres_tablespace_bytes",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_mysql_binlog_files",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_mysql_binlog_oldest_age_seconds",
-            "pending: no databases fixture host",
-        ),
-        (
-            "ssdwatch_mysql_binlog_retention_seconds",
-            "pending: no databases fixture host",
+            "no capture of tests/fixtures/smart has NVMe thermal management counters (thermal_temp1/2_total_time)",
         ),
         // Published by the history thread from stored records and forecasts; `sample` runs no
         // history (tests/it/history covers them on recorded histories).

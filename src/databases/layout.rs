@@ -22,6 +22,15 @@ const PGSQL_TMP: &str = "pgsql_tmp";
 /// The top-level entries a sizing pass leaves to the every-sample look (or to the tablespaces).
 const POSTGRES_CHEAP: [&str; 3] = [POSTGRES_WAL, POSTGRES_SLOTS, POSTGRES_TABLESPACES];
 
+/// A PostgreSQL tablespace: its oid, where its `pg_tblspc` link leads as the host sees it
+/// (the `location` label) and that directory as the daemon opens it (under the rootfs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tablespace {
+    pub oid: String,
+    pub location: PathBuf,
+    pub path: PathBuf,
+}
+
 /// One entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -91,13 +100,13 @@ fn sorted(top: &[Entry]) -> Vec<&Entry> {
 
 /// A PostgreSQL data directory `dir` whose top level holds `top`: `base` and `global` are the
 /// relations, `log`, `pg_log` and the top-level directory `log_dir` names (when inside `dir`)
-/// the server log, each of `tablespaces` (oid, link target) its own, every other entry but the
+/// the server log, each of `tablespaces` its own, every other entry but the
 /// every-sample parts (pg_wal, pg_replslot, pg_tblspc) "other". Temporary files are skipped.
 pub fn postgres_sizing(
     dir: &Path,
     top: &[Entry],
     log_dir: Option<&Path>,
-    tablespaces: &[(String, PathBuf)],
+    tablespaces: &[Tablespace],
 ) -> SizePlan {
     let log_top = log_dir
         .and_then(|l| l.strip_prefix(dir).ok())
@@ -118,15 +127,14 @@ pub fn postgres_sizing(
             path: dir.join(&e.name),
         });
     }
-    for (oid, location) in tablespaces {
+    for t in tablespaces {
         roots.push(Root {
             component: Part::Tablespace {
-                oid: oid.clone(),
-                location: location.clone(),
+                oid: t.oid.clone(),
+                location: t.location.clone(),
             },
-            // Through the link: the tree beyond it is walked, the link itself not followed
-            // again inside.
-            path: dir.join(POSTGRES_TABLESPACES).join(oid).join(""),
+            // The directory the link leads to, resolved by the caller inside the host's root.
+            path: t.path.clone(),
         });
     }
     SizePlan {
@@ -138,19 +146,22 @@ pub fn postgres_sizing(
 
 /// The every-sample part of a PostgreSQL data directory `dir` (pg_wal aside, read on its own):
 /// its temporary files, in `base` and in each tablespace's version directories (`tablespaces`:
-/// each oid with the names in its link's directory), and the replication slots' directory.
-pub fn postgres_cheap(dir: &Path, tablespaces: &[(String, Vec<OsString>)]) -> Vec<Root<Component>> {
+/// each tablespace's directory, as the caller resolved its link, with the names in it), and
+/// the replication slots' directory.
+pub fn postgres_cheap(
+    dir: &Path,
+    tablespaces: &[(PathBuf, Vec<OsString>)],
+) -> Vec<Root<Component>> {
     let mut roots = vec![Root {
         component: Component::Temp,
         path: dir.join(POSTGRES_TEMP),
     }];
-    for (oid, names) in tablespaces {
-        let link = dir.join(POSTGRES_TABLESPACES).join(oid);
+    for (space, names) in tablespaces {
         for n in names {
             if n.to_string_lossy().starts_with("PG_") {
                 roots.push(Root {
                     component: Component::Temp,
-                    path: link.join(n).join(PGSQL_TMP),
+                    path: space.join(n).join(PGSQL_TMP),
                 });
             }
         }
@@ -226,7 +237,11 @@ mod tests {
             Entry::new("pg_log", true),
             Entry::new("PG_VERSION", false),
         ];
-        let spaces = [("16500".to_string(), PathBuf::from("/data/ts"))];
+        let spaces = [Tablespace {
+            oid: "16500".into(),
+            location: "/data/ts".into(),
+            path: "/host/data/ts".into(),
+        }];
         let plan = postgres_sizing(dir, &top, Some(Path::new("/srv/pg/logs/2024")), &spaces);
         assert_eq!(
             parts(&plan),
@@ -242,7 +257,7 @@ mod tests {
                         oid: "16500".into(),
                         location: "/data/ts".into()
                     },
-                    "/srv/pg/pg_tblspc/16500/".into()
+                    "/host/data/ts".into()
                 ),
             ]
         );
@@ -266,7 +281,7 @@ mod tests {
         let roots = postgres_cheap(
             Path::new("/srv/pg"),
             &[(
-                "16500".into(),
+                "/host/data/ts".into(),
                 vec!["PG_15_202209061".into(), "lost+found".into()],
             )],
         );
@@ -280,7 +295,7 @@ mod tests {
                 (Component::Temp, "/srv/pg/base/pgsql_tmp".into()),
                 (
                     Component::Temp,
-                    "/srv/pg/pg_tblspc/16500/PG_15_202209061/pgsql_tmp".into()
+                    "/host/data/ts/PG_15_202209061/pgsql_tmp".into()
                 ),
                 (Component::ReplicationSlots, "/srv/pg/pg_replslot".into()),
             ]

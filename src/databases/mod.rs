@@ -415,6 +415,33 @@ fn check_pid_file(roots: &Roots, pid: u32, dir: &Path, path: &Path) -> Result<()
     Ok(())
 }
 
+/// A PostgreSQL's tablespaces: the `pg_tblspc/<oid>` links of its data directory (`host_dir`
+/// as the host sees it, `data_dir` under the rootfs), each resolved inside the host's root.
+/// PostgreSQL writes absolute links: followed as they are, they would lead into the daemon's
+/// own root (a container's), not the host's. A link that leads nowhere keeps its target as
+/// written (its walk then counts nothing, as for any missing root); unreadable `pg_tblspc`,
+/// none.
+pub fn tablespaces(roots: &Roots, host_dir: &Path, data_dir: &Path) -> Vec<layout::Tablespace> {
+    let links = host_dir.join(layout::POSTGRES_TABLESPACES);
+    postgres::read_tablespaces(data_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(oid, target)| {
+            let (location, path) = roots.canonical(&links.join(&oid)).unwrap_or_else(|_| {
+                // An absolute target replaces the links' directory in the join.
+                let host = links.join(&target);
+                let inside = roots.in_rootfs(&host);
+                (host, inside)
+            });
+            layout::Tablespace {
+                oid,
+                location,
+                path,
+            }
+        })
+        .collect()
+}
+
 /// The mount point (as the filesystem collector labels it) holding `path` (a host path): the
 /// longest mount path that is a prefix of it.
 pub fn mount_of<'a>(

@@ -2,7 +2,9 @@
 //! exactly the checked-in exposition in tests/golden/<host>.prom, and pass `promtool check metrics`.
 //! After an intended change, regenerate with `UPDATE_GOLDEN=1 cargo test --test it golden::` and
 //! review the diff against the fixture values (tests/fixtures/hosts/make_trees.py writes the
-//! trees).
+//! trees). Series that change from run to run are left out (`VOLATILE`), and sizes that depend
+//! on the checkout's filesystem have their values masked (`ALLOCATED`); story tests below check
+//! both against the tree and the clock.
 
 use crate::support;
 
@@ -18,6 +20,7 @@ const HOSTS: &[&str] = &[
     "virtio",
     "discard-dropped",
     "layers-vm",
+    "pg-mariadb",
 ];
 
 /// What the fake smartctl answers for each drive of each host: a real capture (from
@@ -94,6 +97,14 @@ const SMART: &[(&str, &str, &str)] = &[
         "vdf",
         "exit 1 err-unable-to-detect-device-type.json",
     ),
+    // Captures with a self-test log and temperature limits (`-x` of a SATA SSD, `-a` of
+    // smartctl 7.5 on an NVMe drive).
+    ("pg-mariadb", "sda", "ok ata-samsung-860evo.json"),
+    (
+        "pg-mariadb",
+        "nvme0n1",
+        "ok nvme-teamgroup-mp33-tm8fp6256g-smartctl75.json",
+    ),
 ];
 
 /// Families whose series change from run to run (timings, clocks, version): the golden keeps
@@ -104,6 +115,11 @@ const VOLATILE: &[&str] = &[
     "ssdwatch_collector_sample_age_seconds",
     "ssdwatch_build_info",
     "ssdwatch_device_smart_sample_age_seconds",
+    // When the sizing finished, and ages from the files' modification times (a checkout's
+    // time): `database_ages_run_from_the_files_mtimes` checks them against the clock.
+    "ssdwatch_database_size_completed_timestamp_seconds",
+    "ssdwatch_postgres_archive_oldest_ready_age_seconds",
+    "ssdwatch_mysql_binlog_oldest_age_seconds",
     // The process's own figures (memory, CPU, descriptors, start time): of the test run, not
     // of the fixture host.
     "process_cpu_seconds_total",
@@ -112,6 +128,17 @@ const VOLATILE: &[&str] = &[
     "process_start_time_seconds",
     "process_open_fds",
     "process_max_fds",
+];
+
+/// Families whose values are the space the fixture tree's files take (`st_blocks`, as du):
+/// they differ with the filesystem the repository is checked out on (a directory takes 4 KiB
+/// on ext4 and nothing on tmpfs or btrfs, which also keeps small files inline). The golden
+/// keeps their series, labels and all, with the value written `<allocated>`;
+/// `database_sizes_are_what_the_checkout_allocates` checks the values against the tree.
+const ALLOCATED: &[&str] = &[
+    "ssdwatch_database_component_bytes",
+    "ssdwatch_postgres_tablespace_bytes",
+    "ssdwatch_postgres_replication_slot_retained_bytes",
 ];
 
 fn manifest() -> PathBuf {
@@ -186,16 +213,24 @@ fn sample(host: &str) -> String {
     String::from_utf8(out.stdout).expect("utf-8 exposition")
 }
 
+/// Whether `line` is a series of one of `families`.
+fn of_family(line: &str, families: &[&str]) -> bool {
+    !line.starts_with('#')
+        && families.iter().any(|f| {
+            line.strip_prefix(f)
+                .is_some_and(|rest| rest.starts_with(['{', ' ']))
+        })
+}
+
 fn stable(text: &str) -> String {
     text.lines()
-        .filter(|l| {
-            l.starts_with('#')
-                || !VOLATILE.iter().any(|v| {
-                    l.strip_prefix(v)
-                        .is_some_and(|rest| rest.starts_with(['{', ' ']))
-                })
+        .filter(|l| !of_family(l, VOLATILE))
+        .map(|l| match l.rsplit_once(' ') {
+            // The value is after the last space (label values may hold spaces; no series
+            // carries a timestamp).
+            Some((series, _)) if of_family(l, ALLOCATED) => format!("{series} <allocated>\n"),
+            _ => format!("{l}\n"),
         })
-        .map(|l| format!("{l}\n"))
         .collect()
 }
 
@@ -395,4 +430,135 @@ fn mount_point_with_a_space_is_unescaped_and_bind_mount_reported_once() {
     let t = sample("nvme-partitions");
     assert!(t.contains("ssdwatch_filesystem_size_bytes{mountpoint=\"/srv/pg data\",device=\"nvme0n1p3\",fstype=\"xfs\"}"));
     assert!(!t.contains("mountpoint=\"/var/backups\""));
+}
+
+/// Allocated bytes (`st_blocks` x 512, as du) of `path` and everything under it; links are
+/// not followed.
+fn allocated_tree(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).unwrap();
+    let mut total = m.blocks() * 512;
+    if m.is_dir() {
+        for e in std::fs::read_dir(path).unwrap() {
+            total += allocated_tree(&e.unwrap().path());
+        }
+    }
+    total
+}
+
+/// The database host's sizes, masked in its golden, are what its files take on this checkout:
+/// pg_wal with its archive_status, the slot's retained segment, the tablespace's tree, the
+/// binary logs the index names.
+#[test]
+fn database_sizes_are_what_the_checkout_allocates() {
+    let t = sample("pg-mariadb");
+    let root = manifest().join("tests/fixtures/hosts/pg-mariadb/rootfs");
+    let pg = root.join("var/lib/postgresql/15/main");
+    let wal = pg.join("pg_wal");
+    // Every entry of pg_wal and of archive_status (the directories themselves aside).
+    let entries = |d: &std::path::Path| -> u64 {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    use std::os::unix::fs::MetadataExt;
+                    std::fs::symlink_metadata(&p).unwrap().blocks() * 512
+                } else {
+                    allocated_tree(&p)
+                }
+            })
+            .sum()
+    };
+    let pg_db = "database=\"/var/lib/postgresql/15/main\"";
+    assert_eq!(
+        value(
+            &t,
+            &format!(
+                "ssdwatch_database_component_bytes{{{pg_db},component=\"wal\",mountpoint=\"/var/lib/postgresql\"}}"
+            )
+        ),
+        Some((entries(&wal) + entries(&wal.join("archive_status"))) as f64)
+    );
+    // restart_lsn 0/1500718 is in segment 1; the redo location 0/2000028 in segment 2.
+    assert_eq!(
+        value(
+            &t,
+            &format!(
+                "ssdwatch_postgres_replication_slot_retained_bytes{{{pg_db},slot=\"standby1\",type=\"physical\"}}"
+            )
+        ),
+        Some(allocated_tree(&wal.join("000000010000000000000001")) as f64)
+    );
+    assert_eq!(
+        value(
+            &t,
+            &format!(
+                "ssdwatch_postgres_tablespace_bytes{{{pg_db},tablespace=\"16390\",location=\"/srv/pgspace/ts1\",mountpoint=\"/srv/pgspace\"}}"
+            )
+        ),
+        Some(allocated_tree(&root.join("srv/pgspace/ts1")) as f64)
+    );
+    let binlogs: u64 = (1..=3)
+        .map(|n| allocated_tree(&root.join(format!("var/lib/mysql/mysql-bin.00000{n}"))))
+        .sum();
+    assert_eq!(
+        value(
+            &t,
+            "ssdwatch_database_component_bytes{database=\"/var/lib/mysql\",component=\"binlog\",mountpoint=\"/\"}"
+        ),
+        Some(binlogs as f64)
+    );
+}
+
+/// The database host's clock-bound figures, left out of its golden: the sizing finished during
+/// the sample, and the ages run from the files' modification times (the checkout's).
+#[test]
+fn database_ages_run_from_the_files_mtimes() {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let mtime = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let before = now();
+    let t = sample("pg-mariadb");
+    let after = now();
+    let root = manifest().join("tests/fixtures/hosts/pg-mariadb/rootfs");
+    for db in ["/var/lib/postgresql/15/main", "/var/lib/mysql"] {
+        let done = value(
+            &t,
+            &format!("ssdwatch_database_size_completed_timestamp_seconds{{database=\"{db}\"}}"),
+        )
+        .unwrap();
+        assert!(before <= done && done <= after, "{db}: {done}");
+    }
+    let ready =
+        mtime(&root.join(
+            "var/lib/postgresql/15/main/pg_wal/archive_status/000000010000000000000001.ready",
+        ));
+    let age = value(
+        &t,
+        "ssdwatch_postgres_archive_oldest_ready_age_seconds{database=\"/var/lib/postgresql/15/main\"}",
+    )
+    .unwrap();
+    assert!(before - ready <= age && age <= after - ready, "{age}");
+    let oldest = (1..=3)
+        .map(|n| mtime(&root.join(format!("var/lib/mysql/mysql-bin.00000{n}"))))
+        .fold(f64::INFINITY, f64::min);
+    let age = value(
+        &t,
+        "ssdwatch_mysql_binlog_oldest_age_seconds{database=\"/var/lib/mysql\"}",
+    )
+    .unwrap();
+    assert!(before - oldest <= age && age <= after - oldest, "{age}");
 }

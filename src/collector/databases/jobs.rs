@@ -2,8 +2,9 @@
 //! (pg_wal, slots, temporary files; MySQL's logs and InnoDB files) and one bounded sizing pass.
 //! The listings are taken here; which path is which component is `databases::layout`'s.
 
+use crate::Roots;
 use crate::databases::component::{Component, Kind};
-use crate::databases::layout::{self, Entry, Part, SizePlan};
+use crate::databases::layout::{self, Entry, Part, SizePlan, Tablespace};
 use crate::databases::mysql;
 use crate::databases::postgres::{self, Wal};
 use crate::databases::walk::{Progress, Total, Walk};
@@ -53,8 +54,13 @@ fn list(dir: &Path) -> Vec<Entry> {
 }
 
 /// `dir` is the data directory under the rootfs, `wal_dir` where its pg_wal resolves to
-/// (inside the host's root: an absolute link is the host's path).
-pub(super) fn pg_cheap(dir: &Path, wal_dir: Option<PathBuf>, deadline: Instant) -> PgCheap {
+/// and `spaces` its tablespaces (inside the host's root: an absolute link is the host's path).
+pub(super) fn pg_cheap(
+    dir: &Path,
+    wal_dir: Option<PathBuf>,
+    spaces: &[Tablespace],
+    deadline: Instant,
+) -> PgCheap {
     let mut out = PgCheap {
         wal_dir,
         ..PgCheap::default()
@@ -81,15 +87,15 @@ pub(super) fn pg_cheap(dir: &Path, wal_dir: Option<PathBuf>, deadline: Instant) 
         Ok(w) => out.wal = Some(w),
         Err(e) => out.errors.push(e.to_string()),
     }
-    // Each tablespace's link lists its version directories, which hold its temporary files.
-    let spaces: Vec<(String, Vec<OsString>)> = postgres::read_tablespaces(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(oid, _)| {
-            let names = std::fs::read_dir(dir.join(layout::POSTGRES_TABLESPACES).join(&oid))
+    // Each tablespace's directory lists its version directories, which hold its temporary
+    // files.
+    let spaces: Vec<(PathBuf, Vec<OsString>)> = spaces
+        .iter()
+        .map(|t| {
+            let names = std::fs::read_dir(&t.path)
                 .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
                 .unwrap_or_default();
-            (oid, names)
+            (t.path.clone(), names)
         })
         .collect();
     let roots = layout::postgres_cheap(dir, &spaces);
@@ -149,7 +155,9 @@ pub(super) struct SizeSlot {
 pub(super) struct Layout<'a> {
     pub(super) dir: &'a Path,
     pub(super) kind: Kind,
-    pub(super) rootfs: &'a Path,
+    pub(super) roots: &'a Roots,
+    /// The data directory as the host sees it.
+    pub(super) host: &'a Path,
     pub(super) binlog_index: Option<&'a Path>,
     /// PostgreSQL's log directory, under the rootfs.
     pub(super) log_dir: Option<&'a Path>,
@@ -161,11 +169,11 @@ pub(super) struct Layout<'a> {
 fn size_plan(l: &Layout) -> SizePlan {
     let plan = match l.kind {
         Kind::Postgres => {
-            let spaces = postgres::read_tablespaces(l.dir).unwrap_or_default();
+            let spaces = crate::databases::tablespaces(l.roots, l.host, l.dir);
             layout::postgres_sizing(l.dir, &list(l.dir), l.log_dir, &spaces)
         }
         Kind::Mysql => {
-            let counted = mysql::read_cheap(l.dir, l.rootfs, l.binlog_index)
+            let counted = mysql::read_cheap(l.dir, &l.roots.rootfs, l.binlog_index)
                 .map(|c| c.counted)
                 .unwrap_or_default();
             layout::mysql_sizing(l.dir, &list(l.dir), &counted)

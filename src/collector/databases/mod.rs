@@ -192,7 +192,8 @@ impl DatabasesCollector {
                 Some(tokio::spawn(async move {
                     door.call(NAME, cheap_item, cheap_deadline, move || {
                         let wal = roots.canonical(&host.join(wal)).ok().map(|(_, w)| w);
-                        Cheap::Postgres(pg_cheap(&dir, wal, pass_deadline))
+                        let spaces = crate::databases::tablespaces(&roots, &host, &dir);
+                        Cheap::Postgres(pg_cheap(&dir, wal, &spaces, pass_deadline))
                     })
                     .await
                 }))
@@ -221,7 +222,7 @@ impl DatabasesCollector {
             st.next_size = Instant::now() + self.cfg.size_interval;
         }
         let (slot, dir, kind) = (st.size.clone(), t.path.clone(), t.kind);
-        let rootfs = ctx.roots.rootfs.clone();
+        let (roots, host) = (ctx.roots.clone(), t.host.clone());
         let index = t.binlog_index.clone();
         let log_dir = t.log_dir.as_ref().map(|(_, inside)| inside.clone());
         let elsewhere: Vec<PathBuf> = (t.elsewhere.iter())
@@ -235,7 +236,8 @@ impl DatabasesCollector {
                 let layout = Layout {
                     dir: &dir,
                     kind,
-                    rootfs: &rootfs,
+                    roots: &roots,
+                    host: &host,
                     binlog_index: index.as_deref(),
                     log_dir: log_dir.as_deref(),
                     elsewhere: &elsewhere,

@@ -380,6 +380,45 @@ async fn a_server_log_outside_the_data_directory_is_counted_on_its_own_mount() {
     assert_eq!(at(&s, Component::Log, "/"), Some(inside));
 }
 
+/// PostgreSQL writes a tablespace's link absolute (`/data/ts1`): under `--path.rootfs` it
+/// leads to the host's /data/ts1, never to a directory of the daemon's own root.
+#[tokio::test]
+async fn an_absolute_tablespace_link_leads_into_the_hosts_root_not_the_daemons() {
+    let t = tempfile::tempdir().unwrap();
+    let roots = host(t.path());
+    let pg = roots.rootfs.join("srv/pg");
+    let ts = roots.rootfs.join("data/ts1/PG_15_202209061");
+    write(&ts.join("5/16391"), &vec![1u8; 40_000]);
+    write(&ts.join("pgsql_tmp/pgsql_tmp812.1"), &vec![1u8; 20_000]);
+    std::fs::create_dir_all(pg.join("pg_tblspc")).unwrap();
+    // The host's path, absolute, as PostgreSQL writes it; the daemon's own /data/ts1 must not
+    // be what is read (it does not exist here, and would be another directory if it did).
+    std::os::unix::fs::symlink("/data/ts1", pg.join("pg_tblspc/16390")).unwrap();
+    let ctx = Context::new(roots, Duration::from_secs(60));
+    let mut col = DatabasesCollector::new(&watching_backups_and_a_gone_path());
+    let s = col.sample(&ctx).await.unwrap();
+    let space = [
+        ("database", "/srv/pg"),
+        ("tablespace", "16390"),
+        ("location", "/data/ts1"),
+        ("mountpoint", ""),
+    ];
+    let bytes = value(&s, &c::POSTGRES_TABLESPACE_BYTES, &space);
+    // The relation file at least (its temporary file is counted under temp, not here).
+    assert!(bytes.is_some_and(|b| b >= 40_000.0), "{bytes:?}");
+    let temp = (s.metrics.families().iter())
+        .filter(|f| f.name == c::DATABASE_COMPONENT_BYTES.name)
+        .flat_map(|f| {
+            (f.samples.iter())
+                .filter(move |x| f.label(x, "component") == Some("temp"))
+                .filter(move |x| f.label(x, "database") == Some("/srv/pg"))
+        })
+        .map(|x| x.value)
+        .next();
+    // base/pgsql_tmp's 8192 bytes and the tablespace's 20,000.
+    assert!(temp.is_some_and(|b| b >= 28_192.0), "{temp:?}");
+}
+
 #[test]
 fn the_binlog_retention_is_the_configs_else_the_servers_else_30_days() {
     let day = Duration::from_secs(86_400);
