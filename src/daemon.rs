@@ -75,7 +75,8 @@ pub(crate) async fn serve(
     let (collectors, mut ctx) = build(&config, roots, true, helper)?;
     let store = Arc::new(Snapshots::with_reloads(web.reloads.clone()));
     store.attach_door(ctx.door.clone());
-    let history = start_history(&config, store.clone())?;
+    let judging = Judging::of(&config)?;
+    let history = start_history(&config, &judging, store.clone())?;
     ctx.history = history.as_ref().map(|(sink, _)| sink.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let door = ctx.door.clone();
@@ -120,12 +121,9 @@ pub(crate) async fn serve(
         .then(|| crate::web::routes::ReportSource {
             store: config.state_dir.join(history::store::FILE_NAME),
             host,
-            // Checked when the history started.
-            endurance: (config.history.endurance.iter())
-                .filter_map(|e| e.rule().ok())
-                .collect(),
+            endurance: judging.endurance.clone(),
             flush: history.as_ref().map(|(sink, _)| sink.flusher()),
-            slow_levels: history::slow::levels_of(&config.collectors.probe.targets),
+            slow_levels: judging.slow_levels.clone(),
             probe_targets: if config.collectors.probe.enabled {
                 config.collectors.probe.targets.len()
             } else {
@@ -216,23 +214,39 @@ pub async fn sample_once(config: &Config, roots: Roots) -> anyhow::Result<(Strin
     Ok((store.render(), store.all_succeeded()))
 }
 
+/// What the history thread and the `/report` page both judge by, built (and checked) once:
+/// the drive models' rated endurance and each probe target's slow level.
+struct Judging {
+    endurance: Vec<history::service::EnduranceRule>,
+    slow_levels: Vec<(String, history::slow::SlowLevel)>,
+}
+
+impl Judging {
+    fn of(config: &Config) -> anyhow::Result<Judging> {
+        Ok(Judging {
+            endurance: config
+                .history
+                .endurance_rules()
+                .context("history.endurance")?,
+            slow_levels: history::slow::levels_of(&config.collectors.probe.targets),
+        })
+    }
+}
+
 /// The history store's thread, when `history.enabled`.
 fn start_history(
     config: &Config,
+    judging: &Judging,
     store: Arc<Snapshots>,
 ) -> anyhow::Result<Option<(history::service::Sink, history::service::Service)>> {
     if !config.history.enabled {
         return Ok(None);
     }
-    let rules = config
-        .history
-        .endurance_rules()
-        .context("history.endurance")?;
     let started = history::service::start(
         config.history.clone(),
         config.state_dir.clone(),
-        rules,
-        history::slow::levels_of(&config.collectors.probe.targets),
+        judging.endurance.clone(),
+        judging.slow_levels.clone(),
         store,
     )
     .context("starting the history thread")?;
