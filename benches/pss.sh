@@ -74,3 +74,15 @@ for p in $procs; do
   col=$((col + 1))
 done
 echo "PSS of the whole daemon over ${seconds} s after a ${warmup} s warm-up: $(stats 1)"
+# Where each process's pages are, at the end: anonymous (heap, stacks), file (the binary and
+# libraries), and its threads; DETAIL=1 adds the daemon's largest mappings.
+for p in $procs; do
+  printf '%s (pid %s): %s, threads %s\n' "$(cat "/proc/$p/comm")" "$p" \
+    "$(awk '/^Pss_(Anon|File|Shmem):/ {printf "%s%s %d KiB", sep, $1, $2; sep=", "}' "/proc/$p/smaps_rollup")" \
+    "$(ls "/proc/$p/task" | wc -l)"
+done
+if [ -n "${DETAIL:-}" ]; then
+  echo "the daemon's largest mappings by PSS (KiB):"
+  awk '/^[0-9a-f]+-[0-9a-f]+ / {name = ($6 == "" ? "[anon]" : $6)} /^Pss:/ {pss[name] += $2} END {for (n in pss) printf "%8d %s\n", pss[n], n}' \
+    "/proc/$pid/smaps" | sort -rn | head -8
+fi

@@ -5,9 +5,8 @@
 //! older reading of its layers than the layers' own series show. No I/O here.
 
 use crate::catalogue;
-use crate::layers::{Layers, Limit, MountView, effective};
+use crate::layers::{Layers, Limit, MountView, StackDevice, effective};
 use crate::metrics::MetricSet;
-use crate::sysfs::topology::BlockDevice;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,7 +20,7 @@ pub struct MountSpace {
     pub fstype: String,
     /// The mount table's source (a ZFS dataset's name for ZFS).
     pub source: String,
-    pub stack: Vec<BlockDevice>,
+    pub stack: Vec<StackDevice>,
     /// The filesystem's own room: statvfs's available bytes and df's size.
     pub own: Limit,
 }
@@ -30,13 +29,12 @@ impl MountSpace {
     /// Every layer's limit under the mount in `layers` (bottom-most last), and the effective
     /// one: the least of those and the filesystem's own.
     pub fn limits(&self, layers: Option<&Layers>) -> (Vec<Limit>, Limit) {
-        let stack: Vec<&BlockDevice> = self.stack.iter().collect();
         let limits = layers
             .map(|l| {
                 l.limits(&MountView {
                     fstype: &self.fstype,
                     source: &self.source,
-                    stack: &stack,
+                    stack: &self.stack,
                 })
             })
             .unwrap_or_default();
@@ -156,10 +154,9 @@ mod tests {
                 device: "dm-3".into(),
                 fstype: "ext4".into(),
                 source: "/dev/mapper/vg-db".into(),
-                stack: vec![BlockDevice {
+                stack: vec![StackDevice {
                     name: "dm-3".into(),
                     dm_name: Some("vg-db".into()),
-                    ..Default::default()
                 }],
                 own: Limit {
                     layer: Layer::Filesystem,

@@ -1065,7 +1065,6 @@ fn md_metrics(set: &mut MetricSet, a: &md::Array) {
 mod tests {
     use super::*;
     use crate::layers::MountView;
-    use crate::sysfs::topology::BlockDevice;
 
     fn text(l: &Layers) -> String {
         let mut set = MetricSet::new();
@@ -1104,11 +1103,10 @@ mod tests {
         }
         // What is known still shows.
         assert!(t.contains("ssdwatch_btrfs_info{uuid=\"4e3b\""), "{t}");
-        let sdb = BlockDevice {
+        let stack = [crate::layers::StackDevice {
             name: "sdb".into(),
-            ..Default::default()
-        };
-        let stack = [&sdb];
+            dm_name: None,
+        }];
         let m = MountView {
             fstype: "btrfs",
             source: "/dev/sdb",

@@ -233,13 +233,32 @@ pub fn layer_fill_ratio(avail_bytes: f64, size_bytes: Option<f64>) -> Option<f64
         .map(|s| (1.0 - avail_bytes / s).clamp(0.0, 1.0))
 }
 
+/// One device of a mount's stack, as much of it as places the mount on its layers: its kernel
+/// name (a btrfs' devices are listed by it) and its device-mapper name (a thin volume's). A
+/// mount keeps these, not the whole [`BlockDevice`] with its model, serial and limits: 500
+/// mounts on partitions hold a thousand devices between samples.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StackDevice {
+    pub name: String,
+    pub dm_name: Option<String>,
+}
+
+impl From<&BlockDevice> for StackDevice {
+    fn from(d: &BlockDevice) -> Self {
+        StackDevice {
+            name: d.name.clone(),
+            dm_name: d.dm_name.clone(),
+        }
+    }
+}
+
 /// What is known of one mount to place it on its layers.
 pub struct MountView<'a> {
     pub fstype: &'a str,
     /// The mount table's source (a ZFS dataset's name for ZFS).
     pub source: &'a str,
     /// Its block device and every device under it (`Topology::layers`), top first.
-    pub stack: &'a [&'a BlockDevice],
+    pub stack: &'a [StackDevice],
 }
 
 impl Layers {
@@ -378,7 +397,7 @@ mod tests {
         };
         // ext4 on dm-crypt on the thin volume.
         let (crypt, thin) = (dev("dm-4", Some("db-crypt")), dev("dm-3", Some("vg-db")));
-        let stack = [&crypt, &thin];
+        let stack = [StackDevice::from(&crypt), StackDevice::from(&thin)];
         let m = MountView {
             fstype: "ext4",
             source: "/dev/mapper/db-crypt",
@@ -475,7 +494,7 @@ mod tests {
             }],
         };
         let sdb = dev("sdb", None);
-        let stack = [&sdb];
+        let stack = [StackDevice::from(&sdb)];
         let m = MountView {
             fstype: "btrfs",
             source: "/dev/sdb",

@@ -421,7 +421,7 @@ fn through_layers(layers: &ssdwatch::layers::Layers) {
         )
         .collect();
     for d in &devs {
-        let stack = [d];
+        let stack = [ssdwatch::layers::StackDevice::from(d)];
         for fstype in ["ext4", "btrfs"] {
             let l = layers.limits(&MountView {
                 fstype,

@@ -11,7 +11,7 @@ use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::door::{MAX_STATFS_THREADS, reserved_tasks};
 use crate::history::service::Record;
 use crate::history::{FsKey, FsLayers, FsSample, LayerRow};
-use crate::layers::{Layer, Layers, Limit};
+use crate::layers::{Layer, Layers, Limit, StackDevice};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
 use crate::space::{MountSpace, SpaceInput};
@@ -476,7 +476,7 @@ fn mount_space(m: &SelectedMount, own: Limit, topo: &Topology) -> MountSpace {
         stack: m
             .device
             .as_deref()
-            .map(|d| topo.layers(d).into_iter().cloned().collect())
+            .map(|d| topo.layers(d).into_iter().map(StackDevice::from).collect())
             .unwrap_or_default(),
         own,
     }
