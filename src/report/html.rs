@@ -3,7 +3,7 @@
 //! line and the predicted-full date, latency by fill ratio, latency around each TRIM, wear over
 //! time with its forecast.
 
-use super::svg::{self, Axis, Chart, Series, Style};
+use super::svg::{self, Axis, Chart, Series, Style, esc};
 use super::{Report, bytes, date, datetime, latency, pct};
 use crate::history::curve::{FILL_BIN_LABELS, FILL_BINS};
 use std::fmt::Write;
@@ -23,13 +23,6 @@ path.untrimmed{stroke:#9467bd;stroke-width:2;fill:none}
 circle.measured{fill:#1f77b4}circle.second{fill:#ff7f0e}circle.forecast{fill:#d62728}circle.untrimmed{fill:#9467bd}
 path.marker{stroke:#d62728;stroke-width:1;stroke-dasharray:2 2;fill:none}.mlabel{fill:#d62728}
 .legend.measured{fill:#1f77b4}.legend.second{fill:#ff7f0e}.legend.forecast{fill:#d62728}.legend.untrimmed{fill:#9467bd}";
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f)

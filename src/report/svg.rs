@@ -94,7 +94,9 @@ pub struct Chart {
 /// minutes, so its 5 ticks fall on 5 different minutes (never one time printed five times).
 pub const MIN_TIME_SPAN: f64 = 1200.0;
 
-fn esc(s: &str) -> String {
+/// Text made safe in HTML and SVG, between tags and inside a quoted attribute: the one HTML
+/// escaper of the report.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
