@@ -175,6 +175,80 @@ impl FsReport {
     }
 }
 
+/// What a filesystem's row is made of, whichever the source (the store or a query API): who it
+/// is, when it was seen, its newest figures and its daily use. [`FsReport::new`] derives the
+/// rest the same way for both.
+pub(crate) struct FsSeen<'a> {
+    pub mountpoint: String,
+    pub device: Option<String>,
+    pub first_seen_unix: i64,
+    pub last_seen_unix: Option<i64>,
+    pub size_bytes: Option<f64>,
+    /// The newest (free, available) bytes: df's used, fill and root's reserve come from them.
+    pub free_avail: Option<(f64, f64)>,
+    pub days: &'a [DayUse],
+    /// The stack as last seen (empty where there is none or it is not current).
+    pub layers: Vec<LayerReport>,
+}
+
+impl FsReport {
+    /// The report of a filesystem from what was seen of it, its forecast and why that has no
+    /// date (when it has none). Growth over a day and what fills it come after
+    /// ([`FsReport::with_filling`]).
+    pub(crate) fn new(
+        seen: FsSeen<'_>,
+        fc: crate::history::forecast::FsForecast,
+        full_note: Option<String>,
+    ) -> FsReport {
+        let size = seen.size_bytes;
+        let used = size
+            .zip(seen.free_avail)
+            .map(|(s, (free, _))| (s - free).max(0.0));
+        let fill_ratio = size
+            .zip(seen.free_avail)
+            .and_then(|(s, (free, avail))| df_fill_ratio(s, free, avail));
+        let reserved = seen.free_avail.map(|(free, avail)| (free - avail).max(0.0));
+        FsReport {
+            mountpoint: seen.mountpoint,
+            device: seen.device,
+            first_seen_unix: seen.first_seen_unix,
+            last_seen_unix: seen.last_seen_unix,
+            size_bytes: size,
+            used_bytes: used,
+            fill_ratio,
+            reserved_bytes: reserved,
+            growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
+            growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
+            predicted_full_unix: fc.predicted_full_unix,
+            full_layer: fc.full_layer.as_ref().map(|(l, n)| layer_title(l, n)),
+            full_note,
+            full_earliest_unix: fc.full_earliest_unix,
+            full_latest_unix: fc.full_latest_unix,
+            usage: on_df_scale(daily_usage(seen.days), reserved),
+            layers: seen.layers,
+            forecast: fc,
+            used_growth_1d_bytes: None,
+            filling: Vec::new(),
+            top_contributor: None,
+        }
+    }
+
+    /// The filesystem with what is filling it: its growth of df's used over the last day, the
+    /// database components on it with their shares of that growth, and the sentence naming
+    /// the top one.
+    pub(crate) fn with_filling(
+        mut self,
+        components: Vec<filling::ComponentReport>,
+        grew_1d: Option<f64>,
+        facts: &BTreeMap<String, DatabaseFacts>,
+    ) -> FsReport {
+        self.used_growth_1d_bytes = grew_1d;
+        self.filling = filling::with_shares(components, grew_1d);
+        self.top_contributor = filling::top_contributor(&self.filling, grew_1d, facts);
+        self
+    }
+}
+
 /// Where a kind of layer sits in a stack: the filesystem on top, a ZFS pool at the bottom.
 pub(crate) fn layer_rank(layer: &str) -> u8 {
     match layer {
@@ -638,17 +712,6 @@ fn build_in(
                 .remove(&f.id),
             _ => None,
         };
-        let (size, used, fill_ratio) = match &newest {
-            Some(p) => (
-                Some(p.size.last),
-                Some((p.size.last - p.free.last).max(0.0)),
-                df_fill_ratio(p.size.last, p.free.last, p.avail.last),
-            ),
-            None => (None, None, None),
-        };
-        let reserved = newest
-            .as_ref()
-            .map(|p| (p.free.last - p.avail.last).max(0.0));
         let stale = !current::seen_recently(last_seen, now);
         let fc = if stale {
             Default::default()
@@ -691,60 +754,45 @@ fn build_in(
         // ext4 df shows at 23 % is "23.0 % (df); effective fill 94.0 %", never 79 % "(df)".
         // Only from a stack of the newest sample's time or the hour after it (the collector
         // records both at once; the stack with every sample, a raw row once a raw interval).
-        let (fill_ratio, reserved) =
-            match (&newest, layers.iter().find(|l| l.layer == "filesystem")) {
-                (Some(p), Some(own))
-                    if stack_t.is_some_and(|t| (0..=HOUR).contains(&(t - p.t))) =>
-                {
-                    (
-                        df_fill_ratio(p.size.last, p.free.last, own.avail_bytes),
-                        Some((p.free.last - own.avail_bytes).max(0.0)),
-                    )
+        let free_avail = newest.as_ref().map(|p| {
+            let own = layers.iter().find(|l| l.layer == "filesystem");
+            match own {
+                Some(own) if stack_t.is_some_and(|t| (0..=HOUR).contains(&(t - p.t))) => {
+                    (p.free.last, own.avail_bytes)
                 }
-                _ => (fill_ratio, reserved),
-            };
+                _ => (p.free.last, p.avail.last),
+            }
+        });
         let used_growth_1d_bytes = if stale {
             None
         } else {
             used_growth(cur, newest_day_ago.get(&f.id))
         };
         // Components are keyed by mount point: a mount's newest series takes them.
-        let filling = filling::with_shares(
-            if stale {
-                Vec::new()
-            } else {
-                components.remove(&f.key.mountpoint).unwrap_or_default()
-            },
-            used_growth_1d_bytes,
-        );
-        let top_contributor = filling::top_contributor(&filling, used_growth_1d_bytes, &facts);
+        let on_it = if stale {
+            Vec::new()
+        } else {
+            components.remove(&f.key.mountpoint).unwrap_or_default()
+        };
         if days.len() < FINE_USAGE_DAYS {
             fine.insert(f.id, f.first_seen);
         }
         ids_in_order.push(f.id);
-        filesystems.push(FsReport {
-            used_growth_1d_bytes,
-            filling,
-            top_contributor,
+        let seen = FsSeen {
             mountpoint: f.key.mountpoint.clone(),
             device: f.device.clone(),
             first_seen_unix: f.first_seen,
             last_seen_unix: last_seen,
-            size_bytes: size,
-            used_bytes: used,
-            fill_ratio,
-            reserved_bytes: reserved,
-            growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
-            growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
-            predicted_full_unix: fc.predicted_full_unix,
-            full_layer: fc.full_layer.as_ref().map(|(l, n)| layer_title(l, n)),
-            full_note,
-            full_earliest_unix: fc.full_earliest_unix,
-            full_latest_unix: fc.full_latest_unix,
-            forecast: fc.clone(),
-            usage: on_df_scale(daily_usage(&days), reserved),
+            size_bytes: newest.as_ref().map(|p| p.size.last),
+            free_avail,
+            days: &days,
             layers,
-        });
+        };
+        filesystems.push(FsReport::new(seen, fc, full_note).with_filling(
+            on_it,
+            used_growth_1d_bytes,
+            &facts,
+        ));
     }
     // A short history's chart from its points; daily figures stay where it has none.
     let mut charts = fine_usage(store, &fine, now)?;
