@@ -1270,7 +1270,7 @@ mod tests {
             t += 300;
         }
         let now = t - 300;
-        let truth = now + ((size - used) / (40.0 * g) * 3600.0) as i64;
+        let truth = now + ((size - used) / (40.0 * g) * HOUR as f64) as i64;
         let r = build(&store, "db1", now, &[], None, &[]).unwrap();
         let f = r
             .filesystems
@@ -1307,7 +1307,7 @@ mod tests {
             points: pts
                 .iter()
                 .enumerate()
-                .map(|(i, n)| (i as i64 * 3600, reads(*n)))
+                .map(|(i, n)| (i as i64 * HOUR, reads(*n)))
                 .collect(),
         };
         let (by_drive, unplaced) = layer_error_growth(&[

@@ -37,6 +37,12 @@ type Days = BTreeMap<i64, [Option<f64>; 3]>;
 /// Up to three figures per series and day.
 type Daily<K> = BTreeMap<K, Days>;
 
+/// The range a "last value" query looks back over: the history's rule of which series are
+/// current ([`current::STALE_SECONDS`], "seen in the last 2 days"), written in PromQL.
+fn recent() -> String {
+    crate::query::range(current::STALE_SECONDS)
+}
+
 fn sel(instance: &str, extra: &str) -> String {
     let inst = format!("instance={}", crate::query::quote(instance));
     if extra.is_empty() {
@@ -99,7 +105,7 @@ pub fn build(
 }
 
 /// The range of a daily range query over the `days` days up to today: day d is evaluated at
-/// its last second (or now), (d·86400 - 1, d·86400 + 86399].
+/// its last second (or now), (d·DAY - 1, d·DAY + DAY - 1].
 fn day_range(now: i64, days: i64) -> (i64, i64) {
     let today = now.div_euclid(DAY);
     ((today - days + 1) * DAY + DAY - 1, today * DAY + DAY - 1)
@@ -473,7 +479,12 @@ fn last_value(
 ) -> Result<BTreeMap<FsLabels, f64>, QueryError> {
     Ok(api
         .query(
-            &format!("last_over_time({}{}[2d])", family.name, sel(instance, "")),
+            &format!(
+                "last_over_time({}{}[{}])",
+                family.name,
+                sel(instance, ""),
+                recent()
+            ),
             now,
         )?
         .into_iter()
@@ -576,7 +587,7 @@ struct DriveFacts {
 impl DriveFacts {
     fn query(api: &Api, instance: &str, now: i64) -> Result<DriveFacts, QueryError> {
         let fs_sel = sel(instance, "");
-        let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[2d])"), now);
+        let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[{}])", recent()), now);
         let models = last(catalogue::DEVICE_INFO.name)?
             .into_iter()
             .filter_map(|(l, _)| Some((drive_labels(&l), label(&l, "model")?.to_string())))
@@ -604,7 +615,9 @@ impl DriveFacts {
             }
             Ok(())
         };
-        let lot = |m: &str, extra: &str| format!("last_over_time({m}{}[2d])", sel(instance, extra));
+        let lot = |m: &str, extra: &str| {
+            format!("last_over_time({m}{}[{}])", sel(instance, extra), recent())
+        };
         put(
             &mut health,
             lot(catalogue::DEVICE_ERROR_LOG_ENTRIES_TOTAL.name, ""),
