@@ -5,7 +5,6 @@
 
 pub mod filling;
 pub mod html;
-pub mod openmetrics;
 pub mod prometheus;
 pub mod svg;
 pub mod text;
