@@ -8,6 +8,7 @@ pub mod html;
 pub mod prometheus;
 pub mod svg;
 pub mod text;
+pub mod view;
 
 use crate::history::current;
 use crate::history::degradation::{self, Group};

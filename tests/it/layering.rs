@@ -240,6 +240,7 @@ const PURE: &[&str] = &[
     "size.rs",
     "backtest/trace.rs",
     "report/text.rs",
+    "report/view.rs",
     "report/html.rs",
     "report/svg.rs",
 ];
