@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
     );
     let t = Instant::now();
     let mut sink = std::io::sink();
-    let n = report::openmetrics::export(&store, now, None, &mut sink).unwrap();
+    let n = ssdwatch::history::export::export(&store, now, None, &mut sink).unwrap();
     eprintln!(
         "report: OpenMetrics export of {n} samples in {:.2} s",
         t.elapsed().as_secs_f64()

@@ -108,7 +108,8 @@ fn escape_help(out: &mut String, s: &str) {
     }
 }
 
-fn escape_label_value(out: &mut String, s: &str) {
+/// Appends a label value escaped as the text format (and OpenMetrics) asks: `\\`, `\\n`, `\\"`.
+pub(crate) fn escape_label_value(out: &mut String, s: &str) {
     if plain(s, true) {
         out.push_str(s);
         return;

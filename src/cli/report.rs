@@ -3,7 +3,7 @@
 
 use crate::Roots;
 use crate::config::Config;
-use crate::history::{Store, store::FILE_NAME};
+use crate::history::{Store, export, store::FILE_NAME};
 use crate::report;
 use crate::time::unix_now;
 use std::path::{Path, PathBuf};
@@ -153,14 +153,14 @@ pub fn export(
             .map_err(|e| format!("{}: {e}", file.display()))
             .and_then(|f| {
                 let mut w = std::io::BufWriter::new(f);
-                let n = report::openmetrics::export(&s, now, instance, &mut w)
+                let n = export::export(&s, now, instance, &mut w)
                     .map_err(|e| format!("{}: {e}", file.display()))?;
                 std::io::Write::flush(&mut w).map_err(|e| format!("{}: {e}", file.display()))?;
                 Ok(n)
             }),
         None => {
             let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-            report::openmetrics::export(&s, now, instance, &mut w)
+            export::export(&s, now, instance, &mut w)
                 .map_err(|e| e.to_string())
                 .and_then(|n| {
                     std::io::Write::flush(&mut w)

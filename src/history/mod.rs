@@ -9,6 +9,7 @@ pub mod codec;
 pub mod current;
 pub mod curve;
 pub mod degradation;
+pub mod export;
 pub mod fill;
 pub mod forecast;
 pub mod record;

@@ -349,3 +349,33 @@ fn series(r: &Value) -> Answer {
 pub(crate) fn quote(v: &str) -> String {
     format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
 }
+
+/// A span of seconds as a PromQL range duration, in the largest unit that holds it whole
+/// (`2d`, `36h`, `90m`, `45s`): a rule the daemon keeps in seconds, written in a query. A range
+/// is never empty: under a second is `1s`.
+pub(crate) fn range(seconds: i64) -> String {
+    use crate::time::{DAY, HOUR, MINUTE};
+    let s = seconds.max(1);
+    for (unit, name) in [(DAY, "d"), (HOUR, "h"), (MINUTE, "m")] {
+        if s % unit == 0 {
+            return format!("{}{name}", s / unit);
+        }
+    }
+    format!("{s}s")
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::range;
+    use crate::time::{DAY, HOUR, MINUTE};
+
+    #[test]
+    fn a_span_is_written_in_the_largest_unit_that_holds_it_whole() {
+        assert_eq!(range(2 * DAY), "2d");
+        assert_eq!(range(36 * HOUR), "36h");
+        assert_eq!(range(DAY + MINUTE), "1441m");
+        assert_eq!(range(90), "90s");
+        assert_eq!(range(0), "1s");
+        assert_eq!(range(-5), "1s");
+    }
+}

@@ -3,9 +3,10 @@
 //! line and the predicted-full date, latency by fill ratio, latency around each TRIM, wear over
 //! time with its forecast.
 
-use super::svg::{self, Axis, Chart, Series, Style};
+use super::svg::{self, Axis, Chart, Series, Style, esc};
+use super::view::{self, Cell, Table};
 use super::{Report, bytes, date, datetime, latency, pct};
-use crate::history::curve::{FILL_BIN_LABELS, FILL_BINS};
+use crate::history::curve::FILL_BINS;
 use std::fmt::Write;
 
 /// Filesystems charted (the rest are in the table): those filling first, then the fullest.
@@ -24,16 +25,8 @@ circle.measured{fill:#1f77b4}circle.second{fill:#ff7f0e}circle.forecast{fill:#d6
 path.marker{stroke:#d62728;stroke-width:1;stroke-dasharray:2 2;fill:none}.mlabel{fill:#d62728}
 .legend.measured{fill:#1f77b4}.legend.second{fill:#ff7f0e}.legend.forecast{fill:#d62728}.legend.untrimmed{fill:#9467bd}";
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
-    v.map(f)
-        .unwrap_or_else(|| "<span class=\"note\">unknown</span>".into())
+    v.map(f).unwrap_or_else(|| cell(&Cell::Unknown))
 }
 
 pub fn render(r: &Report) -> String {
@@ -49,7 +42,7 @@ pub fn render(r: &Report) -> String {
         esc(&r.host),
         datetime(r.generated_unix),
         esc(&r.source),
-        r.history_since_unix.map(date).unwrap_or_else(|| "—".into())
+        cell(&Cell::date(r.history_since_unix))
     );
     filesystems(&mut o, r);
     layers(&mut o, r);
@@ -97,7 +90,7 @@ fn filesystems(o: &mut String, r: &Report) {
                     .unwrap_or_default()
             ),
             (None, Some(n)) => format!("<span class=\"note\">{}</span>", esc(n)),
-            _ => "—".into(),
+            _ => cell(&Cell::Unknown),
         };
         let full = match &f.top_contributor {
             Some(t) => format!("{full}<br><span class=\"filling\">{}</span>", esc(t)),
@@ -232,19 +225,7 @@ fn layers(o: &mut String, r: &Report) {
                 bytes(first.avail_bytes)
             );
         }
-        o.push_str("<table class=\"layers\"><tr><th>layer</th><th>free</th><th>size</th><th>fill</th></tr>");
-        for l in &f.layers {
-            let cls = if l.limiting { " class=\"warn\"" } else { "" };
-            let _ = write!(
-                o,
-                "<tr{cls}><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&l.title()),
-                bytes(l.avail_bytes),
-                opt(l.size_bytes, bytes),
-                opt(l.fill_ratio, pct),
-            );
-        }
-        o.push_str("</table>");
+        table(o, &view::layers(f), Some("layers"));
     }
 }
 
@@ -271,20 +252,7 @@ fn what_is_filling(o: &mut String, r: &Report) {
         if let Some(t) = &f.top_contributor {
             let _ = write!(o, "<p class=\"filling\">{}</p>", esc(t));
         }
-        o.push_str("<table class=\"filling\"><tr><th>component</th><th>database</th><th>size</th><th>last day</th><th>last 7 days</th><th>share of the day's growth</th></tr>");
-        for c in &f.filling {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&c.title()),
-                esc(&c.database),
-                esc(&super::filling::size_text(c, bytes)),
-                opt(c.growth_1d_bytes, signed),
-                opt(c.growth_7d_bytes, signed),
-                esc(&super::filling::share(c)),
-            );
-        }
-        o.push_str("</table>");
+        table(o, &view::filling(&f.filling), Some("filling"));
     }
 }
 
@@ -385,34 +353,7 @@ fn degradation(o: &mut String, r: &Report) {
             datetime(g.last_run)
         );
         let split = !g.curve_untrimmed.is_empty();
-        o.push_str("<table><tr><th>fill</th>");
-        if split {
-            o.push_str("<th>filesystem</th>");
-        }
-        o.push_str("<th>runs</th><th>p50</th><th>p99</th></tr>");
-        for (what, bins) in [
-            ("trimmed", &g.curve),
-            (super::UNTRIMMED_TITLE, &g.curve_untrimmed),
-        ] {
-            for b in bins {
-                let state = if split {
-                    format!("<td>{what}</td>")
-                } else {
-                    String::new()
-                };
-                let _ = write!(
-                    o,
-                    "<tr><td>{}</td>{state}<td>{}</td><td>{}</td><td>{}</td></tr>",
-                    FILL_BIN_LABELS[b.bin],
-                    b.runs,
-                    latency(b.p50_seconds),
-                    b.p99_seconds.map(latency).unwrap_or_else(|| {
-                        "<span class=\"note\">none: runs under 100 I/Os</span>".into()
-                    })
-                );
-            }
-        }
-        o.push_str("</table>");
+        table(o, &view::curve(g), None);
         let mid = |b: usize| (FILL_BINS[b].0 + FILL_BINS[b].1) / 2.0;
         let mut series = vec![
             Series {
@@ -509,5 +450,41 @@ fn degradation(o: &mut String, r: &Report) {
                 list.len()
             );
         }
+    }
+}
+
+/// A table of the view model: a marked row in the warning colour, a cell that is a note
+/// (unknown, or no figure and why) greyed.
+fn table(o: &mut String, t: &Table, class: Option<&str>) {
+    match class {
+        Some(c) => {
+            let _ = write!(o, "<table class=\"{c}\"><tr>");
+        }
+        None => o.push_str("<table><tr>"),
+    }
+    for h in &t.headers {
+        let _ = write!(o, "<th>{}</th>", esc(h));
+    }
+    o.push_str("</tr>");
+    for r in &t.rows {
+        o.push_str(if r.mark.is_some() {
+            "<tr class=\"warn\">"
+        } else {
+            "<tr>"
+        });
+        for c in &r.cells {
+            let _ = write!(o, "<td>{}</td>", cell(c));
+        }
+        o.push_str("</tr>");
+    }
+    o.push_str("</table>");
+}
+
+/// A cell's words, escaped; a note greyed.
+fn cell(c: &Cell) -> String {
+    if c.is_note() {
+        format!("<span class=\"note\">{}</span>", esc(&c.words()))
+    } else {
+        esc(&c.words())
     }
 }

@@ -5,10 +5,10 @@
 
 pub mod filling;
 pub mod html;
-pub mod openmetrics;
 pub mod prometheus;
 pub mod svg;
 pub mod text;
+pub mod view;
 
 use crate::history::current;
 use crate::history::degradation::{self, Group};
@@ -172,6 +172,80 @@ impl FsReport {
             ),
             None => df,
         }
+    }
+}
+
+/// What a filesystem's row is made of, whichever the source (the store or a query API): who it
+/// is, when it was seen, its newest figures and its daily use. [`FsReport::new`] derives the
+/// rest the same way for both.
+pub(crate) struct FsSeen<'a> {
+    pub mountpoint: String,
+    pub device: Option<String>,
+    pub first_seen_unix: i64,
+    pub last_seen_unix: Option<i64>,
+    pub size_bytes: Option<f64>,
+    /// The newest (free, available) bytes: df's used, fill and root's reserve come from them.
+    pub free_avail: Option<(f64, f64)>,
+    pub days: &'a [DayUse],
+    /// The stack as last seen (empty where there is none or it is not current).
+    pub layers: Vec<LayerReport>,
+}
+
+impl FsReport {
+    /// The report of a filesystem from what was seen of it, its forecast and why that has no
+    /// date (when it has none). Growth over a day and what fills it come after
+    /// ([`FsReport::with_filling`]).
+    pub(crate) fn new(
+        seen: FsSeen<'_>,
+        fc: crate::history::forecast::FsForecast,
+        full_note: Option<String>,
+    ) -> FsReport {
+        let size = seen.size_bytes;
+        let used = size
+            .zip(seen.free_avail)
+            .map(|(s, (free, _))| (s - free).max(0.0));
+        let fill_ratio = size
+            .zip(seen.free_avail)
+            .and_then(|(s, (free, avail))| df_fill_ratio(s, free, avail));
+        let reserved = seen.free_avail.map(|(free, avail)| (free - avail).max(0.0));
+        FsReport {
+            mountpoint: seen.mountpoint,
+            device: seen.device,
+            first_seen_unix: seen.first_seen_unix,
+            last_seen_unix: seen.last_seen_unix,
+            size_bytes: size,
+            used_bytes: used,
+            fill_ratio,
+            reserved_bytes: reserved,
+            growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
+            growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
+            predicted_full_unix: fc.predicted_full_unix,
+            full_layer: fc.full_layer.as_ref().map(|(l, n)| layer_title(l, n)),
+            full_note,
+            full_earliest_unix: fc.full_earliest_unix,
+            full_latest_unix: fc.full_latest_unix,
+            usage: on_df_scale(daily_usage(seen.days), reserved),
+            layers: seen.layers,
+            forecast: fc,
+            used_growth_1d_bytes: None,
+            filling: Vec::new(),
+            top_contributor: None,
+        }
+    }
+
+    /// The filesystem with what is filling it: its growth of df's used over the last day, the
+    /// database components on it with their shares of that growth, and the sentence naming
+    /// the top one.
+    pub(crate) fn with_filling(
+        mut self,
+        components: Vec<filling::ComponentReport>,
+        grew_1d: Option<f64>,
+        facts: &BTreeMap<String, DatabaseFacts>,
+    ) -> FsReport {
+        self.used_growth_1d_bytes = grew_1d;
+        self.filling = filling::with_shares(components, grew_1d);
+        self.top_contributor = filling::top_contributor(&self.filling, grew_1d, facts);
+        self
     }
 }
 
@@ -572,24 +646,66 @@ fn build_in(
     slow_levels: &[(String, SlowLevel)],
 ) -> Result<Report, StoreError> {
     let mut unknown = Vec::new();
-    let mut filesystems = Vec::new();
-    let mut since: Option<i64> = None;
-    // The components seen in the last 8 days (7 days' growth needs a size a week old), by mount.
-    let mut components: BTreeMap<String, Vec<filling::ComponentReport>> = BTreeMap::new();
+    let (components, facts) = components_by_mount(store, now)?;
+    let filesystems = filesystem_reports(store, now, components, &facts)?;
+    if filesystems.is_empty() {
+        unknown.push("no filesystem samples yet: fill, growth and full dates are unknown".into());
+    }
+    import_notes(store, &mut unknown)?;
+    let drives = drive_reports(store, now, rules, &mut unknown)?;
+    if drives.is_empty() {
+        unknown.push("no SMART samples of a drive yet: wear and wear-out dates are unknown".into());
+    }
+    let degradation = degradation::analyse(store, 0, now)?;
+    if degradation.is_empty() {
+        unknown.push(no_probe_runs(probe_targets));
+    }
+    for g in degradation.iter().filter(|g| g.trim.is_empty()) {
+        unknown.push(format!(
+            "{} {}: no discard burst with probe runs in the hour before and after it yet",
+            g.target,
+            g.probe.as_str()
+        ));
+    }
+    let performance_full = performance_full(&filesystems, &degradation, slow_levels, now);
+    let since = filesystems
+        .iter()
+        .map(|f| f.first_seen_unix)
+        .chain(drives.iter().map(|d| d.first_seen_unix))
+        .min();
+    Ok(Report {
+        host: host.to_string(),
+        generated_unix: now,
+        source: store.path().display().to_string(),
+        history_since_unix: since,
+        filesystems,
+        drives,
+        degradation,
+        performance_full,
+        unknown,
+    })
+}
+
+/// The database components seen lately, by mount point, from their sizes of the last 8 days
+/// (7 days' growth needs a size a week old); and the facts of the databases seen lately.
+fn components_by_mount(store: &Store, now: i64) -> Result<(Components, Facts), StoreError> {
+    let mut components = Components::new();
     let database_facts = store.database_facts()?;
     for c in store.components(now - 8 * DAY, now)? {
         // A component not seen lately is gone (a server stopped, a slot dropped).
-        if !current::seen_recently(c.sizes.last().map(|s| s.0), now) {
+        let Some(&(sized_at, size)) = c.sizes.last() else {
+            continue;
+        };
+        if !current::seen_recently(Some(sized_at), now) {
             continue;
         }
+        let seen = database_facts.get(&c.database).map(|f| f.1);
         components
             .entry(c.mountpoint.clone())
             .or_default()
             .push(filling::ComponentReport {
-                stale_since: c.sizes.last().and_then(|s| {
-                    filling::stale_since(s.0, database_facts.get(&c.database).map(|f| f.1))
-                }),
-                bytes: c.sizes.last().map_or(0.0, |s| s.1 as f64),
+                stale_since: filling::stale_since(sized_at, seen),
+                bytes: size as f64,
                 growth_1d_bytes: filling::growth(&c.sizes, now, DAY),
                 growth_7d_bytes: filling::growth(&c.sizes, now, 7 * DAY),
                 share_1d: None,
@@ -598,165 +714,189 @@ fn build_in(
                 component: c.component,
             });
     }
-    let facts: BTreeMap<String, DatabaseFacts> = database_facts
+    let facts = database_facts
         .into_iter()
         .filter(|(_, (_, t, _))| current::seen_recently(Some(*t), now))
         .map(|(db, (_, _, f))| (db, f))
         .collect();
-    let mut first = |t: i64| since = Some(since.map_or(t, |s: i64| s.min(t)));
+    Ok((components, facts))
+}
+
+/// Database components by mount point.
+type Components = BTreeMap<String, Vec<filling::ComponentReport>>;
+/// Database facts by database.
+type Facts = BTreeMap<String, DatabaseFacts>;
+
+/// What every filesystem's report reads that is read for all of them at once: raw rows are
+/// time-major, so a read of one series would pass over every other series' rows of the range.
+struct FsBatch {
+    /// The last hours of raw points, for the forecasts' runaway leg.
+    runaway_points: HashMap<FsId, Vec<(i64, f64)>>,
+    /// The newest point of every filesystem seen lately, and its newest a day back (df's used
+    /// then).
+    newest_now: HashMap<FsId, crate::history::FsPoint>,
+    newest_day_ago: HashMap<FsId, crate::history::FsPoint>,
+}
+
+/// Every stored filesystem's report, each with the components on it.
+fn filesystem_reports(
+    store: &Store,
+    now: i64,
+    mut components: Components,
+    facts: &Facts,
+) -> Result<Vec<FsReport>, StoreError> {
     let fss = store.filesystems()?;
     let ids: Vec<FsId> = fss.iter().map(|f| f.id).collect();
-    // The last hours of raw points, for the forecasts' runaway leg: one pass for all.
-    let runaway_points = current::recent_use(store, &ids, now)?;
-    // The newest point of every filesystem seen lately, and its newest a day back (df's used
-    // then), each read for all series at once: raw rows are time-major, so a read of one
-    // series would pass over every other series' rows of the range.
     let recent: BTreeMap<FsId, i64> = ids
         .iter()
         .map(|id| (*id, now - current::STALE_SECONDS))
         .collect();
-    let newest_now = store.fs_newest(&recent, now)?;
-    let newest_day_ago = store.fs_newest(&recent, now - DAY)?;
+    let batch = FsBatch {
+        runaway_points: current::recent_use(store, &ids, now)?,
+        newest_now: store.fs_newest(&recent, now)?,
+        newest_day_ago: store.fs_newest(&recent, now - DAY)?,
+    };
     // The filesystems with a short history, whose usage charts are drawn from their points.
     let mut fine: BTreeMap<FsId, i64> = BTreeMap::new();
-    let mut ids_in_order = Vec::new();
+    let mut filesystems = Vec::new();
     for f in fss {
-        first(f.first_seen);
-        let days = store.fs_days(f.id, 0, now)?;
-        let last = days.last().copied();
-        let cur = newest_now.get(&f.id);
-        let last_seen = cur.map(|p| p.t).or(last.map(|d| d.day * DAY));
-        // The newest point (raw or hourly) carries free bytes too, which df's used needs; a
-        // filesystem not seen lately takes its last stored day's (the last day it has points).
-        let newest = match (cur, last) {
-            (Some(p), _) => Some(p.clone()),
-            (None, Some(d)) => store
-                .fs_newest(
-                    &BTreeMap::from([(f.id, d.day * DAY)]),
-                    (d.day * DAY + DAY - 1).min(now),
-                )?
-                .remove(&f.id),
-            _ => None,
-        };
-        let (size, used, fill_ratio) = match &newest {
-            Some(p) => (
-                Some(p.size.last),
-                Some((p.size.last - p.free.last).max(0.0)),
-                df_fill_ratio(p.size.last, p.free.last, p.avail.last),
-            ),
-            None => (None, None, None),
-        };
-        let reserved = newest
-            .as_ref()
-            .map(|p| (p.free.last - p.avail.last).max(0.0));
-        let stale = !current::seen_recently(last_seen, now);
-        let fc = if stale {
-            Default::default()
-        } else {
-            let r = runaway_points.get(&f.id).map_or(&[][..], Vec::as_slice);
-            current::filesystem(&days, r, now)
-                .map(|fc| current::with_layers(store, f.id, fc, now))
-                .transpose()?
-                .unwrap_or_default()
-        };
-        let full_note = if let Some(rate) = fc.runaway_bytes_per_day {
-            Some(format!(
-                "a runaway: +{}/h over the last hours, above anything of the last two weeks",
-                bytes(rate / 24.0)
-            ))
-        } else if fc.predicted_full_unix.is_some() {
-            None
-        } else if stale {
-            Some("not seen in the last 2 days: no forecast".to_string())
-        } else {
-            match fc.growth_30d_bytes_per_day.or(fc.growth_7d_bytes_per_day) {
-                None => Some(format!(
-                    "not enough history yet ({} day(s) since the trend began; a date needs 7)",
-                    days.len()
-                )),
-                Some(g) if g <= 0.0 => Some("not growing: no full date".to_string()),
-                Some(_) => Some("growing too slowly for a date within 10 years".to_string()),
-            }
-        };
-        // The stack as last seen, while current: an old one would name a pool long gone.
-        let (layers, stack_t) = match store.fs_layers(f.id)? {
-            Some((t, rows)) if current::seen_recently(Some(t), now) => {
-                (layer_reports(rows), Some(t))
-            }
-            _ => (Vec::new(), None),
-        };
-        // The stored avail of a mount with layers is its effective figure (the least of its
-        // stack's, what its forecast must see); df's fill and root's reserve are the
-        // filesystem's own, from the stack's filesystem row: a thin pool at 94 % under an
-        // ext4 df shows at 23 % is "23.0 % (df); effective fill 94.0 %", never 79 % "(df)".
-        // Only from a stack of the newest sample's time or the hour after it (the collector
-        // records both at once; the stack with every sample, a raw row once a raw interval).
-        let (fill_ratio, reserved) =
-            match (&newest, layers.iter().find(|l| l.layer == "filesystem")) {
-                (Some(p), Some(own))
-                    if stack_t.is_some_and(|t| (0..=HOUR).contains(&(t - p.t))) =>
-                {
-                    (
-                        df_fill_ratio(p.size.last, p.free.last, own.avail_bytes),
-                        Some((p.free.last - own.avail_bytes).max(0.0)),
-                    )
-                }
-                _ => (fill_ratio, reserved),
-            };
-        let used_growth_1d_bytes = if stale {
-            None
-        } else {
-            used_growth(cur, newest_day_ago.get(&f.id))
-        };
-        // Components are keyed by mount point: a mount's newest series takes them.
-        let filling = filling::with_shares(
-            if stale {
-                Vec::new()
-            } else {
-                components.remove(&f.key.mountpoint).unwrap_or_default()
-            },
-            used_growth_1d_bytes,
-        );
-        let top_contributor = filling::top_contributor(&filling, used_growth_1d_bytes, &facts);
-        if days.len() < FINE_USAGE_DAYS {
+        let (report, days) = filesystem_report(store, &f, &batch, now, &mut components, facts)?;
+        if days < FINE_USAGE_DAYS {
             fine.insert(f.id, f.first_seen);
         }
-        ids_in_order.push(f.id);
-        filesystems.push(FsReport {
-            used_growth_1d_bytes,
-            filling,
-            top_contributor,
-            mountpoint: f.key.mountpoint.clone(),
-            device: f.device.clone(),
-            first_seen_unix: f.first_seen,
-            last_seen_unix: last_seen,
-            size_bytes: size,
-            used_bytes: used,
-            fill_ratio,
-            reserved_bytes: reserved,
-            growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
-            growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
-            predicted_full_unix: fc.predicted_full_unix,
-            full_layer: fc.full_layer.as_ref().map(|(l, n)| layer_title(l, n)),
-            full_note,
-            full_earliest_unix: fc.full_earliest_unix,
-            full_latest_unix: fc.full_latest_unix,
-            forecast: fc.clone(),
-            usage: on_df_scale(daily_usage(&days), reserved),
-            layers,
-        });
+        filesystems.push(report);
     }
     // A short history's chart from its points; daily figures stay where it has none.
     let mut charts = fine_usage(store, &fine, now)?;
-    for (f, id) in filesystems.iter_mut().zip(&ids_in_order) {
+    for (f, id) in filesystems.iter_mut().zip(&ids) {
         if let Some(points) = charts.remove(id) {
             f.usage = on_df_scale(points, f.reserved_bytes);
         }
     }
-    if filesystems.is_empty() {
-        unknown.push("no filesystem samples yet: fill, growth and full dates are unknown".into());
+    Ok(filesystems)
+}
+
+/// One filesystem's report, and how many days of history it has. A mount's newest series
+/// takes the components on its mount point (they are keyed by it).
+fn filesystem_report(
+    store: &Store,
+    f: &crate::history::FsInfo,
+    batch: &FsBatch,
+    now: i64,
+    components: &mut Components,
+    facts: &Facts,
+) -> Result<(FsReport, usize), StoreError> {
+    let days = store.fs_days(f.id, 0, now)?;
+    let last = days.last().copied();
+    let cur = batch.newest_now.get(&f.id);
+    let last_seen = cur.map(|p| p.t).or(last.map(|d| d.day * DAY));
+    // The newest point (raw or hourly) carries free bytes too, which df's used needs; a
+    // filesystem not seen lately takes its last stored day's (the last day it has points).
+    let newest = match (cur, last) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(d)) => store
+            .fs_newest(
+                &BTreeMap::from([(f.id, d.day * DAY)]),
+                (d.day * DAY + DAY - 1).min(now),
+            )?
+            .remove(&f.id),
+        _ => None,
+    };
+    let stale = !current::seen_recently(last_seen, now);
+    let fc = if stale {
+        Default::default()
+    } else {
+        let r = batch
+            .runaway_points
+            .get(&f.id)
+            .map_or(&[][..], Vec::as_slice);
+        current::filesystem(&days, r, now)
+            .map(|fc| current::with_layers(store, f.id, fc, now))
+            .transpose()?
+            .unwrap_or_default()
+    };
+    let note = full_note(&fc, stale, days.len());
+    // The stack as last seen, while current: an old one would name a pool long gone.
+    let (layers, stack_t) = match store.fs_layers(f.id)? {
+        Some((t, rows)) if current::seen_recently(Some(t), now) => (layer_reports(rows), Some(t)),
+        _ => (Vec::new(), None),
+    };
+    let free_avail = newest.as_ref().map(|p| df_free_avail(p, &layers, stack_t));
+    let (grew, on_it) = if stale {
+        (None, Vec::new())
+    } else {
+        (
+            used_growth(cur, batch.newest_day_ago.get(&f.id)),
+            components.remove(&f.key.mountpoint).unwrap_or_default(),
+        )
+    };
+    let seen = FsSeen {
+        mountpoint: f.key.mountpoint.clone(),
+        device: f.device.clone(),
+        first_seen_unix: f.first_seen,
+        last_seen_unix: last_seen,
+        size_bytes: newest.as_ref().map(|p| p.size.last),
+        free_avail,
+        days: &days,
+        layers,
+    };
+    let report = FsReport::new(seen, fc, note).with_filling(on_it, grew, facts);
+    Ok((report, days.len()))
+}
+
+/// Why a filesystem's forecast has no date (or, for a runaway, what its date is), in plain
+/// words; None for a dated forecast that needs no word.
+fn full_note(
+    fc: &crate::history::forecast::FsForecast,
+    stale: bool,
+    days: usize,
+) -> Option<String> {
+    if let Some(rate) = fc.runaway_bytes_per_day {
+        return Some(format!(
+            "a runaway: +{}/h over the last hours, above anything of the last two weeks",
+            bytes(rate / 24.0)
+        ));
     }
-    // Which part of each history is not the daemon's own (`ssdwatch history import`).
+    if fc.predicted_full_unix.is_some() {
+        return None;
+    }
+    if stale {
+        return Some("not seen in the last 2 days: no forecast".to_string());
+    }
+    Some(
+        match fc.growth_30d_bytes_per_day.or(fc.growth_7d_bytes_per_day) {
+            None => format!(
+                "not enough history yet ({days} day(s) since the trend began; a date needs 7)"
+            ),
+            Some(g) if g <= 0.0 => "not growing: no full date".to_string(),
+            Some(_) => "growing too slowly for a date within 10 years".to_string(),
+        },
+    )
+}
+
+/// The (free, available) bytes df shows of the newest point `p`. The stored avail of a mount
+/// with layers is its effective figure (the least of its stack's, what its forecast must see);
+/// df's fill and root's reserve are the filesystem's own, from the stack's filesystem row: a
+/// thin pool at 94 % under an ext4 df shows at 23 % is "23.0 % (df); effective fill 94.0 %",
+/// never 79 % "(df)". Only from a stack of the newest sample's time or the hour after it (the
+/// collector records both at once; the stack with every sample, a raw row once a raw
+/// interval).
+fn df_free_avail(
+    p: &crate::history::FsPoint,
+    layers: &[LayerReport],
+    stack_t: Option<i64>,
+) -> (f64, f64) {
+    match layers.iter().find(|l| l.layer == "filesystem") {
+        Some(own) if stack_t.is_some_and(|t| (0..=HOUR).contains(&(t - p.t))) => {
+            (p.free.last, own.avail_bytes)
+        }
+        _ => (p.free.last, p.avail.last),
+    }
+}
+
+/// Which part of each history is not the daemon's own (`ssdwatch history import`), in plain
+/// words.
+fn import_notes(store: &Store, unknown: &mut Vec<String>) -> Result<(), StoreError> {
     let names: BTreeMap<_, _> = store
         .filesystems()?
         .into_iter()
@@ -776,14 +916,7 @@ fn build_in(
     let drive_names: BTreeMap<_, _> = store
         .drives()?
         .into_iter()
-        .map(|d| {
-            let name = drive_name(
-                d.kernel_name.as_deref(),
-                d.key.serial.as_deref(),
-                d.key.wwn.as_deref(),
-            );
-            (d.id, name)
-        })
+        .map(|d| (d.id, info_name(&d)))
         .collect();
     for m in store.drive_imports()? {
         unknown.push(format!(
@@ -796,7 +929,25 @@ fn build_in(
             m.hours
         ));
     }
-    let mut drives = Vec::new();
+    Ok(())
+}
+
+/// A stored drive's name for people.
+fn info_name(d: &crate::history::DriveInfo) -> String {
+    drive_name(
+        d.kernel_name.as_deref(),
+        d.key.serial.as_deref(),
+        d.key.wwn.as_deref(),
+    )
+}
+
+/// Every stored drive's report; what is not known of them goes to `unknown`.
+fn drive_reports(
+    store: &Store,
+    now: i64,
+    rules: &[EnduranceRule],
+    unknown: &mut Vec<String>,
+) -> Result<Vec<DriveReport>, StoreError> {
     let mut days_of = Vec::new();
     for d in store.drives()? {
         let pts = store.drive_days(d.id, 0, now)?;
@@ -818,108 +969,84 @@ fn build_in(
             g.new_7d
         ));
     }
+    let mut drives = Vec::new();
     for (d, pts) in days_of {
-        first(d.first_seen);
-        let last_seen = pts.last().map(|p| p.t);
-        let stale = !current::seen_recently(last_seen, now);
         let endurance = rated_endurance(rules, d.key.model.as_deref(), d.capacity_bytes);
-        let fc = forecast_drive(&pts, now, endurance);
-        let discards = store.discard_events(d.id, 0, now)?;
-        let wear: Vec<(i64, f64)> = pts
-            .iter()
-            .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
-            .collect();
-        if wear.is_empty() && !pts.is_empty() {
+        if !pts.is_empty() && !pts.iter().any(|p| p.wear_used_ratio.is_some()) {
             unknown.push(format!(
                 "drive {}: no wear figure in its SMART data (or smartctl never ran on it)",
-                drive_name(
-                    d.kernel_name.as_deref(),
-                    d.key.serial.as_deref(),
-                    d.key.wwn.as_deref()
-                )
+                info_name(&d)
             ));
         }
         if endurance.is_none() && !pts.is_empty() {
             unknown.push(format!(
                 "drive {} ({}): no rated endurance (history.endurance in the config): TBW consumed has no share",
-                drive_name(
-                    d.kernel_name.as_deref(),
-                    d.key.serial.as_deref(),
-                    d.key.wwn.as_deref()
-                ),
+                info_name(&d),
                 d.key.model.as_deref().unwrap_or("model unknown")
             ));
         }
-        drives.push(DriveReport {
-            device: d.kernel_name.clone(),
-            model: d.key.model.clone(),
-            serial: d.key.serial.clone(),
-            wwn: d.key.wwn.clone(),
-            capacity_bytes: d.capacity_bytes,
-            first_seen_unix: d.first_seen,
-            last_seen_unix: last_seen,
-            wear_used_ratio: wear.last().map(|w| w.1),
-            wear_rate_per_day: (!stale).then_some(fc.wear_rate_per_day).flatten(),
-            predicted_wear_out_unix: (!stale).then_some(fc.predicted_wear_out_unix).flatten(),
-            wear_out_earliest_unix: (!stale).then_some(fc.wear_out_earliest_unix).flatten(),
-            wear_out_latest_unix: (!stale).then_some(fc.wear_out_latest_unix).flatten(),
-            host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
-            endurance_used_ratio: fc.endurance_consumed_ratio,
-            predicted_endurance_exhausted_unix: (!stale)
-                .then_some(fc.predicted_endurance_exhausted_unix)
-                .flatten(),
-            write_amplification_30d: fc.write_amplification_30d,
-            host_bytes_per_day_30d: fc.host_bytes_per_day_30d,
-            discard_bursts: discards.len(),
-            last_discard_unix: discards.last().map(|e| e.0),
-            last_discard_bytes: discards.last().map(|e| e.1),
-            health: if stale {
-                DriveHealth::default()
-            } else {
-                let mut h = stored_health(
-                    &store.drive_health(d.id, now - 7 * DAY, now)?,
-                    temperatures.get(&d.id).copied(),
-                );
-                if let Some((n, grown)) =
-                    d.kernel_name.as_ref().and_then(|k| layer_errors.remove(k))
-                {
-                    h.layer_errors_new_7d = Some(n);
-                    h.layer_errors_grown = grown;
-                }
-                h
-            },
-            wear,
-        });
-    }
-    if drives.is_empty() {
-        unknown.push("no SMART samples of a drive yet: wear and wear-out dates are unknown".into());
-    }
-    let degradation = degradation::analyse(store, 0, now)?;
-    if degradation.is_empty() {
-        unknown.push(no_probe_runs(probe_targets));
-    } else {
-        for g in &degradation {
-            if g.trim.is_empty() {
-                unknown.push(format!(
-                    "{} {}: no discard burst with probe runs in the hour before and after it yet",
-                    g.target,
-                    g.probe.as_str()
-                ));
+        let stale = !current::seen_recently(pts.last().map(|p| p.t), now);
+        let health = if stale {
+            DriveHealth::default()
+        } else {
+            let mut h = stored_health(
+                &store.drive_health(d.id, now - 7 * DAY, now)?,
+                temperatures.get(&d.id).copied(),
+            );
+            if let Some((n, grown)) = d.kernel_name.as_ref().and_then(|k| layer_errors.remove(k)) {
+                h.layer_errors_new_7d = Some(n);
+                h.layer_errors_grown = grown;
             }
-        }
+            h
+        };
+        let discards = store.discard_events(d.id, 0, now)?;
+        drives.push(drive_report(d, &pts, now, endurance, &discards, health));
     }
-    let performance_full = performance_full(&filesystems, &degradation, slow_levels, now);
-    Ok(Report {
-        host: host.to_string(),
-        generated_unix: now,
-        source: store.path().display().to_string(),
-        history_since_unix: since,
-        filesystems,
-        drives,
-        degradation,
-        performance_full,
-        unknown,
-    })
+    Ok(drives)
+}
+
+/// A drive's report from its daily points (oldest first), its rated endurance, its discard
+/// bursts (time, bytes; oldest first) and its health.
+fn drive_report(
+    d: crate::history::DriveInfo,
+    pts: &[crate::history::DrivePoint],
+    now: i64,
+    endurance: Option<crate::history::forecast::Endurance>,
+    discards: &[(i64, u64)],
+    health: DriveHealth,
+) -> DriveReport {
+    let last_seen = pts.last().map(|p| p.t);
+    // A drive not seen lately has no future: no dates, no rates.
+    let live = current::seen_recently(last_seen, now);
+    let fc = forecast_drive(pts, now, endurance);
+    let wear: Vec<(i64, f64)> = pts
+        .iter()
+        .filter_map(|p| Some((p.t, p.wear_used_ratio?.last)))
+        .collect();
+    DriveReport {
+        device: d.kernel_name,
+        model: d.key.model,
+        serial: d.key.serial,
+        wwn: d.key.wwn,
+        capacity_bytes: d.capacity_bytes,
+        first_seen_unix: d.first_seen,
+        last_seen_unix: last_seen,
+        wear_used_ratio: wear.last().map(|w| w.1),
+        wear_rate_per_day: fc.wear_rate_per_day.filter(|_| live),
+        predicted_wear_out_unix: fc.predicted_wear_out_unix.filter(|_| live),
+        wear_out_earliest_unix: fc.wear_out_earliest_unix.filter(|_| live),
+        wear_out_latest_unix: fc.wear_out_latest_unix.filter(|_| live),
+        host_written_bytes: pts.iter().rev().find_map(|p| p.host_written_bytes),
+        endurance_used_ratio: fc.endurance_consumed_ratio,
+        predicted_endurance_exhausted_unix: fc.predicted_endurance_exhausted_unix.filter(|_| live),
+        write_amplification_30d: fc.write_amplification_30d,
+        host_bytes_per_day_30d: fc.host_bytes_per_day_30d,
+        discard_bursts: discards.len(),
+        last_discard_unix: discards.last().map(|e| e.0),
+        last_discard_bytes: discards.last().map(|e| e.1),
+        wear,
+        health,
+    }
 }
 
 /// The performance-full assessment of every commit-probe group, dated by the forecast of the
@@ -1222,7 +1349,7 @@ mod tests {
             t += 300;
         }
         let now = t - 300;
-        let truth = now + ((size - used) / (40.0 * g) * 3600.0) as i64;
+        let truth = now + ((size - used) / (40.0 * g) * HOUR as f64) as i64;
         let r = build(&store, "db1", now, &[], None, &[]).unwrap();
         let f = r
             .filesystems
@@ -1259,7 +1386,7 @@ mod tests {
             points: pts
                 .iter()
                 .enumerate()
-                .map(|(i, n)| (i as i64 * 3600, reads(*n)))
+                .map(|(i, n)| (i as i64 * HOUR, reads(*n)))
                 .collect(),
         };
         let (by_drive, unplaced) = layer_error_growth(&[

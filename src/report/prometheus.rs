@@ -20,7 +20,6 @@ use crate::history::forecast::{DayUse, forecast_drive};
 use crate::history::service::{EnduranceRule, rated_endurance};
 use crate::history::{DatabaseFacts, DrivePoint, Stat};
 use crate::probe::ProbeKind;
-use crate::statfs::df_fill_ratio;
 use crate::time::{DAY, HOUR};
 use std::collections::BTreeMap;
 
@@ -37,6 +36,12 @@ type Labels = BTreeMap<String, String>;
 type Days = BTreeMap<i64, [Option<f64>; 3]>;
 /// Up to three figures per series and day.
 type Daily<K> = BTreeMap<K, Days>;
+
+/// The range a "last value" query looks back over: the history's rule of which series are
+/// current ([`current::STALE_SECONDS`], "seen in the last 2 days"), written in PromQL.
+fn recent() -> String {
+    crate::query::range(current::STALE_SECONDS)
+}
 
 fn sel(instance: &str, extra: &str) -> String {
     let inst = format!("instance={}", crate::query::quote(instance));
@@ -100,7 +105,7 @@ pub fn build(
 }
 
 /// The range of a daily range query over the `days` days up to today: day d is evaluated at
-/// its last second (or now), (d·86400 - 1, d·86400 + 86399].
+/// its last second (or now), (d·DAY - 1, d·DAY + DAY - 1].
 fn day_range(now: i64, days: i64) -> (i64, i64) {
     let today = now.div_euclid(DAY);
     ((today - days + 1) * DAY + DAY - 1, today * DAY + DAY - 1)
@@ -154,13 +159,9 @@ fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, Que
             let grew = filling.mount_growth_1d.get(&mp).copied();
             let components = filling.components.remove(&mp).unwrap_or_default();
             let daemon_date = daemon_full.get(&key).map(|t| *t as i64);
-            let mut f = filesystem(mp, dev, &days, now_figures, now)?;
-            f.layers = layers;
+            let mut f = filesystem(mp, dev, &days, layers, now_figures, now)?;
             take_daemon_date(&mut f, daemon_date);
-            f.used_growth_1d_bytes = grew;
-            f.filling = super::filling::with_shares(components, grew);
-            f.top_contributor = super::filling::top_contributor(&f.filling, grew, &filling.facts);
-            Some(f)
+            Some(f.with_filling(components, grew, &filling.facts))
         })
         .collect())
 }
@@ -478,7 +479,12 @@ fn last_value(
 ) -> Result<BTreeMap<FsLabels, f64>, QueryError> {
     Ok(api
         .query(
-            &format!("last_over_time({}{}[2d])", family.name, sel(instance, "")),
+            &format!(
+                "last_over_time({}{}[{}])",
+                family.name,
+                sel(instance, ""),
+                recent()
+            ),
             now,
         )?
         .into_iter()
@@ -492,6 +498,7 @@ fn filesystem(
     mp: String,
     dev: String,
     days: &Days,
+    layers: Vec<LayerReport>,
     now_figures: Option<(f64, f64)>,
     now: i64,
 ) -> Option<FsReport> {
@@ -511,39 +518,21 @@ fn filesystem(
     // Daily figures only from the query API: no runaway leg here (the daemon's own series
     // carry its dates).
     let fc = current::filesystem(&uses, &[], now).unwrap_or_default();
-    // df's used and fill, as the store's report gives them.
-    let used = now_figures.map(|(_, free)| (last.size - free).max(0.0));
-    let fill_ratio = now_figures.and_then(|(avail, free)| df_fill_ratio(last.size, free, avail));
-    let reserved = now_figures.map(|(avail, free)| (free - avail).max(0.0));
-    Some(FsReport {
+    let full_note = fc
+        .predicted_full_unix
+        .is_none()
+        .then(|| "no date from the query API's daily figures".to_string());
+    let seen = super::FsSeen {
         mountpoint: mp,
         device: (!dev.is_empty()).then_some(dev),
         first_seen_unix: uses[0].day * DAY,
         last_seen_unix: Some((last.day * DAY + DAY - 1).min(now)),
         size_bytes: Some(last.size),
-        used_bytes: used,
-        fill_ratio,
-        reserved_bytes: reserved,
-        growth_7d_bytes_per_day: fc.growth_7d_bytes_per_day,
-        growth_30d_bytes_per_day: fc.growth_30d_bytes_per_day,
-        predicted_full_unix: fc.predicted_full_unix,
-        full_earliest_unix: fc.full_earliest_unix,
-        full_latest_unix: fc.full_latest_unix,
-        full_layer: None,
-        forecast: fc.clone(),
-        full_note: fc
-            .predicted_full_unix
-            .is_none()
-            .then(|| "no date from the query API's daily figures".to_string()),
-        usage: super::on_df_scale(
-            uses.iter().map(|d| (d.day * DAY, d.low, d.high)).collect(),
-            reserved,
-        ),
-        layers: Vec::new(),
-        used_growth_1d_bytes: None,
-        filling: Vec::new(),
-        top_contributor: None,
-    })
+        free_avail: now_figures.map(|(avail, free)| (free, avail)),
+        days: &uses,
+        layers,
+    };
+    Some(FsReport::new(seen, fc, full_note))
 }
 
 /// Every drive with a day of figures, as the store's report shows it.
@@ -598,7 +587,7 @@ struct DriveFacts {
 impl DriveFacts {
     fn query(api: &Api, instance: &str, now: i64) -> Result<DriveFacts, QueryError> {
         let fs_sel = sel(instance, "");
-        let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[2d])"), now);
+        let last = |m: &str| api.query(&format!("last_over_time({m}{fs_sel}[{}])", recent()), now);
         let models = last(catalogue::DEVICE_INFO.name)?
             .into_iter()
             .filter_map(|(l, _)| Some((drive_labels(&l), label(&l, "model")?.to_string())))
@@ -626,7 +615,9 @@ impl DriveFacts {
             }
             Ok(())
         };
-        let lot = |m: &str, extra: &str| format!("last_over_time({m}{}[2d])", sel(instance, extra));
+        let lot = |m: &str, extra: &str| {
+            format!("last_over_time({m}{}[{}])", sel(instance, extra), recent())
+        };
         put(
             &mut health,
             lot(catalogue::DEVICE_ERROR_LOG_ENTRIES_TOTAL.name, ""),

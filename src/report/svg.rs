@@ -2,6 +2,7 @@
 //! forecast lines and labelled vertical markers. No script, no external reference; a chart is
 //! a few kilobytes whatever the history's length (series are thinned to [`MAX_POINTS`]).
 
+use crate::time::DAY_F64;
 use std::fmt::Write;
 
 /// Points drawn per series at most: two years of days fit; longer series keep each bucket's
@@ -66,7 +67,7 @@ impl Axis {
     /// prints the hour too: a new host's first day is not five ticks of one date).
     fn fmt(self, v: f64, span: f64) -> String {
         match self {
-            Axis::Time if span < 4.0 * 86_400.0 => super::datetime(v as i64),
+            Axis::Time if span < 4.0 * DAY_F64 => super::datetime(v as i64),
             Axis::Time => super::date(v as i64),
             Axis::Bytes => super::bytes(v),
             Axis::Seconds => super::latency(v),
@@ -94,7 +95,9 @@ pub struct Chart {
 /// minutes, so its 5 ticks fall on 5 different minutes (never one time printed five times).
 pub const MIN_TIME_SPAN: f64 = 1200.0;
 
-fn esc(s: &str) -> String {
+/// Text made safe in HTML and SVG, between tags and inside a quoted attribute: the one HTML
+/// escaper of the report.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -286,7 +289,7 @@ mod tests {
                 Series {
                     name: "used".into(),
                     style: Style::Measured,
-                    points: vec![(0.0, 0.0), (86_400.0, 50.0), (172_800.0, 100.0)],
+                    points: vec![(0.0, 0.0), (DAY_F64, 50.0), (2.0 * DAY_F64, 100.0)],
                     dots: false,
                 },
                 Series {

@@ -1,13 +1,15 @@
 //! The plain-text rendering of a [`Report`]: what a DBA reads in a terminal or an email.
 
+use super::view::{self, Cell, Table, UNKNOWN};
 use super::{DriveReport, FsReport, Report, bytes, date, datetime, latency, pct};
-use crate::history::curve::{FILL_BIN_LABELS, Recovery};
+use crate::history::curve::Recovery;
 use crate::history::degradation::Group;
 use crate::history::slow::Assessment;
+use crate::time::DAY_F64;
 use std::fmt::Write;
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
-    v.map(f).unwrap_or_else(|| "unknown".into())
+    v.map(f).unwrap_or_else(|| UNKNOWN.into())
 }
 
 /// The report as text for a terminal: every control character but the newline is written
@@ -49,7 +51,7 @@ fn header(o: &mut String, r: &Report) {
         "generated {} UTC from {}; history since {}",
         datetime(r.generated_unix),
         r.source,
-        opt(r.history_since_unix, date)
+        Cell::date(r.history_since_unix).words()
     );
 }
 
@@ -93,7 +95,7 @@ fn filesystem(o: &mut String, f: &FsReport) {
             note.as_ref().map(|n| format!("; {n}")).unwrap_or_default()
         ),
         (None, Some(n)) => n.clone(),
-        (None, None) => "unknown".into(),
+        (None, None) => UNKNOWN.into(),
     };
     let _ = writeln!(o, "    predicted full: {full}");
     if let Some(t) = &f.top_contributor {
@@ -106,23 +108,7 @@ fn filesystem(o: &mut String, f: &FsReport) {
             first.title(),
             bytes(first.avail_bytes)
         );
-        let width = f.layers.iter().map(|l| l.title().chars().count()).max();
-        for l in &f.layers {
-            let _ = writeln!(
-                o,
-                "      {:<w$}  free {:>10}  of {:>10}  fill {:>7}{}",
-                l.title(),
-                bytes(l.avail_bytes),
-                opt(l.size_bytes, bytes),
-                opt(l.fill_ratio, pct),
-                if l.limiting {
-                    "  <- runs out first"
-                } else {
-                    ""
-                },
-                w = width.unwrap_or(0)
-            );
-        }
+        table(o, &view::layers(f), "      ");
     }
 }
 
@@ -145,20 +131,7 @@ fn what_is_filling(o: &mut String, filesystems: &[FsReport]) {
             f.mountpoint,
             opt(f.used_growth_1d_bytes, signed)
         );
-        let width = f.filling.iter().map(|c| c.title().chars().count()).max();
-        for c in &f.filling {
-            let _ = writeln!(
-                o,
-                "    {:<w$}  {:>10}  {:>11} /1d  {:>11} /7d  {:>14}  {}",
-                c.title(),
-                super::filling::size_text(c, bytes),
-                opt(c.growth_1d_bytes, signed),
-                opt(c.growth_7d_bytes, signed),
-                super::filling::share(c),
-                c.database,
-                w = width.unwrap_or(0)
-            );
-        }
+        table(o, &view::filling(&f.filling), "    ");
     }
 }
 
@@ -217,7 +190,7 @@ fn drive(o: &mut String, d: &DriveReport) {
             opt(h.error_log_entries_new_7d, |n| format!("{n:.0}")),
             h.self_test.as_deref().unwrap_or("none logged"),
             h.self_test_age_seconds
-                .map(|s| format!(", {:.0} power-on days ago", s / 86_400.0))
+                .map(|s| format!(", {:.0} power-on days ago", s / DAY_F64))
                 .unwrap_or_default(),
             opt(h.temperature_celsius, |t| format!("{t:.0} °C")),
             opt(h.temperature_warning_celsius, |t| format!("{t:.0} °C")),
@@ -307,30 +280,7 @@ fn curve(o: &mut String, g: &Group) {
         date(g.first_run),
         date(g.last_run)
     );
-    let _ = writeln!(
-        o,
-        "    {:<10} {:>8} {:>10} {:>10}",
-        "fill", "runs", "p50", "p99"
-    );
-    let split = !g.curve_untrimmed.is_empty();
-    for (what, bins) in [
-        ("trimmed", &g.curve),
-        (super::UNTRIMMED_TITLE, &g.curve_untrimmed),
-    ] {
-        if split && !bins.is_empty() {
-            let _ = writeln!(o, "    {what}:");
-        }
-        for b in bins {
-            let _ = writeln!(
-                o,
-                "    {:<10} {:>8} {:>10} {:>10}",
-                FILL_BIN_LABELS[b.bin],
-                b.runs,
-                latency(b.p50_seconds),
-                b.p99_seconds.map(latency).unwrap_or_else(|| "-".into())
-            );
-        }
-    }
+    table(o, &view::curve(g), "    ");
 }
 
 /// The newest 5 recoveries after `what` (TRIM or idle), newest first; nothing without any.
@@ -358,6 +308,53 @@ fn recoveries(o: &mut String, what: &str, list: &[Recovery]) {
             latency(e.before_seconds),
             latency(e.after_seconds),
         );
+    }
+}
+
+/// A table as aligned columns under `indent`, its headers first: words to the left, figures to
+/// the right; a marked row ends "<- its mark".
+fn table(o: &mut String, t: &Table, indent: &str) {
+    let lines: Vec<(Vec<String>, Option<&str>)> =
+        std::iter::once((t.headers.iter().map(|h| h.to_string()).collect(), None))
+            .chain(
+                t.rows
+                    .iter()
+                    .map(|r| (r.cells.iter().map(Cell::words).collect(), r.mark)),
+            )
+            .collect();
+    let mut widths = vec![0; t.headers.len()];
+    for (cells, _) in &lines {
+        for (w, c) in widths.iter_mut().zip(cells) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    // Words to the left (the first column, and a column of words only), figures to the right.
+    let left: Vec<bool> = (0..widths.len())
+        .map(|i| {
+            i == 0
+                || t.rows
+                    .iter()
+                    .all(|r| matches!(r.cells.get(i), Some(Cell::Text(_))))
+        })
+        .collect();
+    let last = widths.len().saturating_sub(1);
+    for (cells, mark) in lines {
+        o.push_str(indent);
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                o.push_str("  ");
+            }
+            // A last column of words is not padded: no line ends in spaces.
+            let _ = match (left[i], i == last && mark.is_none()) {
+                (true, true) => write!(o, "{c}"),
+                (true, false) => write!(o, "{c:<w$}"),
+                (false, _) => write!(o, "{c:>w$}"),
+            };
+        }
+        if let Some(m) = mark {
+            let _ = write!(o, "  <- {m}");
+        }
+        o.push('\n');
     }
 }
 
@@ -408,7 +405,7 @@ mod tests {
             error_log_entries: Some(14.0),
             error_log_entries_new_7d: Some(2.0),
             self_test: Some("extended failed".into()),
-            self_test_age_seconds: Some(3.0 * 86_400.0),
+            self_test_age_seconds: Some(3.0 * DAY_F64),
             temperature_celsius: Some(71.0),
             temperature_warning_celsius: Some(70.0),
             above_warning_seconds_7d: Some(1200.0),
@@ -517,17 +514,21 @@ mod tests {
             .skip_while(|l| !l.contains("layers below"))
             .skip(1)
             .collect();
-        assert_eq!(rows.len(), 2, "{o}");
+        assert_eq!(rows.len(), 3, "{o}");
+        let header: Vec<&str> = rows[0].split_whitespace().collect();
+        assert_eq!(header, ["layer", "free", "size", "fill"], "{o}");
         assert!(
-            rows[0].trim_start().starts_with("filesystem ") && rows[0].contains("fill  50.0 %"),
+            rows[1].trim_start().starts_with("filesystem ") && rows[1].ends_with(" 50.0 %"),
             "{o}"
         );
-        assert!(!rows[0].contains("runs out first"), "{o}");
         assert!(
-            rows[1].contains("thin pool vg-pool-tpool") && rows[1].contains("fill  98.4 %"),
+            rows[2].contains("thin pool vg-pool-tpool")
+                && rows[2].contains("4.00 MB")
+                && rows[2].contains("256.00 MB")
+                && rows[2].contains(" 98.4 %"),
             "{o}"
         );
-        assert!(rows[1].ends_with("<- runs out first"), "{o}");
+        assert!(rows[2].ends_with("<- runs out first"), "{o}");
         // The filesystem alone (no layer below): nothing said.
         fs.layers.truncate(1);
         let mut o = String::new();
@@ -593,35 +594,44 @@ mod tests {
             .skip_while(|l| *l != "WHAT IS FILLING IT")
             .take_while(|l| !l.is_empty())
             .collect();
-        assert_eq!(section.len(), 4, "{text}");
+        assert_eq!(section.len(), 5, "{text}");
         assert_eq!(section[1], "  /srv/pg  (grew +1.00 GB over the last day)");
-        // The fastest-growing first, with its share; a shrinking one signed, an unknown week.
+        // The HTML page's columns in its order.
+        let mut at = 0;
+        for h in view::filling(&[]).headers {
+            at += section[2][at..]
+                .find(h)
+                .unwrap_or_else(|| panic!("{h}: {}", section[2]));
+        }
+        // The fastest-growing first, with its share; a shrinking one signed, an unknown week;
+        // each figure in its column.
         for (line, want) in [
-            (
-                section[2],
-                [
-                    "pg_wal (WAL)",
-                    "2.10 GB",
-                    "+910.00 MB /1d",
-                    "+2.00 GB /7d",
-                    "91 % of growth",
-                    db,
-                ],
-            ),
             (
                 section[3],
                 [
-                    "tables and indexes (base, global)",
-                    "9.00 GB",
-                    "-2.00 MB /1d",
-                    "unknown /7d",
-                    "-0 % of growth",
+                    "pg_wal (WAL)",
                     db,
+                    "2.10 GB",
+                    "+910.00 MB",
+                    "+2.00 GB",
+                    "91 % of growth",
+                ],
+            ),
+            (
+                section[4],
+                [
+                    "tables and indexes (base, global)",
+                    db,
+                    "9.00 GB",
+                    "-2.00 MB",
+                    "unknown",
+                    "-0 % of growth",
                 ],
             ),
         ] {
+            let mut at = 0;
             for w in want {
-                assert!(line.contains(w), "{w}: {line}");
+                at += line[at..].find(w).unwrap_or_else(|| panic!("{w}: {line}"));
             }
         }
     }

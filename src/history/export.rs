@@ -34,18 +34,21 @@ pub enum ExportError {
     Io(#[from] std::io::Error),
 }
 
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
+/// A label set written `{k="v",...}`, each value escaped as the text format escapes it (the
+/// same rules in OpenMetrics).
 fn labels(l: &[(&str, &str)]) -> String {
-    let inner: Vec<String> = l
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
-        .collect();
-    format!("{{{}}}", inner.join(","))
+    let mut o = String::from("{");
+    for (i, (k, v)) in l.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        o.push_str(k);
+        o.push_str("=\"");
+        crate::render::escape_label_value(&mut o, v);
+        o.push('"');
+    }
+    o.push('}');
+    o
 }
 
 /// The family's `# TYPE` and `# HELP` lines, from its catalogue entry. OpenMetrics names a
@@ -580,6 +583,16 @@ mod tests {
     use crate::probe::ProbeKind;
 
     const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+    /// A mount point with a quote, a backslash and a newline in it stays one label value.
+    #[test]
+    fn a_label_value_is_escaped_as_the_text_format_escapes_it() {
+        assert_eq!(
+            labels(&[("mountpoint", "/a\"b\\c\nd"), ("device", "sda")]),
+            r#"{mountpoint="/a\"b\\c\nd",device="sda"}"#
+        );
+        assert_eq!(labels(&[]), "{}");
+    }
 
     /// A 16-write run exports its p50 and no `quantile="0.99"` sample (its maximum is not a
     /// p99); a 256-write run both. Each run's untrimmed share is exported where recorded.
