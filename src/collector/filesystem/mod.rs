@@ -872,4 +872,58 @@ mod tests {
             Some(40960.0)
         );
     }
+
+    #[test]
+    fn a_mounts_history_records_carry_its_effective_free_space_and_its_stack() {
+        let (m, _) = parse_mountinfo(
+            "1 0 8:1 / /srv/db rw - xfs /dev/sdb1 rw\n2 0 0:40 / /mnt/nfs rw - nfs4 srv:/x rw\n",
+        );
+        let mount = |i: usize, device: Option<&str>| SelectedMount {
+            info: m[i].clone(),
+            device: device.map(str::to_string),
+        };
+        let st = FsStat {
+            frsize: 4096,
+            blocks: 1000,
+            bfree: 400,
+            bavail: 300,
+            files: 0,
+            ffree: 0,
+            readonly: false,
+        };
+        let pool = LayerRow {
+            layer: "thin_pool".into(),
+            name: "vg0-pool".into(),
+            avail_bytes: 1 << 20,
+            size_bytes: Some(1 << 30),
+            limiting: true,
+        };
+        let [fs, layers] = fs_records(
+            &mount(0, Some("dm-3")),
+            &st,
+            Some("u-1".into()),
+            1 << 20,
+            vec![pool.clone()],
+            1_800_000_000,
+        );
+        let Record::Fs(fs) = fs else { panic!("{fs:?}") };
+        assert_eq!(fs.key.mountpoint, "/srv/db");
+        assert_eq!(fs.key.uuid.as_deref(), Some("u-1"));
+        assert_eq!(fs.device, "dm-3");
+        assert_eq!((fs.size_bytes, fs.free_bytes), (4096 * 1000, 4096 * 400));
+        // The pool's figure, not the filesystem's own 300 blocks.
+        assert_eq!(fs.avail_bytes, 1 << 20);
+        // No inodes (files 0): unknown, not 0 free.
+        assert_eq!(fs.files_free, None);
+        let Record::FsLayers(layers) = layers else {
+            panic!("{layers:?}")
+        };
+        assert_eq!((layers.key, layers.t), (fs.key, 1_800_000_000));
+        assert_eq!(layers.layers, [pool]);
+        // Not block-backed: the mount's source names it.
+        let [Record::Fs(nfs), _] = fs_records(&mount(1, None), &st, None, 0, Vec::new(), 0) else {
+            panic!("not an Fs record first")
+        };
+        assert_eq!(nfs.device, "srv:/x");
+    }
 }
