@@ -176,7 +176,10 @@ impl WebConfig {
             ));
         }
         (self.listen_address.iter())
-            .map(|a| crate::listen::parse(a).map_err(|e| Invalid::new("web.listen_address", e)))
+            .map(|a| {
+                crate::listen::parse(a)
+                    .map_err(|e| Invalid::new("web.listen_address", e.to_string()))
+            })
             .collect()
     }
 }

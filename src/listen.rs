@@ -33,28 +33,49 @@ impl fmt::Display for ListenAddr {
     }
 }
 
+/// The forms a listen address may take, told with each refusal.
+const FORMS: &str = "expected :PORT, HOST:PORT or [IPv6]:PORT, such as :10150, \
+                     127.0.0.1:10150 or [::1]:10150";
+
+/// Why a listen address is refused; each names the address as written (`addr`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ListenAddrError {
+    #[error("{addr:?}: an IPv6 address needs a port after it; {forms}", forms = FORMS)]
+    Ipv6WithoutPort { addr: String },
+    #[error("{addr:?}: {ip:?} is not an IPv6 address; {forms}", forms = FORMS)]
+    NotIpv6 { addr: String, ip: String },
+    #[error("{addr:?}: no port; {forms}", forms = FORMS)]
+    NoPort { addr: String },
+    #[error("{addr:?}: an IPv6 address must be in brackets; {forms}", forms = FORMS)]
+    Ipv6WithoutBrackets { addr: String },
+    #[error("{addr:?}: {host:?} is not a host name; {forms}", forms = FORMS)]
+    NotHostName { addr: String, host: String },
+    #[error("{addr:?}: {port:?} is not a port number (0 to 65535)")]
+    NotPort { addr: String, port: String },
+    #[error("{addr:?}: port {port} is out of range (0 to 65535)")]
+    PortOutOfRange { addr: String, port: String },
+}
+
 /// Parses one listen address. The port is required (a bare host is refused), an IPv6 literal
 /// must be bracketed (`::1:80` is ambiguous), and a host name is letters, digits, `-` and `.`.
-pub(crate) fn parse(s: &str) -> Result<ListenAddr, String> {
-    const FORMS: &str = "expected :PORT, HOST:PORT or [IPv6]:PORT, such as :10150, \
-                         127.0.0.1:10150 or [::1]:10150";
+pub(crate) fn parse(s: &str) -> Result<ListenAddr, ListenAddrError> {
+    let addr = || s.to_string();
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         let (v6, port) = rest
             .split_once("]:")
-            .ok_or_else(|| format!("{s:?}: an IPv6 address needs a port after it; {FORMS}"))?;
-        let ip: Ipv6Addr = v6
-            .parse()
-            .map_err(|_| format!("{s:?}: {v6:?} is not an IPv6 address; {FORMS}"))?;
+            .ok_or_else(|| ListenAddrError::Ipv6WithoutPort { addr: addr() })?;
+        let ip: Ipv6Addr = v6.parse().map_err(|_| ListenAddrError::NotIpv6 {
+            addr: addr(),
+            ip: v6.to_string(),
+        })?;
         let port = parse_port(s, port)?;
         return Ok(ListenAddr::Ip(SocketAddr::from((ip, port))));
     } else {
         s.rsplit_once(':')
-            .ok_or_else(|| format!("{s:?}: no port; {FORMS}"))?
+            .ok_or_else(|| ListenAddrError::NoPort { addr: addr() })?
     };
     if host.contains(':') {
-        return Err(format!(
-            "{s:?}: an IPv6 address must be in brackets; {FORMS}"
-        ));
+        return Err(ListenAddrError::Ipv6WithoutBrackets { addr: addr() });
     }
     let port = parse_port(s, port)?;
     if host.is_empty() {
@@ -68,17 +89,25 @@ pub(crate) fn parse(s: &str) -> Result<ListenAddr, String> {
             .split('.')
             .all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
     if !name_ok {
-        return Err(format!("{s:?}: {host:?} is not a host name; {FORMS}"));
+        return Err(ListenAddrError::NotHostName {
+            addr: addr(),
+            host: host.to_string(),
+        });
     }
     Ok(ListenAddr::Host(host.to_string(), port))
 }
 
-fn parse_port(s: &str, port: &str) -> Result<u16, String> {
+fn parse_port(s: &str, port: &str) -> Result<u16, ListenAddrError> {
     if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("{s:?}: {port:?} is not a port number (0 to 65535)"));
+        return Err(ListenAddrError::NotPort {
+            addr: s.to_string(),
+            port: port.to_string(),
+        });
     }
-    port.parse()
-        .map_err(|_| format!("{s:?}: port {port} is out of range (0 to 65535)"))
+    port.parse().map_err(|_| ListenAddrError::PortOutOfRange {
+        addr: s.to_string(),
+        port: port.to_string(),
+    })
 }
 
 /// Binds a listening socket for `addr` with the daemon's backlog. `:PORT` is one IPv6 socket
@@ -194,7 +223,7 @@ mod tests {
             ("127.0.0.1:10150 ", "not a port number"),
         ];
         for (s, why) in bad {
-            let e = parse(s).unwrap_err();
+            let e = parse(s).unwrap_err().to_string();
             assert!(e.contains(why) && e.contains(&format!("{s:?}")), "{s}: {e}");
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::catalogue;
 use crate::metrics::MetricSet;
-use crate::procfs::selfstat;
+use crate::procfs::selfstat::{self, ProcError};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -29,7 +29,7 @@ pub(crate) fn families(set: &mut MetricSet) {
     }
     let statm = match kept() {
         Some(k) => k.statm(),
-        None => selfstat::read_statm(proc).map_err(|e| e.to_string()),
+        None => selfstat::read_statm(proc),
     };
     match statm {
         Ok((size, resident)) => {
@@ -45,7 +45,7 @@ pub(crate) fn families(set: &mut MetricSet) {
         .push_opt(&[], start_time());
     let open_fds = match kept() {
         Some(k) => k.open_fds(),
-        None => selfstat::count_open_fds(proc).map_err(|e| e.to_string()),
+        None => selfstat::count_open_fds(proc),
     };
     match open_fds {
         Ok(n) => set.family(&catalogue::PROCESS_OPEN_FDS).push(&[], n as f64),
@@ -71,19 +71,24 @@ struct Kept {
 }
 
 impl Kept {
-    fn statm(&self) -> Result<(u64, u64), String> {
+    fn statm(&self) -> Result<(u64, u64), ProcError> {
         use std::os::unix::fs::FileExt;
+        let err = |problem: String| ProcError {
+            path: format!("{PROC}/self/statm"),
+            problem,
+        };
         // statm is one short line (seven numbers); a seq file is made again at offset 0.
         let mut buf = [0u8; 256];
         let n = self
             .statm
             .read_at(&mut buf, 0)
-            .map_err(|e| format!("/proc/self/statm: {e}"))?;
-        let text = std::str::from_utf8(&buf[..n]).map_err(|e| format!("/proc/self/statm: {e}"))?;
-        selfstat::parse_statm(text).map_err(|e| format!("/proc/self/statm: {e}"))
+            .map_err(|e| err(e.to_string()))?;
+        let text = std::str::from_utf8(&buf[..n]).map_err(|e| err(e.to_string()))?;
+        selfstat::parse_statm(text).map_err(|e| err(e.to_string()))
     }
 
-    fn open_fds(&self) -> Result<u64, String> {
+    /// Never an error (a listing skips what it can't read), typed as the path-based count is.
+    fn open_fds(&self) -> Result<u64, ProcError> {
         let mut dir = self.fd.lock().unwrap_or_else(|e| e.into_inner());
         // Since Linux 6.2 the size of a /proc/PID/fd directory is its number of open
         // descriptors: one fstat instead of a listing, which builds a dentry per descriptor (two

@@ -23,21 +23,47 @@ pub struct ProcError {
     pub problem: String,
 }
 
+/// What is wrong with the text of a `stat` or `statm` file (the reader adds its path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelfStatError {
+    #[error("no ')' closing the command name")]
+    NoCommandEnd,
+    #[error("{fields} fields; {name} is field {field}")]
+    MissingField {
+        fields: usize,
+        name: &'static str,
+        field: usize,
+    },
+    #[error("{name} (field {field}) {value:?} is not a count")]
+    NotACount {
+        name: &'static str,
+        field: usize,
+        value: String,
+    },
+    #[error("{text:?} does not start with two page counts")]
+    NotStatm { text: String },
+}
+
 /// Parses `/proc/<pid>/stat`. The command name (field 2) is in parentheses and may itself hold
 /// spaces and parentheses, so fields are counted from the last `)`.
-pub fn parse_stat(text: &str) -> Result<SelfStat, String> {
+pub fn parse_stat(text: &str) -> Result<SelfStat, SelfStatError> {
     let rest = text
         .rsplit_once(')')
         .map(|(_, r)| r)
-        .ok_or("no ')' closing the command name")?;
+        .ok_or(SelfStatError::NoCommandEnd)?;
     let f: Vec<&str> = rest.split_whitespace().collect();
     // f[0] is field 3 (state); field N is f[N - 3].
-    let num = |field: usize, name: &str| -> Result<u64, String> {
-        let v = f
-            .get(field - 3)
-            .ok_or_else(|| format!("{} fields; {name} is field {field}", f.len() + 2))?;
-        v.parse::<u64>()
-            .map_err(|_| format!("{name} (field {field}) {v:?} is not a count"))
+    let num = |field: usize, name: &'static str| -> Result<u64, SelfStatError> {
+        let v = f.get(field - 3).ok_or(SelfStatError::MissingField {
+            fields: f.len() + 2,
+            name,
+            field,
+        })?;
+        v.parse::<u64>().map_err(|_| SelfStatError::NotACount {
+            name,
+            field,
+            value: v.to_string(),
+        })
     };
     Ok(SelfStat {
         utime_ticks: num(14, "utime")?,
@@ -49,14 +75,13 @@ pub fn parse_stat(text: &str) -> Result<SelfStat, String> {
 }
 
 /// `/proc/<pid>/statm`: (total program size, resident set), both in pages.
-pub fn parse_statm(text: &str) -> Result<(u64, u64), String> {
+pub fn parse_statm(text: &str) -> Result<(u64, u64), SelfStatError> {
     let mut f = text.split_whitespace().map(|v| v.parse::<u64>());
     match (f.next(), f.next()) {
         (Some(Ok(size)), Some(Ok(resident))) => Ok((size, resident)),
-        _ => Err(format!(
-            "{:?} does not start with two page counts",
-            text.trim()
-        )),
+        _ => Err(SelfStatError::NotStatm {
+            text: text.trim().to_string(),
+        }),
     }
 }
 
@@ -67,7 +92,7 @@ pub fn read_statm(proc_root: &Path) -> Result<(u64, u64), ProcError> {
     let text = read(path.clone())?;
     parse_statm(&text).map_err(|problem| ProcError {
         path: path.display().to_string(),
-        problem,
+        problem: problem.to_string(),
     })
 }
 
@@ -103,7 +128,7 @@ pub fn read_stat(proc_root: &Path) -> Result<SelfStat, ProcError> {
     let text = read(path.clone())?;
     parse_stat(&text).map_err(|problem| ProcError {
         path: path.display().to_string(),
-        problem,
+        problem: problem.to_string(),
     })
 }
 
@@ -153,12 +178,12 @@ mod tests {
 
     #[test]
     fn a_short_or_garbled_stat_names_the_field() {
-        let e = parse_stat("1 (x) S 1 2 3").unwrap_err();
+        let e = parse_stat("1 (x) S 1 2 3").unwrap_err().to_string();
         assert!(e.contains("utime is field 14"), "{e}");
-        let e = parse_stat("no parenthesis").unwrap_err();
+        let e = parse_stat("no parenthesis").unwrap_err().to_string();
         assert!(e.contains("')'"), "{e}");
         let bad = STAT.replace(" 37 12 ", " 37 x ");
-        let e = parse_stat(&bad).unwrap_err();
+        let e = parse_stat(&bad).unwrap_err().to_string();
         assert!(e.contains("stime (field 15) \"x\""), "{e}");
     }
 
@@ -172,6 +197,7 @@ mod tests {
         assert!(
             parse_statm("12 x 3")
                 .unwrap_err()
+                .to_string()
                 .contains("two page counts")
         );
         let (size, rss) = read_statm(Path::new("/proc")).unwrap();

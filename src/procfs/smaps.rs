@@ -37,43 +37,72 @@ impl Mapping {
     }
 }
 
+/// A line of an smaps file that does not parse: its number (1-based) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct SmapsError {
+    pub line: usize,
+    pub problem: SmapsProblem,
+}
+
+/// What is wrong with one line of an smaps file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SmapsProblem {
+    #[error("{key:?} before any mapping's header line")]
+    KeyBeforeHeader { key: String },
+    /// `key` is the field (`Rss`, `Anonymous`).
+    #[error("{key} {value:?} is not a size in kB")]
+    NotKib { key: &'static str, value: String },
+    #[error("empty header line")]
+    EmptyHeader,
+    #[error("no permissions after the address range")]
+    NoPermissions,
+    /// The field of the header missing (`offset`, `device`, `inode`).
+    #[error("no {0} field")]
+    MissingField(&'static str),
+    #[error("{0:?} is not an address range start-end")]
+    NotRange(String),
+    #[error("{0:?} is not a permission field like r-xp")]
+    NotPermissions(String),
+}
+
 /// Parses `/proc/<pid>/smaps`: a header line per mapping
 /// (`start-end perms offset dev inode [name]`) followed by `Key: value [kB]` lines. The error
 /// names the line (1-based) and what is wrong with it.
-pub fn parse_smaps(text: &str) -> Result<Vec<Mapping>, String> {
+pub fn parse_smaps(text: &str) -> Result<Vec<Mapping>, SmapsError> {
     let mut out: Vec<Mapping> = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
+        let at = |problem| SmapsError {
+            line: i + 1,
+            problem,
+        };
         if line.trim().is_empty() {
             continue;
         }
         let first = line.split_whitespace().next().unwrap_or("");
         if let Some(key) = first.strip_suffix(':') {
             let Some(current) = out.last_mut() else {
-                return Err(format!(
-                    "line {n}: {key:?} before any mapping's header line"
-                ));
+                return Err(at(SmapsProblem::KeyBeforeHeader {
+                    key: key.to_string(),
+                }));
             };
             let rest = line[first.len()..].trim();
             match key {
-                "Rss" => current.rss_kib = kib(rest).map_err(|e| format!("line {n}: Rss {e}"))?,
-                "Anonymous" => {
-                    current.anonymous_kib =
-                        kib(rest).map_err(|e| format!("line {n}: Anonymous {e}"))?
-                }
+                "Rss" => current.rss_kib = kib("Rss", rest).map_err(at)?,
+                "Anonymous" => current.anonymous_kib = kib("Anonymous", rest).map_err(at)?,
                 "VmFlags" => current.vm_flags = rest.split_whitespace().map(String::from).collect(),
                 _ => {}
             }
             continue;
         }
-        out.push(parse_header(line).map_err(|e| format!("line {n}: {e}"))?);
+        out.push(parse_header(line).map_err(at)?);
     }
     Ok(out)
 }
 
 /// `55fd19d37000-55fd1a178000 r-xp 0018e000 fe:00 1234 /usr/bin/ssdwatch`; the name may hold
 /// spaces (and ` (deleted)` once the file is replaced).
-fn parse_header(line: &str) -> Result<Mapping, String> {
+fn parse_header(line: &str) -> Result<Mapping, SmapsProblem> {
     let mut rest = line;
     let mut field = || -> Option<&str> {
         let t = rest.trim_start();
@@ -82,10 +111,10 @@ fn parse_header(line: &str) -> Result<Mapping, String> {
         rest = r;
         (!f.is_empty()).then_some(f)
     };
-    let range = field().ok_or("empty header line")?;
-    let perms = field().ok_or("no permissions after the address range")?;
+    let range = field().ok_or(SmapsProblem::EmptyHeader)?;
+    let perms = field().ok_or(SmapsProblem::NoPermissions)?;
     for what in ["offset", "device", "inode"] {
-        field().ok_or_else(|| format!("no {what} field"))?;
+        field().ok_or(SmapsProblem::MissingField(what))?;
     }
     let (start, end) = range
         .split_once('-')
@@ -96,10 +125,10 @@ fn parse_header(line: &str) -> Result<Mapping, String> {
             ))
         })
         .filter(|(a, b)| a < b)
-        .ok_or_else(|| format!("{range:?} is not an address range start-end"))?;
+        .ok_or_else(|| SmapsProblem::NotRange(range.to_string()))?;
     let p = perms.as_bytes();
     if p.len() != 4 {
-        return Err(format!("{perms:?} is not a permission field like r-xp"));
+        return Err(SmapsProblem::NotPermissions(perms.to_string()));
     }
     Ok(Mapping {
         start,
@@ -115,13 +144,16 @@ fn parse_header(line: &str) -> Result<Mapping, String> {
     })
 }
 
-/// `1234 kB` → 1234.
-fn kib(value: &str) -> Result<u64, String> {
+/// `1234 kB` → 1234; `key` names the field in the error.
+fn kib(key: &'static str, value: &str) -> Result<u64, SmapsProblem> {
     value
         .strip_suffix("kB")
         .map(str::trim)
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("{value:?} is not a size in kB"))
+        .ok_or_else(|| SmapsProblem::NotKib {
+            key,
+            value: value.to_string(),
+        })
 }
 
 /// Reads and parses `<proc_root>/self/smaps`.
@@ -132,7 +164,7 @@ pub fn read_self_smaps(proc_root: &Path) -> Result<Vec<Mapping>, ProcError> {
         problem,
     };
     let text = std::fs::read_to_string(&path).map_err(|e| err(e.to_string()))?;
-    parse_smaps(&text).map_err(err)
+    parse_smaps(&text).map_err(|e| err(e.to_string()))
 }
 
 #[cfg(test)]
@@ -215,7 +247,7 @@ VmFlags: rd wr mr mw me nr
                 "line 2: Anonymous \"4 MB\"",
             ),
         ] {
-            let e = parse_smaps(text).unwrap_err();
+            let e = parse_smaps(text).unwrap_err().to_string();
             assert!(e.starts_with(want), "{text:?}: {e}");
         }
     }

@@ -151,146 +151,185 @@ impl HttpConfig {
             ));
         }
         if let Some(b) = &self.basic_auth {
-            if b.username.is_some() && b.username_file.is_some() {
-                return Err(Invalid::new(
-                    "basic_auth.username_file",
-                    "set with basic_auth.username: give one",
-                ));
-            }
-            if b.username.is_none() && b.username_file.is_none() {
-                return Err(Invalid::new(
-                    "basic_auth.username",
-                    "not set (or username_file)",
-                ));
-            }
-            if b.password.is_some() && b.password_file.is_some() {
-                return Err(Invalid::new(
-                    "basic_auth.password_file",
-                    "set with basic_auth.password: give one",
-                ));
-            }
+            b.validate()?;
         }
         if let Some(a) = &self.authorization {
-            if a.credentials.is_some() && a.credentials_file.is_some() {
-                return Err(Invalid::new(
-                    "authorization.credentials_file",
-                    "set with authorization.credentials: give one",
-                ));
-            }
-            if let Some(k) = &a.kind
-                && (k.is_empty() || !k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
-            {
-                return Err(Invalid::new(
-                    "authorization.type",
-                    format!("{k:?} is not an HTTP auth scheme"),
-                ));
-            }
-            if a.kind
-                .as_deref()
-                .is_some_and(|k| k.eq_ignore_ascii_case("basic"))
-            {
-                return Err(Invalid::new(
-                    "authorization.type",
-                    "Basic is set with basic_auth, not authorization",
-                ));
-            }
+            a.validate()?;
         }
         if let Some(t) = &self.tls_config {
-            for (inline, file, name) in [
-                (&t.ca, &t.ca_file, "ca"),
-                (&t.cert, &t.cert_file, "cert"),
-                (&t.key, &t.key_file, "key"),
-            ] {
-                if inline.is_some() && file.is_some() {
-                    return Err(Invalid::new(
-                        format!("tls_config.{name}_file"),
-                        format!("set with tls_config.{name}: give one"),
-                    ));
-                }
-            }
-            let cert = t.cert.is_some() || t.cert_file.is_some();
-            let key = t.key.is_some() || t.key_file.is_some();
-            if cert != key {
-                return Err(Invalid::new(
-                    if cert {
-                        "tls_config.cert_file"
-                    } else {
-                        "tls_config.key_file"
-                    },
-                    "a client certificate needs both cert_file and key_file",
-                ));
-            }
-            for (v, name) in [
-                (&t.min_version, "min_version"),
-                (&t.max_version, "max_version"),
-            ] {
-                if let Some(v) = v
-                    && !matches!(v.as_str(), "TLS10" | "TLS11" | "TLS12" | "TLS13")
-                {
-                    return Err(Invalid::new(
-                        format!("tls_config.{name}"),
-                        format!("{v:?}: one of TLS10, TLS11, TLS12, TLS13"),
-                    ));
-                }
-            }
-            if let Some(n) = &t.server_name
-                && rustls::pki_types::ServerName::try_from(n.as_str()).is_err()
-            {
-                return Err(Invalid::new(
-                    "tls_config.server_name",
-                    format!("{n:?} is not a DNS name or IP address"),
-                ));
-            }
+            t.validate()?;
         }
         if let Some(p) = &self.proxy_url {
-            let scheme_ok = p.starts_with("http://") || p.starts_with("https://");
-            if !scheme_ok || ureq::Proxy::new(p).is_err() {
-                return Err(Invalid::new(
-                    "proxy_url",
-                    format!("{p:?}: an http:// or https:// proxy URL"),
-                ));
-            }
+            proxy_url(p)?;
         }
         if let Some(h) = &self.http_headers {
-            if h.len() > MAX_HEADERS {
-                return Err(Invalid::new(
-                    "http_headers",
-                    format!("more than {MAX_HEADERS} headers"),
-                ));
-            }
-            for (name, v) in h {
-                let key = format!("http_headers.{name}");
-                if name.is_empty()
-                    || !name
-                        .bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
-                {
-                    return Err(Invalid::new(key, "not an HTTP header name"));
-                }
-                if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-                    return Err(Invalid::new(
-                        key,
-                        "set by the client itself (authorization: basic_auth or authorization)",
-                    ));
-                }
-                if v.values.len() + v.secrets.len() + v.files.len() > MAX_VALUES {
-                    return Err(Invalid::new(key, format!("more than {MAX_VALUES} values")));
-                }
-                if let Some(bad) = v
-                    .values
-                    .iter()
-                    .chain(&v.secrets)
-                    .find(|x| !header_value_ok(x))
-                {
-                    return Err(Invalid::new(
-                        key,
-                        format!("a value with a control character ({} bytes)", bad.len()),
-                    ));
-                }
-            }
+            http_headers(h)?;
         }
         Ok(())
     }
+}
+
+impl BasicAuth {
+    /// One source of each secret, and a username.
+    fn validate(&self) -> Result<(), Invalid> {
+        if self.username.is_some() && self.username_file.is_some() {
+            return Err(Invalid::new(
+                "basic_auth.username_file",
+                "set with basic_auth.username: give one",
+            ));
+        }
+        if self.username.is_none() && self.username_file.is_none() {
+            return Err(Invalid::new(
+                "basic_auth.username",
+                "not set (or username_file)",
+            ));
+        }
+        if self.password.is_some() && self.password_file.is_some() {
+            return Err(Invalid::new(
+                "basic_auth.password_file",
+                "set with basic_auth.password: give one",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Authorization {
+    /// One source of the credentials, and a scheme that is one (and not Basic).
+    fn validate(&self) -> Result<(), Invalid> {
+        if self.credentials.is_some() && self.credentials_file.is_some() {
+            return Err(Invalid::new(
+                "authorization.credentials_file",
+                "set with authorization.credentials: give one",
+            ));
+        }
+        if let Some(k) = &self.kind
+            && (k.is_empty() || !k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
+        {
+            return Err(Invalid::new(
+                "authorization.type",
+                format!("{k:?} is not an HTTP auth scheme"),
+            ));
+        }
+        if self
+            .kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case("basic"))
+        {
+            return Err(Invalid::new(
+                "authorization.type",
+                "Basic is set with basic_auth, not authorization",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl TlsConfig {
+    /// One source of each PEM, a certificate with its key, known versions, a server name
+    /// that is one.
+    fn validate(&self) -> Result<(), Invalid> {
+        for (inline, file, name) in [
+            (&self.ca, &self.ca_file, "ca"),
+            (&self.cert, &self.cert_file, "cert"),
+            (&self.key, &self.key_file, "key"),
+        ] {
+            if inline.is_some() && file.is_some() {
+                return Err(Invalid::new(
+                    format!("tls_config.{name}_file"),
+                    format!("set with tls_config.{name}: give one"),
+                ));
+            }
+        }
+        let cert = self.cert.is_some() || self.cert_file.is_some();
+        let key = self.key.is_some() || self.key_file.is_some();
+        if cert != key {
+            return Err(Invalid::new(
+                if cert {
+                    "tls_config.cert_file"
+                } else {
+                    "tls_config.key_file"
+                },
+                "a client certificate needs both cert_file and key_file",
+            ));
+        }
+        for (v, name) in [
+            (&self.min_version, "min_version"),
+            (&self.max_version, "max_version"),
+        ] {
+            if let Some(v) = v
+                && !matches!(v.as_str(), "TLS10" | "TLS11" | "TLS12" | "TLS13")
+            {
+                return Err(Invalid::new(
+                    format!("tls_config.{name}"),
+                    format!("{v:?}: one of TLS10, TLS11, TLS12, TLS13"),
+                ));
+            }
+        }
+        if let Some(n) = &self.server_name
+            && rustls::pki_types::ServerName::try_from(n.as_str()).is_err()
+        {
+            return Err(Invalid::new(
+                "tls_config.server_name",
+                format!("{n:?} is not a DNS name or IP address"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An http:// or https:// proxy URL the client takes.
+fn proxy_url(p: &str) -> Result<(), Invalid> {
+    let scheme_ok = p.starts_with("http://") || p.starts_with("https://");
+    if !scheme_ok || ureq::Proxy::new(p).is_err() {
+        return Err(Invalid::new(
+            "proxy_url",
+            format!("{p:?}: an http:// or https:// proxy URL"),
+        ));
+    }
+    Ok(())
+}
+
+/// Headers by name: a bounded number, names HTTP allows and the client does not set itself,
+/// values without control characters.
+fn http_headers(h: &BTreeMap<String, Header>) -> Result<(), Invalid> {
+    if h.len() > MAX_HEADERS {
+        return Err(Invalid::new(
+            "http_headers",
+            format!("more than {MAX_HEADERS} headers"),
+        ));
+    }
+    for (name, v) in h {
+        let key = format!("http_headers.{name}");
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
+        {
+            return Err(Invalid::new(key, "not an HTTP header name"));
+        }
+        if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(Invalid::new(
+                key,
+                "set by the client itself (authorization: basic_auth or authorization)",
+            ));
+        }
+        if v.values.len() + v.secrets.len() + v.files.len() > MAX_VALUES {
+            return Err(Invalid::new(key, format!("more than {MAX_VALUES} values")));
+        }
+        if let Some(bad) = v
+            .values
+            .iter()
+            .chain(&v.secrets)
+            .find(|x| !header_value_ok(x))
+        {
+            return Err(Invalid::new(
+                key,
+                format!("a value with a control character ({} bytes)", bad.len()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A header value as HTTP/1.1 carries it: visible characters, spaces and tabs.

@@ -6,6 +6,7 @@ use super::json::{at_most, celsius, get, get_str, get_u64, kind_of, limit_celsiu
 use super::model::{Found, HOST_WRITTEN_ORDER, Health, Origin, ParseError, WEAR_ORDER};
 use super::table::Table;
 use super::{ata, nvme, scsi, selftest};
+use crate::time::{HOUR, MINUTE};
 use serde_json::Value;
 
 /// Parses a `smartctl --json` output and normalizes it.
@@ -300,8 +301,8 @@ pub fn normalize(v: &Value, table: &Table) -> Health {
     h.power_on_seconds = get_u64(v, &["power_on_time", "hours"]).map(|hours| {
         let minutes = get_u64(v, &["power_on_time", "minutes"]).unwrap_or(0);
         hours
-            .saturating_mul(3600)
-            .saturating_add(minutes.saturating_mul(60))
+            .saturating_mul(HOUR as u64)
+            .saturating_add(minutes.saturating_mul(MINUTE as u64))
     });
     h.power_cycles = get_u64(v, &["power_cycle_count"]);
     temperature_limits(v, &mut h);
@@ -421,7 +422,7 @@ fn logs(v: &Value, h: &mut Health) {
     if ata_errors.is_some() {
         h.error_log_entries = at_most(ata_errors, 0xffff, "ATA error log count", &mut h.warnings);
     }
-    let hours = h.power_on_seconds.map(|s| s / 3600);
+    let hours = h.power_on_seconds.map(|s| s / HOUR as u64);
     (h.self_test, h.self_test_in_progress) = selftest::read(v, hours, &mut h.warnings);
     h.write_cache_enabled = get(v, &["write_cache", "enabled"]).and_then(Value::as_bool);
 }
@@ -710,7 +711,11 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name}: no self-test"));
             assert_eq!((t.kind, t.result), (kind, result), "{name}");
             assert_eq!(t.power_on_hours, Some(at), "{name}");
-            assert_eq!(t.age_power_on_seconds, Some(age_hours * 3600), "{name}");
+            assert_eq!(
+                t.age_power_on_seconds,
+                Some(age_hours * HOUR as u64),
+                "{name}"
+            );
             assert_eq!(t.failing_lba, None, "{name}");
             assert_eq!(h.self_test_in_progress, running, "{name}");
         }

@@ -129,6 +129,59 @@ pub struct StatGuard {
     max_stalled: usize,
 }
 
+/// Mounts waiting for a thread: (mount point, path to statvfs).
+type Queue = VecDeque<(String, PathBuf)>;
+
+/// A batch's mounts sorted into its two queues: mounts that answered before (`known_good`)
+/// have workers of their own, so new or suspect mounts that hang can never hold up the healthy
+/// ones; the other queue holds new mounts first, then those that hung before (`suspects`).
+/// A mount whose call is still running (`busy`) is not retried until it returns (`Stuck`), and
+/// one that hung before is retried only while fewer than `max_hung` calls are held
+/// (`NotStarted`): those go straight into `results`.
+fn queues(
+    jobs: Vec<(String, PathBuf)>,
+    busy: &HashSet<String>,
+    known_good: &HashSet<String>,
+    suspects: &HashSet<String>,
+    max_hung: usize,
+    results: &mut HashMap<String, StatResult>,
+) -> (Queue, Queue) {
+    let mut good = VecDeque::new();
+    let mut new = VecDeque::new();
+    let mut risky = VecDeque::new();
+    for (mp, path) in jobs {
+        if busy.contains(&mp) {
+            results.insert(mp, StatResult::Stuck);
+        } else if suspects.contains(&mp) {
+            risky.push_back((mp, path));
+        } else if known_good.contains(&mp) {
+            good.push_back((mp, path));
+        } else {
+            new.push_back((mp, path));
+        }
+    }
+    let retry = max_hung.saturating_sub(busy.len()).min(risky.len());
+    for (mp, _) in risky.drain(retry..) {
+        results.insert(mp, StatResult::NotStarted);
+    }
+    let mut untried = new;
+    untried.extend(risky);
+    (good, untried)
+}
+
+/// The door's refusals of a batch, as for any collector: mounts not started, each for want of
+/// a thread (the door's share or the task limit), or because its earlier call (`busy` when
+/// the batch began) has not returned.
+fn refused(results: &HashMap<String, StatResult>, busy: &HashSet<String>) -> usize {
+    results
+        .iter()
+        .filter(|(mp, r)| {
+            matches!(r, StatResult::NoThread | StatResult::NotStarted)
+                || (matches!(r, StatResult::Stuck) && busy.contains(*mp))
+        })
+        .count()
+}
+
 /// Threads taking mounts in one sample, per pool.
 pub const STATFS_WORKERS: usize = 8;
 /// Hung statvfs calls held before mounts that hung before are no longer retried.
@@ -138,7 +191,7 @@ pub const MAX_STALLED_STATFS: usize = 128;
 
 /// One queue of a batch and the threads taking from it.
 struct Pool {
-    jobs: VecDeque<(String, PathBuf)>,
+    jobs: Queue,
     /// The batch's deadline: each call's mark reads as stuck past it.
     deadline: tokio::time::Instant,
     /// One per thread of the pool: when its call now running started (microseconds since
@@ -189,31 +242,14 @@ impl StatGuard {
     ) -> Batch {
         let mut results = HashMap::with_capacity(jobs.len());
         let busy = self.outstanding();
-        let (known_good, suspects) = (lock(&self.answered).clone(), lock(&self.ever_hung).clone());
-        // Mounts that answered before first, then new ones, then those that hung before.
-        let mut good = VecDeque::new();
-        let mut new = VecDeque::new();
-        let mut risky = VecDeque::new();
-        for (mp, path) in jobs {
-            if busy.contains(&mp) {
-                results.insert(mp, StatResult::Stuck); // not retried until the hung call returns
-            } else if suspects.contains(&mp) {
-                risky.push_back((mp, path));
-            } else if known_good.contains(&mp) {
-                good.push_back((mp, path));
-            } else {
-                new.push_back((mp, path));
-            }
-        }
-        // A mount that hung before is retried only while fewer than max_hung calls are held.
-        let retry = self.max_hung.saturating_sub(busy.len()).min(risky.len());
-        for (mp, _) in risky.drain(retry..) {
-            results.insert(mp, StatResult::NotStarted);
-        }
-        // Two pools: mounts that answered before have workers of their own, so new or suspect
-        // mounts that hang can never hold up the healthy ones.
-        let mut untried = new;
-        untried.extend(risky);
+        let (good, untried) = queues(
+            jobs,
+            &busy,
+            &lock(&self.answered),
+            &lock(&self.ever_hung),
+            self.max_hung,
+            &mut results,
+        );
         let mut n = good.len() + untried.len();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let deadline = tokio::time::Instant::now() + timeout;
@@ -322,13 +358,21 @@ impl StatGuard {
         while let Ok((mp, r)) = rx.try_recv() {
             results.insert(mp, StatResult::Done(r));
         }
-        // Remember who answered and who hung, for the mounts of this batch only (mounts come and
-        // go: containers, automounts), so the memory is bounded by the mount table.
+        self.remember(&results, &stuck_now);
+        door.refused(STATFS_OWNER, refused(&results, &busy));
+        let shortage =
+            shortage.filter(|_| results.values().any(|r| matches!(r, StatResult::NoThread)));
+        Batch { results, shortage }
+    }
+
+    /// Remembers who answered and who hung, for the mounts of this batch only (mounts come and
+    /// go: containers, automounts), so the memory is bounded by the mount table.
+    fn remember(&self, results: &HashMap<String, StatResult>, stuck_now: &HashSet<String>) {
         let mut ever_hung = lock(&self.ever_hung);
         let mut answered = lock(&self.answered);
         ever_hung.retain(|mp| results.contains_key(mp) || stuck_now.contains(mp));
         answered.retain(|mp| results.contains_key(mp));
-        for (mp, r) in &results {
+        for (mp, r) in results {
             if stuck_now.contains(mp) {
                 // Past the deadline (whether or not it answered just after).
                 ever_hung.insert(mp.clone());
@@ -338,19 +382,6 @@ impl StatGuard {
                 ever_hung.remove(mp); // it came back in time
             }
         }
-        // Not started, each for want of a thread (the door's share or the task limit), or
-        // because its earlier call has not returned: the door's refusals, as for any collector.
-        let refused = results
-            .iter()
-            .filter(|(mp, r)| {
-                matches!(r, StatResult::NoThread | StatResult::NotStarted)
-                    || (matches!(r, StatResult::Stuck) && busy.contains(*mp))
-            })
-            .count();
-        door.refused(STATFS_OWNER, refused);
-        let shortage =
-            shortage.filter(|_| results.values().any(|r| matches!(r, StatResult::NoThread)));
-        Batch { results, shortage }
     }
 
     /// Starts threads so that `max_workers` of the pool are free to take its queued mounts: a
@@ -904,5 +935,40 @@ mod tests {
         assert!(matches!(r["/mnt/slow"], StatResult::NotStarted), "{r:?}");
         assert!(matches!(r["/"], StatResult::Done(Ok(_))));
         assert_eq!(guard.outstanding().len(), 3);
+    }
+
+    fn set(names: &[&str]) -> HashSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    fn names(q: &Queue) -> Vec<&str> {
+        q.iter().map(|(mp, _)| mp.as_str()).collect()
+    }
+
+    #[test]
+    fn healthy_mounts_get_their_own_queue_and_suspects_come_after_new_ones() {
+        let jobs = ["/nfs-old", "/new", "/data", "/hung", "/nfs-flap"]
+            .map(|mp| (mp.to_string(), PathBuf::from(mp)))
+            .to_vec();
+        let mut results = HashMap::new();
+        let (good, untried) = queues(
+            jobs,
+            &set(&["/hung"]),
+            &set(&["/data"]),
+            &set(&["/nfs-old", "/nfs-flap"]),
+            // One hung call held: one more suspect may be retried.
+            2,
+            &mut results,
+        );
+        assert_eq!(names(&good), ["/data"]);
+        assert_eq!(names(&untried), ["/new", "/nfs-old"]);
+        assert!(matches!(results["/hung"], StatResult::Stuck));
+        assert!(matches!(results["/nfs-flap"], StatResult::NotStarted));
+        assert_eq!(results.len(), 2);
+        // A mount still stuck from before counts as refused only if it was busy at the start.
+        results.insert("/late".into(), StatResult::Stuck);
+        results.insert("/ok".into(), StatResult::Done(Ok(FsStat::default())));
+        results.insert("/no-thread".into(), StatResult::NoThread);
+        assert_eq!(refused(&results, &set(&["/hung"])), 3);
     }
 }

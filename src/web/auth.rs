@@ -53,6 +53,14 @@ pub struct Users {
     checker: Arc<Checker>,
 }
 
+/// Why the web config's users could not be made ready.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The system gave no randomness for the key that hides the checked passwords in memory.
+    #[error("no randomness for the key of the password-check memory")]
+    NoRandomness,
+}
+
 impl std::fmt::Debug for Users {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the hashes.
@@ -65,7 +73,7 @@ impl std::fmt::Debug for Users {
 impl Users {
     /// `hashes` were checked by `WebConfigFile::validate`. Makes the decoy hash (one bcrypt) and
     /// the key of the memory of checks; fails only when the system has no randomness to give.
-    pub fn new(hashes: BTreeMap<String, String>) -> Result<Users, String> {
+    pub fn new(hashes: BTreeMap<String, String>) -> Result<Users, AuthError> {
         let cost = hashes
             .values()
             .filter_map(|h| h.parse::<bcrypt::HashParts>().ok())
@@ -75,9 +83,7 @@ impl Users {
         let decoy = bcrypt::hash("ssdwatch decoy password", cost).unwrap_or_default();
         let hmac =
             ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &ring::rand::SystemRandom::new())
-                .map_err(|_| {
-                    "no randomness for the key of the password-check memory".to_string()
-                })?;
+                .map_err(|_| AuthError::NoRandomness)?;
         Ok(Users {
             hashes,
             decoy,

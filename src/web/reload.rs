@@ -57,7 +57,7 @@ pub(crate) fn load(path: &Path) -> Result<Active, WebConfigError> {
     };
     let users = match cfg.basic_auth_users.filter(|u| !u.is_empty()) {
         Some(u) => Some(Arc::new(
-            Users::new(u).map_err(|e| WebConfigError::new(path, e))?,
+            Users::new(u).map_err(|e| WebConfigError::new(path, e.to_string()))?,
         )),
         None => None,
     };

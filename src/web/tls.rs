@@ -31,32 +31,48 @@ pub(crate) fn files(t: &TlsServerConfig, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Why a PEM value could not be had: the file that could not be read, or what is wrong with
+/// the text (the caller names the config key it came from).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TlsError {
+    #[error("{}: {cause}", path.display())]
+    Read {
+        path: PathBuf,
+        cause: crate::config::ReadError,
+    },
+    #[error("bad PEM: {0}")]
+    BadPem(rustls::pki_types::pem::Error),
+    #[error("no PEM certificate found")]
+    NoCertificate,
+}
+
 /// An inline PEM value, or the file it names (relative to `dir`), read as config files are;
 /// None when neither is set. Shared by the server's TLS and the query client's.
 pub(crate) fn pem_or_file(
     inline: &Option<String>,
     file: &Option<PathBuf>,
     dir: &Path,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, TlsError> {
     match (inline, file) {
         (Some(text), _) => Ok(Some(text.as_bytes().to_vec())),
         (None, Some(p)) => {
-            let p = dir.join(p);
-            read_config_file(&p, MAX_CONFIG_BYTES)
-                .map(Some)
-                .map_err(|e| format!("{}: {e}", p.display()))
+            let path = dir.join(p);
+            match read_config_file(&path, MAX_CONFIG_BYTES) {
+                Ok(pem) => Ok(Some(pem)),
+                Err(cause) => Err(TlsError::Read { path, cause }),
+            }
         }
         (None, None) => Ok(None),
     }
 }
 
 /// The certificates of a PEM text: an error when it is not PEM or holds none.
-pub(crate) fn pem_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn pem_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("bad PEM: {e}"))?;
+        .map_err(TlsError::BadPem)?;
     if certs.is_empty() {
-        return Err("no PEM certificate found".to_string());
+        return Err(TlsError::NoCertificate);
     }
     Ok(certs)
 }
@@ -69,12 +85,12 @@ fn pem_source(
     dir: &Path,
 ) -> Result<Vec<u8>, Invalid> {
     pem_or_file(inline, file, dir)
-        .map_err(|e| Invalid::new(key(file_key), e))?
+        .map_err(|e| Invalid::new(key(file_key), e.to_string()))?
         .ok_or_else(|| Invalid::new(key(file_key), "not set"))
 }
 
 fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, Invalid> {
-    pem_certs(pem).map_err(|e| Invalid::new(key(what), e))
+    pem_certs(pem).map_err(|e| Invalid::new(key(what), e.to_string()))
 }
 
 /// Builds the rustls config. `min_version` TLS10/TLS11 means "TLS 1.2 is the floor": rustls

@@ -303,3 +303,323 @@ fn modules_documented_as_pure_do_no_io() {
     );
     assert!(io_named("use std::fmt;").is_empty());
 }
+
+/// The longest a function of src/ may be, in lines from `fn` to its closing brace: past it a
+/// function does several things, and is cut into named steps. Tests are not held to it.
+const MAX_FN_LINES: usize = 150;
+
+/// Functions longer than [`MAX_FN_LINES`] being cut on another branch: (file under src/, name).
+/// Empty this list as those cuts land.
+const LONG_FN_ALLOWED: &[(&str, &str)] = &[
+    ("report/mod.rs", "build_in"),
+    ("backtest/series.rs", "input_series"),
+    ("backtest/mod.rs", "table"),
+    ("backtest/prune.rs", "names"),
+];
+
+/// `text` with the contents of comments, string, byte-string, raw-string and char literals
+/// blanked to spaces (newlines kept, so lines still count), so braces and words inside them
+/// are not seen as code. Lifetimes (`'a`) are left as they are.
+fn code_only(text: &str) -> Vec<char> {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = c.clone();
+    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
+        for ch in &mut out[from..to.min(c.len())] {
+            if *ch != '\n' {
+                *ch = ' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < c.len() {
+        let next = c.get(i + 1).copied();
+        if c[i] == '/' && next == Some('/') {
+            let end = (i..c.len()).find(|&j| c[j] == '\n').unwrap_or(c.len());
+            blank(&mut out, i, end);
+            i = end;
+        } else if c[i] == '/' && next == Some('*') {
+            // Block comments nest.
+            let (mut depth, mut j) = (0usize, i);
+            while j < c.len() {
+                if c[j] == '/' && c.get(j + 1) == Some(&'*') {
+                    depth += 1;
+                    j += 2;
+                } else if c[j] == '*' && c.get(j + 1) == Some(&'/') {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, i, j);
+            i = j;
+        } else if let Some(hashes) = raw_string_at(&c, i) {
+            // r"…", r#"…"#, br"…": ends at a quote followed by as many hashes.
+            let mut j = i + 2 + hashes;
+            while j < c.len()
+                && !(c[j] == '"' && c[j + 1..].iter().take_while(|&&h| h == '#').count() >= hashes)
+            {
+                j += 1;
+            }
+            let end = (j + 1 + hashes).min(c.len());
+            blank(&mut out, i + 1, end);
+            i = end;
+        } else if c[i] == '"' {
+            let mut j = i + 1;
+            while j < c.len() && c[j] != '"' {
+                j += if c[j] == '\\' { 2 } else { 1 };
+            }
+            blank(&mut out, i, j + 1);
+            i = j + 1;
+        } else if c[i] == '\'' {
+            // A char literal ('x', '\n', '\u{7f}') or a lifetime ('a, 'static).
+            if next == Some('\\') {
+                // Past the escaped character, which may itself be a quote.
+                let mut j = i + 3;
+                while j < c.len() && c[j] != '\'' {
+                    j += 1;
+                }
+                blank(&mut out, i, j + 1);
+                i = j + 1;
+            } else if c.get(i + 2) == Some(&'\'') {
+                blank(&mut out, i, i + 3);
+                i += 3;
+            } else {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The number of hashes of a raw string (`r"`, `r#"`, `br"`) starting at `i`, if one does.
+fn raw_string_at(c: &[char], i: usize) -> Option<usize> {
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let word_start = |k: usize| k == 0 || !ident(c[k - 1]);
+    if c[i] != 'r' || !(word_start(i) || (c[i - 1] == 'b' && word_start(i - 1))) {
+        return None;
+    }
+    let hashes = c[i + 1..].iter().take_while(|&&h| h == '#').count();
+    (c.get(i + 1 + hashes) == Some(&'"')).then_some(hashes)
+}
+
+/// Index of the brace closing the one at `open`, in code from [`code_only`].
+fn closing_brace(code: &[char], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (j, &ch) in code.iter().enumerate().skip(open) {
+        match ch {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the word `word` starts at `i` of `code` (not inside a longer identifier).
+fn word_at(code: &[char], i: usize, word: &str) -> bool {
+    let ident = |ch: &char| ch.is_alphanumeric() || *ch == '_';
+    let w: Vec<char> = word.chars().collect();
+    code[i..].starts_with(&w)
+        && (i == 0 || !ident(&code[i - 1]))
+        && code.get(i + w.len()).is_none_or(|ch| !ident(ch))
+}
+
+/// A function of a source file, as [`functions`] finds it.
+#[derive(Debug, PartialEq)]
+struct FnSpan {
+    name: String,
+    /// 1-based line of its `fn`.
+    line: usize,
+    /// Lines from `fn` to its closing brace, both counted.
+    lines: usize,
+}
+
+/// The functions with a body in `text` outside items marked `#[cfg(test)]` (test modules,
+/// test-only helpers), and the names of modules declared `#[cfg(test)] mod name;` (whose
+/// files are tests too).
+fn functions(text: &str) -> (Vec<FnSpan>, Vec<String>) {
+    let code = code_only(text);
+    let line_of = |i: usize| 1 + code[..i].iter().filter(|&&ch| ch == '\n').count();
+    let ident = |ch: &char| ch.is_alphanumeric() || *ch == '_';
+    let skip_ws = |mut j: usize| {
+        while j < code.len() && code[j].is_whitespace() {
+            j += 1;
+        }
+        j
+    };
+    // Ranges of items under #[cfg(test)]: from the attribute to the item's closing brace or `;`.
+    let attr: Vec<char> = "#[cfg(test)]".chars().collect();
+    let mut test_ranges = Vec::new();
+    let mut test_mods = Vec::new();
+    for i in 0..code.len() {
+        if !code[i..].starts_with(&attr) {
+            continue;
+        }
+        let start = skip_ws(i + attr.len());
+        let end = (start..code.len()).find(|&j| code[j] == '{' || code[j] == ';');
+        match end {
+            Some(j) if code[j] == ';' => {
+                let decl: String = code[start..j].iter().collect();
+                if let Some(name) = decl
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .as_slice()
+                    .strip_prefix(&["mod"])
+                {
+                    test_mods.extend(name.first().map(|n| n.to_string()));
+                }
+                test_ranges.push((i, j));
+            }
+            Some(j) => test_ranges.push((i, closing_brace(&code, j).unwrap_or(code.len()))),
+            None => {}
+        }
+    }
+    let mut out = Vec::new();
+    for i in 0..code.len() {
+        if !word_at(&code, i, "fn") || test_ranges.iter().any(|&(a, b)| a <= i && i <= b) {
+            continue;
+        }
+        // `fn name`; a pointer type `fn(u8)` has no name and no body.
+        let start = skip_ws(i + 2);
+        let name: String = code[start..].iter().take_while(|ch| ident(ch)).collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body opens at the first brace outside the signature's brackets; `;` first means none.
+        let mut depth = 0i64;
+        let mut open = None;
+        for (j, &ch) in code.iter().enumerate().skip(start) {
+            match ch {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '{' if depth == 0 => {
+                    open = Some(j);
+                    break;
+                }
+                ';' if depth == 0 => break,
+                _ => {}
+            }
+        }
+        let Some(close) = open.and_then(|o| closing_brace(&code, o)) else {
+            continue;
+        };
+        out.push(FnSpan {
+            name,
+            line: line_of(i),
+            lines: line_of(close) - line_of(i) + 1,
+        });
+    }
+    (out, test_mods)
+}
+
+#[test]
+fn the_function_scanner_skips_strings_comments_chars_and_test_code() {
+    let sample = r###"
+fn short() {
+    let s = "}}} fn fake() {";
+    let r = r#"a "}" fn raw() { "#;
+    let c = '}';
+    let e = '\'';
+    let b = b'{';
+    // fn commented() { }
+    /* fn blocked() { /* nested } */ } */
+    let f: fn(u8) -> u8 = id;
+}
+impl<'a> T<'a> {
+    pub(crate) fn method(&'a self) -> Result<(), String> where Self: Sized {
+        if x { y() } else { z() }
+        Ok(())
+    }
+    fn declared(&self);
+}
+#[cfg(test)]
+mod tests {
+    fn helper() {
+    }
+}
+#[cfg(test)]
+mod more;
+fn last() { }
+"###;
+    let (fns, test_mods) = functions(sample);
+    let got: Vec<(&str, usize, usize)> = fns
+        .iter()
+        .map(|f| (f.name.as_str(), f.line, f.lines))
+        .collect();
+    assert_eq!(got, [("short", 2, 10), ("method", 13, 4), ("last", 26, 1)]);
+    assert_eq!(test_mods, ["more"]);
+    // Blanking keeps the lines and the code around literals.
+    let blanked: String = code_only("a(\"{\n}\") // }\n'x' 'a").into_iter().collect();
+    assert_eq!(blanked, "a(  \n  )     \n    'a");
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_150_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    all.sort();
+    // Files of modules declared `#[cfg(test)] mod name;`, and every tests.rs.
+    let mut test_files: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut scanned = Vec::new();
+    for f in &all {
+        let text = std::fs::read_to_string(f).unwrap();
+        let (fns, test_mods) = functions(&text);
+        // A module's children live in its own directory: src/a/mod.rs and src/lib.rs hold
+        // theirs beside them, src/a.rs in src/a/.
+        let stem = f.file_stem().unwrap().to_string_lossy();
+        let dir = if ["mod", "lib", "main"].contains(&stem.as_ref()) {
+            f.parent().unwrap().to_path_buf()
+        } else {
+            f.with_extension("")
+        };
+        for m in test_mods {
+            test_files.insert(dir.join(format!("{m}.rs")));
+            test_files.insert(dir.join(&m).join("mod.rs"));
+        }
+        scanned.push((f.clone(), fns));
+    }
+    let mut long = Vec::new();
+    let mut count = 0;
+    for (f, fns) in scanned {
+        if f.file_name().is_some_and(|n| n == "tests.rs") || test_files.contains(&f) {
+            continue;
+        }
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        for func in fns {
+            count += 1;
+            if func.lines <= MAX_FN_LINES {
+                continue;
+            }
+            if LONG_FN_ALLOWED.contains(&(rel.as_str(), func.name.as_str())) {
+                continue;
+            }
+            long.push(format!(
+                "src/{rel}:{}: fn {} is {} lines",
+                func.line, func.name, func.lines
+            ));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions longer than {MAX_FN_LINES} lines (cut them into named steps):\n{}",
+        long.join("\n")
+    );
+    // The scan saw the crate, and the test-only module it knows of.
+    assert!(count > 1000, "only {count} functions found under src/");
+    assert!(
+        test_files.contains(&src.join("testing.rs")),
+        "{test_files:?}"
+    );
+}

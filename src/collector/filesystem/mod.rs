@@ -15,11 +15,11 @@ use crate::layers::{Layer, Layers, Limit, StackDevice};
 use crate::metrics::MetricSet;
 use crate::procfs::mountinfo::{read_mountinfo, strip_rootfs};
 use crate::space::{MountSpace, SpaceInput};
-use crate::statfs::StatSource;
 use crate::statfs::guard::{
     MAX_HUNG_STATFS, MAX_STALLED_STATFS, STATFS_WORKERS, Shortage, StatGuard, StatResult,
     StatvfsError,
 };
+use crate::statfs::{FsStat, StatSource};
 use crate::sysfs::cgroup::{TaskLimit, read_task_limit};
 use crate::sysfs::topology::Topology;
 use crate::time::unix_now;
@@ -215,27 +215,8 @@ impl Collector for FilesystemCollector {
             )?);
         }
         let source = self.source.clone().unwrap_or(StatSource::Kernel);
-        let roots = ctx.roots.clone();
-        // /proc is in-memory and does not hang, unlike statvfs: a plain blocking task. So is
-        // /dev/disk/by-uuid (udev's links), which gives the filesystem UUIDs the history keys on.
         // Only the history keys on UUIDs: no directory walk when it is off.
-        let want_uuids = ctx.history.is_some();
-        // The daemon's task limit (its cgroup's pids.max) is read each sample, for the fault
-        // that names it (the door budgets the guard's threads against it). In memory too.
-        // Not the door (see above): in-memory reads that cannot hang; the statvfs calls that can
-        // go through the guard.
-        let (table, uuids, limit) = tokio::task::spawn_blocking(move || {
-            let mut table = read_mountinfo(&roots.proc)?;
-            strip_rootfs(&mut table.mounts, &roots.rootfs);
-            let uuids = if want_uuids {
-                fs_uuids(&roots.in_rootfs(std::path::Path::new("/dev/disk/by-uuid")))
-            } else {
-                Default::default()
-            };
-            let limit = read_task_limit(&roots.proc, &roots.sys);
-            Ok::<_, crate::procfs::mountinfo::ReadError>((table, uuids, limit))
-        })
-        .await??;
+        let (table, uuids, limit) = read_tables(ctx.roots.clone(), ctx.history.is_some()).await?;
         // A bad line is a fault of the table, not of a mount: one item, the file.
         let path = table.path.display().to_string();
         let mut errors: Vec<ItemError> = table
@@ -281,16 +262,11 @@ impl Collector for FilesystemCollector {
         let mut results = batch.results;
         let mut s = Sample::default();
         let held = self.guard.outstanding().len();
-        s.metrics
-            .family(&catalogue::FILESYSTEM_STATFS_HUNG_THREADS)
-            .push(&[], held as f64);
         let no_thread = results
             .values()
             .filter(|r| matches!(r, StatResult::NoThread))
             .count();
-        s.metrics
-            .family(&catalogue::FILESYSTEM_STATFS_NO_THREAD_MOUNTS)
-            .push(&[], no_thread as f64);
+        thread_metrics(&mut s.metrics, held, no_thread);
         // One fault for all the mounts left without a thread, not one per mount: it is one
         // cause, and its count changes from sample to sample.
         if let Some(shortage) = &batch.shortage {
@@ -318,47 +294,12 @@ impl Collector for FilesystemCollector {
                 let (avail, stack) = history_layers(&space, layers.as_deref());
                 spaces.push(space);
                 let now_unix = unix_now();
-                let due = ctx.history.as_ref().is_some_and(|h| {
-                    self.history_sent
-                        .get(&m.info.mount_point)
-                        .is_none_or(|t| now_unix - t >= h.raw_interval().as_secs_f64())
-                });
-                if due {
-                    self.history_sent
-                        .insert(m.info.mount_point.clone(), now_unix);
-                    let key = FsKey {
-                        mountpoint: m.info.mount_point.clone(),
-                        uuid: m.device.as_ref().and_then(|d| uuids.get(d).cloned()),
-                    };
-                    let device = m.device.clone().unwrap_or_else(|| m.info.source.clone());
-                    s.records.push(Record::Fs(FsSample {
-                        key: key.clone(),
-                        device: device.clone(),
-                        t: now_unix as i64,
-                        size_bytes: st.size_bytes(),
-                        // The effective figure: a thin pool filling under a half-empty
-                        // ext4 fills the mount's forecast too.
-                        avail_bytes: avail,
-                        free_bytes: st.free_bytes(),
-                        files_free: (st.files > 0).then_some(st.ffree),
-                    }));
-                    // The stack under it, for the report: sent with every sample so a
-                    // layer gone (a mount moved off a thin volume) leaves the store too.
-                    s.records.push(Record::FsLayers(FsLayers {
-                        key,
-                        device,
-                        t: now_unix as i64,
-                        layers: stack,
-                    }));
+                if self.history_due(ctx, &m.info.mount_point, now_unix) {
+                    let uuid = m.device.as_ref().and_then(|d| uuids.get(d).cloned());
+                    s.records
+                        .extend(fs_records(m, st, uuid, avail, stack, now_unix as i64));
                 }
-                // The newest discard any drive under the filesystem received (diskstats).
-                let newest = m.device.as_deref().and_then(|d| {
-                    topo.physical_drives(d)
-                        .iter()
-                        .filter_map(|drive| ctx.shared.disk_activity(&drive.name))
-                        .filter_map(|a| a.last_discard_unix)
-                        .reduce(f64::max)
-                });
+                let newest = newest_discard(ctx, &topo, m);
                 let used = st.size_bytes().saturating_sub(st.free_bytes());
                 let (state, estimate) =
                     untrimmed::advance(self.untrimmed.get(&m.info.mount_point), newest, used);
@@ -369,19 +310,7 @@ impl Collector for FilesystemCollector {
                         estimate as f64 / st.size_bytes() as f64,
                     );
                 }
-                s.metrics
-                    .family(&catalogue::FILESYSTEM_FREED_UNTRIMMED_BYTES)
-                    .push_opt(
-                        &[
-                            ("mountpoint", m.info.mount_point.as_str()),
-                            (
-                                "device",
-                                m.device.as_deref().unwrap_or(m.info.source.as_str()),
-                            ),
-                            ("fstype", m.info.fstype.as_str()),
-                        ],
-                        Some(estimate as f64),
-                    );
+                untrimmed_metric(&mut s.metrics, m, estimate);
             }
             threshold_metrics(
                 &mut s.metrics,
@@ -403,6 +332,125 @@ impl Collector for FilesystemCollector {
         s.errors = errors;
         Ok(s)
     }
+}
+
+impl FilesystemCollector {
+    /// Whether a sample of this mount goes to the history store now (a raw interval since the
+    /// last one, and a store at all); if so, the time is noted as sent.
+    fn history_due(&mut self, ctx: &Context, mount_point: &str, now_unix: f64) -> bool {
+        let due = ctx.history.as_ref().is_some_and(|h| {
+            self.history_sent
+                .get(mount_point)
+                .is_none_or(|t| now_unix - t >= h.raw_interval().as_secs_f64())
+        });
+        if due {
+            self.history_sent.insert(mount_point.to_string(), now_unix);
+        }
+        due
+    }
+}
+
+/// The mount table, the filesystem UUIDs (when `want_uuids`) and the daemon's task limit.
+/// /proc is in-memory and does not hang, unlike statvfs: a plain blocking task, not the door
+/// (the statvfs calls that can hang go through the guard). So is /dev/disk/by-uuid (udev's
+/// links), which gives the filesystem UUIDs the history keys on. The task limit (the cgroup's
+/// pids.max) is read each sample for the fault that names it (the door budgets the guard's
+/// threads against it).
+async fn read_tables(
+    roots: Arc<crate::Roots>,
+    want_uuids: bool,
+) -> anyhow::Result<(
+    crate::procfs::mountinfo::MountTable,
+    std::collections::HashMap<String, String>,
+    Result<Option<TaskLimit>, crate::sysfs::cgroup::CgroupError>,
+)> {
+    let tables = tokio::task::spawn_blocking(move || {
+        let mut table = read_mountinfo(&roots.proc)?;
+        strip_rootfs(&mut table.mounts, &roots.rootfs);
+        let uuids = if want_uuids {
+            fs_uuids(&roots.in_rootfs(std::path::Path::new("/dev/disk/by-uuid")))
+        } else {
+            Default::default()
+        };
+        let limit = read_task_limit(&roots.proc, &roots.sys);
+        Ok::<_, crate::procfs::mountinfo::ReadError>((table, uuids, limit))
+    })
+    .await??;
+    Ok(tables)
+}
+
+/// The guard's own gauges: threads held by hung calls, mounts left without a thread.
+fn thread_metrics(metrics: &mut MetricSet, held: usize, no_thread: usize) {
+    metrics
+        .family(&catalogue::FILESYSTEM_STATFS_HUNG_THREADS)
+        .push(&[], held as f64);
+    metrics
+        .family(&catalogue::FILESYSTEM_STATFS_NO_THREAD_MOUNTS)
+        .push(&[], no_thread as f64);
+}
+
+/// What one sample of a mount sends to the history store: its figures, and the stack under
+/// it for the report (sent with every sample so a layer gone, a mount moved off a thin
+/// volume, leaves the store too). `avail` is the effective figure: a thin pool filling under
+/// a half-empty ext4 fills the mount's forecast too.
+fn fs_records(
+    m: &SelectedMount,
+    st: &FsStat,
+    uuid: Option<String>,
+    avail: u64,
+    stack: Vec<LayerRow>,
+    t: i64,
+) -> [Record; 2] {
+    let key = FsKey {
+        mountpoint: m.info.mount_point.clone(),
+        uuid,
+    };
+    let device = m.device.clone().unwrap_or_else(|| m.info.source.clone());
+    [
+        Record::Fs(FsSample {
+            key: key.clone(),
+            device: device.clone(),
+            t,
+            size_bytes: st.size_bytes(),
+            avail_bytes: avail,
+            free_bytes: st.free_bytes(),
+            files_free: (st.files > 0).then_some(st.ffree),
+        }),
+        Record::FsLayers(FsLayers {
+            key,
+            device,
+            t,
+            layers: stack,
+        }),
+    ]
+}
+
+/// The newest discard any drive under the mount's filesystem received (diskstats).
+fn newest_discard(ctx: &Context, topo: &Topology, m: &SelectedMount) -> Option<f64> {
+    m.device.as_deref().and_then(|d| {
+        topo.physical_drives(d)
+            .iter()
+            .filter_map(|drive| ctx.shared.disk_activity(&drive.name))
+            .filter_map(|a| a.last_discard_unix)
+            .reduce(f64::max)
+    })
+}
+
+/// The "freed but not trimmed" estimate of a mount, in bytes.
+fn untrimmed_metric(metrics: &mut MetricSet, m: &SelectedMount, estimate: u64) {
+    metrics
+        .family(&catalogue::FILESYSTEM_FREED_UNTRIMMED_BYTES)
+        .push_opt(
+            &[
+                ("mountpoint", m.info.mount_point.as_str()),
+                (
+                    "device",
+                    m.device.as_deref().unwrap_or(m.info.source.as_str()),
+                ),
+                ("fstype", m.info.fstype.as_str()),
+            ],
+            Some(estimate as f64),
+        );
 }
 
 /// The item of the fault "statfs threads short under the task limit".
@@ -823,5 +871,59 @@ mod tests {
             ),
             Some(40960.0)
         );
+    }
+
+    #[test]
+    fn a_mounts_history_records_carry_its_effective_free_space_and_its_stack() {
+        let (m, _) = parse_mountinfo(
+            "1 0 8:1 / /srv/db rw - xfs /dev/sdb1 rw\n2 0 0:40 / /mnt/nfs rw - nfs4 srv:/x rw\n",
+        );
+        let mount = |i: usize, device: Option<&str>| SelectedMount {
+            info: m[i].clone(),
+            device: device.map(str::to_string),
+        };
+        let st = FsStat {
+            frsize: 4096,
+            blocks: 1000,
+            bfree: 400,
+            bavail: 300,
+            files: 0,
+            ffree: 0,
+            readonly: false,
+        };
+        let pool = LayerRow {
+            layer: "thin_pool".into(),
+            name: "vg0-pool".into(),
+            avail_bytes: 1 << 20,
+            size_bytes: Some(1 << 30),
+            limiting: true,
+        };
+        let [fs, layers] = fs_records(
+            &mount(0, Some("dm-3")),
+            &st,
+            Some("u-1".into()),
+            1 << 20,
+            vec![pool.clone()],
+            1_800_000_000,
+        );
+        let Record::Fs(fs) = fs else { panic!("{fs:?}") };
+        assert_eq!(fs.key.mountpoint, "/srv/db");
+        assert_eq!(fs.key.uuid.as_deref(), Some("u-1"));
+        assert_eq!(fs.device, "dm-3");
+        assert_eq!((fs.size_bytes, fs.free_bytes), (4096 * 1000, 4096 * 400));
+        // The pool's figure, not the filesystem's own 300 blocks.
+        assert_eq!(fs.avail_bytes, 1 << 20);
+        // No inodes (files 0): unknown, not 0 free.
+        assert_eq!(fs.files_free, None);
+        let Record::FsLayers(layers) = layers else {
+            panic!("{layers:?}")
+        };
+        assert_eq!((layers.key, layers.t), (fs.key, 1_800_000_000));
+        assert_eq!(layers.layers, [pool]);
+        // Not block-backed: the mount's source names it.
+        let [Record::Fs(nfs), _] = fs_records(&mount(1, None), &st, None, 0, Vec::new(), 0) else {
+            panic!("not an Fs record first")
+        };
+        assert_eq!(nfs.device, "srv:/x");
     }
 }

@@ -3,10 +3,11 @@
 
 use crate::catalogue;
 use crate::collector::ItemError;
-use crate::privileged::runner::{RunError, RunOutcome};
+use crate::privileged::escape::Swept;
+use crate::privileged::runner::{Exit, RunError, RunOutcome};
 use crate::smart::{Health, ParseError};
 use crate::sysfs::topology::DeviceKind;
-use crate::time::DAY_F64;
+use crate::time::{DAY_F64, HOUR_DURATION};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -71,7 +72,7 @@ pub fn waf_over_window(history: &VecDeque<(f64, u64, u64)>, window: f64) -> Opti
 
 /// How often a drive's OCP SMART log is read: flash writes change slowly, and each read is a
 /// vendor log page the drive assembles; the regular runs in between carry the last value.
-pub(super) const OCP_LOG_EVERY: Duration = Duration::from_secs(3600);
+pub(super) const OCP_LOG_EVERY: Duration = HOUR_DURATION;
 
 impl DriveState {
     /// Whether the run starting at `now` asks for the OCP log (where configured).
@@ -247,178 +248,63 @@ pub(super) fn step(
     every: &dyn Fn(Option<&str>) -> Duration,
     why_denied: &dyn Fn() -> String,
 ) -> Step {
-    let mut st = prev;
-    let mut errors = Vec::new();
-    let mut notes = Vec::new();
+    let mut out = Step {
+        state: prev,
+        errors: Vec::new(),
+        notes: Vec::new(),
+    };
     let device = run.label.to_string();
     let path = run.path.to_string();
     match outcome {
         RunOutcome::Failed(source @ RunError::Task { .. }) => {
             // No run took place: nothing is known of the drive, and it is due again at once.
-            errors.push(DriveError::Task {
+            out.errors.push(DriveError::Task {
                 device,
                 path,
                 source,
             });
-            return Step {
-                state: st,
-                errors,
-                notes,
-            };
+            return out;
         }
         RunOutcome::Failed(RunError::NoTask { .. }) => {
             // No process could be started: nothing is known of the drive, it is due again at
             // once, and the fault is the daemon's task limit, told once by the collector for
             // every drive it hit.
-            return Step {
-                state: st,
-                errors,
-                notes,
-            };
+            return out;
         }
         RunOutcome::Failed(source @ RunError::TimedOut { .. }) => {
-            st.ok = false;
-            errors.push(DriveError::TimedOut {
+            out.state.ok = false;
+            out.errors.push(DriveError::TimedOut {
                 device,
                 path,
                 source,
             });
         }
         RunOutcome::Failed(source) => {
-            st.ok = false;
-            errors.push(DriveError::Run { device, source });
+            out.state.ok = false;
+            out.errors.push(DriveError::Run { device, source });
         }
         RunOutcome::Output {
             stdout,
             exit,
             escaped,
         } => {
-            if escaped.killed > 0 {
-                if st.escaped_total == 0 {
-                    notes.push(format!(
-                        "device {device}: smartctl on {path} left {} process(es) running after it exited (they left its process group, e.g. with setsid); killed. Counted in {}",
-                        escaped.killed,
-                        catalogue::DEVICE_SMARTCTL_ESCAPED_PROCESSES_TOTAL.name
-                    ));
-                }
-                st.escaped_total = st.escaped_total.saturating_add(escaped.killed as u64);
-            }
-            if escaped.failed > 0 {
-                errors.push(DriveError::Escaped {
-                    device: device.clone(),
-                    path: path.clone(),
-                    count: escaped.failed,
-                });
-            }
-            if escaped.stuck > 0 {
-                // The runner keeps the drive marked stuck until they are gone; what smartctl
-                // printed is still used.
-                errors.push(DriveError::StuckLeftovers {
-                    device: device.clone(),
-                    path: path.clone(),
-                    count: escaped.stuck,
-                });
-            }
+            escaped_processes(&mut out, run, escaped);
             let text = String::from_utf8_lossy(&stdout);
             match crate::smart::parse(&text) {
                 Ok(h) if h.in_standby => {
                     // Asleep: not woken, last values kept with their age.
-                    st.in_standby = true;
-                    st.ok = true;
+                    out.state.in_standby = true;
+                    out.state.ok = true;
                 }
-                Ok(mut h) => {
-                    st.in_standby = false;
-                    let has_data = h.smart_supported.is_some();
-                    // A drive without SMART (virtio, RAID volume) is one fact, told once:
-                    // ssdwatch_device_smart_supported 0. smartctl's "command failed" exit bit
-                    // and its "Unable to detect device type" say the same thing again, so
-                    // neither becomes a series or an error; the log says it when first found.
-                    let unsupported = h.smart_supported == Some(false);
-                    st.exit_status = if unsupported {
-                        None
-                    } else {
-                        h.smartctl_exit_status.or(exit.bits())
-                    };
-                    if unsupported && !st.unsupported {
-                        let why = h
-                            .errors
-                            .first()
-                            .map(String::as_str)
-                            .unwrap_or("no SMART data");
-                        notes.push(format!(
-                            "device {device}: no SMART on this device type (smartctl on {path}: {why}); shown as {} 0",
-                            catalogue::DEVICE_SMART_SUPPORTED.name
-                        ));
-                    }
-                    st.unsupported = unsupported;
-                    // A refused log is reported once; later runs leave it out, and the rest
-                    // of this output is still used.
-                    let asked_ocp = std::mem::take(&mut st.ocp_asked);
-                    if asked_ocp {
-                        st.ocp_due = Some(now + OCP_LOG_EVERY);
-                        // Answered, but not with the OCP layout: another vendor's C0h log.
-                        if h.ocp_log.is_none() && !h.errors.iter().any(|e| refuses_ocp(e)) {
-                            st.no_ocp = true;
-                            let why = (h.warnings.iter())
-                                .find(|w| w.contains("0xc0"))
-                                .map(String::as_str)
-                                .unwrap_or("no log 0xc0 in smartctl's output");
-                            notes.push(format!(
-                                "device {device}: {why}; the OCP SMART log is not asked of it again"
-                            ));
-                        }
-                    }
-                    // Between the OCP log's reads, its last NAND figure stands (a counter
-                    // read an hour ago is still a lower bound of the flash writes).
-                    let carried = !asked_ocp
-                        && h.nand_written_bytes.is_none()
-                        && h.ocp_log.is_none()
-                        && st.last.as_ref().is_some_and(|l| l.ocp_log.is_some());
-                    if carried && let Some(l) = &st.last {
-                        h.ocp_log = l.ocp_log;
-                        h.nand_written_bytes = l.nand_written_bytes;
-                    }
-                    for (refused, known) in [
-                        (refuses_devstat as fn(&str) -> bool, &mut st.no_devstat),
-                        (refuses_a_log, &mut st.no_logs),
-                        (refuses_ocp, &mut st.no_ocp),
-                    ] {
-                        if h.errors.iter().any(|e| refused(e)) {
-                            if *known {
-                                h.errors.retain(|e| !refused(e));
-                            }
-                            *known = true;
-                        }
-                    }
-                    if !unsupported {
-                        // The cause of a refusal is examined once per run, and told with it.
-                        let hint = denied(&h).then(why_denied);
-                        errors.extend(h.errors.iter().map(|e| DriveError::Smartctl {
-                            device: device.clone(),
-                            message: e.clone(),
-                            hint: hint.clone().filter(|_| is_denial(e)),
-                        }));
-                    }
-                    st.ok = has_data;
-                    if has_data {
-                        st.record(h, unix, !carried);
-                    } else if h.errors.is_empty() {
-                        // The status smartctl reported, else how the process ended.
-                        let exit = match h.smartctl_exit_status {
-                            Some(s) => format!("exit status {s}"),
-                            None => exit.to_string(),
-                        };
-                        errors.push(DriveError::NoData { device, exit });
-                    }
-                }
+                Ok(h) => health(&mut out, run, h, exit, now, unix, why_denied),
                 Err(_) if looks_like_standby(&stdout) => {
-                    st.in_standby = true;
-                    st.ok = true;
+                    out.state.in_standby = true;
+                    out.state.ok = true;
                 }
                 Err(source) => {
-                    st.ok = false;
-                    st.exit_status = exit.bits();
-                    errors.push(DriveError::Unusable {
+                    out.state.ok = false;
+                    out.state.exit_status = exit.bits();
+                    out.errors.push(DriveError::Unusable {
                         device,
                         path,
                         source,
@@ -427,31 +313,179 @@ pub(super) fn step(
             }
         }
     }
-    st.next_due = Some(now + every(st.protocol.as_deref()));
-    Step {
-        state: st,
-        errors,
-        notes,
+    out.state.next_due = Some(now + every(out.state.protocol.as_deref()));
+    out
+}
+
+/// Processes a run left behind: the killed ones counted (and told the first time), the ones
+/// that could not be signalled or are stuck in the kernel as faults. What smartctl printed
+/// is still used.
+fn escaped_processes(out: &mut Step, run: &Run, escaped: Swept) {
+    let (device, path) = (run.label, run.path);
+    if escaped.killed > 0 {
+        if out.state.escaped_total == 0 {
+            out.notes.push(format!(
+                "device {device}: smartctl on {path} left {} process(es) running after it exited (they left its process group, e.g. with setsid); killed. Counted in {}",
+                escaped.killed,
+                catalogue::DEVICE_SMARTCTL_ESCAPED_PROCESSES_TOTAL.name
+            ));
+        }
+        out.state.escaped_total = out
+            .state
+            .escaped_total
+            .saturating_add(escaped.killed as u64);
+    }
+    if escaped.failed > 0 {
+        out.errors.push(DriveError::Escaped {
+            device: device.to_string(),
+            path: path.to_string(),
+            count: escaped.failed,
+        });
+    }
+    if escaped.stuck > 0 {
+        // The runner keeps the drive marked stuck until they are gone.
+        out.errors.push(DriveError::StuckLeftovers {
+            device: device.to_string(),
+            path: path.to_string(),
+            count: escaped.stuck,
+        });
+    }
+}
+
+/// A run that gave a readable output of an awake drive: what it tells of the drive's SMART
+/// support, its logs and its health.
+fn health(
+    out: &mut Step,
+    run: &Run,
+    mut h: Health,
+    exit: Exit,
+    now: Instant,
+    unix: f64,
+    why_denied: &dyn Fn() -> String,
+) {
+    let (device, path) = (run.label, run.path);
+    let st = &mut out.state;
+    st.in_standby = false;
+    let has_data = h.smart_supported.is_some();
+    // A drive without SMART (virtio, RAID volume) is one fact, told once:
+    // ssdwatch_device_smart_supported 0. smartctl's "command failed" exit bit
+    // and its "Unable to detect device type" say the same thing again, so
+    // neither becomes a series or an error; the log says it when first found.
+    let unsupported = h.smart_supported == Some(false);
+    st.exit_status = if unsupported {
+        None
+    } else {
+        h.smartctl_exit_status.or(exit.bits())
+    };
+    if unsupported && !st.unsupported {
+        let why = h
+            .errors
+            .first()
+            .map(String::as_str)
+            .unwrap_or("no SMART data");
+        out.notes.push(format!(
+            "device {device}: no SMART on this device type (smartctl on {path}: {why}); shown as {} 0",
+            catalogue::DEVICE_SMART_SUPPORTED.name
+        ));
+    }
+    st.unsupported = unsupported;
+    let carried = ocp_answer(st, &mut h, device, now, &mut out.notes);
+    refused_logs(st, &mut h);
+    if !unsupported {
+        // The cause of a refusal is examined once per run, and told with it.
+        let hint = denied(&h).then(why_denied);
+        out.errors
+            .extend(h.errors.iter().map(|e| DriveError::Smartctl {
+                device: device.to_string(),
+                message: e.clone(),
+                hint: hint.clone().filter(|_| is_denial(e)),
+            }));
+    }
+    st.ok = has_data;
+    if has_data {
+        st.record(h, unix, !carried);
+    } else if h.errors.is_empty() {
+        // The status smartctl reported, else how the process ended.
+        let exit = match h.smartctl_exit_status {
+            Some(s) => format!("exit status {s}"),
+            None => exit.to_string(),
+        };
+        out.errors.push(DriveError::NoData {
+            device: device.to_string(),
+            exit,
+        });
+    }
+}
+
+/// The OCP SMART log's part of a run: when it was asked, it is next due a slow interval later,
+/// and an answer of another layout (another vendor's C0h log) means it is not asked again.
+/// Between its reads, its last NAND figure stands (a counter read an hour ago is still a
+/// lower bound of the flash writes): returns whether `h` carries the last one's figure.
+fn ocp_answer(
+    st: &mut DriveState,
+    h: &mut Health,
+    device: &str,
+    now: Instant,
+    notes: &mut Vec<String>,
+) -> bool {
+    let asked_ocp = std::mem::take(&mut st.ocp_asked);
+    if asked_ocp {
+        st.ocp_due = Some(now + OCP_LOG_EVERY);
+        if h.ocp_log.is_none() && !h.errors.iter().any(|e| refuses_ocp(e)) {
+            st.no_ocp = true;
+            let why = (h.warnings.iter())
+                .find(|w| w.contains("0xc0"))
+                .map(String::as_str)
+                .unwrap_or("no log 0xc0 in smartctl's output");
+            notes.push(format!(
+                "device {device}: {why}; the OCP SMART log is not asked of it again"
+            ));
+        }
+    }
+    let carried = !asked_ocp
+        && h.nand_written_bytes.is_none()
+        && h.ocp_log.is_none()
+        && st.last.as_ref().is_some_and(|l| l.ocp_log.is_some());
+    if carried && let Some(l) = &st.last {
+        h.ocp_log = l.ocp_log;
+        h.nand_written_bytes = l.nand_written_bytes;
+    }
+    carried
+}
+
+/// A refused log is reported once; later runs leave it out (its error is dropped from `h`),
+/// and the rest of the output is still used.
+fn refused_logs(st: &mut DriveState, h: &mut Health) {
+    for (refused, known) in [
+        (refuses_devstat as fn(&str) -> bool, &mut st.no_devstat),
+        (refuses_a_log, &mut st.no_logs),
+        (refuses_ocp, &mut st.no_ocp),
+    ] {
+        if h.errors.iter().any(|e| refused(e)) {
+            if *known {
+                h.errors.retain(|e| !refused(e));
+            }
+            *known = true;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::privileged::escape::Swept;
-    use crate::privileged::runner::Exit;
+    use crate::time::{DAY_DURATION, HOUR};
 
     #[test]
     fn waf_over_a_day_uses_the_newest_baseline_at_least_a_day_old() {
         let mut h = VecDeque::new();
         h.push_back((0.0, 1000, 1500));
-        h.push_back((3600.0, 2000, 3000));
+        h.push_back((HOUR as f64, 2000, 3000));
         assert_eq!(
             waf_over_window(&h, DAY_F64),
             None,
             "no baseline a day old yet"
         );
-        h.push_back((DAY_F64 + 3600.0, 4000, 6000));
+        h.push_back((DAY_F64 + HOUR as f64, 4000, 6000));
         // Baseline is the 3600 s sample: (6000-3000)/(4000-2000).
         assert_eq!(waf_over_window(&h, DAY_F64), Some(1.5));
         let mut flat = VecDeque::new();
@@ -473,11 +507,15 @@ mod tests {
             ..Health::default()
         };
         for i in 0..50u64 {
-            st.record(h(100 * (i + 1), 200 * (i + 1)), i as f64 * 3600.0, true);
+            st.record(
+                h(100 * (i + 1), 200 * (i + 1)),
+                i as f64 * HOUR as f64,
+                true,
+            );
         }
         assert!(st.history.len() <= 26, "{}", st.history.len());
         assert_eq!(waf_over_window(&st.history, DAY_F64), Some(2.0));
-        st.record(h(5, 5), 51.0 * 3600.0, true);
+        st.record(h(5, 5), (51 * HOUR) as f64, true);
         assert_eq!(st.history.len(), 1);
     }
 
@@ -791,10 +829,10 @@ mod tests {
         assert_eq!(st.history.len(), 1, "no pair with a carried flash count");
 
         // A day later, the next read: the window's write amplification is (4-2)/(3-1) = 1.
-        let t2 = t0 + Duration::from_secs(86_400);
+        let t2 = t0 + DAY_DURATION;
         st.ocp_asked = st.wants_ocp(true, t2);
         assert!(st.ocp_asked);
-        st = go_at(st, pm9a3(3, Some(4 * host0), OCP_GUID, false), t2, 86_400.0).state;
+        st = go_at(st, pm9a3(3, Some(4 * host0), OCP_GUID, false), t2, DAY_F64).state;
         assert_eq!(st.history.len(), 2);
         let waf = waf_over_window(&st.history, DAY_F64).expect("a day's window");
         assert!((waf - 1.0).abs() < 1e-9, "{waf}");
@@ -824,7 +862,7 @@ mod tests {
             e.message
         );
         assert!(s.state.no_ocp && s.state.ok);
-        assert!(!s.state.wants_ocp(true, t0 + Duration::from_secs(86_400)));
+        assert!(!s.state.wants_ocp(true, t0 + DAY_DURATION));
         assert!(
             s.state
                 .last
