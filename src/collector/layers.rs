@@ -789,6 +789,7 @@ async fn vdev_drives(
         return Vec::new();
     }
     let (pools, topo, rootfs) = (pools.to_vec(), topo.clone(), ctx.roots.rootfs.clone());
+    // Not the door: readlink of /dev links (devtmpfs, the kernel's memory); no device is asked.
     tokio::task::spawn_blocking(move || {
         crate::layers::place_vdevs(&pools, &topo, |name| dev_link(&rootfs, name))
     })

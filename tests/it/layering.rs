@@ -621,3 +621,51 @@ fn no_function_outside_tests_is_longer_than_150_lines() {
         "{test_files:?}"
     );
 }
+
+/// Where code of src/ starts a thread or a blocking task: `spawn_blocking`, `thread::spawn`,
+/// `thread::Builder`. Calls that may hang go through the door (src/door.rs); each other place
+/// says why it is not the door in a `// Not the door: …` comment just above it.
+fn threads_started_outside_the_door() -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    let mut out = Vec::new();
+    for f in all {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        if rel == "door.rs" || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            if t.starts_with("//") {
+                continue;
+            }
+            if [
+                "spawn_blocking(",
+                "thread::spawn(",
+                "thread::Builder::new()",
+            ]
+            .iter()
+            .any(|s| t.contains(s))
+            {
+                let above = &lines[i.saturating_sub(6)..i];
+                if !above.iter().any(|a| a.contains("// Not the door:")) {
+                    out.push(format!("src/{rel}:{}", i + 1));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_thread_started_outside_the_door_says_why() {
+    let unexplained = threads_started_outside_the_door();
+    assert!(
+        unexplained.is_empty(),
+        "threads or blocking tasks started outside src/door.rs without a `// Not the door: why` comment above them: {unexplained:?}"
+    );
+}

@@ -364,6 +364,7 @@ async fn read_tables(
     std::collections::HashMap<String, String>,
     Result<Option<TaskLimit>, crate::sysfs::cgroup::CgroupError>,
 )> {
+    // Not the door: in-memory reads (see above) that cannot hang.
     let tables = tokio::task::spawn_blocking(move || {
         let mut table = read_mountinfo(&roots.proc)?;
         strip_rootfs(&mut table.mounts, &roots.rootfs);
