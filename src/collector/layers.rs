@@ -4,6 +4,7 @@
 //! collector gives each mount its effective free space. A command that hangs, fails or prints
 //! garbage costs only its own series; nothing is run for a layer the host doesn't have.
 
+use crate::btrfs::{self, device_stats, sysfs as btrfs_sysfs};
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::door::{Door, Pass};
@@ -14,8 +15,8 @@ use crate::metrics::MetricSet;
 use crate::privileged::{DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunOutcome, run_bounded};
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
 use crate::space::SpaceInput;
+use crate::sysfs::md;
 use crate::sysfs::topology::{Topology, resolve_device};
-use crate::sysfs::{btrfs, md};
 use crate::validate::{Invalid, check_interval, check_timeout};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -276,7 +277,7 @@ impl LayersCollector {
         // no device or mount is asked, so this cannot hang (the btrfs ioctl below goes through it).
         let read = tokio::task::spawn_blocking(move || {
             let md = md::read_all(&sys);
-            let (fs, errors) = btrfs::read_all(&sys);
+            let (fs, errors) = btrfs_sysfs::read_all(&sys);
             // A mount of each btrfs, for its device ioctl: by the kernel name of its source.
             // Only btrfs lines are parsed, and only when there is a btrfs.
             let mounts = if fs.is_empty() {
@@ -350,7 +351,7 @@ impl LayersCollector {
         &mut self,
         ctx: &Context,
         topo: &Topology,
-        b: &btrfs::Btrfs,
+        b: &btrfs_sysfs::Btrfs,
         mount: Option<PathBuf>,
         s: &mut Sample,
     ) -> Vec<BtrfsDevice> {
@@ -374,7 +375,7 @@ impl LayersCollector {
         let job = ctx
             .door
             .call(NAME, format!("btrfs {}", b.uuid), deadline, move || {
-                crate::statfs::btrfs::dev_info(&m, &devids)
+                btrfs::ioctl::dev_info(&m, &devids)
             });
         let infos = match job.await {
             Ok(Ok(infos)) if !infos.is_empty() => infos,
@@ -430,7 +431,7 @@ impl LayersCollector {
         door: &Door,
         uuid: &str,
         mount: &Path,
-    ) -> Result<Vec<crate::layers::btrfs_stats::DeviceStats>, String> {
+    ) -> Result<Vec<device_stats::DeviceStats>, String> {
         let bin = self.cfg.btrfs_path.clone();
         let Some(m) = mount.to_str() else {
             return Err(format!(
@@ -452,13 +453,10 @@ impl LayersCollector {
                     .await
                     .outcome
             }
-            None => {
-                let args = ["device".to_string(), "stats".to_string(), m.to_string()];
-                run_bounded(&bin, &args, self.cfg.timeout, pass).await
-            }
+            None => run_bounded(&bin, &device_stats::args(m), self.cfg.timeout, pass).await,
         };
         let text = output(&cmd, outcome)?;
-        crate::layers::btrfs_stats::parse_device_stats(&text).map_err(|e| format!("{cmd}: {e}"))
+        device_stats::parse_device_stats(&text).map_err(|e| format!("{cmd}: {e}"))
     }
 
     /// `dmsetup table` or `status`: through the privileged helper where the daemon runs split (the
@@ -601,7 +599,7 @@ fn valid_for(interval: Duration, this_run: Duration) -> Duration {
 
 /// Each device of `b` at its block device's size as /sys tells it (unknown where it doesn't),
 /// its unallocated space unknown: what is left when the filesystem can't be asked.
-fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
+fn sized_by_topology(b: &btrfs_sysfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
     b.devices
         .iter()
         .map(|d| BtrfsDevice {
@@ -1064,6 +1062,7 @@ fn md_metrics(set: &mut MetricSet, a: &md::Array) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::btrfs::error_stats::ErrorCounts;
     use crate::layers::MountView;
     use crate::sysfs::topology::BlockDevice;
 
@@ -1080,7 +1079,7 @@ mod tests {
     /// series, and the mount gets no btrfs limit from them (never "0 available").
     #[test]
     fn a_btrfs_device_of_unknown_size_gives_no_size_and_no_cannot_grow() {
-        let fs = btrfs::Btrfs {
+        let fs = btrfs_sysfs::Btrfs {
             uuid: "4e3b".into(),
             devices: vec!["sdb".into()],
             ..Default::default()
@@ -1161,12 +1160,12 @@ mod tests {
         );
         let l = Layers {
             btrfs: vec![BtrfsSpace {
-                fs: btrfs::Btrfs {
+                fs: btrfs_sysfs::Btrfs {
                     uuid: "aa".into(),
                     devices: vec!["dm-0".into()],
-                    device_errors: vec![btrfs::DeviceErrors {
+                    device_errors: vec![btrfs_sysfs::DeviceErrors {
                         devid: 1,
-                        counts: Ok(btrfs::ErrorCounts {
+                        counts: Ok(ErrorCounts {
                             write: 5128,
                             read: 320,
                             flush: 2,
@@ -1274,9 +1273,9 @@ mod tests {
         let l = Layers {
             btrfs_device_stats: vec![(
                 "bb".into(),
-                vec![crate::layers::btrfs_stats::DeviceStats {
+                vec![device_stats::DeviceStats {
                     device: "flaky".into(),
-                    counts: btrfs::ErrorCounts {
+                    counts: ErrorCounts {
                         write: 5128,
                         read: 320,
                         flush: 2,
@@ -1419,14 +1418,14 @@ mod tests {
     #[test]
     fn btrfs_error_counters_are_named_by_the_device_the_filesystem_calls_devid() {
         let c = |corruption| {
-            Ok(btrfs::ErrorCounts {
+            Ok(ErrorCounts {
                 corruption,
                 ..Default::default()
             })
         };
-        let errs = |list: Vec<(u64, Result<btrfs::ErrorCounts, String>)>| {
+        let errs = |list: Vec<(u64, Result<ErrorCounts, String>)>| {
             list.into_iter()
-                .map(|(devid, counts)| btrfs::DeviceErrors { devid, counts })
+                .map(|(devid, counts)| btrfs_sysfs::DeviceErrors { devid, counts })
                 .collect()
         };
         let dev = |name: &str, devid| BtrfsDevice {
@@ -1436,7 +1435,7 @@ mod tests {
             devid,
         };
         let asked = BtrfsSpace {
-            fs: btrfs::Btrfs {
+            fs: btrfs_sysfs::Btrfs {
                 uuid: "aa".into(),
                 devices: vec!["sdb1".into(), "sdc1".into()],
                 device_errors: errs(vec![(1, c(3)), (2, c(0)), (3, Err("bad".into()))]),
@@ -1445,7 +1444,7 @@ mod tests {
             devices: vec![dev("sdc1", Some(1)), dev("sdb1", Some(2))],
         };
         let one = BtrfsSpace {
-            fs: btrfs::Btrfs {
+            fs: btrfs_sysfs::Btrfs {
                 uuid: "bb".into(),
                 devices: vec!["nvme0n1p2".into()],
                 device_errors: errs(vec![(1, c(1))]),
@@ -1454,7 +1453,7 @@ mod tests {
             devices: vec![dev("nvme0n1p2", None)],
         };
         let unasked = BtrfsSpace {
-            fs: btrfs::Btrfs {
+            fs: btrfs_sysfs::Btrfs {
                 uuid: "cc".into(),
                 devices: vec!["sdd".into(), "sde".into()],
                 device_errors: errs(vec![(2, c(5))]),

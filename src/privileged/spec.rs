@@ -69,7 +69,7 @@ pub fn btrfs_stats_args(mount: &str, btrfs_mounts: &[PathBuf]) -> Result<Vec<Str
     if !btrfs_mounts.iter().any(|m| m.as_os_str() == mount) {
         return Err(format!("{mount:?} is not a btrfs mount point"));
     }
-    Ok(vec!["device".into(), "stats".into(), mount.to_string()])
+    Ok(crate::btrfs::device_stats::args(mount))
 }
 
 impl Spec {

@@ -2,7 +2,7 @@
 //! `devinfo/<devid>/error_stats` (before 5.14). Pure: text in, counters out; running the tool
 //! (through the privileged helper, as it needs CAP_SYS_ADMIN) is the collector's.
 
-use crate::sysfs::btrfs::ErrorCounts;
+use super::error_stats::ErrorCounts;
 
 /// One device's counters as `btrfs device stats` printed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +12,12 @@ pub struct DeviceStats {
     /// device btrfs prints as `devid:N`.
     pub device: String,
     pub counts: ErrorCounts,
+}
+
+/// `btrfs device stats`' whole argument list for `mount`: built here for both who run it (the
+/// layers collector in-process, the privileged helper after its allow check).
+pub fn args(mount: &str) -> Vec<String> {
+    vec!["device".into(), "stats".into(), mount.to_string()]
 }
 
 /// The counters btrfs prints, in [`ErrorCounts::by_type`]'s order.

@@ -3,10 +3,12 @@
 //! global reserve, and the devices. A btrfs says "No space left" while `df` shows free space when
 //! every byte of its devices is allocated to data chunks and metadata can't get a new chunk:
 //! what [`Btrfs::metadata_can_grow`] tells. Also each device's error counters
-//! (`devinfo/<devid>/error_stats`, kernel 5.14 and later). Reads only; no ioctl (see `layers`
-//! for those).
+//! (`devinfo/<devid>/error_stats`, kernel 5.14 and later, parsed by [`super::error_stats`]).
+//! Reads files under the sysfs root it is given; no ioctl (the one btrfs system call is
+//! [`super::ioctl`]).
 
-use super::SysDir;
+use super::error_stats::{ErrorCounts, parse_error_stats};
+use crate::sysfs::SysDir;
 use std::path::Path;
 
 /// One block-group type's allocation.
@@ -66,77 +68,6 @@ pub struct Btrfs {
 pub struct DeviceErrors {
     pub devid: u64,
     pub counts: Result<ErrorCounts, String>,
-}
-
-/// The counters the kernel keeps per device (`btrfs device stats`), over the filesystem's life:
-/// they are stored on disk and survive remounts until `btrfs device stats -z` zeroes them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ErrorCounts {
-    /// Writes the device failed (the block layer returned an error).
-    pub write: u64,
-    pub read: u64,
-    /// Cache flushes (barriers) the device failed.
-    pub flush: u64,
-    /// Blocks whose checksum did not match (silent corruption, or a torn write).
-    pub corruption: u64,
-    /// Blocks of an unexpected generation (a write the device lost or misplaced).
-    pub generation: u64,
-}
-
-impl ErrorCounts {
-    /// The counters by the `type` label they are exported with, in a fixed order.
-    pub fn by_type(&self) -> [(&'static str, u64); 5] {
-        [
-            ("write", self.write),
-            ("read", self.read),
-            ("flush", self.flush),
-            ("corruption", self.corruption),
-            ("generation", self.generation),
-        ]
-    }
-}
-
-/// The five counters' names in `error_stats`, in [`ErrorCounts::by_type`]'s order.
-const ERROR_STATS_KEYS: [&str; 5] = [
-    "write_errs",
-    "read_errs",
-    "flush_errs",
-    "corruption_errs",
-    "generation_errs",
-];
-
-/// Parses `error_stats`: lines `write_errs 0`, `read_errs 0`, `flush_errs 0`,
-/// `corruption_errs 0`, `generation_errs 0`. Each of the five must be there once with a count;
-/// a counter a later kernel adds is passed over; a line not `name count` is an error naming it.
-pub fn parse_error_stats(text: &str) -> Result<ErrorCounts, String> {
-    let mut v: [Option<u64>; 5] = [None; 5];
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let mut f = line.split_whitespace();
-        let (Some(key), Some(n), None) = (f.next(), f.next(), f.next()) else {
-            return Err(format!("line {}: {line:?} is not \"name count\"", i + 1));
-        };
-        let n: u64 = n
-            .parse()
-            .map_err(|_| format!("line {}: {key} {n:?} is not a count", i + 1))?;
-        let Some(slot) = ERROR_STATS_KEYS.iter().position(|k| *k == key) else {
-            continue;
-        };
-        if v[slot].replace(n).is_some() {
-            return Err(format!("line {}: {key} twice", i + 1));
-        }
-    }
-    let get = |slot: usize| v[slot].ok_or_else(|| format!("{} missing", ERROR_STATS_KEYS[slot]));
-    Ok(ErrorCounts {
-        write: get(0)?,
-        read: get(1)?,
-        flush: get(2)?,
-        corruption: get(3)?,
-        generation: get(4)?,
-    })
 }
 
 /// Every device's counters under the filesystem's `devinfo/`, by devid; none where the kernel
@@ -494,41 +425,6 @@ mod tests {
             b.device_errors[1].counts,
             Err("devinfo/3/error_stats: line 1: write_errs \"lots\" is not a count".into())
         );
-    }
-
-    #[test]
-    fn error_stats_must_hold_each_counter_once() {
-        let all = "write_errs 1\nread_errs 2\nflush_errs 3\ncorruption_errs 4\ngeneration_errs 5\n";
-        let c = parse_error_stats(all).unwrap();
-        assert_eq!(
-            c.by_type(),
-            [
-                ("write", 1),
-                ("read", 2),
-                ("flush", 3),
-                ("corruption", 4),
-                ("generation", 5)
-            ]
-        );
-        // A counter a later kernel adds is passed over.
-        assert_eq!(parse_error_stats(&format!("{all}zoned_errs 9\n")), Ok(c));
-        assert_eq!(
-            parse_error_stats("write_errs 1\nread_errs 2\n"),
-            Err("flush_errs missing".into())
-        );
-        assert_eq!(
-            parse_error_stats(&format!("{all}read_errs 2\n")),
-            Err("line 6: read_errs twice".into())
-        );
-        assert_eq!(
-            parse_error_stats("write_errs 1 2\n"),
-            Err("line 1: \"write_errs 1 2\" is not \"name count\"".into())
-        );
-        assert_eq!(
-            parse_error_stats("read_errs -1\n"),
-            Err("line 1: read_errs \"-1\" is not a count".into())
-        );
-        assert_eq!(parse_error_stats(""), Err("write_errs missing".into()));
     }
 
     #[test]
