@@ -11,6 +11,7 @@
 //! itself, calendar functions over a shift that is not whole years) keeps the trace in one piece.
 
 use super::engine::parse_duration;
+use crate::time::DAY;
 use serde_yaml_ng::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -253,7 +254,7 @@ pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
         .max()
         .unwrap_or(0)
         .max(alerts_memory);
-    let align = if week { 7 * 86_400 } else { 1 };
+    let align = if week { 7 * DAY } else { 1 };
     Ok(Warmup::Seconds {
         memory: longest,
         align,
@@ -332,6 +333,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::HOUR;
 
     fn one(rules: &str) -> Warmup {
         let text = format!("groups:\n  - name: g\n    rules:\n{rules}");
@@ -348,7 +350,7 @@ mod tests {
         assert_eq!(
             w,
             Warmup::Seconds {
-                memory: (6 * 3600 + step) + (3600 + step) + 40 * 60,
+                memory: (6 * HOUR + step) + (HOUR + step) + 40 * 60,
                 align: 1
             }
         );
@@ -358,7 +360,7 @@ mod tests {
         assert_eq!(
             w,
             Warmup::Seconds {
-                memory: 86_400 + 3600 + 2 * 86_400 + LOOKBACK_SECONDS + 60,
+                memory: DAY + HOUR + 2 * DAY + LOOKBACK_SECONDS + 60,
                 align: 1
             }
         );
@@ -399,22 +401,22 @@ mod tests {
     #[test]
     fn pieces_cover_the_trace_once_and_start_aligned() {
         let w = Warmup::Seconds {
-            memory: 3600,
+            memory: HOUR,
             align: 1,
         };
-        let day = 86_400;
-        let p = plan(day, day + 60, day + 10 * 3600, [60, 60, 300], &w, 3);
+        let day = DAY;
+        let p = plan(day, day + 60, day + 10 * HOUR, [60, 60, 300], &w, 3);
         assert_eq!(p.len(), 3);
         assert_eq!(p[0].origin, day);
         assert_eq!(p[0].from, day + 60);
-        assert_eq!(p.last().unwrap().to, day + 10 * 3600);
+        assert_eq!(p.last().unwrap().to, day + 10 * HOUR);
         for pair in p.windows(2) {
             assert_eq!(pair[0].to, pair[1].from);
         }
         for q in &p[1..] {
-            assert!(q.origin <= q.from - 3600, "{q:?}");
+            assert!(q.origin <= q.from - HOUR, "{q:?}");
             assert_eq!((q.origin - day) % 300, 0, "{q:?}");
-            assert!(q.origin > q.from - 3600 - 300, "{q:?}");
+            assert!(q.origin > q.from - HOUR - 300, "{q:?}");
         }
         // Too short for the warm-up: one piece.
         assert_eq!(plan(day, day, day + 3000, [60, 60, 60], &w, 4).len(), 1);

@@ -9,6 +9,7 @@
 //! every firing series: that is read back here. The tests start at Unix time 0, so every
 //! timestamp is shifted by `shift` (whole days: `hour()` keeps its meaning) on the way in and out.
 
+use crate::time::{DAY, HOUR};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -333,10 +334,10 @@ pub fn parse_duration(s: &str) -> Option<i64> {
         let n: i64 = num.parse().ok()?;
         num.clear();
         let unit = match c {
-            'y' => 365 * 86_400,
-            'w' => 7 * 86_400,
-            'd' => 86_400,
-            'h' => 3_600,
+            'y' => 365 * DAY,
+            'w' => 7 * DAY,
+            'd' => DAY,
+            'h' => HOUR,
             'm' if chars.peek() == Some(&'s') => {
                 chars.next();
                 0
@@ -430,7 +431,7 @@ mod tests {
                 .into_iter()
                 .collect()
         );
-        assert_eq!(o[&3600], [f("X\"y", "")].into_iter().collect());
+        assert_eq!(o[&HOUR], [f("X\"y", "")].into_iter().collect());
         assert_eq!(o.len(), 2);
     }
 

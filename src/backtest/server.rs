@@ -20,6 +20,7 @@ use super::engine::{Observed, Series, Slot, selector_labels};
 use super::remote_write::{WriteSeries, bodies, stale_marker};
 use super::rules::{Kind, Rule};
 use crate::query::{Answer, Api};
+use crate::time::HOUR;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -77,7 +78,7 @@ impl Server {
         let log = dir.join("prometheus.log");
         // Twice the trace (the head accepts samples down to half its block span before its
         // newest), and at least the default retention's worth.
-        let block_hours = (2 * span.max(0) / 3600 + 48).max(360);
+        let block_hours = (2 * span.max(0) / HOUR + 48).max(360);
         let mut last_err = String::new();
         // A port found free may be taken before the server binds it: try another.
         for _ in 0..3 {

@@ -7,6 +7,7 @@ use crate::backtest::replay::{self, Volume};
 use crate::backtest::series::{self, Grid, Labels};
 use crate::backtest::{self, Report, chunk, engine, prune, rules, server, trace};
 use crate::query::{Api, QueryError};
+use crate::time::DAY;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -128,7 +129,7 @@ fn fetch(
             backtest::human_time(end)
         ));
     }
-    if end - start > MAX_RANGE_DAYS * 86_400 {
+    if end - start > MAX_RANGE_DAYS * DAY {
         return Err(format!("the range is longer than {MAX_RANGE_DAYS} days"));
     }
     if (end - start) / step > series::MAX_SLOTS as i64 {
@@ -222,7 +223,7 @@ fn find_promtool(given: &Option<PathBuf>) -> Result<PathBuf, String> {
 
 fn secs(d: Duration, what: &str) -> Result<i64, String> {
     let s = d.as_secs() as i64;
-    if d.subsec_nanos() != 0 || !(1..=86_400).contains(&s) {
+    if d.subsec_nanos() != 0 || !(1..=DAY).contains(&s) {
         return Err(format!("{what} must be whole seconds from 1s to 1d"));
     }
     Ok(s)
