@@ -39,10 +39,27 @@ const ERROR_STATS_KEYS: [&str; 5] = [
     "generation_errs",
 ];
 
+/// Why an `error_stats` file was not read: the line (1-based) and what was on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorStatsError {
+    #[error("line {line}: {text:?} is not \"name count\"")]
+    NotNameCount { line: usize, text: String },
+    #[error("line {line}: {key} {value:?} is not a count")]
+    NotACount {
+        line: usize,
+        key: String,
+        value: String,
+    },
+    #[error("line {line}: {key} twice")]
+    Twice { line: usize, key: String },
+    #[error("{0} missing")]
+    Missing(&'static str),
+}
+
 /// Parses `error_stats`: lines `write_errs 0`, `read_errs 0`, `flush_errs 0`,
 /// `corruption_errs 0`, `generation_errs 0`. Each of the five must be there once with a count;
 /// a counter a later kernel adds is passed over; a line not `name count` is an error naming it.
-pub fn parse_error_stats(text: &str) -> Result<ErrorCounts, String> {
+pub fn parse_error_stats(text: &str) -> Result<ErrorCounts, ErrorStatsError> {
     let mut v: [Option<u64>; 5] = [None; 5];
     for (i, line) in text
         .lines()
@@ -51,19 +68,27 @@ pub fn parse_error_stats(text: &str) -> Result<ErrorCounts, String> {
     {
         let mut f = line.split_whitespace();
         let (Some(key), Some(n), None) = (f.next(), f.next(), f.next()) else {
-            return Err(format!("line {}: {line:?} is not \"name count\"", i + 1));
+            return Err(ErrorStatsError::NotNameCount {
+                line: i + 1,
+                text: line.to_string(),
+            });
         };
-        let n: u64 = n
-            .parse()
-            .map_err(|_| format!("line {}: {key} {n:?} is not a count", i + 1))?;
+        let n: u64 = n.parse().map_err(|_| ErrorStatsError::NotACount {
+            line: i + 1,
+            key: key.to_string(),
+            value: n.to_string(),
+        })?;
         let Some(slot) = ERROR_STATS_KEYS.iter().position(|k| *k == key) else {
             continue;
         };
         if v[slot].replace(n).is_some() {
-            return Err(format!("line {}: {key} twice", i + 1));
+            return Err(ErrorStatsError::Twice {
+                line: i + 1,
+                key: key.to_string(),
+            });
         }
     }
-    let get = |slot: usize| v[slot].ok_or_else(|| format!("{} missing", ERROR_STATS_KEYS[slot]));
+    let get = |slot: usize| v[slot].ok_or(ErrorStatsError::Missing(ERROR_STATS_KEYS[slot]));
     Ok(ErrorCounts {
         write: get(0)?,
         read: get(1)?,
@@ -94,21 +119,24 @@ mod tests {
         // A counter a later kernel adds is passed over.
         assert_eq!(parse_error_stats(&format!("{all}zoned_errs 9\n")), Ok(c));
         assert_eq!(
-            parse_error_stats("write_errs 1\nread_errs 2\n"),
+            parse_error_stats("write_errs 1\nread_errs 2\n").map_err(|e| e.to_string()),
             Err("flush_errs missing".into())
         );
         assert_eq!(
-            parse_error_stats(&format!("{all}read_errs 2\n")),
+            parse_error_stats(&format!("{all}read_errs 2\n")).map_err(|e| e.to_string()),
             Err("line 6: read_errs twice".into())
         );
         assert_eq!(
-            parse_error_stats("write_errs 1 2\n"),
+            parse_error_stats("write_errs 1 2\n").map_err(|e| e.to_string()),
             Err("line 1: \"write_errs 1 2\" is not \"name count\"".into())
         );
         assert_eq!(
-            parse_error_stats("read_errs -1\n"),
+            parse_error_stats("read_errs -1\n").map_err(|e| e.to_string()),
             Err("line 1: read_errs \"-1\" is not a count".into())
         );
-        assert_eq!(parse_error_stats(""), Err("write_errs missing".into()));
+        assert_eq!(
+            parse_error_stats("").map_err(|e| e.to_string()),
+            Err("write_errs missing".into())
+        );
     }
 }

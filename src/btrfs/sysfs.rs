@@ -7,7 +7,7 @@
 //! Reads files under the sysfs root it is given; no ioctl (the one btrfs system call is
 //! [`super::ioctl`]).
 
-use super::error_stats::{ErrorCounts, parse_error_stats};
+use super::error_stats::{ErrorCounts, ErrorStatsError, parse_error_stats};
 use crate::sysfs::SysDir;
 use std::path::Path;
 
@@ -67,7 +67,15 @@ pub struct Btrfs {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceErrors {
     pub devid: u64,
-    pub counts: Result<ErrorCounts, String>,
+    pub counts: Result<ErrorCounts, ErrorStatsFileError>,
+}
+
+/// A device's `error_stats` that could not be read, named by its place under the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("devinfo/{devid}/error_stats: {error}")]
+pub struct ErrorStatsFileError {
+    pub devid: u64,
+    pub error: ErrorStatsError,
 }
 
 /// Every device's counters under the filesystem's `devinfo/`, by devid; none where the kernel
@@ -89,7 +97,7 @@ fn device_errors(fs: &SysDir) -> Vec<DeviceErrors> {
             let text = dir.attr("error_stats");
             // No file: a kernel without the counters (no series, no error).
             let counts =
-                parse_error_stats(&text?).map_err(|e| format!("devinfo/{devid}/error_stats: {e}"));
+                parse_error_stats(&text?).map_err(|error| ErrorStatsFileError { devid, error });
             Some(DeviceErrors { devid, counts })
         })
         .collect()
@@ -101,60 +109,90 @@ fn device_errors(fs: &SysDir) -> Vec<DeviceErrors> {
 pub struct BtrfsError {
     pub uuid: String,
     pub dir: std::path::PathBuf,
-    pub reason: String,
+    pub reason: BtrfsReason,
 }
 
-fn num(dir: &SysDir, file: &str) -> Result<u64, String> {
-    let s = dir
-        .attr(file)
-        .ok_or_else(|| format!("{file}: missing or unreadable"))?;
-    s.parse()
-        .map_err(|_| format!("{file}: {s:?} is not a number"))
+/// What was wrong in a filesystem's directory; `file` is the path under it
+/// (`allocation/metadata/bytes_used`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BtrfsReason {
+    /// The directory (`file` empty) or a subdirectory of it did not open.
+    #[error("{}cannot open: {error}", if file.is_empty() { String::new() } else { format!("{file}: ") })]
+    Open { file: String, error: String },
+    #[error("{file}: missing or unreadable")]
+    Missing { file: String },
+    #[error("{file}: {value:?} is not a number")]
+    NotANumber { file: String, value: String },
+    #[error("{file}: used above total")]
+    UsedAboveTotal { file: String },
 }
 
-fn allocation(dir: &SysDir) -> Result<Allocation, String> {
+impl BtrfsReason {
+    fn open(file: &str, e: std::io::Error) -> Self {
+        BtrfsReason::Open {
+            file: file.to_string(),
+            error: e.to_string(),
+        }
+    }
+}
+
+/// The number in `dir`'s `file`; errors name it as `at` + `file`.
+fn num(dir: &SysDir, at: &str, file: &str) -> Result<u64, BtrfsReason> {
+    let s = dir.attr(file).ok_or_else(|| BtrfsReason::Missing {
+        file: format!("{at}{file}"),
+    })?;
+    s.parse().map_err(|_| BtrfsReason::NotANumber {
+        file: format!("{at}{file}"),
+        value: s,
+    })
+}
+
+/// One block-group type's `allocation/<type>/`, its errors naming it as `at`.
+fn allocation(dir: &SysDir, at: &str) -> Result<Allocation, BtrfsReason> {
     let profiles = dir.subdir_names().unwrap_or_default();
+    let prefix = format!("{at}/");
     let a = Allocation {
-        total_bytes: num(dir, "total_bytes")?,
-        used_bytes: num(dir, "bytes_used")?,
-        disk_total_bytes: num(dir, "disk_total")?,
-        disk_used_bytes: num(dir, "disk_used")?,
+        total_bytes: num(dir, &prefix, "total_bytes")?,
+        used_bytes: num(dir, &prefix, "bytes_used")?,
+        disk_total_bytes: num(dir, &prefix, "disk_total")?,
+        disk_used_bytes: num(dir, &prefix, "disk_used")?,
         profiles,
-        chunk_size_bytes: num(dir, "chunk_size").ok(),
+        chunk_size_bytes: num(dir, &prefix, "chunk_size").ok(),
     };
     if a.used_bytes > a.total_bytes || a.disk_used_bytes > a.disk_total_bytes {
-        return Err("used above total".into());
+        return Err(BtrfsReason::UsedAboveTotal {
+            file: at.to_string(),
+        });
     }
     Ok(a)
 }
 
 /// Reads one filesystem's directory.
 pub fn read_one(dir: &Path, uuid: &str) -> Result<Btrfs, BtrfsError> {
-    let err = |reason: String| BtrfsError {
+    let err = |reason: BtrfsReason| BtrfsError {
         uuid: uuid.to_string(),
         dir: dir.to_path_buf(),
         reason,
     };
-    let fs = SysDir::open(dir).map_err(|e| err(format!("cannot open: {e}")))?;
+    let fs = SysDir::open(dir).map_err(|e| err(BtrfsReason::open("", e)))?;
     let alloc = fs
         .sub("allocation")
-        .map_err(|e| err(format!("allocation: {e}")))?;
+        .map_err(|e| err(BtrfsReason::open("allocation", e)))?;
     read_open(&fs, &alloc, uuid)
 }
 
 /// One filesystem's directory and its `allocation/`, held open: its files are opened relative
 /// to them (about 20 files a filesystem), so its long path is walked once.
 fn read_open(fs: &SysDir, alloc: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsError> {
-    let err = |reason: String| BtrfsError {
+    let err = |reason: BtrfsReason| BtrfsError {
         uuid: uuid.to_string(),
         dir: fs.path().to_path_buf(),
         reason,
     };
     let typed = |t: &str| {
-        let d = alloc
-            .sub(t)
-            .map_err(|e| err(format!("allocation/{t}: {e}")))?;
-        allocation(&d).map_err(|e| err(format!("allocation/{t}/{e}")))
+        let at = format!("allocation/{t}");
+        let d = alloc.sub(t).map_err(|e| err(BtrfsReason::open(&at, e)))?;
+        allocation(&d, &at).map_err(err)
     };
     Ok(Btrfs {
         uuid: uuid.to_string(),
@@ -162,9 +200,9 @@ fn read_open(fs: &SysDir, alloc: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsErro
         data: typed("data")?,
         metadata: typed("metadata")?,
         system: typed("system")?,
-        global_reserve_bytes: num(alloc, "global_rsv_size")
-            .map_err(|e| err(format!("allocation/{e}")))?,
-        global_reserve_reserved_bytes: num(alloc, "global_rsv_reserved").unwrap_or(0),
+        global_reserve_bytes: num(alloc, "allocation/", "global_rsv_size").map_err(err)?,
+        global_reserve_reserved_bytes: num(alloc, "allocation/", "global_rsv_reserved")
+            .unwrap_or(0),
         devices: fs
             .sub("devices")
             .and_then(|d| d.names())
@@ -335,7 +373,7 @@ mod tests {
             "{msgs:?}"
         );
         assert!(
-            msgs[1].ends_with("allocation/data/used above total"),
+            msgs[1].ends_with("allocation/data: used above total"),
             "{msgs:?}"
         );
         assert!(
@@ -423,7 +461,18 @@ mod tests {
         assert_eq!(b.device_errors[1].devid, 3);
         assert_eq!(
             b.device_errors[1].counts,
-            Err("devinfo/3/error_stats: line 1: write_errs \"lots\" is not a count".into())
+            Err(ErrorStatsFileError {
+                devid: 3,
+                error: ErrorStatsError::NotACount {
+                    line: 1,
+                    key: "write_errs".into(),
+                    value: "lots".into()
+                }
+            })
+        );
+        assert_eq!(
+            b.device_errors[1].counts.as_ref().unwrap_err().to_string(),
+            "devinfo/3/error_stats: line 1: write_errs \"lots\" is not a count"
         );
     }
 

@@ -12,7 +12,9 @@ use crate::history::service::Record;
 use crate::history::{LayerErrorCounts, LayerErrorKind, LayerErrorsSample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs, zpool_status};
 use crate::metrics::MetricSet;
-use crate::privileged::{DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunOutcome, run_bounded};
+use crate::privileged::{
+    DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunError, RunOutcome, run_bounded,
+};
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
 use crate::space::SpaceInput;
 use crate::sysfs::md;
@@ -103,11 +105,37 @@ impl Tool {
     }
 }
 
+/// Why a command of this collector gave no output to read; each names the command line.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")]
+    Stuck { cmd: String },
+    #[error("{cmd}: output over {mib} MiB; not read")]
+    OutputOverCap { cmd: String, mib: u64 },
+    #[error("{cmd}: {exit}{}", first_line.as_ref().map(|l| format!(": {l}")).unwrap_or_default())]
+    Exit {
+        cmd: String,
+        exit: Exit,
+        /// The first non-blank line it printed, cut to 200 characters.
+        first_line: Option<String>,
+    },
+    #[error("{cmd}: {error}")]
+    Failed { cmd: String, error: RunError },
+    #[error("{}: not UTF-8; btrfs device stats not asked", mount.display())]
+    NotUtf8Mount { mount: PathBuf },
+    #[error("{cmd}: {error}")]
+    DeviceStats {
+        cmd: String,
+        error: device_stats::DeviceStatsError,
+    },
+}
+
 /// The door's mark of `tool`, or why it is refused: an earlier run is still stuck in the kernel.
-fn enter(door: &Door, tool: Tool, cmd: &str) -> Result<Pass, String> {
-    door.enter(NAME, tool.item()).map_err(|_| {
-        format!("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")
-    })
+fn enter(door: &Door, tool: Tool, cmd: &str) -> Result<Pass, CommandError> {
+    door.enter(NAME, tool.item())
+        .map_err(|_| CommandError::Stuck {
+            cmd: cmd.to_string(),
+        })
 }
 
 pub struct LayersCollector {
@@ -149,7 +177,7 @@ impl LayersCollector {
         tool: Tool,
         bin: &Path,
         args: &[&str],
-    ) -> Result<String, String> {
+    ) -> Result<String, CommandError> {
         let (cmd, outcome) = self.run_raw(door, tool, bin, args).await?;
         output(&cmd, outcome)
     }
@@ -162,7 +190,7 @@ impl LayersCollector {
         tool: Tool,
         bin: &Path,
         args: &[&str],
-    ) -> Result<(String, RunOutcome), String> {
+    ) -> Result<(String, RunOutcome), CommandError> {
         let cmd = format!("{} {}", bin.display(), args.join(" "));
         let pass = enter(door, tool, &cmd)?;
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -173,28 +201,30 @@ impl LayersCollector {
 
 /// A run's output as text, or an error naming the command: it failed, exited non-zero or
 /// printed more than the cap.
-fn output(cmd: &str, outcome: RunOutcome) -> Result<String, String> {
+fn output(cmd: &str, outcome: RunOutcome) -> Result<String, CommandError> {
     match outcome {
         RunOutcome::Output { stdout, exit, .. } => {
             // The runner stops reading a chunk short of the cap.
             if stdout.len() as u64 + 8192 >= MAX_OUTPUT {
-                return Err(format!(
-                    "{cmd}: output over {} MiB; not read",
-                    MAX_OUTPUT >> 20
-                ));
+                return Err(CommandError::OutputOverCap {
+                    cmd: cmd.to_string(),
+                    mib: MAX_OUTPUT >> 20,
+                });
             }
             let text = String::from_utf8_lossy(&stdout).into_owned();
             match exit {
                 Exit::Code(0) => Ok(text),
-                e => Err(format!(
-                    "{cmd}: {e}{}",
-                    first_line(&text)
-                        .map(|l| format!(": {l}"))
-                        .unwrap_or_default()
-                )),
+                exit => Err(CommandError::Exit {
+                    cmd: cmd.to_string(),
+                    exit,
+                    first_line: first_line(&text),
+                }),
             }
         }
-        RunOutcome::Failed(e) => Err(format!("{cmd}: {e}")),
+        RunOutcome::Failed(error) => Err(CommandError::Failed {
+            cmd: cmd.to_string(),
+            error,
+        }),
     }
 }
 
@@ -431,20 +461,17 @@ impl LayersCollector {
         door: &Door,
         uuid: &str,
         mount: &Path,
-    ) -> Result<Vec<device_stats::DeviceStats>, String> {
+    ) -> Result<Vec<device_stats::DeviceStats>, CommandError> {
         let bin = self.cfg.btrfs_path.clone();
         let Some(m) = mount.to_str() else {
-            return Err(format!(
-                "{}: not UTF-8; btrfs device stats not asked",
-                mount.display()
-            ));
+            return Err(CommandError::NotUtf8Mount {
+                mount: mount.to_path_buf(),
+            });
         };
         let cmd = format!("{} device stats {m}", bin.display());
         let pass = door
             .enter(NAME, format!("btrfs device stats {uuid}"))
-            .map_err(|_| {
-                format!("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")
-            })?;
+            .map_err(|_| CommandError::Stuck { cmd: cmd.clone() })?;
         let outcome = match self.helper.clone() {
             Some(helper) => {
                 let mount = m.to_string();
@@ -456,12 +483,13 @@ impl LayersCollector {
             None => run_bounded(&bin, &device_stats::args(m), self.cfg.timeout, pass).await,
         };
         let text = output(&cmd, outcome)?;
-        device_stats::parse_device_stats(&text).map_err(|e| format!("{cmd}: {e}"))
+        device_stats::parse_device_stats(&text)
+            .map_err(|error| CommandError::DeviceStats { cmd, error })
     }
 
     /// `dmsetup table` or `status`: through the privileged helper where the daemon runs split (the
     /// device-mapper ioctls need CAP_SYS_ADMIN, which the daemon gave up), else run here.
-    async fn dmsetup(&self, door: &Door, query: DmQuery) -> Result<String, String> {
+    async fn dmsetup(&self, door: &Door, query: DmQuery) -> Result<String, CommandError> {
         let (tool, word) = match query {
             DmQuery::Table => (Tool::DmsetupTable, "table"),
             DmQuery::Status => (Tool::DmsetupStatus, "status"),
@@ -615,7 +643,7 @@ fn sized_by_topology(b: &btrfs_sysfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice
 fn parsed<T>(
     s: &mut Sample,
     item: &str,
-    output: Result<String, String>,
+    output: Result<String, CommandError>,
     parse: fn(&str) -> (Vec<T>, Vec<zfs::LineError>),
 ) -> Vec<T> {
     match output {
@@ -1423,7 +1451,7 @@ mod tests {
                 ..Default::default()
             })
         };
-        let errs = |list: Vec<(u64, Result<ErrorCounts, String>)>| {
+        let errs = |list: Vec<(u64, Result<ErrorCounts, btrfs_sysfs::ErrorStatsFileError>)>| {
             list.into_iter()
                 .map(|(devid, counts)| btrfs_sysfs::DeviceErrors { devid, counts })
                 .collect()
@@ -1438,7 +1466,19 @@ mod tests {
             fs: btrfs_sysfs::Btrfs {
                 uuid: "aa".into(),
                 devices: vec!["sdb1".into(), "sdc1".into()],
-                device_errors: errs(vec![(1, c(3)), (2, c(0)), (3, Err("bad".into()))]),
+                device_errors: errs(vec![
+                    (1, c(3)),
+                    (2, c(0)),
+                    (
+                        3,
+                        Err(btrfs_sysfs::ErrorStatsFileError {
+                            devid: 3,
+                            error: crate::btrfs::error_stats::ErrorStatsError::Missing(
+                                "write_errs",
+                            ),
+                        }),
+                    ),
+                ]),
                 ..Default::default()
             },
             devices: vec![dev("sdc1", Some(1)), dev("sdb1", Some(2))],
