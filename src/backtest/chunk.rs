@@ -10,6 +10,7 @@
 //! this (an `@` modifier or a negative offset reading outside the piece, a recording reading
 //! itself, calendar functions over a shift that is not whole years) keeps the trace in one piece.
 
+use super::NotYaml;
 use super::engine::parse_duration;
 use crate::time::DAY;
 use serde_yaml_ng::Value;
@@ -39,7 +40,27 @@ pub enum Warmup {
     /// weekday or the hour, so those read the same).
     Seconds { memory: i64, align: i64 },
     /// One piece only, and why.
-    Whole(String),
+    Whole(Uncuttable),
+}
+
+/// Why the rules can't be cut into pieces, naming the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Uncuttable {
+    #[error("rule {rule} calls {function}(), which a shifted piece would answer differently")]
+    Calendar {
+        rule: String,
+        function: &'static str,
+    },
+    #[error("rule {rule}: duration {text:?} not understood")]
+    Duration { rule: String, text: String },
+    #[error("rule {rule}: unclosed [")]
+    UnclosedRange { rule: String },
+    #[error("rule {rule}: an @ modifier reads a fixed instant")]
+    FixedInstant { rule: String },
+    #[error("rule {rule}: a negative offset reads ahead")]
+    NegativeOffset { rule: String },
+    #[error("a recording reads itself (through other rules): its memory has no bound")]
+    Unbounded,
 }
 
 /// One rule as the warm-up sees it.
@@ -86,16 +107,18 @@ fn code_only(expr: &str) -> String {
     out
 }
 
-fn duration(text: &str, rule: &str) -> Result<i64, String> {
+fn duration(text: &str, rule: &str) -> Result<i64, Uncuttable> {
     // Prometheus writes a duration as `1h30m`, `500ms`; promtool's printing is the same form.
-    parse_duration(text.trim())
-        .ok_or_else(|| format!("rule {rule}: duration {:?} not understood", text.trim()))
+    parse_duration(text.trim()).ok_or_else(|| Uncuttable::Duration {
+        rule: rule.to_string(),
+        text: text.trim().to_string(),
+    })
 }
 
 /// How far back from its evaluation instant an expression reads (range windows, subquery
 /// ranges plus a step for their alignment, offsets; the sum of the longest of each, which is
 /// at least what any one selector reads), or why it can't be cut into pieces.
-fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
+fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, Uncuttable> {
     let code = code_only(expr);
     let (mut range, mut offset) = (0i64, 0i64);
     let b = code.as_bytes();
@@ -103,10 +126,11 @@ fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
     while i < b.len() {
         match b[i] {
             b'[' => {
-                let end = code[i..]
-                    .find(']')
-                    .map(|e| i + e)
-                    .ok_or_else(|| format!("rule {rule}: unclosed ["))?;
+                let end = code[i..].find(']').map(|e| i + e).ok_or_else(|| {
+                    Uncuttable::UnclosedRange {
+                        rule: rule.to_string(),
+                    }
+                })?;
                 let inner = &code[i + 1..end];
                 let r = match inner.split_once(':') {
                     Some((r, step)) => {
@@ -123,7 +147,11 @@ fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
                 range = range.max(r);
                 i = end + 1;
             }
-            b'@' => return Err(format!("rule {rule}: an @ modifier reads a fixed instant")),
+            b'@' => {
+                return Err(Uncuttable::FixedInstant {
+                    rule: rule.to_string(),
+                });
+            }
             _ => i += 1,
         }
     }
@@ -135,7 +163,9 @@ fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
         }
         let rest = rest.trim_start();
         if rest.starts_with('-') {
-            return Err(format!("rule {rule}: a negative offset reads ahead"));
+            return Err(Uncuttable::NegativeOffset {
+                rule: rule.to_string(),
+            });
         }
         let d: String = rest
             .chars()
@@ -162,11 +192,11 @@ fn calls(code: &str, f: &str) -> bool {
 
 /// The warm-up the rule files need (their texts as promtool evaluates them), `eval` the
 /// evaluation interval in seconds.
-pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
+pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, NotYaml> {
     let mut rules: Vec<RuleInfo> = Vec::new();
     let mut week = false;
     for text in rule_texts {
-        let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| NotYaml(e.to_string()))?;
         for g in doc["groups"].as_sequence().into_iter().flatten() {
             for r in g["rules"].as_sequence().into_iter().flatten() {
                 let name = r["record"]
@@ -181,16 +211,17 @@ pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
                 };
                 let code = code_only(&expr);
                 if let Some(f) = CALENDAR_FUNCTIONS.iter().find(|f| calls(&code, f)) {
-                    return Ok(Warmup::Whole(format!(
-                        "rule {name} calls {f}(), which a shifted piece would answer differently"
-                    )));
+                    return Ok(Warmup::Whole(Uncuttable::Calendar {
+                        rule: name,
+                        function: f,
+                    }));
                 }
                 week |= WEEK_FUNCTIONS.iter().any(|f| calls(&code, f));
                 let reach = match reach(&expr, &name, eval) {
                     Ok(r) => r,
                     Err(why) => return Ok(Warmup::Whole(why)),
                 };
-                let held = |k: &str| -> Result<i64, String> {
+                let held = |k: &str| -> Result<i64, Uncuttable> {
                     r[k].as_str().map_or(Ok(0), |d| duration(d, &name))
                 };
                 let hold = match (held("for"), held("keep_firing_for")) {
@@ -243,9 +274,7 @@ pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
             break;
         }
         if round > rules.len() {
-            return Ok(Warmup::Whole(
-                "a recording reads itself (through other rules): its memory has no bound".into(),
-            ));
+            return Ok(Warmup::Whole(Uncuttable::Unbounded));
         }
     }
     let longest = memory
@@ -387,7 +416,7 @@ mod tests {
             ("      - alert: A\n        expr: a[5q]\n", "not understood"),
         ] {
             match one(rules) {
-                Warmup::Whole(w) => assert!(w.contains(why), "{rules}: {w}"),
+                Warmup::Whole(w) => assert!(w.to_string().contains(why), "{rules}: {w}"),
                 w => panic!("{rules}: {w:?}"),
             }
         }
@@ -426,7 +455,7 @@ mod tests {
                 day,
                 day + 9000,
                 [60, 60, 60],
-                &Warmup::Whole("x".into()),
+                &Warmup::Whole(Uncuttable::Unbounded),
                 4
             )
             .len(),

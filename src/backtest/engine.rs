@@ -216,10 +216,23 @@ pub struct Firing {
 /// relative to the shifted origin).
 pub type Observed = BTreeMap<i64, BTreeSet<Firing>>;
 
+/// What in promtool's output was not the expected mismatches, quoting it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PromtoolOutputError {
+    #[error("promtool: bad time {0:?}")]
+    BadTime(String),
+    #[error("promtool: unreadable series list {0:?}")]
+    UnreadableSeries(String),
+    /// Lines promtool printed besides the mismatches (a rule file it can't load, a bad
+    /// expression), joined.
+    #[error("promtool: {0}")]
+    Unexpected(String),
+}
+
 /// Reads `promtool test rules` output (stdout and stderr together). Anything promtool says
 /// besides the expected mismatches of [`FIRING_QUERY`] (a rule file it can't load, a bad
 /// expression) is an error carrying its text.
-pub fn parse_output(text: &str) -> Result<Observed, String> {
+pub fn parse_output(text: &str) -> Result<Observed, PromtoolOutputError> {
     let mut observed = Observed::new();
     let mut at: Option<i64> = None;
     let mut unexpected = Vec::new();
@@ -237,7 +250,8 @@ pub fn parse_output(text: &str) -> Result<Observed, String> {
         }
         if let Some(rest) = line.strip_prefix(&expr_prefix) {
             let d = rest.trim_end_matches(',').trim();
-            at = Some(parse_duration(d).ok_or_else(|| format!("promtool: bad time {d:?}"))?);
+            at =
+                Some(parse_duration(d).ok_or_else(|| PromtoolOutputError::BadTime(d.to_string()))?);
             continue;
         }
         if let Some(rest) = line.strip_prefix("got: ") {
@@ -266,14 +280,14 @@ pub fn parse_output(text: &str) -> Result<Observed, String> {
     if unexpected.is_empty() {
         Ok(observed)
     } else {
-        Err(format!("promtool: {}", unexpected.join("\n")))
+        Err(PromtoolOutputError::Unexpected(unexpected.join("\n")))
     }
 }
 
 /// The label sets of a `got:` line: `{k="v", ...} 1E+00, {...} 1E+00` (values quoted as Go
 /// does, so a `}` or `,` inside a value is inside quotes).
-fn label_sets(s: &str) -> Result<Vec<Vec<(String, String)>>, String> {
-    let bad = || format!("promtool: unreadable series list {s:?}");
+fn label_sets(s: &str) -> Result<Vec<Vec<(String, String)>>, PromtoolOutputError> {
+    let bad = || PromtoolOutputError::UnreadableSeries(s.to_string());
     let mut out = Vec::new();
     let mut chars = s.chars().peekable();
     loop {
@@ -439,7 +453,7 @@ mod tests {
     fn anything_else_promtool_says_is_an_error() {
         let text =
             "Unit Testing:  t.yml\n  FAILED:\nbad.yml: yaml: line 1: did not find expected ','\n";
-        let e = parse_output(text).unwrap_err();
+        let e = parse_output(text).unwrap_err().to_string();
         assert!(e.contains("bad.yml: yaml: line 1"), "{e}");
     }
 

@@ -182,10 +182,15 @@ pub fn date_checks(forecast: &[ForecastPoint], full_at: Option<i64>) -> Vec<Date
         .collect()
 }
 
+/// A rule file's text that is not YAML, with the parser's words (which give the line).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotYaml(pub String);
+
 /// The alert names a rule file defines (`groups[].rules[].alert`), in order, each once.
-pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, String> {
+pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
     let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(rule_file_text).map_err(|e| e.to_string())?;
+        serde_yaml_ng::from_str(rule_file_text).map_err(|e| NotYaml(e.to_string()))?;
     let mut out: Vec<String> = Vec::new();
     for g in doc["groups"].as_sequence().into_iter().flatten() {
         for r in g["rules"].as_sequence().into_iter().flatten() {
@@ -200,9 +205,9 @@ pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, String> {
 }
 
 /// The rule groups' names of a rule file, in order.
-pub fn group_names(rule_file_text: &str) -> Result<Vec<String>, String> {
+pub fn group_names(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
     let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(rule_file_text).map_err(|e| e.to_string())?;
+        serde_yaml_ng::from_str(rule_file_text).map_err(|e| NotYaml(e.to_string()))?;
     Ok(doc["groups"]
         .as_sequence()
         .into_iter()

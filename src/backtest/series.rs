@@ -13,6 +13,14 @@ use crate::collector::filesystem::thresholds::AlertThresholds;
 /// A grid longer than this many steps is refused (a 10 s trace over a year is 3.2 million).
 pub const MAX_SLOTS: usize = 5_000_000;
 
+/// A trace longer than [`MAX_SLOTS`] steps of its interval.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the trace spans {slots} steps of {step} s (at most {MAX_SLOTS}): use a coarser trace")]
+pub struct GridTooLong {
+    pub slots: usize,
+    pub step: i64,
+}
+
 /// Where the series sit: the shift of the origin and the grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grid {
@@ -24,14 +32,12 @@ pub struct Grid {
 }
 
 impl Grid {
-    pub fn of(trace: &Trace) -> Result<Grid, String> {
+    pub fn of(trace: &Trace) -> Result<Grid, GridTooLong> {
         let shift = trace.start().div_euclid(DAY) * DAY;
         let step = trace.interval().max(1);
         let slots = ((trace.end() - shift) / step + 2) as usize;
         if slots > MAX_SLOTS {
-            return Err(format!(
-                "the trace spans {slots} steps of {step} s (at most {MAX_SLOTS}): use a coarser trace"
-            ));
+            return Err(GridTooLong { slots, step });
         }
         Ok(Grid { shift, step, slots })
     }

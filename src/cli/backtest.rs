@@ -171,7 +171,7 @@ fn fetch(
             ));
         };
         let name = format!("{avail_sel} at {} ({})", api.base(), exporter.who());
-        let trace = promsrc::trace_of(&size, &avail, &name)?;
+        let trace = promsrc::trace_of(&size, &avail, &name).map_err(|e| e.to_string())?;
         return Ok((name, trace, labels.get("device").cloned()));
     }
     Err(format!(
@@ -456,7 +456,7 @@ fn choose_engine(
                     .into(),
             );
         }
-        (EngineChoice::Auto, Err(why), _) => (None, Some(why)),
+        (EngineChoice::Auto, Err(why), _) => (None, Some(why.to_string())),
         (EngineChoice::Auto, Ok(()), None) => (
             None,
             Some("prometheus not found beside promtool or on PATH".to_string()),
@@ -617,7 +617,7 @@ fn run_promtool(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let observed = engine::parse_output(&said)?;
+    let observed = engine::parse_output(&said).map_err(|e| e.to_string())?;
     if out.status.code() == Some(1) && observed.is_empty() {
         return Err(format!("{} test rules failed: {said}", promtool.display()));
     }
