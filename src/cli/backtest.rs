@@ -481,10 +481,10 @@ fn run_query_engine(
     let dir = tmp.join("engine");
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let span = end.max(grid.step * grid.slots as i64);
-    let srv = server::Server::start(bin, &dir, span)?;
-    srv.write(&server::input(input, grid.step)?)
+    let srv = server::Server::start(bin, &dir, span).map_err(|e| e.to_string())?;
+    srv.write(&server::input(input, grid.step).map_err(|e| e.to_string())?)
         .map_err(|e| format!("writing the replayed series: {e}"))?;
-    server::evaluate(&srv, parsed, end, eval, checks, jobs)
+    server::evaluate(&srv, parsed, end, eval, checks, jobs).map_err(|e| e.to_string())
 }
 
 /// The rules through promtool's rule manager, the trace cut into pieces run at once: what fired
