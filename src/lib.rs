@@ -2,6 +2,7 @@
 //! `run` boots the whole daemon in-process so tests can drive it like `main` does.
 
 pub mod backtest;
+pub mod btrfs;
 pub(crate) mod catalogue;
 pub mod cli;
 pub mod collector;

@@ -10,7 +10,9 @@
 //! this (an `@` modifier or a negative offset reading outside the piece, a recording reading
 //! itself, calendar functions over a shift that is not whole years) keeps the trace in one piece.
 
+use super::NotYaml;
 use super::engine::parse_duration;
+use crate::time::DAY;
 use serde_yaml_ng::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,7 +40,27 @@ pub enum Warmup {
     /// weekday or the hour, so those read the same).
     Seconds { memory: i64, align: i64 },
     /// One piece only, and why.
-    Whole(String),
+    Whole(Uncuttable),
+}
+
+/// Why the rules can't be cut into pieces, naming the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Uncuttable {
+    #[error("rule {rule} calls {function}(), which a shifted piece would answer differently")]
+    Calendar {
+        rule: String,
+        function: &'static str,
+    },
+    #[error("rule {rule}: duration {text:?} not understood")]
+    Duration { rule: String, text: String },
+    #[error("rule {rule}: unclosed [")]
+    UnclosedRange { rule: String },
+    #[error("rule {rule}: an @ modifier reads a fixed instant")]
+    FixedInstant { rule: String },
+    #[error("rule {rule}: a negative offset reads ahead")]
+    NegativeOffset { rule: String },
+    #[error("a recording reads itself (through other rules): its memory has no bound")]
+    Unbounded,
 }
 
 /// One rule as the warm-up sees it.
@@ -85,16 +107,18 @@ fn code_only(expr: &str) -> String {
     out
 }
 
-fn duration(text: &str, rule: &str) -> Result<i64, String> {
+fn duration(text: &str, rule: &str) -> Result<i64, Uncuttable> {
     // Prometheus writes a duration as `1h30m`, `500ms`; promtool's printing is the same form.
-    parse_duration(text.trim())
-        .ok_or_else(|| format!("rule {rule}: duration {:?} not understood", text.trim()))
+    parse_duration(text.trim()).ok_or_else(|| Uncuttable::Duration {
+        rule: rule.to_string(),
+        text: text.trim().to_string(),
+    })
 }
 
 /// How far back from its evaluation instant an expression reads (range windows, subquery
 /// ranges plus a step for their alignment, offsets; the sum of the longest of each, which is
 /// at least what any one selector reads), or why it can't be cut into pieces.
-fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
+fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, Uncuttable> {
     let code = code_only(expr);
     let (mut range, mut offset) = (0i64, 0i64);
     let b = code.as_bytes();
@@ -102,10 +126,11 @@ fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
     while i < b.len() {
         match b[i] {
             b'[' => {
-                let end = code[i..]
-                    .find(']')
-                    .map(|e| i + e)
-                    .ok_or_else(|| format!("rule {rule}: unclosed ["))?;
+                let end = code[i..].find(']').map(|e| i + e).ok_or_else(|| {
+                    Uncuttable::UnclosedRange {
+                        rule: rule.to_string(),
+                    }
+                })?;
                 let inner = &code[i + 1..end];
                 let r = match inner.split_once(':') {
                     Some((r, step)) => {
@@ -122,7 +147,11 @@ fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
                 range = range.max(r);
                 i = end + 1;
             }
-            b'@' => return Err(format!("rule {rule}: an @ modifier reads a fixed instant")),
+            b'@' => {
+                return Err(Uncuttable::FixedInstant {
+                    rule: rule.to_string(),
+                });
+            }
             _ => i += 1,
         }
     }
@@ -134,7 +163,9 @@ fn reach(expr: &str, rule: &str, eval: i64) -> Result<i64, String> {
         }
         let rest = rest.trim_start();
         if rest.starts_with('-') {
-            return Err(format!("rule {rule}: a negative offset reads ahead"));
+            return Err(Uncuttable::NegativeOffset {
+                rule: rule.to_string(),
+            });
         }
         let d: String = rest
             .chars()
@@ -161,11 +192,11 @@ fn calls(code: &str, f: &str) -> bool {
 
 /// The warm-up the rule files need (their texts as promtool evaluates them), `eval` the
 /// evaluation interval in seconds.
-pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
+pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, NotYaml> {
     let mut rules: Vec<RuleInfo> = Vec::new();
     let mut week = false;
     for text in rule_texts {
-        let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| NotYaml(e.to_string()))?;
         for g in doc["groups"].as_sequence().into_iter().flatten() {
             for r in g["rules"].as_sequence().into_iter().flatten() {
                 let name = r["record"]
@@ -180,16 +211,17 @@ pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
                 };
                 let code = code_only(&expr);
                 if let Some(f) = CALENDAR_FUNCTIONS.iter().find(|f| calls(&code, f)) {
-                    return Ok(Warmup::Whole(format!(
-                        "rule {name} calls {f}(), which a shifted piece would answer differently"
-                    )));
+                    return Ok(Warmup::Whole(Uncuttable::Calendar {
+                        rule: name,
+                        function: f,
+                    }));
                 }
                 week |= WEEK_FUNCTIONS.iter().any(|f| calls(&code, f));
                 let reach = match reach(&expr, &name, eval) {
                     Ok(r) => r,
                     Err(why) => return Ok(Warmup::Whole(why)),
                 };
-                let held = |k: &str| -> Result<i64, String> {
+                let held = |k: &str| -> Result<i64, Uncuttable> {
                     r[k].as_str().map_or(Ok(0), |d| duration(d, &name))
                 };
                 let hold = match (held("for"), held("keep_firing_for")) {
@@ -242,9 +274,7 @@ pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
             break;
         }
         if round > rules.len() {
-            return Ok(Warmup::Whole(
-                "a recording reads itself (through other rules): its memory has no bound".into(),
-            ));
+            return Ok(Warmup::Whole(Uncuttable::Unbounded));
         }
     }
     let longest = memory
@@ -253,7 +283,7 @@ pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, String> {
         .max()
         .unwrap_or(0)
         .max(alerts_memory);
-    let align = if week { 7 * 86_400 } else { 1 };
+    let align = if week { 7 * DAY } else { 1 };
     Ok(Warmup::Seconds {
         memory: longest,
         align,
@@ -332,6 +362,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::HOUR;
 
     fn one(rules: &str) -> Warmup {
         let text = format!("groups:\n  - name: g\n    rules:\n{rules}");
@@ -348,7 +379,7 @@ mod tests {
         assert_eq!(
             w,
             Warmup::Seconds {
-                memory: (6 * 3600 + step) + (3600 + step) + 40 * 60,
+                memory: (6 * HOUR + step) + (HOUR + step) + 40 * 60,
                 align: 1
             }
         );
@@ -358,7 +389,7 @@ mod tests {
         assert_eq!(
             w,
             Warmup::Seconds {
-                memory: 86_400 + 3600 + 2 * 86_400 + LOOKBACK_SECONDS + 60,
+                memory: DAY + HOUR + 2 * DAY + LOOKBACK_SECONDS + 60,
                 align: 1
             }
         );
@@ -385,7 +416,7 @@ mod tests {
             ("      - alert: A\n        expr: a[5q]\n", "not understood"),
         ] {
             match one(rules) {
-                Warmup::Whole(w) => assert!(w.contains(why), "{rules}: {w}"),
+                Warmup::Whole(w) => assert!(w.to_string().contains(why), "{rules}: {w}"),
                 w => panic!("{rules}: {w:?}"),
             }
         }
@@ -399,22 +430,22 @@ mod tests {
     #[test]
     fn pieces_cover_the_trace_once_and_start_aligned() {
         let w = Warmup::Seconds {
-            memory: 3600,
+            memory: HOUR,
             align: 1,
         };
-        let day = 86_400;
-        let p = plan(day, day + 60, day + 10 * 3600, [60, 60, 300], &w, 3);
+        let day = DAY;
+        let p = plan(day, day + 60, day + 10 * HOUR, [60, 60, 300], &w, 3);
         assert_eq!(p.len(), 3);
         assert_eq!(p[0].origin, day);
         assert_eq!(p[0].from, day + 60);
-        assert_eq!(p.last().unwrap().to, day + 10 * 3600);
+        assert_eq!(p.last().unwrap().to, day + 10 * HOUR);
         for pair in p.windows(2) {
             assert_eq!(pair[0].to, pair[1].from);
         }
         for q in &p[1..] {
-            assert!(q.origin <= q.from - 3600, "{q:?}");
+            assert!(q.origin <= q.from - HOUR, "{q:?}");
             assert_eq!((q.origin - day) % 300, 0, "{q:?}");
-            assert!(q.origin > q.from - 3600 - 300, "{q:?}");
+            assert!(q.origin > q.from - HOUR - 300, "{q:?}");
         }
         // Too short for the warm-up: one piece.
         assert_eq!(plan(day, day, day + 3000, [60, 60, 60], &w, 4).len(), 1);
@@ -424,7 +455,7 @@ mod tests {
                 day,
                 day + 9000,
                 [60, 60, 60],
-                &Warmup::Whole("x".into()),
+                &Warmup::Whole(Uncuttable::Unbounded),
                 4
             )
             .len(),

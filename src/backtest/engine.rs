@@ -9,6 +9,7 @@
 //! every firing series: that is read back here. The tests start at Unix time 0, so every
 //! timestamp is shifted by `shift` (whole days: `hour()` keeps its meaning) on the way in and out.
 
+use crate::time::{DAY, HOUR};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -215,10 +216,23 @@ pub struct Firing {
 /// relative to the shifted origin).
 pub type Observed = BTreeMap<i64, BTreeSet<Firing>>;
 
+/// What in promtool's output was not the expected mismatches, quoting it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PromtoolOutputError {
+    #[error("promtool: bad time {0:?}")]
+    BadTime(String),
+    #[error("promtool: unreadable series list {0:?}")]
+    UnreadableSeries(String),
+    /// Lines promtool printed besides the mismatches (a rule file it can't load, a bad
+    /// expression), joined.
+    #[error("promtool: {0}")]
+    Unexpected(String),
+}
+
 /// Reads `promtool test rules` output (stdout and stderr together). Anything promtool says
 /// besides the expected mismatches of [`FIRING_QUERY`] (a rule file it can't load, a bad
 /// expression) is an error carrying its text.
-pub fn parse_output(text: &str) -> Result<Observed, String> {
+pub fn parse_output(text: &str) -> Result<Observed, PromtoolOutputError> {
     let mut observed = Observed::new();
     let mut at: Option<i64> = None;
     let mut unexpected = Vec::new();
@@ -236,7 +250,8 @@ pub fn parse_output(text: &str) -> Result<Observed, String> {
         }
         if let Some(rest) = line.strip_prefix(&expr_prefix) {
             let d = rest.trim_end_matches(',').trim();
-            at = Some(parse_duration(d).ok_or_else(|| format!("promtool: bad time {d:?}"))?);
+            at =
+                Some(parse_duration(d).ok_or_else(|| PromtoolOutputError::BadTime(d.to_string()))?);
             continue;
         }
         if let Some(rest) = line.strip_prefix("got: ") {
@@ -265,14 +280,14 @@ pub fn parse_output(text: &str) -> Result<Observed, String> {
     if unexpected.is_empty() {
         Ok(observed)
     } else {
-        Err(format!("promtool: {}", unexpected.join("\n")))
+        Err(PromtoolOutputError::Unexpected(unexpected.join("\n")))
     }
 }
 
 /// The label sets of a `got:` line: `{k="v", ...} 1E+00, {...} 1E+00` (values quoted as Go
 /// does, so a `}` or `,` inside a value is inside quotes).
-fn label_sets(s: &str) -> Result<Vec<Vec<(String, String)>>, String> {
-    let bad = || format!("promtool: unreadable series list {s:?}");
+fn label_sets(s: &str) -> Result<Vec<Vec<(String, String)>>, PromtoolOutputError> {
+    let bad = || PromtoolOutputError::UnreadableSeries(s.to_string());
     let mut out = Vec::new();
     let mut chars = s.chars().peekable();
     loop {
@@ -333,10 +348,10 @@ pub fn parse_duration(s: &str) -> Option<i64> {
         let n: i64 = num.parse().ok()?;
         num.clear();
         let unit = match c {
-            'y' => 365 * 86_400,
-            'w' => 7 * 86_400,
-            'd' => 86_400,
-            'h' => 3_600,
+            'y' => 365 * DAY,
+            'w' => 7 * DAY,
+            'd' => DAY,
+            'h' => HOUR,
             'm' if chars.peek() == Some(&'s') => {
                 chars.next();
                 0
@@ -430,7 +445,7 @@ mod tests {
                 .into_iter()
                 .collect()
         );
-        assert_eq!(o[&3600], [f("X\"y", "")].into_iter().collect());
+        assert_eq!(o[&HOUR], [f("X\"y", "")].into_iter().collect());
         assert_eq!(o.len(), 2);
     }
 
@@ -438,7 +453,7 @@ mod tests {
     fn anything_else_promtool_says_is_an_error() {
         let text =
             "Unit Testing:  t.yml\n  FAILED:\nbad.yml: yaml: line 1: did not find expected ','\n";
-        let e = parse_output(text).unwrap_err();
+        let e = parse_output(text).unwrap_err().to_string();
         assert!(e.contains("bad.yml: yaml: line 1"), "{e}");
     }
 

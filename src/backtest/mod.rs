@@ -7,6 +7,7 @@
 //! [`server`] (the server child) and [`replay`] (a temporary store); the promtool child and
 //! the command line are src/cli/backtest.rs.
 
+use crate::time::{DAY, HOUR, MINUTE};
 pub mod alerting;
 pub mod chunk;
 pub mod engine;
@@ -166,7 +167,7 @@ pub fn date_checks(forecast: &[ForecastPoint], full_at: Option<i64>) -> Vec<Date
     DATE_CHECK_DAYS
         .iter()
         .map(|&d| {
-            let when = full - d * 86_400;
+            let when = full - d * DAY;
             let pass = forecast.iter().rev().find(|p| p.t <= when);
             DateCheck {
                 days_before: d,
@@ -181,10 +182,15 @@ pub fn date_checks(forecast: &[ForecastPoint], full_at: Option<i64>) -> Vec<Date
         .collect()
 }
 
+/// A rule file's text that is not YAML, with the parser's words (which give the line).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotYaml(pub String);
+
 /// The alert names a rule file defines (`groups[].rules[].alert`), in order, each once.
-pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, String> {
+pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
     let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(rule_file_text).map_err(|e| e.to_string())?;
+        serde_yaml_ng::from_str(rule_file_text).map_err(|e| NotYaml(e.to_string()))?;
     let mut out: Vec<String> = Vec::new();
     for g in doc["groups"].as_sequence().into_iter().flatten() {
         for r in g["rules"].as_sequence().into_iter().flatten() {
@@ -199,9 +205,9 @@ pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, String> {
 }
 
 /// The rule groups' names of a rule file, in order.
-pub fn group_names(rule_file_text: &str) -> Result<Vec<String>, String> {
+pub fn group_names(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
     let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(rule_file_text).map_err(|e| e.to_string())?;
+        serde_yaml_ng::from_str(rule_file_text).map_err(|e| NotYaml(e.to_string()))?;
     Ok(doc["groups"]
         .as_sequence()
         .into_iter()
@@ -277,7 +283,8 @@ pub struct Report {
 pub fn human_duration(s: i64) -> String {
     let sign = if s < 0 { "-" } else { "" };
     let s = s.unsigned_abs();
-    let (d, h, m) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60);
+    let (day, hour, minute) = (DAY as u64, HOUR as u64, MINUTE as u64);
+    let (d, h, m) = (s / day, s % day / hour, s % hour / minute);
     let body = if d > 0 {
         format!("{d}d {h}h")
     } else if h > 0 {
@@ -302,6 +309,17 @@ impl Report {
     /// The readable form: the trace, the episodes, each severity's record, the daemon's dates.
     pub fn table(&self) -> String {
         let mut o = String::new();
+        self.table_header(&mut o);
+        o.push('\n');
+        self.table_episodes(&mut o);
+        o.push('\n');
+        self.table_rule_sets(&mut o);
+        self.table_forecast(&mut o);
+        o
+    }
+
+    /// The trace, the rules and the engine that ran them.
+    fn table_header(&self, o: &mut String) {
         let _ = writeln!(
             o,
             "trace {}: {} samples every {} s, {} to {} ({})",
@@ -346,7 +364,10 @@ impl Report {
                 self.warmup_seconds.map_or("-".into(), human_duration)
             );
         }
-        o.push('\n');
+    }
+
+    /// Each alert's episodes: when it fired, how long, how long before the volume was full.
+    fn table_episodes(&self, o: &mut String) {
         if self.episodes.is_empty() {
             o.push_str("episodes: none (no alert fired)\n");
         } else {
@@ -369,7 +390,10 @@ impl Report {
                 );
             }
         }
-        o.push('\n');
+    }
+
+    /// Each `--rules` set's record per severity.
+    fn table_rule_sets(&self, o: &mut String) {
         for set in &self.rule_sets {
             let _ = writeln!(o, "{}:", set.rules);
             if set.summary.is_empty() {
@@ -394,6 +418,11 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// The daemon's own forecast: its passes, the last dated one, the first of each day, and
+    /// how far its date was from the truth some days before full.
+    fn table_forecast(&self, o: &mut String) {
         let dated = self
             .forecast
             .iter()
@@ -426,7 +455,7 @@ impl Report {
             .forecast
             .iter()
             .filter(|p| {
-                let d = p.t.div_euclid(86_400);
+                let d = p.t.div_euclid(DAY);
                 let first = day != Some(d);
                 day = Some(d);
                 first
@@ -459,7 +488,6 @@ impl Report {
                 }
             );
         }
-        o
     }
 }
 
@@ -527,7 +555,7 @@ mod tests {
 
     #[test]
     fn date_checks_read_the_last_pass_before_each_horizon() {
-        let day = 86_400;
+        let day = DAY;
         let full = 100 * day;
         let p = |t, d: Option<i64>, e: Option<i64>, l: Option<i64>| ForecastPoint {
             t,
@@ -545,7 +573,7 @@ mod tests {
             ),
             p(
                 97 * day - 1,
-                Some(full - 3600),
+                Some(full - HOUR),
                 Some(full + 1),
                 Some(full + 2),
             ),
@@ -559,7 +587,7 @@ mod tests {
         );
         assert_eq!(
             (c[1].error_seconds, c[1].band_covers),
-            (Some(-3600), Some(false))
+            (Some(-HOUR), Some(false))
         );
         assert_eq!((c[2].error_seconds, c[2].band_covers), (None, None));
         assert!(date_checks(&fc, None).is_empty());
@@ -574,8 +602,8 @@ mod tests {
 
     #[test]
     fn durations_and_times_for_people() {
-        assert_eq!(human_duration(3 * 86_400 + 4 * 3600 + 5), "3d 4h");
-        assert_eq!(human_duration(-(5 * 3600 + 20 * 60)), "-5h 20m");
+        assert_eq!(human_duration(3 * DAY + 4 * HOUR + 5), "3d 4h");
+        assert_eq!(human_duration(-(5 * HOUR + 20 * 60)), "-5h 20m");
         assert_eq!(human_duration(720), "12m");
         assert_eq!(human_duration(7), "7s");
         assert_eq!(human_time(1_767_225_600 + 3_660), "2026-01-01T01:01:00Z");

@@ -78,13 +78,51 @@ fn show(labels: &Labels) -> String {
     format!("{{{}}}", inner.join(", "))
 }
 
+/// Why a Prometheus source gives no trace; `origin` names the server and the volume, `at` the
+/// instant (RFC 3339).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SourceError {
+    #[error(
+        "query {query}: {} series match, one is needed: {}; make --instance and --mountpoint name one volume",
+        series.len(),
+        series.join(", ")
+    )]
+    SeveralSeries { query: String, series: Vec<String> },
+    #[error("{origin}: {what} {value} at {at} is not a whole number of bytes")]
+    NotBytes {
+        origin: String,
+        what: &'static str,
+        value: f64,
+        at: String,
+    },
+    #[error("{origin}: size is 0 at {at}")]
+    ZeroSize { origin: String, at: String },
+    #[error("{origin}: avail {avail} is more than size {size} at {at}")]
+    AvailAboveSize {
+        origin: String,
+        avail: u64,
+        size: u64,
+        at: String,
+    },
+    #[error(
+        "{origin}: samples {apart} s apart at {at}: at least {MIN_INTERVAL_SECONDS} s (a longer --step)"
+    )]
+    TooClose {
+        origin: String,
+        apart: i64,
+        at: String,
+    },
+    #[error("{origin}: fewer than 2 instants with both size and avail in the range")]
+    TooFew { origin: String },
+}
+
 /// What the answers hold for one selector: the one series' points by time, its labels; an
 /// error naming every series when more than one matched (two jobs scraping the host, a
 /// device renamed during the range).
 pub fn one_series(
     query: &str,
     answers: &[crate::query::Answer],
-) -> Result<Option<(Labels, Points)>, String> {
+) -> Result<Option<(Labels, Points)>, SourceError> {
     let mut by_labels: BTreeMap<Labels, Points> = BTreeMap::new();
     for a in answers {
         for (labels, points) in a {
@@ -95,27 +133,27 @@ pub fn one_series(
         }
     }
     if by_labels.len() > 1 {
-        let names: Vec<String> = by_labels.keys().map(show).collect();
-        return Err(format!(
-            "query {query}: {} series match, one is needed: {}; make --instance and --mountpoint name one volume",
-            names.len(),
-            names.join(", ")
-        ));
+        return Err(SourceError::SeveralSeries {
+            query: query.to_string(),
+            series: by_labels.keys().map(show).collect(),
+        });
     }
     Ok(by_labels.into_iter().next())
 }
 
 /// The trace from the size and avail points (joined on time: an instant one of them lacks is a
 /// gap), checked as a CSV trace is; `source` names it in errors.
-pub fn trace_of(size: &Points, avail: &Points, source: &str) -> Result<Trace, String> {
-    let bytes = |v: f64, what: &str, t: i64| -> Result<u64, String> {
+pub fn trace_of(size: &Points, avail: &Points, source: &str) -> Result<Trace, SourceError> {
+    let bytes = |v: f64, what: &'static str, t: i64| -> Result<u64, SourceError> {
         if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= (1u64 << 53) as f64 {
             Ok(v as u64)
         } else {
-            Err(format!(
-                "{source}: {what} {v} at {} is not a whole number of bytes",
-                super::human_time(t)
-            ))
+            Err(SourceError::NotBytes {
+                origin: source.to_string(),
+                what,
+                value: v,
+                at: super::human_time(t),
+            })
         }
     };
     let mut samples: Vec<Sample> = Vec::new();
@@ -126,20 +164,27 @@ pub fn trace_of(size: &Points, avail: &Points, source: &str) -> Result<Trace, St
         let (size_bytes, avail_bytes) = (bytes(s, "size", t)?, bytes(a, "avail", t)?);
         let at = super::human_time(t);
         if size_bytes == 0 {
-            return Err(format!("{source}: size is 0 at {at}"));
+            return Err(SourceError::ZeroSize {
+                origin: source.to_string(),
+                at,
+            });
         }
         if avail_bytes > size_bytes {
-            return Err(format!(
-                "{source}: avail {avail_bytes} is more than size {size_bytes} at {at}"
-            ));
+            return Err(SourceError::AvailAboveSize {
+                origin: source.to_string(),
+                avail: avail_bytes,
+                size: size_bytes,
+                at,
+            });
         }
         if let Some(prev) = samples.last()
             && t - prev.t < MIN_INTERVAL_SECONDS
         {
-            return Err(format!(
-                "{source}: samples {} s apart at {at}: at least {MIN_INTERVAL_SECONDS} s (a longer --step)",
-                t - prev.t
-            ));
+            return Err(SourceError::TooClose {
+                origin: source.to_string(),
+                apart: t - prev.t,
+                at,
+            });
         }
         samples.push(Sample {
             t,
@@ -148,9 +193,9 @@ pub fn trace_of(size: &Points, avail: &Points, source: &str) -> Result<Trace, St
         });
     }
     if samples.len() < 2 {
-        return Err(format!(
-            "{source}: fewer than 2 instants with both size and avail in the range"
-        ));
+        return Err(SourceError::TooFew {
+            origin: source.to_string(),
+        });
     }
     Ok(Trace { samples })
 }
@@ -196,7 +241,7 @@ mod tests {
             (l("node"), vec![(0, 1.0)]),
             (l("node2"), vec![(0, 1.0)]),
         ]];
-        let e = one_series("q{}", &answers).unwrap_err();
+        let e = one_series("q{}", &answers).unwrap_err().to_string();
         assert!(
             e.contains("q{}: 2 series match")
                 && e.contains(r#"{job="node"}"#)
@@ -232,11 +277,11 @@ mod tests {
             ),
             (m(&[(0, 50.0)]), "fewer than 2 instants"),
         ] {
-            let e = trace_of(&size, &avail, "src").unwrap_err();
+            let e = trace_of(&size, &avail, "src").unwrap_err().to_string();
             assert!(e.starts_with("src: ") && e.contains(want), "{e}");
         }
         let close = m(&[(0, 100.0), (5, 100.0)]);
-        let e = trace_of(&close, &close, "src").unwrap_err();
+        let e = trace_of(&close, &close, "src").unwrap_err().to_string();
         assert!(e.contains("5 s apart"), "{e}");
     }
 }

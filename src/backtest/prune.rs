@@ -94,15 +94,27 @@ fn always_live(expr: &str) -> bool {
         .is_none_or(|re| re.is_match(expr))
 }
 
+/// A rule file that could not be read or written back; `file` is its place in the list (1 the first).
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    #[error("{0}")]
+    NotYaml(#[from] super::NotYaml),
+    #[error("rule file {file} of the list: writing it back without the rules left out: {error}")]
+    Write {
+        file: usize,
+        error: serde_yaml_ng::Error,
+    },
+}
+
 /// Rule files with the rules that can never fire or record left out, given the series names
 /// the input has; each file's text comes back with how many rules it kept and had.
 pub fn prune(
     files: &[String],
     series: &BTreeSet<String>,
-) -> Result<Vec<(String, usize, usize)>, String> {
+) -> Result<Vec<(String, usize, usize)>, PruneError> {
     let mut docs: Vec<Value> = files
         .iter()
-        .map(|t| serde_yaml_ng::from_str(t).map_err(|e| e.to_string()))
+        .map(|t| serde_yaml_ng::from_str(t).map_err(|e| super::NotYaml(e.to_string())))
         .collect::<Result<_, _>>()?;
     let rules_of = |d: &Value| -> Vec<(Option<String>, String)> {
         d["groups"]
@@ -141,7 +153,7 @@ pub fn prune(
         }
     }
     let mut out = Vec::new();
-    for d in &mut docs {
+    for (file, d) in docs.iter_mut().enumerate() {
         let (mut kept, mut had) = (0, 0);
         if let Some(groups) = d.get_mut("groups").and_then(Value::as_sequence_mut) {
             for g in groups.iter_mut() {
@@ -153,7 +165,10 @@ pub fn prune(
             }
             groups.retain(|g| g["rules"].as_sequence().is_some_and(|r| !r.is_empty()));
         }
-        let text = serde_yaml_ng::to_string(d).map_err(|e| e.to_string())?;
+        let text = serde_yaml_ng::to_string(d).map_err(|error| PruneError::Write {
+            file: file + 1,
+            error,
+        })?;
         out.push((text, kept, had));
     }
     Ok(out)

@@ -36,12 +36,45 @@ pub struct Rule {
     pub kind: Kind,
 }
 
+/// A rule file's rule that cannot be evaluated as written, named by its group or its name.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    #[error("{0}")]
+    NotYaml(String),
+    #[error("group {group}: a rule with neither record nor alert")]
+    NeitherRecordNorAlert { group: String },
+    #[error("rule {rule}: no expr")]
+    NoExpr { rule: String },
+    #[error("rule {rule}: {key} {value:?} not understood")]
+    Duration {
+        rule: String,
+        key: String,
+        value: String,
+    },
+}
+
+/// Why range queries would not give what the rule manager gives, naming the rule.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotRangeEvaluable {
+    #[error("rule {rule} reads ALERTS, which only the rule manager writes")]
+    ReadsAlerts { rule: String },
+    #[error("rule {rule} selects series by __name__")]
+    SelectsByName { rule: String },
+    #[error("alert {rule}'s label {label} is a template")]
+    TemplateLabel { rule: String, label: String },
+    #[error(
+        "rule {rule} reads {series}, which is recorded after it: the rule manager would give it the previous step's value"
+    )]
+    ReadsALaterRecord { rule: String, series: String },
+}
+
 /// Every rule of `texts` (rule files' YAML) in evaluation order: groups in `group_order` (a
 /// group not named there after those that are, in file order), rules in file order.
-pub fn parse(texts: &[String], group_order: &[String]) -> Result<Vec<Rule>, String> {
+pub fn parse(texts: &[String], group_order: &[String]) -> Result<Vec<Rule>, RuleError> {
     let mut groups: Vec<(usize, String, Vec<Rule>)> = Vec::new();
     for text in texts {
-        let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+        let doc: Value =
+            serde_yaml_ng::from_str(text).map_err(|e| RuleError::NotYaml(e.to_string()))?;
         for g in doc["groups"].as_sequence().into_iter().flatten() {
             let gname = g["name"].as_str().unwrap_or_default().to_string();
             let mut rules = Vec::new();
@@ -60,20 +93,20 @@ pub fn parse(texts: &[String], group_order: &[String]) -> Result<Vec<Rule>, Stri
     Ok(groups.into_iter().flat_map(|g| g.2).collect())
 }
 
-fn rule(r: &Value, group: &str) -> Result<Rule, String> {
+fn rule(r: &Value, group: &str) -> Result<Rule, RuleError> {
     let (name, alert) = match (r["record"].as_str(), r["alert"].as_str()) {
         (Some(n), None) => (n.to_string(), false),
         (None, Some(n)) => (n.to_string(), true),
         _ => {
-            return Err(format!(
-                "group {group}: a rule with neither record nor alert"
-            ));
+            return Err(RuleError::NeitherRecordNorAlert {
+                group: group.to_string(),
+            });
         }
     };
     let expr = match &r["expr"] {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
-        _ => return Err(format!("rule {name}: no expr")),
+        _ => return Err(RuleError::NoExpr { rule: name }),
     };
     let labels = r["labels"]
         .as_mapping()
@@ -89,11 +122,14 @@ fn rule(r: &Value, group: &str) -> Result<Rule, String> {
             Some((k.as_str()?.to_string(), v))
         })
         .collect();
-    let held = |k: &str| -> Result<i64, String> {
+    let held = |k: &str| -> Result<i64, RuleError> {
         match r[k].as_str() {
             None => Ok(0),
-            Some(d) => parse_duration(d.trim())
-                .ok_or_else(|| format!("rule {name}: {k} {d:?} not understood")),
+            Some(d) => parse_duration(d.trim()).ok_or_else(|| RuleError::Duration {
+                rule: name.clone(),
+                key: k.to_string(),
+                value: d.to_string(),
+            }),
         }
     };
     let kind = if alert {
@@ -114,7 +150,7 @@ fn rule(r: &Value, group: &str) -> Result<Rule, String> {
 
 /// `Ok` when range queries, one rule after another, give what the rule manager gives; else why
 /// not.
-pub fn range_evaluable(rules: &[Rule]) -> Result<(), String> {
+pub fn range_evaluable(rules: &[Rule]) -> Result<(), NotRangeEvaluable> {
     let recorded: BTreeSet<&str> = rules
         .iter()
         .filter(|r| r.kind == Kind::Record)
@@ -124,25 +160,29 @@ pub fn range_evaluable(rules: &[Rule]) -> Result<(), String> {
     for r in rules {
         let code = strip_strings(&r.expr);
         if code.contains("ALERTS") {
-            return Err(format!(
-                "rule {} reads ALERTS, which only the rule manager writes",
-                r.name
-            ));
+            return Err(NotRangeEvaluable::ReadsAlerts {
+                rule: r.name.clone(),
+            });
         }
         if r.expr.contains("__name__") {
-            return Err(format!("rule {} selects series by __name__", r.name));
+            return Err(NotRangeEvaluable::SelectsByName {
+                rule: r.name.clone(),
+            });
         }
         if let Kind::Alert { .. } = r.kind
             && let Some((k, _)) = r.labels.iter().find(|(_, v)| v.contains("{{"))
         {
-            return Err(format!("alert {}'s label {k} is a template", r.name));
+            return Err(NotRangeEvaluable::TemplateLabel {
+                rule: r.name.clone(),
+                label: k.clone(),
+            });
         }
         for n in prune::names(&r.expr) {
             if recorded.contains(n.as_str()) && !written.contains(n.as_str()) {
-                return Err(format!(
-                    "rule {} reads {n}, which is recorded after it: the rule manager would give it the previous step's value",
-                    r.name
-                ));
+                return Err(NotRangeEvaluable::ReadsALaterRecord {
+                    rule: r.name.clone(),
+                    series: n,
+                });
             }
         }
         if r.kind == Kind::Record {
@@ -216,7 +256,7 @@ groups:
         assert!(range_evaluable(&rules).is_ok());
         // In file order the alert reads a recording made after it.
         let rules = parse(&[FILE.to_string()], &[]).unwrap();
-        let why = range_evaluable(&rules).unwrap_err();
+        let why = range_evaluable(&rules).unwrap_err().to_string();
         assert!(why.contains("x:y") && why.contains("Late"), "{why}");
     }
 
@@ -224,7 +264,9 @@ groups:
     fn what_only_the_rule_manager_can_answer_is_named() {
         let one = |rule: &str| -> String {
             let text = format!("groups:\n  - name: g\n    rules:\n{rule}");
-            range_evaluable(&parse(&[text], &[]).unwrap()).unwrap_err()
+            range_evaluable(&parse(&[text], &[]).unwrap())
+                .unwrap_err()
+                .to_string()
         };
         assert!(one("      - alert: A\n        expr: ALERTS > 0\n").contains("ALERTS"));
         assert!(
@@ -243,7 +285,10 @@ groups:
 
     #[test]
     fn a_rule_without_a_name_or_an_expression_or_with_a_bad_hold_is_an_error() {
-        let bad = |rule: &str| parse(&[format!("groups:\n  - name: g\n    rules:\n{rule}")], &[]);
+        let bad = |rule: &str| {
+            parse(&[format!("groups:\n  - name: g\n    rules:\n{rule}")], &[])
+                .map_err(|e| e.to_string())
+        };
         assert!(bad("      - expr: x\n").unwrap_err().contains("neither"));
         assert!(bad("      - record: r\n").unwrap_err().contains("no expr"));
         assert!(

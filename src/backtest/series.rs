@@ -3,6 +3,7 @@
 //! grid at the trace's interval, as promtool input. Pure.
 
 use crate::catalogue;
+use crate::time::DAY;
 
 use super::engine::{Series, Slot, selector};
 use super::replay::{ForecastPoint, Volume};
@@ -11,6 +12,14 @@ use crate::collector::filesystem::thresholds::AlertThresholds;
 
 /// A grid longer than this many steps is refused (a 10 s trace over a year is 3.2 million).
 pub const MAX_SLOTS: usize = 5_000_000;
+
+/// A trace longer than [`MAX_SLOTS`] steps of its interval.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the trace spans {slots} steps of {step} s (at most {MAX_SLOTS}): use a coarser trace")]
+pub struct GridTooLong {
+    pub slots: usize,
+    pub step: i64,
+}
 
 /// Where the series sit: the shift of the origin and the grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,14 +32,12 @@ pub struct Grid {
 }
 
 impl Grid {
-    pub fn of(trace: &Trace) -> Result<Grid, String> {
-        let shift = trace.start().div_euclid(86_400) * 86_400;
+    pub fn of(trace: &Trace) -> Result<Grid, GridTooLong> {
+        let shift = trace.start().div_euclid(DAY) * DAY;
         let step = trace.interval().max(1);
         let slots = ((trace.end() - shift) / step + 2) as usize;
         if slots > MAX_SLOTS {
-            return Err(format!(
-                "the trace spans {slots} steps of {step} s (at most {MAX_SLOTS}): use a coarser trace"
-            ));
+            return Err(GridTooLong { slots, step });
         }
         Ok(Grid { shift, step, slots })
     }
@@ -67,98 +74,54 @@ pub fn input_series(
     labels: &Labels,
     grid: &Grid,
 ) -> Vec<Series> {
-    let mut present = vec![None; grid.slots];
-    for s in &trace.samples {
-        present[grid.slot(s.t)] = Some(*s);
+    let slots = Slots::of(trace, grid);
+    let mut out = filesystem_series(&slots, volume, labels);
+    out.extend(threshold_series(&slots, volume, labels));
+    out.extend(forecast_series(&slots, forecast, volume, labels));
+    out.extend(health_series(&slots, labels));
+    out.extend(node_series(&slots, volume, labels));
+    out
+}
+
+/// The trace's samples placed on the grid: which steps have one, and the series built from them.
+struct Slots<'a> {
+    present: Vec<Option<super::trace::Sample>>,
+    grid: &'a Grid,
+}
+
+impl<'a> Slots<'a> {
+    fn of(trace: &Trace, grid: &'a Grid) -> Self {
+        let mut present = vec![None; grid.slots];
+        for s in &trace.samples {
+            present[grid.slot(s.t)] = Some(*s);
+        }
+        Slots { present, grid }
     }
-    let at = |f: &dyn Fn(&super::trace::Sample) -> f64| -> Vec<Slot> {
-        present
+
+    /// A figure of each sample, missing where the trace has none.
+    fn at(&self, f: &dyn Fn(&super::trace::Sample) -> f64) -> Vec<Slot> {
+        self.present
             .iter()
             .map(|p| p.as_ref().map_or(Slot::Missing, |s| Slot::Value(f(s))))
             .collect()
-    };
-    let constant = |v: f64| at(&|_| v);
-    let (mp, dev) = (volume.mountpoint.as_str(), volume.device.as_str());
-    let ss_fs = |name: &str| {
-        selector(
-            name,
-            &[
-                ("instance", &labels.ssdwatch_instance),
-                ("job", "ssdwatch"),
-                ("mountpoint", mp),
-                ("device", dev),
-                ("fstype", &labels.fstype),
-            ],
-        )
-    };
-    let node_fs = |name: &str| {
-        selector(
-            name,
-            &[
-                ("instance", &labels.node_instance),
-                ("job", "node"),
-                ("mountpoint", mp),
-                ("device", dev),
-                ("fstype", &labels.fstype),
-            ],
-        )
-    };
-    let series = |selector: String, slots: Vec<Slot>| Series { selector, slots };
-    let mut out = vec![
-        series(
-            ss_fs(catalogue::FILESYSTEM_SIZE_BYTES.name),
-            at(&|s| s.size_bytes as f64),
-        ),
-        series(
-            ss_fs(catalogue::FILESYSTEM_AVAIL_BYTES.name),
-            at(&|s| s.avail_bytes as f64),
-        ),
-        // No reserved blocks in a trace: free is avail.
-        series(
-            ss_fs(catalogue::FILESYSTEM_FREE_BYTES.name),
-            at(&|s| s.avail_bytes as f64),
-        ),
-        series(ss_fs(catalogue::FILESYSTEM_READONLY.name), constant(0.0)),
-        series(ss_fs(catalogue::FILESYSTEM_STUCK.name), constant(0.0)),
-        series(
-            ss_fs(catalogue::FILESYSTEM_DEVICE_ERROR.name),
-            constant(0.0),
-        ),
-    ];
-    // The thresholds the daemon exports at its defaults.
-    let t = AlertThresholds::default();
-    for (sev, th) in [("warning", t.warning), ("critical", t.critical)] {
-        let l = [
-            ("instance", labels.ssdwatch_instance.as_str()),
-            ("job", "ssdwatch"),
-            ("mountpoint", mp),
-            ("severity", sev),
-        ];
-        out.push(series(
-            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_RATIO.name, &l),
-            constant(th.used_ratio),
-        ));
-        out.push(series(
-            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_AVAIL_BYTES.name, &l),
-            constant(th.avail_bytes as f64),
-        ));
-        out.push(series(
-            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_FULL_SECONDS.name, &l),
-            constant(th.full_within.as_secs() as f64),
-        ));
     }
-    // The daemon's forecast: each pass's dates until the next pass, gone (stale) when a pass
-    // has none. Shifted like every timestamp of the test.
-    let fc_labels = [
-        ("instance", labels.ssdwatch_instance.as_str()),
-        ("job", "ssdwatch"),
-        ("mountpoint", mp),
-        ("device", dev),
-    ];
-    let dated = |pick: &dyn Fn(&ForecastPoint) -> Option<i64>| -> Vec<Slot> {
+
+    /// `v` wherever the trace has a sample.
+    fn constant(&self, v: f64) -> Vec<Slot> {
+        self.at(&|_| v)
+    }
+
+    /// The daemon's forecast dates: each pass's until the next pass, gone (stale) when a pass
+    /// has none. Shifted like every timestamp of the test.
+    fn dated(
+        &self,
+        forecast: &[ForecastPoint],
+        pick: &dyn Fn(&ForecastPoint) -> Option<i64>,
+    ) -> Vec<Slot> {
+        let grid = self.grid;
         let mut k = 0;
         let mut had = false;
-        present
+        self.present
             .iter()
             .enumerate()
             .map(|(i, p)| {
@@ -183,14 +146,104 @@ pub fn input_series(
                 }
             })
             .collect()
-    };
-    out.push(series(
+    }
+}
+
+fn series(selector: String, slots: Vec<Slot>) -> Series {
+    Series { selector, slots }
+}
+
+/// The volume's selector under the daemon's or node_exporter's instance and job.
+fn fs_selector(name: &str, instance: &str, job: &str, volume: &Volume, labels: &Labels) -> String {
+    selector(
+        name,
+        &[
+            ("instance", instance),
+            ("job", job),
+            ("mountpoint", &volume.mountpoint),
+            ("device", &volume.device),
+            ("fstype", &labels.fstype),
+        ],
+    )
+}
+
+/// The daemon's filesystem series: size, avail, free, and its health flags at 0.
+fn filesystem_series(slots: &Slots, volume: &Volume, labels: &Labels) -> Vec<Series> {
+    let ss_fs =
+        |name: &str| fs_selector(name, &labels.ssdwatch_instance, "ssdwatch", volume, labels);
+    vec![
+        series(
+            ss_fs(catalogue::FILESYSTEM_SIZE_BYTES.name),
+            slots.at(&|s| s.size_bytes as f64),
+        ),
+        series(
+            ss_fs(catalogue::FILESYSTEM_AVAIL_BYTES.name),
+            slots.at(&|s| s.avail_bytes as f64),
+        ),
+        // No reserved blocks in a trace: free is avail.
+        series(
+            ss_fs(catalogue::FILESYSTEM_FREE_BYTES.name),
+            slots.at(&|s| s.avail_bytes as f64),
+        ),
+        series(
+            ss_fs(catalogue::FILESYSTEM_READONLY.name),
+            slots.constant(0.0),
+        ),
+        series(ss_fs(catalogue::FILESYSTEM_STUCK.name), slots.constant(0.0)),
+        series(
+            ss_fs(catalogue::FILESYSTEM_DEVICE_ERROR.name),
+            slots.constant(0.0),
+        ),
+    ]
+}
+
+/// The thresholds the daemon exports at its defaults, per severity.
+fn threshold_series(slots: &Slots, volume: &Volume, labels: &Labels) -> Vec<Series> {
+    let t = AlertThresholds::default();
+    let mut out = Vec::new();
+    for (sev, th) in [("warning", t.warning), ("critical", t.critical)] {
+        let l = [
+            ("instance", labels.ssdwatch_instance.as_str()),
+            ("job", "ssdwatch"),
+            ("mountpoint", volume.mountpoint.as_str()),
+            ("severity", sev),
+        ];
+        out.push(series(
+            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_RATIO.name, &l),
+            slots.constant(th.used_ratio),
+        ));
+        out.push(series(
+            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_AVAIL_BYTES.name, &l),
+            slots.constant(th.avail_bytes as f64),
+        ));
+        out.push(series(
+            selector(catalogue::FILESYSTEM_ALERT_THRESHOLD_FULL_SECONDS.name, &l),
+            slots.constant(th.full_within.as_secs() as f64),
+        ));
+    }
+    out
+}
+
+/// The daemon's forecast of the volume: the predicted full date and its two bounds.
+fn forecast_series(
+    slots: &Slots,
+    forecast: &[ForecastPoint],
+    volume: &Volume,
+    labels: &Labels,
+) -> Vec<Series> {
+    let fc_labels = [
+        ("instance", labels.ssdwatch_instance.as_str()),
+        ("job", "ssdwatch"),
+        ("mountpoint", volume.mountpoint.as_str()),
+        ("device", volume.device.as_str()),
+    ];
+    let mut out = vec![series(
         selector(
             catalogue::FILESYSTEM_PREDICTED_FULL_TIMESTAMP_SECONDS.name,
             &fc_labels,
         ),
-        dated(&|p| p.predicted_full),
-    ));
+        slots.dated(forecast, &|p| p.predicted_full),
+    )];
     for (bound, pick) in [
         (
             "earliest",
@@ -205,9 +258,15 @@ pub fn input_series(
                 catalogue::FILESYSTEM_PREDICTED_FULL_BOUND_TIMESTAMP_SECONDS.name,
                 &l,
             ),
-            dated(&pick),
+            slots.dated(forecast, &pick),
         ));
     }
+    out
+}
+
+/// The daemon up, its filesystem and history collectors succeeding.
+fn health_series(slots: &Slots, labels: &Labels) -> Vec<Series> {
+    let mut out = Vec::new();
     for collector in ["filesystem", "history"] {
         out.push(series(
             selector(
@@ -218,7 +277,7 @@ pub fn input_series(
                     ("collector", collector),
                 ],
             ),
-            constant(1.0),
+            slots.constant(1.0),
         ));
     }
     out.push(series(
@@ -226,34 +285,37 @@ pub fn input_series(
             "up",
             &[("instance", &labels.ssdwatch_instance), ("job", "ssdwatch")],
         ),
-        constant(1.0),
-    ));
-    // node_exporter's names for the same volume.
-    out.push(series(
-        node_fs("node_filesystem_size_bytes"),
-        at(&|s| s.size_bytes as f64),
-    ));
-    out.push(series(
-        node_fs("node_filesystem_avail_bytes"),
-        at(&|s| s.avail_bytes as f64),
-    ));
-    out.push(series(
-        node_fs("node_filesystem_free_bytes"),
-        at(&|s| s.avail_bytes as f64),
-    ));
-    out.push(series(node_fs("node_filesystem_readonly"), constant(0.0)));
-    out.push(series(
-        node_fs("node_filesystem_device_error"),
-        constant(0.0),
-    ));
-    out.push(series(
-        selector(
-            "up",
-            &[("instance", &labels.node_instance), ("job", "node")],
-        ),
-        constant(1.0),
+        slots.constant(1.0),
     ));
     out
+}
+
+/// node_exporter's names for the same volume, and it up.
+fn node_series(slots: &Slots, volume: &Volume, labels: &Labels) -> Vec<Series> {
+    let node_fs = |name: &str| fs_selector(name, &labels.node_instance, "node", volume, labels);
+    vec![
+        series(
+            node_fs("node_filesystem_size_bytes"),
+            slots.at(&|s| s.size_bytes as f64),
+        ),
+        series(
+            node_fs("node_filesystem_avail_bytes"),
+            slots.at(&|s| s.avail_bytes as f64),
+        ),
+        series(
+            node_fs("node_filesystem_free_bytes"),
+            slots.at(&|s| s.avail_bytes as f64),
+        ),
+        series(node_fs("node_filesystem_readonly"), slots.constant(0.0)),
+        series(node_fs("node_filesystem_device_error"), slots.constant(0.0)),
+        series(
+            selector(
+                "up",
+                &[("instance", &labels.node_instance), ("job", "node")],
+            ),
+            slots.constant(1.0),
+        ),
+    ]
 }
 
 /// The check instants (relative to the grid's origin): every `every` seconds (a multiple of
@@ -287,7 +349,7 @@ mod tests {
 
     #[test]
     fn samples_land_on_the_grid_and_gaps_are_missing() {
-        let day = 86_400;
+        let day = DAY;
         let tr = trace(&[day + 120, day + 180, day + 240, day + 360]);
         let g = Grid::of(&tr).unwrap();
         assert_eq!((g.shift, g.step), (day, 60));

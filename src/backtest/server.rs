@@ -19,7 +19,8 @@ use super::alerting;
 use super::engine::{Observed, Series, Slot, selector_labels};
 use super::remote_write::{WriteSeries, bodies, stale_marker};
 use super::rules::{Kind, Rule};
-use crate::query::{Answer, Api};
+use crate::query::{Answer, Api, QueryError};
+use crate::time::HOUR;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,66 @@ pub struct Server {
     log: PathBuf,
 }
 
+/// What went wrong with the rule engine's server, naming the file, the binary, the URL or the
+/// rule.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("writing {}: {error}", path.display())]
+    WriteConfig {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("creating {}: {error}", path.display())]
+    CreateLog {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("running {}: {error}", bin.display())]
+    Spawn { bin: PathBuf, error: std::io::Error },
+    /// `log_tail` says where its log is and how it ends.
+    #[error("{} exited ({status}) before it was ready: {log_tail}", bin.display())]
+    Exited {
+        bin: PathBuf,
+        status: std::process::ExitStatus,
+        log_tail: String,
+    },
+    #[error("{} was not ready in {secs} s: {log_tail}", bin.display())]
+    NotReady {
+        bin: PathBuf,
+        secs: u64,
+        log_tail: String,
+    },
+    #[error("finding a free port for the rule engine's server: {0}")]
+    FreePort(std::io::Error),
+    #[error("{url}: {error}")]
+    Send {
+        url: String,
+        error: Box<ureq::Error>,
+    },
+    #[error("{url}: the server refused the replayed series ({status}): {said}")]
+    Refused {
+        url: String,
+        status: String,
+        said: String,
+    },
+    #[error("{0}")]
+    Query(QueryError),
+    #[error("a range query's thread panicked")]
+    Panicked,
+    #[error("series {0} is not a selector")]
+    NotASelector(String),
+    #[error(
+        "rule {rule}: at {t} s its results hold two series of one label set once its labels are applied"
+    )]
+    TwoSeries { rule: String, t: i64 },
+    /// A query or a write of the rule's results failed.
+    #[error("rule {rule}: {error}")]
+    Rule {
+        rule: String,
+        error: Box<ServerError>,
+    },
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -67,23 +128,28 @@ impl Drop for Server {
 impl Server {
     /// Starts `bin` over a new TSDB in `dir`, its head able to hold `span` seconds, and waits
     /// until it is ready.
-    pub fn start(bin: &Path, dir: &Path, span: i64) -> Result<Server, String> {
+    pub fn start(bin: &Path, dir: &Path, span: i64) -> Result<Server, ServerError> {
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
             "# Written by `ssdwatch backtest`: no scrapes, no rules.\n",
         )
-        .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        .map_err(|error| ServerError::WriteConfig {
+            path: config.clone(),
+            error,
+        })?;
         let log = dir.join("prometheus.log");
         // Twice the trace (the head accepts samples down to half its block span before its
         // newest), and at least the default retention's worth.
-        let block_hours = (2 * span.max(0) / 3600 + 48).max(360);
-        let mut last_err = String::new();
+        let block_hours = (2 * span.max(0) / HOUR + 48).max(360);
+        let mut last_err = None;
         // A port found free may be taken before the server binds it: try another.
         for _ in 0..3 {
             let port = free_port()?;
-            let log_file = std::fs::File::create(&log)
-                .map_err(|e| format!("creating {}: {e}", log.display()))?;
+            let log_file = std::fs::File::create(&log).map_err(|error| ServerError::CreateLog {
+                path: log.clone(),
+                error,
+            })?;
             let child = Command::new(bin)
                 .arg(format!("--config.file={}", config.display()))
                 .arg(format!(
@@ -100,7 +166,10 @@ impl Server {
                 .stdout(Stdio::null())
                 .stderr(log_file)
                 .spawn()
-                .map_err(|e| format!("running {}: {e}", bin.display()))?;
+                .map_err(|error| ServerError::Spawn {
+                    bin: bin.to_path_buf(),
+                    error,
+                })?;
             let base = format!("http://127.0.0.1:{port}");
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .http_status_as_error(false)
@@ -116,21 +185,22 @@ impl Server {
             };
             match server.wait_ready(bin) {
                 Ok(()) => return Ok(server),
-                Err(e) => last_err = e,
+                Err(e) => last_err = Some(e),
             }
         }
-        Err(last_err)
+        // Three tries, so always set; the fallback is never seen.
+        Err(last_err.unwrap_or(ServerError::Panicked))
     }
 
-    fn wait_ready(&mut self, bin: &Path) -> Result<(), String> {
+    fn wait_ready(&mut self, bin: &Path) -> Result<(), ServerError> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!(
-                    "{} exited ({status}) before it was ready: {}",
-                    bin.display(),
-                    self.log_tail()
-                ));
+                return Err(ServerError::Exited {
+                    bin: bin.to_path_buf(),
+                    status,
+                    log_tail: self.log_tail(),
+                });
             }
             if let Ok(r) = self.agent.get(format!("{}/-/ready", self.base)).call()
                 && r.status().is_success()
@@ -138,12 +208,11 @@ impl Server {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "{} was not ready in {} s: {}",
-                    bin.display(),
-                    READY_TIMEOUT.as_secs(),
-                    self.log_tail()
-                ));
+                return Err(ServerError::NotReady {
+                    bin: bin.to_path_buf(),
+                    secs: READY_TIMEOUT.as_secs(),
+                    log_tail: self.log_tail(),
+                });
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -163,7 +232,7 @@ impl Server {
     }
 
     /// Writes `series` by remote write.
-    pub fn write(&self, series: &[WriteSeries]) -> Result<(), String> {
+    pub fn write(&self, series: &[WriteSeries]) -> Result<(), ServerError> {
         let url = format!("{}/api/v1/write", self.base);
         for body in bodies(series) {
             let mut r = self
@@ -173,7 +242,10 @@ impl Server {
                 .header("Content-Type", "application/x-protobuf")
                 .header("X-Prometheus-Remote-Write-Version", "0.1.0")
                 .send(&body[..])
-                .map_err(|e| format!("{url}: {e}"))?;
+                .map_err(|e| ServerError::Send {
+                    url: url.clone(),
+                    error: Box::new(e),
+                })?;
             if !r.status().is_success() {
                 let mut said = String::new();
                 let _ = r
@@ -181,11 +253,11 @@ impl Server {
                     .as_reader()
                     .take(LOG_TAIL_BYTES as u64)
                     .read_to_string(&mut said);
-                return Err(format!(
-                    "{url}: the server refused the replayed series ({}): {}",
-                    r.status(),
-                    said.trim()
-                ));
+                return Err(ServerError::Refused {
+                    url,
+                    status: r.status().to_string(),
+                    said: said.trim().to_string(),
+                });
             }
         }
         Ok(())
@@ -193,15 +265,21 @@ impl Server {
 
     /// `expr` at every `step` from 0 to `end` (seconds), by range queries of at most
     /// [`STEPS_PER_QUERY`] steps, `jobs` at once; each series' points in time order.
-    pub fn range(&self, expr: &str, end: i64, step: i64, jobs: usize) -> Result<Answer, String> {
+    pub fn range(
+        &self,
+        expr: &str,
+        end: i64,
+        step: i64,
+        jobs: usize,
+    ) -> Result<Answer, ServerError> {
         let span = STEPS_PER_QUERY * step;
         let pieces: Vec<(i64, i64)> = (0..=end / span)
             .map(|k| (k * span, ((k + 1) * span - step).min(end)))
             .filter(|(a, b)| a <= b)
             .collect();
         let next = AtomicUsize::new(0);
-        let answers: Mutex<Vec<Option<Result<Answer, String>>>> =
-            Mutex::new(vec![None; pieces.len()]);
+        let answers: Mutex<Vec<Option<Result<Answer, QueryError>>>> =
+            Mutex::new((0..pieces.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..jobs.clamp(1, pieces.len().max(1)) {
                 scope.spawn(|| {
@@ -210,10 +288,7 @@ impl Server {
                         let Some(&(a, b)) = pieces.get(k) else {
                             break;
                         };
-                        let r = self
-                            .api
-                            .query_range(expr, a, b, step)
-                            .map_err(|e| e.to_string());
+                        let r = self.api.query_range(expr, a, b, step);
                         let failed = r.is_err();
                         if let Ok(mut all) = answers.lock() {
                             all[k] = Some(r);
@@ -226,13 +301,11 @@ impl Server {
                 });
             }
         });
-        let answers = answers
-            .into_inner()
-            .map_err(|_| "a range query's thread panicked".to_string())?;
+        let answers = answers.into_inner().map_err(|_| ServerError::Panicked)?;
         let mut merged: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
         // Pieces left unasked after one failed are `None`; the failure is what is reported.
         for a in answers.into_iter().flatten() {
-            for (labels, points) in a? {
+            for (labels, points) in a.map_err(ServerError::Query)? {
                 merged.entry(labels).or_default().extend(points);
             }
         }
@@ -241,21 +314,21 @@ impl Server {
 }
 
 /// A loopback port nothing listens on now.
-fn free_port() -> Result<u16, String> {
+fn free_port() -> Result<u16, ServerError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("finding a free port for the rule engine's server: {e}"))
+        .map_err(ServerError::FreePort)
 }
 
 /// The replayed series as written: `grid` seconds between slots from time 0, a staleness
 /// marker where a series ended.
-pub fn input(series: &[Series], grid: i64) -> Result<Vec<WriteSeries>, String> {
+pub fn input(series: &[Series], grid: i64) -> Result<Vec<WriteSeries>, ServerError> {
     series
         .iter()
         .map(|s| {
             let labels = selector_labels(&s.selector)
-                .ok_or_else(|| format!("series {} is not a selector", s.selector))?;
+                .ok_or_else(|| ServerError::NotASelector(s.selector.clone()))?;
             let samples = s
                 .slots
                 .iter()
@@ -277,7 +350,11 @@ pub fn input(series: &[Series], grid: i64) -> Result<Vec<WriteSeries>, String> {
 /// A recording rule's results as the rule manager writes them: each series renamed, with the
 /// rule's labels, a sample at each step it answered and a staleness marker at the first step
 /// it did not after one it did.
-pub fn recorded(rule: &Rule, steps: &[i64], answer: &Answer) -> Result<Vec<WriteSeries>, String> {
+pub fn recorded(
+    rule: &Rule,
+    steps: &[i64],
+    answer: &Answer,
+) -> Result<Vec<WriteSeries>, ServerError> {
     // Result series that become one once renamed (`a or b` answers with `a`'s name at some
     // steps and `b`'s at others) are one series; two at one step are what the rule manager
     // refuses too.
@@ -291,10 +368,10 @@ pub fn recorded(rule: &Rule, steps: &[i64], answer: &Answer) -> Result<Vec<Write
         let at = merged.entry(l).or_default();
         for &(t, v) in points {
             if at.insert(t, v).is_some() {
-                return Err(format!(
-                    "rule {}: at {t} s its results hold two series of one label set once its labels are applied",
-                    rule.name
-                ));
+                return Err(ServerError::TwoSeries {
+                    rule: rule.name.clone(),
+                    t,
+                });
             }
         }
     }
@@ -334,18 +411,22 @@ pub fn evaluate(
     every: i64,
     checks: &[i64],
     jobs: usize,
-) -> Result<Observed, String> {
+) -> Result<Observed, ServerError> {
     let steps: Vec<i64> = (0..=end / every).map(|k| k * every).collect();
     let checks: BTreeSet<i64> = checks.iter().copied().collect();
     let mut observed = Observed::new();
     for rule in rules {
+        let in_rule = |e: ServerError| ServerError::Rule {
+            rule: rule.name.clone(),
+            error: Box::new(e),
+        };
         let answer = server
             .range(&rule.expr, end, every, jobs)
-            .map_err(|e| format!("rule {}: {e}", rule.name))?;
+            .map_err(in_rule)?;
         match rule.kind {
             Kind::Record => server
                 .write(&recorded(rule, &steps, &answer)?)
-                .map_err(|e| format!("rule {}: {e}", rule.name))?,
+                .map_err(in_rule)?,
             Kind::Alert { .. } => {
                 alerting::replay(rule, &steps, &answer, &checks, &mut observed);
             }
@@ -397,6 +478,7 @@ mod tests {
         assert!(
             recorded(&rule, &[0], &clash)
                 .unwrap_err()
+                .to_string()
                 .contains("two series")
         );
     }

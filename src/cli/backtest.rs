@@ -7,6 +7,7 @@ use crate::backtest::replay::{self, Volume};
 use crate::backtest::series::{self, Grid, Labels};
 use crate::backtest::{self, Report, chunk, engine, prune, rules, server, trace};
 use crate::query::{Api, QueryError};
+use crate::time::DAY;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -126,7 +127,7 @@ fn fetch(
             backtest::human_time(end)
         ));
     }
-    if end - start > MAX_RANGE_DAYS * 86_400 {
+    if end - start > MAX_RANGE_DAYS * DAY {
         return Err(format!("the range is longer than {MAX_RANGE_DAYS} days"));
     }
     if (end - start) / step > series::MAX_SLOTS as i64 {
@@ -168,7 +169,7 @@ fn fetch(
             ));
         };
         let name = format!("{avail_sel} at {} ({})", api.base(), exporter.who());
-        let trace = promsrc::trace_of(&size, &avail, &name)?;
+        let trace = promsrc::trace_of(&size, &avail, &name).map_err(|e| e.to_string())?;
         return Ok((name, trace, labels.get("device").cloned()));
     }
     Err(format!(
@@ -220,7 +221,7 @@ fn find_promtool(given: &Option<PathBuf>) -> Result<PathBuf, String> {
 
 fn secs(d: Duration, what: &str) -> Result<i64, String> {
     let s = d.as_secs() as i64;
-    if d.subsec_nanos() != 0 || !(1..=86_400).contains(&s) {
+    if d.subsec_nanos() != 0 || !(1..=DAY).contains(&s) {
         return Err(format!("{what} must be whole seconds from 1s to 1d"));
     }
     Ok(s)
@@ -453,7 +454,7 @@ fn choose_engine(
                     .into(),
             );
         }
-        (EngineChoice::Auto, Err(why), _) => (None, Some(why)),
+        (EngineChoice::Auto, Err(why), _) => (None, Some(why.to_string())),
         (EngineChoice::Auto, Ok(()), None) => (
             None,
             Some("prometheus not found beside promtool or on PATH".to_string()),
@@ -478,10 +479,10 @@ fn run_query_engine(
     let dir = tmp.join("engine");
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let span = end.max(grid.step * grid.slots as i64);
-    let srv = server::Server::start(bin, &dir, span)?;
-    srv.write(&server::input(input, grid.step)?)
+    let srv = server::Server::start(bin, &dir, span).map_err(|e| e.to_string())?;
+    srv.write(&server::input(input, grid.step).map_err(|e| e.to_string())?)
         .map_err(|e| format!("writing the replayed series: {e}"))?;
-    server::evaluate(&srv, parsed, end, eval, checks, jobs)
+    server::evaluate(&srv, parsed, end, eval, checks, jobs).map_err(|e| e.to_string())
 }
 
 /// The rules through promtool's rule manager, the trace cut into pieces run at once: what fired
@@ -614,7 +615,7 @@ fn run_promtool(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let observed = engine::parse_output(&said)?;
+    let observed = engine::parse_output(&said).map_err(|e| e.to_string())?;
     if out.status.code() == Some(1) && observed.is_empty() {
         return Err(format!("{} test rules failed: {said}", promtool.display()));
     }

@@ -27,6 +27,19 @@ pub(crate) fn needs_helper(smart: &SmartConfig, layers: &LayersConfig) -> bool {
     smart.enabled || layers.enabled
 }
 
+/// Why the capability split or the helper's socket failed; each names the step.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SplitError {
+    #[error("the privileged helper: {0}")]
+    Spec(#[source] serde_json::Error),
+    #[error("starting the privileged helper ({SELF_EXE} smart-helper): {0}")]
+    Start(#[source] std::io::Error),
+    #[error("giving up capabilities: {0}")]
+    DropCaps(#[source] caps::CapError),
+    #[error("the privileged helper's socket: {0}")]
+    Socket(#[source] std::io::Error),
+}
+
 /// Starts the keeper (when [`needs_helper`]), then gives up every capability of this process.
 /// Must run before any other thread starts. The helper runs whenever a client needs it, with
 /// or without capabilities to keep, so there is one way those reads are made in the daemon.
@@ -34,7 +47,7 @@ pub(super) fn split(
     smart: &SmartConfig,
     layers: &LayersConfig,
     roots: &Roots,
-) -> Result<Option<Started>, String> {
+) -> Result<Option<Started>, SplitError> {
     let started = if needs_helper(smart, layers) {
         // With SMART off the helper serves no drive: no discovery, no configured device.
         let spec = Spec {
@@ -62,16 +75,13 @@ pub(super) fn split(
             btrfs: layers.enabled.then(|| layers.btrfs_path.clone()),
             proc: roots.proc.clone(),
         };
-        let spec =
-            serde_json::to_string(&spec).map_err(|e| format!("the privileged helper: {e}"))?;
+        let spec = serde_json::to_string(&spec).map_err(SplitError::Spec)?;
         let args: Vec<OsString> = ["smart-helper", "--spec", &spec]
             .iter()
             .map(OsString::from)
             .collect();
         let (keeper, control) =
-            keeper::spawn_with_socket(Path::new(SELF_EXE), &args).map_err(|e| {
-                format!("starting the privileged helper ({SELF_EXE} smart-helper): {e}")
-            })?;
+            keeper::spawn_with_socket(Path::new(SELF_EXE), &args).map_err(SplitError::Start)?;
         Some(Started {
             keeper,
             control,
@@ -80,17 +90,17 @@ pub(super) fn split(
     } else {
         None
     };
-    let left = caps::drop_all().map_err(|e| format!("giving up capabilities: {e}"))?;
+    let left = caps::drop_all().map_err(SplitError::DropCaps)?;
     tracing::debug!(?left, "capabilities given up");
     Ok(started)
 }
 
 /// The handle the helper's clients are built with; it takes the keeper's workers (on the
 /// runtime entered).
-pub(super) fn connect(started: Started) -> Result<Helper, String> {
+pub(super) fn connect(started: Started) -> Result<Helper, SplitError> {
     let keeper = started.keeper.id();
     let helper = Helper::start(started.control, started.keeper, started.timeout)
-        .map_err(|e| format!("the privileged helper's socket: {e}"))?;
+        .map_err(SplitError::Socket)?;
     tracing::info!(
         keeper,
         "privileged helper started (smartctl, libatasmart and dmsetup run under it)"

@@ -4,6 +4,7 @@
 //! collector gives each mount its effective free space. A command that hangs, fails or prints
 //! garbage costs only its own series; nothing is run for a layer the host doesn't have.
 
+use crate::btrfs::{self, device_stats, sysfs as btrfs_sysfs};
 use crate::catalogue;
 use crate::collector::{Collector, Context, ItemError, Sample};
 use crate::door::{Door, Pass};
@@ -11,11 +12,13 @@ use crate::history::service::Record;
 use crate::history::{LayerErrorCounts, LayerErrorKind, LayerErrorsSample};
 use crate::layers::{BtrfsDevice, BtrfsSpace, Layers, thin, zfs, zpool_status};
 use crate::metrics::MetricSet;
-use crate::privileged::{DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunOutcome, run_bounded};
+use crate::privileged::{
+    DmQuery, Exit, Helper, MAX_OUTPUT, RequestKind, RunError, RunOutcome, run_bounded,
+};
 use crate::procfs::mountinfo::{read_mountinfo_of_type, strip_rootfs};
 use crate::space::SpaceInput;
+use crate::sysfs::md;
 use crate::sysfs::topology::{Topology, resolve_device};
-use crate::sysfs::{btrfs, md};
 use crate::validate::{Invalid, check_interval, check_timeout};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -102,11 +105,37 @@ impl Tool {
     }
 }
 
+/// Why a command of this collector gave no output to read; each names the command line.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")]
+    Stuck { cmd: String },
+    #[error("{cmd}: output over {mib} MiB; not read")]
+    OutputOverCap { cmd: String, mib: u64 },
+    #[error("{cmd}: {exit}{}", first_line.as_ref().map(|l| format!(": {l}")).unwrap_or_default())]
+    Exit {
+        cmd: String,
+        exit: Exit,
+        /// The first non-blank line it printed, cut to 200 characters.
+        first_line: Option<String>,
+    },
+    #[error("{cmd}: {error}")]
+    Failed { cmd: String, error: RunError },
+    #[error("{}: not UTF-8; btrfs device stats not asked", mount.display())]
+    NotUtf8Mount { mount: PathBuf },
+    #[error("{cmd}: {error}")]
+    DeviceStats {
+        cmd: String,
+        error: device_stats::DeviceStatsError,
+    },
+}
+
 /// The door's mark of `tool`, or why it is refused: an earlier run is still stuck in the kernel.
-fn enter(door: &Door, tool: Tool, cmd: &str) -> Result<Pass, String> {
-    door.enter(NAME, tool.item()).map_err(|_| {
-        format!("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")
-    })
+fn enter(door: &Door, tool: Tool, cmd: &str) -> Result<Pass, CommandError> {
+    door.enter(NAME, tool.item())
+        .map_err(|_| CommandError::Stuck {
+            cmd: cmd.to_string(),
+        })
 }
 
 pub struct LayersCollector {
@@ -148,7 +177,7 @@ impl LayersCollector {
         tool: Tool,
         bin: &Path,
         args: &[&str],
-    ) -> Result<String, String> {
+    ) -> Result<String, CommandError> {
         let (cmd, outcome) = self.run_raw(door, tool, bin, args).await?;
         output(&cmd, outcome)
     }
@@ -161,7 +190,7 @@ impl LayersCollector {
         tool: Tool,
         bin: &Path,
         args: &[&str],
-    ) -> Result<(String, RunOutcome), String> {
+    ) -> Result<(String, RunOutcome), CommandError> {
         let cmd = format!("{} {}", bin.display(), args.join(" "));
         let pass = enter(door, tool, &cmd)?;
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -172,28 +201,30 @@ impl LayersCollector {
 
 /// A run's output as text, or an error naming the command: it failed, exited non-zero or
 /// printed more than the cap.
-fn output(cmd: &str, outcome: RunOutcome) -> Result<String, String> {
+fn output(cmd: &str, outcome: RunOutcome) -> Result<String, CommandError> {
     match outcome {
         RunOutcome::Output { stdout, exit, .. } => {
             // The runner stops reading a chunk short of the cap.
             if stdout.len() as u64 + 8192 >= MAX_OUTPUT {
-                return Err(format!(
-                    "{cmd}: output over {} MiB; not read",
-                    MAX_OUTPUT >> 20
-                ));
+                return Err(CommandError::OutputOverCap {
+                    cmd: cmd.to_string(),
+                    mib: MAX_OUTPUT >> 20,
+                });
             }
             let text = String::from_utf8_lossy(&stdout).into_owned();
             match exit {
                 Exit::Code(0) => Ok(text),
-                e => Err(format!(
-                    "{cmd}: {e}{}",
-                    first_line(&text)
-                        .map(|l| format!(": {l}"))
-                        .unwrap_or_default()
-                )),
+                exit => Err(CommandError::Exit {
+                    cmd: cmd.to_string(),
+                    exit,
+                    first_line: first_line(&text),
+                }),
             }
         }
-        RunOutcome::Failed(e) => Err(format!("{cmd}: {e}")),
+        RunOutcome::Failed(error) => Err(CommandError::Failed {
+            cmd: cmd.to_string(),
+            error,
+        }),
     }
 }
 
@@ -276,7 +307,7 @@ impl LayersCollector {
         // no device or mount is asked, so this cannot hang (the btrfs ioctl below goes through it).
         let read = tokio::task::spawn_blocking(move || {
             let md = md::read_all(&sys);
-            let (fs, errors) = btrfs::read_all(&sys);
+            let (fs, errors) = btrfs_sysfs::read_all(&sys);
             // A mount of each btrfs, for its device ioctl: by the kernel name of its source.
             // Only btrfs lines are parsed, and only when there is a btrfs.
             let mounts = if fs.is_empty() {
@@ -350,7 +381,7 @@ impl LayersCollector {
         &mut self,
         ctx: &Context,
         topo: &Topology,
-        b: &btrfs::Btrfs,
+        b: &btrfs_sysfs::Btrfs,
         mount: Option<PathBuf>,
         s: &mut Sample,
     ) -> Vec<BtrfsDevice> {
@@ -374,7 +405,7 @@ impl LayersCollector {
         let job = ctx
             .door
             .call(NAME, format!("btrfs {}", b.uuid), deadline, move || {
-                crate::statfs::btrfs::dev_info(&m, &devids)
+                btrfs::ioctl::dev_info(&m, &devids)
             });
         let infos = match job.await {
             Ok(Ok(infos)) if !infos.is_empty() => infos,
@@ -430,20 +461,17 @@ impl LayersCollector {
         door: &Door,
         uuid: &str,
         mount: &Path,
-    ) -> Result<Vec<crate::layers::btrfs_stats::DeviceStats>, String> {
+    ) -> Result<Vec<device_stats::DeviceStats>, CommandError> {
         let bin = self.cfg.btrfs_path.clone();
         let Some(m) = mount.to_str() else {
-            return Err(format!(
-                "{}: not UTF-8; btrfs device stats not asked",
-                mount.display()
-            ));
+            return Err(CommandError::NotUtf8Mount {
+                mount: mount.to_path_buf(),
+            });
         };
         let cmd = format!("{} device stats {m}", bin.display());
         let pass = door
             .enter(NAME, format!("btrfs device stats {uuid}"))
-            .map_err(|_| {
-                format!("{cmd}: an earlier run is stuck in the kernel; not run again until it ends")
-            })?;
+            .map_err(|_| CommandError::Stuck { cmd: cmd.clone() })?;
         let outcome = match self.helper.clone() {
             Some(helper) => {
                 let mount = m.to_string();
@@ -452,18 +480,16 @@ impl LayersCollector {
                     .await
                     .outcome
             }
-            None => {
-                let args = ["device".to_string(), "stats".to_string(), m.to_string()];
-                run_bounded(&bin, &args, self.cfg.timeout, pass).await
-            }
+            None => run_bounded(&bin, &device_stats::args(m), self.cfg.timeout, pass).await,
         };
         let text = output(&cmd, outcome)?;
-        crate::layers::btrfs_stats::parse_device_stats(&text).map_err(|e| format!("{cmd}: {e}"))
+        device_stats::parse_device_stats(&text)
+            .map_err(|error| CommandError::DeviceStats { cmd, error })
     }
 
     /// `dmsetup table` or `status`: through the privileged helper where the daemon runs split (the
     /// device-mapper ioctls need CAP_SYS_ADMIN, which the daemon gave up), else run here.
-    async fn dmsetup(&self, door: &Door, query: DmQuery) -> Result<String, String> {
+    async fn dmsetup(&self, door: &Door, query: DmQuery) -> Result<String, CommandError> {
         let (tool, word) = match query {
             DmQuery::Table => (Tool::DmsetupTable, "table"),
             DmQuery::Status => (Tool::DmsetupStatus, "status"),
@@ -601,7 +627,7 @@ fn valid_for(interval: Duration, this_run: Duration) -> Duration {
 
 /// Each device of `b` at its block device's size as /sys tells it (unknown where it doesn't),
 /// its unallocated space unknown: what is left when the filesystem can't be asked.
-fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
+fn sized_by_topology(b: &btrfs_sysfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
     b.devices
         .iter()
         .map(|d| BtrfsDevice {
@@ -617,7 +643,7 @@ fn sized_by_topology(b: &btrfs::Btrfs, topo: &Topology) -> Vec<BtrfsDevice> {
 fn parsed<T>(
     s: &mut Sample,
     item: &str,
-    output: Result<String, String>,
+    output: Result<String, CommandError>,
     parse: fn(&str) -> (Vec<T>, Vec<zfs::LineError>),
 ) -> Vec<T> {
     match output {
@@ -1065,6 +1091,7 @@ fn md_metrics(set: &mut MetricSet, a: &md::Array) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::btrfs::error_stats::ErrorCounts;
     use crate::layers::MountView;
 
     fn text(l: &Layers) -> String {
@@ -1080,7 +1107,7 @@ mod tests {
     /// series, and the mount gets no btrfs limit from them (never "0 available").
     #[test]
     fn a_btrfs_device_of_unknown_size_gives_no_size_and_no_cannot_grow() {
-        let fs = btrfs::Btrfs {
+        let fs = btrfs_sysfs::Btrfs {
             uuid: "4e3b".into(),
             devices: vec!["sdb".into()],
             ..Default::default()
@@ -1160,12 +1187,12 @@ mod tests {
         );
         let l = Layers {
             btrfs: vec![BtrfsSpace {
-                fs: btrfs::Btrfs {
+                fs: btrfs_sysfs::Btrfs {
                     uuid: "aa".into(),
                     devices: vec!["dm-0".into()],
-                    device_errors: vec![btrfs::DeviceErrors {
+                    device_errors: vec![btrfs_sysfs::DeviceErrors {
                         devid: 1,
-                        counts: Ok(btrfs::ErrorCounts {
+                        counts: Ok(ErrorCounts {
                             write: 5128,
                             read: 320,
                             flush: 2,
@@ -1273,9 +1300,9 @@ mod tests {
         let l = Layers {
             btrfs_device_stats: vec![(
                 "bb".into(),
-                vec![crate::layers::btrfs_stats::DeviceStats {
+                vec![device_stats::DeviceStats {
                     device: "flaky".into(),
-                    counts: btrfs::ErrorCounts {
+                    counts: ErrorCounts {
                         write: 5128,
                         read: 320,
                         flush: 2,
@@ -1418,14 +1445,14 @@ mod tests {
     #[test]
     fn btrfs_error_counters_are_named_by_the_device_the_filesystem_calls_devid() {
         let c = |corruption| {
-            Ok(btrfs::ErrorCounts {
+            Ok(ErrorCounts {
                 corruption,
                 ..Default::default()
             })
         };
-        let errs = |list: Vec<(u64, Result<btrfs::ErrorCounts, String>)>| {
+        let errs = |list: Vec<(u64, Result<ErrorCounts, btrfs_sysfs::ErrorStatsFileError>)>| {
             list.into_iter()
-                .map(|(devid, counts)| btrfs::DeviceErrors { devid, counts })
+                .map(|(devid, counts)| btrfs_sysfs::DeviceErrors { devid, counts })
                 .collect()
         };
         let dev = |name: &str, devid| BtrfsDevice {
@@ -1435,16 +1462,28 @@ mod tests {
             devid,
         };
         let asked = BtrfsSpace {
-            fs: btrfs::Btrfs {
+            fs: btrfs_sysfs::Btrfs {
                 uuid: "aa".into(),
                 devices: vec!["sdb1".into(), "sdc1".into()],
-                device_errors: errs(vec![(1, c(3)), (2, c(0)), (3, Err("bad".into()))]),
+                device_errors: errs(vec![
+                    (1, c(3)),
+                    (2, c(0)),
+                    (
+                        3,
+                        Err(btrfs_sysfs::ErrorStatsFileError {
+                            devid: 3,
+                            error: crate::btrfs::error_stats::ErrorStatsError::Missing(
+                                "write_errs",
+                            ),
+                        }),
+                    ),
+                ]),
                 ..Default::default()
             },
             devices: vec![dev("sdc1", Some(1)), dev("sdb1", Some(2))],
         };
         let one = BtrfsSpace {
-            fs: btrfs::Btrfs {
+            fs: btrfs_sysfs::Btrfs {
                 uuid: "bb".into(),
                 devices: vec!["nvme0n1p2".into()],
                 device_errors: errs(vec![(1, c(1))]),
@@ -1453,7 +1492,7 @@ mod tests {
             devices: vec![dev("nvme0n1p2", None)],
         };
         let unasked = BtrfsSpace {
-            fs: btrfs::Btrfs {
+            fs: btrfs_sysfs::Btrfs {
                 uuid: "cc".into(),
                 devices: vec!["sdd".into(), "sde".into()],
                 device_errors: errs(vec![(2, c(5))]),

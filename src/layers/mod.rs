@@ -4,12 +4,11 @@
 //! and which layer that is). Pure: what the collector read goes in, numbers come out; no I/O
 //! and no metrics here.
 
-pub mod btrfs_stats;
 pub mod thin;
 pub mod zfs;
 pub mod zpool_status;
 
-use crate::sysfs::btrfs::Btrfs;
+use crate::btrfs::{device_stats, sysfs::Btrfs};
 use crate::sysfs::md::Array;
 use crate::sysfs::topology::BlockDevice;
 
@@ -105,7 +104,7 @@ pub struct Layers {
     pub vdev_drives: Vec<VdevDrive>,
     /// Each btrfs's device error counters from `btrfs device stats`, by filesystem UUID, where
     /// the kernel has no `error_stats` (before 5.14).
-    pub btrfs_device_stats: Vec<(String, Vec<btrfs_stats::DeviceStats>)>,
+    pub btrfs_device_stats: Vec<(String, Vec<device_stats::DeviceStats>)>,
     pub md: Vec<Array>,
 }
 
@@ -345,7 +344,7 @@ pub fn effective(fs_avail_bytes: u64, limits: &[Limit]) -> Limit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sysfs::btrfs::Allocation;
+    use crate::btrfs::sysfs::Allocation;
 
     /// The filesystem layer's fill, on df's size (used + avail), is df's Use%.
     #[test]

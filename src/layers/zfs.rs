@@ -64,23 +64,40 @@ pub struct Dataset {
 pub struct LineError {
     pub what: &'static str,
     pub line: usize,
-    pub reason: String,
+    pub reason: LineReason,
+}
+
+/// Why a line of `zpool list -Hp` or `zfs list -Hp` was not read; the value it names is the
+/// field as printed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LineReason {
+    #[error("{0:?} is not a byte count (zpool/zfs run without -p?)")]
+    NotBytes(String),
+    #[error("{0:?} is not a percentage")]
+    NotPercentage(String),
+    #[error("{got} fields, expected {expected}")]
+    Fields { got: usize, expected: usize },
+    #[error("unknown health {0:?}")]
+    UnknownHealth(String),
+    #[error("empty dataset name")]
+    EmptyDatasetName,
+    #[error("mountpoint {0:?} is not a path")]
+    MountpointNotAPath(String),
 }
 
 /// `-` (none) and `0` of an optional size both mean "not set".
-fn none_or_bytes(s: &str) -> Result<Option<u64>, String> {
+fn none_or_bytes(s: &str) -> Result<Option<u64>, LineReason> {
     match s {
         "-" | "none" | "0" => Ok(None),
         _ => bytes(s).map(Some),
     }
 }
 
-fn bytes(s: &str) -> Result<u64, String> {
-    s.parse()
-        .map_err(|_| format!("{s:?} is not a byte count (zpool/zfs run without -p?)"))
+fn bytes(s: &str) -> Result<u64, LineReason> {
+    s.parse().map_err(|_| LineReason::NotBytes(s.to_string()))
 }
 
-fn percent(s: &str) -> Result<Option<f64>, String> {
+fn percent(s: &str) -> Result<Option<f64>, LineReason> {
     match s.trim_end_matches('%') {
         "-" => Ok(None),
         v => v
@@ -88,16 +105,19 @@ fn percent(s: &str) -> Result<Option<f64>, String> {
             .ok()
             .filter(|p| *p <= 100)
             .map(|p| Some(p as f64 / 100.0))
-            .ok_or_else(|| format!("{s:?} is not a percentage")),
+            .ok_or_else(|| LineReason::NotPercentage(s.to_string())),
     }
 }
 
-fn fields(line: &str, n: usize) -> Result<Vec<&str>, String> {
+fn fields(line: &str, n: usize) -> Result<Vec<&str>, LineReason> {
     let f: Vec<&str> = line.split('\t').collect();
     if f.len() == n {
         Ok(f)
     } else {
-        Err(format!("{} fields, expected {n}", f.len()))
+        Err(LineReason::Fields {
+            got: f.len(),
+            expected: n,
+        })
     }
 }
 
@@ -106,7 +126,7 @@ fn fields(line: &str, n: usize) -> Result<Vec<&str>, String> {
 fn parse_all<T>(
     text: &str,
     what: &'static str,
-    parse: fn(&str) -> Result<T, String>,
+    parse: fn(&str) -> Result<T, LineReason>,
 ) -> (Vec<T>, Vec<LineError>) {
     let mut out = Vec::new();
     let mut errors = Vec::new();
@@ -128,11 +148,11 @@ pub fn parse_pools(text: &str) -> (Vec<Pool>, Vec<LineError>) {
     parse_all(text, "zpool list", parse_pool)
 }
 
-fn parse_pool(line: &str) -> Result<Pool, String> {
+fn parse_pool(line: &str) -> Result<Pool, LineReason> {
     let f = fields(line, 9)?;
     let health = f[6].to_string();
     if !HEALTH_STATES.contains(&health.as_str()) {
-        return Err(format!("unknown health {health:?}"));
+        return Err(LineReason::UnknownHealth(health));
     }
     Ok(Pool {
         name: label_form(f[0].as_bytes()),
@@ -152,17 +172,17 @@ pub fn parse_datasets(text: &str) -> (Vec<Dataset>, Vec<LineError>) {
     parse_all(text, "zfs list", parse_dataset)
 }
 
-fn parse_dataset(line: &str) -> Result<Dataset, String> {
+fn parse_dataset(line: &str) -> Result<Dataset, LineReason> {
     let f = fields(line, 7)?;
     let name = f[0];
     if name.is_empty() {
-        return Err("empty dataset name".into());
+        return Err(LineReason::EmptyDatasetName);
     }
     let pool = label_form(name.split('/').next().unwrap_or(name).as_bytes());
     let mountpoint = match f[6] {
         "-" | "none" | "legacy" => None,
         m if m.starts_with('/') => Some(label_form(m.as_bytes())),
-        m => return Err(format!("mountpoint {m:?} is not a path")),
+        m => return Err(LineReason::MountpointNotAPath(m.to_string())),
     };
     Ok(Dataset {
         name: label_form(name.as_bytes()),
@@ -248,11 +268,14 @@ mod tests {
                 .to_string()
                 .contains("zpool list line 1: 1 fields, expected 9")
         );
-        assert!(errors[1].reason.contains("without -p"), "{errors:?}");
-        assert!(errors[2].reason.contains("HAPPY"));
+        assert!(
+            errors[1].reason.to_string().contains("without -p"),
+            "{errors:?}"
+        );
+        assert!(errors[2].reason.to_string().contains("HAPPY"));
         let (_, errors) = parse_pools("t\t1\t1\t1\t101\t1\tONLINE\t-\t-\n");
-        assert!(errors[0].reason.contains("not a percentage"));
+        assert!(errors[0].reason.to_string().contains("not a percentage"));
         let (_, errors) = parse_datasets("t\t1\t1\t1\t0\t0\trelative/path\n");
-        assert!(errors[0].reason.contains("not a path"));
+        assert!(errors[0].reason.to_string().contains("not a path"));
     }
 }

@@ -59,9 +59,9 @@ fn state(s: &str) -> Option<&'static str> {
 
 /// An error count as zpool prints it with `-p`: a plain number. Without `-p` it may say `1.2K`,
 /// which is not a count.
-fn count(s: &str) -> Result<u64, String> {
+fn count(s: &str) -> Result<u64, StatusReason> {
     s.parse()
-        .map_err(|_| format!("{s:?} is not an error count (zpool status run without -p?)"))
+        .map_err(|_| StatusReason::NotACount(s.to_string()))
 }
 
 /// A problem with the output, named by pool and line (text) or pool and vdev (JSON).
@@ -69,13 +69,35 @@ fn count(s: &str) -> Result<u64, String> {
 #[error("zpool status: {where_}: {reason}")]
 pub struct StatusError {
     pub where_: String,
-    pub reason: String,
+    pub reason: StatusReason,
 }
 
-fn err(where_: impl Into<String>, reason: impl Into<String>) -> StatusError {
+/// What was wrong at that place.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StatusReason {
+    /// A counter as printed; without `-p` zpool may say `1.2K`.
+    #[error("{0:?} is not an error count (zpool status run without -p?)")]
+    NotACount(String),
+    /// The text after `errors:`.
+    #[error("{0:?} is not an error count")]
+    NotADataErrorCount(String),
+    /// A JSON value that is no count (a negative or fractional number, an object).
+    #[error("{0} is not an error count")]
+    NotAJsonCount(String),
+    #[error("no {0}")]
+    NoCounter(String),
+    #[error("nested deeper than a pool can be")]
+    TooDeep,
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    #[error("no \"pools\" object")]
+    NoPools,
+}
+
+fn err(where_: impl Into<String>, reason: StatusReason) -> StatusError {
     StatusError {
         where_: where_.into(),
-        reason: reason.into(),
+        reason,
     }
 }
 
@@ -108,7 +130,7 @@ pub fn parse_text(text: &str) -> (Vec<PoolStatus>, Vec<StatusError>) {
                 Some(n) => pool.data_errors = Some(n),
                 None => errors.push(err(
                     at(),
-                    format!("{:?} is not an error count", rest.trim()),
+                    StatusReason::NotADataErrorCount(rest.trim().to_string()),
                 )),
             }
             continue;
@@ -138,13 +160,14 @@ pub fn parse_text(text: &str) -> (Vec<PoolStatus>, Vec<StatusError>) {
             continue;
         }
         if depth >= MAX_DEPTH {
-            errors.push(err(at(), "nested deeper than a pool can be"));
+            errors.push(err(at(), StatusReason::TooDeep));
             continue;
         }
         let counts = [count(f[2]), count(f[3]), count(f[4])];
         let [Ok(r), Ok(w), Ok(c)] = counts else {
-            let reason = counts.into_iter().find_map(Result::err);
-            errors.push(err(at(), reason.unwrap_or_default()));
+            if let Some(reason) = counts.into_iter().find_map(Result::err) {
+                errors.push(err(at(), reason));
+            }
             continue;
         };
         // The nearest row above at a lesser depth is its parent: no longer a leaf.
@@ -179,12 +202,12 @@ fn data_errors(s: &str) -> Option<u64> {
 /// `--json-int`). A vdev that can't be read is an error naming it; the rest is read. Output
 /// that is not this JSON at all is one error.
 pub fn parse_json(text: &str) -> Result<(Vec<PoolStatus>, Vec<StatusError>), StatusError> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| err("output", format!("not JSON: {e}")))?;
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| err("output", StatusReason::NotJson(e.to_string())))?;
     let pools = v
         .get("pools")
         .and_then(Value::as_object)
-        .ok_or_else(|| err("output", "no \"pools\" object"))?;
+        .ok_or_else(|| err("output", StatusReason::NoPools))?;
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for (key, p) in pools {
@@ -219,13 +242,13 @@ fn pool_label(name: &str) -> String {
     label_form(name.as_bytes())
 }
 
-fn json_count(v: &Value) -> Result<u64, String> {
+fn json_count(v: &Value) -> Result<u64, StatusReason> {
     match v {
         Value::String(s) => count(s),
         Value::Number(n) => n
             .as_u64()
-            .ok_or_else(|| format!("{n} is not an error count")),
-        other => Err(format!("{other} is not an error count")),
+            .ok_or_else(|| StatusReason::NotAJsonCount(n.to_string())),
+        other => Err(StatusReason::NotAJsonCount(other.to_string())),
     }
 }
 
@@ -247,7 +270,7 @@ fn walk(
         )
     };
     if depth >= MAX_DEPTH {
-        errors.push(err(at(), "nested deeper than a pool can be"));
+        errors.push(err(at(), StatusReason::TooDeep));
         return;
     }
     let children = v.get("vdevs").and_then(Value::as_object);
@@ -255,7 +278,7 @@ fn walk(
     if v.get("read_errors").is_some() || v.get("checksum_errors").is_some() {
         let get = |k: &str| {
             v.get(k)
-                .ok_or_else(|| format!("no {k}"))
+                .ok_or_else(|| StatusReason::NoCounter(k.to_string()))
                 .and_then(json_count)
         };
         let counts = [
@@ -273,8 +296,9 @@ fn walk(
                 checksum_errors: c,
             }),
             counts => {
-                let reason = counts.into_iter().find_map(Result::err);
-                errors.push(err(at(), reason.unwrap_or_default()));
+                if let Some(reason) = counts.into_iter().find_map(Result::err) {
+                    errors.push(err(at(), reason));
+                }
             }
         }
     }

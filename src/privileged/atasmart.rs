@@ -257,25 +257,30 @@ mod ffi {
         _lib: Library,
     }
 
-    /// Loads `soname` and resolves every function; the error is what to tell the operator.
-    fn load(soname: &str) -> Result<Api, String> {
+    /// Why libatasmart could not be used: what to tell the operator.
+    #[derive(Debug, thiserror::Error)]
+    pub(crate) enum LoadError {
+        /// dlopen's own words (the file it looked for).
+        #[error("libatasmart not installed ({cause}; Debian and Ubuntu: package libatasmart4)")]
+        NotInstalled { cause: String },
+        /// A function this build calls is missing from the library found.
+        #[error("{SONAME} is not the libatasmart this build knows: {cause}")]
+        UnknownLibrary { symbol: &'static str, cause: String },
+    }
+
+    /// Loads `soname` and resolves every function.
+    fn load(soname: &str) -> Result<Api, LoadError> {
         // SAFETY: loading runs libatasmart's and libudev's initialisers, which only set up
         // their own state.
-        let lib = unsafe { Library::new(soname) }.map_err(|e| {
-            format!(
-                "libatasmart not installed ({}; Debian and Ubuntu: package libatasmart4)",
-                cause(&e)
-            )
-        })?;
-        fn sym<T: Copy>(lib: &Library, name: &str) -> Result<T, String> {
+        let lib = unsafe { Library::new(soname) }
+            .map_err(|e| LoadError::NotInstalled { cause: cause(&e) })?;
+        fn sym<T: Copy>(lib: &Library, name: &'static str) -> Result<T, LoadError> {
             // SAFETY: each T below is the function's type as atasmart.h declares it.
             unsafe { lib.get::<T>(name.as_bytes()) }
                 .map(|f| *f)
-                .map_err(|e| {
-                    format!(
-                        "{SONAME} is not the libatasmart this build knows: {}",
-                        cause(&e)
-                    )
+                .map_err(|e| LoadError::UnknownLibrary {
+                    symbol: name,
+                    cause: cause(&e),
                 })
         }
         Ok(Api {
@@ -303,11 +308,9 @@ mod ffi {
     }
 
     /// The library, loaded on the first read (by whichever process reads: the privileged helper).
-    fn api() -> Result<&'static Api, &'static str> {
-        static API: OnceLock<Result<Api, String>> = OnceLock::new();
-        API.get_or_init(|| load(SONAME))
-            .as_ref()
-            .map_err(String::as_str)
+    fn api() -> Result<&'static Api, &'static LoadError> {
+        static API: OnceLock<Result<Api, LoadError>> = OnceLock::new();
+        API.get_or_init(|| load(SONAME)).as_ref()
     }
 
     /// An open libatasmart disk, freed on drop.
@@ -388,7 +391,7 @@ mod ffi {
         let api = api().map_err(|e| AtaError {
             step: "load",
             path: path.to_string(),
-            source: std::io::Error::other(e),
+            source: std::io::Error::other(e.to_string()),
         })?;
         let c_path = CString::new(path).map_err(|_| AtaError {
             step: "open",
@@ -542,6 +545,8 @@ mod ffi {
             let e = load("libatasmart-not-here.so.4")
                 .err()
                 .expect("no such library");
+            assert!(matches!(e, LoadError::NotInstalled { .. }), "{e:?}");
+            let e = e.to_string();
             assert!(
                 e.starts_with("libatasmart not installed (libatasmart-not-here.so.4: cannot open")
                     && e.contains("libatasmart4"),

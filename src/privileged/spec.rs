@@ -62,14 +62,18 @@ fn default_proc() -> PathBuf {
 /// `btrfs device stats`'s whole argument list for `mount`, if the helper may run it there:
 /// an absolute path that is a btrfs mount point in `btrfs_mounts` (the helper's own mount
 /// table), never an option or another path.
-pub fn btrfs_stats_args(mount: &str, btrfs_mounts: &[PathBuf]) -> Result<Vec<String>, String> {
+pub fn btrfs_stats_args(mount: &str, btrfs_mounts: &[PathBuf]) -> Result<Vec<String>, Refusal> {
     if !mount.starts_with('/') || mount.contains('\0') {
-        return Err(format!("{mount:?} is not an absolute path"));
+        return Err(Refusal::NotAbsolute {
+            mount: mount.to_string(),
+        });
     }
     if !btrfs_mounts.iter().any(|m| m.as_os_str() == mount) {
-        return Err(format!("{mount:?} is not a btrfs mount point"));
+        return Err(Refusal::NotABtrfsMount {
+            mount: mount.to_string(),
+        });
     }
-    Ok(vec!["device".into(), "stats".into(), mount.to_string()])
+    Ok(crate::btrfs::device_stats::args(mount))
 }
 
 impl Spec {
@@ -269,6 +273,45 @@ fn kernel_name_ok(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Why the helper refuses a request: each names the device or mount it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("{mount:?} is not an absolute path")]
+    NotAbsolute { mount: String },
+    #[error("{mount:?} is not a btrfs mount point")]
+    NotABtrfsMount { mount: String },
+    /// A `-d TYPE` read of a device not configured with that type; `raid_port`: a RAID port a
+    /// scan could find, refused because discover_raid is off.
+    #[error("{path} with -d {dev_type} is not a device of collectors.smart.devices{}", if *raid_port { " (discover_raid is off)" } else { "" })]
+    NotConfiguredWithType {
+        path: String,
+        dev_type: String,
+        raid_port: bool,
+    },
+    #[error("{path} is not a device of collectors.smart.devices (discovery is off)")]
+    DiscoveryOff { path: String },
+    #[error("{path} is neither a configured device nor a kernel drive name under /dev/")]
+    NotAKernelName { path: String },
+    #[error("{path} is left out by device_include/device_exclude")]
+    Filtered { path: String },
+    #[error("{path}: {}/block/{name}/device does not exist: not a drive the kernel found", sys.display())]
+    NotADrive {
+        path: String,
+        sys: PathBuf,
+        name: String,
+    },
+    #[error("{path} is not a block device node")]
+    NotABlockNode { path: String },
+}
+
+/// A device filter of the spec that does not compile, with its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct PatternError {
+    pub key: &'static str,
+    pub reason: String,
+}
+
 /// The allow rule, compiled once.
 pub struct Allow {
     spec: Spec,
@@ -277,12 +320,12 @@ pub struct Allow {
 }
 
 impl Allow {
-    pub fn new(spec: Spec) -> Result<Allow, String> {
-        let pat = |p: &Option<String>, key: &str| {
+    pub fn new(spec: Spec) -> Result<Allow, PatternError> {
+        let pat = |p: &Option<String>, key: &'static str| {
             p.as_deref()
                 .map(DevicePattern::new)
                 .transpose()
-                .map_err(|e| format!("{key}: {e}"))
+                .map_err(|reason| PatternError { key, reason })
         };
         Ok(Allow {
             include: pat(&spec.include, "device_include")?,
@@ -304,7 +347,7 @@ impl Allow {
         path: &str,
         dev_type: Option<&str>,
         node: impl FnOnce(&str) -> NodeFacts,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refusal> {
         if self
             .spec
             .devices
@@ -321,39 +364,39 @@ impl Allow {
             if raid_port && self.spec.discover_raid {
                 return Ok(());
             }
-            return Err(format!(
-                "{path} with -d {t} is not a device of collectors.smart.devices{}",
-                if raid_port {
-                    " (discover_raid is off)"
-                } else {
-                    ""
-                }
-            ));
+            return Err(Refusal::NotConfiguredWithType {
+                path: path.to_string(),
+                dev_type: t.to_string(),
+                raid_port,
+            });
         }
         if !self.spec.discover {
-            return Err(format!(
-                "{path} is not a device of collectors.smart.devices (discovery is off)"
-            ));
+            return Err(Refusal::DiscoveryOff {
+                path: path.to_string(),
+            });
         }
         let Some(name) = path.strip_prefix("/dev/").filter(|n| kernel_name_ok(n)) else {
-            return Err(format!(
-                "{path} is neither a configured device nor a kernel drive name under /dev/"
-            ));
+            return Err(Refusal::NotAKernelName {
+                path: path.to_string(),
+            });
         };
         if !wanted(self.include.as_ref(), self.exclude.as_ref(), name) {
-            return Err(format!(
-                "{path} is left out by device_include/device_exclude"
-            ));
+            return Err(Refusal::Filtered {
+                path: path.to_string(),
+            });
         }
         let facts = node(name);
         if !facts.sys_drive {
-            return Err(format!(
-                "{path}: {}/block/{name}/device does not exist: not a drive the kernel found",
-                self.spec.sys.display()
-            ));
+            return Err(Refusal::NotADrive {
+                path: path.to_string(),
+                sys: self.spec.sys.clone(),
+                name: name.to_string(),
+            });
         }
         if !facts.block_node {
-            return Err(format!("{path} is not a block device node"));
+            return Err(Refusal::NotABlockNode {
+                path: path.to_string(),
+            });
         }
         Ok(())
     }
@@ -474,7 +517,11 @@ mod tests {
             ),
         ];
         for (path, t, f, want) in cases {
-            assert_eq!(ok(path, t, f), want.map_err(String::from), "{path} {t:?}");
+            assert_eq!(
+                ok(path, t, f).map_err(|e| e.to_string()),
+                want.map_err(String::from),
+                "{path} {t:?}"
+            );
         }
         // A configured device needs no node (a RAID port's name is smartctl's own).
         assert_eq!(
@@ -487,7 +534,8 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            off.check("/dev/nvme0n1", None, |_| DRIVE),
+            off.check("/dev/nvme0n1", None, |_| DRIVE)
+                .map_err(|e| e.to_string()),
             Err(
                 "/dev/nvme0n1 is not a device of collectors.smart.devices (discovery is off)"
                     .into()
@@ -510,7 +558,7 @@ mod tests {
             ("/dev/sg3", "cciss,0"),
         ] {
             assert_eq!(on.check(path, Some(t), |_| DRIVE), Ok(()), "{path} {t}");
-            let e = off.check(path, Some(t), |_| DRIVE).unwrap_err();
+            let e = off.check(path, Some(t), |_| DRIVE).unwrap_err().to_string();
             assert!(e.contains("discover_raid is off"), "{e}");
         }
         for (path, t) in [
@@ -653,7 +701,7 @@ mod tests {
             ("/etc", "is not a btrfs mount point"),
             ("/srv/pgdata\0/etc", "is not an absolute path"),
         ] {
-            let e = btrfs_stats_args(mount, &mounts).unwrap_err();
+            let e = btrfs_stats_args(mount, &mounts).unwrap_err().to_string();
             assert!(e.ends_with(why), "{mount:?}: {e}");
         }
         // A request of the kind round-trips on the wire.

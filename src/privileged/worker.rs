@@ -142,8 +142,9 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>, door: &
                     .unwrap_or_default();
             let args = match super::spec::btrfs_stats_args(mount, &mounts) {
                 Ok(a) => a,
-                Err(reason) => {
-                    tracing::warn!("helper: refused btrfs device stats: {reason}");
+                Err(refusal) => {
+                    tracing::warn!("helper: refused btrfs device stats: {refusal}");
+                    let reason = refusal.to_string();
                     send(wr, &Reply::Refused { id, reason }, None).await;
                     return;
                 }
@@ -166,8 +167,9 @@ async fn handle(allow: &Allow, req: Request, wr: &Mutex<OwnedWriteHalf>, door: &
             return;
         }
     };
-    if let Err(reason) = allow.check(&path, dev_type.as_deref(), |n| allow.observe(n)) {
-        tracing::warn!("helper: refused a read of {path}: {reason}");
+    if let Err(refusal) = allow.check(&path, dev_type.as_deref(), |n| allow.observe(n)) {
+        tracing::warn!("helper: refused a read of {path}: {refusal}");
+        let reason = refusal.to_string();
         send(wr, &Reply::Refused { id, reason }, None).await;
         return;
     }

@@ -2,7 +2,6 @@
 //! file, for the filesystem collector and the probes alike. No threads or timeouts here (the
 //! stuck-mount guard in `guard` wraps it), and no metrics.
 
-pub mod btrfs;
 pub mod guard;
 
 use serde::Deserialize;

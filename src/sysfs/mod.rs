@@ -2,7 +2,6 @@
 //! No metrics here: collectors turn what these return into series.
 
 pub mod blockstat;
-pub mod btrfs;
 pub mod cgroup;
 pub mod md;
 pub mod topology;

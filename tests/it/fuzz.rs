@@ -593,7 +593,7 @@ fn targets() -> Vec<Target> {
             call: |b| {
                 let sys = scratch();
                 write_tree(&sys, &lossy(b));
-                let (all, _) = ssdwatch::sysfs::btrfs::read_all(&sys);
+                let (all, _) = ssdwatch::btrfs::sysfs::read_all(&sys);
                 let accepted = !all.is_empty();
                 let btrfs = all
                     .into_iter()

@@ -3,10 +3,12 @@
 //! global reserve, and the devices. A btrfs says "No space left" while `df` shows free space when
 //! every byte of its devices is allocated to data chunks and metadata can't get a new chunk:
 //! what [`Btrfs::metadata_can_grow`] tells. Also each device's error counters
-//! (`devinfo/<devid>/error_stats`, kernel 5.14 and later). Reads only; no ioctl (see `layers`
-//! for those).
+//! (`devinfo/<devid>/error_stats`, kernel 5.14 and later, parsed by [`super::error_stats`]).
+//! Reads files under the sysfs root it is given; no ioctl (the one btrfs system call is
+//! [`super::ioctl`]).
 
-use super::SysDir;
+use super::error_stats::{ErrorCounts, ErrorStatsError, parse_error_stats};
+use crate::sysfs::SysDir;
 use std::path::Path;
 
 /// One block-group type's allocation.
@@ -65,78 +67,15 @@ pub struct Btrfs {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceErrors {
     pub devid: u64,
-    pub counts: Result<ErrorCounts, String>,
+    pub counts: Result<ErrorCounts, ErrorStatsFileError>,
 }
 
-/// The counters the kernel keeps per device (`btrfs device stats`), over the filesystem's life:
-/// they are stored on disk and survive remounts until `btrfs device stats -z` zeroes them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ErrorCounts {
-    /// Writes the device failed (the block layer returned an error).
-    pub write: u64,
-    pub read: u64,
-    /// Cache flushes (barriers) the device failed.
-    pub flush: u64,
-    /// Blocks whose checksum did not match (silent corruption, or a torn write).
-    pub corruption: u64,
-    /// Blocks of an unexpected generation (a write the device lost or misplaced).
-    pub generation: u64,
-}
-
-impl ErrorCounts {
-    /// The counters by the `type` label they are exported with, in a fixed order.
-    pub fn by_type(&self) -> [(&'static str, u64); 5] {
-        [
-            ("write", self.write),
-            ("read", self.read),
-            ("flush", self.flush),
-            ("corruption", self.corruption),
-            ("generation", self.generation),
-        ]
-    }
-}
-
-/// The five counters' names in `error_stats`, in [`ErrorCounts::by_type`]'s order.
-const ERROR_STATS_KEYS: [&str; 5] = [
-    "write_errs",
-    "read_errs",
-    "flush_errs",
-    "corruption_errs",
-    "generation_errs",
-];
-
-/// Parses `error_stats`: lines `write_errs 0`, `read_errs 0`, `flush_errs 0`,
-/// `corruption_errs 0`, `generation_errs 0`. Each of the five must be there once with a count;
-/// a counter a later kernel adds is passed over; a line not `name count` is an error naming it.
-pub fn parse_error_stats(text: &str) -> Result<ErrorCounts, String> {
-    let mut v: [Option<u64>; 5] = [None; 5];
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let mut f = line.split_whitespace();
-        let (Some(key), Some(n), None) = (f.next(), f.next(), f.next()) else {
-            return Err(format!("line {}: {line:?} is not \"name count\"", i + 1));
-        };
-        let n: u64 = n
-            .parse()
-            .map_err(|_| format!("line {}: {key} {n:?} is not a count", i + 1))?;
-        let Some(slot) = ERROR_STATS_KEYS.iter().position(|k| *k == key) else {
-            continue;
-        };
-        if v[slot].replace(n).is_some() {
-            return Err(format!("line {}: {key} twice", i + 1));
-        }
-    }
-    let get = |slot: usize| v[slot].ok_or_else(|| format!("{} missing", ERROR_STATS_KEYS[slot]));
-    Ok(ErrorCounts {
-        write: get(0)?,
-        read: get(1)?,
-        flush: get(2)?,
-        corruption: get(3)?,
-        generation: get(4)?,
-    })
+/// A device's `error_stats` that could not be read, named by its place under the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("devinfo/{devid}/error_stats: {error}")]
+pub struct ErrorStatsFileError {
+    pub devid: u64,
+    pub error: ErrorStatsError,
 }
 
 /// Every device's counters under the filesystem's `devinfo/`, by devid; none where the kernel
@@ -158,7 +97,7 @@ fn device_errors(fs: &SysDir) -> Vec<DeviceErrors> {
             let text = dir.attr("error_stats");
             // No file: a kernel without the counters (no series, no error).
             let counts =
-                parse_error_stats(&text?).map_err(|e| format!("devinfo/{devid}/error_stats: {e}"));
+                parse_error_stats(&text?).map_err(|error| ErrorStatsFileError { devid, error });
             Some(DeviceErrors { devid, counts })
         })
         .collect()
@@ -170,60 +109,90 @@ fn device_errors(fs: &SysDir) -> Vec<DeviceErrors> {
 pub struct BtrfsError {
     pub uuid: String,
     pub dir: std::path::PathBuf,
-    pub reason: String,
+    pub reason: BtrfsReason,
 }
 
-fn num(dir: &SysDir, file: &str) -> Result<u64, String> {
-    let s = dir
-        .attr(file)
-        .ok_or_else(|| format!("{file}: missing or unreadable"))?;
-    s.parse()
-        .map_err(|_| format!("{file}: {s:?} is not a number"))
+/// What was wrong in a filesystem's directory; `file` is the path under it
+/// (`allocation/metadata/bytes_used`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BtrfsReason {
+    /// The directory (`file` empty) or a subdirectory of it did not open.
+    #[error("{}cannot open: {error}", if file.is_empty() { String::new() } else { format!("{file}: ") })]
+    Open { file: String, error: String },
+    #[error("{file}: missing or unreadable")]
+    Missing { file: String },
+    #[error("{file}: {value:?} is not a number")]
+    NotANumber { file: String, value: String },
+    #[error("{file}: used above total")]
+    UsedAboveTotal { file: String },
 }
 
-fn allocation(dir: &SysDir) -> Result<Allocation, String> {
+impl BtrfsReason {
+    fn open(file: &str, e: std::io::Error) -> Self {
+        BtrfsReason::Open {
+            file: file.to_string(),
+            error: e.to_string(),
+        }
+    }
+}
+
+/// The number in `dir`'s `file`; errors name it as `at` + `file`.
+fn num(dir: &SysDir, at: &str, file: &str) -> Result<u64, BtrfsReason> {
+    let s = dir.attr(file).ok_or_else(|| BtrfsReason::Missing {
+        file: format!("{at}{file}"),
+    })?;
+    s.parse().map_err(|_| BtrfsReason::NotANumber {
+        file: format!("{at}{file}"),
+        value: s,
+    })
+}
+
+/// One block-group type's `allocation/<type>/`, its errors naming it as `at`.
+fn allocation(dir: &SysDir, at: &str) -> Result<Allocation, BtrfsReason> {
     let profiles = dir.subdir_names().unwrap_or_default();
+    let prefix = format!("{at}/");
     let a = Allocation {
-        total_bytes: num(dir, "total_bytes")?,
-        used_bytes: num(dir, "bytes_used")?,
-        disk_total_bytes: num(dir, "disk_total")?,
-        disk_used_bytes: num(dir, "disk_used")?,
+        total_bytes: num(dir, &prefix, "total_bytes")?,
+        used_bytes: num(dir, &prefix, "bytes_used")?,
+        disk_total_bytes: num(dir, &prefix, "disk_total")?,
+        disk_used_bytes: num(dir, &prefix, "disk_used")?,
         profiles,
-        chunk_size_bytes: num(dir, "chunk_size").ok(),
+        chunk_size_bytes: num(dir, &prefix, "chunk_size").ok(),
     };
     if a.used_bytes > a.total_bytes || a.disk_used_bytes > a.disk_total_bytes {
-        return Err("used above total".into());
+        return Err(BtrfsReason::UsedAboveTotal {
+            file: at.to_string(),
+        });
     }
     Ok(a)
 }
 
 /// Reads one filesystem's directory.
 pub fn read_one(dir: &Path, uuid: &str) -> Result<Btrfs, BtrfsError> {
-    let err = |reason: String| BtrfsError {
+    let err = |reason: BtrfsReason| BtrfsError {
         uuid: uuid.to_string(),
         dir: dir.to_path_buf(),
         reason,
     };
-    let fs = SysDir::open(dir).map_err(|e| err(format!("cannot open: {e}")))?;
+    let fs = SysDir::open(dir).map_err(|e| err(BtrfsReason::open("", e)))?;
     let alloc = fs
         .sub("allocation")
-        .map_err(|e| err(format!("allocation: {e}")))?;
+        .map_err(|e| err(BtrfsReason::open("allocation", e)))?;
     read_open(&fs, &alloc, uuid)
 }
 
 /// One filesystem's directory and its `allocation/`, held open: its files are opened relative
 /// to them (about 20 files a filesystem), so its long path is walked once.
 fn read_open(fs: &SysDir, alloc: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsError> {
-    let err = |reason: String| BtrfsError {
+    let err = |reason: BtrfsReason| BtrfsError {
         uuid: uuid.to_string(),
         dir: fs.path().to_path_buf(),
         reason,
     };
     let typed = |t: &str| {
-        let d = alloc
-            .sub(t)
-            .map_err(|e| err(format!("allocation/{t}: {e}")))?;
-        allocation(&d).map_err(|e| err(format!("allocation/{t}/{e}")))
+        let at = format!("allocation/{t}");
+        let d = alloc.sub(t).map_err(|e| err(BtrfsReason::open(&at, e)))?;
+        allocation(&d, &at).map_err(err)
     };
     Ok(Btrfs {
         uuid: uuid.to_string(),
@@ -231,9 +200,9 @@ fn read_open(fs: &SysDir, alloc: &SysDir, uuid: &str) -> Result<Btrfs, BtrfsErro
         data: typed("data")?,
         metadata: typed("metadata")?,
         system: typed("system")?,
-        global_reserve_bytes: num(alloc, "global_rsv_size")
-            .map_err(|e| err(format!("allocation/{e}")))?,
-        global_reserve_reserved_bytes: num(alloc, "global_rsv_reserved").unwrap_or(0),
+        global_reserve_bytes: num(alloc, "allocation/", "global_rsv_size").map_err(err)?,
+        global_reserve_reserved_bytes: num(alloc, "allocation/", "global_rsv_reserved")
+            .unwrap_or(0),
         devices: fs
             .sub("devices")
             .and_then(|d| d.names())
@@ -404,7 +373,7 @@ mod tests {
             "{msgs:?}"
         );
         assert!(
-            msgs[1].ends_with("allocation/data/used above total"),
+            msgs[1].ends_with("allocation/data: used above total"),
             "{msgs:?}"
         );
         assert!(
@@ -492,43 +461,19 @@ mod tests {
         assert_eq!(b.device_errors[1].devid, 3);
         assert_eq!(
             b.device_errors[1].counts,
-            Err("devinfo/3/error_stats: line 1: write_errs \"lots\" is not a count".into())
-        );
-    }
-
-    #[test]
-    fn error_stats_must_hold_each_counter_once() {
-        let all = "write_errs 1\nread_errs 2\nflush_errs 3\ncorruption_errs 4\ngeneration_errs 5\n";
-        let c = parse_error_stats(all).unwrap();
-        assert_eq!(
-            c.by_type(),
-            [
-                ("write", 1),
-                ("read", 2),
-                ("flush", 3),
-                ("corruption", 4),
-                ("generation", 5)
-            ]
-        );
-        // A counter a later kernel adds is passed over.
-        assert_eq!(parse_error_stats(&format!("{all}zoned_errs 9\n")), Ok(c));
-        assert_eq!(
-            parse_error_stats("write_errs 1\nread_errs 2\n"),
-            Err("flush_errs missing".into())
+            Err(ErrorStatsFileError {
+                devid: 3,
+                error: ErrorStatsError::NotACount {
+                    line: 1,
+                    key: "write_errs".into(),
+                    value: "lots".into()
+                }
+            })
         );
         assert_eq!(
-            parse_error_stats(&format!("{all}read_errs 2\n")),
-            Err("line 6: read_errs twice".into())
+            b.device_errors[1].counts.as_ref().unwrap_err().to_string(),
+            "devinfo/3/error_stats: line 1: write_errs \"lots\" is not a count"
         );
-        assert_eq!(
-            parse_error_stats("write_errs 1 2\n"),
-            Err("line 1: \"write_errs 1 2\" is not \"name count\"".into())
-        );
-        assert_eq!(
-            parse_error_stats("read_errs -1\n"),
-            Err("line 1: read_errs \"-1\" is not a count".into())
-        );
-        assert_eq!(parse_error_stats(""), Err("write_errs missing".into()));
     }
 
     #[test]

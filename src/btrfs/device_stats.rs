@@ -2,7 +2,7 @@
 //! `devinfo/<devid>/error_stats` (before 5.14). Pure: text in, counters out; running the tool
 //! (through the privileged helper, as it needs CAP_SYS_ADMIN) is the collector's.
 
-use crate::sysfs::btrfs::ErrorCounts;
+use super::error_stats::ErrorCounts;
 
 /// One device's counters as `btrfs device stats` printed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +14,12 @@ pub struct DeviceStats {
     pub counts: ErrorCounts,
 }
 
+/// `btrfs device stats`' whole argument list for `mount`: built here for both who run it (the
+/// layers collector in-process, the privileged helper after its allow check).
+pub fn args(mount: &str) -> Vec<String> {
+    vec!["device".into(), "stats".into(), mount.to_string()]
+}
+
 /// The counters btrfs prints, in [`ErrorCounts::by_type`]'s order.
 const KEYS: [&str; 5] = [
     "write_io_errs",
@@ -23,12 +29,36 @@ const KEYS: [&str; 5] = [
     "generation_errs",
 ];
 
+/// Why `btrfs device stats` output was not read: the line (1-based) or the device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceStatsError {
+    #[error("line {line}: {text:?} is not [device].counter count")]
+    NotALine { line: usize, text: String },
+    #[error("line {line}: {counter} {value:?} is not a count")]
+    NotACount {
+        line: usize,
+        counter: String,
+        value: String,
+    },
+    #[error("line {line}: {device}'s {counter} twice")]
+    Twice {
+        line: usize,
+        device: String,
+        counter: String,
+    },
+    #[error("{device}: {counter} missing")]
+    Missing {
+        device: String,
+        counter: &'static str,
+    },
+}
+
 /// Parses `btrfs device stats` (lines `[/dev/sdb1].write_io_errs   0`): every device with its
 /// five counters, in the order printed. A line that is not `[device].counter count`, a count
 /// that is not a number, an unknown counter, a counter twice or one missing is an error naming
 /// the line or the device; blank lines are skipped. btrfs-progs' other counters, if a later one
 /// adds some, are ignored.
-pub fn parse_device_stats(text: &str) -> Result<Vec<DeviceStats>, String> {
+pub fn parse_device_stats(text: &str) -> Result<Vec<DeviceStats>, DeviceStatsError> {
     let mut out: Vec<(String, [Option<u64>; 5])> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
@@ -36,7 +66,10 @@ pub fn parse_device_stats(text: &str) -> Result<Vec<DeviceStats>, String> {
         if line.is_empty() {
             continue;
         }
-        let bad = || format!("line {n}: {:?} is not [device].counter count", cut(line));
+        let bad = || DeviceStatsError::NotALine {
+            line: n,
+            text: cut(line),
+        };
         let rest = line.strip_prefix('[').ok_or_else(bad)?;
         let (path, rest) = rest.rsplit_once("].").ok_or_else(bad)?;
         let (counter, count) = rest.split_once(char::is_whitespace).ok_or_else(bad)?;
@@ -44,9 +77,11 @@ pub fn parse_device_stats(text: &str) -> Result<Vec<DeviceStats>, String> {
         let Some(k) = KEYS.iter().position(|k| *k == counter) else {
             continue;
         };
-        let count: u64 = count
-            .parse()
-            .map_err(|_| format!("line {n}: {counter} {:?} is not a count", cut(count)))?;
+        let count: u64 = count.parse().map_err(|_| DeviceStatsError::NotACount {
+            line: n,
+            counter: counter.to_string(),
+            value: cut(count),
+        })?;
         let device = device_name(path).ok_or_else(bad)?;
         let at = match out.iter().position(|(d, _)| *d == device) {
             Some(at) => at,
@@ -56,12 +91,21 @@ pub fn parse_device_stats(text: &str) -> Result<Vec<DeviceStats>, String> {
             }
         };
         if out[at].1[k].replace(count).is_some() {
-            return Err(format!("line {n}: {device}'s {counter} twice"));
+            return Err(DeviceStatsError::Twice {
+                line: n,
+                device,
+                counter: counter.to_string(),
+            });
         }
     }
     out.into_iter()
         .map(|(device, c)| {
-            let get = |k: usize| c[k].ok_or_else(|| format!("{device}: {} missing", KEYS[k]));
+            let get = |k: usize| {
+                c[k].ok_or_else(|| DeviceStatsError::Missing {
+                    device: device.clone(),
+                    counter: KEYS[k],
+                })
+            };
             Ok(DeviceStats {
                 counts: ErrorCounts {
                     write: get(0)?,
@@ -179,7 +223,11 @@ mod tests {
                 "line 1: \"[].write_io_errs 1\" is not [device].counter count",
             ),
         ] {
-            assert_eq!(parse_device_stats(&text), Err(want.to_string()), "{text}");
+            assert_eq!(
+                parse_device_stats(&text).map_err(|e| e.to_string()),
+                Err(want.to_string()),
+                "{text}"
+            );
         }
         assert_eq!(parse_device_stats(""), Ok(Vec::new()));
     }
