@@ -1,7 +1,7 @@
 //! ssdwatch: a Prometheus exporter and monitoring daemon for SSDs under databases.
 //! `run` boots the whole daemon in-process so tests can drive it like `main` does.
 
-pub mod backtest;
+pub(crate) mod backtest;
 pub mod btrfs;
 pub(crate) mod catalogue;
 pub mod cli;
@@ -22,7 +22,7 @@ pub(crate) mod logging;
 pub(crate) mod memory;
 pub mod metrics;
 pub(crate) mod notify;
-pub mod privileged;
+pub(crate) mod privileged;
 pub mod privsep;
 pub mod probe;
 pub(crate) mod process;

@@ -10,7 +10,7 @@ use super::rules::{Kind, Rule};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A label set as a query answers it.
-pub type Labels = BTreeMap<String, String>;
+pub(crate) type Labels = BTreeMap<String, String>;
 
 #[derive(Debug, Clone, Copy)]
 struct Active {
@@ -23,7 +23,7 @@ struct Active {
 /// The alert `rule`'s firing instances at each of `checks` (instants of `steps`), added to
 /// `out`. `steps` are the evaluation instants in order; `answer` is the expression's result
 /// series, each with the (instant, value) points at which it answered.
-pub fn replay(
+pub(crate) fn replay(
     rule: &Rule,
     steps: &[i64],
     answer: &[(Labels, Vec<(i64, f64)>)],

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Prometheus' lookback of an instant vector selector (`--query.lookback-delta`, which promtool
 /// leaves at its default).
-pub const LOOKBACK_SECONDS: i64 = 300;
+pub(crate) const LOOKBACK_SECONDS: i64 = 300;
 
 /// Functions of the calendar that give other answers under a shift of whole weeks.
 const CALENDAR_FUNCTIONS: [&str; 5] = [
@@ -34,7 +34,7 @@ const WEEK_FUNCTIONS: [&str; 3] = ["day_of_week", "hour", "minute"];
 
 /// Why a trace stays in one piece, or how long the warm-up before each piece is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Warmup {
+pub(crate) enum Warmup {
     /// The pieces agree with the whole run after this many seconds; `align` is what every
     /// piece's start is a multiple of from the whole run's origin (a week when a rule reads the
     /// weekday or the hour, so those read the same).
@@ -45,7 +45,7 @@ pub enum Warmup {
 
 /// Why the rules can't be cut into pieces, naming the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Uncuttable {
+pub(crate) enum Uncuttable {
     #[error("rule {rule} calls {function}(), which a shifted piece would answer differently")]
     Calendar {
         rule: String,
@@ -192,7 +192,7 @@ fn calls(code: &str, f: &str) -> bool {
 
 /// The warm-up the rule files need (their texts as promtool evaluates them), `eval` the
 /// evaluation interval in seconds.
-pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, NotYaml> {
+pub(crate) fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, NotYaml> {
     let mut rules: Vec<RuleInfo> = Vec::new();
     let mut week = false;
     for text in rule_texts {
@@ -293,7 +293,7 @@ pub fn warmup(rule_texts: &[String], eval: i64) -> Result<Warmup, NotYaml> {
 /// One piece of the trace: promtool's time 0 is `origin` (Unix seconds); its own span, whose
 /// checks it answers, is `from..to` (`to` excluded but for the last piece).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Piece {
+pub(crate) struct Piece {
     pub origin: i64,
     pub from: i64,
     pub to: i64,
@@ -313,7 +313,7 @@ fn lcm(a: i64, b: i64) -> Option<i64> {
 /// series' step), `eval`, the check interval and the warm-up's alignment, so each piece's
 /// samples, evaluations and checks fall where the whole run's do. The first piece is the whole
 /// run's own beginning.
-pub fn plan(
+pub(crate) fn plan(
     shift: i64,
     start: i64,
     end: i64,

@@ -8,17 +8,17 @@
 //! the command line are src/cli/backtest.rs.
 
 use crate::time::{DAY, HOUR, MINUTE};
-pub mod alerting;
-pub mod chunk;
-pub mod engine;
-pub mod prometheus;
-pub mod prune;
-pub mod remote_write;
-pub mod replay;
-pub mod rules;
-pub mod series;
-pub mod server;
-pub mod trace;
+pub(crate) mod alerting;
+pub(crate) mod chunk;
+pub(crate) mod engine;
+pub(crate) mod prometheus;
+pub(crate) mod prune;
+pub(crate) mod remote_write;
+pub(crate) mod replay;
+pub(crate) mod rules;
+pub(crate) mod series;
+pub(crate) mod server;
+pub(crate) mod trace;
 
 use engine::{Firing, Observed};
 use replay::ForecastPoint;
@@ -39,7 +39,7 @@ pub struct Episode {
 /// The episodes of each alert from what the checks saw (`checks` in order, relative to the
 /// shifted origin; times returned are Unix seconds: `shift` added back). Series of one
 /// alertname and severity (several rules of one name) count as one alert.
-pub fn episodes(checks: &[i64], observed: &Observed, shift: i64) -> Vec<Episode> {
+pub(crate) fn episodes(checks: &[i64], observed: &Observed, shift: i64) -> Vec<Episode> {
     let empty = Default::default();
     let mut open: BTreeMap<Firing, i64> = BTreeMap::new();
     let mut out = Vec::new();
@@ -108,7 +108,11 @@ fn covered(eps: &[&Episode], end_of_trace: i64) -> Vec<(i64, i64)> {
 }
 
 /// Each severity's episodes, false alarms and lead time.
-pub fn summarize(eps: &[Episode], full_at: Option<i64>, end_of_trace: i64) -> Vec<SeveritySummary> {
+pub(crate) fn summarize(
+    eps: &[Episode],
+    full_at: Option<i64>,
+    end_of_trace: i64,
+) -> Vec<SeveritySummary> {
     let mut severities: Vec<&str> = eps.iter().map(|e| e.severity.as_str()).collect();
     severities.sort_unstable();
     severities.dedup();
@@ -158,9 +162,9 @@ pub struct DateCheck {
 }
 
 /// The horizons the benchmark reads the daemon's date at.
-pub const DATE_CHECK_DAYS: [i64; 3] = [7, 3, 1];
+pub(crate) const DATE_CHECK_DAYS: [i64; 3] = [7, 3, 1];
 
-pub fn date_checks(forecast: &[ForecastPoint], full_at: Option<i64>) -> Vec<DateCheck> {
+pub(crate) fn date_checks(forecast: &[ForecastPoint], full_at: Option<i64>) -> Vec<DateCheck> {
     let Some(full) = full_at else {
         return Vec::new();
     };
@@ -185,10 +189,10 @@ pub fn date_checks(forecast: &[ForecastPoint], full_at: Option<i64>) -> Vec<Date
 /// A rule file's text that is not YAML, with the parser's words (which give the line).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
-pub struct NotYaml(pub String);
+pub(crate) struct NotYaml(pub String);
 
 /// The alert names a rule file defines (`groups[].rules[].alert`), in order, each once.
-pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
+pub(crate) fn alertnames(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
     let doc: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(rule_file_text).map_err(|e| NotYaml(e.to_string()))?;
     let mut out: Vec<String> = Vec::new();
@@ -205,7 +209,7 @@ pub fn alertnames(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
 }
 
 /// The rule groups' names of a rule file, in order.
-pub fn group_names(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
+pub(crate) fn group_names(rule_file_text: &str) -> Result<Vec<String>, NotYaml> {
     let doc: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(rule_file_text).map_err(|e| NotYaml(e.to_string()))?;
     Ok(doc["groups"]
@@ -280,7 +284,7 @@ pub struct Report {
 }
 
 /// A duration for people: `3d 4h`, `5h 20m`, `12m`, with a sign when negative.
-pub fn human_duration(s: i64) -> String {
+pub(crate) fn human_duration(s: i64) -> String {
     let sign = if s < 0 { "-" } else { "" };
     let s = s.unsigned_abs();
     let (day, hour, minute) = (DAY as u64, HOUR as u64, MINUTE as u64);
@@ -298,7 +302,7 @@ pub fn human_duration(s: i64) -> String {
 }
 
 /// An instant for people: UTC, RFC 3339 to the second.
-pub fn human_time(t: i64) -> String {
+pub(crate) fn human_time(t: i64) -> String {
     humantime::format_rfc3339_seconds(
         std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.max(0) as u64),
     )

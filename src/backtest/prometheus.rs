@@ -8,20 +8,20 @@ use crate::catalogue;
 use std::collections::BTreeMap;
 
 /// The most points a range query asks for per series: Prometheus refuses more than 11,000.
-pub const MAX_POINTS_PER_QUERY: i64 = 10_000;
+pub(crate) const MAX_POINTS_PER_QUERY: i64 = 10_000;
 
 /// Whose series a trace is read from, in the order they are tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exporter {
+pub(crate) enum Exporter {
     Ssdwatch,
     NodeExporter,
 }
 
 impl Exporter {
-    pub const IN_ORDER: [Exporter; 2] = [Exporter::Ssdwatch, Exporter::NodeExporter];
+    pub(crate) const IN_ORDER: [Exporter; 2] = [Exporter::Ssdwatch, Exporter::NodeExporter];
 
     /// The size and avail families.
-    pub fn names(self) -> [&'static str; 2] {
+    pub(crate) fn names(self) -> [&'static str; 2] {
         match self {
             Exporter::Ssdwatch => [
                 catalogue::FILESYSTEM_SIZE_BYTES.name,
@@ -32,7 +32,7 @@ impl Exporter {
         }
     }
 
-    pub fn who(self) -> &'static str {
+    pub(crate) fn who(self) -> &'static str {
         match self {
             Exporter::Ssdwatch => "ssdwatch's own series",
             Exporter::NodeExporter => "node_exporter's series",
@@ -41,7 +41,7 @@ impl Exporter {
 }
 
 /// The two selectors (size, avail) of one exporter for an instance and a mount point.
-pub fn selectors(exporter: Exporter, instance: &str, mountpoint: &str) -> [String; 2] {
+pub(crate) fn selectors(exporter: Exporter, instance: &str, mountpoint: &str) -> [String; 2] {
     let q = crate::query::quote;
     exporter.names().map(|n| {
         format!(
@@ -54,7 +54,7 @@ pub fn selectors(exporter: Exporter, instance: &str, mountpoint: &str) -> [Strin
 
 /// The range queries' windows: `start..=end` at `step`, each at most
 /// [`MAX_POINTS_PER_QUERY`] points, on instants that are multiples of `step`.
-pub fn windows(start: i64, end: i64, step: i64) -> Vec<(i64, i64)> {
+pub(crate) fn windows(start: i64, end: i64, step: i64) -> Vec<(i64, i64)> {
     let step = step.max(1);
     let first = start.div_euclid(step) * step + if start.rem_euclid(step) == 0 { 0 } else { step };
     let last = end.div_euclid(step) * step;
@@ -70,7 +70,7 @@ pub fn windows(start: i64, end: i64, step: i64) -> Vec<(i64, i64)> {
 
 type Labels = BTreeMap<String, String>;
 /// One series' points by time.
-pub type Points = BTreeMap<i64, f64>;
+pub(crate) type Points = BTreeMap<i64, f64>;
 
 /// One series of an answer, for naming it in an error: `{k="v", ...}`.
 fn show(labels: &Labels) -> String {
@@ -81,7 +81,7 @@ fn show(labels: &Labels) -> String {
 /// Why a Prometheus source gives no trace; `origin` names the server and the volume, `at` the
 /// instant (RFC 3339).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SourceError {
+pub(crate) enum SourceError {
     #[error(
         "query {query}: {} series match, one is needed: {}; make --instance and --mountpoint name one volume",
         series.len(),
@@ -119,7 +119,7 @@ pub enum SourceError {
 /// What the answers hold for one selector: the one series' points by time, its labels; an
 /// error naming every series when more than one matched (two jobs scraping the host, a
 /// device renamed during the range).
-pub fn one_series(
+pub(crate) fn one_series(
     query: &str,
     answers: &[crate::query::Answer],
 ) -> Result<Option<(Labels, Points)>, SourceError> {
@@ -143,7 +143,7 @@ pub fn one_series(
 
 /// The trace from the size and avail points (joined on time: an instant one of them lacks is a
 /// gap), checked as a CSV trace is; `source` names it in errors.
-pub fn trace_of(size: &Points, avail: &Points, source: &str) -> Result<Trace, SourceError> {
+pub(crate) fn trace_of(size: &Points, avail: &Points, source: &str) -> Result<Trace, SourceError> {
     let bytes = |v: f64, what: &'static str, t: i64| -> Result<u64, SourceError> {
         if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= (1u64 << 53) as f64 {
             Ok(v as u64)

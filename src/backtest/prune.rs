@@ -18,7 +18,7 @@ const ALWAYS_LIVE: &str =
 
 /// The metric names an expression reads (a superset: label names in `by (...)` lists and
 /// keywords come along, which can only keep a rule, never drop one).
-pub fn names(expr: &str) -> BTreeSet<String> {
+pub(crate) fn names(expr: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let b = expr.as_bytes();
     let mut i = 0;
@@ -96,7 +96,7 @@ fn always_live(expr: &str) -> bool {
 
 /// A rule file that could not be read or written back; `file` is its place in the list (1 the first).
 #[derive(Debug, thiserror::Error)]
-pub enum PruneError {
+pub(crate) enum PruneError {
     #[error("{0}")]
     NotYaml(#[from] super::NotYaml),
     #[error("rule file {file} of the list: writing it back without the rules left out: {error}")]
@@ -108,7 +108,7 @@ pub enum PruneError {
 
 /// Rule files with the rules that can never fire or record left out, given the series names
 /// the input has; each file's text comes back with how many rules it kept and had.
-pub fn prune(
+pub(crate) fn prune(
     files: &[String],
     series: &BTreeSet<String>,
 ) -> Result<Vec<(String, usize, usize)>, PruneError> {

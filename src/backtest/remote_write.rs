@@ -4,10 +4,10 @@
 //! the POST is the caller's (src/backtest/server.rs).
 
 /// The special NaN Prometheus writes as a staleness marker: a series that ended.
-pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+pub(crate) const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 
 /// The staleness marker's value.
-pub fn stale_marker() -> f64 {
+pub(crate) fn stale_marker() -> f64 {
     f64::from_bits(STALE_NAN_BITS)
 }
 
@@ -44,18 +44,18 @@ struct Sample {
 /// One series to write: its labels (`__name__` among them) and its samples as (Unix
 /// milliseconds, value), in time order.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct WriteSeries {
+pub(crate) struct WriteSeries {
     pub labels: Vec<(String, String)>,
     pub samples: Vec<(i64, f64)>,
 }
 
 /// Samples in one request at most: a request stays a few megabytes.
-pub const MAX_SAMPLES_PER_REQUEST: usize = 100_000;
+pub(crate) const MAX_SAMPLES_PER_REQUEST: usize = 100_000;
 
 /// The request bodies that write `series`: each series' samples in time order, cut so that no
 /// body holds more than [`MAX_SAMPLES_PER_REQUEST`] samples. A series cut across bodies keeps
 /// its order when the bodies are sent in the order returned.
-pub fn bodies(series: &[WriteSeries]) -> Vec<Vec<u8>> {
+pub(crate) fn bodies(series: &[WriteSeries]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut req = WriteRequest::default();
     let mut in_req = 0usize;

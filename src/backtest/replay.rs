@@ -20,14 +20,14 @@ pub struct ForecastPoint {
 
 /// Where the replayed volume is mounted, as its series are labelled.
 #[derive(Debug, Clone)]
-pub struct Volume {
+pub(crate) struct Volume {
     pub mountpoint: String,
     pub device: String,
 }
 
 /// Replays `trace` into a new store under `state_dir` (which must not hold one) with the
 /// daemon's default history settings; returns every hourly forecast pass, in order.
-pub fn replay(
+pub(crate) fn replay(
     trace: &Trace,
     volume: &Volume,
     state_dir: &Path,

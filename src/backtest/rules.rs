@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 /// What a rule produces.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Record,
     /// An alert held `hold` seconds (`for`) and kept firing `keep_firing_for` seconds after its
     /// expression stops answering.
@@ -27,7 +27,7 @@ pub enum Kind {
 
 /// One rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The recorded metric's or the alert's name.
     pub name: String,
     pub expr: String,
@@ -38,7 +38,7 @@ pub struct Rule {
 
 /// A rule file's rule that cannot be evaluated as written, named by its group or its name.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum RuleError {
+pub(crate) enum RuleError {
     #[error("{0}")]
     NotYaml(String),
     #[error("group {group}: a rule with neither record nor alert")]
@@ -55,7 +55,7 @@ pub enum RuleError {
 
 /// Why range queries would not give what the rule manager gives, naming the rule.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum NotRangeEvaluable {
+pub(crate) enum NotRangeEvaluable {
     #[error("rule {rule} reads ALERTS, which only the rule manager writes")]
     ReadsAlerts { rule: String },
     #[error("rule {rule} selects series by __name__")]
@@ -70,7 +70,7 @@ pub enum NotRangeEvaluable {
 
 /// Every rule of `texts` (rule files' YAML) in evaluation order: groups in `group_order` (a
 /// group not named there after those that are, in file order), rules in file order.
-pub fn parse(texts: &[String], group_order: &[String]) -> Result<Vec<Rule>, RuleError> {
+pub(crate) fn parse(texts: &[String], group_order: &[String]) -> Result<Vec<Rule>, RuleError> {
     let mut groups: Vec<(usize, String, Vec<Rule>)> = Vec::new();
     for text in texts {
         let doc: Value =
@@ -150,7 +150,7 @@ fn rule(r: &Value, group: &str) -> Result<Rule, RuleError> {
 
 /// `Ok` when range queries, one rule after another, give what the rule manager gives; else why
 /// not.
-pub fn range_evaluable(rules: &[Rule]) -> Result<(), NotRangeEvaluable> {
+pub(crate) fn range_evaluable(rules: &[Rule]) -> Result<(), NotRangeEvaluable> {
     let recorded: BTreeSet<&str> = rules
         .iter()
         .filter(|r| r.kind == Kind::Record)

@@ -11,19 +11,19 @@ use super::trace::Trace;
 use crate::collector::filesystem::thresholds::AlertThresholds;
 
 /// A grid longer than this many steps is refused (a 10 s trace over a year is 3.2 million).
-pub const MAX_SLOTS: usize = 5_000_000;
+pub(crate) const MAX_SLOTS: usize = 5_000_000;
 
 /// A trace longer than [`MAX_SLOTS`] steps of its interval.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the trace spans {slots} steps of {step} s (at most {MAX_SLOTS}): use a coarser trace")]
-pub struct GridTooLong {
+pub(crate) struct GridTooLong {
     pub slots: usize,
     pub step: i64,
 }
 
 /// Where the series sit: the shift of the origin and the grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grid {
+pub(crate) struct Grid {
     /// Unix seconds of the promtool test's time 0: the trace's first UTC midnight.
     pub shift: i64,
     /// Seconds between steps: the trace's usual interval.
@@ -32,7 +32,7 @@ pub struct Grid {
 }
 
 impl Grid {
-    pub fn of(trace: &Trace) -> Result<Grid, GridTooLong> {
+    pub(crate) fn of(trace: &Trace) -> Result<Grid, GridTooLong> {
         let shift = trace.start().div_euclid(DAY) * DAY;
         let step = trace.interval().max(1);
         let slots = ((trace.end() - shift) / step + 2) as usize;
@@ -50,7 +50,7 @@ impl Grid {
 
 /// The labels of the volume's series as each exporter has them.
 #[derive(Debug, Clone)]
-pub struct Labels {
+pub(crate) struct Labels {
     pub ssdwatch_instance: String,
     pub node_instance: String,
     pub fstype: String,
@@ -67,7 +67,7 @@ impl Default for Labels {
 }
 
 /// Every input series of the test.
-pub fn input_series(
+pub(crate) fn input_series(
     trace: &Trace,
     forecast: &[ForecastPoint],
     volume: &Volume,
@@ -320,7 +320,7 @@ fn node_series(slots: &Slots, volume: &Volume, labels: &Labels) -> Vec<Series> {
 
 /// The check instants (relative to the grid's origin): every `every` seconds (a multiple of
 /// the evaluation interval, so each is an evaluation) from the trace's start to its end.
-pub fn checks(trace: &Trace, grid: &Grid, every: i64) -> Vec<i64> {
+pub(crate) fn checks(trace: &Trace, grid: &Grid, every: i64) -> Vec<i64> {
     let (from, to) = (trace.start() - grid.shift, trace.end() - grid.shift);
     let first = (from + every - 1).div_euclid(every) * every;
     (0..)

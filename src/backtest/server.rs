@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Steps in one range query: Prometheus answers at most 11,000 points a series.
-pub const STEPS_PER_QUERY: i64 = 10_000;
+pub(crate) const STEPS_PER_QUERY: i64 = 10_000;
 /// How long the server may take to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// The largest answer read from the server (a range query of [`STEPS_PER_QUERY`] steps).
@@ -39,7 +39,7 @@ const MAX_ANSWER_BYTES: u64 = 512 << 20;
 const LOG_TAIL_BYTES: usize = 2_000;
 
 /// `prometheus`: the one given, else the one beside `promtool`, else the first on PATH.
-pub fn find_prometheus(given: Option<&Path>, promtool: &Path) -> Option<PathBuf> {
+pub(crate) fn find_prometheus(given: Option<&Path>, promtool: &Path) -> Option<PathBuf> {
     if let Some(g) = given {
         return Some(g.to_path_buf());
     }
@@ -50,7 +50,7 @@ pub fn find_prometheus(given: Option<&Path>, promtool: &Path) -> Option<PathBuf>
 }
 
 /// A running server of the backtest's own.
-pub struct Server {
+pub(crate) struct Server {
     child: Child,
     base: String,
     api: Api,
@@ -61,7 +61,7 @@ pub struct Server {
 /// What went wrong with the rule engine's server, naming the file, the binary, the URL or the
 /// rule.
 #[derive(Debug, thiserror::Error)]
-pub enum ServerError {
+pub(crate) enum ServerError {
     #[error("writing {}: {error}", path.display())]
     WriteConfig {
         path: PathBuf,
@@ -128,7 +128,7 @@ impl Drop for Server {
 impl Server {
     /// Starts `bin` over a new TSDB in `dir`, its head able to hold `span` seconds, and waits
     /// until it is ready.
-    pub fn start(bin: &Path, dir: &Path, span: i64) -> Result<Server, ServerError> {
+    pub(crate) fn start(bin: &Path, dir: &Path, span: i64) -> Result<Server, ServerError> {
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
@@ -232,7 +232,7 @@ impl Server {
     }
 
     /// Writes `series` by remote write.
-    pub fn write(&self, series: &[WriteSeries]) -> Result<(), ServerError> {
+    pub(crate) fn write(&self, series: &[WriteSeries]) -> Result<(), ServerError> {
         let url = format!("{}/api/v1/write", self.base);
         for body in bodies(series) {
             let mut r = self
@@ -265,7 +265,7 @@ impl Server {
 
     /// `expr` at every `step` from 0 to `end` (seconds), by range queries of at most
     /// [`STEPS_PER_QUERY`] steps, `jobs` at once; each series' points in time order.
-    pub fn range(
+    pub(crate) fn range(
         &self,
         expr: &str,
         end: i64,
@@ -323,7 +323,7 @@ fn free_port() -> Result<u16, ServerError> {
 
 /// The replayed series as written: `grid` seconds between slots from time 0, a staleness
 /// marker where a series ended.
-pub fn input(series: &[Series], grid: i64) -> Result<Vec<WriteSeries>, ServerError> {
+pub(crate) fn input(series: &[Series], grid: i64) -> Result<Vec<WriteSeries>, ServerError> {
     series
         .iter()
         .map(|s| {
@@ -350,7 +350,7 @@ pub fn input(series: &[Series], grid: i64) -> Result<Vec<WriteSeries>, ServerErr
 /// A recording rule's results as the rule manager writes them: each series renamed, with the
 /// rule's labels, a sample at each step it answered and a staleness marker at the first step
 /// it did not after one it did.
-pub fn recorded(
+pub(crate) fn recorded(
     rule: &Rule,
     steps: &[i64],
     answer: &Answer,
@@ -404,7 +404,7 @@ pub fn recorded(
 
 /// Every rule over the steps from 0 to `end` at `every` seconds, in order: what fired at each
 /// of `checks`.
-pub fn evaluate(
+pub(crate) fn evaluate(
     server: &Server,
     rules: &[Rule],
     end: i64,

@@ -5,11 +5,11 @@ use std::fmt;
 
 /// The smallest interval between two samples: node_exporter scrapes are 15 s and up, and a
 /// finer trace would only cost replay time.
-pub const MIN_INTERVAL_SECONDS: i64 = 10;
+pub(crate) const MIN_INTERVAL_SECONDS: i64 = 10;
 
 /// One sample of a volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub t: i64,
     pub size_bytes: u64,
     pub avail_bytes: u64,
@@ -17,13 +17,13 @@ pub struct Sample {
 
 /// A trace: samples in strictly increasing time, at least [`MIN_INTERVAL_SECONDS`] apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Trace {
+pub(crate) struct Trace {
     pub samples: Vec<Sample>,
 }
 
 /// What is wrong with a trace, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceError {
+pub(crate) struct TraceError {
     pub file: String,
     /// 1-based; 0 for the file as a whole.
     pub line: usize,
@@ -49,7 +49,7 @@ const COLUMNS: [&str; 3] = ["unix_seconds", "size_bytes", "avail_bytes"];
 
 /// Parses a CSV trace; `file` names it in errors. Blank lines are skipped; the first row may be a
 /// header (any row whose first field is not a number).
-pub fn parse_trace(text: &str, file: &str) -> Result<Trace, TraceError> {
+pub(crate) fn parse_trace(text: &str, file: &str) -> Result<Trace, TraceError> {
     let err = |line: usize, what: String| TraceError {
         file: file.to_string(),
         line,
@@ -169,7 +169,7 @@ fn parse_bytes(s: &str) -> Option<u64> {
 
 impl Trace {
     /// The first instant the volume is full (nothing left for unprivileged writers: avail 0).
-    pub fn full_at(&self) -> Option<i64> {
+    pub(crate) fn full_at(&self) -> Option<i64> {
         self.samples
             .iter()
             .find(|s| s.avail_bytes == 0)
@@ -177,17 +177,17 @@ impl Trace {
     }
 
     /// The trace's usual interval: the median of the gaps between samples.
-    pub fn interval(&self) -> i64 {
+    pub(crate) fn interval(&self) -> i64 {
         let mut gaps: Vec<i64> = self.samples.windows(2).map(|w| w[1].t - w[0].t).collect();
         gaps.sort_unstable();
         gaps.get(gaps.len() / 2).copied().unwrap_or(60)
     }
 
-    pub fn start(&self) -> i64 {
+    pub(crate) fn start(&self) -> i64 {
         self.samples.first().map_or(0, |s| s.t)
     }
 
-    pub fn end(&self) -> i64 {
+    pub(crate) fn end(&self) -> i64 {
         self.samples.last().map_or(0, |s| s.t)
     }
 }

@@ -286,7 +286,9 @@ fn slope_over(days: &[DayUse], ys: &[f64], today: i64, window: i64, min: usize) 
 }
 
 /// Growth and predicted full date of one filesystem from its points (raw and hourly, in time
-/// order), as of `now`. Only the last 60 days are used; pass at least those.
+/// order), as of `now`. Only the last 60 days are used; pass at least those. (The daemon and
+/// the report read the store's daily rows and call [`forecast_filesystem_days`].)
+#[cfg(test)]
 pub fn forecast_filesystem(points: &[FsPoint], now: i64) -> FsForecast {
     forecast_filesystem_days(&daily_use(points), now)
 }
@@ -540,13 +542,9 @@ pub struct DriveForecast {
     pub predicted_endurance_exhausted_unix: Option<i64>,
 }
 
-/// Wear rate (ratio a day) and the fitted level now, from (t, wear) points in time order.
-pub fn wear_fit(points: &[(i64, f64)], now: i64) -> Option<(f64, f64)> {
-    wear_fit_band(points, now).map(|f| (f.0, f.1))
-}
-
-/// [`wear_fit`] and the Theil–Sen interval of the rate over the same window, widened to
-/// contain the least-squares rate (`None` with fewer than 3 days).
+/// Wear rate (ratio a day) and the fitted level now, from (t, wear) points in time order, and
+/// the Theil–Sen interval of the rate over the same window, widened to contain the
+/// least-squares rate (`None` with fewer than 3 days).
 fn wear_fit_band(points: &[(i64, f64)], now: i64) -> Option<(f64, f64, Option<SlopeBand>)> {
     // The last value of each day.
     let mut daily: Vec<(f64, f64)> = Vec::new();

@@ -9,14 +9,14 @@
 //! backend), `access` (why a read was refused), `spec` (what the helper is started with, its
 //! wire, its allow rule), `worker` (the helper's loop), `client` (the daemon's side).
 
-pub mod access;
-pub mod atasmart;
-pub mod client;
-pub mod escape;
-pub mod runner;
-pub mod spec;
-pub mod worker;
+pub(crate) mod access;
+pub(crate) mod atasmart;
+pub(crate) mod client;
+pub(crate) mod escape;
+pub(crate) mod runner;
+pub(crate) mod spec;
+pub(crate) mod worker;
 
-pub use client::{Helper, RequestKind};
-pub use runner::{Exit, MAX_OUTPUT, RunError, RunOutcome, run_bounded};
-pub use spec::{DmQuery, Protocol, Spec};
+pub(crate) use client::{Helper, RequestKind};
+pub(crate) use runner::{Exit, MAX_OUTPUT, RunError, RunOutcome, run_bounded};
+pub(crate) use spec::{DmQuery, Protocol, Spec};

@@ -126,7 +126,7 @@ pub enum RunOutcome {
 }
 
 /// Output beyond this is garbage, not smartctl JSON (a full `-x` is under 100 KiB).
-pub const MAX_OUTPUT: u64 = 4 << 20;
+pub(crate) const MAX_OUTPUT: u64 = 4 << 20;
 
 /// After smartctl exited, what it wrote is already in the pipe: a read that waits longer than
 /// this finds an empty pipe some descendant still holds open, not more output.
@@ -197,7 +197,7 @@ async fn ended(child: &mut tokio::process::Child, leader: Option<&AsyncFd<OwnedF
 /// smartctl or any process of the run won't die (stuck in the kernel), they are left to a
 /// background watcher, and the item's door mark (`pass`) is held, stuck, until every one of
 /// them is gone: the same mark, metrics and refusals as a call on one of the door's threads.
-pub async fn run_bounded(
+pub(crate) async fn run_bounded(
     bin: &Path,
     args: &[String],
     timeout: Duration,
@@ -392,7 +392,7 @@ fn keep(
 /// (`pass`), within `timeout`; the reading goes on in smartctl's JSON shape, so the same step
 /// and model take it. A call that does not return keeps the mark, stuck, until it does.
 #[cfg(feature = "atasmart")]
-pub async fn run_atasmart(
+pub(crate) async fn run_atasmart(
     path: &str,
     nocheck_standby: bool,
     timeout: Duration,

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// daemon loaded it before it gave up its capabilities.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Spec {
+pub(crate) struct Spec {
     pub smartctl: PathBuf,
     pub timeout_ms: u64,
     pub nocheck_standby: bool,
@@ -62,7 +62,10 @@ fn default_proc() -> PathBuf {
 /// `btrfs device stats`'s whole argument list for `mount`, if the helper may run it there:
 /// an absolute path that is a btrfs mount point in `btrfs_mounts` (the helper's own mount
 /// table), never an option or another path.
-pub fn btrfs_stats_args(mount: &str, btrfs_mounts: &[PathBuf]) -> Result<Vec<String>, Refusal> {
+pub(crate) fn btrfs_stats_args(
+    mount: &str,
+    btrfs_mounts: &[PathBuf],
+) -> Result<Vec<String>, Refusal> {
     if !mount.starts_with('/') || mount.contains('\0') {
         return Err(Refusal::NotAbsolute {
             mount: mount.to_string(),
@@ -79,7 +82,7 @@ pub fn btrfs_stats_args(mount: &str, btrfs_mounts: &[PathBuf]) -> Result<Vec<Str
 impl Spec {
     /// What a request may ask of a drive: the OCP log only where the config allowed it,
     /// whatever the request says.
-    pub fn allowed_asks(&self, asks: Asks) -> Asks {
+    pub(crate) fn allowed_asks(&self, asks: Asks) -> Asks {
         Asks {
             ocp: asks.ocp && self.ocp_log,
             ..asks
@@ -141,7 +144,7 @@ impl Protocol {
 /// A request to the helper.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Request {
+pub(crate) enum Request {
     /// Run smartctl's fixed argument set on a device; `protocol` (once known) adds that
     /// protocol's fixed set of small logs (`smart::argv::smartctl_args`).
     Smartctl {
@@ -164,7 +167,7 @@ pub enum Request {
 }
 
 impl Request {
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         match self {
             Request::Smartctl { id, .. }
             | Request::Atasmart { id, .. }
@@ -179,7 +182,7 @@ impl Request {
 /// the message of the rest.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
-pub enum FailKind {
+pub(crate) enum FailKind {
     TimedOut,
     Stuck,
     AtasmartStuck,
@@ -191,7 +194,7 @@ pub enum FailKind {
 /// A reply from the helper.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "reply", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// The run gave output: it follows in the next frame (`len` bytes).
     Output {
         id: u64,
@@ -215,11 +218,11 @@ pub enum Reply {
 }
 
 /// Limits of a frame: requests and reply headers are small; output is capped by the runner.
-pub const MAX_REQUEST: u32 = 64 << 10;
-pub const MAX_OUTPUT_FRAME: u32 = (4 << 20) + 1;
+pub(crate) const MAX_REQUEST: u32 = 64 << 10;
+pub(crate) const MAX_OUTPUT_FRAME: u32 = (4 << 20) + 1;
 
 /// Reads one frame of at most `max` bytes; None at a clean end of stream.
-pub async fn read_frame<R: AsyncReadExt + Unpin>(
+pub(crate) async fn read_frame<R: AsyncReadExt + Unpin>(
     r: &mut R,
     max: u32,
 ) -> std::io::Result<Option<Vec<u8>>> {
@@ -242,7 +245,7 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
 }
 
 /// Writes frames back to back.
-pub async fn write_frames<W: AsyncWriteExt + Unpin>(
+pub(crate) async fn write_frames<W: AsyncWriteExt + Unpin>(
     w: &mut W,
     frames: &[&[u8]],
 ) -> std::io::Result<()> {
@@ -258,7 +261,7 @@ pub async fn write_frames<W: AsyncWriteExt + Unpin>(
 
 /// What the helper observed of a device node for the allow rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeFacts {
+pub(crate) struct NodeFacts {
     /// /dev/NAME is a block device node.
     pub block_node: bool,
     /// SYS/block/NAME/device exists: a drive the kernel found on a bus (not loop, dm, md).
@@ -275,7 +278,7 @@ fn kernel_name_ok(name: &str) -> bool {
 
 /// Why the helper refuses a request: each names the device or mount it was asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     #[error("{mount:?} is not an absolute path")]
     NotAbsolute { mount: String },
     #[error("{mount:?} is not a btrfs mount point")]
@@ -307,20 +310,20 @@ pub enum Refusal {
 /// A device filter of the spec that does not compile, with its key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: {reason}")]
-pub struct PatternError {
+pub(crate) struct PatternError {
     pub key: &'static str,
     pub reason: String,
 }
 
 /// The allow rule, compiled once.
-pub struct Allow {
+pub(crate) struct Allow {
     spec: Spec,
     include: Option<DevicePattern>,
     exclude: Option<DevicePattern>,
 }
 
 impl Allow {
-    pub fn new(spec: Spec) -> Result<Allow, PatternError> {
+    pub(crate) fn new(spec: Spec) -> Result<Allow, PatternError> {
         let pat = |p: &Option<String>, key: &'static str| {
             p.as_deref()
                 .map(DevicePattern::new)
@@ -334,7 +337,7 @@ impl Allow {
         })
     }
 
-    pub fn spec(&self) -> &Spec {
+    pub(crate) fn spec(&self) -> &Spec {
         &self.spec
     }
 
@@ -342,7 +345,7 @@ impl Allow {
     /// device exactly as configured, or, with discovery on, a drive the kernel found (a block
     /// node /dev/NAME of a drive on a bus) that the include/exclude filters let through.
     /// `node` observes the node only when the rule gets that far.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         path: &str,
         dev_type: Option<&str>,
@@ -402,7 +405,7 @@ impl Allow {
     }
 
     /// The node facts of a discovered name, as the kernel shows them now.
-    pub fn observe(&self, name: &str) -> NodeFacts {
+    pub(crate) fn observe(&self, name: &str) -> NodeFacts {
         use std::os::unix::fs::FileTypeExt;
         NodeFacts {
             block_node: std::fs::symlink_metadata(

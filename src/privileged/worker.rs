@@ -18,7 +18,7 @@ const MAX_IN_FLIGHT: usize = 64;
 
 /// The worker's life on `sock` (descriptor 3 from the keeper). Returns the exit code: 0 when
 /// the daemon closed the socket, 1 on a broken request (the keeper starts a fresh worker).
-pub fn main(spec: Spec, sock: std::os::unix::net::UnixStream) -> i32 {
+pub(crate) fn main(spec: Spec, sock: std::os::unix::net::UnixStream) -> i32 {
     let allow = match Allow::new(spec) {
         Ok(a) => Arc::new(a),
         Err(e) => {

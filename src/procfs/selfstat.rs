@@ -132,7 +132,9 @@ pub fn read_stat(proc_root: &Path) -> Result<SelfStat, ProcError> {
     })
 }
 
-/// Reads the soft open-files limit from `<proc_root>/self/limits`.
+/// Reads the soft open-files limit from `<proc_root>/self/limits`: the tests' check that it
+/// is the limit the daemon takes from getrlimit (src/process.rs).
+#[cfg(test)]
 pub fn read_max_open_files(proc_root: &Path) -> Result<Option<u64>, ProcError> {
     Ok(parse_max_open_files(&read(proc_root.join("self/limits"))?))
 }
