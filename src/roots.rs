@@ -50,52 +50,63 @@ impl Roots {
 
     /// A path inside the host's root filesystem as seen from here (`--path.rootfs`).
     pub fn in_rootfs(&self, p: &Path) -> PathBuf {
-        let rel = p.strip_prefix("/").unwrap_or(p);
-        self.rootfs.join(rel)
+        in_rootfs(&self.rootfs, p)
     }
 
     /// `host` (a path as the host sees it) with every symlink resolved inside the host's
     /// root, as the host's kernel would: an absolute link target starts again at the host's
     /// `/`, `..` never climbs above it. Returns (host path, path to open here).
     pub fn canonical(&self, host: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
-        let real = self.resolve(host)?;
-        let inside = self.in_rootfs(&real);
-        Ok((real, inside))
+        canonical(&self.rootfs, host)
     }
+}
 
-    /// The resolution behind [`Roots::canonical`]: the host path, links read under the
-    /// rootfs; ELOOP past [`MAX_SYMLINKS`], NotFound at a missing component.
-    fn resolve(&self, host: &Path) -> std::io::Result<PathBuf> {
-        let mut todo: VecDeque<OsString> = VecDeque::new();
-        push_components(&mut todo, host, false);
-        let mut out = PathBuf::from("/");
-        let mut links = 0;
-        while let Some(c) = todo.pop_front() {
-            match c.to_str() {
-                Some("/") => out = PathBuf::from("/"),
-                Some(".") => {}
-                Some("..") => {
-                    out.pop();
-                }
-                _ => {
-                    let next = out.join(&c);
-                    match std::fs::read_link(self.in_rootfs(&next)) {
-                        Ok(target) => {
-                            links += 1;
-                            if links > MAX_SYMLINKS {
-                                return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
-                            }
-                            push_components(&mut todo, &target, true);
+/// [`Roots::in_rootfs`] for code handed only the root filesystem's path.
+pub(crate) fn in_rootfs(rootfs: &Path, p: &Path) -> PathBuf {
+    rootfs.join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// [`Roots::canonical`] for code handed only the root filesystem's path: the one way a host
+/// path that may hold symlinks (a data directory, a tablespace, an option file, a binary log
+/// named in its index) becomes a path to open here.
+pub(crate) fn canonical(rootfs: &Path, host: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+    let real = resolve(rootfs, host)?;
+    let inside = in_rootfs(rootfs, &real);
+    Ok((real, inside))
+}
+
+/// The resolution behind [`canonical`]: the host path, links read under the rootfs; ELOOP past
+/// [`MAX_SYMLINKS`], NotFound at a missing component.
+fn resolve(rootfs: &Path, host: &Path) -> std::io::Result<PathBuf> {
+    let mut todo: VecDeque<OsString> = VecDeque::new();
+    push_components(&mut todo, host, false);
+    let mut out = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = todo.pop_front() {
+        match c.to_str() {
+            Some("/") => out = PathBuf::from("/"),
+            Some(".") => {}
+            Some("..") => {
+                out.pop();
+            }
+            _ => {
+                let next = out.join(&c);
+                match std::fs::read_link(in_rootfs(rootfs, &next)) {
+                    Ok(target) => {
+                        links += 1;
+                        if links > MAX_SYMLINKS {
+                            return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
                         }
-                        // Not a link: as it is.
-                        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => out = next,
-                        Err(e) => return Err(e),
+                        push_components(&mut todo, &target, true);
                     }
+                    // Not a link: as it is.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => out = next,
+                    Err(e) => return Err(e),
                 }
             }
         }
-        Ok(out)
     }
+    Ok(out)
 }
 
 /// The components of `p` onto `todo`, at its front (a link's target, read next) or back.

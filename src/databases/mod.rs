@@ -45,8 +45,14 @@ impl<'a> ConfigFiles<'a> {
         }
     }
 
-    fn inside(&self, host: &Path) -> PathBuf {
-        self.rootfs.join(host.strip_prefix("/").unwrap_or(host))
+    /// Where `host` (an option file or include directory as the server names it) is here: its
+    /// links resolved inside the host's root (Debian's `/etc/mysql/my.cnf` is an absolute link
+    /// through `/etc/alternatives`, which must not lead into the daemon's own root).
+    /// `None` where the server would find nothing (a missing file, a link loop).
+    fn inside(&self, host: &Path) -> Option<PathBuf> {
+        crate::roots::canonical(self.rootfs, host)
+            .ok()
+            .map(|(_, inside)| inside)
     }
 
     /// The text of `file` (a host path) at include depth `depth`, while the limits allow.
@@ -54,7 +60,7 @@ impl<'a> ConfigFiles<'a> {
         if depth > Self::MAX_DEPTH || self.seen >= Self::MAX_FILES {
             return None;
         }
-        let inside = self.inside(file);
+        let inside = self.inside(file)?;
         let text = small_file::read_small_text(&inside, self.max_bytes, Links::Follow).ok()?;
         self.seen += 1;
         Some(text)
@@ -63,7 +69,7 @@ impl<'a> ConfigFiles<'a> {
     /// The files of an include directory (a host path) that `keep` accepts by name, in name
     /// order, as the servers read them.
     pub(crate) fn dir(&self, dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
-        let Ok(rd) = std::fs::read_dir(self.inside(dir)) else {
+        let Some(Ok(rd)) = self.inside(dir).map(std::fs::read_dir) else {
             return Vec::new();
         };
         let mut names: Vec<String> = rd
@@ -729,6 +735,53 @@ mod tests {
         assert_eq!(db.dir, Path::new("/data/pg15"));
         assert_eq!(db.path, real);
         assert_eq!(db.version, "15");
+    }
+
+    /// Debian's option file is an absolute link through /etc/alternatives: under
+    /// `--path.rootfs` it is followed inside the host's root, never into the daemon's own
+    /// /etc (which may hold a MariaDB of its own, as on a test machine).
+    #[test]
+    fn an_option_file_behind_absolute_links_is_read_inside_the_hosts_root() {
+        let t = tempfile::tempdir().unwrap();
+        let etc = t.path().join("etc");
+        std::fs::create_dir_all(etc.join("mysql")).unwrap();
+        std::fs::create_dir_all(etc.join("alternatives")).unwrap();
+        std::fs::write(
+            etc.join("mysql/mariadb.cnf"),
+            "[mysqld]\ndatadir = /srv/host-mysql\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("/etc/mysql/mariadb.cnf", etc.join("alternatives/my.cnf"))
+            .unwrap();
+        std::os::unix::fs::symlink("/etc/alternatives/my.cnf", etc.join("mysql/my.cnf")).unwrap();
+        let opts = mycnf::read(t.path(), &[PathBuf::from("/etc/mysql/my.cnf")]);
+        assert_eq!(opts.datadir.as_deref(), Some("/srv/host-mysql"));
+        // A link that leaves nothing to read reads nothing (no fall back to the daemon's /etc).
+        std::fs::remove_file(etc.join("mysql/mariadb.cnf")).unwrap();
+        let opts = mycnf::read(t.path(), &[PathBuf::from("/etc/mysql/my.cnf")]);
+        assert_eq!(opts.datadir, None);
+    }
+
+    /// A binary log named by its absolute path in the index, in a directory reached through
+    /// an absolute link: counted from the host's file.
+    #[test]
+    fn a_binlog_named_absolutely_through_a_link_is_counted_inside_the_hosts_root() {
+        let t = tempfile::tempdir().unwrap();
+        let data = t.path().join("var/lib/mysql");
+        let logs = t.path().join("srv/binlogs");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&logs).unwrap();
+        std::os::unix::fs::symlink("/srv/binlogs", t.path().join("var/log-bin")).unwrap();
+        std::fs::write(logs.join("mysql-bin.000001"), vec![1u8; 8192]).unwrap();
+        std::fs::write(
+            data.join("mysql-bin.index"),
+            "/var/log-bin/mysql-bin.000001\n/var/log-bin/mysql-bin.000002\n",
+        )
+        .unwrap();
+        let cheap = mysql::read_cheap(&data, t.path(), None).unwrap();
+        assert_eq!(cheap.binlog.files, 1, "the purged one is not counted");
+        assert_eq!(cheap.binlog.first, Some(logs.join("mysql-bin.000001")));
+        assert!(cheap.errors.is_empty(), "{:?}", cheap.errors);
     }
 
     #[test]

@@ -182,13 +182,14 @@ fn read_logs(
     };
     for name in parse_index(&text) {
         let p = Path::new(&name);
+        // An absolute name is the host's: resolved inside its root, as the server opens it.
         let path = if p.is_absolute() {
-            rootfs.join(p.strip_prefix("/").unwrap_or(p))
+            crate::roots::canonical(rootfs, p).map(|(_, inside)| inside)
         } else {
-            dir.join(p)
+            Ok(dir.join(p))
         };
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) => {
+        match path.and_then(|path| std::fs::symlink_metadata(&path).map(|m| (path, m))) {
+            Ok((path, m)) => {
                 logs.files += 1;
                 logs.bytes = logs.bytes.saturating_add(allocated(&m));
                 if let Ok(t) = m.modified() {
@@ -201,7 +202,7 @@ fn read_logs(
             }
             // Purged between the index's write and our look.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => errors.push(format!("{}: {e}", path.display())),
+            Err(e) => errors.push(format!("{} (in {}): {e}", name, index.display())),
         }
     }
 }
