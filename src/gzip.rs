@@ -147,36 +147,45 @@ impl Inflate {
     /// The next `max` bytes of the text of `deflate` (given whole at each call; `max` no more
     /// than what remains of its text). An error when the blocks end or stop making text first:
     /// they are broken (never so for blocks this module made).
-    pub(crate) fn next(&mut self, deflate: &[u8], max: usize) -> Result<Vec<u8>, String> {
+    pub(crate) fn next(&mut self, deflate: &[u8], max: usize) -> Result<Vec<u8>, InflateError> {
         let mut out = Vec::with_capacity(max);
+        let len = deflate.len();
         while out.len() < max {
             let pos = usize::try_from(self.d.total_in()).unwrap_or(usize::MAX);
             let Some(input) = deflate.get(pos..) else {
-                return Err(format!(
-                    "deflate read past its end ({pos} of {})",
-                    deflate.len()
-                ));
+                return Err(InflateError::PastEnd { pos, len });
             };
             let (in_before, out_before) = (self.d.total_in(), out.len());
-            if let Err(e) = self
+            if let Err(source) = self
                 .d
                 .decompress_vec(input, &mut out, FlushDecompress::Sync)
             {
-                return Err(format!("deflate at byte {pos}: {e}"));
+                return Err(InflateError::Damaged { pos, source });
             }
             if self.d.total_in() == in_before && out.len() == out_before {
-                return Err(format!(
-                    "deflate ends at byte {pos} of {} before its text does",
-                    deflate.len()
-                ));
+                return Err(InflateError::EndsEarly { pos, len });
             }
         }
         Ok(out)
     }
 }
 
+/// Why deflate blocks gave no text: they are broken (never so for blocks this module made).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InflateError {
+    #[error("deflate read past its end ({pos} of {len})")]
+    PastEnd { pos: usize, len: usize },
+    #[error("deflate at byte {pos}: {source}")]
+    Damaged {
+        pos: usize,
+        source: flate2::DecompressError,
+    },
+    #[error("deflate ends at byte {pos} of {len} before its text does")]
+    EndsEarly { pos: usize, len: usize },
+}
+
 /// The whole text of `deflate`, `len` bytes.
-pub(crate) fn inflate(deflate: &[u8], len: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn inflate(deflate: &[u8], len: usize) -> Result<Vec<u8>, InflateError> {
     if len == 0 {
         return Ok(Vec::new());
     }
@@ -356,13 +365,17 @@ mod tests {
         }
         assert_eq!(inflate(b"", 0).unwrap(), b"");
         // Cut short: the text ends before its length.
-        let cut = inflate(&deflate[..deflate.len() / 2], whole.len()).unwrap_err();
+        let cut = inflate(&deflate[..deflate.len() / 2], whole.len())
+            .unwrap_err()
+            .to_string();
         assert!(cut.contains("before its text does"), "{cut}");
         // Damaged: a block type that doesn't exist (BTYPE 11).
-        let bad = inflate(&[0b0000_0111, 0, 0, 0], 10).unwrap_err();
+        let bad = inflate(&[0b0000_0111, 0, 0, 0], 10)
+            .unwrap_err()
+            .to_string();
         assert!(bad.contains("deflate at byte 0"), "{bad}");
         // More text asked than the blocks hold.
-        let short = inflate(&deflate, whole.len() + 1).unwrap_err();
+        let short = inflate(&deflate, whole.len() + 1).unwrap_err().to_string();
         assert!(short.contains("before its text does"), "{short}");
     }
 

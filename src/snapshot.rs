@@ -119,10 +119,19 @@ impl Part {
     }
 
     /// Its text, inflated.
-    pub fn text(&self) -> Result<String, String> {
+    pub(crate) fn text(&self) -> Result<String, PartError> {
         let bytes = gzip::inflate(&self.deflate, self.text_len())?;
-        String::from_utf8(bytes).map_err(|e| format!("inflated text: {e}"))
+        Ok(String::from_utf8(bytes)?)
     }
+}
+
+/// Why a published part gave no text (never so for a part the daemon made itself).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PartError {
+    #[error(transparent)]
+    Inflate(#[from] gzip::InflateError),
+    #[error("inflated text: {0}")]
+    NotUtf8(#[from] std::string::FromUtf8Error),
 }
 
 #[cfg(test)]

@@ -218,7 +218,7 @@ struct Inflating {
 
 impl http_body::Body for Inflating {
     type Data = Bytes;
-    type Error = String;
+    type Error = crate::gzip::InflateError;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
@@ -516,7 +516,7 @@ mod tests {
                 .expect("an error before the body's end");
             match frame {
                 Ok(f) => sent.extend_from_slice(&f.into_data().unwrap()),
-                Err(e) => break e,
+                Err(e) => break e.to_string(),
             }
         };
         assert!(error.contains("before its text does"), "{error}");
