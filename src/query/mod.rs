@@ -106,9 +106,9 @@ impl Api {
         let dir = http.as_ref().map(|h| h.1.clone()).unwrap_or_default();
         // Built only for an https URL: a plain-HTTP server needs no CA bundle on the host.
         let tls = if base.starts_with("https://") {
-            tls::client_config(&tls_cfg, &dir)
+            tls::client_config(&tls_cfg, &dir).map_err(std::sync::Arc::new)
         } else {
-            Err("an http:// server redirected to https".to_string())
+            Err(std::sync::Arc::new(tls::ClientTlsError::RedirectedToHttps))
         };
         let connector =
             ().chain(ConnectProxyConnector::default())

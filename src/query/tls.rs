@@ -5,7 +5,7 @@
 
 use super::http_config::TlsConfig;
 use crate::config::{MAX_CONFIG_BYTES, read_config_file};
-use crate::web::tls::{pem_certs, pem_or_file};
+use crate::web::tls::{TlsError, pem_certs, pem_or_file};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
@@ -28,21 +28,45 @@ const SYSTEM_BUNDLES: [&str; 5] = [
     "/etc/ssl/cert.pem",
 ];
 
+/// Why the query client's TLS config can't be built, naming the `tls_config` key at fault.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClientTlsError {
+    #[error("tls_config.{key}_file {source}")]
+    File { key: &'static str, source: TlsError },
+    #[error("{what}: {source}")]
+    Certificates { what: String, source: TlsError },
+    #[error("no tls_config.ca_file and no system CA bundle ({})", SYSTEM_BUNDLES.join(", "))]
+    NoSystemBundle,
+    #[error("tls_config.ca_file: no usable CA certificate")]
+    NoUsableCa,
+    #[error("tls_config.min_version: {0}")]
+    Versions(rustls::Error),
+    #[error("tls_config.key_file: no usable PEM private key: {0}")]
+    Key(rustls::pki_types::pem::Error),
+    #[error("tls_config.key_file: does not go with cert_file: {0}")]
+    KeyMismatch(rustls::Error),
+    #[error("an http:// server redirected to https")]
+    RedirectedToHttps,
+}
+
 fn pem(
     inline: &Option<String>,
     file: &Option<PathBuf>,
-    name: &str,
+    key: &'static str,
     dir: &Path,
-) -> Result<Option<Vec<u8>>, String> {
-    pem_or_file(inline, file, dir).map_err(|e| format!("tls_config.{name}_file {e}"))
+) -> Result<Option<Vec<u8>>, ClientTlsError> {
+    pem_or_file(inline, file, dir).map_err(|source| ClientTlsError::File { key, source })
 }
 
-fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    pem_certs(pem).map_err(|e| format!("{what}: {e}"))
+fn certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, ClientTlsError> {
+    pem_certs(pem).map_err(|source| ClientTlsError::Certificates {
+        what: what.to_string(),
+        source,
+    })
 }
 
 /// The system's CA certificates, from the first bundle found.
-fn system_roots() -> Result<Vec<CertificateDer<'static>>, String> {
+fn system_roots() -> Result<Vec<CertificateDer<'static>>, ClientTlsError> {
     let env = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from);
     for p in env
         .into_iter()
@@ -52,14 +76,14 @@ fn system_roots() -> Result<Vec<CertificateDer<'static>>, String> {
             return certs(&bytes, &p.display().to_string());
         }
     }
-    Err(format!(
-        "no tls_config.ca_file and no system CA bundle ({})",
-        SYSTEM_BUNDLES.join(", ")
-    ))
+    Err(ClientTlsError::NoSystemBundle)
 }
 
 /// The rustls client config of `t` (files resolved against `dir`, the config file's).
-pub(crate) fn client_config(t: &TlsConfig, dir: &Path) -> Result<Arc<ClientConfig>, String> {
+pub(crate) fn client_config(
+    t: &TlsConfig,
+    dir: &Path,
+) -> Result<Arc<ClientConfig>, ClientTlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     // TLS 1.2 is rustls' floor: TLS10/TLS11 mean "the oldest there is", as for the server.
     let max13 = t.max_version.as_deref().is_none_or(|v| v == "TLS13");
@@ -73,7 +97,7 @@ pub(crate) fn client_config(t: &TlsConfig, dir: &Path) -> Result<Arc<ClientConfi
     }
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("tls_config.min_version: {e}"))?;
+        .map_err(ClientTlsError::Versions)?;
     let builder = if t.insecure_skip_verify == Some(true) {
         builder
             .dangerous()
@@ -86,7 +110,7 @@ pub(crate) fn client_config(t: &TlsConfig, dir: &Path) -> Result<Arc<ClientConfi
         let mut store = RootCertStore::empty();
         let (added, _) = store.add_parsable_certificates(roots);
         if added == 0 {
-            return Err("tls_config.ca_file: no usable CA certificate".into());
+            return Err(ClientTlsError::NoUsableCa);
         }
         builder.with_root_certificates(store)
     };
@@ -96,11 +120,10 @@ pub(crate) fn client_config(t: &TlsConfig, dir: &Path) -> Result<Arc<ClientConfi
     ) {
         (Some(c), Some(k)) => {
             let chain = certs(&c, "tls_config.cert_file")?;
-            let key = PrivateKeyDer::from_pem_slice(&k)
-                .map_err(|e| format!("tls_config.key_file: no usable PEM private key: {e}"))?;
+            let key = PrivateKeyDer::from_pem_slice(&k).map_err(ClientTlsError::Key)?;
             builder
                 .with_client_auth_cert(chain, key)
-                .map_err(|e| format!("tls_config.key_file: does not go with cert_file: {e}"))?
+                .map_err(ClientTlsError::KeyMismatch)?
         }
         _ => builder.with_no_client_auth(),
     };
@@ -112,7 +135,7 @@ pub(crate) fn client_config(t: &TlsConfig, dir: &Path) -> Result<Arc<ClientConfi
 #[derive(Debug)]
 pub(crate) struct TlsConnector {
     /// The config, or why it could not be built (said when an https connection needs it).
-    pub config: Result<Arc<ClientConfig>, String>,
+    pub config: Result<Arc<ClientConfig>, Arc<ClientTlsError>>,
     pub server_name: Option<ServerName<'static>>,
 }
 
