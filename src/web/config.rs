@@ -272,10 +272,10 @@ impl TlsServerConfig {
             ));
         }
         for name in self.cipher_suites.iter().flatten() {
-            cipher_suite(name).map_err(|m| Invalid::new(key("cipher_suites"), m))?;
+            cipher_suite(name).map_err(|e| Invalid::new(key("cipher_suites"), e.to_string()))?;
         }
         for name in self.curve_preferences.iter().flatten() {
-            curve(name).map_err(|m| Invalid::new(key("curve_preferences"), m))?;
+            curve(name).map_err(|e| Invalid::new(key("curve_preferences"), e.to_string()))?;
         }
         Ok(())
     }
@@ -291,9 +291,27 @@ pub(crate) enum CipherChoice {
     Tls13,
 }
 
+/// A cipher suite or curve name of Go's that the server can't take, and why.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TlsNameError {
+    #[error(
+        "{0}: not offered by rustls, which implements only ECDHE suites with AES-GCM or ChaCha20-Poly1305 \
+         (use e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)"
+    )]
+    SuiteNotInRustls(String),
+    #[error("{0}: unknown cipher suite")]
+    UnknownSuite(String),
+    #[error(
+        "CurveP521: not offered by rustls's ring provider (use X25519, CurveP256 or CurveP384)"
+    )]
+    P521,
+    #[error("{0}: unknown curve (X25519, CurveP256, CurveP384)")]
+    UnknownCurve(String),
+}
+
 /// Maps a name of Go's `tls.CipherSuites()` to rustls. Suites Go knows but rustls does not
 /// implement (CBC modes, RSA key exchange) are refused by name rather than skipped.
-pub(crate) fn cipher_suite(name: &str) -> Result<CipherChoice, String> {
+pub(crate) fn cipher_suite(name: &str) -> Result<CipherChoice, TlsNameError> {
     use rustls::CipherSuite as C;
     let suite = match name {
         "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
@@ -314,30 +332,22 @@ pub(crate) fn cipher_suite(name: &str) -> Result<CipherChoice, String> {
             if other.starts_with("TLS_")
                 && (other.contains("_CBC_") || other.starts_with("TLS_RSA_")) =>
         {
-            return Err(format!(
-                "{other}: not offered by rustls, which implements only ECDHE suites with AES-GCM or ChaCha20-Poly1305 \
-                 (use e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)"
-            ));
+            return Err(TlsNameError::SuiteNotInRustls(other.to_string()));
         }
-        other => return Err(format!("{other}: unknown cipher suite")),
+        other => return Err(TlsNameError::UnknownSuite(other.to_string())),
     };
     Ok(CipherChoice::Tls12(suite))
 }
 
 /// Maps a Go curve name to rustls's key-exchange group.
-pub(crate) fn curve(name: &str) -> Result<rustls::NamedGroup, String> {
+pub(crate) fn curve(name: &str) -> Result<rustls::NamedGroup, TlsNameError> {
     use rustls::NamedGroup as G;
     match name {
         "X25519" => Ok(G::X25519),
         "CurveP256" => Ok(G::secp256r1),
         "CurveP384" => Ok(G::secp384r1),
-        "CurveP521" => Err(
-            "CurveP521: not offered by rustls's ring provider (use X25519, CurveP256 or CurveP384)"
-                .into(),
-        ),
-        other => Err(format!(
-            "{other}: unknown curve (X25519, CurveP256, CurveP384)"
-        )),
+        "CurveP521" => Err(TlsNameError::P521),
+        other => Err(TlsNameError::UnknownCurve(other.to_string())),
     }
 }
 
@@ -530,11 +540,17 @@ mod tests {
             cipher_suite("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305"),
             Ok(CipherChoice::Tls12(_))
         ));
-        assert_eq!(
+        assert!(matches!(
             cipher_suite("TLS_AES_128_GCM_SHA256"),
             Ok(CipherChoice::Tls13)
+        ));
+        assert!(matches!(
+            cipher_suite("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"),
+            Err(TlsNameError::SuiteNotInRustls(_))
+        ));
+        assert_eq!(
+            cipher_suite("TLS_NOPE").unwrap_err().to_string(),
+            "TLS_NOPE: unknown cipher suite"
         );
-        assert!(cipher_suite("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA").is_err());
-        assert!(cipher_suite("TLS_NOPE").unwrap_err().contains("unknown"));
     }
 }

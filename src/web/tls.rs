@@ -108,7 +108,7 @@ pub(crate) fn build(t: &TlsServerConfig, dir: &Path) -> Result<Arc<ServerConfig>
         let mut wanted = Vec::new();
         for n in names {
             if let CipherChoice::Tls12(s) =
-                cipher_suite(n).map_err(|m| Invalid::new(key("cipher_suites"), m))?
+                cipher_suite(n).map_err(|e| Invalid::new(key("cipher_suites"), e.to_string()))?
             {
                 wanted.push(s);
             }
@@ -133,7 +133,7 @@ pub(crate) fn build(t: &TlsServerConfig, dir: &Path) -> Result<Arc<ServerConfig>
         let all = provider.kx_groups.clone();
         let mut groups = Vec::new();
         for n in names {
-            let g = curve(n).map_err(|m| Invalid::new(key("curve_preferences"), m))?;
+            let g = curve(n).map_err(|e| Invalid::new(key("curve_preferences"), e.to_string()))?;
             groups.extend(all.iter().filter(|k| k.name() == g).copied());
         }
         provider.kx_groups = groups;
