@@ -1,10 +1,48 @@
-//! The daemon's own resident memory: which pages of code and read-only data it may let go once
-//! start-up is over (a pure plan over its mappings), and the system call that does it.
-//! No metrics and no scheduling here: the command line decides when.
+//! A process's own resident memory: which pages of code and read-only data it may let go once
+//! start-up is over (a pure plan over its mappings), the system call that does it, and when
+//! the daemon and its privileged helper do it. No metrics here.
 
 use crate::procfs::selfstat::ProcError;
 use crate::procfs::smaps::{self, Mapping};
 use std::path::Path;
+use std::time::Duration;
+
+/// How long after start a process lets go of the pages only start-up used. By then every
+/// collector has sampled (they all start at once; the largest host takes well under a second),
+/// the history has opened and checked its store, and the helper has served the first pass.
+const START_UP: Duration = Duration::from_secs(20);
+
+/// How often, after that, it lets go of the code pages rarer work mapped since: the history's
+/// commit (every 15 minutes), its hourly maintenance and forecast pass, a reload. Without this
+/// they stay mapped until the process ends. What runs every interval (sampling, a scrape, a
+/// SMART run) is mapped back within one interval, about a thousand minor faults (well under a
+/// millisecond).
+const RARE_WORK: Duration = Duration::from_secs(600);
+
+/// Once start-up is over, unmaps the code and constants it alone touched (clap, the YAML
+/// parser, SQLite's schema check, the dynamic linker's binding of every symbol): 1.4-1.6 MiB
+/// of the 7.2 MiB of file pages resident at start in the daemon on the large host
+/// (benches/rss.sh, docs/benchmarks.md); then again every [`RARE_WORK`]. What the process runs
+/// again is mapped back from the page cache at its next use. `who` names the process in the
+/// debug log.
+pub(crate) async fn release_after_start_up(who: &'static str) {
+    tokio::time::sleep(START_UP).await;
+    loop {
+        // Not the door: this process's own /proc/self/maps and madvise, which cannot hang.
+        let released =
+            tokio::task::spawn_blocking(|| release_start_up_pages(Path::new("/proc"))).await;
+        match released {
+            Ok(Ok(r)) => tracing::debug!(
+                "{who}: released code pages: {} KiB resident in {} read-only file mappings",
+                r.resident_kib,
+                r.mappings
+            ),
+            Ok(Err(e)) => tracing::debug!("{who}: releasing code pages: {e}"),
+            Err(e) => tracing::debug!("{who}: releasing code pages: {e}"),
+        }
+        tokio::time::sleep(RARE_WORK).await;
+    }
+}
 
 /// What a release let go of.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

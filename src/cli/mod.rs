@@ -15,7 +15,7 @@ use crate::registry::COLLECTORS;
 use crate::web::{self, Limits, WebSetup};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -713,7 +713,7 @@ fn run_serve(cli: &Cli, flags: Overrides, log: reload::LogHandle) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    rt.spawn(release_start_up_pages());
+    rt.spawn(crate::memory::release_after_start_up("the daemon"));
     let result = rt.block_on(crate::run(config, roots, web, helper, shutdown_signal()));
     // A collector's blocking call stuck in the kernel (a hung mount) must not hold the exit.
     rt.shutdown_timeout(Duration::from_millis(500));
@@ -769,43 +769,6 @@ fn web_setup(
         reload,
         reloads,
     })
-}
-
-/// How long after start the daemon lets go of the pages only start-up used. By then every
-/// collector has sampled (they all start at once; the largest host takes well under a second)
-/// and the history has opened and checked its store.
-const START_UP: Duration = Duration::from_secs(20);
-
-/// How often, after that, it lets go of the code pages rarer work mapped since: the history's
-/// commit (every 15 minutes), its hourly maintenance and forecast pass, a reload. Without this
-/// they stay mapped until the daemon ends. What runs every interval (sampling, a scrape) is
-/// mapped back within one interval, about a thousand minor faults (well under a millisecond).
-const RARE_WORK: Duration = Duration::from_secs(600);
-
-/// Once start-up is over, unmaps the code and constants it alone touched (clap, the YAML
-/// parser, SQLite's schema check, the dynamic linker's binding of every symbol): 1.4-1.6 MiB
-/// of the 7.2 MiB of file pages resident at start on the large host (benches/rss.sh,
-/// docs/benchmarks.md); then again every [`RARE_WORK`]. What the daemon runs again is mapped
-/// back from the page cache at its next use.
-async fn release_start_up_pages() {
-    tokio::time::sleep(START_UP).await;
-    loop {
-        // Not the door: this process's own /proc/self/maps and madvise, which cannot hang.
-        let released = tokio::task::spawn_blocking(|| {
-            crate::memory::release_start_up_pages(Path::new("/proc"))
-        })
-        .await;
-        match released {
-            Ok(Ok(r)) => tracing::debug!(
-                "released code pages: {} KiB resident in {} read-only file mappings",
-                r.resident_kib,
-                r.mappings
-            ),
-            Ok(Err(e)) => tracing::debug!("releasing code pages: {e}"),
-            Err(e) => tracing::debug!("releasing code pages: {e}"),
-        }
-        tokio::time::sleep(RARE_WORK).await;
-    }
 }
 
 fn code(c: i32) -> ExitCode {

@@ -51,6 +51,11 @@ async fn serve(allow: Arc<Allow>, sock: std::os::unix::net::UnixStream) -> i32 {
             return 1;
         }
     };
+    // The helper is the daemon's binary: what its start-up touched (argument parsing, the
+    // spec) is let go as the daemon lets go of its own.
+    tokio::spawn(crate::memory::release_after_start_up(
+        "the privileged helper",
+    ));
     let (mut rd, wr) = sock.into_split();
     let wr = Arc::new(Mutex::new(wr));
     let sem = Arc::new(Semaphore::new(MAX_IN_FLIGHT));

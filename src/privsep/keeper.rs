@@ -164,6 +164,16 @@ pub fn run(exe: &Path, worker_args: &[OsString]) -> i32 {
                     let _ = child.wait();
                     return 0;
                 }
+                // The keeper now only waits: its start-up code (the daemon's binary, argument
+                // parsing, the spawn) is let go, as the daemon lets go of its own.
+                match crate::memory::release_start_up_pages(Path::new("/proc")) {
+                    Ok(r) => tracing::debug!(
+                        "smart-helper: released {} KiB of code pages in {} mappings",
+                        r.resident_kib,
+                        r.mappings
+                    ),
+                    Err(e) => tracing::debug!("smart-helper: releasing code pages: {e}"),
+                }
                 let status = child.wait();
                 if started.elapsed() >= STABLE {
                     backoff = FIRST_BACKOFF;
