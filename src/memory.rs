@@ -12,12 +12,13 @@ use std::time::Duration;
 /// the history has opened and checked its store, and the helper has served the first pass.
 const START_UP: Duration = Duration::from_secs(20);
 
-/// How often, after that, it lets go of the code pages rarer work mapped since: the history's
-/// commit (every 15 minutes), its hourly maintenance and forecast pass, a reload. Without this
-/// they stay mapped until the process ends. What runs every interval (sampling, a scrape, a
-/// SMART run) is mapped back within one interval, about a thousand minor faults (well under a
-/// millisecond).
-const RARE_WORK: Duration = Duration::from_secs(600);
+/// How often, after that, it lets go of the code pages rarer work mapped since: a SMART pass,
+/// the history's commit (every 15 minutes), its hourly maintenance and forecast pass, a reload.
+/// Without this they stay mapped until the process ends; with it, at most two minutes after
+/// that work. What runs every interval (sampling, a scrape) is mapped back within one
+/// interval, about a thousand minor faults (well under a millisecond), and the release itself
+/// reads this process's smaps once.
+const RARE_WORK: Duration = Duration::from_secs(120);
 
 /// Once start-up is over, unmaps the code and constants it alone touched (clap, the YAML
 /// parser, SQLite's schema check, the dynamic linker's binding of every symbol): 1.4-1.6 MiB
