@@ -86,6 +86,7 @@ pub(crate) async fn serve(
             config.state_dir.clone(),
             config.history.clone(),
             config.collectors.smart.enabled,
+            config.collectors.filesystem.interval,
             sink.clone(),
             stop_rx.clone(),
         )

@@ -597,6 +597,14 @@ fn drives_settled(drives_expected: bool, drives: usize, waited: Duration) -> boo
 /// How often it looks, each time asking the history thread for a commit.
 const FIRST_SAMPLE_POLL: Duration = Duration::from_secs(2);
 
+/// Whether the store's filesystems are all there: their number has not changed for more than
+/// a filesystem sampling interval (and a look), so the collector has sampled again since the
+/// last one appeared. A mount whose statvfs missed the first sample (a slow or busy host) is
+/// recorded at the next one, and is imported with the others. Pure.
+fn filesystems_settled(unchanged_for: Duration, fs_interval: Duration) -> bool {
+    unchanged_for > fs_interval + FIRST_SAMPLE_POLL
+}
+
 /// What the import at first start does, decided from what the store holds: the import
 /// runs once, while the daemon's own history is younger than the range; an import that wrote
 /// rows (marked in `fs_import`) is never run again. Pure.
@@ -641,6 +649,7 @@ pub(crate) fn spawn_at_first_start(
     state_dir: PathBuf,
     history: HistoryConfig,
     drives_expected: bool,
+    fs_interval: Duration,
     sink: crate::history::service::Sink,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
@@ -654,7 +663,10 @@ pub(crate) fn spawn_at_first_start(
     // blocking calls are the query client's (bounded by its timeouts) and the store's.
     std::thread::Builder::new()
         .name("ssdwatch-import".into())
-        .spawn(move || at_first_start(&args, &state_dir, &history, drives_expected, &sink, &stop))
+        .spawn(move || {
+            let waits = (drives_expected, fs_interval);
+            at_first_start(&args, &state_dir, &history, waits, &sink, &stop)
+        })
         .map(|_| ())
 }
 
@@ -662,15 +674,17 @@ fn at_first_start(
     args: &ImportArgs,
     dir: &Path,
     history: &HistoryConfig,
-    drives_expected: bool,
+    (drives_expected, fs_interval): (bool, Duration),
     sink: &crate::history::service::Sink,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) {
     let server = &args.prometheus;
     let path = dir.join(crate::history::store::FILE_NAME);
     let deadline = std::time::Instant::now() + FIRST_SAMPLE_WAIT;
-    // When the filesystems were first known: the drives are waited for a while after.
+    // When the filesystems were first known: the drives are waited for a while after. And
+    // since when their number is what it is: a mount may come a sample later.
     let mut fs_seen = None;
+    let mut fs_count: Option<(usize, std::time::Instant)> = None;
     let (marks, first_seen) = loop {
         if *stop.borrow() {
             return;
@@ -688,7 +702,13 @@ fn at_first_start(
             Ok((m, _, _)) if m > 0 => break (m, Vec::new()),
             Ok((m, f, drives)) if !f.is_empty() => {
                 let since = *fs_seen.get_or_insert_with(std::time::Instant::now);
-                if drives_settled(drives_expected, drives, since.elapsed()) {
+                let unchanged_since = match fs_count {
+                    Some((n, t)) if n == f.len() => t,
+                    _ => fs_count.insert((f.len(), std::time::Instant::now())).1,
+                };
+                if drives_settled(drives_expected, drives, since.elapsed())
+                    && filesystems_settled(unchanged_since.elapsed(), fs_interval)
+                {
                     if drives_expected && drives == 0 {
                         tracing::info!(
                             server = %server,
@@ -856,6 +876,18 @@ mod tests {
         assert_eq!(host_instances("db7"), "db7(:[0-9]+)?");
         assert_eq!(host_instances("[::1]:9100"), "\\[::1\\](:[0-9]+)?");
         assert_eq!(host_instances("fe80::1"), "fe80::1(:[0-9]+)?");
+    }
+
+    #[test]
+    fn the_import_at_start_waits_a_sampling_interval_after_the_last_new_filesystem() {
+        let (s, fs) = (Duration::from_secs, Duration::from_secs(15));
+        assert!(!filesystems_settled(s(0), fs));
+        assert!(
+            !filesystems_settled(s(16), fs),
+            "a look may not have seen the next sample"
+        );
+        assert!(filesystems_settled(s(18), fs));
+        assert!(filesystems_settled(s(4), s(1)));
     }
 
     #[test]

@@ -153,10 +153,13 @@ fn median(v: &mut [f64]) -> Option<f64> {
     })
 }
 
-/// `now + days`, or `None` when not finite, negative or beyond the horizon.
+/// `now + days`, to the nearest second, or `None` when not finite, negative or beyond the
+/// horizon. Rounded, not truncated: the same line asked at two moments gives the same date,
+/// where `now + days` lands a hair either side of a whole second (a fit's exact crossing, as on
+/// data sampled every 5 minutes) and truncation would flip it by a second.
 fn date_in(now: i64, days: f64) -> Option<i64> {
     (days.is_finite() && (0.0..=HORIZON_DAYS).contains(&days))
-        .then(|| now.saturating_add((days * DAY_F64) as i64))
+        .then(|| now.saturating_add((days * DAY_F64).round() as i64))
 }
 
 /// One UTC day of a filesystem: low and high of used bytes, and the size.
@@ -759,6 +762,15 @@ mod tests {
                 growth: -3.0 * G,
             },
         ]
+    }
+
+    #[test]
+    fn a_date_a_hair_short_of_a_whole_second_is_that_second() {
+        // A day less a float's error from a 5-minute-aligned time: the same second however
+        // the sum lands.
+        assert_eq!(date_in(1_800, 1.0 - 1e-12), Some(1_800 + DAY));
+        assert_eq!(date_in(1_800, 1.0 + 1e-12), Some(1_800 + DAY));
+        assert_eq!(date_in(1_800, -1.0), None);
     }
 
     #[test]

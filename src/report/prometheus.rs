@@ -158,7 +158,7 @@ fn filesystems(api: &Api, instance: &str, now: i64) -> Result<Vec<FsReport>, Que
             let layers = stacks.remove(&mp).unwrap_or_default();
             let grew = filling.mount_growth_1d.get(&mp).copied();
             let components = filling.components.remove(&mp).unwrap_or_default();
-            let daemon_date = daemon_full.get(&key).map(|t| *t as i64);
+            let daemon_date = daemon_full.get(&key).map(|t| t.round() as i64);
             let mut f = filesystem(mp, dev, &days, layers, now_figures, now)?;
             take_daemon_date(&mut f, daemon_date);
             Some(f.with_filling(components, grew, &filling.facts))
@@ -706,7 +706,7 @@ fn drive(
     } else {
         (
             facts.daemon_used.get(&k).copied(),
-            facts.daemon_date.get(&k).map(|t| *t as i64),
+            facts.daemon_date.get(&k).map(|t| t.round() as i64),
         )
     };
     let wear: Vec<(i64, f64)> = pts
@@ -975,7 +975,8 @@ pub fn fleet(
                 Some(FleetRow {
                     instance: label(&l, "instance").unwrap_or("").to_string(),
                     what: what(&l),
-                    when_unix: p.first()?.1 as i64,
+                    // A timestamp gauge read back as a float: to the nearest second.
+                    when_unix: p.first()?.1.round() as i64,
                 })
             })
             .collect();
