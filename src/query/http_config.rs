@@ -144,12 +144,7 @@ impl HttpConfig {
                 "only one of basic_auth, authorization and bearer_token may be set",
             ));
         }
-        if self.bearer_token.is_some() && self.bearer_token_file.is_some() {
-            return Err(Invalid::new(
-                "bearer_token_file",
-                "set with bearer_token: give one",
-            ));
-        }
+        one_source(&self.bearer_token, &self.bearer_token_file, "bearer_token")?;
         if let Some(b) = &self.basic_auth {
             b.validate()?;
         }
@@ -169,27 +164,28 @@ impl HttpConfig {
     }
 }
 
+/// A secret or PEM given inline (`key`) or from a file (`key_file`), not both.
+fn one_source<A, B>(inline: &Option<A>, file: &Option<B>, key: &str) -> Result<(), Invalid> {
+    if inline.is_some() && file.is_some() {
+        return Err(Invalid::new(
+            format!("{key}_file"),
+            format!("set with {key}: give one"),
+        ));
+    }
+    Ok(())
+}
+
 impl BasicAuth {
     /// One source of each secret, and a username.
     fn validate(&self) -> Result<(), Invalid> {
-        if self.username.is_some() && self.username_file.is_some() {
-            return Err(Invalid::new(
-                "basic_auth.username_file",
-                "set with basic_auth.username: give one",
-            ));
-        }
+        one_source(&self.username, &self.username_file, "basic_auth.username")?;
         if self.username.is_none() && self.username_file.is_none() {
             return Err(Invalid::new(
                 "basic_auth.username",
                 "not set (or username_file)",
             ));
         }
-        if self.password.is_some() && self.password_file.is_some() {
-            return Err(Invalid::new(
-                "basic_auth.password_file",
-                "set with basic_auth.password: give one",
-            ));
-        }
+        one_source(&self.password, &self.password_file, "basic_auth.password")?;
         Ok(())
     }
 }
@@ -197,12 +193,11 @@ impl BasicAuth {
 impl Authorization {
     /// One source of the credentials, and a scheme that is one (and not Basic).
     fn validate(&self) -> Result<(), Invalid> {
-        if self.credentials.is_some() && self.credentials_file.is_some() {
-            return Err(Invalid::new(
-                "authorization.credentials_file",
-                "set with authorization.credentials: give one",
-            ));
-        }
+        one_source(
+            &self.credentials,
+            &self.credentials_file,
+            "authorization.credentials",
+        )?;
         if let Some(k) = &self.kind
             && (k.is_empty() || !k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
         {
@@ -234,12 +229,7 @@ impl TlsConfig {
             (&self.cert, &self.cert_file, "cert"),
             (&self.key, &self.key_file, "key"),
         ] {
-            if inline.is_some() && file.is_some() {
-                return Err(Invalid::new(
-                    format!("tls_config.{name}_file"),
-                    format!("set with tls_config.{name}: give one"),
-                ));
-            }
+            one_source(inline, file, &format!("tls_config.{name}"))?;
         }
         let cert = self.cert.is_some() || self.cert_file.is_some();
         let key = self.key.is_some() || self.key_file.is_some();
@@ -395,6 +385,34 @@ mod tests {
         assert!(err.contains("pasword") && err.contains("line 3"), "{err}");
         let err = parse("oauth2:\n  client_id: x\n").unwrap_err();
         assert!(err.contains("oauth2") && err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_value_given_inline_and_from_a_file_is_refused_naming_the_file_key() {
+        for (yaml, key) in [
+            (
+                "bearer_token: t\nbearer_token_file: /t\n",
+                "bearer_token_file",
+            ),
+            (
+                "basic_auth:\n  username: a\n  username_file: /u\n",
+                "basic_auth.username_file",
+            ),
+            (
+                "authorization:\n  credentials: t\n  credentials_file: /c\n",
+                "authorization.credentials_file",
+            ),
+            (
+                "tls_config:\n  ca: x\n  ca_file: /ca.pem\n",
+                "tls_config.ca_file",
+            ),
+        ] {
+            let err = parse(yaml).unwrap_err();
+            assert!(
+                err.contains(key) && err.contains("give one"),
+                "{yaml}: {err}"
+            );
+        }
     }
 
     #[test]
