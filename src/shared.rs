@@ -5,7 +5,7 @@
 
 use crate::sysfs::topology::Topology;
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 /// What the disk-activity collector learns about each drive and other collectors (probes) need.
@@ -75,57 +75,39 @@ pub struct Shared {
 
 impl Shared {
     pub fn rotation_rate(&self, device: &str) -> Option<u64> {
-        let g = self
-            .rotation_rates
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
+        let g = read(&self.rotation_rates);
         g.get(device).copied()
     }
 
     pub fn sync_write_p50(&self, device: &str) -> Option<f64> {
-        let g = self
-            .sync_write_p50
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
+        let g = read(&self.sync_write_p50);
         g.get(device).copied()
     }
 
     pub fn set_sync_write_p50(&self, device: &str, seconds: f64) {
-        let mut g = self
-            .sync_write_p50
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut g = write(&self.sync_write_p50);
         g.insert(device.to_string(), seconds);
     }
 
     pub fn untrimmed_ratio(&self, mountpoint: &str) -> Option<f64> {
-        let g = self
-            .untrimmed_ratio
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
+        let g = read(&self.untrimmed_ratio);
         g.get(mountpoint).copied()
     }
 
     /// Replaces every mount's share (a mount no longer sampled leaves).
     pub fn set_untrimmed_ratios(&self, ratios: HashMap<String, f64>) {
-        let mut g = self
-            .untrimmed_ratio
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut g = write(&self.untrimmed_ratio);
         *g = ratios;
     }
 
     pub fn set_rotation_rate(&self, device: &str, rpm: u64) {
-        let mut g = self
-            .rotation_rates
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut g = write(&self.rotation_rates);
         g.insert(device.to_string(), rpm);
     }
 
     /// The shared topology when it was read less than `max_age` ago.
     pub fn topology(&self, max_age: Duration) -> Option<Arc<Topology>> {
-        let g = self.topology.read().unwrap_or_else(|e| e.into_inner());
+        let g = read(&self.topology);
         g.as_ref()
             .filter(|(_, at)| at.elapsed() < max_age)
             .map(|(t, _)| t.clone())
@@ -134,7 +116,7 @@ impl Shared {
     /// The layers under the filesystems while fresh (a stopped layers collector's last read is
     /// not used for ever).
     pub fn layers(&self) -> Option<Arc<crate::layers::Layers>> {
-        let g = self.layers.read().unwrap_or_else(|e| e.into_inner());
+        let g = read(&self.layers);
         g.as_ref()
             .filter(|(_, until)| Instant::now() < *until)
             .map(|(l, _)| l.clone())
@@ -142,25 +124,33 @@ impl Shared {
 
     /// Shares the layers, good for `valid_for`.
     pub fn set_layers(&self, l: Arc<crate::layers::Layers>, valid_for: Duration) {
-        let mut g = self.layers.write().unwrap_or_else(|e| e.into_inner());
+        let mut g = write(&self.layers);
         *g = Some((l, Instant::now() + valid_for));
     }
 
     pub fn set_topology(&self, t: Arc<Topology>) {
-        let mut g = self.topology.write().unwrap_or_else(|e| e.into_inner());
+        let mut g = write(&self.topology);
         *g = Some((t, Instant::now()));
     }
 
     pub fn disk_activity(&self, device: &str) -> Option<DiskActivity> {
-        let g = self.disk_activity.read().unwrap_or_else(|e| e.into_inner());
+        let g = read(&self.disk_activity);
         g.get(device).cloned()
     }
 
     pub fn set_disk_activity(&self, device: &str, a: DiskActivity) {
-        let mut g = self
-            .disk_activity
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut g = write(&self.disk_activity);
         g.insert(device.to_string(), a);
     }
+}
+
+/// A shared value to read. A writer that panicked left it whole (each write is one insert or
+/// one replacement), so a poisoned lock is read as it is.
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A shared value to write; a poisoned lock as in [`read`].
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
 }
